@@ -1,0 +1,49 @@
+// Element types of weight tensors as they sit in checkpoint files, and their byte sizes.
+//
+//   int64_t bytes = RowBytes(DType::kQ4_1, 4096);   // 4096 / 32 blocks * 20 bytes
+//   DequantizeRow(DType::kQ4_1, row_ptr, out, 4096);
+//
+// Quantized types store blocks along the innermost (contiguous) dimension; a row length must be
+// a multiple of BlockElems(dtype). Thread-safe: pure functions.
+#ifndef TPSERVE_FORMATS_DTYPE_H_
+#define TPSERVE_FORMATS_DTYPE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tpserve {
+
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kF8E4M3,  // OCP FP8 E4M3 ("float8_e4m3fn"): no infinities, one NaN pattern.
+  kQ8_0,    // GGML: 32 elems, fp16 scale d, int8 q[32]; x = d * q.                 34 bytes
+  kQ4_0,    // GGML: 32 elems, fp16 d, 16 bytes of nibbles; x = d * (q - 8).         18 bytes
+  kQ4_1,    // GGML: 32 elems, fp16 d, fp16 m, 16 bytes of nibbles; x = d * q + m.   20 bytes
+};
+
+std::string_view DTypeName(DType t);
+
+// Elements per block (1 for the plain float types) and bytes per block.
+int64_t BlockElems(DType t);
+int64_t BlockBytes(DType t);
+
+// Bytes of one row of `n` elements; nullopt when `n` is negative, not a multiple of the block
+// size, or the product overflows int64.
+std::optional<int64_t> RowBytes(DType t, int64_t n);
+
+// Decodes `n` elements (a multiple of BlockElems) starting at `src` into fp32. Bit-exact with
+// the gguf Python package for the GGML types, and with torch for F16, BF16 and F8E4M3.
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
+
+// Scalar conversions, exposed for kernels and tests.
+float F16ToF32(uint16_t h);
+uint16_t F32ToF16(float f);  // round to nearest even
+float BF16ToF32(uint16_t b);
+float F8E4M3ToF32(uint8_t v);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_FORMATS_DTYPE_H_
