@@ -1,0 +1,64 @@
+// Turns one row of logits into the next token: repetition/presence/frequency penalties, then
+// temperature, top-k, top-p (nucleus) and min-p truncation, then a seeded draw. Temperature 0 is
+// greedy. Also reports the chosen token's log-probability and the top-n alternatives.
+//
+//   TP_RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size));
+//   Sampler sampler(params);  SampledToken t = sampler.Sample(logits, history);
+//
+// Threading: a Sampler holds the RNG of one sequence; use it from one thread at a time.
+#ifndef TPSERVE_COORDINATOR_SAMPLING_H_
+#define TPSERVE_COORDINATOR_SAMPLING_H_
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace tpserve {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0 = greedy; otherwise in (0, kMaxTemperature]
+  int32_t top_k = 0;                // 0 = off; else keep the k most likely
+  float top_p = 1.0f;               // (0, 1]; 1 = off
+  float min_p = 0.0f;               // [0, 1]; drop tokens with p < min_p * p_max
+  float repetition_penalty = 1.0f;  // (0, kMaxRepetitionPenalty]; 1 = off (CTRL-style)
+  float presence_penalty = 0.0f;    // [-2, 2], OpenAI semantics
+  float frequency_penalty = 0.0f;   // [-2, 2], OpenAI semantics
+  std::optional<uint64_t> seed;     // same seed, same logits -> same tokens
+  int32_t top_logprobs = 0;         // [0, kMaxTopLogprobs] alternatives to report
+};
+
+inline constexpr float kMaxTemperature = 100.0f;
+inline constexpr float kMaxRepetitionPenalty = 10.0f;
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+// INVALID_ARGUMENT naming the field, the value and the bound (NaN included).
+absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);
+
+struct SampledToken {
+  int32_t id = -1;
+  float logprob = 0.0f;  // log-softmax of the model's logits (before penalties or truncation)
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // most likely first
+};
+
+class Sampler {
+ public:
+  // REQUIRES: ValidateSamplingParams(params, ...) is OK.
+  explicit Sampler(const SamplingParams& params);
+
+  // `logits` is one row over the vocabulary; `history` holds the ids the penalties look at
+  // (prompt and generated so far).
+  SampledToken Sample(absl::Span<const float> logits, absl::Span<const int32_t> history);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_COORDINATOR_SAMPLING_H_

@@ -1,0 +1,51 @@
+// Collectives that join the tensor-parallel ranks of one model replica. The model calls them
+// after row-parallel layers (all-reduce) and for the vocab-parallel LM head (all-gather).
+//
+//   TP_RETURN_IF_ERROR(comm.AllReduceSum(absl::MakeSpan(partial_out)));
+//   TP_RETURN_IF_ERROR(comm.AllGather(my_logits, absl::MakeSpan(all_logits)));
+//
+// Implementations: in-process (threads; tests), Gloo over TCP (CPU ranks), NCCL (GPU ranks).
+// Every collective has a deadline: a peer that stops answering yields DEADLINE_EXCEEDED or
+// UNAVAILABLE naming the collective and the rank, never a hang.
+// Threading: one Communicator belongs to one rank and is called from one thread at a time; all
+// ranks must call the same collectives in the same order with the same sizes.
+#ifndef TPSERVE_WORKER_COMM_COMMUNICATOR_H_
+#define TPSERVE_WORKER_COMM_COMMUNICATOR_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace tpserve {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // In place: every rank's `data` becomes the element-wise sum over ranks.
+  virtual absl::Status AllReduceSum(absl::Span<float> data) = 0;
+  // `out` has world_size * in.size() elements; rank r's `in` lands at out[r * in.size()].
+  virtual absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) = 0;
+  // `data` on every rank becomes root's `data` (used for token ids as floats-free bytes too).
+  virtual absl::Status Broadcast(absl::Span<uint8_t> data, int root) = 0;
+  virtual absl::Status Barrier() = 0;
+};
+
+// The trivial communicator of a single rank: every collective is the identity.
+class SingleRankCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  absl::Status AllReduceSum(absl::Span<float>) override { return absl::OkStatus(); }
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+  absl::Status Broadcast(absl::Span<uint8_t>, int root) override;
+  absl::Status Barrier() override { return absl::OkStatus(); }
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_COMM_COMMUNICATOR_H_
