@@ -1,0 +1,105 @@
+#include "coordinator/scheduler.h"
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace tpserve {
+namespace {
+
+// "id:start+n" for each chunk, then "!id" for each preemption: a whole step in one string.
+std::string Describe(const StepPlan& plan) {
+  std::string out;
+  for (const ScheduledChunk& c : plan.chunks) {
+    out += std::to_string(c.seq_id) + ":" + std::to_string(c.start_position) + "+" +
+           std::to_string(c.num_tokens) + (c.completes_prompt ? "* " : " ");
+  }
+  for (int64_t id : plan.preempted) out += "!" + std::to_string(id) + " ";
+  return out;
+}
+
+// Runs one step the way the engine does: every chunk that completes its known tokens samples one.
+std::string Step(Scheduler& sched, const BlockManager& blocks) {
+  StepPlan plan = sched.Schedule();
+  sched.Commit(plan);
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (c.completes_prompt) sched.AppendToken(c.seq_id);
+  }
+  EXPECT_EQ(blocks.num_free_blocks() + blocks.num_used_blocks(), blocks.num_blocks());
+  return Describe(plan);
+}
+
+TEST(Scheduler, ChunkedPrefillThenBatchedDecode) {
+  BlockManager blocks(/*num_blocks=*/32, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/8}, &blocks);
+  ASSERT_TRUE(sched.Add(1, 10).ok());
+  ASSERT_TRUE(sched.Add(2, 3).ok());
+  const std::vector<std::string> expected = {
+      "1:0+8 ",            // prompt 1 chunked by the 8-token budget
+      "1:8+2* 2:0+3* ",    // rest of prompt 1, all of prompt 2: both sample
+      "1:10+1* 2:3+1* ",   // decode both
+      "1:11+1* 2:4+1* ",
+  };
+  for (size_t step = 0; step < expected.size(); ++step) {
+    EXPECT_EQ(Step(sched, blocks), expected[step]) << "step " << step;
+  }
+  EXPECT_EQ(blocks.NumTokens(1), 12);
+  sched.Remove(1);
+  sched.Remove(2);
+  EXPECT_EQ(blocks.num_free_blocks(), 32);
+  EXPECT_TRUE(sched.Empty());
+}
+
+TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
+  // 4 blocks of 2 tokens = 8 token slots. Two prompts of 3 tokens take 2 blocks each.
+  BlockManager blocks(4, 2);
+  Scheduler sched({8, 16}, &blocks);
+  ASSERT_TRUE(sched.Add(1, 3).ok());
+  ASSERT_TRUE(sched.Add(2, 3).ok());
+  EXPECT_EQ(Step(sched, blocks), "1:0+3* 2:0+3* ");
+  EXPECT_EQ(Step(sched, blocks), "1:3+1* 2:3+1* ");  // 4 tokens each still fit in 2 blocks
+  // Token 5 of each needs a third block each: only seq 1 can grow; seq 2 is preempted.
+  EXPECT_EQ(Step(sched, blocks), "1:4+1* !2 ");
+  EXPECT_EQ(sched.num_waiting(), 1u);
+  sched.Remove(1);  // seq 1 finishes
+  // Seq 2 comes back and recomputes its 5 known tokens (3 prompt + 2 generated).
+  EXPECT_EQ(Step(sched, blocks), "2:0+5* ");
+}
+
+TEST(Scheduler, WaitingQueueIsFifoAndRespectsMaxNumSeqs) {
+  BlockManager blocks(100, 4);
+  Scheduler sched({/*max_num_seqs=*/2, 64}, &blocks);
+  for (int64_t id = 1; id <= 3; ++id) ASSERT_TRUE(sched.Add(id, 2).ok());
+  EXPECT_EQ(Step(sched, blocks), "1:0+2* 2:0+2* ");
+  EXPECT_EQ(Step(sched, blocks), "1:2+1* 2:2+1* ");
+  sched.Remove(2);
+  EXPECT_EQ(Step(sched, blocks), "1:3+1* 3:0+2* ");
+}
+
+TEST(Scheduler, RejectsDuplicatesEmptyPromptsAndPromptsLargerThanTheCache) {
+  BlockManager blocks(2, 4);
+  Scheduler sched({}, &blocks);
+  ASSERT_TRUE(sched.Add(1, 4).ok());
+  EXPECT_EQ(sched.Add(1, 4).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sched.Add(2, 0).message(), "sequence 2 has 0 tokens, needs at least 1");
+  absl::Status s = sched.Add(3, 9);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "sequence 3 needs 3 KV blocks, the cache has 2");
+}
+
+TEST(Scheduler, CancelledWaitingSequenceLeavesNoTrace) {
+  BlockManager blocks(8, 4);
+  Scheduler sched({1, 64}, &blocks);
+  ASSERT_TRUE(sched.Add(1, 4).ok());
+  ASSERT_TRUE(sched.Add(2, 4).ok());
+  EXPECT_EQ(Step(sched, blocks), "1:0+4* ");
+  sched.Remove(2);  // cancelled while waiting
+  sched.Remove(1);  // cancelled while running
+  EXPECT_TRUE(sched.Empty());
+  EXPECT_EQ(blocks.num_free_blocks(), 8);
+  EXPECT_EQ(Step(sched, blocks), "");
+}
+
+}  // namespace
+}  // namespace tpserve
