@@ -1,0 +1,35 @@
+// A generation request after validation: the only form the engine accepts. Produced from the
+// public proto by ValidateGenerateRequest (coordinator/validation.h).
+#ifndef TPSERVE_COORDINATOR_REQUEST_H_
+#define TPSERVE_COORDINATOR_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "coordinator/sampling.h"
+
+namespace tpserve {
+
+struct StopConditions {
+  int32_t max_new_tokens = 0;          // > 0
+  std::vector<std::string> stop_sequences;
+  std::vector<int32_t> stop_token_ids;  // besides the model's EOS ids
+  bool ignore_eos = false;
+};
+
+struct GenerationRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_ids;
+  SamplingParams sampling;
+  StopConditions stop;
+  bool logprobs = false;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+enum class FinishReason { kNone, kEos, kLength, kStopSequence, kCancelled, kDeadline, kError };
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_COORDINATOR_REQUEST_H_

@@ -1,0 +1,138 @@
+#include "coordinator/validation.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace tpserve {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& value, const std::string& bound) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " is invalid: ", bound));
+}
+
+absl::Status ValidateTokenIds(const std::string& field, const google::protobuf::RepeatedField<int32_t>& ids,
+                              int64_t vocab_size) {
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return Invalid(absl::StrCat(field, "[", i, "]"), absl::StrCat(ids[i]),
+                     absl::StrCat("token ids must be in [0, ", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+SamplingParams FromProto(const tpserve::v1::SamplingParams& p) {
+  SamplingParams s;
+  if (p.has_temperature()) s.temperature = p.temperature();
+  if (p.has_top_k()) s.top_k = p.top_k();
+  if (p.has_top_p()) s.top_p = p.top_p();
+  if (p.has_min_p()) s.min_p = p.min_p();
+  if (p.has_seed()) s.seed = p.seed();
+  if (p.has_repetition_penalty()) s.repetition_penalty = p.repetition_penalty();
+  if (p.has_presence_penalty()) s.presence_penalty = p.presence_penalty();
+  if (p.has_frequency_penalty()) s.frequency_penalty = p.frequency_penalty();
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::GenerateRequest& proto,
+                                                       const ModelLimits& limits) {
+  ValidatedInput in;
+  using Req = tpserve::v1::GenerateRequest;
+  switch (proto.input_case()) {
+    case Req::kText:
+      if (proto.text().empty()) return Invalid("text", "\"\"", "the prompt must not be empty");
+      if (static_cast<int64_t>(proto.text().size()) > limits.max_prompt_bytes) {
+        return Invalid("text", absl::StrCat(proto.text().size(), " bytes"),
+                       absl::StrCat("at most ", limits.max_prompt_bytes, " bytes"));
+      }
+      in.kind = ValidatedInput::Kind::kText;
+      in.text = proto.text();
+      break;
+    case Req::kChat: {
+      const auto& msgs = proto.chat().messages();
+      if (msgs.empty()) return Invalid("chat.messages", "[]", "at least one message is required");
+      if (msgs.size() > limits.max_chat_messages) {
+        return Invalid("chat.messages", absl::StrCat(msgs.size(), " messages"),
+                       absl::StrCat("at most ", limits.max_chat_messages));
+      }
+      int64_t bytes = 0;
+      for (int i = 0; i < msgs.size(); ++i) {
+        const std::string& role = msgs[i].role();
+        if (role != "system" && role != "user" && role != "assistant") {
+          return Invalid(absl::StrCat("chat.messages[", i, "].role"), absl::StrCat("\"", role, "\""),
+                         "must be \"system\", \"user\" or \"assistant\"");
+        }
+        bytes += static_cast<int64_t>(msgs[i].content().size());
+        in.chat.emplace_back(role, msgs[i].content());
+      }
+      if (bytes > limits.max_prompt_bytes) {
+        return Invalid("chat.messages", absl::StrCat(bytes, " bytes of content"),
+                       absl::StrCat("at most ", limits.max_prompt_bytes, " bytes"));
+      }
+      in.kind = ValidatedInput::Kind::kChat;
+      break;
+    }
+    case Req::kTokenIds:
+      if (proto.token_ids().ids().empty()) {
+        return Invalid("token_ids.ids", "[]", "the prompt must not be empty");
+      }
+      TP_RETURN_IF_ERROR(ValidateTokenIds("token_ids.ids", proto.token_ids().ids(), limits.vocab_size));
+      in.kind = ValidatedInput::Kind::kTokenIds;
+      in.token_ids.assign(proto.token_ids().ids().begin(), proto.token_ids().ids().end());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          "input is missing: set exactly one of text, chat or token_ids");
+  }
+  in.allow_special_tokens = proto.allow_special_tokens();
+
+  GenerationRequest& r = in.request;
+  r.request_id = proto.request_id();
+  r.sampling = FromProto(proto.sampling());
+  r.sampling.top_logprobs = proto.top_logprobs();
+  TP_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling, limits.vocab_size));
+  r.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
+
+  if (proto.has_max_new_tokens()) {
+    if (proto.max_new_tokens() < 1) {
+      return Invalid("max_new_tokens", absl::StrCat(proto.max_new_tokens()), "must be at least 1");
+    }
+    in.max_new_tokens = proto.max_new_tokens();
+  }
+  if (proto.stop_sequences_size() > limits.max_stop_sequences) {
+    return Invalid("stop_sequences", absl::StrCat(proto.stop_sequences_size(), " entries"),
+                   absl::StrCat("at most ", limits.max_stop_sequences));
+  }
+  for (int i = 0; i < proto.stop_sequences_size(); ++i) {
+    const std::string& s = proto.stop_sequences(i);
+    const std::string field = absl::StrCat("stop_sequences[", i, "]");
+    if (s.empty()) return Invalid(field, "\"\"", "must not be empty");
+    if (static_cast<int64_t>(s.size()) > limits.max_stop_sequence_bytes) {
+      return Invalid(field, absl::StrCat(s.size(), " bytes"),
+                     absl::StrCat("at most ", limits.max_stop_sequence_bytes, " bytes"));
+    }
+    r.stop.stop_sequences.push_back(s);
+  }
+  TP_RETURN_IF_ERROR(ValidateTokenIds("stop_token_ids", proto.stop_token_ids(), limits.vocab_size));
+  r.stop.stop_token_ids.assign(proto.stop_token_ids().begin(), proto.stop_token_ids().end());
+  r.stop.ignore_eos = proto.ignore_eos();
+  return in;
+}
+
+absl::StatusOr<int32_t> CheckContextWindow(int64_t prompt_tokens,
+                                           std::optional<int32_t> max_new_tokens,
+                                           const ModelLimits& limits) {
+  const int64_t room = limits.context_length - prompt_tokens;
+  if (room < 1 || (max_new_tokens.has_value() && *max_new_tokens > room)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "context_length_exceeded: prompt has ", prompt_tokens, " tokens and max_new_tokens is ",
+        max_new_tokens.has_value() ? absl::StrCat(*max_new_tokens) : std::string("at least 1"),
+        ", together ", prompt_tokens + max_new_tokens.value_or(1),
+        " > the context length of ", limits.context_length, " tokens"));
+  }
+  return max_new_tokens.has_value() ? *max_new_tokens : static_cast<int32_t>(room);
+}
+
+}  // namespace tpserve

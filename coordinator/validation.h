@@ -1,0 +1,56 @@
+// The only way from a public GenerateRequest to the engine's GenerationRequest: every field is
+// checked here and each error names the field, the value and the bound.
+//
+//   TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(proto, limits));
+//   ... tokenize in.text / in.chat ...
+//   TP_RETURN_IF_ERROR(CheckContextWindow(prompt_ids.size(), max_new_tokens, limits));
+//
+// Thread-safe: pure functions.
+#ifndef TPSERVE_COORDINATOR_VALIDATION_H_
+#define TPSERVE_COORDINATOR_VALIDATION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/request.h"
+#include "proto/tpserve.pb.h"
+
+namespace tpserve {
+
+struct ModelLimits {
+  int64_t vocab_size = 0;
+  int64_t context_length = 0;        // prompt + generated tokens per sequence
+  int32_t max_stop_sequences = 16;
+  int32_t max_stop_sequence_bytes = 256;
+  int32_t max_prompt_bytes = 1 << 20;
+  int32_t max_chat_messages = 512;
+};
+
+// What the request asks for, before tokenization.
+struct ValidatedInput {
+  enum class Kind { kText, kChat, kTokenIds } kind = Kind::kText;
+  std::string text;
+  std::vector<std::pair<std::string, std::string>> chat;  // (role, content)
+  std::vector<int32_t> token_ids;
+  bool allow_special_tokens = false;
+  std::optional<int32_t> max_new_tokens;  // absent: fill the context window
+  GenerationRequest request;  // everything but prompt_ids and stop.max_new_tokens
+};
+
+absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::GenerateRequest& proto,
+                                                       const ModelLimits& limits);
+
+// Resolves max_new_tokens against the window. INVALID_ARGUMENT starting with
+// "context_length_exceeded" and giving both numbers when prompt + max_new_tokens does not fit;
+// never truncates.
+absl::StatusOr<int32_t> CheckContextWindow(int64_t prompt_tokens,
+                                           std::optional<int32_t> max_new_tokens,
+                                           const ModelLimits& limits);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_COORDINATOR_VALIDATION_H_

@@ -1,0 +1,104 @@
+#include "coordinator/validation.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace tpserve {
+namespace {
+
+using tpserve::v1::GenerateRequest;
+
+ModelLimits Limits() {
+  ModelLimits l;
+  l.vocab_size = 100;
+  l.context_length = 64;
+  return l;
+}
+
+void ExpectInvalid(const GenerateRequest& req, const std::string& message) {
+  absl::StatusOr<ValidatedInput> in = ValidateGenerateRequest(req, Limits());
+  ASSERT_FALSE(in.ok()) << "accepted: " << req.ShortDebugString();
+  EXPECT_EQ(in.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(in.status().message(), message);
+}
+
+TEST(ValidateGenerateRequest, AcceptsEachInputKindWithDefaults) {
+  GenerateRequest req;
+  req.set_text("hello");
+  absl::StatusOr<ValidatedInput> in = ValidateGenerateRequest(req, Limits());
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->kind, ValidatedInput::Kind::kText);
+  EXPECT_EQ(in->request.sampling.temperature, 1.0f);
+  EXPECT_FALSE(in->max_new_tokens.has_value());
+
+  req.mutable_chat()->add_messages()->set_role("user");
+  ASSERT_TRUE(ValidateGenerateRequest(req, Limits()).ok());
+  req.mutable_token_ids()->add_ids(5);
+  in = ValidateGenerateRequest(req, Limits());
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(in->token_ids, std::vector<int32_t>({5}));
+}
+
+TEST(ValidateGenerateRequest, NamesFieldValueAndBound) {
+  GenerateRequest none;
+  ExpectInvalid(none, "input is missing: set exactly one of text, chat or token_ids");
+
+  GenerateRequest req;
+  req.set_text("hi");
+  GenerateRequest r = req;
+  r.mutable_sampling()->set_temperature(-1.0f);
+  ExpectInvalid(r, "sampling.temperature = -1 is out of range: must be 0 (greedy) or in (0, 100]");
+  r = req;
+  r.mutable_sampling()->set_top_p(0.0f);
+  ExpectInvalid(r, "sampling.top_p = 0 is out of range: must be in (0, 1]");
+  r = req;
+  r.mutable_sampling()->set_top_k(-3);
+  ExpectInvalid(r, "sampling.top_k = -3 is out of range: must be in [0, 100] (0 = off)");
+  r = req;
+  r.set_max_new_tokens(0);
+  ExpectInvalid(r, "max_new_tokens = 0 is invalid: must be at least 1");
+  r = req;
+  r.set_top_logprobs(50);
+  ExpectInvalid(r, "sampling.top_logprobs = 50 is out of range: must be in [0, 20]");
+  r = req;
+  r.add_stop_sequences("");
+  ExpectInvalid(r, "stop_sequences[0] = \"\" is invalid: must not be empty");
+  r = req;
+  r.add_stop_token_ids(100);
+  ExpectInvalid(r, "stop_token_ids[0] = 100 is invalid: token ids must be in [0, 100)");
+
+  GenerateRequest ids;
+  ids.mutable_token_ids()->add_ids(3);
+  ids.mutable_token_ids()->add_ids(-1);
+  ExpectInvalid(ids, "token_ids.ids[1] = -1 is invalid: token ids must be in [0, 100)");
+
+  GenerateRequest chat;
+  auto* m = chat.mutable_chat()->add_messages();
+  m->set_role("user");
+  m = chat.mutable_chat()->add_messages();
+  m->set_role("wizard");
+  ExpectInvalid(chat, "chat.messages[1].role = \"wizard\" is invalid: must be \"system\", \"user\" or \"assistant\"");
+
+  GenerateRequest empty;
+  empty.set_text("");
+  ExpectInvalid(empty, "text = \"\" is invalid: the prompt must not be empty");
+}
+
+TEST(CheckContextWindow, NeverTruncatesAndGivesBothNumbers) {
+  absl::StatusOr<int32_t> n = CheckContextWindow(60, 4, Limits());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 4);
+  EXPECT_EQ(*CheckContextWindow(60, std::nullopt, Limits()), 4);  // fills the window
+  absl::StatusOr<int32_t> over = CheckContextWindow(60, 5, Limits());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.status().message(),
+            "context_length_exceeded: prompt has 60 tokens and max_new_tokens is 5, together 65 > "
+            "the context length of 64 tokens");
+  EXPECT_EQ(CheckContextWindow(64, std::nullopt, Limits()).status().message(),
+            "context_length_exceeded: prompt has 64 tokens and max_new_tokens is at least 1, "
+            "together 65 > the context length of 64 tokens");
+}
+
+}  // namespace
+}  // namespace tpserve
