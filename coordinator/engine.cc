@@ -1,0 +1,268 @@
+#include "coordinator/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "coordinator/sampling.h"
+#include "coordinator/stop_matcher.h"
+#include "coordinator/tokenizer/incremental_detokenizer.h"
+
+namespace tpserve {
+
+struct Engine::Sequence {
+  Sequence(int64_t id, GenerationRequest r, EventCallback cb, const Tokenizer* tokenizer)
+      : id(id),
+        request(std::move(r)),
+        on_event(std::move(cb)),
+        tokens(request.prompt_ids),
+        sampler(request.sampling),
+        // Control tokens (<|im_end|>, BOS) are not part of the text a client reads.
+        detokenizer(tokenizer, DecodeOptions{/*skip_control=*/true}),
+        stops(request.stop.stop_sequences) {}
+
+  int64_t id;
+  GenerationRequest request;
+  EventCallback on_event;
+  std::vector<int32_t> tokens;  // prompt, then generated
+  int32_t num_generated = 0;
+  Sampler sampler;
+  IncrementalDetokenizer detokenizer;
+  StopMatcher stops;
+  absl::Time submitted = absl::Now();
+  absl::Time first_token = absl::InfinitePast();
+  absl::Time last_token = absl::InfinitePast();
+};
+
+Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
+               const Tokenizer* tokenizer)
+    : options_(std::move(options)),
+      executor_(std::move(executor)),
+      tokenizer_(tokenizer),
+      blocks_(options_.num_kv_blocks, options_.block_size_tokens),
+      scheduler_(options_.scheduler, &blocks_) {
+  stats_.free_kv_blocks = stats_.total_kv_blocks = options_.num_kv_blocks;
+}
+
+Engine::~Engine() { Stop(); }
+
+absl::StatusOr<int64_t> Engine::Submit(GenerationRequest request, EventCallback on_event) {
+  const int64_t worst_case = static_cast<int64_t>(request.prompt_ids.size()) +
+                             request.stop.max_new_tokens;
+  if (blocks_.BlocksFor(worst_case) > blocks_.num_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "prompt of ", request.prompt_ids.size(), " tokens + max_new_tokens ",
+        request.stop.max_new_tokens, " needs ", blocks_.BlocksFor(worst_case),
+        " KV blocks; the whole cache has ", blocks_.num_blocks(), " blocks of ",
+        blocks_.block_size_tokens(), " tokens"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!health_.ok()) return health_;
+  const int64_t id = next_id_++;
+  inbox_.push_back(std::make_unique<Sequence>(id, std::move(request), std::move(on_event), tokenizer_));
+  return id;
+}
+
+void Engine::Cancel(int64_t request_id) {
+  absl::MutexLock lock(&mu_);
+  cancels_.push_back(request_id);
+}
+
+absl::Status Engine::health() const {
+  absl::MutexLock lock(&mu_);
+  return health_;
+}
+
+EngineStats Engine::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void Engine::DrainInbox() {
+  std::vector<std::unique_ptr<Sequence>> inbox;
+  std::vector<int64_t> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    inbox.swap(inbox_);
+    cancels.swap(cancels_);
+  }
+  for (auto& seq : inbox) {
+    const int64_t id = seq->id;
+    absl::Status added = scheduler_.Add(id, static_cast<int64_t>(seq->tokens.size()));
+    seqs_[id] = std::move(seq);
+    if (!added.ok()) Finish(*seqs_[id], FinishReason::kError, added);
+  }
+  for (int64_t id : cancels) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) Finish(*it->second, FinishReason::kCancelled);
+  }
+  const absl::Time now = absl::Now();
+  std::vector<int64_t> expired;
+  for (const auto& [id, seq] : seqs_) {
+    if (seq->request.deadline <= now) expired.push_back(id);
+  }
+  for (int64_t id : expired) Finish(*seqs_[id], FinishReason::kDeadline);
+}
+
+void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
+                    std::string matched_stop_sequence) {
+  GenerationEvent event;
+  event.finish = reason;
+  event.error = std::move(error);
+  event.matched_stop_sequence = std::move(matched_stop_sequence);
+  if (reason != FinishReason::kError && reason != FinishReason::kStopSequence) {
+    event.text = seq.detokenizer.Flush();
+    event.text = seq.stops.Append(event.text).emit + seq.stops.Flush();
+  }
+  event.usage.prompt_tokens = static_cast<int32_t>(seq.request.prompt_ids.size());
+  event.usage.completion_tokens = seq.num_generated;
+  if (seq.num_generated > 0) {
+    event.usage.time_to_first_token_s = absl::ToDoubleSeconds(seq.first_token - seq.submitted);
+    event.usage.decode_time_s = absl::ToDoubleSeconds(seq.last_token - seq.first_token);
+  }
+  scheduler_.Remove(seq.id);  // frees its KV blocks now
+  EventCallback cb = std::move(seq.on_event);
+  seqs_.erase(seq.id);        // `seq` is gone after this line
+  cb(std::move(event));
+}
+
+void Engine::FailAll(const absl::Status& error) {
+  {
+    absl::MutexLock lock(&mu_);
+    health_ = error;
+  }
+  std::vector<int64_t> ids;
+  for (const auto& [id, seq] : seqs_) ids.push_back(id);
+  for (int64_t id : ids) Finish(*seqs_[id], FinishReason::kError, error);
+}
+
+// Applies one sampled token: text, stop conditions, and the event to deliver.
+void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationEvent& event) {
+  const absl::Time now = absl::Now();
+  if (seq.num_generated == 0) seq.first_token = now;
+  seq.last_token = now;
+  ++seq.num_generated;
+  seq.tokens.push_back(token.id);
+  scheduler_.AppendToken(seq.id);
+
+  const StopConditions& stop = seq.request.stop;
+  const bool is_eos = !stop.ignore_eos && std::count(options_.eos_token_ids.begin(),
+                                                     options_.eos_token_ids.end(), token.id);
+  if (is_eos || std::count(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token.id)) {
+    event.finish = FinishReason::kEos;
+    return;
+  }
+  event.token_ids.push_back(token.id);
+  if (seq.request.logprobs) event.logprobs.push_back(token);
+  absl::StatusOr<std::string> piece = seq.detokenizer.Push(token.id);
+  if (!piece.ok()) {
+    event.finish = FinishReason::kError;
+    event.error = piece.status();
+    return;
+  }
+  StopMatcher::Result r = seq.stops.Append(*piece);
+  event.text = std::move(r.emit);
+  if (r.matched.has_value()) {
+    event.finish = FinishReason::kStopSequence;
+    event.matched_stop_sequence = *r.matched;
+  } else if (seq.num_generated >= stop.max_new_tokens ||
+             static_cast<int64_t>(seq.tokens.size()) >= options_.context_length) {
+    event.finish = FinishReason::kLength;
+  }
+}
+
+bool Engine::Step() {
+  DrainInbox();
+  StepPlan plan = scheduler_.Schedule();
+  if (plan.chunks.empty()) {
+    PublishStats();
+    return false;
+  }
+
+  std::vector<ExecutorChunk> chunks;
+  chunks.reserve(plan.chunks.size());
+  for (const ScheduledChunk& c : plan.chunks) {
+    const Sequence& seq = *seqs_.at(c.seq_id);
+    ExecutorChunk& e = chunks.emplace_back();
+    e.seq_id = c.seq_id;
+    e.start_position = c.start_position;
+    e.token_ids.assign(seq.tokens.begin() + c.start_position,
+                       seq.tokens.begin() + c.start_position + c.num_tokens);
+    e.block_table = blocks_.BlockTable(c.seq_id);
+  }
+  absl::StatusOr<StepResult> result = executor_->Execute(chunks);
+  if (!result.ok()) {
+    FailAll(absl::UnavailableError(absl::StrCat("model step failed: ", result.status().message())));
+    PublishStats();
+    return false;
+  }
+  scheduler_.Commit(plan);
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.steps;
+    stats_.tokens_computed += plan.num_tokens();
+    stats_.execute_s += result->compute_s;
+    stats_.allreduce_s += result->allreduce_s;
+  }
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    if (!plan.chunks[i].completes_prompt) continue;
+    Sequence& seq = *seqs_.at(plan.chunks[i].seq_id);
+    const SampledToken token = seq.sampler.Sample(result->Row(i), seq.tokens);
+    GenerationEvent event;
+    HandleSampled(seq, token, event);
+    const FinishReason reason = event.finish;
+    const absl::Status error = event.error;
+    std::string matched = std::move(event.matched_stop_sequence);
+    event.finish = FinishReason::kNone;
+    if (!event.token_ids.empty() || !event.text.empty()) seq.on_event(std::move(event));
+    if (reason != FinishReason::kNone) Finish(seq, reason, error, std::move(matched));
+  }
+  PublishStats();
+  return true;
+}
+
+void Engine::PublishStats() {
+  absl::MutexLock lock(&mu_);
+  stats_.free_kv_blocks = blocks_.num_free_blocks();
+  stats_.total_kv_blocks = blocks_.num_blocks();
+  stats_.running = static_cast<int64_t>(scheduler_.num_running());
+  stats_.waiting = static_cast<int64_t>(scheduler_.num_waiting());
+}
+
+void Engine::Start() {
+  thread_ = std::thread([this] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (stop_) break;
+      }
+      if (!Step()) {
+        // Idle: sleep until work arrives or Stop.
+        absl::MutexLock lock(&mu_);
+        auto has_work = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return stop_ || !inbox_.empty() || !cancels_.empty();
+        };
+        if (seqs_.empty()) {
+          mu_.Await(absl::Condition(&has_work));
+        } else {
+          mu_.AwaitWithTimeout(absl::Condition(&has_work), absl::Milliseconds(5));
+        }
+      }
+    }
+  });
+}
+
+void Engine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  // Nobody may wait forever on a stream: whatever is still queued or running ends now.
+  DrainInbox();
+  FailAll(absl::UnavailableError("the engine is shutting down"));
+}
+
+}  // namespace tpserve

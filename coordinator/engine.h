@@ -1,0 +1,123 @@
+// The serving loop: continuous batching over the paged KV cache. Requests come in from any
+// thread; one step thread schedules, runs the model through a ModelExecutor, samples, turns ids
+// into whole-character text, applies stop conditions and delivers events.
+//
+//   Engine engine(options, std::move(executor), &tokenizer);
+//   TP_ASSIGN_OR_RETURN(int64_t id, engine.Submit(std::move(request), on_event));
+//   engine.Start();  ...  engine.Cancel(id);  ...  engine.Stop();
+//
+// Threading: Submit, Cancel, health and Stop are thread-safe. Events are delivered on the step
+// thread, in order, ending with exactly one event whose `finish` is set; callbacks must not
+// block. A cancelled or expired request's KV blocks are freed before the next step runs.
+#ifndef TPSERVE_COORDINATOR_ENGINE_H_
+#define TPSERVE_COORDINATOR_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/block_manager.h"
+#include "coordinator/executor.h"
+#include "coordinator/request.h"
+#include "coordinator/scheduler.h"
+#include "coordinator/tokenizer/tokenizer.h"
+
+namespace tpserve {
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  int32_t num_kv_blocks = 0;       // from the memory plan
+  int32_t block_size_tokens = 16;
+  int64_t context_length = 0;
+  std::vector<int32_t> eos_token_ids;
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  double time_to_first_token_s = 0.0;
+  double decode_time_s = 0.0;  // first token to last
+};
+
+struct GenerationEvent {
+  std::vector<int32_t> token_ids;       // new since the previous event
+  std::string text;                     // whole UTF-8 characters only
+  std::vector<SampledToken> logprobs;   // one per token id when the request asked for them
+  FinishReason finish = FinishReason::kNone;
+  std::string matched_stop_sequence;
+  absl::Status error;                   // set with finish == kError
+  Usage usage;                          // set on the finishing event
+};
+
+using EventCallback = std::function<void(GenerationEvent)>;
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t tokens_computed = 0;
+  double execute_s = 0.0;
+  double allreduce_s = 0.0;
+  int32_t free_kv_blocks = 0;
+  int32_t total_kv_blocks = 0;
+  int64_t running = 0;
+  int64_t waiting = 0;
+};
+
+class Engine {
+ public:
+  Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor, const Tokenizer* tokenizer);
+  ~Engine();
+
+  // Queues a request whose prompt is already tokenized and checked against the window.
+  // UNAVAILABLE once the engine has failed; RESOURCE_EXHAUSTED if the prompt cannot fit in the
+  // whole KV cache.
+  absl::StatusOr<int64_t> Submit(GenerationRequest request, EventCallback on_event);
+  // Ends a request with kCancelled (no-op for unknown or finished ids).
+  void Cancel(int64_t request_id);
+
+  // Runs steps on a thread of its own until Stop().
+  void Start();
+  void Stop();
+  // One step on the caller's thread (for tests and the single-threaded CLI); false when idle.
+  bool Step();
+
+  // OK while serving; the executor's error once a step failed (e.g. a rank died).
+  absl::Status health() const;
+  EngineStats stats() const;
+
+ private:
+  struct Sequence;
+
+  void DrainInbox();
+  void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
+              std::string matched_stop_sequence = "");
+  void FailAll(const absl::Status& error);
+  void PublishStats();
+  void HandleSampled(Sequence& seq, const SampledToken& token, GenerationEvent& event);
+
+  const EngineOptions options_;
+  std::unique_ptr<ModelExecutor> executor_;
+  const Tokenizer* tokenizer_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;  // step thread only
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Sequence>> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> cancels_ ABSL_GUARDED_BY(mu_);
+  absl::Status health_ ABSL_GUARDED_BY(mu_);
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);  // a snapshot, published after every step
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_COORDINATOR_ENGINE_H_

@@ -1,0 +1,207 @@
+#include "coordinator/engine.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_format.h"
+#include "coordinator/test_support.h"
+#include "coordinator/tokenizer/utf8.h"
+
+namespace tpserve {
+namespace {
+
+struct Collected {
+  std::vector<GenerationEvent> events;
+  std::string text() const {
+    std::string t;
+    for (const auto& e : events) t += e.text;
+    return t;
+  }
+  std::vector<int32_t> ids() const {
+    std::vector<int32_t> v;
+    for (const auto& e : events) v.insert(v.end(), e.token_ids.begin(), e.token_ids.end());
+    return v;
+  }
+  const GenerationEvent& last() const { return events.back(); }
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void Make(std::string script, int32_t num_blocks = 64, SchedulerOptions sched = {}) {
+    auto exec = std::make_unique<ScriptedExecutor>(std::move(script));
+    executor_ = exec.get();
+    EngineOptions o;
+    o.scheduler = sched;
+    o.num_kv_blocks = num_blocks;
+    o.block_size_tokens = 4;
+    o.context_length = 1024;
+    o.eos_token_ids = {kEos};
+    engine_ = std::make_unique<Engine>(o, std::move(exec), &tokenizer_);
+  }
+  int64_t Submit(std::string_view prompt, int32_t max_new, Collected* out,
+                 std::vector<std::string> stops = {}) {
+    GenerationRequest r;
+    r.prompt_ids = Bytes(prompt);
+    r.sampling.temperature = 0.0f;
+    r.stop.max_new_tokens = max_new;
+    r.stop.stop_sequences = std::move(stops);
+    absl::StatusOr<int64_t> id =
+        engine_->Submit(std::move(r), [out](GenerationEvent e) { out->events.push_back(std::move(e)); });
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or(-1);
+  }
+  void RunToIdle() {
+    for (int i = 0; i < 10000 && engine_->Step(); ++i) {
+    }
+  }
+
+  Tokenizer tokenizer_ = ByteTokenizer();
+  ScriptedExecutor* executor_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, StreamsWholeKoreanCharactersAndStopsAtEos) {
+  const std::string script = "Q: 안녕? A: 안녕하세요!";
+  Make(script);
+  Collected out;
+  Submit("Q: 안녕? A: ", 100, &out);
+  RunToIdle();
+  ASSERT_FALSE(out.events.empty());
+  for (const auto& e : out.events) EXPECT_TRUE(IsValidUtf8(e.text)) << e.text;
+  EXPECT_EQ(out.text(), "안녕하세요!");
+  EXPECT_EQ(out.ids(), Bytes("안녕하세요!"));  // the EOS id itself is not streamed
+  EXPECT_EQ(out.last().finish, FinishReason::kEos);
+  EXPECT_EQ(out.last().usage.prompt_tokens, static_cast<int32_t>(Bytes("Q: 안녕? A: ").size()));
+  EXPECT_EQ(out.last().usage.completion_tokens, static_cast<int32_t>(Bytes("안녕하세요!").size()) + 1);
+  EXPECT_EQ(engine_->stats().free_kv_blocks, 64);
+}
+
+TEST_F(EngineTest, MaxNewTokensEndsWithLength) {
+  Make("abcdefghijklmnop");
+  Collected out;
+  Submit("abc", 5, &out);
+  RunToIdle();
+  EXPECT_EQ(out.text(), "defgh");
+  EXPECT_EQ(out.last().finish, FinishReason::kLength);
+  EXPECT_EQ(out.last().usage.completion_tokens, 5);
+}
+
+TEST_F(EngineTest, StopSequenceIsNotSentAndEndsTheStream) {
+  Make("prompt: one two STOP three");
+  Collected out;
+  Submit("prompt:", 100, &out, {"STOP"});
+  RunToIdle();
+  EXPECT_EQ(out.text(), " one two ");
+  EXPECT_EQ(out.last().finish, FinishReason::kStopSequence);
+  EXPECT_EQ(out.last().matched_stop_sequence, "STOP");
+}
+
+TEST_F(EngineTest, CancelFreesTheBlocksBeforeTheNextStep) {
+  Make(std::string(200, 'x'));
+  Collected out;
+  const int64_t id = Submit("xxxx", 150, &out);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(engine_->Step());
+  EXPECT_LT(engine_->stats().free_kv_blocks, 64);
+  engine_->Cancel(id);
+  EXPECT_FALSE(engine_->Step());  // nothing left to run
+  EXPECT_EQ(out.last().finish, FinishReason::kCancelled);
+  EXPECT_EQ(out.last().usage.completion_tokens, 5);
+  Collected other;
+  Submit("xx", 1, &other);
+  RunToIdle();
+  EXPECT_EQ(engine_->stats().free_kv_blocks, 64);
+}
+
+TEST_F(EngineTest, ExpiredDeadlineFinishesTheRequest) {
+  Make(std::string(100, 'y'));
+  Collected out;
+  GenerationRequest r;
+  r.prompt_ids = Bytes("yy");
+  r.sampling.temperature = 0.0f;
+  r.stop.max_new_tokens = 50;
+  r.deadline = absl::Now() - absl::Seconds(1);
+  ASSERT_TRUE(engine_->Submit(std::move(r), [&](GenerationEvent e) { out.events.push_back(e); }).ok());
+  RunToIdle();
+  ASSERT_EQ(out.events.size(), 1u);
+  EXPECT_EQ(out.last().finish, FinishReason::kDeadline);
+}
+
+TEST_F(EngineTest, ManySequencesUnderKvPressureAllFinishCorrectly) {
+  // 12 blocks of 4 tokens: 48 slots for 6 sequences that each grow to 3 + 20 tokens.
+  // Preemption and recompute must not change any output (the executor checks every KV read).
+  const std::string script = "abcdefghijklmnopqrstuvwxyz";
+  Make(script, /*num_blocks=*/12, SchedulerOptions{8, 16});
+  std::vector<Collected> outs(6);
+  for (auto& o : outs) Submit("abc", 20, &o);
+  RunToIdle();
+  for (const auto& o : outs) {
+    ASSERT_FALSE(o.events.empty());
+    EXPECT_EQ(o.text(), script.substr(3, 20));
+    EXPECT_EQ(o.last().finish, FinishReason::kLength);
+  }
+  EXPECT_EQ(engine_->stats().free_kv_blocks, 12);
+}
+
+TEST_F(EngineTest, AFailedStepFailsEveryRequestAndTheEngineStaysUnhealthy) {
+  Make(std::string(100, 'z'));
+  executor_->fail_at_step_ = 2;
+  Collected a, b;
+  Submit("zz", 50, &a);
+  Submit("zzz", 50, &b);
+  RunToIdle();
+  for (const Collected* o : {&a, &b}) {
+    EXPECT_EQ(o->last().finish, FinishReason::kError);
+    EXPECT_EQ(o->last().error.code(), absl::StatusCode::kUnavailable);
+    EXPECT_NE(o->last().error.message().find("rank 1 stopped answering"), std::string::npos);
+  }
+  EXPECT_EQ(engine_->health().code(), absl::StatusCode::kUnavailable);
+  GenerationRequest r;
+  r.prompt_ids = {1};
+  r.stop.max_new_tokens = 1;
+  EXPECT_EQ(engine_->Submit(r, [](GenerationEvent) {}).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(EngineTest, PromptLargerThanTheWholeCacheIsRefusedAtSubmit) {
+  Make("abc", /*num_blocks=*/2);
+  GenerationRequest r;
+  r.prompt_ids = Bytes("abcdefgh");
+  r.stop.max_new_tokens = 4;
+  absl::StatusOr<int64_t> id = engine_->Submit(r, [](GenerationEvent) {});
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(id.status().message(),
+            "prompt of 8 tokens + max_new_tokens 4 needs 3 KV blocks; the whole cache has 2 "
+            "blocks of 4 tokens");
+}
+
+TEST_F(EngineTest, BackgroundThreadServesConcurrentSubmitters) {
+  Make("0123456789");
+  engine_->Start();
+  absl::Mutex mu;
+  std::vector<Collected> outs(4);
+  int done = 0;
+  for (auto& o : outs) {
+    GenerationRequest r;
+    r.prompt_ids = Bytes("01");
+    r.sampling.temperature = 0.0f;
+    r.stop.max_new_tokens = 100;
+    ASSERT_TRUE(engine_->Submit(r, [&, out = &o](GenerationEvent e) {
+      absl::MutexLock lock(&mu);
+      if (e.finish != FinishReason::kNone) ++done;
+      out->events.push_back(std::move(e));
+    }).ok());
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto all_done = [&]() { return done == 4; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all_done), absl::Seconds(30)));
+  }
+  engine_->Stop();
+  for (const auto& o : outs) EXPECT_EQ(o.text(), "23456789");
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,203 @@
+#include "coordinator/server.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "coordinator/test_support.h"
+#include "coordinator/tokenizer/utf8.h"
+
+namespace tpserve {
+namespace {
+
+namespace pb = ::tpserve::v1;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void Start(std::string script, int32_t num_blocks = 64) {
+    auto exec = std::make_unique<ScriptedExecutor>(std::move(script));
+    executor_ = exec.get();
+    EngineOptions o;
+    o.num_kv_blocks = num_blocks;
+    o.block_size_tokens = 4;
+    o.context_length = 256;
+    o.eos_token_ids = {kEos};
+    engine_ = std::make_unique<Engine>(o, std::move(exec), &tokenizer_);
+    engine_->Start();
+    chat_ = std::make_unique<ChatTemplate>(*ChatTemplate::FromName("chatml"));
+    ModelLimits limits;
+    limits.vocab_size = kVocab;
+    limits.context_length = 256;
+    service_ = std::make_unique<TpServeService>(engine_.get(), &tokenizer_, chat_.get(),
+                                                ServedModelInfo{"scripted"}, limits);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = pb::TpServe::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                     grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    if (engine_) engine_->Stop();
+  }
+
+  struct Result {
+    std::vector<pb::GenerateResponse> messages;
+    grpc::Status status;
+    std::string text() const {
+      std::string t;
+      for (const auto& m : messages) t += m.text();
+      return t;
+    }
+  };
+  Result Generate(const pb::GenerateRequest& req, int cancel_after = -1,
+                  absl::Duration deadline = absl::Seconds(30)) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    Result r;
+    auto reader = stub_->Generate(&ctx, req);
+    pb::GenerateResponse m;
+    while (reader->Read(&m)) {
+      r.messages.push_back(m);
+      if (static_cast<int>(r.messages.size()) == cancel_after) ctx.TryCancel();
+    }
+    r.status = reader->Finish();
+    return r;
+  }
+
+  Tokenizer tokenizer_ = ByteTokenizer();
+  ScriptedExecutor* executor_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ChatTemplate> chat_;
+  std::unique_ptr<TpServeService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<pb::TpServe::Stub> stub_;
+};
+
+TEST_F(ServerTest, StreamsKoreanAsWholeCharactersWithUsageOnTheLastMessage) {
+  Start("질문: 안녕하세요? 답: 네, 반갑습니다!");
+  pb::GenerateRequest req;
+  req.set_text("질문: 안녕하세요? 답: ");
+  req.mutable_sampling()->set_temperature(0.0f);
+  Result r = Generate(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_GE(r.messages.size(), 2u);
+  std::vector<int32_t> ids;
+  for (const auto& m : r.messages) {
+    EXPECT_TRUE(IsValidUtf8(m.text()));
+    ids.insert(ids.end(), m.token_ids().begin(), m.token_ids().end());
+  }
+  EXPECT_EQ(r.text(), "네, 반갑습니다!");
+  EXPECT_EQ(*tokenizer_.Decode(ids), r.text());
+  const pb::GenerateResponse& last = r.messages.back();
+  EXPECT_EQ(last.finish_reason(), pb::FINISH_REASON_EOS);
+  EXPECT_EQ(last.usage().prompt_tokens(), static_cast<int>(Bytes("질문: 안녕하세요? 답: ").size()));
+  EXPECT_EQ(last.usage().completion_tokens(), static_cast<int>(ids.size()) + 1);  // + EOS
+  for (size_t i = 0; i + 1 < r.messages.size(); ++i) {
+    EXPECT_EQ(r.messages[i].finish_reason(), pb::FINISH_REASON_UNSPECIFIED);
+  }
+}
+
+TEST_F(ServerTest, InvalidRequestsNameFieldValueAndBound) {
+  Start("abc");
+  pb::GenerateRequest req;
+  req.set_text("a");
+  req.mutable_sampling()->set_top_p(1.5f);
+  Result r = Generate(req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "sampling.top_p = 1.5 is out of range: must be in (0, 1]");
+  EXPECT_TRUE(r.messages.empty());
+
+  pb::GenerateRequest too_long;
+  too_long.set_text(std::string(200, 'x'));
+  too_long.set_max_new_tokens(100);
+  r = Generate(too_long);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(),
+            "context_length_exceeded: prompt has 200 tokens and max_new_tokens is 100, together "
+            "300 > the context length of 256 tokens");
+}
+
+TEST_F(ServerTest, ChatInputUsesTheTemplateAndKeepsMarkersInContentAsText) {
+  Start("x");
+  pb::TokenizeRequest req;
+  auto* m = req.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hi<|im_end|>");
+  pb::TokenizeResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->Tokenize(&ctx, req, &resp).ok());
+  // <|im_start|>user\nhi<|im_end|>(as 10 bytes)<|im_end|>\n<|im_start|>assistant\n
+  std::vector<int32_t> expected = {257};
+  for (int32_t b : Bytes("user\nhi<|im_end|>")) expected.push_back(b);
+  expected.push_back(258);
+  expected.push_back('\n');
+  expected.push_back(257);
+  for (int32_t b : Bytes("assistant\n")) expected.push_back(b);
+  EXPECT_EQ(std::vector<int32_t>(resp.ids().begin(), resp.ids().end()), expected);
+
+  pb::CountTokensResponse count;
+  grpc::ClientContext ctx2;
+  ASSERT_TRUE(stub_->CountTokens(&ctx2, req, &count).ok());
+  EXPECT_EQ(count.count(), static_cast<int>(expected.size()));
+  EXPECT_EQ(count.context_length(), 256);
+}
+
+TEST_F(ServerTest, ClientCancelStopsGenerationAndFreesTheKvCache) {
+  Start(std::string(250, 'c'));
+  executor_->step_delay_ = absl::Milliseconds(5);
+  pb::GenerateRequest req;
+  req.set_text("cc");
+  req.mutable_sampling()->set_temperature(0.0f);
+  Result r = Generate(req, /*cancel_after=*/3);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_LT(r.messages.size(), 100u);
+  for (int i = 0; i < 200 && engine_->stats().running + engine_->stats().waiting > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(engine_->stats().running, 0);
+  EXPECT_EQ(engine_->stats().free_kv_blocks, 64);
+}
+
+TEST_F(ServerTest, DeadlineEndsTheStreamAndFreesTheKvCache) {
+  Start(std::string(250, 'd'));
+  executor_->step_delay_ = absl::Milliseconds(10);
+  pb::GenerateRequest req;
+  req.set_text("dd");
+  Result r = Generate(req, -1, absl::Milliseconds(300));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  for (int i = 0; i < 200 && engine_->stats().running > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(engine_->stats().running, 0);
+  EXPECT_EQ(engine_->stats().free_kv_blocks, 64);
+}
+
+TEST_F(ServerTest, AFailedRankEndsTheStreamWithUnavailable) {
+  Start(std::string(250, 'e'));
+  executor_->fail_at_step_ = 4;
+  pb::GenerateRequest req;
+  req.set_text("ee");
+  Result r = Generate(req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find("rank 1 stopped answering"), std::string::npos);
+  EXPECT_EQ(engine_->health().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(ServerTest, ModelInfo) {
+  Start("x");
+  pb::ModelInfo info;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->GetModelInfo(&ctx, pb::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.name(), "scripted");
+  EXPECT_EQ(info.context_length(), 256);
+  EXPECT_EQ(info.vocab_size(), kVocab);
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,93 @@
+// Test doubles for the coordinator: a byte-level tokenizer and a scripted model executor.
+#ifndef TPSERVE_COORDINATOR_TEST_SUPPORT_H_
+#define TPSERVE_COORDINATOR_TEST_SUPPORT_H_
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "coordinator/executor.h"
+#include "coordinator/tokenizer/tokenizer.h"
+
+namespace tpserve {
+
+inline constexpr int32_t kEos = 256;
+inline constexpr int32_t kVocab = 259;  // bytes, <eos>, <|im_start|>, <|im_end|>
+
+// Byte tokens 0..255 plus one control token: enough to stream any text byte by byte, which
+// splits every Korean syllable across three tokens.
+inline Tokenizer ByteTokenizer() {
+  TokenizerData data;
+  for (int b = 0; b < 256; ++b) {
+    data.tokens.push_back(absl::StrFormat("<0x%02X>", b));
+    data.token_types.push_back(TokenType::kByte);
+  }
+  for (const char* control : {"<eos>", "<|im_start|>", "<|im_end|>"}) {
+    data.tokens.push_back(control);
+    data.token_types.push_back(TokenType::kControl);
+  }
+  data.eos_id = kEos;
+  absl::StatusOr<Tokenizer> tok = Tokenizer::Create(std::move(data));
+  if (!tok.ok()) abort();
+  return *std::move(tok);
+}
+
+inline std::vector<int32_t> Bytes(std::string_view s) {
+  return std::vector<int32_t>(reinterpret_cast<const uint8_t*>(s.data()),
+                              reinterpret_cast<const uint8_t*>(s.data()) + s.size());
+}
+
+// A model whose token at position p is always script[p] (kEos past the end). It also keeps a
+// fake paged KV store and checks that every step's block table still holds the tokens written
+// earlier, so a scheduler or block-table bug shows up as a failed step.
+class ScriptedExecutor : public ModelExecutor {
+ public:
+  explicit ScriptedExecutor(std::string script) : script_(std::move(script)) {}
+
+  absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override {
+    if (fail_at_step_ == steps_++) return absl::UnavailableError("rank 1 stopped answering");
+    if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
+    StepResult r;
+    r.vocab_size = kVocab;
+    r.logits.assign(chunks.size() * r.vocab_size, 0.0f);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const ExecutorChunk& c = chunks[i];
+      const int64_t end = c.start_position + static_cast<int64_t>(c.token_ids.size());
+      for (int64_t p = c.start_position; p < end; ++p) {
+        kv_[Slot(c, p)] = c.token_ids[p - c.start_position];
+      }
+      for (int64_t p = 0; p < end; ++p) {
+        if (kv_[Slot(c, p)] != Expected(p)) {
+          return absl::InternalError(absl::StrFormat("seq %d position %d holds the wrong token",
+                                                     c.seq_id, p));
+        }
+      }
+      r.logits[i * r.vocab_size + Expected(end)] = 10.0f;
+    }
+    return r;
+  }
+  int64_t vocab_size() const override { return kVocab; }
+  std::string Describe() const override { return "scripted"; }
+
+  int fail_at_step_ = -1;
+  absl::Duration step_delay_ = absl::ZeroDuration();
+
+ private:
+  static int64_t Slot(const ExecutorChunk& c, int64_t p) {
+    return c.block_table.at(p / kBlock) * kBlock + p % kBlock;
+  }
+  int32_t Expected(int64_t p) const {
+    return p < static_cast<int64_t>(script_.size()) ? static_cast<uint8_t>(script_[p]) : kEos;
+  }
+  static constexpr int64_t kBlock = 4;
+  std::string script_;
+  std::map<int64_t, int32_t> kv_;
+  int steps_ = 0;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_COORDINATOR_TEST_SUPPORT_H_
