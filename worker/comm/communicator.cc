@@ -5,21 +5,44 @@
 
 namespace tpserve {
 
-absl::Status SingleRankCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out) {
-  if (out.size() != in.size()) {
-    return absl::InvalidArgumentError("AllGather: out has " + std::to_string(out.size()) +
-                                      " elements, expected " + std::to_string(in.size()));
+std::string Communicator::Describe() const {
+  return "rank " + std::to_string(rank()) + "/" + std::to_string(world_size());
+}
+
+absl::Status BroadcastInt32s(Communicator& comm, absl::Span<int32_t> values, int root) {
+  return comm.Broadcast(
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(values.data()), values.size() * sizeof(int32_t)),
+      root);
+}
+
+absl::Status CheckAllGatherSizes(int world_size, size_t in_count, size_t out_count) {
+  const size_t expected = static_cast<size_t>(world_size) * in_count;
+  if (out_count != expected) {
+    return absl::InvalidArgumentError("AllGather: out has " + std::to_string(out_count) +
+                                      " elements, expected " + std::to_string(expected) + " (" +
+                                      std::to_string(world_size) + " ranks x " +
+                                      std::to_string(in_count) + ")");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBroadcastRoot(int world_size, int root) {
+  if (root < 0 || root >= world_size) {
+    return absl::InvalidArgumentError("Broadcast: root " + std::to_string(root) +
+                                      " is outside [0, " + std::to_string(world_size) + ")");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SingleRankCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out) {
+  absl::Status status = CheckAllGatherSizes(1, in.size(), out.size());
+  if (!status.ok()) return status;
   std::copy(in.begin(), in.end(), out.begin());
   return absl::OkStatus();
 }
 
 absl::Status SingleRankCommunicator::Broadcast(absl::Span<uint8_t>, int root) {
-  if (root != 0) {
-    return absl::InvalidArgumentError("Broadcast: root " + std::to_string(root) +
-                                      " is outside [0, 1)");
-  }
-  return absl::OkStatus();
+  return CheckBroadcastRoot(1, root);
 }
 
 }  // namespace tpserve

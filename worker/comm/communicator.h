@@ -9,10 +9,14 @@
 // UNAVAILABLE naming the collective and the rank, never a hang.
 // Threading: one Communicator belongs to one rank and is called from one thread at a time; all
 // ranks must call the same collectives in the same order with the same sizes.
+// Argument errors one rank can see alone (AllGather `out` size, Broadcast root out of range)
+// return INVALID_ARGUMENT at once without joining the collective; its peers then time out.
 #ifndef TPSERVE_WORKER_COMM_COMMUNICATOR_H_
 #define TPSERVE_WORKER_COMM_COMMUNICATOR_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -33,7 +37,20 @@ class Communicator {
   // `data` on every rank becomes root's `data` (used for token ids as floats-free bytes too).
   virtual absl::Status Broadcast(absl::Span<uint8_t> data, int root) = 0;
   virtual absl::Status Barrier() = 0;
+
+  // One line for logs and error messages, e.g. "gloo rank 1/2 via 127.0.0.1".
+  virtual std::string Describe() const;
 };
+
+// Broadcast of int32 values (token ids, lengths) through the byte Broadcast. Every rank's
+// `values` must have the same size; the bytes travel in host order (ranks share one ABI).
+absl::Status BroadcastInt32s(Communicator& comm, absl::Span<int32_t> values, int root);
+
+// Argument checks shared by the implementations (local; they need no peer).
+// INVALID_ARGUMENT unless out_count == world_size * in_count.
+absl::Status CheckAllGatherSizes(int world_size, size_t in_count, size_t out_count);
+// INVALID_ARGUMENT unless 0 <= root < world_size.
+absl::Status CheckBroadcastRoot(int world_size, int root);
 
 // The trivial communicator of a single rank: every collective is the identity.
 class SingleRankCommunicator final : public Communicator {
@@ -44,6 +61,7 @@ class SingleRankCommunicator final : public Communicator {
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
   absl::Status Broadcast(absl::Span<uint8_t>, int root) override;
   absl::Status Barrier() override { return absl::OkStatus(); }
+  std::string Describe() const override { return "single rank"; }
 };
 
 }  // namespace tpserve

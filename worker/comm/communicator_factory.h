@@ -1,0 +1,63 @@
+// Builds the communicator a rank process was configured for, so code above it (the step
+// runner, the parallel layers) never names an implementation.
+//
+//   CommunicatorOptions options{.kind = CommunicatorKind::kGloo, .rank = 1, .world_size = 2,
+//                               .store_dir = "/tmp/tp_store", .run_id = "run-42"};
+//   TP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, MakeCommunicator(options));
+//
+// MakeCommunicator blocks until all ranks have connected (gloo, nccl) or `timeout` passes.
+// Threading: MakeCommunicator may be called from several threads at once (one per rank).
+#ifndef TPSERVE_WORKER_COMM_COMMUNICATOR_FACTORY_H_
+#define TPSERVE_WORKER_COMM_COMMUNICATOR_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "worker/comm/communicator.h"
+#include "worker/comm/in_process_communicator.h"
+
+namespace gloo::rendezvous {
+class Store;
+}  // namespace gloo::rendezvous
+
+namespace tpserve {
+
+enum class CommunicatorKind { kSingleRank, kInProcess, kGloo, kNccl };
+
+// "single", "in_process", "gloo", "nccl" (the names used in flags and configs).
+absl::StatusOr<CommunicatorKind> ParseCommunicatorKind(absl::string_view name);
+const char* CommunicatorKindName(CommunicatorKind kind);
+
+struct CommunicatorOptions {
+  CommunicatorKind kind = CommunicatorKind::kSingleRank;
+  int rank = 0;
+  int world_size = 1;
+  absl::Duration timeout = absl::Seconds(30);  // connect and each collective
+
+  // kInProcess: the group every rank's communicator joins (same world_size).
+  std::shared_ptr<InProcessGroup> in_process_group;
+
+  // kGloo: where to listen, and how to meet. Either `gloo_store` (e.g. a KvGlooStore; must
+  // outlive the call) or a FileStore directory `store_dir`; `run_id` prefixes the keys.
+  std::string gloo_hostname = "127.0.0.1";
+  std::string gloo_iface;
+  gloo::rendezvous::Store* gloo_store = nullptr;
+  std::string store_dir;
+  std::string run_id;
+  bool verify_collectives = false;  // see GlooOptions::verify_collectives
+
+  // kNccl: this rank's GPU and the id from NewNcclUniqueId() (kNcclUniqueIdBytes bytes).
+  int device_ordinal = 0;
+  std::string nccl_unique_id;
+};
+
+// INVALID_ARGUMENT naming the field for options that cannot work; errors of the chosen
+// implementation (connect timeouts, CUDA/NCCL failures) otherwise.
+absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommunicatorOptions& options);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_COMM_COMMUNICATOR_FACTORY_H_
