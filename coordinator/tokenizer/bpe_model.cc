@@ -50,8 +50,8 @@ absl::StatusOr<BpeModel> BpeModel::Create(
   for (size_t rank = 0; rank < merges_bytes.size(); ++rank) {
     const auto& [left, right] = merges_bytes[rank];
     if (left.empty() || right.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("merge rank %d has an empty %s side", rank, left.empty() ? "left" : "right"));
+      return absl::InvalidArgumentError(absl::StrFormat("merge rank %d has an empty %s side", rank,
+                                                        left.empty() ? "left" : "right"));
     }
     const int32_t left_id = model.InternSymbol(left);
     const int32_t right_id = model.InternSymbol(right);
@@ -70,7 +70,7 @@ int32_t BpeModel::InternSymbol(const std::string& bytes) {
 }
 
 int32_t BpeModel::TokenId(std::string_view bytes) const {
-  const auto it = symbol_ids_.find(bytes);
+  const auto it = symbol_ids_.find(absl::string_view(bytes.data(), bytes.size()));
   return (it != symbol_ids_.end() && it->second < vocab_size_) ? it->second : -1;
 }
 
@@ -97,8 +97,8 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* ids) co
   const int32_t n = static_cast<int32_t>(piece.size());
   std::vector<Symbol> symbols(n);
   for (int32_t i = 0; i < n; ++i) {
-    symbols[i] = Symbol{byte_symbols_[static_cast<uint8_t>(piece[i])], i - 1,
-                        i + 1 < n ? i + 1 : -1, 1};
+    symbols[i] =
+        Symbol{byte_symbols_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1, 1};
   }
   std::priority_queue<Candidate, std::vector<Candidate>, CandidateAfter> queue;
   const auto push_pair = [&](int32_t left) {

@@ -49,9 +49,12 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 uint32_t DecodeCodePoint(std::string_view seq) {
   const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(seq[i])); };
   switch (seq.size()) {
-    case 1: return b(0);
-    case 2: return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
-    case 3: return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+    case 1:
+      return b(0);
+    case 2:
+      return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+    case 3:
+      return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
     default:
       return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
   }
@@ -82,8 +85,8 @@ absl::StatusOr<std::string> ByteLevelDecode(std::string_view text) {
     const uint32_t cp = DecodeCodePoint(text.substr(pos, n));
     if (cp >= tables.cp_to_byte.size() || tables.cp_to_byte[cp] < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "code point U+%04X at byte offset %d is not in the 256-symbol byte-level alphabet",
-          cp, pos));
+          "code point U+%04X at byte offset %d is not in the 256-symbol byte-level alphabet", cp,
+          pos));
     }
     out.push_back(static_cast<char>(tables.cp_to_byte[cp]));
     pos += n;

@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "coordinator/tokenizer/utf8.h"
 
@@ -33,11 +32,24 @@ constexpr std::string_view kDigitPattern = R"(\p{N})";
 
 std::vector<std::string_view> PatternsFor(PreTokenizerKind kind) {
   switch (kind) {
-    case PreTokenizerKind::kGpt2: return {kGpt2Pattern};
-    case PreTokenizerKind::kSmolLm: return {kDigitPattern, kGpt2Pattern};
-    case PreTokenizerKind::kLlama3: return {kLlama3Pattern};
+    case PreTokenizerKind::kGpt2:
+      return {kGpt2Pattern};
+    case PreTokenizerKind::kSmolLm:
+      return {kDigitPattern, kGpt2Pattern};
+    case PreTokenizerKind::kLlama3:
+      return {kLlama3Pattern};
   }
   return {};
+}
+
+std::string ExpandWhiteSpace(std::string_view pattern_template) {
+  constexpr std::string_view kPlaceholder = "{WS}";
+  std::string pattern(pattern_template);
+  for (size_t at = pattern.find(kPlaceholder); at != std::string::npos;
+       at = pattern.find(kPlaceholder, at + kWhiteSpace.size())) {
+    pattern.replace(at, kPlaceholder.size(), kWhiteSpace);
+  }
+  return pattern;
 }
 
 std::string Pcre2ErrorMessage(int code) {
@@ -48,10 +60,49 @@ std::string Pcre2ErrorMessage(int code) {
 
 }  // namespace
 
+// One compiled regex. Split() appends the matches and the unmatched gaps between them, in
+// order; unmatched text stays a piece of its own (llama.cpp and HF agree on that).
 struct PreTokenizer::Stage {
   ~Stage() { pcre2_code_free(code); }
+  absl::Status Split(std::string_view piece, std::vector<std::string_view>* out) const;
+
   pcre2_code* code = nullptr;
 };
+
+absl::Status PreTokenizer::Stage::Split(std::string_view piece,
+                                        std::vector<std::string_view>* out) const {
+  std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match_data(
+      pcre2_match_data_create_from_pattern(code, nullptr), &pcre2_match_data_free);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
+  size_t gap_start = 0;
+  while (gap_start < piece.size()) {
+    // The subject is the piece alone, so look-aheads stop at its end, as in llama.cpp.
+    int rc = pcre2_match(code, subject, piece.size(), gap_start, PCRE2_NO_UTF_CHECK,
+                         match_data.get(), nullptr);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      rc = pcre2_match(code, subject, piece.size(), gap_start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                       match_data.get(), nullptr);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      return absl::InternalError(
+          absl::StrFormat("pre-tokenizer regex failed at byte %d of a %d-byte piece: %s", gap_start,
+                          piece.size(), Pcre2ErrorMessage(rc)));
+    }
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data.get());
+    const size_t match_start = ovector[0];
+    size_t match_end = ovector[1];
+    if (match_end == match_start) {
+      // None of our patterns match empty, but never loop forever if one did.
+      match_end = match_start + Utf8SequenceLength(piece, match_start);
+    }
+    if (match_start > gap_start) out->push_back(piece.substr(gap_start, match_start - gap_start));
+    out->push_back(piece.substr(match_start, match_end - match_start));
+    gap_start = match_end;
+  }
+  if (gap_start < piece.size()) out->push_back(piece.substr(gap_start));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view name) {
   if (name == "default" || name == "gpt2" || name == "gpt-2") return PreTokenizerKind::kGpt2;
@@ -59,15 +110,19 @@ absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view name)
   if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
     return PreTokenizerKind::kLlama3;
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "pre-tokenizer '", name, "' is not supported (supported: default, gpt2, smollm, llama-bpe)"));
+  return absl::UnimplementedError(absl::StrCat("pre-tokenizer '", std::string(name),
+                                               "' is not supported (supported: default, gpt2, "
+                                               "smollm, llama-bpe)"));
 }
 
 std::string_view PreTokenizerKindName(PreTokenizerKind kind) {
   switch (kind) {
-    case PreTokenizerKind::kGpt2: return "gpt2";
-    case PreTokenizerKind::kSmolLm: return "smollm";
-    case PreTokenizerKind::kLlama3: return "llama-bpe";
+    case PreTokenizerKind::kGpt2:
+      return "gpt2";
+    case PreTokenizerKind::kSmolLm:
+      return "smollm";
+    case PreTokenizerKind::kLlama3:
+      return "llama-bpe";
   }
   return "unknown";
 }
@@ -75,16 +130,16 @@ std::string_view PreTokenizerKindName(PreTokenizerKind kind) {
 absl::StatusOr<PreTokenizer> PreTokenizer::Create(PreTokenizerKind kind) {
   std::vector<std::unique_ptr<Stage>> stages;
   for (std::string_view pattern_template : PatternsFor(kind)) {
-    const std::string pattern = absl::StrReplaceAll(pattern_template, {{"{WS}", kWhiteSpace}});
+    const std::string pattern = ExpandWhiteSpace(pattern_template);
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
     auto stage = std::make_unique<Stage>();
     stage->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                 PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
     if (stage->code == nullptr) {
-      return absl::InternalError(absl::StrFormat("PCRE2 rejected pre-tokenizer pattern %s at %d: %s",
-                                                 pattern, error_offset,
-                                                 Pcre2ErrorMessage(error_code)));
+      return absl::InternalError(
+          absl::StrFormat("PCRE2 rejected pre-tokenizer pattern %s at %d: %s", pattern,
+                          error_offset, Pcre2ErrorMessage(error_code)));
     }
     // JIT is an optimisation only: a build without it falls back to the interpreter.
     pcre2_jit_compile(stage->code, PCRE2_JIT_COMPLETE);
@@ -122,42 +177,8 @@ absl::Status PreTokenizer::SplitValid(std::string_view run,
   std::vector<std::string_view> current = {run};
   std::vector<std::string_view> next;
   for (const auto& stage : stages_) {
-    pcre2_match_data* match_data = pcre2_match_data_create_from_pattern(stage->code, nullptr);
     next.clear();
-    for (std::string_view piece : current) {
-      const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
-      size_t offset = 0;
-      size_t gap_start = 0;
-      while (offset < piece.size()) {
-        // The subject is the piece alone, so look-aheads stop at its end, as in llama.cpp.
-        int rc = pcre2_match(stage->code, subject, piece.size(), offset, PCRE2_NO_UTF_CHECK,
-                             match_data, nullptr);
-        if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
-          rc = pcre2_match(stage->code, subject, piece.size(), offset,
-                           PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, match_data, nullptr);
-        }
-        if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) {
-          pcre2_match_data_free(match_data);
-          return absl::InternalError(absl::StrFormat(
-              "pre-tokenizer regex failed at byte %d of a %d-byte piece: %s", offset,
-              piece.size(), Pcre2ErrorMessage(rc)));
-        }
-        const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data);
-        const size_t match_start = ovector[0];
-        size_t match_end = ovector[1];
-        if (match_end == match_start) {
-          // None of our patterns match empty, but never loop forever if one did.
-          match_end = match_start + Utf8SequenceLength(piece, match_start);
-        }
-        // Unmatched text between matches stays a piece of its own (llama.cpp and HF agree).
-        if (match_start > gap_start) next.push_back(piece.substr(gap_start, match_start - gap_start));
-        next.push_back(piece.substr(match_start, match_end - match_start));
-        gap_start = offset = match_end;
-      }
-      if (gap_start < piece.size()) next.push_back(piece.substr(gap_start));
-    }
-    pcre2_match_data_free(match_data);
+    for (std::string_view piece : current) TP_RETURN_IF_ERROR(stage->Split(piece, &next));
     current.swap(next);
   }
   pieces->insert(pieces->end(), current.begin(), current.end());

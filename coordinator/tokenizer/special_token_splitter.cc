@@ -16,8 +16,8 @@ SpecialTokenSplitter::SpecialTokenSplitter(std::vector<Entry> entries) {
   });
 }
 
-std::vector<SpecialTokenSplitter::Fragment> SpecialTokenSplitter::Split(
-    std::string_view text, bool match_control) const {
+std::vector<SpecialTokenSplitter::Fragment> SpecialTokenSplitter::Split(std::string_view text,
+                                                                        bool match_control) const {
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back(Fragment{text, -1});
   if (!match_control && !has_user_defined_) return fragments;

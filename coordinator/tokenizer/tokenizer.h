@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "coordinator/tokenizer/bpe_model.h"
@@ -98,8 +99,8 @@ class Tokenizer {
   PreTokenizerKind pre_tokenizer_kind() const { return pre_tokenizer_.kind(); }
 
  private:
-  Tokenizer(std::vector<std::string> token_bytes, std::vector<TokenType> token_types,
-            BpeModel bpe, PreTokenizer pre_tokenizer, SpecialTokenSplitter splitter);
+  Tokenizer(std::vector<std::string> token_bytes, std::vector<TokenType> token_types, BpeModel bpe,
+            PreTokenizer pre_tokenizer, SpecialTokenSplitter splitter);
   absl::Status CheckId(int32_t id, size_t position) const;
 
   std::vector<std::string> token_bytes_;  // raw bytes per id
@@ -107,6 +108,7 @@ class Tokenizer {
   BpeModel bpe_;
   PreTokenizer pre_tokenizer_;
   SpecialTokenSplitter special_splitter_;
+  absl::flat_hash_map<std::string, int32_t> special_ids_;  // control + user-defined text
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
   int32_t unk_id_ = -1;

@@ -1,0 +1,104 @@
+#include "coordinator/tokenizer/gguf_tokenizer.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+
+namespace tpserve {
+namespace {
+
+// Optional token id key: -1 when absent.
+absl::StatusOr<int32_t> OptionalTokenId(const GgufFile& gguf, const char* key) {
+  if (!gguf.HasKey(key)) return -1;
+  TP_ASSIGN_OR_RETURN(uint32_t id, gguf.GetU32(key));
+  if (id > static_cast<uint32_t>(INT32_MAX)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s = %d exceeds INT32_MAX", key, id));
+  }
+  return static_cast<int32_t>(id);
+}
+
+absl::Status ReadTokenTypes(const GgufFile& gguf, TokenizerData* data) {
+  const size_t vocab_size = data->tokens.size();
+  if (!gguf.HasKey("tokenizer.ggml.token_type")) {
+    data->token_types.assign(vocab_size, TokenType::kNormal);
+    return absl::OkStatus();
+  }
+  TP_ASSIGN_OR_RETURN(std::vector<int32_t> types, gguf.GetI32Array("tokenizer.ggml.token_type"));
+  if (types.size() != vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("tokenizer.ggml.token_type has %d entries but tokenizer.ggml.tokens has %d",
+                        types.size(), vocab_size));
+  }
+  data->token_types.reserve(vocab_size);
+  for (size_t id = 0; id < vocab_size; ++id) {
+    if (types[id] < 1 || types[id] > 6) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer.ggml.token_type[%d] = %d is outside [1, 6]", id, types[id]));
+    }
+    data->token_types.push_back(static_cast<TokenType>(types[id]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadMerges(const GgufFile& gguf, TokenizerData* data) {
+  TP_ASSIGN_OR_RETURN(std::vector<std::string> merges,
+                      gguf.GetStringArray("tokenizer.ggml.merges"));
+  data->merges.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    // As llama.cpp: the separator is the first space after the first byte.
+    const size_t space = merges[rank].find(' ', 1);
+    if (space == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer.ggml.merges[%d] '%s' has no space separating its two sides",
+                          rank, merges[rank]));
+    }
+    data->merges.emplace_back(merges[rank].substr(0, space), merges[rank].substr(space + 1));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
+  TP_ASSIGN_OR_RETURN(std::string model, gguf.GetString("tokenizer.ggml.model"));
+  if (model != "gpt2") {
+    return absl::UnimplementedError(absl::StrCat(
+        "tokenizer.ggml.model '", model, "' is not supported (only byte-level BPE 'gpt2')"));
+  }
+  std::string pre = "default";
+  if (gguf.HasKey("tokenizer.ggml.pre")) {
+    TP_ASSIGN_OR_RETURN(pre, gguf.GetString("tokenizer.ggml.pre"));
+  }
+  TokenizerData data;
+  TP_ASSIGN_OR_RETURN(data.pre_tokenizer, PreTokenizerKindFromName(pre));
+  data.ignore_merges = data.pre_tokenizer == PreTokenizerKind::kLlama3;
+  data.add_bos_by_default = data.pre_tokenizer == PreTokenizerKind::kLlama3;
+  if (gguf.HasKey("tokenizer.ggml.add_bos_token")) {
+    TP_ASSIGN_OR_RETURN(data.add_bos_by_default, gguf.GetBool("tokenizer.ggml.add_bos_token"));
+  }
+  TP_ASSIGN_OR_RETURN(data.tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
+  TP_RETURN_IF_ERROR(ReadTokenTypes(gguf, &data));
+  TP_RETURN_IF_ERROR(ReadMerges(gguf, &data));
+  TP_ASSIGN_OR_RETURN(data.bos_id, OptionalTokenId(gguf, "tokenizer.ggml.bos_token_id"));
+  TP_ASSIGN_OR_RETURN(data.eos_id, OptionalTokenId(gguf, "tokenizer.ggml.eos_token_id"));
+  TP_ASSIGN_OR_RETURN(data.unk_id, OptionalTokenId(gguf, "tokenizer.ggml.unknown_token_id"));
+  TP_ASSIGN_OR_RETURN(data.pad_id, OptionalTokenId(gguf, "tokenizer.ggml.padding_token_id"));
+  return data;
+}
+
+absl::StatusOr<Tokenizer> TokenizerFromGguf(const GgufFile& gguf) {
+  TP_ASSIGN_OR_RETURN(TokenizerData data, TokenizerDataFromGguf(gguf));
+  return Tokenizer::Create(std::move(data));
+}
+
+absl::StatusOr<ChatTemplate> ChatTemplateFromGguf(const GgufFile& gguf) {
+  TP_ASSIGN_OR_RETURN(std::string text, gguf.GetString("tokenizer.chat_template"));
+  return ChatTemplate::FromJinja(text);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,125 @@
+#include "coordinator/tokenizer/gguf_tokenizer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "coordinator/tokenizer/test_vocab.h"
+#include "formats/byte_source.h"
+#include "formats/gguf_test_builder.h"
+
+namespace tpserve {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A GGUF holding the test vocabulary; tests override single keys through `edit`.
+struct GgufParts {
+  std::string model = "gpt2";
+  std::string pre = "smollm";
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  std::vector<std::string> merges;
+  bool with_bos = true;
+};
+
+GgufParts TestParts() {
+  const TokenizerData data = MakeTestTokenizerData();
+  GgufParts parts;
+  parts.tokens = data.tokens;
+  for (const TokenType type : data.token_types) parts.types.push_back(static_cast<int32_t>(type));
+  for (const auto& [left, right] : data.merges) parts.merges.push_back(left + " " + right);
+  return parts;
+}
+
+std::unique_ptr<GgufFile> BuildGguf(const GgufParts& parts) {
+  GgufTestBuilder builder;
+  builder.AddString("general.architecture", "llama")
+      .AddString("tokenizer.ggml.model", parts.model)
+      .AddString("tokenizer.ggml.pre", parts.pre)
+      .AddStringArray("tokenizer.ggml.tokens", parts.tokens)
+      .AddI32Array("tokenizer.ggml.token_type", parts.types)
+      .AddStringArray("tokenizer.ggml.merges", parts.merges)
+      .AddU32("tokenizer.ggml.eos_token_id", kTestImEnd)
+      .AddString("tokenizer.chat_template", "{{ '<|im_start|>' + message['role'] }}");
+  if (parts.with_bos) builder.AddU32("tokenizer.ggml.bos_token_id", kTestImStart);
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf =
+      GgufFile::FromSource(std::make_unique<MemoryByteSource>("test.gguf", builder.Build()));
+  EXPECT_TRUE(gguf.ok()) << gguf.status();
+  return *std::move(gguf);
+}
+
+TEST(GgufTokenizerTest, BuildsAWorkingTokenizer) {
+  absl::StatusOr<Tokenizer> tok = TokenizerFromGguf(*BuildGguf(TestParts()));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(tok->vocab_size(), kTestVocabSize);
+  EXPECT_EQ(tok->bos_id(), kTestImStart);
+  EXPECT_EQ(tok->eos_id(), kTestImEnd);
+  EXPECT_EQ(tok->pad_id(), -1);
+  EXPECT_FALSE(tok->add_bos_by_default());
+  EXPECT_EQ(tok->pre_tokenizer_kind(), PreTokenizerKind::kSmolLm);
+  EXPECT_THAT(*tok->Encode("hello world"), ElementsAre(kTestHello, kTestSpaceWorld));
+}
+
+TEST(GgufTokenizerTest, Llama3PreTokenizerImpliesIgnoreMergesAndBos) {
+  GgufParts parts = TestParts();
+  parts.pre = "llama-bpe";
+  absl::StatusOr<TokenizerData> data = TokenizerDataFromGguf(*BuildGguf(parts));
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_TRUE(data->ignore_merges);
+  EXPECT_TRUE(data->add_bos_by_default);
+  EXPECT_EQ(data->pre_tokenizer, PreTokenizerKind::kLlama3);
+}
+
+TEST(GgufTokenizerTest, RejectsUnsupportedModelsAndPreTokenizers) {
+  GgufParts spm = TestParts();
+  spm.model = "llama";
+  absl::StatusOr<Tokenizer> tok = TokenizerFromGguf(*BuildGguf(spm));
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(tok.status().message(), HasSubstr("tokenizer.ggml.model 'llama'"));
+
+  GgufParts qwen = TestParts();
+  qwen.pre = "qwen2";
+  tok = TokenizerFromGguf(*BuildGguf(qwen));
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(tok.status().message(), HasSubstr("'qwen2'"));
+}
+
+TEST(GgufTokenizerTest, RejectsInconsistentArrays) {
+  GgufParts short_types = TestParts();
+  short_types.types.pop_back();
+  absl::StatusOr<Tokenizer> tok = TokenizerFromGguf(*BuildGguf(short_types));
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tok.status().message(),
+              HasSubstr("token_type has 270 entries but tokenizer.ggml.tokens has 271"));
+
+  GgufParts bad_type = TestParts();
+  bad_type.types[7] = 9;
+  EXPECT_THAT(TokenizerFromGguf(*BuildGguf(bad_type)).status().message(),
+              HasSubstr("tokenizer.ggml.token_type[7] = 9 is outside [1, 6]"));
+
+  GgufParts bad_merge = TestParts();
+  bad_merge.merges[1] = "ll";
+  EXPECT_THAT(TokenizerFromGguf(*BuildGguf(bad_merge)).status().message(),
+              HasSubstr("tokenizer.ggml.merges[1] 'll' has no space"));
+}
+
+TEST(GgufTokenizerTest, OptionalIdsDefaultToNone) {
+  GgufParts parts = TestParts();
+  parts.with_bos = false;
+  absl::StatusOr<Tokenizer> tok = TokenizerFromGguf(*BuildGguf(parts));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(tok->bos_id(), -1);
+}
+
+TEST(GgufTokenizerTest, ChatTemplateIsDetected) {
+  absl::StatusOr<ChatTemplate> chat = ChatTemplateFromGguf(*BuildGguf(TestParts()));
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->kind(), ChatTemplateKind::kChatMl);
+}
+
+}  // namespace
+}  // namespace tpserve

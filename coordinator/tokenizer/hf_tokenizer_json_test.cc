@@ -1,0 +1,187 @@
+// The tokenizer.json loader against HF `tokenizers` on two small tokenizers trained by
+// tests/golden/tokenizer/make_tokenizer_golden.py (SmolLM2-style and Llama-3-style).
+#include "coordinator/tokenizer/hf_tokenizer_json.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "coordinator/tokenizer/golden_corpus.h"
+#include "coordinator/tokenizer/incremental_detokenizer.h"
+#include "coordinator/tokenizer/utf8.h"
+
+namespace tpserve {
+namespace {
+
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+Json LoadJson(const std::string& name) {
+  absl::StatusOr<std::string> text = ReadFileToString(GoldenPath(name));
+  EXPECT_TRUE(text.ok()) << text.status();
+  return Json::parse(text.ok() ? *text : "{}");
+}
+
+absl::StatusOr<Tokenizer> FromJson(const Json& json) {
+  absl::StatusOr<TokenizerData> data = TokenizerDataFromHfJson(json.dump());
+  if (!data.ok()) return data.status();
+  return Tokenizer::Create(*std::move(data));
+}
+
+// Every golden row: ids as HF gives them, and Decode gives the text back.
+void ExpectMatchesGolden(const Tokenizer& tok, const std::string& ids_file) {
+  absl::StatusOr<std::vector<GoldenRow>> rows = ReadGoldenRows(GoldenPath(ids_file));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_GE(rows->size(), 200u);
+  for (const GoldenRow& row : *rows) {
+    absl::StatusOr<std::vector<int32_t>> ids = tok.Encode(row.text, {.add_bos = row.add_bos});
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(*ids, row.ids) << ids_file << " text: " << row.text;
+    if (row.ids_special.has_value()) {
+      EXPECT_EQ(*tok.Encode(row.text, {.allow_special = true}), *row.ids_special)
+          << ids_file << " text (special parsed): " << row.text;
+    }
+    if (!row.add_bos) {
+      EXPECT_EQ(*tok.Decode(row.ids), row.text);
+    }
+  }
+}
+
+class HfTokenizerJsonTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfTokenizerJsonTest, IdsMatchHfTokenizers) {
+  absl::StatusOr<Tokenizer> tok =
+      LoadHfTokenizerJson(GoldenPath("tiny_" + GetParam() + "_tokenizer.json"));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  ExpectMatchesGolden(*tok, "tiny_" + GetParam() + "_ids.jsonl");
+}
+
+TEST_P(HfTokenizerJsonTest, MergesAsStringsLoadTheSame) {
+  Json json = LoadJson("tiny_" + GetParam() + "_tokenizer.json");
+  Json merges = Json::array();
+  for (const Json& pair : json["model"]["merges"]) {
+    merges.push_back(pair[0].get<std::string>() + " " + pair[1].get<std::string>());
+  }
+  json["model"]["merges"] = merges;
+  absl::StatusOr<Tokenizer> tok = FromJson(json);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  ExpectMatchesGolden(*tok, "tiny_" + GetParam() + "_ids.jsonl");
+}
+
+TEST_P(HfTokenizerJsonTest, StreamingEqualsDecodeOnTheCorpus) {
+  absl::StatusOr<Tokenizer> tok =
+      LoadHfTokenizerJson(GoldenPath("tiny_" + GetParam() + "_tokenizer.json"));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  absl::StatusOr<std::vector<GoldenRow>> rows =
+      ReadGoldenRows(GoldenPath("tiny_" + GetParam() + "_ids.jsonl"));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  for (const GoldenRow& row : *rows) {
+    IncrementalDetokenizer detok(&*tok);
+    std::string streamed;
+    for (const int32_t id : row.ids) {
+      const std::string chunk = *detok.Push(id);
+      EXPECT_TRUE(IsValidUtf8(chunk)) << row.text;
+      streamed += chunk;
+    }
+    streamed += detok.Flush();
+    EXPECT_EQ(streamed, *tok->Decode(row.ids));
+  }
+}
+
+TEST_P(HfTokenizerJsonTest, LongInputsWithoutSpacesRoundTrip) {
+  // Finishing inside the small-test timeout is the check that encoding is not quadratic.
+  absl::StatusOr<Tokenizer> tok =
+      LoadHfTokenizerJson(GoldenPath("tiny_" + GetParam() + "_tokenizer.json"));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::string letters, cjk;
+  while (letters.size() < 200 * 1024) letters += "abracadabrasimsalabim";
+  while (cjk.size() < 200 * 1024) cjk += "日本語中文한국어테스트";
+  for (const std::string& text : {letters, cjk}) {
+    absl::StatusOr<std::vector<int32_t>> ids = tok->Encode(text);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_LT(ids->size(), text.size());
+    EXPECT_EQ(*tok->Decode(*ids), text);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyTokenizers, HfTokenizerJsonTest,
+                         ::testing::Values("smollm", "llama3"));
+
+TEST(HfTokenizerJsonMetadataTest, KindsAndBos) {
+  absl::StatusOr<TokenizerData> smollm =
+      TokenizerDataFromHfJson(LoadJson("tiny_smollm_tokenizer.json").dump());
+  ASSERT_TRUE(smollm.ok()) << smollm.status();
+  EXPECT_EQ(smollm->pre_tokenizer, PreTokenizerKind::kSmolLm);
+  EXPECT_FALSE(smollm->add_bos_by_default);
+  EXPECT_EQ(smollm->token_types[1], TokenType::kControl);  // <|im_start|>
+  absl::StatusOr<TokenizerData> llama3 =
+      TokenizerDataFromHfJson(LoadJson("tiny_llama3_tokenizer.json").dump());
+  ASSERT_TRUE(llama3.ok()) << llama3.status();
+  EXPECT_EQ(llama3->pre_tokenizer, PreTokenizerKind::kLlama3);
+  EXPECT_TRUE(llama3->ignore_merges);
+  EXPECT_TRUE(llama3->add_bos_by_default);
+  EXPECT_EQ(llama3->bos_id, 0);
+}
+
+// Applies `edit` to the SmolLM-style tokenizer.json and returns the load status.
+absl::Status LoadEdited(const std::function<void(Json&)>& edit) {
+  Json json = LoadJson("tiny_smollm_tokenizer.json");
+  edit(json);
+  return TokenizerDataFromHfJson(json.dump()).status();
+}
+
+TEST(HfTokenizerJsonErrorsTest, UnsupportedStructureIsUnimplementedAndNamed) {
+  const struct {
+    std::function<void(Json&)> edit;
+    std::string expected;
+  } cases[] = {
+      {[](Json& j) {
+         j["normalizer"] = {{"type", "NFC"}};
+       },
+       "normalizer NFC"},
+      {[](Json& j) { j["model"]["type"] = "WordPiece"; }, "model.type 'WordPiece'"},
+      {[](Json& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback"},
+      {[](Json& j) {
+         j["decoder"] = {{"type", "Metaspace"}};
+       },
+       "decoder Metaspace"},
+      {[](Json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
+       "pre_tokenizer Metaspace"},
+      {[](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["individual_digits"] = false; },
+       "pre_tokenizer Sequence[Digits,ByteLevel]"},
+      {[](Json& j) { j["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true; },
+       "pre_tokenizer Sequence[Digits,ByteLevel]"},
+      {[](Json& j) { j["added_tokens"][1]["lstrip"] = true; },
+       "added token '<|im_start|>' sets lstrip=true"},
+      {[](Json& j) {
+         j["post_processor"] = {{"type", "RobertaProcessing"}};
+       },
+       "post_processor {\"type\":\"RobertaProcessing\"}"},
+  };
+  for (const auto& c : cases) {
+    const absl::Status status = LoadEdited(c.edit);
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << c.expected << ": " << status;
+    EXPECT_THAT(status.message(), HasSubstr(c.expected));
+  }
+}
+
+TEST(HfTokenizerJsonErrorsTest, MalformedInputIsInvalidArgument) {
+  EXPECT_THAT(TokenizerDataFromHfJson("{not json").status().message(),
+              HasSubstr("tokenizer.json does not parse"));
+  absl::Status merge = LoadEdited([](Json& j) { j["model"]["merges"][3] = "abc"; });
+  EXPECT_EQ(merge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(merge.message(), HasSubstr("model.merges[3] 'abc'"));
+  absl::Status vocab = LoadEdited([](Json& j) { j["model"]["vocab"]["!"] = -4; });
+  EXPECT_THAT(vocab.message(), HasSubstr("model.vocab['!'] = -4"));
+  absl::Status duplicate = LoadEdited([](Json& j) { j["model"]["vocab"]["zz-new"] = 5; });
+  EXPECT_THAT(duplicate.message(), HasSubstr("gives id 5 to both"));
+  EXPECT_EQ(LoadHfTokenizerJson("/nonexistent/tokenizer.json").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tpserve

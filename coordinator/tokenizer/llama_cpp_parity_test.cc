@@ -1,0 +1,144 @@
+// The tokenizer on the real SmolLM2-135M-Instruct GGUF against llama.cpp's ids for the whole
+// golden corpus (tests/golden/tokenizer/smollm2_llamacpp.jsonl) and the SmolLM2 chat
+// renderings (chat_golden.json). Needs the model file; see scripts/setup.sh.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "coordinator/tokenizer/chat_template.h"
+#include "coordinator/tokenizer/gguf_tokenizer.h"
+#include "coordinator/tokenizer/golden_corpus.h"
+#include "coordinator/tokenizer/incremental_detokenizer.h"
+#include "coordinator/tokenizer/utf8.h"
+
+namespace tpserve {
+namespace {
+
+std::string ModelPath() {
+  const char* dir = std::getenv("TPSERVE_MODEL_DIR");
+  const char* home = std::getenv("HOME");
+  const std::string base = (dir != nullptr && *dir != '\0')
+                               ? std::string(dir)
+                               : std::string(home != nullptr ? home : "") + "/.cache/tpserve";
+  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+class LlamaCppParityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = ModelPath();
+    if (!std::filesystem::exists(path)) {
+      load_error_ = new std::string("model file " + path +
+                                    " is missing: run scripts/setup.sh (or set TPSERVE_MODEL_DIR)");
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+    if (!gguf.ok()) {
+      load_error_ = new std::string(std::string(gguf.status().message()));
+      return;
+    }
+    absl::StatusOr<Tokenizer> tok = TokenizerFromGguf(**gguf);
+    absl::StatusOr<ChatTemplate> chat = ChatTemplateFromGguf(**gguf);
+    if (!tok.ok() || !chat.ok()) {
+      load_error_ =
+          new std::string(std::string((tok.ok() ? chat.status() : tok.status()).message()));
+      return;
+    }
+    tokenizer_ = new Tokenizer(*std::move(tok));
+    chat_ = new ChatTemplate(*std::move(chat));
+  }
+
+  void SetUp() override {
+    ASSERT_EQ(load_error_, nullptr) << *load_error_;
+    absl::StatusOr<std::vector<GoldenRow>> rows =
+        ReadGoldenRows(GoldenPath("smollm2_llamacpp.jsonl"));
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_GE(rows->size(), 200u);
+    rows_ = *std::move(rows);
+  }
+
+  static Tokenizer* tokenizer_;
+  static ChatTemplate* chat_;
+  static std::string* load_error_;
+  std::vector<GoldenRow> rows_;
+};
+
+Tokenizer* LlamaCppParityTest::tokenizer_ = nullptr;
+ChatTemplate* LlamaCppParityTest::chat_ = nullptr;
+std::string* LlamaCppParityTest::load_error_ = nullptr;
+
+TEST_F(LlamaCppParityTest, ModelMetadata) {
+  EXPECT_EQ(tokenizer_->vocab_size(), 49152);
+  EXPECT_EQ(tokenizer_->bos_id(), 1);
+  EXPECT_EQ(tokenizer_->eos_id(), 2);
+  EXPECT_FALSE(tokenizer_->add_bos_by_default());
+  EXPECT_EQ(tokenizer_->pre_tokenizer_kind(), PreTokenizerKind::kSmolLm);
+  EXPECT_EQ(chat_->kind(), ChatTemplateKind::kChatMl);
+  EXPECT_EQ(chat_->default_system_message(),
+            "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+}
+
+TEST_F(LlamaCppParityTest, IdsMatchLlamaCppOnTheWholeCorpus) {
+  int specials = 0;
+  for (const GoldenRow& row : rows_) {
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(row.text);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(*ids, row.ids) << "text: " << row.text;
+    if (row.ids_special.has_value()) {
+      ++specials;
+      EXPECT_EQ(*tokenizer_->Encode(row.text, {.allow_special = true}), *row.ids_special)
+          << "text (special parsed): " << row.text;
+    }
+  }
+  EXPECT_GE(specials, 10);
+}
+
+TEST_F(LlamaCppParityTest, DecodeRoundTripsTheCorpus) {
+  for (const GoldenRow& row : rows_) {
+    EXPECT_EQ(*tokenizer_->Decode(row.ids), row.text);
+  }
+}
+
+TEST_F(LlamaCppParityTest, StreamingMatchesDecode) {
+  for (const GoldenRow& row : rows_) {
+    IncrementalDetokenizer detok(tokenizer_);
+    std::string streamed;
+    for (const int32_t id : row.ids) {
+      absl::StatusOr<std::string> chunk = detok.Push(id);
+      ASSERT_TRUE(chunk.ok()) << chunk.status();
+      EXPECT_TRUE(IsValidUtf8(*chunk)) << "text: " << row.text;
+      streamed += *chunk;
+    }
+    streamed += detok.Flush();
+    EXPECT_EQ(streamed, row.text);
+  }
+}
+
+TEST_F(LlamaCppParityTest, ChatRenderingAndIdsMatchJinjaAndLlamaCpp) {
+  absl::StatusOr<std::string> golden_text = ReadFileToString(GoldenPath("chat_golden.json"));
+  ASSERT_TRUE(golden_text.ok()) << golden_text.status();
+  const nlohmann::json golden = nlohmann::json::parse(*golden_text);
+  int with_ids = 0;
+  for (const nlohmann::json& c : golden["cases"]) {
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    absl::StatusOr<std::vector<PromptSegment>> segments =
+        chat_->Render(messages, c["add_generation_prompt"].get<bool>());
+    ASSERT_TRUE(segments.ok()) << segments.status();
+    EXPECT_EQ(SegmentsToText(*segments), c["smollm2_text"].get<std::string>());
+    if (c.contains("smollm2_ids")) {
+      ++with_ids;
+      EXPECT_EQ(*EncodeSegments(*tokenizer_, *segments),
+                c["smollm2_ids"].get<std::vector<int32_t>>());
+    }
+  }
+  EXPECT_GE(with_ids, 6);
+}
+
+}  // namespace
+}  // namespace tpserve
