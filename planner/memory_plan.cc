@@ -1,0 +1,218 @@
+#include "planner/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "formats/str_cat.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int64_t kF32Bytes = 4;  // scores and logits are kept in fp32 whatever the activations
+
+absl::Status OutOfRange(std::string_view field, int64_t value, std::string_view bound) {
+  return absl::InvalidArgumentError(StrCat(field, "=", value, ": must be ", bound));
+}
+
+absl::Status ValidateInputs(const PlanInputs& in) {
+  if (!IsPlainFormat(in.kv_cache_dtype)) {
+    return absl::InvalidArgumentError(
+        StrCat("kv_cache_dtype=", TensorFormatName(TensorFormat::Of(in.kv_cache_dtype)),
+               ": must be f32, f16, bf16 or fp8-e4m3"));
+  }
+  if (!IsPlainFormat(in.activation_dtype) || in.activation_dtype == FormatKind::kF8E4M3) {
+    return absl::InvalidArgumentError(
+        StrCat("activation_dtype=", TensorFormatName(TensorFormat::Of(in.activation_dtype)),
+               ": must be f32, f16 or bf16"));
+  }
+  const int64_t model_ctx = in.model.max_context_tokens;
+  if (in.max_context_tokens < 1 || (model_ctx > 0 && in.max_context_tokens > model_ctx)) {
+    return OutOfRange("max_context_tokens", in.max_context_tokens,
+                      StrCat("in [1, ", model_ctx, "] (the model's context length)"));
+  }
+  if (in.max_tokens_per_step < 1) {
+    return OutOfRange("max_tokens_per_step", in.max_tokens_per_step, ">= 1");
+  }
+  if (in.max_sequences_per_step < 1 || in.max_sequences_per_step > in.max_tokens_per_step) {
+    return OutOfRange("max_sequences_per_step", in.max_sequences_per_step,
+                      StrCat("in [1, max_tokens_per_step=", in.max_tokens_per_step, "]"));
+  }
+  if (in.target_concurrent_sequences < 1) {
+    return OutOfRange("target_concurrent_sequences", in.target_concurrent_sequences, ">= 1");
+  }
+  if (in.kv_block_size_tokens < 1 || in.kv_block_size_tokens > in.max_context_tokens) {
+    return OutOfRange("kv_block_size_tokens", in.kv_block_size_tokens,
+                      StrCat("in [1, max_context_tokens=", in.max_context_tokens, "]"));
+  }
+  if (in.device.memory_bytes < 1) {
+    return OutOfRange("device.memory_bytes", in.device.memory_bytes, ">= 1");
+  }
+  const double safety = in.safety_fraction.value_or(in.device.safety_fraction);
+  if (!(safety >= 0 && safety < 1)) {
+    return absl::InvalidArgumentError(StrCat("safety_fraction=", safety, ": must be in [0, 1)"));
+  }
+  if (in.runtime_reserve_bytes.has_value() && *in.runtime_reserve_bytes < 0) {
+    return OutOfRange("runtime_reserve_bytes", *in.runtime_reserve_bytes, ">= 0");
+  }
+  return absl::OkStatus();
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+StageMemory FixedStageMemory(const PlanInputs& in, const ShardingPlan& shards, int stage) {
+  StageMemory m;
+  m.stage = stage;
+  m.device_bytes = in.device.memory_bytes;
+  m.runtime_reserve_bytes = in.runtime_reserve_bytes.value_or(in.device.runtime_reserve_bytes);
+  const double safety = in.safety_fraction.value_or(in.device.safety_fraction);
+  m.safety_bytes =
+      static_cast<int64_t>(std::ceil(safety * static_cast<double>(std::max<int64_t>(
+                                                  0, m.device_bytes - m.runtime_reserve_bytes))));
+  m.weight_bytes = shards.stages[stage].weight_bytes_per_rank;
+  m.activations = ActivationBuffersFor(in, shards.vocab_padded, stage == in.pp - 1);
+  m.comm = CommBuffersFor(in);
+  m.kv_bytes_per_token = KvBytesPerToken(in);
+  m.kv_bytes_per_block = m.kv_bytes_per_token * in.kv_block_size_tokens;
+  m.available_for_kv_bytes = m.device_bytes - m.FixedBytes();
+  m.kv_blocks_fit = m.available_for_kv_bytes > 0 && m.kv_bytes_per_block > 0
+                        ? m.available_for_kv_bytes / m.kv_bytes_per_block
+                        : 0;
+  return m;
+}
+
+// The one-line verdict: the first thing that does not fit, with the amount, or what fits.
+std::string Verdict(const MemoryPlan& plan) {
+  const PlanInputs& in = plan.inputs;
+  const StageMemory* worst = &plan.stages[0];
+  for (const StageMemory& m : plan.stages) {
+    if (m.available_for_kv_bytes - m.kv_target_bytes <
+        worst->available_for_kv_bytes - worst->kv_target_bytes) {
+      worst = &m;
+    }
+  }
+  const StageMemory& m = *worst;
+  const int64_t budget = m.device_bytes - m.runtime_reserve_bytes - m.safety_bytes;
+  const std::string where = plan.stages.size() > 1 ? StrCat(" (stage ", m.stage, ")") : "";
+  if (!plan.weights_fit) {
+    return StrCat("DOES NOT FIT: weights need ", FormatBytes(m.weight_bytes), " per rank", where,
+                  " but only ", FormatBytes(budget), " is usable; over by ",
+                  FormatBytes(m.weight_bytes - budget));
+  }
+  if (!plan.buffers_fit) {
+    return StrCat("DOES NOT FIT: weights + step buffers + communicator buffers need ",
+                  FormatBytes(m.FixedBytes() - m.runtime_reserve_bytes - m.safety_bytes),
+                  " per rank", where, " of ", FormatBytes(budget), " usable; over by ",
+                  FormatBytes(-m.available_for_kv_bytes));
+  }
+  if (!plan.meets_target) {
+    return StrCat("SHORT: KV for ", in.target_concurrent_sequences, " sequences x ",
+                  in.max_context_tokens, " tokens needs ", FormatBytes(m.kv_target_bytes),
+                  " per rank", where, ", ", FormatBytes(m.available_for_kv_bytes),
+                  " is left; over by ", FormatBytes(plan.shortfall_bytes_per_rank), "; fits ",
+                  plan.max_concurrent_sequences,
+                  plan.max_concurrent_sequences == 1 ? " sequence" : " sequences");
+  }
+  return StrCat("FITS: ", plan.max_concurrent_sequences, " sequences of ", in.max_context_tokens,
+                " tokens (target ", in.target_concurrent_sequences, "), ", plan.num_kv_blocks,
+                " KV blocks of ", in.kv_block_size_tokens, " tokens");
+}
+
+}  // namespace
+
+int64_t ActivationBuffers::Total() const {
+  return residual_bytes + normed_bytes + qkv_bytes + attn_out_bytes + scores_bytes + mlp_bytes +
+         logits_local_bytes + logits_full_bytes;
+}
+
+int64_t CommBuffers::Total() const { return allreduce_bytes + pipeline_bytes + fixed_bytes; }
+
+int64_t StageMemory::FixedBytes() const {
+  return runtime_reserve_bytes + safety_bytes + weight_bytes + activations.Total() + comm.Total();
+}
+
+ActivationBuffers ActivationBuffersFor(const PlanInputs& in, int64_t vocab_padded,
+                                       bool last_stage) {
+  const LlamaConfig& c = in.model;
+  const int64_t a = PlainElementBytes(in.activation_dtype);
+  const int64_t t = in.max_tokens_per_step;
+  const int64_t q_heads = c.num_heads / in.tp, kv_heads = c.num_kv_heads / in.tp;
+  ActivationBuffers b;
+  b.residual_bytes = t * c.hidden_size * a;
+  b.normed_bytes = t * c.hidden_size * a;
+  b.qkv_bytes = t * (q_heads + 2 * kv_heads) * c.head_dim * a;
+  b.attn_out_bytes = t * q_heads * c.head_dim * a;
+  b.scores_bytes = in.flash_attention ? 0 : q_heads * t * in.max_context_tokens * kF32Bytes;
+  b.mlp_bytes = 2 * t * (c.intermediate_size / in.tp) * a;
+  if (last_stage) {
+    const int64_t s = in.max_sequences_per_step;
+    b.logits_local_bytes = s * (vocab_padded / in.tp) * kF32Bytes;
+    b.logits_full_bytes = s * vocab_padded * kF32Bytes;
+  }
+  return b;
+}
+
+CommBuffers CommBuffersFor(const PlanInputs& in) {
+  const int64_t step_hidden_bytes =
+      in.max_tokens_per_step * in.model.hidden_size * PlainElementBytes(in.activation_dtype);
+  CommBuffers b;
+  if (in.tp > 1) b.allreduce_bytes = step_hidden_bytes;
+  if (in.pp > 1) b.pipeline_bytes = 2 * step_hidden_bytes;
+  if (in.tp * in.pp > 1) b.fixed_bytes = in.device.comm_fixed_bytes;
+  return b;
+}
+
+int64_t KvBytesPerToken(const PlanInputs& in) {
+  const LlamaConfig& c = in.model;
+  return 2 * (c.num_layers / in.pp) * (c.num_kv_heads / in.tp) * c.head_dim *
+         PlainElementBytes(in.kv_cache_dtype);
+}
+
+absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
+  TP_RETURN_IF_ERROR(ValidateInputs(inputs));
+  MemoryPlan plan;
+  plan.inputs = inputs;
+  TP_ASSIGN_OR_RETURN(plan.sharding,
+                      PlanSharding(inputs.model, inputs.weights, inputs.tp, inputs.pp));
+  plan.num_ranks = int64_t{inputs.tp} * inputs.pp;
+  plan.blocks_per_sequence = CeilDiv(inputs.max_context_tokens, inputs.kv_block_size_tokens);
+  plan.weights_fit = plan.buffers_fit = true;
+  plan.num_kv_blocks = INT64_MAX;
+  for (int s = 0; s < inputs.pp; ++s) {
+    StageMemory m = FixedStageMemory(inputs, plan.sharding, s);
+    m.kv_target_bytes =
+        inputs.target_concurrent_sequences * plan.blocks_per_sequence * m.kv_bytes_per_block;
+    plan.weights_fit &= m.runtime_reserve_bytes + m.safety_bytes + m.weight_bytes <= m.device_bytes;
+    plan.buffers_fit &= m.available_for_kv_bytes >= 0;
+    plan.num_kv_blocks = std::min(plan.num_kv_blocks, m.kv_blocks_fit);
+    plan.shortfall_bytes_per_rank =
+        std::max(plan.shortfall_bytes_per_rank, m.kv_target_bytes - m.available_for_kv_bytes);
+    plan.required_bytes_all_ranks +=
+        inputs.tp * (m.FixedBytes() - m.safety_bytes + m.kv_target_bytes);
+    plan.stages.push_back(m);
+  }
+  for (StageMemory& m : plan.stages) {
+    m.kv_pool_bytes = plan.num_kv_blocks * m.kv_bytes_per_block;
+    m.unallocated_bytes = m.device_bytes - m.FixedBytes() - m.kv_pool_bytes;
+  }
+  plan.kv_token_capacity = plan.num_kv_blocks * inputs.kv_block_size_tokens;
+  plan.max_concurrent_sequences = plan.num_kv_blocks / plan.blocks_per_sequence;
+  plan.meets_target =
+      plan.buffers_fit && plan.max_concurrent_sequences >= inputs.target_concurrent_sequences;
+  plan.verdict = Verdict(plan);
+  return plan;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  const double mag = std::fabs(b);
+  if (mag >= 1024.0 * 1024 * 1024) return absl::StrFormat("%.2f GiB", b / (1 << 30));
+  if (mag >= 1024.0 * 1024) return absl::StrFormat("%.1f MiB", b / (1 << 20));
+  if (mag >= 1024.0) return absl::StrFormat("%.1f KiB", b / 1024);
+  return StrCat(bytes, " B");
+}
+
+}  // namespace tpserve

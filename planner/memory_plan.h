@@ -1,0 +1,132 @@
+// The product's memory plan: for a model, formats, parallelism and device, every byte each
+// rank holds (weights by role, step buffers, communicator buffers, reserves) and, from what is
+// left, how many KV-cache blocks it can hold. The engine sizes its KV pool and its step
+// buffers from this plan and refuses configurations whose plan does not fit; sizes are
+// computed here only, so allocation and planning cannot drift apart.
+//
+//   TP_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(inputs));
+//   BlockManager blocks(plan.num_kv_blocks, plan.inputs.kv_block_size_tokens);
+//
+// Per rank of stage s (T = max_tokens_per_step, S = max_sequences_per_step, C = context,
+// a = activation bytes, h = hidden, hd = head_dim, local = per-rank heads/ffn/vocab):
+//   residual, normed  T * h * a                      each
+//   qkv               T * (q_heads + 2 * kv_heads)_local * hd * a
+//   attn_out          T * q_heads_local * hd * a
+//   scores            q_heads_local * T * C * 4      (fp32; 0 with flash attention)
+//   mlp               2 * T * ffn_local * a          (gate, up; SwiGLU overwrites gate)
+//   logits            S * vocab_padded / tp * 4 + S * vocab_padded * 4   (last stage only)
+//   all-reduce        T * h * a (tp > 1);   pipeline  2 * T * h * a (pp > 1)
+//   kv per token      2 * layers_on_stage * kv_heads_local * hd * kv_bytes
+// Thread-safe: value types and pure functions.
+#ifndef TPSERVE_PLANNER_MEMORY_PLAN_H_
+#define TPSERVE_PLANNER_MEMORY_PLAN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "planner/gpu_spec.h"
+#include "planner/sharding_plan.h"
+#include "planner/tensor_format.h"
+#include "planner/weight_formats.h"
+
+namespace tpserve {
+
+struct PlanInputs {
+  LlamaConfig model;
+  WeightFormats weights;
+  FormatKind kv_cache_dtype = FormatKind::kBF16;    // f32, f16, bf16 or fp8-e4m3
+  FormatKind activation_dtype = FormatKind::kBF16;  // f32 on the CPU host
+  int tp = 1;                                       // tensor-parallel degree
+  int pp = 1;                                       // pipeline stages
+  GpuSpec device;
+  int64_t max_context_tokens = 0;           // per sequence, prompt + output; <= the model's
+  int64_t max_tokens_per_step = 2048;       // chunked-prefill budget of one step
+  int64_t max_sequences_per_step = 256;     // rows of logits; <= max_tokens_per_step
+  int64_t target_concurrent_sequences = 1;  // each at max_context_tokens
+  int64_t kv_block_size_tokens = 16;
+  bool flash_attention = false;                  // true: attention scores never materialised
+  std::optional<int64_t> runtime_reserve_bytes;  // overrides device.runtime_reserve_bytes
+  std::optional<double> safety_fraction;         // overrides device.safety_fraction
+};
+
+// One step's buffers on one rank, each allocated once at start-up.
+struct ActivationBuffers {
+  int64_t residual_bytes = 0;
+  int64_t normed_bytes = 0;
+  int64_t qkv_bytes = 0;
+  int64_t attn_out_bytes = 0;
+  int64_t scores_bytes = 0;
+  int64_t mlp_bytes = 0;
+  int64_t logits_local_bytes = 0;
+  int64_t logits_full_bytes = 0;
+  int64_t Total() const;
+};
+
+struct CommBuffers {
+  int64_t allreduce_bytes = 0;
+  int64_t pipeline_bytes = 0;
+  int64_t fixed_bytes = 0;  // communicator's own (NCCL) buffers
+  int64_t Total() const;
+};
+
+// One rank of pipeline stage `stage` (all tp ranks of a stage hold the same byte counts).
+struct StageMemory {
+  int stage = 0;
+  int64_t device_bytes = 0;
+  int64_t runtime_reserve_bytes = 0;
+  int64_t safety_bytes = 0;
+  int64_t weight_bytes = 0;
+  ActivationBuffers activations;
+  CommBuffers comm;
+  int64_t kv_bytes_per_token = 0;
+  int64_t kv_bytes_per_block = 0;
+  int64_t available_for_kv_bytes = 0;  // negative when the fixed parts alone don't fit
+  int64_t kv_blocks_fit = 0;           // what this stage alone could hold
+  int64_t kv_pool_bytes = 0;           // num_kv_blocks (plan-wide) * kv_bytes_per_block
+  int64_t kv_target_bytes = 0;         // target sequences * blocks_per_sequence * block bytes
+  int64_t unallocated_bytes = 0;       // device bytes no line above claims (>= 0 when fits)
+
+  // Everything but the KV pool: reserve + safety + weights + activations + comm.
+  int64_t FixedBytes() const;
+};
+
+struct MemoryPlan {
+  PlanInputs inputs;
+  ShardingPlan sharding;
+  std::vector<StageMemory> stages;
+  int64_t num_ranks = 1;
+  int64_t num_kv_blocks = 0;             // min over stages; what the block manager gets
+  int64_t kv_token_capacity = 0;         // num_kv_blocks * kv_block_size_tokens
+  int64_t blocks_per_sequence = 0;       // ceil(max_context_tokens / kv_block_size_tokens)
+  int64_t max_concurrent_sequences = 0;  // num_kv_blocks / blocks_per_sequence
+  bool weights_fit = false;              // reserve + safety + weights fit on every rank
+  bool buffers_fit = false;              // ... and the step and communicator buffers
+  bool meets_target = false;             // ... and KV for the target sequences
+  // Bytes one rank lacks for the target (0 when it is met): the worst stage.
+  int64_t shortfall_bytes_per_rank = 0;
+  // All ranks: reserve + weights + step and comm buffers + KV for the target sequences
+  // (the safety margin excluded): the "how much memory does this deployment need" figure.
+  int64_t required_bytes_all_ranks = 0;
+  std::string verdict;  // one line: what fits, or what is over and by how much
+};
+
+// INVALID_ARGUMENT naming the PlanInputs field, its value and the bound for bad inputs, and
+// passing through PlanSharding's errors. A plan that does not fit is a result, not an error.
+absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs);
+
+// The per-rank buffers of one stage, exposed so the engine allocates exactly these.
+ActivationBuffers ActivationBuffersFor(const PlanInputs& inputs, int64_t vocab_padded,
+                                       bool last_stage);
+CommBuffers CommBuffersFor(const PlanInputs& inputs);
+int64_t KvBytesPerToken(const PlanInputs& inputs);  // per rank of any stage (layers / pp)
+
+// "12.34 GiB" / "567.8 MiB" / "12 B" for tables and messages.
+std::string FormatBytes(int64_t bytes);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_PLANNER_MEMORY_PLAN_H_

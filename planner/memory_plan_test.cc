@@ -1,0 +1,180 @@
+#include "planner/memory_plan.h"
+
+#include "gtest/gtest.h"
+#include "planner/test_models.h"
+
+namespace tpserve {
+namespace {
+
+PlanInputs Inputs(const LlamaConfig& model, const char* weights, int tp, const char* gpu) {
+  PlanInputs in;
+  in.model = model;
+  in.weights = *WeightFormatsPreset(weights);
+  in.tp = tp;
+  in.device = *GpuPreset(gpu);
+  in.max_context_tokens = 8192;
+  in.target_concurrent_sequences = 10;
+  return in;
+}
+
+PlanInputs SmolOnHost() {
+  PlanInputs in;
+  in.model = SmolLM2_135M();
+  in.weights = *WeightFormatsPreset("q4_1");
+  in.device = HostCpuSpecFromMemTotal(int64_t{4} << 30, 20e9, 100e9);
+  in.kv_cache_dtype = FormatKind::kF32;
+  in.activation_dtype = FormatKind::kF32;
+  in.max_context_tokens = 512;
+  in.max_tokens_per_step = 64;
+  in.max_sequences_per_step = 8;
+  in.target_concurrent_sequences = 4;
+  return in;
+}
+
+TEST(MemoryPlanTest, KvBytesPerTokenFollowsLocalKvHeads) {
+  PlanInputs in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
+  EXPECT_EQ(KvBytesPerToken(in), 2 * 126 * 1 * 128 * 2);  // 64,512
+  in.kv_cache_dtype = FormatKind::kF8E4M3;
+  EXPECT_EQ(KvBytesPerToken(in), 2 * 126 * 1 * 128 * 1);
+  in.pp = 2;
+  EXPECT_EQ(KvBytesPerToken(in), 2 * 63 * 1 * 128 * 1);
+}
+
+TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
+  const PlanInputs in = SmolOnHost();
+  const ActivationBuffers b = ActivationBuffersFor(in, 49152, /*last_stage=*/true);
+  EXPECT_EQ(b.residual_bytes, 64 * 576 * 4);
+  EXPECT_EQ(b.normed_bytes, 64 * 576 * 4);
+  EXPECT_EQ(b.qkv_bytes, 64 * (9 + 2 * 3) * 64 * 4);
+  EXPECT_EQ(b.attn_out_bytes, 64 * 9 * 64 * 4);
+  EXPECT_EQ(b.scores_bytes, 9 * 64 * 512 * 4);
+  EXPECT_EQ(b.mlp_bytes, 2 * 64 * 1536 * 4);
+  EXPECT_EQ(b.logits_local_bytes, 8 * 49152 * 4);
+  EXPECT_EQ(b.logits_full_bytes, 8 * 49152 * 4);
+  EXPECT_EQ(ActivationBuffersFor(in, 49152, /*last_stage=*/false).logits_full_bytes, 0);
+  PlanInputs flash = in;
+  flash.flash_attention = true;
+  EXPECT_EQ(ActivationBuffersFor(flash, 49152, true).scores_bytes, 0);
+  EXPECT_EQ(CommBuffersFor(in).Total(), 0);  // one rank, no communicator
+
+  PlanInputs tp3 = in;
+  tp3.tp = 3;
+  tp3.device = *GpuPreset("l40s");
+  EXPECT_EQ(ActivationBuffersFor(tp3, 49152, true).qkv_bytes, 64 * (3 + 2 * 1) * 64 * 4);
+  EXPECT_EQ(CommBuffersFor(tp3).allreduce_bytes, 64 * 576 * 4);
+  EXPECT_EQ(CommBuffersFor(tp3).fixed_bytes, int64_t{512} << 20);
+}
+
+TEST(MemoryPlanTest, EveryByteOfTheDeviceIsAccountedFor) {
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(Inputs(Llama31_405B(), "fp8", 8, "h100-80g"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const StageMemory& m = plan->stages[0];
+  const int64_t device = int64_t{81559} << 20;
+  const int64_t reserve = int64_t{1} << 30;
+  EXPECT_EQ(m.device_bytes, device);
+  EXPECT_EQ(m.safety_bytes, (device - reserve + 19) / 20);  // ceil(5%)
+  const int64_t fixed =
+      reserve + m.safety_bytes + m.weight_bytes + m.activations.Total() + m.comm.Total();
+  EXPECT_EQ(m.available_for_kv_bytes, device - fixed);
+  EXPECT_EQ(plan->num_kv_blocks, (device - fixed) / m.kv_bytes_per_block);
+  EXPECT_EQ(fixed + m.kv_pool_bytes + m.unallocated_bytes, device);
+  EXPECT_GE(m.unallocated_bytes, 0);
+  EXPECT_LT(m.unallocated_bytes, m.kv_bytes_per_block);
+  EXPECT_EQ(plan->blocks_per_sequence, 8192 / 16);
+  EXPECT_EQ(plan->max_concurrent_sequences, plan->num_kv_blocks / 512);
+  EXPECT_EQ(plan->kv_token_capacity, plan->num_kv_blocks * 16);
+  EXPECT_TRUE(plan->meets_target);
+  EXPECT_EQ(plan->shortfall_bytes_per_rank, 0);
+  EXPECT_EQ(plan->verdict.rfind("FITS: ", 0), 0u) << plan->verdict;
+}
+
+TEST(MemoryPlanTest, WeightsOverTheDeviceSayByHowMuch) {
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(Inputs(Llama31_405B(), "bf16", 1, "h100-80g"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->weights_fit);
+  EXPECT_FALSE(plan->meets_target);
+  EXPECT_EQ(plan->num_kv_blocks, 0);
+  EXPECT_EQ(plan->verdict.rfind("DOES NOT FIT: weights need ", 0), 0u) << plan->verdict;
+  EXPECT_NE(plan->verdict.find("over by "), std::string::npos) << plan->verdict;
+  EXPECT_GT(plan->shortfall_bytes_per_rank, int64_t{600} << 30);
+}
+
+TEST(MemoryPlanTest, KvShortOfTargetReportsWhatFits) {
+  PlanInputs in = Inputs(Llama31_8B(), "bf16", 1, "h100-80g");
+  in.max_context_tokens = 131072;
+  in.target_concurrent_sequences = 20;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->weights_fit);
+  EXPECT_TRUE(plan->buffers_fit);
+  EXPECT_FALSE(plan->meets_target);
+  const StageMemory& m = plan->stages[0];
+  EXPECT_EQ(m.kv_bytes_per_token, 2 * 32 * 8 * 128 * 2);
+  EXPECT_EQ(m.kv_target_bytes, 20 * 8192 * m.kv_bytes_per_block);
+  EXPECT_EQ(plan->shortfall_bytes_per_rank, m.kv_target_bytes - m.available_for_kv_bytes);
+  EXPECT_EQ(plan->verdict.rfind("SHORT: KV for 20 sequences x 131072 tokens", 0), 0u)
+      << plan->verdict;
+  EXPECT_NE(
+      plan->verdict.find("fits " + std::to_string(plan->max_concurrent_sequences) + " sequence"),
+      std::string::npos)
+      << plan->verdict;
+}
+
+TEST(MemoryPlanTest, PipelineStagesShareOneBlockCount) {
+  PlanInputs in = Inputs(Llama31_405B(), "fp8", 4, "h100-80g");
+  in.pp = 2;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->stages.size(), 2u);
+  EXPECT_EQ(plan->num_ranks, 8);
+  EXPECT_EQ(plan->stages[0].activations.logits_full_bytes, 0);
+  EXPECT_GT(plan->stages[1].activations.logits_full_bytes, 0);
+  EXPECT_EQ(plan->stages[0].comm.pipeline_bytes, 2 * 2048 * 16384 * 2);
+  EXPECT_EQ(plan->num_kv_blocks,
+            std::min(plan->stages[0].kv_blocks_fit, plan->stages[1].kv_blocks_fit));
+}
+
+TEST(MemoryPlanTest, HostPlanUsesOverridesAndNoRuntimeReserve) {
+  PlanInputs in = SmolOnHost();
+  in.safety_fraction = 0.25;
+  in.runtime_reserve_bytes = int64_t{1} << 20;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const StageMemory& m = plan->stages[0];
+  EXPECT_EQ(m.runtime_reserve_bytes, int64_t{1} << 20);
+  EXPECT_EQ(m.safety_bytes, ((int64_t{4} << 30) - (int64_t{1} << 20)) / 4);
+  EXPECT_EQ(m.kv_bytes_per_token, 2 * 30 * 3 * 64 * 4);
+  EXPECT_TRUE(plan->meets_target);
+  EXPECT_EQ(PlanMemory(SmolOnHost())->stages[0].runtime_reserve_bytes, 0);
+}
+
+TEST(MemoryPlanTest, BadInputsNameTheFieldAndBound) {
+  PlanInputs in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
+  in.max_context_tokens = 200000;
+  EXPECT_EQ(PlanMemory(in).status().message(),
+            "max_context_tokens=200000: must be in [1, 131072] (the model's context length)");
+  in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
+  in.max_sequences_per_step = 4096;
+  EXPECT_EQ(PlanMemory(in).status().message(),
+            "max_sequences_per_step=4096: must be in [1, max_tokens_per_step=2048]");
+  in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
+  in.kv_cache_dtype = FormatKind::kQ4_0;
+  EXPECT_NE(PlanMemory(in).status().message().find("kv_cache_dtype=q4_0"), std::string::npos);
+  in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
+  in.kv_block_size_tokens = 0;
+  EXPECT_EQ(PlanMemory(in).status().code(), absl::StatusCode::kInvalidArgument);
+  in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
+  in.safety_fraction = 1.0;
+  EXPECT_EQ(PlanMemory(in).status().message(), "safety_fraction=1: must be in [0, 1)");
+}
+
+TEST(MemoryPlanTest, FormatBytes) {
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(int64_t{3} << 20), "3.0 MiB");
+  EXPECT_EQ(FormatBytes(int64_t{40} << 30), "40.00 GiB");
+  EXPECT_EQ(FormatBytes(-(int64_t{2} << 30)), "-2.00 GiB");
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,247 @@
+#include "planner/plan_report.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "formats/str_cat.h"
+
+namespace tpserve {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::string Line(std::string_view label, std::string_view detail, int64_t bytes) {
+  return absl::StrFormat("  %-18s %-44s %17s %9.2f\n", label, detail, WithThousands(bytes),
+                         bytes / kGiB);
+}
+
+std::string SubLine(std::string_view label, std::string_view detail, int64_t bytes) {
+  return absl::StrFormat("    %-16s %-44s %17s %9.2f\n", label, detail, WithThousands(bytes),
+                         bytes / kGiB);
+}
+
+// "1 rank", "8 ranks".
+std::string Count(int64_t n, std::string_view noun) {
+  return absl::StrFormat("%d %s%s", n, noun, n == 1 ? "" : "s");
+}
+
+std::string Header(const MemoryPlan& plan) {
+  const PlanInputs& in = plan.inputs;
+  const GpuSpec& d = in.device;
+  std::string out = absl::StrFormat(
+      "%s | weights %s | KV cache %s | activations %s | %d x %s (tp=%d, pp=%d)\n", in.model.name,
+      in.weights.preset, TensorFormatName(TensorFormat::Of(in.kv_cache_dtype)),
+      TensorFormatName(TensorFormat::Of(in.activation_dtype)), plan.num_ranks, d.name, in.tp,
+      in.pp);
+  if (d.is_host) {
+    absl::StrAppendFormat(&out, "device  %s: %s bytes (%.2f GiB)\n", d.description,
+                          WithThousands(d.memory_bytes), d.memory_bytes / kGiB);
+  } else {
+    absl::StrAppendFormat(&out,
+                          "device  %s: %s nominal; %s bytes total as the driver reports "
+                          "(%.2f GiB)\n",
+                          d.description, d.nominal_memory, WithThousands(d.memory_bytes),
+                          d.memory_bytes / kGiB);
+  }
+  absl::StrAppendFormat(
+      &out,
+      "request %s tokens of context x %d users; %s tokens/step, %d sequences/step; "
+      "KV blocks of %d tokens%s\n\n",
+      WithThousands(in.max_context_tokens), in.target_concurrent_sequences,
+      WithThousands(in.max_tokens_per_step), in.max_sequences_per_step, in.kv_block_size_tokens,
+      in.flash_attention ? "; flash attention" : "");
+  return out;
+}
+
+std::string WeightLines(const StageShards& stage, const WeightFormats& formats) {
+  std::string out;
+  for (const RoleShard& r : stage.roles) {
+    const std::string detail =
+        r.tied_to_embedding
+            ? std::string("tied: shares the embedding shard")
+            : absl::StrFormat("%-10s %-17s %-9s x%d", ShardKindName(r.kind),
+                              absl::StrFormat("[%d x %d]", r.local_shape[0], r.local_shape[1]),
+                              TensorFormatName(formats[r.role]), r.num_tensors);
+    out += SubLine(TensorRoleName(r.role), detail, r.bytes_per_rank);
+  }
+  return out;
+}
+
+std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t vocab_padded) {
+  const ActivationBuffers& a = m.activations;
+  const LlamaConfig& c = in.model;
+  const int64_t t = in.max_tokens_per_step;
+  const std::string act = TensorFormatName(TensorFormat::Of(in.activation_dtype));
+  std::string out = Line("step buffers", StrCat("for ", t, " tokens per step"), a.Total());
+  out +=
+      SubLine("residual", absl::StrFormat("[%d x %d] %s", t, c.hidden_size, act), a.residual_bytes);
+  out += SubLine("normed", absl::StrFormat("[%d x %d] %s", t, c.hidden_size, act), a.normed_bytes);
+  out += SubLine("qkv",
+                 absl::StrFormat("[%d x %d heads x %d] %s", t,
+                                 (c.num_heads + 2 * c.num_kv_heads) / in.tp, c.head_dim, act),
+                 a.qkv_bytes);
+  out +=
+      SubLine("attn_out", absl::StrFormat("[%d x %d] %s", t, c.num_heads / in.tp * c.head_dim, act),
+              a.attn_out_bytes);
+  out +=
+      SubLine("scores",
+              in.flash_attention ? std::string("flash attention: not materialised")
+                                 : absl::StrFormat("[%d heads x %d x %d ctx] f32",
+                                                   c.num_heads / in.tp, t, in.max_context_tokens),
+              a.scores_bytes);
+  out += SubLine("mlp", absl::StrFormat("2 x [%d x %d] %s", t, c.intermediate_size / in.tp, act),
+                 a.mlp_bytes);
+  if (a.logits_local_bytes > 0) {
+    out += SubLine("logits",
+                   absl::StrFormat("[%d x %d] + gathered [%d x %d] f32", in.max_sequences_per_step,
+                                   vocab_padded / in.tp, in.max_sequences_per_step, vocab_padded),
+                   a.logits_local_bytes + a.logits_full_bytes);
+  }
+  return out;
+}
+
+std::string CommLines(const PlanInputs& in, const StageMemory& m) {
+  std::string out =
+      Line("communicator", in.tp * in.pp > 1 ? "buffers" : "single rank: none", m.comm.Total());
+  if (m.comm.allreduce_bytes > 0) {
+    out += SubLine(
+        "all-reduce",
+        absl::StrFormat("[%d x %d] activations", in.max_tokens_per_step, in.model.hidden_size),
+        m.comm.allreduce_bytes);
+  }
+  if (m.comm.pipeline_bytes > 0) {
+    out += SubLine("pipeline", "send + receive of one step's hidden states", m.comm.pipeline_bytes);
+  }
+  if (m.comm.fixed_bytes > 0) {
+    out += SubLine("fixed", "communicator's own buffers (stated constant)", m.comm.fixed_bytes);
+  }
+  return out;
+}
+
+std::string StageBlock(const MemoryPlan& plan, const StageMemory& m) {
+  const PlanInputs& in = plan.inputs;
+  const StageShards& shards = plan.sharding.stages[m.stage];
+  const std::string title =
+      absl::StrFormat("PER %s%s (each of %s)", in.device.is_host ? "RANK ON THE CPU HOST" : "GPU",
+                      plan.stages.size() > 1
+                          ? absl::StrFormat(", stage %d: layers %d-%d", m.stage, shards.first_layer,
+                                            shards.first_layer + shards.num_layers - 1)
+                          : std::string(),
+                      Count(in.tp, "rank"));
+  std::string out = absl::StrFormat("%-65s %17s %9s\n", title, "bytes", "GiB");
+  out += Line("runtime reserve",
+              in.device.is_host ? "none on a CPU host" : "CUDA context, cuBLAS workspaces (stated)",
+              m.runtime_reserve_bytes);
+  out += Line("safety margin",
+              absl::StrFormat("%.0f%% of memory after the reserve",
+                              100 * in.safety_fraction.value_or(in.device.safety_fraction)),
+              m.safety_bytes);
+  out += Line("weights", "this rank's shards, by role", m.weight_bytes);
+  out += WeightLines(shards, in.weights);
+  out += BufferLines(in, m, plan.sharding.vocab_padded);
+  out += CommLines(in, m);
+  out += Line(
+      "KV cache pool",
+      absl::StrFormat("%d blocks x %s B (%s B/token)", plan.num_kv_blocks,
+                      WithThousands(m.kv_bytes_per_block), WithThousands(m.kv_bytes_per_token)),
+      m.kv_pool_bytes);
+  out +=
+      Line("unallocated",
+           m.unallocated_bytes < 0 ? "OVER: negative = missing" : "left over (less than one block)",
+           m.unallocated_bytes);
+  out += Line("= device total", "", m.device_bytes);
+  return out + "\n";
+}
+
+std::string RooflineBlock(const Roofline& r, const MemoryPlan& plan) {
+  const PlanInputs& in = plan.inputs;
+  std::string out = absl::StrFormat(
+      "ROOFLINE (decode: %d users at %s tokens of context; prefill: one %s-token prompt)\n",
+      r.concurrency, WithThousands(r.context_tokens), WithThousands(r.prompt_tokens));
+  absl::StrAppendFormat(
+      &out,
+      "  constants: memory %.0f GB/s; peak %.1f TFLOP/s (%s); prefill efficiency %.2f;\n"
+      "             link %s: %.0f GB/s per direction, %.1f us per collective\n",
+      r.memory_bandwidth_bytes_per_s / 1e9, r.peak_flops / 1e12,
+      in.device.is_host ? "host peak" : "dense bf16", r.prefill_efficiency,
+      in.device.interconnect.name, r.link_bandwidth_bytes_per_s / 1e9, r.link_latency_s * 1e6);
+  absl::StrAppendFormat(
+      &out,
+      "  decode step: (%.2f GB weights + %.2f GB KV) per rank / bandwidth = %.3f ms; "
+      "%d all-reduces of %s B = %.3f ms; pipeline %.3f ms; total %.3f ms\n",
+      r.weight_bytes_read / 1e9, r.kv_bytes_read / 1e9, r.memory_time_s * 1e3,
+      r.allreduces_per_step, WithThousands(r.allreduce_bytes), r.allreduce_time_s * 1e3,
+      r.pipeline_time_s * 1e3, r.decode_step_s * 1e3);
+  absl::StrAppendFormat(&out, "  => %.1f tokens/s per user, %.1f tokens/s aggregate\n",
+                        r.tokens_per_s_per_user, r.tokens_per_s_aggregate);
+  absl::StrAppendFormat(
+      &out,
+      "  prefill: %.3g FLOP / (%d x %.1f TFLOP/s x %.2f) = %.3f s + all-reduce %.3f s "
+      "= %.3f s to first token\n",
+      r.prefill_flops, in.tp, r.peak_flops / 1e12, r.prefill_efficiency, r.prefill_compute_s,
+      r.prefill_allreduce_s, r.prefill_s);
+  return out;
+}
+
+}  // namespace
+
+std::string WithThousands(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+std::string RenderPlanTable(const MemoryPlan& plan, const Roofline& roofline) {
+  std::string out = Header(plan);
+  for (const StageMemory& m : plan.stages) out += StageBlock(plan, m);
+  const ShardingPlan& s = plan.sharding;
+  absl::StrAppendFormat(
+      &out, "CAPACITY  %d KV blocks = %s tokens = %d sequences of %s tokens (target %d)\n",
+      plan.num_kv_blocks, WithThousands(plan.kv_token_capacity), plan.max_concurrent_sequences,
+      WithThousands(plan.inputs.max_context_tokens), plan.inputs.target_concurrent_sequences);
+  absl::StrAppendFormat(&out, "VERDICT   %s\n", plan.verdict);
+  absl::StrAppendFormat(
+      &out,
+      "ALL %s  weights %.2f GB = checkpoint %.2f GB + vocab padding %.3f GB + replicas %.3f GB;\n"
+      "            required for the target (reserve + weights + buffers + KV, no safety margin) "
+      "%.2f GB = %.2f GiB\n\n",
+      Count(plan.num_ranks, plan.inputs.device.is_host ? "rank" : "GPU"),
+      s.AllRanksWeightBytes() / 1e9, s.checkpoint_bytes / 1e9, s.padding_bytes / 1e9,
+      s.replica_bytes / 1e9, plan.required_bytes_all_ranks / 1e9,
+      plan.required_bytes_all_ranks / kGiB);
+  return out + RooflineBlock(roofline, plan);
+}
+
+std::string RenderFit(const FitResult& fit) {
+  std::string out;
+  for (const std::string& why : fit.rejected) absl::StrAppend(&out, "  rejected ", why, "\n");
+  absl::StrAppendFormat(&out,
+                        "capacity bound: the weights alone need %s if they could be split "
+                        "anywhere (pooled memory after reserve and safety margin)\n",
+                        Count(fit.weights_only_min_gpus, "device"));
+  if (!fit.found) return out + "FIT: no runnable layout within the GPU limit meets the target\n";
+  const PlanInputs& in = fit.plan->inputs;
+  absl::StrAppendFormat(&out, "FIT: %d x %s (tp=%d, pp=%d): %s\n\n", fit.plan->num_ranks,
+                        in.device.name, in.tp, in.pp, fit.plan->verdict);
+  return out;
+}
+
+std::string RenderSuggestions(const std::vector<Suggestion>& suggestions) {
+  if (suggestions.empty()) return "SUGGESTIONS: none found\n";
+  std::string out = "SUGGESTIONS (each re-planned)\n";
+  for (const Suggestion& s : suggestions) {
+    const StageMemory& m = s.plan.stages[0];
+    absl::StrAppendFormat(&out, "  %-34s %s | weights %.2f GiB/rank, KV %s B/token/rank\n",
+                          s.change, s.plan.verdict, m.weight_bytes / kGiB,
+                          WithThousands(m.kv_bytes_per_token));
+  }
+  return out;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,105 @@
+#include "planner/plan_report.h"
+
+#include "gtest/gtest.h"
+#include "planner/plan_json.h"
+#include "planner/test_models.h"
+
+namespace tpserve {
+namespace {
+
+MemoryPlan Plan405B(int tp, const char* weights) {
+  PlanInputs in;
+  in.model = Llama31_405B();
+  in.weights = *WeightFormatsPreset(weights);
+  in.tp = tp;
+  in.device = *GpuPreset("h100-80g");
+  in.max_context_tokens = 8192;
+  in.target_concurrent_sequences = 10;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return *plan;
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(PlanReportTest, WithThousands) {
+  EXPECT_EQ(WithThousands(0), "0");
+  EXPECT_EQ(WithThousands(999), "999");
+  EXPECT_EQ(WithThousands(1000), "1,000");
+  EXPECT_EQ(WithThousands(85520809984), "85,520,809,984");
+  EXPECT_EQ(WithThousands(-1234567), "-1,234,567");
+}
+
+TEST(PlanReportTest, TableShowsEveryLineAndTheTotals) {
+  const MemoryPlan plan = Plan405B(8, "fp8");
+  const std::string table = RenderPlanTable(plan, EstimateRoofline(plan, {}));
+  const StageMemory& m = plan.stages[0];
+  EXPECT_TRUE(Contains(table, "8 x h100-80g (tp=8, pp=1)")) << table;
+  EXPECT_TRUE(Contains(table, "85,520,809,984")) << table;  // device total
+  EXPECT_TRUE(Contains(table, WithThousands(m.weight_bytes))) << table;
+  EXPECT_TRUE(Contains(table, WithThousands(m.kv_pool_bytes))) << table;
+  EXPECT_TRUE(Contains(table, WithThousands(m.activations.scores_bytes))) << table;
+  EXPECT_TRUE(Contains(table, "[16 heads x 2048 x 8192 ctx] f32")) << table;
+  EXPECT_TRUE(Contains(table, "column     [2048 x 16384]")) << table;
+  EXPECT_TRUE(Contains(table, "= " + std::to_string(plan.max_concurrent_sequences) +
+                                  " sequences of 8,192 tokens (target 10)"))
+      << table;
+  EXPECT_TRUE(Contains(table, "VERDICT   FITS: ")) << table;
+  EXPECT_TRUE(Contains(table, "450 GB/s per direction")) << table;
+  EXPECT_TRUE(Contains(table, "tokens/s per user")) << table;
+}
+
+TEST(PlanReportTest, TableSaysWhatIsOver) {
+  const MemoryPlan plan = Plan405B(4, "fp8");
+  const std::string table = RenderPlanTable(plan, EstimateRoofline(plan, {}));
+  EXPECT_TRUE(Contains(table, "VERDICT   DOES NOT FIT: weights need")) << table;
+  EXPECT_TRUE(Contains(table, "OVER: negative = missing")) << table;
+}
+
+TEST(PlanReportTest, JsonHasEveryFieldAndAddsUp) {
+  const MemoryPlan plan = Plan405B(8, "fp8");
+  const nlohmann::json j =
+      nlohmann::json::parse(PlanToJson(plan, EstimateRoofline(plan, {})).dump());
+  EXPECT_EQ(j["inputs"]["tp"], 8);
+  EXPECT_EQ(j["inputs"]["weight_formats"]["q"], "fp8");
+  EXPECT_EQ(j["inputs"]["weight_formats"]["embedding"], "bf16");
+  EXPECT_EQ(j["device"]["memory_bytes"], int64_t{81559} << 20);
+  EXPECT_EQ(j["num_kv_blocks"], plan.num_kv_blocks);
+  EXPECT_EQ(j["max_concurrent_sequences"], plan.max_concurrent_sequences);
+  EXPECT_EQ(j["meets_target"], true);
+  const nlohmann::json& s = j["stages"][0];
+  EXPECT_EQ(s["weights"]["q"]["local_shape"], nlohmann::json({2048, 16384}));
+  const int64_t sum = s["runtime_reserve_bytes"].get<int64_t>() + s["safety_bytes"].get<int64_t>() +
+                      s["weight_bytes"].get<int64_t>() +
+                      s["activations"]["total_bytes"].get<int64_t>() +
+                      s["comm"]["total_bytes"].get<int64_t>() + s["kv_pool_bytes"].get<int64_t>() +
+                      s["unallocated_bytes"].get<int64_t>();
+  EXPECT_EQ(sum, s["device_bytes"].get<int64_t>());
+  EXPECT_EQ(j["totals"]["checkpoint_bytes"], plan.sharding.checkpoint_bytes);
+  EXPECT_GT(j["roofline"]["tokens_per_s_per_user"].get<double>(), 0);
+  EXPECT_EQ(j["roofline"]["allreduces_per_step"], 2 * 126);
+}
+
+TEST(PlanReportTest, FitAndSuggestionsRender) {
+  PlanInputs in = Plan405B(4, "fp8").inputs;
+  const FitResult fit = *FitGpuCount(in, {});
+  const std::string text = RenderFit(fit);
+  EXPECT_TRUE(Contains(text, "rejected tp=4 pp=1: DOES NOT FIT")) << text;
+  EXPECT_TRUE(Contains(text, "capacity bound: the weights alone need 6 devices")) << text;
+  EXPECT_TRUE(Contains(text, "FIT: 8 x h100-80g (tp=8, pp=1): FITS")) << text;
+  const nlohmann::json j = FitToJson(fit, {});
+  EXPECT_EQ(j["found"], true);
+  EXPECT_EQ(j["weights_only_min_gpus"], 6);
+  EXPECT_EQ(j["plan"]["inputs"]["tp"], 8);
+
+  const std::vector<Suggestion> s = *SuggestAlternatives(in, {});
+  const std::string list = RenderSuggestions(s);
+  EXPECT_TRUE(Contains(list, "int4-g128 projection weights")) << list;
+  EXPECT_EQ(SuggestionsToJson(s).size(), s.size());
+  EXPECT_EQ(RenderSuggestions({}), "SUGGESTIONS: none found\n");
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,73 @@
+// Roofline speed estimate for a memory plan: how fast decode and prefill can be at best on
+// the planned device, with every constant echoed in the result so the output shows its work.
+//
+//   Roofline r = EstimateRoofline(plan, RooflineAssumptions{});
+//   printf("%.1f tok/s per user\n", r.tokens_per_s_per_user);
+//
+// Decode (one step = one token for each of `concurrency` users, stages run one after another):
+//   bytes read per rank = weights on the rank (embedding lookups excluded)
+//                       + concurrency * context * kv_bytes_per_token
+//   step = sum over stages of bytes / memory_bandwidth
+//        + 2 * num_layers * (latency + 2 (tp-1)/tp * concurrency * hidden * a / link_bandwidth)
+//        + (pp - 1) * (latency + concurrency * hidden * a / link_bandwidth)
+// Prefill (one prompt of P tokens alone):
+//   FLOPs = 2 * layer_params * P + 2 * vocab * hidden (logits of the last token only)
+//         + 2 * num_layers * num_heads * head_dim * P^2 (causal QK^T and PV)
+//   time  = FLOPs / (tp * peak_flops * prefill_efficiency) + 2 * num_layers all-reduces of
+//           P * hidden * a bytes
+// Thread-safe: pure function.
+#ifndef TPSERVE_PLANNER_ROOFLINE_H_
+#define TPSERVE_PLANNER_ROOFLINE_H_
+
+#include <cstdint>
+
+#include "planner/memory_plan.h"
+
+namespace tpserve {
+
+struct RooflineAssumptions {
+  // Fraction of peak FLOP/s a large prefill GEMM reaches; 0.5 is a typical serving-engine MFU.
+  double prefill_efficiency = 0.5;
+  int64_t prompt_tokens = 0;   // 0: max_context_tokens
+  int64_t context_tokens = 0;  // KV length each user reads per decode step; 0: max_context_tokens
+  int64_t concurrency = 0;     // users decoding together; 0: target_concurrent_sequences
+};
+
+struct Roofline {
+  // The constants used, echoed.
+  double memory_bandwidth_bytes_per_s = 0;
+  double peak_flops = 0;
+  double prefill_efficiency = 0;
+  double link_bandwidth_bytes_per_s = 0;
+  double link_latency_s = 0;
+  int64_t concurrency = 0;
+  int64_t context_tokens = 0;
+  int64_t prompt_tokens = 0;
+  // Decode, per step.
+  int64_t weight_bytes_read = 0;  // one rank, all stages summed
+  int64_t kv_bytes_read = 0;      // one rank, all stages summed
+  int64_t allreduces_per_step = 0;
+  int64_t allreduce_bytes = 0;  // one all-reduce
+  double memory_time_s = 0;
+  double allreduce_time_s = 0;
+  double pipeline_time_s = 0;
+  double decode_step_s = 0;
+  double tokens_per_s_per_user = 0;
+  double tokens_per_s_aggregate = 0;
+  // Prefill.
+  double prefill_flops = 0;  // all ranks together
+  double prefill_compute_s = 0;
+  double prefill_allreduce_s = 0;
+  double prefill_s = 0;  // time to first token for one prompt alone
+};
+
+Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& assumptions);
+
+// One ring all-reduce of `bytes` over `ranks`: latency + 2 (ranks-1)/ranks * bytes / bandwidth;
+// 0 for a single rank.
+double RingAllReduceSeconds(int64_t bytes, int ranks, double bandwidth_bytes_per_s,
+                            double latency_s);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_PLANNER_ROOFLINE_H_

@@ -1,0 +1,143 @@
+#include "planner/sharding_plan.h"
+
+#include <tuple>
+
+#include "gtest/gtest.h"
+#include "planner/test_models.h"
+
+namespace tpserve {
+namespace {
+
+WeightFormats Preset(const char* name) { return *WeightFormatsPreset(name); }
+
+// A small config whose row-parallel inputs (768 / tp) stop being multiples of 128 at tp = 4.
+LlamaConfig Width768() {
+  LlamaConfig c = Llama31_8B();
+  c.name = "width-768";
+  c.hidden_size = 768;
+  c.num_heads = 12;
+  c.num_kv_heads = 4;
+  c.head_dim = 64;
+  c.intermediate_size = 2304;
+  c.num_layers = 4;
+  c.vocab_size = 32001;
+  return c;
+}
+
+TEST(ShardingPlanTest, ValidDegreesSplitHeadsAndKvHeadsEvenly) {
+  EXPECT_EQ(ValidTpDegrees(Llama31_405B()), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(ValidTpDegrees(SmolLM2_135M()), (std::vector<int>{1, 3}));
+  EXPECT_EQ(ValidPipelineDegrees(SmolLM2_135M()), (std::vector<int>{1, 2, 3, 5, 6, 10, 15, 30}));
+}
+
+TEST(ShardingPlanTest, InvalidTpNamesHeadsAndValidDegrees) {
+  absl::Status six = ValidateParallelism(Llama31_405B(), 6, 1);
+  EXPECT_EQ(six.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(six.message().find(
+                "tensor-parallel degree 6 does not divide num_heads=128 or num_kv_heads=8"),
+            std::string::npos)
+      << six;
+  EXPECT_NE(six.message().find("and num_kv_heads=8) are: 1, 2, 4, 8"), std::string::npos) << six;
+  // SmolLM2: 9 heads, 3 KV heads; 9 divides 9 heads but not 3 KV heads.
+  absl::Status nine = ValidateParallelism(SmolLM2_135M(), 9, 1);
+  EXPECT_NE(nine.message().find("does not divide num_kv_heads=3;"), std::string::npos) << nine;
+  EXPECT_NE(nine.message().find(") are: 1, 3"), std::string::npos) << nine;
+  absl::Status pp = ValidateParallelism(Llama31_405B(), 8, 4);
+  EXPECT_NE(pp.message().find("pipeline stages 4 does not divide num_layers=126"),
+            std::string::npos)
+      << pp;
+  EXPECT_FALSE(PlanSharding(Llama31_405B(), Preset("fp8"), 6, 1).ok());
+}
+
+TEST(ShardingPlanTest, HeadsSplitWholeAndGqaGroupsKept) {
+  ShardingPlan p = *PlanSharding(Llama31_405B(), Preset("fp8"), 8, 1);
+  const StageShards& s = p.stages[0];
+  EXPECT_EQ(s.Find(TensorRole::kQ)->local_shape, (std::array<int64_t, 2>{16 * 128, 16384}));
+  EXPECT_EQ(s.Find(TensorRole::kK)->local_shape, (std::array<int64_t, 2>{1 * 128, 16384}));
+  EXPECT_EQ(s.Find(TensorRole::kO)->local_shape, (std::array<int64_t, 2>{16384, 2048}));
+  EXPECT_EQ(s.Find(TensorRole::kDown)->local_shape, (std::array<int64_t, 2>{16384, 6656}));
+  EXPECT_EQ(s.Find(TensorRole::kEmbedding)->local_shape, (std::array<int64_t, 2>{16032, 16384}));
+  EXPECT_EQ(s.Find(TensorRole::kAttnNorm)->kind, ShardKind::kReplicated);
+  EXPECT_EQ(s.Find(TensorRole::kQ)->num_tensors, 126);
+}
+
+// Sum over every rank of what it holds == checkpoint + padding + replicated copies, and the
+// checkpoint part never depends on the layout.
+TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
+  const std::vector<std::tuple<LlamaConfig, const char*, int, int>> cases = {
+      {Llama31_405B(), "fp8", 8, 1},       {Llama31_405B(), "int4", 4, 2},
+      {Llama31_405B(), "fp8-block", 8, 3}, {Llama33_70B(), "bf16", 2, 5},
+      {SmolLM2_135M(), "q4_1", 3, 1},      {SmolLM2_135M(), "f32", 3, 2},
+      {Width768(), "int4-g128", 2, 1},     {Width768(), "q8_0", 4, 4}};
+  for (const auto& [config, format, tp, pp] : cases) {
+    SCOPED_TRACE(config.name + " " + format + " tp=" + std::to_string(tp) +
+                 " pp=" + std::to_string(pp));
+    absl::StatusOr<ShardingPlan> whole = PlanSharding(config, Preset(format), 1, 1);
+    absl::StatusOr<ShardingPlan> split = PlanSharding(config, Preset(format), tp, pp);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    ASSERT_TRUE(split.ok()) << split.status();
+    int64_t all_ranks = 0;
+    for (const StageShards& s : split->stages) all_ranks += tp * s.weight_bytes_per_rank;
+    EXPECT_EQ(all_ranks, split->checkpoint_bytes + split->padding_bytes + split->replica_bytes);
+    EXPECT_EQ(split->checkpoint_bytes, whole->checkpoint_bytes);
+    EXPECT_EQ(whole->padding_bytes, 0);
+    EXPECT_EQ(whole->replica_bytes, 0);
+  }
+}
+
+TEST(ShardingPlanTest, VocabPaddedToMultipleOfTpAndPaddingCounted) {
+  // 32001 rows at tp=4 -> 32004; 3 padding rows of 768 bf16 values, embedding and LM head.
+  ShardingPlan p = *PlanSharding(Width768(), Preset("bf16"), 4, 1);
+  EXPECT_EQ(p.vocab_padded, 32004);
+  EXPECT_EQ(p.padding_bytes, 2 * 3 * 768 * 2);
+  EXPECT_EQ(p.stages[0].Find(TensorRole::kLmHead)->local_shape[0], 8001);
+}
+
+TEST(ShardingPlanTest, ReplicatedNormsAndPerChannelScalesCounted) {
+  // 405B, tp=8: every rank holds all 2*126+1 norms (16384 bf16 values) and, for the
+  // row-parallel o and down, the fp32 scale of every one of their 16384 output rows.
+  ShardingPlan p = *PlanSharding(Llama31_405B(), Preset("fp8"), 8, 1);
+  const int64_t norms = (2 * 126 + 1) * int64_t{16384} * 2;
+  const int64_t scales = 2 * 126 * int64_t{16384} * 4;
+  EXPECT_EQ(p.replica_bytes, 7 * (norms + scales));
+}
+
+TEST(ShardingPlanTest, TiedLmHeadSharesOrCopiesTheEmbedding) {
+  ShardingPlan one = *PlanSharding(SmolLM2_135M(), Preset("q8_0"), 1, 1);
+  const RoleShard* head = one.stages[0].Find(TensorRole::kLmHead);
+  ASSERT_NE(head, nullptr);
+  EXPECT_TRUE(head->tied_to_embedding);
+  EXPECT_EQ(head->bytes_per_rank, 0);
+
+  // Two stages: the last one needs its own copy (49152 x 576 in q8_0 = 30,081,024 bytes).
+  ShardingPlan two = *PlanSharding(SmolLM2_135M(), Preset("q8_0"), 1, 2);
+  EXPECT_EQ(two.stages[0].Find(TensorRole::kLmHead), nullptr);
+  EXPECT_EQ(two.stages[1].Find(TensorRole::kEmbedding), nullptr);
+  EXPECT_EQ(two.stages[1].Find(TensorRole::kLmHead)->bytes_per_rank, 30081024);
+  EXPECT_EQ(two.replica_bytes, 30081024);
+  EXPECT_EQ(two.stages[1].first_layer, 15);
+}
+
+TEST(ShardingPlanTest, SplitThroughQuantizationGroupIsRefused) {
+  absl::Status s = PlanSharding(Width768(), Preset("int4-g128"), 4, 1).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("o is row-parallel: its input dim 768 / tp 4 = 192 is not a "
+                             "multiple of the int4-g128 block of 128 values"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("degrees that keep every block on one rank: 1, 2"), std::string::npos)
+      << s;
+  absl::Status tile = PlanSharding(Width768(), Preset("fp8-block"), 4, 1).status();
+  EXPECT_NE(tile.message().find("is column-parallel: its output dim 768 / tp 4 = 192 is not a "
+                                "multiple of the fp8-block tile of 128 rows"),
+            std::string::npos)
+      << tile;
+  // Unsplit, SmolLM2's 576-wide rows are not a multiple of 128 either.
+  absl::Status whole = PlanSharding(SmolLM2_135M(), Preset("int4-g128"), 1, 1).status();
+  EXPECT_NE(whole.message().find("input dim 576 is not a multiple of the int4-g128 block"),
+            std::string::npos)
+      << whole;
+}
+
+}  // namespace
+}  // namespace tpserve

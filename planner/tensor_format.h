@@ -1,0 +1,84 @@
+// How one weight matrix is stored on the device, and exactly how many bytes a [rows, cols]
+// slice of it takes, scales, zero points and block padding included. The memory plan counts
+// every weight byte through MatrixBytes, so a format added here is planned everywhere.
+//
+//   TP_ASSIGN_OR_RETURN(TensorFormat int4, ParseTensorFormat("int4-g128"));
+//   TP_ASSIGN_OR_RETURN(int64_t bytes, MatrixBytes(int4, 4096, 4096, "blk.0.attn_q"));
+//
+// A matrix is [rows = output features, cols = input features]; cols are contiguous, so
+// quantization groups and GGML blocks run along cols (the input dimension), as in GGUF and in
+// GPTQ/AWQ checkpoints. Thread-safe: value types and pure functions.
+#ifndef TPSERVE_PLANNER_TENSOR_FORMAT_H_
+#define TPSERVE_PLANNER_TENSOR_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace tpserve {
+
+enum class FormatKind : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kF8E4M3,         // plain fp8, one per-tensor scale (negligible): KV cache, activations
+  kFp8PerChannel,  // fp8 e4m3 weights + one fp32 scale per output row (FBGEMM "rowwise")
+  kFp8Block128,    // fp8 e4m3 weights + one fp32 scale per 128x128 tile (DeepSeek-V3 style)
+  kInt4Group,      // 2 values/byte + fp16 scale + fp16 zero point per `group_size` inputs
+  kQ8_0,           // GGML: 32 values in 34 bytes (fp16 d, int8 q[32])
+  kQ4_0,           // GGML: 32 values in 18 bytes (fp16 d, 16 bytes of nibbles)
+  kQ4_1,           // GGML: 32 values in 20 bytes (fp16 d, fp16 m, 16 bytes of nibbles)
+};
+
+struct TensorFormat {
+  FormatKind kind = FormatKind::kBF16;
+  int64_t group_size = 0;  // kInt4Group only: input values per scale/zero pair
+
+  static TensorFormat Of(FormatKind kind) { return TensorFormat{kind, 0}; }
+  static TensorFormat Int4(int64_t group_size) {
+    return TensorFormat{FormatKind::kInt4Group, group_size};
+  }
+  friend bool operator==(const TensorFormat&, const TensorFormat&) = default;
+};
+
+// Accepts "f32", "f16"/"fp16", "bf16", "fp8-e4m3" (plain), "fp8" (per-channel),
+// "fp8-block" (128x128 tiles), "int4" (group 128) / "int4-g<N>", "q8_0", "q4_0", "q4_1".
+// INVALID_ARGUMENT lists the accepted names.
+absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name);
+// The canonical name ParseTensorFormat accepts back ("int4-g64", "fp8", ...).
+std::string TensorFormatName(const TensorFormat& format);
+
+// Bytes of one element for the plain kinds (f32, f16, bf16, fp8-e4m3); 0 for the others.
+int64_t PlainElementBytes(FormatKind kind);
+bool IsPlainFormat(FormatKind kind);
+
+// Storage bits per weight value, excluding scales: 32, 16, 8, 4; GGML types by block average
+// (q8_0: 8.5, q4_0: 4.5, q4_1: 5.0 - their scales live inside the block).
+double BitsPerValue(const TensorFormat& format);
+
+// Input values that share a scale (and must not be split between ranks): the int4 group,
+// the GGML block (32), the fp8 tile (128); 1 for formats with no grouping along inputs.
+int64_t InputBlockValues(const TensorFormat& format);
+// Output rows that share a scale: 128 for fp8 tiles, 1 otherwise.
+int64_t OutputBlockRows(const TensorFormat& format);
+
+// Bytes of a [rows, cols] matrix in `format`, scales and zero points included:
+//   plain:        rows * cols * elem_bytes
+//   fp8 channel:  rows * cols + rows * 4
+//   fp8 block:    rows * cols + ceil(rows / 128) * ceil(cols / 128) * 4
+//   int4 group g: rows * cols / 2 + rows * (cols / g) * (2 + 2)
+//   GGML:         rows * (cols / 32) * block_bytes
+// INVALID_ARGUMENT naming `what` when cols is not a multiple of the input block (int4 group,
+// GGML block; fp8 tiles pad instead), int4 cols are odd, a size is negative, or int64 overflows.
+absl::StatusOr<int64_t> MatrixBytes(const TensorFormat& format, int64_t rows, int64_t cols,
+                                    std::string_view what);
+
+// The part of MatrixBytes that stores the values themselves (no scales or zero points):
+// rows * cols * bits / 8, the figure "7B params at INT4 = 3.5 GB" write-ups quote.
+int64_t DenseValueBytes(const TensorFormat& format, int64_t num_values);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_PLANNER_TENSOR_FORMAT_H_

@@ -1,0 +1,305 @@
+#include "planner/vram_cli.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "formats/ggml_type.h"
+#include "formats/gguf.h"
+#include "formats/str_cat.h"
+#include "model/config.h"
+#include "planner/fit.h"
+#include "planner/plan_json.h"
+#include "planner/plan_report.h"
+
+namespace tpserve {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+// Host peak when not given: cores * 2.5 GHz * 32 fp32 FLOP/cycle (two AVX2 FMA ports x 8
+// lanes x 2). A stated assumption for the prefill estimate only; memory does not use it.
+constexpr double kHostAssumedHz = 2.5e9;
+constexpr double kHostFlopsPerCycle = 32;
+
+template <typename Value, typename Bound>
+absl::Status FlagError(std::string_view flag, const Value& value, const Bound& bound) {
+  return absl::InvalidArgumentError(StrCat("--", flag, "=", value, ": ", bound));
+}
+
+struct LoadedModel {
+  LlamaConfig config;
+  std::optional<WeightFormats> file_formats;  // a .gguf's own tensor types
+  std::optional<int64_t> checkpoint_tensor_bytes;
+};
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat("cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<LoadedModel> LoadGguf(const std::string& path) {
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
+  LoadedModel m;
+  TP_ASSIGN_OR_RETURN(m.config, LlamaConfigFromGguf(*gguf));
+  std::vector<NamedTensorType> tensors;
+  int64_t bytes = 0;
+  for (const GgufTensorInfo& t : gguf->tensor_infos()) {
+    const GgmlTypeInfo* type = FindGgmlType(t.ggml_type);
+    tensors.push_back(
+        {t.name, type != nullptr ? std::string(type->name) : StrCat("ggml type ", t.ggml_type)});
+    bytes += t.nbytes;
+  }
+  TP_ASSIGN_OR_RETURN(m.file_formats,
+                      WeightFormatsFromTensorTypes(tensors, m.config.tie_word_embeddings));
+  m.checkpoint_tensor_bytes = bytes;
+  return m;
+}
+
+// --model: a .gguf file, a config.json (or a directory holding one), or a preset name.
+absl::StatusOr<LoadedModel> LoadModel(const std::string& spec) {
+  if (spec.empty())
+    return FlagError("model", "\"\"", "required: a preset name, config.json or .gguf");
+  if (absl::EndsWith(spec, ".gguf")) return LoadGguf(spec);
+  std::string json_path = spec;
+  std::error_code not_a_directory;
+  if (std::filesystem::is_directory(spec, not_a_directory)) json_path = spec + "/config.json";
+  if (absl::EndsWith(json_path, ".json")) {
+    TP_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
+    LoadedModel m;
+    absl::StatusOr<LlamaConfig> config = LlamaConfigFromHfJson(text);
+    if (!config.ok()) {
+      return absl::InvalidArgumentError(StrCat(json_path, ": ", config.status().message()));
+    }
+    m.config = *std::move(config);
+    return m;
+  }
+  absl::StatusOr<LlamaConfig> preset = LlamaConfigPreset(spec);
+  if (!preset.ok()) return FlagError("model", spec, preset.status().message());
+  return LoadedModel{*std::move(preset), std::nullopt, std::nullopt};
+}
+
+// --role_formats=embedding=q8_0,lm_head=bf16
+absl::Status ApplyRoleFormats(std::string_view spec, WeightFormats& formats) {
+  for (absl::string_view item :
+       absl::StrSplit(absl::string_view(spec.data(), spec.size()), ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::optional<TensorRole> role;
+    for (TensorRole r : kAllTensorRoles) {
+      if (TensorRoleName(r) == kv.first) role = r;
+    }
+    if (!role) return FlagError("role_formats", item, "unknown role (embedding, q, ..., lm_head)");
+    absl::StatusOr<TensorFormat> format = ParseTensorFormat(kv.second);
+    if (!format.ok()) return FlagError("role_formats", item, format.status().message());
+    formats[*role] = *format;
+    formats.preset = StrCat(formats.preset, "+", kv.first, "=", kv.second);
+  }
+  return formats.Validate();
+}
+
+absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r) {
+  GpuSpec d;
+  if (r.gpu == "cpu-host") {
+    if (!(r.host_bandwidth_gbs > 0)) {
+      return FlagError("host_bandwidth_gbs", r.host_bandwidth_gbs,
+                       "must be > 0 with --gpu=cpu-host (the measured memory bandwidth in GB/s)");
+    }
+    const double peak = r.host_peak_gflops > 0 ? r.host_peak_gflops * 1e9
+                                               : std::max(1u, std::thread::hardware_concurrency()) *
+                                                     kHostAssumedHz * kHostFlopsPerCycle;
+    TP_ASSIGN_OR_RETURN(d, HostCpuSpec(r.meminfo, r.host_bandwidth_gbs * 1e9, peak));
+  } else {
+    absl::StatusOr<GpuSpec> preset = GpuPreset(r.gpu);
+    if (!preset.ok()) return FlagError("gpu", r.gpu, preset.status().message());
+    d = *std::move(preset);
+  }
+  if (r.gpu_memory_gib > 0) d.memory_bytes = static_cast<int64_t>(r.gpu_memory_gib * kGiB);
+  if (r.bandwidth_gbs > 0) d.memory_bandwidth_bytes_per_s = r.bandwidth_gbs * 1e9;
+  if (r.peak_tflops > 0) d.peak_flops = r.peak_tflops * 1e12;
+  if (r.link_gbs > 0) d.interconnect.bandwidth_bytes_per_s = r.link_gbs * 1e9;
+  if (r.link_latency_us >= 0) d.interconnect.latency_s = r.link_latency_us * 1e-6;
+  return d;
+}
+
+absl::Status CheckNumericFlags(const VramRequest& r) {
+  if (r.gpus < 1) return FlagError("gpus", r.gpus, "must be >= 1");
+  if (r.pp < 1 || r.gpus % r.pp != 0) {
+    return FlagError("pp", r.pp, StrCat("must be >= 1 and divide --gpus=", r.gpus));
+  }
+  if (r.users < 1) return FlagError("users", r.users, "must be >= 1");
+  if (r.context < 0) return FlagError("context", r.context, "must be >= 0 (0: the model's)");
+  if (r.max_tokens_per_step < 1) {
+    return FlagError("max_tokens_per_step", r.max_tokens_per_step, "must be >= 1");
+  }
+  if (r.max_seqs_per_step < 1 || r.max_seqs_per_step > r.max_tokens_per_step) {
+    return FlagError("max_seqs_per_step", r.max_seqs_per_step,
+                     StrCat("must be in [1, --max_tokens_per_step=", r.max_tokens_per_step, "]"));
+  }
+  if (r.block_size < 1) return FlagError("block_size", r.block_size, "must be >= 1");
+  if (r.safety >= 1) return FlagError("safety", r.safety, "must be in [0, 1)");
+  if (!(r.prefill_efficiency > 0 && r.prefill_efficiency <= 1)) {
+    return FlagError("prefill_efficiency", r.prefill_efficiency, "must be in (0, 1]");
+  }
+  if (r.prompt_tokens < 0) return FlagError("prompt_tokens", r.prompt_tokens, "must be >= 0");
+  if (r.max_gpus < 1) return FlagError("max_gpus", r.max_gpus, "must be >= 1");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FormatKind> PlainKind(std::string_view flag, std::string_view value,
+                                     FormatKind default_kind) {
+  if (value.empty()) return default_kind;
+  absl::StatusOr<TensorFormat> f = ParseTensorFormat(value == "fp8" ? "fp8-e4m3" : value);
+  if (!f.ok() || !IsPlainFormat(f->kind)) {
+    return FlagError(flag, value, "must be one of f32, f16, bf16, fp8");
+  }
+  return f->kind;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
+                                           std::optional<int64_t>* checkpoint_tensor_bytes) {
+  TP_RETURN_IF_ERROR(CheckNumericFlags(r));
+  TP_ASSIGN_OR_RETURN(LoadedModel model, LoadModel(r.model));
+  if (checkpoint_tensor_bytes != nullptr) *checkpoint_tensor_bytes = model.checkpoint_tensor_bytes;
+  PlanInputs in;
+  in.model = model.config;
+  TP_ASSIGN_OR_RETURN(in.device, DeviceFor(r));
+  if (!r.weights.empty() || !model.file_formats) {
+    absl::StatusOr<WeightFormats> preset =
+        WeightFormatsPreset(r.weights.empty() ? "bf16" : r.weights);
+    if (!preset.ok()) return FlagError("weights", r.weights, preset.status().message());
+    in.weights = *std::move(preset);
+  } else {
+    in.weights = *model.file_formats;
+  }
+  TP_RETURN_IF_ERROR(ApplyRoleFormats(r.role_formats, in.weights));
+  const FormatKind host_default = in.device.is_host ? FormatKind::kF32 : FormatKind::kBF16;
+  TP_ASSIGN_OR_RETURN(in.kv_cache_dtype, PlainKind("kv", r.kv, host_default));
+  TP_ASSIGN_OR_RETURN(in.activation_dtype, PlainKind("activations", r.activations, host_default));
+  if (in.activation_dtype == FormatKind::kF8E4M3) {
+    return FlagError("activations", r.activations, "must be one of f32, f16, bf16");
+  }
+  in.pp = static_cast<int>(r.pp);
+  in.tp = static_cast<int>(r.gpus / r.pp);
+  const int64_t model_ctx = in.model.max_context_tokens;
+  in.max_context_tokens = r.context > 0 ? r.context : model_ctx;
+  if (model_ctx > 0 && in.max_context_tokens > model_ctx) {
+    return FlagError("context", r.context,
+                     StrCat("must be <= ", model_ctx, ", the model's context length"));
+  }
+  if (r.block_size > in.max_context_tokens) {
+    return FlagError("block_size", r.block_size,
+                     StrCat("must be <= the context (", in.max_context_tokens, " tokens)"));
+  }
+  in.max_tokens_per_step = r.max_tokens_per_step;
+  in.max_sequences_per_step = r.max_seqs_per_step;
+  in.target_concurrent_sequences = r.users;
+  in.kv_block_size_tokens = r.block_size;
+  in.flash_attention = r.flash_attention;
+  if (r.reserve_gib >= 0) in.runtime_reserve_bytes = static_cast<int64_t>(r.reserve_gib * kGiB);
+  if (r.safety >= 0) in.safety_fraction = r.safety;
+  return in;
+}
+
+RooflineAssumptions RooflineAssumptionsFor(const VramRequest& r) {
+  RooflineAssumptions a;
+  a.prefill_efficiency = r.prefill_efficiency;
+  a.prompt_tokens = r.prompt_tokens;
+  return a;
+}
+
+namespace {
+
+void PrintPlanError(const PlanInputs& in, const absl::Status& status, std::ostream& err) {
+  err << "vram: --gpus=" << in.tp * in.pp << " --pp=" << in.pp << " --weights=" << in.weights.preset
+      << ": " << status.message() << "\n";
+  absl::StatusOr<int64_t> bound = WeightsOnlyMinGpus(in);
+  if (bound.ok()) {
+    err << "vram: capacity check: " << *bound << " x " << in.device.name
+        << " could hold the weights alone if they could be split anywhere; --fit finds the "
+           "fewest GPUs of a runnable layout\n";
+  }
+}
+
+int RunPlan(const PlanInputs& in, const FitOptions& options, const RooflineAssumptions& assumptions,
+            std::optional<int64_t> file_bytes, bool json, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  if (!plan.ok()) {
+    PrintPlanError(in, plan.status(), err);
+    return 2;
+  }
+  const Roofline roofline = EstimateRoofline(*plan, assumptions);
+  std::vector<Suggestion> suggestions;
+  if (!plan->meets_target) {
+    suggestions = SuggestAlternatives(in, options).value_or(std::vector<Suggestion>{});
+  }
+  if (json) {
+    nlohmann::json j = {{"plan", PlanToJson(*plan, roofline)},
+                        {"suggestions", SuggestionsToJson(suggestions)}};
+    if (file_bytes) j["checkpoint_file_tensor_bytes"] = *file_bytes;
+    out << j.dump(2) << "\n";
+  } else {
+    out << RenderPlanTable(*plan, roofline);
+    if (file_bytes) {
+      out << "CHECK     tensor bytes in the file: " << WithThousands(*file_bytes)
+          << "; planned checkpoint bytes: " << WithThousands(plan->sharding.checkpoint_bytes)
+          << (*file_bytes == plan->sharding.checkpoint_bytes ? " (equal)" : " (DIFFERENT)") << "\n";
+    }
+    if (!plan->meets_target) out << "\n" << RenderSuggestions(suggestions);
+  }
+  return plan->meets_target ? 0 : 1;
+}
+
+int RunFit(const PlanInputs& in, const FitOptions& options, const RooflineAssumptions& assumptions,
+           bool json, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<FitResult> fit = FitGpuCount(in, options);
+  if (!fit.ok()) {
+    err << "vram: " << fit.status().message() << "\n";
+    return 2;
+  }
+  std::vector<Suggestion> suggestions;
+  if (!fit->found) {
+    suggestions = SuggestAlternatives(in, options).value_or(std::vector<Suggestion>{});
+  }
+  if (json) {
+    out << nlohmann::json{{"fit", FitToJson(*fit, assumptions)},
+                          {"suggestions", SuggestionsToJson(suggestions)}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << RenderFit(*fit);
+    if (fit->found) {
+      out << RenderPlanTable(*fit->plan, EstimateRoofline(*fit->plan, assumptions));
+    } else {
+      out << RenderSuggestions(suggestions);
+    }
+  }
+  return fit->found ? 0 : 1;
+}
+
+}  // namespace
+
+int RunVram(const VramRequest& request, std::ostream& out, std::ostream& err) {
+  std::optional<int64_t> file_bytes;
+  absl::StatusOr<PlanInputs> in = BuildPlanInputs(request, &file_bytes);
+  if (!in.ok()) {
+    err << "vram: " << in.status().message() << "\n";
+    return 2;
+  }
+  const FitOptions options{static_cast<int>(std::min<int64_t>(request.max_gpus, 1 << 20)),
+                           request.allow_pipeline};
+  const RooflineAssumptions assumptions = RooflineAssumptionsFor(request);
+  if (request.fit) return RunFit(*in, options, assumptions, request.json, out, err);
+  return RunPlan(*in, options, assumptions, file_bytes, request.json, out, err);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,71 @@
+// The `vram` calculator behind deploy/vram_main.cc: turns flag values into PlanInputs (every
+// bad value becomes an error naming the flag, the value and the bound), plans, and prints the
+// per-GPU table, the JSON, the fit or the suggestions.
+//
+//   VramRequest request;  request.model = "405b";  request.weights = "fp8";  request.gpus = 8;
+//   int exit_code = RunVram(request, std::cout, std::cerr);
+//
+// Exit codes: 0 the plan meets the target (or --fit found a layout), 1 it does not (the
+// output says what is over and suggests changes), 2 bad flags or an unrunnable request.
+// Thread-compatible: no shared state.
+#ifndef TPSERVE_PLANNER_VRAM_CLI_H_
+#define TPSERVE_PLANNER_VRAM_CLI_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "planner/memory_plan.h"
+#include "planner/roofline.h"
+
+namespace tpserve {
+
+// One field per flag of deploy/vram_main.cc (same names, dashes as underscores); 0 or -1 or
+// "" mean "use the default" as the flag help says.
+struct VramRequest {
+  std::string model;         // preset name, path to config.json, or path to a .gguf
+  std::string weights;       // weight format preset; "" = bf16 (or the GGUF's own types)
+  std::string role_formats;  // per-role overrides: "embedding=q8_0,lm_head=bf16"
+  std::string kv;            // KV cache dtype; "" = bf16 on GPUs, f32 on cpu-host
+  std::string activations;   // "" = bf16 on GPUs, f32 on cpu-host
+  int64_t gpus = 1;          // tp * pp
+  int64_t pp = 1;
+  std::string gpu = "h100-80g";  // preset or "cpu-host"
+  int64_t context = 0;           // 0 = the model's max context
+  int64_t users = 1;
+  int64_t max_tokens_per_step = 2048;
+  int64_t max_seqs_per_step = 256;
+  int64_t block_size = 16;
+  bool flash_attention = false;
+  double gpu_memory_gib = 0;      // > 0 overrides the preset's memory
+  double bandwidth_gbs = 0;       // > 0 overrides the memory bandwidth
+  double peak_tflops = 0;         // > 0 overrides the peak FLOP/s
+  double link_gbs = 0;            // > 0 overrides the interconnect bandwidth (per direction)
+  double link_latency_us = -1;    // >= 0 overrides the per-collective latency
+  double reserve_gib = -1;        // >= 0 overrides the runtime reserve
+  double safety = -1;             // >= 0 overrides the safety fraction
+  double host_bandwidth_gbs = 0;  // required with --gpu=cpu-host
+  double host_peak_gflops = 0;    // 0 = cores * 2.5 GHz * 32 FLOP/cycle (stated assumption)
+  std::string meminfo = "/proc/meminfo";
+  double prefill_efficiency = 0.5;
+  int64_t prompt_tokens = 0;  // 0 = context
+  bool fit = false;
+  int64_t max_gpus = 64;
+  bool allow_pipeline = false;
+  bool json = false;
+};
+
+// INVALID_ARGUMENT "--flag=value: <bound>" for a bad value; errors loading the model pass
+// through with the path. `checkpoint_tensor_bytes`, when not null, receives the sum of the
+// tensors' stored sizes for a .gguf model (for the table's cross-check line).
+absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& request,
+                                           std::optional<int64_t>* checkpoint_tensor_bytes);
+RooflineAssumptions RooflineAssumptionsFor(const VramRequest& request);
+
+int RunVram(const VramRequest& request, std::ostream& out, std::ostream& err);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_PLANNER_VRAM_CLI_H_

@@ -1,0 +1,207 @@
+#include "planner/vram_cli.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace tpserve {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result RunWith(const VramRequest& r) {
+  std::ostringstream out, err;
+  const int code = RunVram(r, out, err);
+  return {code, out.str(), err.str()};
+}
+
+VramRequest Request405B() {
+  VramRequest r;
+  r.model = "405b";
+  r.weights = "fp8";
+  r.gpus = 8;
+  r.gpu = "h100-80g";
+  r.context = 8192;
+  r.users = 10;
+  return r;
+}
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(VramCliTest, FittingPlanExitsZeroWithTable) {
+  const Result run = RunWith(Request405B());
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("VERDICT   FITS: "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("ROOFLINE"), std::string::npos);
+  EXPECT_EQ(run.err, "");
+}
+
+TEST(VramCliTest, JsonParsesAndHasThePlan) {
+  VramRequest r = Request405B();
+  r.json = true;
+  const Result run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["plan"]["inputs"]["tp"], 8);
+  EXPECT_EQ(j["plan"]["inputs"]["model"]["num_layers"], 126);
+  EXPECT_EQ(j["plan"]["stages"][0]["kv_bytes_per_token"], 64512);
+  EXPECT_TRUE(j["suggestions"].empty());
+}
+
+TEST(VramCliTest, InvalidTpExitsTwoWithValidDegreesAndCapacityCheck) {
+  VramRequest r = Request405B();
+  r.gpus = 6;
+  const Result run = RunWith(r);
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.err.find("--gpus=6 --pp=1 --weights=fp8: tensor-parallel degree 6 does not divide"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("are: 1, 2, 4, 8"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("capacity check: 6 x h100-80g could hold the weights alone"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST(VramCliTest, NotFittingExitsOneWithSuggestions) {
+  VramRequest r = Request405B();
+  r.weights = "bf16";
+  const Result run = RunWith(r);
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_NE(run.out.find("DOES NOT FIT: weights need"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("SUGGESTIONS (each re-planned)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("int4-g128 projection weights"), std::string::npos) << run.out;
+}
+
+TEST(VramCliTest, FitModeFindsEightH100s) {
+  VramRequest r = Request405B();
+  r.gpus = 1;
+  r.fit = true;
+  r.json = true;
+  const Result run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["fit"]["found"], true);
+  EXPECT_EQ(j["fit"]["plan"]["num_ranks"], 8);
+  EXPECT_EQ(j["fit"]["weights_only_min_gpus"], 6);
+}
+
+TEST(VramCliTest, BadFlagValuesNameFlagValueAndBound) {
+  const std::vector<std::pair<void (*)(VramRequest&), std::string>> cases = {
+      {[](VramRequest& r) { r.users = 0; }, "vram: --users=0: must be >= 1\n"},
+      {[](VramRequest& r) { r.gpus = 0; }, "vram: --gpus=0: must be >= 1\n"},
+      {[](VramRequest& r) { r.pp = 3; }, "vram: --pp=3: must be >= 1 and divide --gpus=8\n"},
+      {[](VramRequest& r) { r.context = 200000; },
+       "vram: --context=200000: must be <= 131072, the model's context length\n"},
+      {[](VramRequest& r) { r.max_seqs_per_step = 4096; },
+       "vram: --max_seqs_per_step=4096: must be in [1, --max_tokens_per_step=2048]\n"},
+      {[](VramRequest& r) { r.kv = "q4_0"; },
+       "vram: --kv=q4_0: must be one of f32, f16, bf16, fp8\n"},
+      {[](VramRequest& r) { r.safety = 1.5; }, "vram: --safety=1.5: must be in [0, 1)\n"},
+  };
+  for (const auto& [mutate, expected] : cases) {
+    VramRequest r = Request405B();
+    mutate(r);
+    const Result run = RunWith(r);
+    EXPECT_EQ(run.code, 2) << expected;
+    EXPECT_EQ(run.err, expected);
+    EXPECT_EQ(run.out, "");
+  }
+}
+
+TEST(VramCliTest, UnknownNamesListWhatIsKnown) {
+  VramRequest r = Request405B();
+  r.gpu = "h900";
+  Result run = RunWith(r);
+  EXPECT_EQ(run.code, 2);
+  EXPECT_EQ(run.err.rfind("vram: --gpu=h900: unknown GPU \"h900\"; known: a100-40g", 0), 0u)
+      << run.err;
+  r = Request405B();
+  r.weights = "int3";
+  run = RunWith(r);
+  EXPECT_EQ(run.err.rfind("vram: --weights=int3: unknown weight format", 0), 0u) << run.err;
+  r = Request405B();
+  r.role_formats = "embeding=q8_0";
+  run = RunWith(r);
+  EXPECT_EQ(run.err.rfind("vram: --role_formats=embeding=q8_0: unknown role", 0), 0u) << run.err;
+  r = Request405B();
+  r.model = "";
+  EXPECT_EQ(RunWith(r).code, 2);
+}
+
+TEST(VramCliTest, RoleFormatsOverrideOneRole) {
+  VramRequest r = Request405B();
+  r.role_formats = "embedding=fp8,lm_head=fp8";
+  r.json = true;
+  const Result run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["plan"]["inputs"]["weight_formats"]["lm_head"], "fp8");
+  EXPECT_EQ(j["plan"]["inputs"]["weight_formats"]["q"], "fp8");
+  EXPECT_EQ(j["plan"]["inputs"]["weight_formats"]["attn_norm"], "bf16");
+}
+
+TEST(VramCliTest, CpuHostNeedsBandwidthAndReadsMeminfo) {
+  VramRequest r;
+  r.model = "smollm2";
+  r.gpu = "cpu-host";
+  r.context = 2048;
+  r.users = 4;
+  Result run = RunWith(r);
+  EXPECT_EQ(run.code, 2);
+  EXPECT_EQ(run.err.rfind("vram: --host_bandwidth_gbs=0: must be > 0 with --gpu=cpu-host", 0), 0u)
+      << run.err;
+
+  r.host_bandwidth_gbs = 20;
+  r.meminfo = TempFile("meminfo", "MemTotal:        8388608 kB\n");
+  r.json = true;
+  run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["plan"]["device"]["memory_bytes"], int64_t{8} << 30);
+  EXPECT_EQ(j["plan"]["device"]["runtime_reserve_bytes"], 0);
+  EXPECT_EQ(j["plan"]["inputs"]["kv_cache_dtype"], "f32");
+  EXPECT_EQ(j["plan"]["inputs"]["activation_dtype"], "f32");
+  EXPECT_EQ(j["plan"]["stages"][0]["kv_bytes_per_token"], 2 * 30 * 3 * 64 * 4);
+  EXPECT_DOUBLE_EQ(j["plan"]["roofline"]["memory_bandwidth_bytes_per_s"].get<double>(), 20e9);
+}
+
+TEST(VramCliTest, ModelFromConfigJson) {
+  // meta-llama/Llama-3.1-8B config.json.
+  const std::string path = TempFile("config.json", R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "bos_token_id": 128000, "eos_token_id": 128001,
+    "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 131072, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 128256})");
+  VramRequest r;
+  r.model = path;
+  r.gpu = "l40s";
+  r.context = 8192;
+  r.json = true;
+  const Result run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["plan"]["totals"]["checkpoint_bytes"], 2 * int64_t{8'030'261'248});
+
+  r.model = TempFile("broken.json", "{\"hidden_size\": 4096}");
+  EXPECT_EQ(RunWith(r).code, 2);
+  r.model = std::string(std::getenv("TEST_TMPDIR")) + "/absent.json";
+  EXPECT_NE(RunWith(r).err.find("cannot read"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,53 @@
+// The calculator on the real SmolLM2-135M Q4_1 GGUF: config and per-tensor types come from
+// the file, and the planned checkpoint bytes equal the file's tensor bytes.
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "planner/vram_cli.h"
+
+namespace tpserve {
+namespace {
+
+std::string ModelPath() {
+  const char* dir = std::getenv("TPSERVE_MODEL_DIR");
+  const char* home = std::getenv("HOME");
+  const std::string base = dir != nullptr && *dir != '\0'
+                               ? std::string(dir)
+                               : std::string(home != nullptr ? home : "") + "/.cache/tpserve";
+  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+TEST(VramGgufTest, PlansTheFileExactly) {
+  const std::string path = ModelPath();
+  ASSERT_TRUE(std::filesystem::exists(path))
+      << path << " is missing: run scripts/setup.sh (or set TPSERVE_MODEL_DIR)";
+  VramRequest r;
+  r.model = path;
+  r.gpu = "cpu-host";
+  r.host_bandwidth_gbs = 10;
+  r.context = 2048;
+  r.json = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunVram(r, out, err), 0) << err.str();
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  EXPECT_EQ(j["checkpoint_file_tensor_bytes"], 96'576'768);
+  EXPECT_EQ(j["plan"]["totals"]["checkpoint_bytes"], 96'576'768);
+  EXPECT_EQ(j["plan"]["inputs"]["weight_formats"]["embedding"], "q8_0");
+  EXPECT_EQ(j["plan"]["inputs"]["weight_formats"]["down"], "q4_1");
+  EXPECT_EQ(j["plan"]["inputs"]["weight_formats"]["ffn_norm"], "f32");
+  EXPECT_EQ(j["plan"]["inputs"]["model"]["num_kv_heads"], 3);
+
+  r.json = false;
+  std::ostringstream table, err2;
+  ASSERT_EQ(RunVram(r, table, err2), 0) << err2.str();
+  EXPECT_NE(table.str().find("tensor bytes in the file: 96,576,768; planned checkpoint bytes: "
+                             "96,576,768 (equal)"),
+            std::string::npos)
+      << table.str();
+}
+
+}  // namespace
+}  // namespace tpserve

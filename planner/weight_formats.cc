@@ -1,0 +1,165 @@
+#include "planner/weight_formats.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "formats/str_cat.h"
+
+namespace tpserve {
+namespace {
+
+struct RoleNames {
+  TensorRole role;
+  std::string_view name;       // ours
+  std::string_view gguf_stem;  // llama.cpp's, without "blk.N." and ".weight"
+};
+
+constexpr std::array<RoleNames, kNumTensorRoles> kRoleNames = {{
+    {TensorRole::kEmbedding, "embedding", "token_embd"},
+    {TensorRole::kAttnNorm, "attn_norm", "attn_norm"},
+    {TensorRole::kQ, "q", "attn_q"},
+    {TensorRole::kK, "k", "attn_k"},
+    {TensorRole::kV, "v", "attn_v"},
+    {TensorRole::kO, "o", "attn_output"},
+    {TensorRole::kFfnNorm, "ffn_norm", "ffn_norm"},
+    {TensorRole::kGate, "gate", "ffn_gate"},
+    {TensorRole::kUp, "up", "ffn_up"},
+    {TensorRole::kDown, "down", "ffn_down"},
+    {TensorRole::kFinalNorm, "final_norm", "output_norm"},
+    {TensorRole::kLmHead, "lm_head", "output"},
+}};
+
+// Formats for (embedding + LM head, projections, norms).
+WeightFormats Uniform(std::string_view preset, TensorFormat embed, TensorFormat proj,
+                      TensorFormat norm) {
+  WeightFormats f;
+  f.preset = std::string(preset);
+  for (TensorRole role : kAllTensorRoles) {
+    if (IsNormRole(role)) {
+      f[role] = norm;
+    } else if (role == TensorRole::kEmbedding || role == TensorRole::kLmHead) {
+      f[role] = embed;
+    } else {
+      f[role] = proj;
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+std::string_view TensorRoleName(TensorRole role) { return kRoleNames[static_cast<int>(role)].name; }
+
+bool IsNormRole(TensorRole role) {
+  return role == TensorRole::kAttnNorm || role == TensorRole::kFfnNorm ||
+         role == TensorRole::kFinalNorm;
+}
+
+bool IsPerLayerRole(TensorRole role) {
+  return role != TensorRole::kEmbedding && role != TensorRole::kFinalNorm &&
+         role != TensorRole::kLmHead;
+}
+
+std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name) {
+  std::string_view stem = tensor_name;
+  if (!stem.ends_with(".weight")) return std::nullopt;
+  stem.remove_suffix(7);
+  bool per_layer = false;
+  if (stem.starts_with("blk.")) {
+    stem.remove_prefix(4);
+    const size_t dot = stem.find('.');
+    if (dot == std::string_view::npos || dot == 0) return std::nullopt;
+    for (char c : stem.substr(0, dot)) {
+      if (c < '0' || c > '9') return std::nullopt;
+    }
+    stem.remove_prefix(dot + 1);
+    per_layer = true;
+  }
+  for (const RoleNames& r : kRoleNames) {
+    if (r.gguf_stem == stem && IsPerLayerRole(r.role) == per_layer) return r.role;
+  }
+  return std::nullopt;
+}
+
+absl::Status WeightFormats::Validate() const {
+  for (TensorRole role : kAllTensorRoles) {
+    const TensorFormat& f = (*this)[role];
+    if (IsNormRole(role) && !(f.kind == FormatKind::kF32 || f.kind == FormatKind::kF16 ||
+                              f.kind == FormatKind::kBF16)) {
+      return absl::InvalidArgumentError(StrCat("weight format of ", TensorRoleName(role), " is ",
+                                               TensorFormatName(f),
+                                               "; norms must be f32, f16 or bf16"));
+    }
+    if (f.kind == FormatKind::kInt4Group && f.group_size <= 0) {
+      return absl::InvalidArgumentError(StrCat("weight format of ", TensorRoleName(role),
+                                               ": int4 group size ", f.group_size, " must be > 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WeightFormats> WeightFormatsPreset(std::string_view name) {
+  const TensorFormat f32 = TensorFormat::Of(FormatKind::kF32);
+  const TensorFormat f16 = TensorFormat::Of(FormatKind::kF16);
+  const TensorFormat bf16 = TensorFormat::Of(FormatKind::kBF16);
+  if (name == "f32") return Uniform(name, f32, f32, f32);
+  if (name == "fp16" || name == "f16") return Uniform("fp16", f16, f16, f16);
+  if (name == "bf16") return Uniform(name, bf16, bf16, bf16);
+  if (name == "fp8") return Uniform(name, bf16, TensorFormat::Of(FormatKind::kFp8PerChannel), bf16);
+  if (name == "fp8-block") {
+    return Uniform(name, bf16, TensorFormat::Of(FormatKind::kFp8Block128), bf16);
+  }
+  if (name == "q8_0" || name == "q4_0" || name == "q4_1") {
+    TP_ASSIGN_OR_RETURN(TensorFormat ggml, ParseTensorFormat(name));
+    return Uniform(name, ggml, ggml, f32);
+  }
+  if (name == "int4" || name.starts_with("int4-g")) {
+    TP_ASSIGN_OR_RETURN(TensorFormat int4, ParseTensorFormat(name));
+    return Uniform(TensorFormatName(int4), f16, int4, f16);
+  }
+  return absl::InvalidArgumentError(StrCat("unknown weight format \"", name, "\"; accepted: ",
+                                           absl::StrJoin(WeightFormatsPresetNames(), ", ")));
+}
+
+std::vector<std::string> WeightFormatsPresetNames() {
+  return {"f32", "fp16", "bf16", "fp8", "fp8-block", "int4", "int4-g<N>", "q8_0", "q4_0", "q4_1"};
+}
+
+absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
+    const std::vector<NamedTensorType>& tensors, bool tied_embeddings) {
+  WeightFormats formats;
+  formats.preset = "gguf";
+  std::array<const NamedTensorType*, kNumTensorRoles> first_of_role{};
+  for (const NamedTensorType& t : tensors) {
+    const std::optional<TensorRole> role = TensorRoleFromGgufName(t.name);
+    if (!role.has_value()) continue;
+    absl::StatusOr<TensorFormat> format = ParseTensorFormat(absl::AsciiStrToLower(t.type_name));
+    if (!format.ok() || format->kind == FormatKind::kFp8PerChannel) {
+      return absl::UnimplementedError(StrCat("tensor ", t.name, " is stored as ", t.type_name,
+                                             ", which the planner cannot size"));
+    }
+    const NamedTensorType*& first = first_of_role[static_cast<int>(*role)];
+    if (first == nullptr) {
+      first = &t;
+      formats[*role] = *format;
+    } else if (!(formats[*role] == *format)) {
+      return absl::UnimplementedError(StrCat(
+          "tensors of one role have different types: ", first->name, " is ", first->type_name, ", ",
+          t.name, " is ", t.type_name, "; the planner needs one type per role"));
+    }
+  }
+  for (TensorRole role : kAllTensorRoles) {
+    if (first_of_role[static_cast<int>(role)] != nullptr) continue;
+    if (role == TensorRole::kLmHead && tied_embeddings) {
+      formats[role] = formats[TensorRole::kEmbedding];
+      continue;
+    }
+    return absl::InvalidArgumentError(
+        StrCat("no tensor for role ", TensorRoleName(role), " in the checkpoint"));
+  }
+  return formats;
+}
+
+}  // namespace tpserve

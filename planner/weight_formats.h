@@ -1,0 +1,92 @@
+// Which format each tensor role of a Llama checkpoint is stored in. Real checkpoints mix
+// formats (an FP8 checkpoint keeps embeddings, LM head and norms in bf16; a GGUF Q4_1 file
+// may hold token_embd in Q8_0 and norms in F32), so the format is a field per role, with
+// defaults per named preset that a caller (or a GGUF file's real tensor types) can override.
+//
+//   TP_ASSIGN_OR_RETURN(WeightFormats formats, WeightFormatsPreset("fp8"));
+//   formats[TensorRole::kEmbedding] = TensorFormat::Of(FormatKind::kQ8_0);
+//
+// Thread-safe: value types and pure functions.
+#ifndef TPSERVE_PLANNER_WEIGHT_FORMATS_H_
+#define TPSERVE_PLANNER_WEIGHT_FORMATS_H_
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "planner/tensor_format.h"
+
+namespace tpserve {
+
+// One entry per distinct weight tensor of a Llama model (per layer where it repeats).
+enum class TensorRole : uint8_t {
+  kEmbedding,  // token_embd         [vocab, hidden]
+  kAttnNorm,   // blk.N.attn_norm    [hidden]
+  kQ,          // blk.N.attn_q       [heads * head_dim, hidden]
+  kK,          // blk.N.attn_k       [kv_heads * head_dim, hidden]
+  kV,          // blk.N.attn_v       [kv_heads * head_dim, hidden]
+  kO,          // blk.N.attn_output  [hidden, heads * head_dim]
+  kFfnNorm,    // blk.N.ffn_norm     [hidden]
+  kGate,       // blk.N.ffn_gate     [intermediate, hidden]
+  kUp,         // blk.N.ffn_up       [intermediate, hidden]
+  kDown,       // blk.N.ffn_down     [hidden, intermediate]
+  kFinalNorm,  // output_norm        [hidden]
+  kLmHead,     // output             [vocab, hidden] (absent when tied to token_embd)
+};
+inline constexpr int kNumTensorRoles = 12;
+inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
+    TensorRole::kEmbedding, TensorRole::kAttnNorm, TensorRole::kQ,         TensorRole::kK,
+    TensorRole::kV,         TensorRole::kO,        TensorRole::kFfnNorm,   TensorRole::kGate,
+    TensorRole::kUp,        TensorRole::kDown,     TensorRole::kFinalNorm, TensorRole::kLmHead};
+
+// "embedding", "attn_norm", "q", ..., "lm_head": used in tables, JSON and flag names.
+std::string_view TensorRoleName(TensorRole role);
+bool IsNormRole(TensorRole role);
+bool IsPerLayerRole(TensorRole role);
+
+// The role of a GGUF tensor name ("blk.7.ffn_down.weight" -> kDown, "output.weight" ->
+// kLmHead); nullopt for names outside the Llama set (e.g. "rope_freqs.weight").
+std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name);
+
+struct WeightFormats {
+  std::string preset;  // what the defaults came from, e.g. "fp8" (for display)
+  std::array<TensorFormat, kNumTensorRoles> by_role;
+
+  TensorFormat& operator[](TensorRole role) { return by_role[static_cast<int>(role)]; }
+  const TensorFormat& operator[](TensorRole role) const { return by_role[static_cast<int>(role)]; }
+  // INVALID_ARGUMENT naming the role when a norm is not a plain float format (f32/f16/bf16).
+  absl::Status Validate() const;
+};
+
+// Presets as real checkpoints store them:
+//   f32, fp16, bf16      everything in that type
+//   fp8                  projections fp8 per-channel; embedding, LM head, norms bf16
+//                        (Meta's Llama-3.1-*-FP8, FBGEMM row-wise scales)
+//   fp8-block            projections fp8 128x128 tiles; embedding, LM head, norms bf16
+//   int4, int4-g<N>      projections int4 group N (default 128); embedding, LM head, norms
+//                        fp16 (GPTQ/AWQ exports)
+//   q8_0, q4_0, q4_1     every matrix in that GGML type, norms f32 (llama-quantize --pure)
+// INVALID_ARGUMENT lists the preset names.
+absl::StatusOr<WeightFormats> WeightFormatsPreset(std::string_view name);
+std::vector<std::string> WeightFormatsPresetNames();
+
+// A checkpoint tensor's name and stored type as GGUF names them ("blk.0.attn_q.weight", "Q4_1").
+struct NamedTensorType {
+  std::string name;
+  std::string type_name;
+};
+
+// The per-role formats of a GGUF checkpoint from its tensor list (preset "gguf"). Names
+// outside the Llama set are ignored. UNIMPLEMENTED names the tensor when its type has no
+// TensorFormat (e.g. Q6_K) or one role mixes types across layers; INVALID_ARGUMENT names a
+// role with no tensor (a missing "output.weight" is fine when `tied_embeddings`).
+absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
+    const std::vector<NamedTensorType>& tensors, bool tied_embeddings);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_PLANNER_WEIGHT_FORMATS_H_
