@@ -1,0 +1,178 @@
+// LlamaConfig: parameter count, validation and the published presets. The readers for
+// Hugging Face config.json and GGUF metadata live in config_hf.cc and config_gguf.cc.
+#include "model/config.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_join.h"
+#include "formats/str_cat.h"
+
+namespace tpserve {
+namespace {
+
+absl::Status NotPositive(std::string_view field, int64_t value) {
+  return absl::InvalidArgumentError(
+      StrCat("LlamaConfig.", field, " is ", value, "; it must be positive"));
+}
+
+// Token ids are optional (-1) but, when set, must name a vocabulary entry.
+absl::Status CheckTokenId(std::string_view field, int64_t id, int64_t vocab_size,
+                          bool allow_unset) {
+  if (allow_unset && id == -1) return absl::OkStatus();
+  if (id >= 0 && id < vocab_size) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat("LlamaConfig.", field, " is ", id, "; it must be in [",
+                                           allow_unset ? "-1 (unset), " : "", "0, ", vocab_size,
+                                           ")"));
+}
+
+absl::Status ValidateRopeScaling(const RopeScaling& s) {
+  if (!s.enabled) return absl::OkStatus();
+  if (!(s.factor > 0) || !(s.low_freq_factor > 0)) {
+    return absl::InvalidArgumentError(StrCat("LlamaConfig.rope_scaling factor ", s.factor,
+                                             " and low_freq_factor ", s.low_freq_factor,
+                                             " must be positive"));
+  }
+  // The llama3 rule interpolates between the two wavelength bounds, dividing by their gap.
+  if (!(s.high_freq_factor > s.low_freq_factor)) {
+    return absl::InvalidArgumentError(StrCat("LlamaConfig.rope_scaling.high_freq_factor ",
+                                             s.high_freq_factor, " must exceed low_freq_factor ",
+                                             s.low_freq_factor));
+  }
+  if (s.original_max_position_embeddings <= 0) {
+    return NotPositive("rope_scaling.original_max_position_embeddings",
+                       s.original_max_position_embeddings);
+  }
+  return absl::OkStatus();
+}
+
+LlamaConfig Llama31Base() {
+  LlamaConfig c;
+  c.vocab_size = 128256;
+  c.max_context_tokens = 131072;
+  c.rope_theta = 500000.0;
+  c.rope_scaling = RopeScaling{true, 8.0, 1.0, 4.0, 8192};
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = false;
+  c.bos_token_id = 128000;
+  c.eos_token_id = 128001;
+  c.extra_eos_token_ids = {128008, 128009};  // <|eom_id|>, <|eot_id|>
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  return c;
+}
+
+LlamaConfig Llama31(std::string name, int64_t hidden, int64_t inter, int64_t layers,
+                    int64_t heads) {
+  LlamaConfig c = Llama31Base();
+  c.name = std::move(name);
+  c.hidden_size = hidden;
+  c.intermediate_size = inter;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  return c;
+}
+
+LlamaConfig SmolLM2_135M() {
+  LlamaConfig c;
+  c.name = "smollm2-135m";
+  c.vocab_size = 49152;
+  c.hidden_size = 576;
+  c.intermediate_size = 1536;
+  c.num_layers = 30;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  c.max_context_tokens = 8192;
+  c.rope_theta = 100000.0;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 1;
+  c.eos_token_id = 2;
+  return c;
+}
+
+}  // namespace
+
+int64_t LlamaConfig::NumParameters() const {
+  const int64_t q_width = num_heads * head_dim;
+  const int64_t kv_width = num_kv_heads * head_dim;
+  const int64_t attention = hidden_size * q_width           // q_proj
+                            + 2 * hidden_size * kv_width    // k_proj, v_proj
+                            + q_width * hidden_size;        // o_proj
+  const int64_t mlp = 3 * hidden_size * intermediate_size;  // gate, up, down
+  const int64_t norms = 2 * hidden_size;                    // attention and MLP RMSNorm
+  const int64_t embedding = vocab_size * hidden_size;
+  const int64_t lm_head = tie_word_embeddings ? 0 : vocab_size * hidden_size;
+  return num_layers * (attention + mlp + norms) + embedding + lm_head + hidden_size;
+}
+
+absl::Status LlamaConfig::Validate() const {
+  const std::pair<std::string_view, int64_t> positive[] = {
+      {"vocab_size", vocab_size},
+      {"hidden_size", hidden_size},
+      {"intermediate_size", intermediate_size},
+      {"num_layers", num_layers},
+      {"num_heads", num_heads},
+      {"num_kv_heads", num_kv_heads},
+      {"head_dim", head_dim},
+      {"max_context_tokens", max_context_tokens},
+  };
+  for (const auto& [field, value] : positive) {
+    if (value <= 0) return NotPositive(field, value);
+  }
+  if (num_heads % num_kv_heads != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("LlamaConfig.num_kv_heads ", num_kv_heads, " must divide num_heads ", num_heads));
+  }
+  if (head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("LlamaConfig.head_dim ", head_dim, " must be even (RoPE rotates pairs)"));
+  }
+  if (!(rope_theta > 0)) {
+    return absl::InvalidArgumentError(
+        StrCat("LlamaConfig.rope_theta ", rope_theta, " must be positive"));
+  }
+  if (!(rms_norm_eps > 0)) {
+    return absl::InvalidArgumentError(
+        StrCat("LlamaConfig.rms_norm_eps ", rms_norm_eps, " must be positive"));
+  }
+  if (absl::Status s = ValidateRopeScaling(rope_scaling); !s.ok()) return s;
+  if (absl::Status s = CheckTokenId("bos_token_id", bos_token_id, vocab_size, true); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckTokenId("eos_token_id", eos_token_id, vocab_size, true); !s.ok()) {
+    return s;
+  }
+  for (int64_t id : extra_eos_token_ids) {
+    if (absl::Status s = CheckTokenId("extra_eos_token_ids", id, vocab_size, false); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> LlamaConfigPresetNames() {
+  return {"llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m"};
+}
+
+absl::StatusOr<LlamaConfig> LlamaConfigPreset(std::string_view name) {
+  std::string key(name);
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // Shapes from each model's published Hugging Face config.json.
+  if (key == "llama-3.1-8b" || key == "8b") return Llama31("llama-3.1-8b", 4096, 14336, 32, 32);
+  if (key == "llama-3.1-70b" || key == "70b") {
+    return Llama31("llama-3.1-70b", 8192, 28672, 80, 64);
+  }
+  if (key == "llama-3.1-405b" || key == "405b") {
+    return Llama31("llama-3.1-405b", 16384, 53248, 126, 128);
+  }
+  if (key == "smollm2-135m" || key == "smollm2") return SmolLM2_135M();
+  return absl::NotFoundError(StrCat("no model preset '", name,
+                                    "'; known: ", absl::StrJoin(LlamaConfigPresetNames(), ", "),
+                                    " (aliases 8b, 70b, 405b, smollm2)"));
+}
+
+}  // namespace tpserve

@@ -1,0 +1,237 @@
+#include "model/config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tpserve {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(LlamaConfigPresetTest, Llama31_8BHasThePublishedShapes) {
+  absl::StatusOr<LlamaConfig> c = LlamaConfigPreset("llama-3.1-8b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->vocab_size, 128256);
+  EXPECT_EQ(c->hidden_size, 4096);
+  EXPECT_EQ(c->intermediate_size, 14336);
+  EXPECT_EQ(c->num_layers, 32);
+  EXPECT_EQ(c->num_heads, 32);
+  EXPECT_EQ(c->num_kv_heads, 8);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_EQ(c->max_context_tokens, 131072);
+  EXPECT_EQ(c->rope_theta, 500000.0);
+  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_EQ(c->rope_scaling.factor, 8.0);
+  EXPECT_EQ(c->rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(c->rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c->rms_norm_eps, 1e-5);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_EQ(c->bos_token_id, 128000);
+  EXPECT_EQ(c->eos_token_id, 128001);
+  EXPECT_THAT(c->extra_eos_token_ids, ElementsAre(128008, 128009));
+  EXPECT_TRUE(c->Validate().ok());
+}
+
+TEST(LlamaConfigPresetTest, BiggerLlamasShareVocabContextAndRope) {
+  absl::StatusOr<LlamaConfig> b70 = LlamaConfigPreset("70b");
+  ASSERT_TRUE(b70.ok()) << b70.status();
+  EXPECT_EQ(b70->name, "llama-3.1-70b");
+  EXPECT_EQ(b70->hidden_size, 8192);
+  EXPECT_EQ(b70->intermediate_size, 28672);
+  EXPECT_EQ(b70->num_layers, 80);
+  EXPECT_EQ(b70->num_heads, 64);
+  EXPECT_EQ(b70->num_kv_heads, 8);
+  absl::StatusOr<LlamaConfig> b405 = LlamaConfigPreset("Llama-3.1-405B");
+  ASSERT_TRUE(b405.ok()) << b405.status();
+  EXPECT_EQ(b405->hidden_size, 16384);
+  EXPECT_EQ(b405->intermediate_size, 53248);
+  EXPECT_EQ(b405->num_layers, 126);
+  EXPECT_EQ(b405->num_heads, 128);
+  EXPECT_EQ(b405->num_kv_heads, 8);
+  for (const LlamaConfig* c : {&*b70, &*b405}) {
+    EXPECT_EQ(c->vocab_size, 128256);
+    EXPECT_EQ(c->max_context_tokens, 131072);
+    EXPECT_EQ(c->rope_theta, 500000.0);
+    EXPECT_TRUE(c->rope_scaling.enabled);
+    EXPECT_TRUE(c->Validate().ok());
+  }
+}
+
+TEST(LlamaConfigPresetTest, SmolLM2IsTiedWithSmallGqa) {
+  absl::StatusOr<LlamaConfig> c = LlamaConfigPreset("smollm2");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "smollm2-135m");
+  EXPECT_EQ(c->vocab_size, 49152);
+  EXPECT_EQ(c->hidden_size, 576);
+  EXPECT_EQ(c->intermediate_size, 1536);
+  EXPECT_EQ(c->num_layers, 30);
+  EXPECT_EQ(c->num_heads, 9);
+  EXPECT_EQ(c->num_kv_heads, 3);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->max_context_tokens, 8192);
+  EXPECT_EQ(c->rope_theta, 100000.0);
+  EXPECT_FALSE(c->rope_scaling.enabled);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->bos_token_id, 1);
+  EXPECT_EQ(c->eos_token_id, 2);
+  EXPECT_TRUE(c->Validate().ok());
+}
+
+TEST(LlamaConfigPresetTest, UnknownNameListsTheKnownOnes) {
+  absl::Status s = LlamaConfigPreset("gpt-2").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("no model preset 'gpt-2'"));
+  EXPECT_THAT(s.message(), HasSubstr("llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, smollm2-135m"));
+  EXPECT_THAT(LlamaConfigPresetNames(),
+              ElementsAre("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m"));
+}
+
+// Expected counts worked by hand (head_dim 128 for the Llamas, 64 for SmolLM2):
+//   per layer = q (h*h) + k, v (2*h*kv*hd) + o (h*h) + MLP (3*h*inter) + 2 norms (2*h)
+//   total     = layers * per_layer + vocab*h (embedding) [+ vocab*h LM head] + h (final norm)
+TEST(LlamaConfigTest, NumParametersMatchesHandCounts) {
+  // 8B: per layer 16777216 + 8388608 + 16777216 + 176160768 + 8192 = 218112000;
+  //     32 * 218112000 + 2 * 525336576 + 4096 = 8030261248.
+  EXPECT_EQ(LlamaConfigPreset("8b")->NumParameters(), 8030261248);
+  // 70B: per layer 67108864 + 16777216 + 67108864 + 704643072 + 16384 = 855654400;
+  //      80 * 855654400 + 2 * 1050673152 + 8192 = 70553706496.
+  EXPECT_EQ(LlamaConfigPreset("70b")->NumParameters(), 70553706496);
+  // 405B: per layer 268435456 + 33554432 + 268435456 + 2617245696 + 32768 = 3187703808;
+  //       126 * 3187703808 + 2 * 2101346304 + 16384 = 405853388800.
+  EXPECT_EQ(LlamaConfigPreset("405b")->NumParameters(), 405853388800);
+  // SmolLM2 (tied): per layer 331776 + 221184 + 331776 + 2654208 + 1152 = 3540096;
+  //                 30 * 3540096 + 28311552 + 576 = 134515008.
+  EXPECT_EQ(LlamaConfigPreset("smollm2")->NumParameters(), 134515008);
+}
+
+TEST(LlamaConfigTest, ValidateNamesTheFieldAndBound) {
+  LlamaConfig c = *LlamaConfigPreset("8b");
+  c.num_kv_heads = 5;
+  EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.Validate().message(), "LlamaConfig.num_kv_heads 5 must divide num_heads 32");
+  c = *LlamaConfigPreset("8b");
+  c.hidden_size = 0;
+  EXPECT_EQ(c.Validate().message(), "LlamaConfig.hidden_size is 0; it must be positive");
+  c = *LlamaConfigPreset("8b");
+  c.head_dim = 127;
+  EXPECT_THAT(c.Validate().message(), HasSubstr("head_dim 127 must be even"));
+  c = *LlamaConfigPreset("8b");
+  c.rms_norm_eps = 0;
+  EXPECT_THAT(c.Validate().message(), HasSubstr("rms_norm_eps 0 must be positive"));
+  c = *LlamaConfigPreset("8b");
+  c.rope_scaling.high_freq_factor = 1.0;
+  EXPECT_THAT(c.Validate().message(),
+              HasSubstr("rope_scaling.high_freq_factor 1 must exceed low_freq_factor 1"));
+  c = *LlamaConfigPreset("8b");
+  c.eos_token_id = 128256;
+  EXPECT_THAT(c.Validate().message(),
+              HasSubstr("eos_token_id is 128256; it must be in [-1 (unset), 0, 128256)"));
+  c = *LlamaConfigPreset("8b");
+  c.extra_eos_token_ids.push_back(-1);
+  EXPECT_THAT(c.Validate().message(), HasSubstr("extra_eos_token_ids is -1"));
+}
+
+// The published config.json of meta-llama/Llama-3.1-8B-Instruct (as input text).
+constexpr char kLlama31_8BJson[] = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "hidden_act": "silu",
+  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.42.3", "use_cache": true, "vocab_size": 128256})";
+
+TEST(LlamaConfigFromHfJsonTest, Llama31ConfigMatchesThePreset) {
+  absl::StatusOr<LlamaConfig> c = LlamaConfigFromHfJson(kLlama31_8BJson);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const LlamaConfig preset = *LlamaConfigPreset("8b");
+  EXPECT_EQ(c->name, "hf-config");
+  EXPECT_EQ(c->vocab_size, preset.vocab_size);
+  EXPECT_EQ(c->hidden_size, preset.hidden_size);
+  EXPECT_EQ(c->intermediate_size, preset.intermediate_size);
+  EXPECT_EQ(c->num_layers, preset.num_layers);
+  EXPECT_EQ(c->num_heads, preset.num_heads);
+  EXPECT_EQ(c->num_kv_heads, preset.num_kv_heads);
+  EXPECT_EQ(c->head_dim, preset.head_dim);
+  EXPECT_EQ(c->max_context_tokens, preset.max_context_tokens);
+  EXPECT_EQ(c->rope_theta, preset.rope_theta);
+  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_EQ(c->rope_scaling.factor, 8.0);
+  EXPECT_EQ(c->rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c->rms_norm_eps, 1e-5);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_EQ(c->bos_token_id, 128000);
+  EXPECT_EQ(c->eos_token_id, 128001);
+  EXPECT_THAT(c->extra_eos_token_ids, ElementsAre(128008, 128009));
+  EXPECT_EQ(c->NumParameters(), preset.NumParameters());
+}
+
+TEST(LlamaConfigFromHfJsonTest, DefaultsForOptionalKeys) {
+  // The older "type" spelling of rope_scaling, an int eos, no kv heads, head_dim or eps.
+  absl::StatusOr<LlamaConfig> c = LlamaConfigFromHfJson(R"({
+      "_name_or_path": "tiny", "hidden_size": 256, "intermediate_size": 512,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
+      "max_position_embeddings": 2048, "eos_token_id": 7, "tie_word_embeddings": true,
+      "rope_scaling": {"type": "llama3", "factor": 4}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->name, "tiny");
+  EXPECT_EQ(c->num_kv_heads, 4);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->rope_theta, 10000.0);
+  EXPECT_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_EQ(c->rope_scaling.factor, 4.0);
+  EXPECT_EQ(c->rope_scaling.low_freq_factor, 1.0);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->bos_token_id, -1);
+  EXPECT_EQ(c->eos_token_id, 7);
+  EXPECT_TRUE(c->extra_eos_token_ids.empty());
+}
+
+TEST(LlamaConfigFromHfJsonTest, ErrorsNameTheKey) {
+  const std::string base = R"("hidden_size": 256, "intermediate_size": 512,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
+      "max_position_embeddings": 2048)";
+  struct Case {
+    std::string json;
+    absl::StatusCode code;
+    std::string fragment;
+  };
+  const std::vector<Case> cases = {
+      {"{", absl::StatusCode::kInvalidArgument, "config.json is not valid JSON"},
+      {"[]", absl::StatusCode::kInvalidArgument, "config.json is not a JSON object"},
+      {R"({"hidden_size": 256})", absl::StatusCode::kInvalidArgument,
+       "config.json key 'intermediate_size' is missing"},
+      {"{" + base + R"(, "num_key_value_heads": "8"})", absl::StatusCode::kInvalidArgument,
+       "config.json key 'num_key_value_heads' must be an integer, got \"8\""},
+      {"{" + base + R"(, "num_key_value_heads": 3})", absl::StatusCode::kInvalidArgument,
+       "LlamaConfig.num_kv_heads 3 must divide num_heads 4"},
+      {"{" + base + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4}})",
+       absl::StatusCode::kUnimplemented, "rope_scaling type 'yarn' is not supported"},
+      {"{" + base + R"(, "rope_scaling": {"rope_type": "llama3"}})",
+       absl::StatusCode::kInvalidArgument, "config.json key 'rope_scaling.factor' is missing"},
+      {"{" + base + R"(, "eos_token_id": []})", absl::StatusCode::kInvalidArgument,
+       "config.json key 'eos_token_id' must be an integer or a non-empty list"},
+      {"{" + base + R"(, "tie_word_embeddings": 1})", absl::StatusCode::kInvalidArgument,
+       "config.json key 'tie_word_embeddings' must be a boolean"},
+      {"{" + base + R"(, "hidden_size": 255})", absl::StatusCode::kInvalidArgument,
+       "config.json has duplicate key 'hidden_size'"},
+      {R"({"hidden_size": 250, "intermediate_size": 512, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 2048})",
+       absl::StatusCode::kInvalidArgument,
+       "config.json key 'num_attention_heads' 4 must divide hidden_size 250"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = LlamaConfigFromHfJson(c.json).status();
+    EXPECT_EQ(s.code(), c.code) << c.json << "\n" << s;
+    EXPECT_THAT(s.message(), HasSubstr(c.fragment)) << c.json;
+  }
+}
+
+}  // namespace
+}  // namespace tpserve
