@@ -1,0 +1,162 @@
+#include "coordinator/remote_executor.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "coordinator/grpc_status.h"
+
+namespace tpserve {
+namespace {
+
+namespace wpb = ::tpserve::worker::v1;
+
+absl::Status RankError(int rank, const std::string& address, const grpc::Status& s) {
+  return absl::UnavailableError(absl::StrCat("rank ", rank, " (", address, ") failed: ",
+                                             s.error_message(), " [grpc code ",
+                                             static_cast<int>(s.error_code()), "]"));
+}
+
+// Runs fn(rank, context) for every rank on its own thread. When one fails, the others'
+// calls are cancelled so that nobody waits on a dead peer; returns the first failure.
+absl::Status ForAllRanks(int world, absl::Duration timeout,
+                         const std::function<absl::Status(int, grpc::ClientContext*)>& fn) {
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts(world);
+  const auto deadline = absl::ToChronoTime(absl::Now() + timeout);
+  for (auto& c : contexts) {
+    c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(deadline);
+  }
+  absl::Mutex mu;
+  absl::Status first_error;
+  std::vector<std::thread> threads;
+  threads.reserve(world);
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      absl::Status s = fn(r, contexts[r].get());
+      if (s.ok()) return;
+      absl::MutexLock lock(&mu);
+      if (first_error.ok()) {
+        first_error = s;
+        for (int other = 0; other < world; ++other) {
+          if (other != r) contexts[other]->TryCancel();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return first_error;
+}
+
+}  // namespace
+
+RemoteExecutor::RemoteExecutor(std::vector<std::string> addresses, RemoteExecutorOptions options)
+    : addresses_(std::move(addresses)), options_(std::move(options)) {}
+
+RemoteExecutor::~RemoteExecutor() = default;
+
+absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
+    const std::vector<std::string>& addresses, const RemoteExecutorOptions& options,
+    const LoadProgressCallback& on_progress) {
+  std::unique_ptr<RemoteExecutor> exec(new RemoteExecutor(addresses, options));
+  const int world = static_cast<int>(addresses.size());
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  for (const std::string& address : addresses) {
+    exec->stubs_.push_back(wpb::Worker::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+  }
+  exec->weight_bytes_.assign(world, 0);
+  exec->kv_cache_bytes_.assign(world, 0);
+  absl::Mutex progress_mu;
+  absl::Status loaded = ForAllRanks(world, options.load_timeout, [&](int r, grpc::ClientContext* ctx) {
+    wpb::LoadRequest req;
+    req.set_rank(r);
+    req.set_world_size(world);
+    req.set_model_path(options.model_path);
+    req.set_comm_kind(world == 1 ? "single" : options.comm_kind);
+    req.set_rendezvous_dir(options.rendezvous_dir);
+    req.set_rendezvous_prefix(options.rendezvous_prefix);
+    req.set_num_kv_blocks(options.num_kv_blocks);
+    req.set_block_size_tokens(options.block_size_tokens);
+    req.set_num_threads(options.threads_per_rank);
+    req.set_collective_timeout_ms(
+        static_cast<int32_t>(absl::ToInt64Milliseconds(options.collective_timeout)));
+    ctx->set_wait_for_ready(true);  // the rank process may still be starting its server
+    auto reader = exec->stubs_[r]->Load(ctx, req);
+    wpb::LoadProgress p;
+    while (reader->Read(&p)) {
+      if (p.ready()) {
+        exec->weight_bytes_[r] = p.weight_bytes();
+        exec->kv_cache_bytes_[r] = p.kv_cache_bytes();
+      }
+      absl::MutexLock lock(&progress_mu);
+      if (on_progress) on_progress(p);
+    }
+    grpc::Status s = reader->Finish();
+    return s.ok() ? absl::OkStatus() : RankError(r, addresses[r], s);
+  });
+  if (!loaded.ok()) return loaded;
+  return exec;
+}
+
+absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChunk> chunks) {
+  wpb::StepRequest req;
+  req.set_step_id(next_step_id_++);
+  for (const ExecutorChunk& c : chunks) {
+    wpb::SequenceChunk* pc = req.add_chunks();
+    pc->set_seq_id(c.seq_id);
+    pc->mutable_token_ids()->Add(c.token_ids.begin(), c.token_ids.end());
+    pc->set_start_position(c.start_position);
+    pc->mutable_block_table()->Add(c.block_table.begin(), c.block_table.end());
+  }
+  const int world = world_size();
+  std::vector<wpb::StepResponse> responses(world);
+  absl::Status s = ForAllRanks(world, options_.step_timeout, [&](int r, grpc::ClientContext* ctx) {
+    grpc::Status st = stubs_[r]->Step(ctx, req, &responses[r]);
+    return st.ok() ? absl::OkStatus() : RankError(r, addresses_[r], st);
+  });
+  if (!s.ok()) return s;
+  StepResult result;
+  result.vocab_size = options_.vocab_size;
+  const std::string& bytes = responses[0].logits();
+  const size_t expected = chunks.size() * static_cast<size_t>(result.vocab_size) * sizeof(float);
+  if (bytes.size() != expected) {
+    return absl::InternalError(absl::StrCat("rank 0 returned ", bytes.size(),
+                                            " bytes of logits, expected ", expected));
+  }
+  result.logits.resize(bytes.size() / sizeof(float));
+  std::memcpy(result.logits.data(), bytes.data(), bytes.size());
+  result.compute_s = responses[0].compute_s();
+  result.allreduce_s = responses[0].allreduce_s();
+  return result;
+}
+
+absl::Status RemoteExecutor::Ping(absl::Duration timeout) const {
+  return ForAllRanks(world_size(), timeout, [&](int r, grpc::ClientContext* ctx) {
+    wpb::HeartbeatResponse resp;
+    grpc::Status st = stubs_[r]->Heartbeat(ctx, wpb::HeartbeatRequest(), &resp);
+    return st.ok() ? absl::OkStatus() : RankError(r, addresses_[r], st);
+  });
+}
+
+void RemoteExecutor::ShutdownRanks() {
+  ForAllRanks(world_size(), absl::Seconds(2), [&](int r, grpc::ClientContext* ctx) {
+    wpb::ShutdownResponse resp;
+    stubs_[r]->Shutdown(ctx, wpb::ShutdownRequest(), &resp);
+    return absl::OkStatus();
+  }).IgnoreError();
+}
+
+std::string RemoteExecutor::Describe() const {
+  return absl::StrCat(world_size(), " worker rank(s) over gRPC (", options_.comm_kind, "): ",
+                      absl::StrJoin(addresses_, ", "));
+}
+
+}  // namespace tpserve

@@ -1,0 +1,75 @@
+// Drives worker rank processes over the worker protocol: Load on every rank at once (with
+// progress), then one Step RPC per rank per step, all in flight together. The first rank that
+// fails or stops answering fails the step with UNAVAILABLE naming it; the other calls are
+// cancelled, so nothing waits on a dead rank.
+//
+//   TP_ASSIGN_OR_RETURN(auto exec, RemoteExecutor::Connect(addresses, options, on_progress));
+//   Engine engine(engine_options, std::move(exec), &tokenizer);
+//
+// Threading: Execute from the engine's step thread; Ping from any thread.
+#ifndef TPSERVE_COORDINATOR_REMOTE_EXECUTOR_H_
+#define TPSERVE_COORDINATOR_REMOTE_EXECUTOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/executor.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace tpserve {
+
+struct RemoteExecutorOptions {
+  std::string model_path;
+  std::string comm_kind = "gloo";
+  std::string rendezvous_dir;
+  std::string rendezvous_prefix = "tpserve";
+  int32_t num_kv_blocks = 0;
+  int32_t block_size_tokens = 16;
+  int32_t threads_per_rank = 1;
+  absl::Duration collective_timeout = absl::Seconds(5);
+  absl::Duration load_timeout = absl::Minutes(10);
+  absl::Duration step_timeout = absl::Seconds(60);
+  int64_t vocab_size = 0;
+};
+
+using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadProgress&)>;
+
+class RemoteExecutor final : public ModelExecutor {
+ public:
+  // Connects to every rank (addresses[r] serves rank r) and loads the model on all of them.
+  static absl::StatusOr<std::unique_ptr<RemoteExecutor>> Connect(
+      const std::vector<std::string>& addresses, const RemoteExecutorOptions& options,
+      const LoadProgressCallback& on_progress);
+  ~RemoteExecutor() override;
+
+  absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override;
+  int64_t vocab_size() const override { return options_.vocab_size; }
+  std::string Describe() const override;
+
+  // OK when every rank answers a heartbeat within `timeout`; UNAVAILABLE naming the first
+  // that does not.
+  absl::Status Ping(absl::Duration timeout) const;
+  // Asks every rank to exit (best effort).
+  void ShutdownRanks();
+  int world_size() const { return static_cast<int>(stubs_.size()); }
+  int64_t weight_bytes(int rank) const { return weight_bytes_.at(rank); }
+  int64_t kv_cache_bytes(int rank) const { return kv_cache_bytes_.at(rank); }
+
+ private:
+  RemoteExecutor(std::vector<std::string> addresses, RemoteExecutorOptions options);
+
+  const std::vector<std::string> addresses_;
+  const RemoteExecutorOptions options_;
+  std::vector<std::unique_ptr<tpserve::worker::v1::Worker::Stub>> stubs_;
+  std::vector<int64_t> weight_bytes_;
+  std::vector<int64_t> kv_cache_bytes_;
+  int64_t next_step_id_ = 1;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_COORDINATOR_REMOTE_EXECUTOR_H_

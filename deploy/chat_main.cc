@@ -1,0 +1,137 @@
+// Terminal chat with a model on the CPU backend: tokens print as they are made, and each answer
+// ends with its token counts, time to first token and decode speed.
+//
+//   bazel run //deploy:chat -- --model=$HOME/.cache/tpserve/SmolLM2-135M-Instruct.Q4_1.gguf
+//   bazel run //deploy:chat -- --model=... --prompt="What is 2+2?"   # one answer, then exit
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "coordinator/engine.h"
+#include "coordinator/model_bundle.h"
+#include "coordinator/validation.h"
+#include "worker/local_executor.h"
+
+ABSL_FLAG(std::string, model, "", "a .gguf file or a Hugging Face model directory");
+ABSL_FLAG(std::string, prompt, "", "answer this one message and exit (default: interactive)");
+ABSL_FLAG(std::string, system, "", "system message (default: the template's own)");
+ABSL_FLAG(int, threads, 0, "CPU threads (default: all cores)");
+ABSL_FLAG(int, tp, 1, "tensor-parallel ranks inside this process");
+ABSL_FLAG(int, max_new_tokens, 256, "most tokens per answer");
+ABSL_FLAG(double, temperature, 0.0, "0 = greedy");
+ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass, (0, 1]");
+ABSL_FLAG(int, top_k, 0, "0 = off");
+ABSL_FLAG(double, repetition_penalty, 1.1, "1 = off");
+ABSL_FLAG(int64_t, seed, 0, "sampling seed");
+ABSL_FLAG(int, context, 2048, "context window of this session, tokens");
+
+namespace tpserve {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "chat: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int Main() {
+  const std::string path = absl::GetFlag(FLAGS_model);
+  if (path.empty()) return Fail(absl::InvalidArgumentError("--model is required"));
+  absl::StatusOr<ModelBundle> bundle = LoadModelBundle(path);
+  if (!bundle.ok()) return Fail(bundle.status());
+
+  const int threads = absl::GetFlag(FLAGS_threads) > 0
+                          ? absl::GetFlag(FLAGS_threads)
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t context =
+      std::min<int64_t>(absl::GetFlag(FLAGS_context), bundle->files.config.max_context_tokens);
+  LocalExecutorOptions exec_options;
+  exec_options.tp_degree = absl::GetFlag(FLAGS_tp);
+  exec_options.threads_per_rank = std::max(1, threads / exec_options.tp_degree);
+  exec_options.block_size_tokens = 16;
+  exec_options.num_kv_blocks = (context + 15) / 16;
+  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
+      LocalExecutor::Create(bundle->files.config, bundle->files.weights, exec_options);
+  if (!exec.ok()) return Fail(exec.status());
+  std::fprintf(stderr, "chat: %s, %s, %s\n", bundle->files.config.name.c_str(),
+               bundle->files.weight_format.c_str(), (*exec)->Describe().c_str());
+
+  EngineOptions engine_options;
+  engine_options.num_kv_blocks = static_cast<int32_t>(exec_options.num_kv_blocks);
+  engine_options.block_size_tokens = 16;
+  engine_options.context_length = context;
+  engine_options.eos_token_ids = bundle->EosTokenIds();
+  Engine engine(engine_options, *std::move(exec), &*bundle->tokenizer);
+
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  sampling.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
+  sampling.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
+  if (absl::Status s = ValidateSamplingParams(sampling, bundle->files.config.vocab_size); !s.ok()) {
+    return Fail(s);
+  }
+
+  std::vector<ChatMessage> messages;
+  if (!absl::GetFlag(FLAGS_system).empty()) messages.push_back({"system", absl::GetFlag(FLAGS_system)});
+  const bool one_shot = !absl::GetFlag(FLAGS_prompt).empty();
+  std::string line;
+  while (true) {
+    if (one_shot) {
+      line = absl::GetFlag(FLAGS_prompt);
+    } else {
+      std::fprintf(stderr, "> ");
+      if (!std::getline(std::cin, line)) break;
+      if (line.empty()) continue;
+    }
+    messages.push_back({"user", line});
+    absl::StatusOr<std::vector<int32_t>> prompt = bundle->EncodeChat(messages);
+    if (!prompt.ok()) return Fail(prompt.status());
+    ModelLimits limits;
+    limits.context_length = context;
+    absl::StatusOr<int32_t> max_new =
+        CheckContextWindow(static_cast<int64_t>(prompt->size()),
+                           absl::GetFlag(FLAGS_max_new_tokens), limits);
+    if (!max_new.ok()) return Fail(max_new.status());
+
+    GenerationRequest request;
+    request.prompt_ids = *prompt;
+    request.sampling = sampling;
+    request.stop.max_new_tokens = *max_new;
+    std::string answer;
+    GenerationEvent last;
+    absl::StatusOr<int64_t> id = engine.Submit(request, [&](GenerationEvent e) {
+      std::fputs(e.text.c_str(), stdout);
+      std::fflush(stdout);
+      answer += e.text;
+      if (e.finish != FinishReason::kNone) last = std::move(e);
+    });
+    if (!id.ok()) return Fail(id.status());
+    while (engine.Step()) {
+    }
+    if (last.finish == FinishReason::kError) return Fail(last.error);
+    const Usage& u = last.usage;
+    const double decode_tps =
+        u.decode_time_s > 0 ? (u.completion_tokens - 1) / u.decode_time_s : 0.0;
+    std::fprintf(stderr, "\n[prompt %d tokens, output %d tokens, first token %.3f s, decode %.1f tokens/s]\n",
+                 u.prompt_tokens, u.completion_tokens, u.time_to_first_token_s, decode_tps);
+    messages.push_back({"assistant", answer});
+    if (one_shot) break;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Chat with a model in the terminal (CPU backend).");
+  absl::ParseCommandLine(argc, argv);
+  return tpserve::Main();
+}

@@ -1,0 +1,40 @@
+// Streams an answer from a running tpserve cluster.
+//
+//   bazel run //deploy:client -- "What is tensor parallelism?"
+//   bazel run //deploy:client -- --address=127.0.0.1:50051 --max_new_tokens=64 "Hello"
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_join.h"
+#include "deploy/stream_client.h"
+
+ABSL_FLAG(std::string, address, "127.0.0.1:50051", "the cluster's public API");
+ABSL_FLAG(int, max_new_tokens, 256, "most tokens to generate");
+ABSL_FLAG(double, temperature, 0.0, "0 = greedy");
+ABSL_FLAG(std::string, system, "", "system message");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("tpserve client: client [flags] \"your question\"");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) {
+    std::fprintf(stderr, "client: give the question as an argument\n");
+    return 2;
+  }
+  const std::string question =
+      absl::StrJoin(std::vector<std::string>(args.begin() + 1, args.end()), " ");
+  tpserve::StreamClientOptions options;
+  options.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  options.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  options.system = absl::GetFlag(FLAGS_system);
+  absl::Status s = tpserve::StreamChat(absl::GetFlag(FLAGS_address), question, options, stdout);
+  if (!s.ok()) {
+    std::fprintf(stderr, "client: %s (%s)\n", std::string(s.message()).c_str(),
+                 absl::StatusCodeToString(s.code()).c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,121 @@
+#include "deploy/cluster_plan.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "planner/gpu_spec.h"
+#include "planner/weight_formats.h"
+
+namespace tpserve {
+namespace {
+
+constexpr char kBundledModel[] = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// Sizing memory needs no speeds; the plan still wants them for its time estimates, which a
+// launch does not print. (docs/PERFORMANCE.md has this host's measured figures.)
+constexpr double kTimeOnlyBandwidth = 10e9;
+constexpr double kTimeOnlyFlops = 100e9;
+
+absl::StatusOr<WeightFormats> FormatsOf(const ModelFiles& files) {
+  if (files.gguf != nullptr) {
+    std::vector<NamedTensorType> tensors;
+    for (const GgufTensorInfo& t : files.gguf->tensor_infos()) {
+      absl::StatusOr<TensorView> view = files.gguf->Find(t.name);
+      if (view.ok()) tensors.push_back({t.name, std::string(DTypeName(view->dtype))});
+    }
+    return WeightFormatsFromTensorTypes(tensors, files.config.tie_word_embeddings);
+  }
+  // Hugging Face checkpoints: everything in the dominant dtype ("safetensors:BF16" -> bf16).
+  std::string dtype = files.weight_format.substr(files.weight_format.find(':') + 1);
+  for (char& c : dtype) c = static_cast<char>(std::tolower(c));
+  if (dtype == "f16") dtype = "fp16";
+  return WeightFormatsPreset(dtype);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
+  if (name == "smollm2" || name == "smollm2-135m") {
+    const char* dir = std::getenv("TPSERVE_MODEL_DIR");
+    const char* home = std::getenv("HOME");
+    const std::string path = dir != nullptr ? absl::StrCat(dir, "/", kBundledModel)
+                                            : absl::StrCat(home ? home : ".", "/.cache/tpserve/",
+                                                           kBundledModel);
+    if (!std::filesystem::exists(path)) {
+      return absl::NotFoundError(
+          absl::StrCat("the bundled model is not at ", path, ": run scripts/setup.sh"));
+    }
+    return path;
+  }
+  if (std::filesystem::exists(name)) return name;
+  if (LlamaConfigPreset(name.substr(0, name.find('-'))).ok()) {
+    return absl::NotFoundError(absl::StrCat(
+        "--model=", name, " names a model shape, not weights: pass a checkpoint path to serve it, "
+        "or plan it with `bazel run //deploy:vram -- --model=", name.substr(0, name.find('-')),
+        "`"));
+  }
+  return absl::NotFoundError(absl::StrCat("--model=", name, ": no such file or directory"));
+}
+
+absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterRequest& request) {
+  PlanInputs in;
+  in.model = files.config;
+  TP_ASSIGN_OR_RETURN(in.weights, FormatsOf(files));
+  in.kv_cache_dtype = FormatKind::kF32;
+  in.activation_dtype = FormatKind::kF32;
+  in.tp = request.ranks;
+  in.pp = 1;
+  int64_t host_bytes = request.host_memory_bytes;
+  if (host_bytes == 0) {
+    TP_ASSIGN_OR_RETURN(GpuSpec host, HostCpuSpec("/proc/meminfo", kTimeOnlyBandwidth,
+                                                  kTimeOnlyFlops));
+    host_bytes = host.memory_bytes;
+  }
+  // The ranks share the host: each plans against its share.
+  in.device = HostCpuSpecFromMemTotal(host_bytes / request.ranks, kTimeOnlyBandwidth,
+                                      kTimeOnlyFlops);
+  in.max_context_tokens = std::min(request.context_tokens, files.config.max_context_tokens);
+  in.max_tokens_per_step = request.max_tokens_per_step;
+  in.max_sequences_per_step = std::min<int64_t>(request.max_seqs, request.max_tokens_per_step);
+  in.target_concurrent_sequences = request.max_seqs;
+  in.kv_block_size_tokens = request.block_size_tokens;
+  return in;
+}
+
+absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRequest& request) {
+  TP_ASSIGN_OR_RETURN(PlanInputs inputs, CpuPlanInputs(files, request));
+  ClusterPlan plan;
+  TP_ASSIGN_OR_RETURN(plan.memory, PlanMemory(inputs));
+  const MemoryPlan& m = plan.memory;
+  if (!m.meets_target) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this configuration does not fit: ", m.verdict,
+        " (plan it with `bazel run //deploy:vram`)"));
+  }
+  // CPU ranks take the KV for the target sequences, not all of host memory.
+  plan.num_kv_blocks = static_cast<int32_t>(
+      std::min(m.num_kv_blocks, m.blocks_per_sequence * request.max_seqs));
+  plan.block_size_tokens = static_cast<int32_t>(inputs.kv_block_size_tokens);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  plan.threads_per_rank = std::max(1, cores / request.ranks);
+  plan.engine.num_kv_blocks = plan.num_kv_blocks;
+  plan.engine.block_size_tokens = plan.block_size_tokens;
+  plan.engine.context_length = inputs.max_context_tokens;
+  plan.engine.scheduler.max_num_seqs = request.max_seqs;
+  plan.engine.scheduler.max_tokens_per_step = static_cast<int32_t>(request.max_tokens_per_step);
+  const StageMemory& s = m.stages[0];
+  plan.summary = absl::StrFormat(
+      "plan: %d CPU rank(s), per rank: weights %s, step buffers %s, KV cache %d blocks x %d "
+      "tokens = %s (%d sequences of %d tokens)\n",
+      request.ranks, FormatBytes(s.weight_bytes), FormatBytes(s.activations.Total() + s.comm.Total()),
+      plan.num_kv_blocks, plan.block_size_tokens,
+      FormatBytes(int64_t{plan.num_kv_blocks} * s.kv_bytes_per_block), request.max_seqs,
+      inputs.max_context_tokens);
+  return plan;
+}
+
+}  // namespace tpserve

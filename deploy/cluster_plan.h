@@ -1,0 +1,54 @@
+// How a launch sizes itself: which model file a name means, and, from the memory plan
+// (planner/memory_plan.h) with this host as the device, how many KV blocks each rank gets.
+// A configuration the plan says cannot fit is refused with the plan's verdict.
+//
+//   TP_ASSIGN_OR_RETURN(std::string path, ResolveModelPath("smollm2"));
+//   TP_ASSIGN_OR_RETURN(ClusterPlan plan, PlanCluster(files, {.ranks = 3, ...}));
+#ifndef TPSERVE_DEPLOY_CLUSTER_PLAN_H_
+#define TPSERVE_DEPLOY_CLUSTER_PLAN_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/engine.h"
+#include "model/model_files.h"
+#include "planner/memory_plan.h"
+
+namespace tpserve {
+
+struct ClusterRequest {
+  int ranks = 1;
+  int64_t context_tokens = 4096;   // capped at the model's window
+  int max_seqs = 8;                // sequences served at once, each up to context_tokens
+  int64_t max_tokens_per_step = 512;
+  int64_t block_size_tokens = 16;
+  // The host's memory budget for all ranks together; 0 = MemTotal of /proc/meminfo.
+  int64_t host_memory_bytes = 0;
+};
+
+struct ClusterPlan {
+  MemoryPlan memory;
+  int32_t num_kv_blocks = 0;
+  int32_t block_size_tokens = 16;
+  int threads_per_rank = 1;
+  EngineOptions engine;  // everything but eos_token_ids
+  std::string summary;   // a few lines for the operator
+};
+
+// "smollm2" (the bundled model under $TPSERVE_MODEL_DIR or ~/.cache/tpserve) or a path.
+// NOT_FOUND for a preset shape with no weights (say "use //deploy:vram to plan it") or a
+// missing path.
+absl::StatusOr<std::string> ResolveModelPath(const std::string& name);
+
+// The plan for serving `files` on `request.ranks` CPU ranks of this host. FAILED_PRECONDITION
+// with the plan's verdict when the weights, buffers or KV for max_seqs do not fit.
+absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRequest& request);
+
+// The plan's inputs for CPU ranks (f32 activations and KV, weights as the checkpoint stores
+// them): shared by PlanCluster and the test that checks real allocations against the plan.
+absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterRequest& request);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_DEPLOY_CLUSTER_PLAN_H_

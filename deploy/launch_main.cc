@@ -1,0 +1,293 @@
+// Starts a tensor-parallel cluster on this machine: N worker rank processes and, in this
+// process, the coordinator (engine + public gRPC API). Shows progress while the ranks load,
+// prints the address once every rank is ready, reports any rank that dies, and on Ctrl-C or
+// SIGTERM shuts everything down (the workers also die with this process: PR_SET_PDEATHSIG).
+//
+//   bazel run //deploy:launch                          # bundled SmolLM2 on 1 CPU rank
+//   bazel run //deploy:launch -- --ranks=3 --port=50051
+//   bazel run //deploy:launch -- --gpus=8 --model=405b-fp8
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "coordinator/gateway.h"
+#include "coordinator/model_bundle.h"
+#include "coordinator/remote_executor.h"
+#include "deploy/cluster_plan.h"
+#include "deploy/stream_client.h"
+
+ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
+ABSL_FLAG(int, gpus, 0, "GPU ranks: one per GPU (needs that many CUDA devices)");
+ABSL_FLAG(std::string, model, "smollm2",
+          "a .gguf file, a Hugging Face directory, or 'smollm2' for the bundled model");
+ABSL_FLAG(std::string, listen, "127.0.0.1", "host for the public API");
+ABSL_FLAG(int, port, 50051, "port for the public API (0 = any free port)");
+ABSL_FLAG(int, threads_per_rank, 0, "CPU threads per rank (default: cores / ranks)");
+ABSL_FLAG(int, context, 4096, "context window served, tokens (capped by the model's)");
+ABSL_FLAG(int, max_seqs, 8, "sequences batched per step");
+ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
+ABSL_FLAG(std::string, ready_file, "", "write the API address here once serving (for scripts)");
+ABSL_FLAG(std::string, demo_prompt, "",
+          "once serving, stream an answer to this question through the public API");
+
+namespace tpserve {
+namespace {
+
+std::map<pid_t, int> g_rank_of_pid;  // written before the signal thread starts
+
+int Fail(const std::string& message, int code = 1) {
+  std::fprintf(stderr, "launch: %s\n", message.c_str());
+  return code;
+}
+
+std::string FindWorkerBinary(const char* argv0) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("TPSERVE_WORKER_BIN")) candidates.push_back(env);
+  candidates.push_back(absl::StrCat(argv0, ".runfiles/tpserve/worker/worker"));
+  candidates.push_back("worker/worker");  // cwd of `bazel run` is the runfiles tree
+  candidates.push_back(
+      (std::filesystem::path(argv0).parent_path() / ".." / "worker" / "worker").string());
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), X_OK) == 0) return c;
+  }
+  return "";
+}
+
+pid_t SpawnWorker(const std::string& binary, const std::string& port_file) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the launcher
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  const std::string port_flag = "--port_file=" + port_file;
+  execl(binary.c_str(), binary.c_str(), "--listen=127.0.0.1:0", port_flag.c_str(), nullptr);
+  std::fprintf(stderr, "launch: cannot run %s\n", binary.c_str());
+  _exit(127);
+}
+
+// Waits for every rank's port file; fails if a rank exits first or time runs out.
+absl::StatusOr<std::vector<std::string>> WaitForPorts(const std::vector<std::string>& files,
+                                                      const std::vector<pid_t>& pids) {
+  std::vector<std::string> addresses(files.size());
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (size_t r = 0; r < files.size(); ++r) {
+    while (true) {
+      std::ifstream in(files[r]);
+      int port = 0;
+      if (in >> port && port > 0) {
+        addresses[r] = absl::StrCat("127.0.0.1:", port);
+        break;
+      }
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        return absl::UnavailableError(absl::StrCat("rank ", r, " exited before serving"));
+      }
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("rank ", r, " did not start in 60 s"));
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  return addresses;
+}
+
+void StopChildren(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) kill(p, SIGTERM);
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  for (pid_t p : pids) {
+    while (waitpid(p, nullptr, WNOHANG) == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    if (kill(p, 0) == 0) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+  }
+}
+
+int CheckGpus(int gpus) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count < gpus) {
+    const std::string why =
+        err != cudaSuccess ? absl::StrCat("cudaGetDeviceCount failed: ", cudaGetErrorString(err))
+                           : absl::StrCat("found ", count, " CUDA device(s)");
+    return Fail(absl::StrCat("--gpus=", gpus, " needs ", gpus, " CUDA devices on this machine; ",
+                             why, ". Run on CPU ranks with --ranks=N instead."),
+                2);
+  }
+  return Fail(absl::StrCat(
+                  "found ", count, " CUDA devices, but the CUDA backend is not built yet: GPU "
+                  "ranks cannot run. Use --ranks=N for CPU ranks."),
+              2);
+}
+
+int Main(const char* argv0) {
+  if (absl::GetFlag(FLAGS_gpus) > 0) return CheckGpus(absl::GetFlag(FLAGS_gpus));
+  const int ranks = absl::GetFlag(FLAGS_ranks);
+  if (ranks < 1 || ranks > 64) {
+    return Fail(absl::StrCat("--ranks = ", ranks, " must be in [1, 64]"), 2);
+  }
+  absl::StatusOr<std::string> model_path = ResolveModelPath(absl::GetFlag(FLAGS_model));
+  if (!model_path.ok()) return Fail(std::string(model_path.status().message()), 2);
+  absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*model_path);
+  if (!bundle.ok()) return Fail(std::string(bundle.status().message()));
+
+  ClusterRequest want;
+  want.ranks = ranks;
+  want.context_tokens = absl::GetFlag(FLAGS_context);
+  want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
+  absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
+  if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
+  std::fprintf(stderr, "%s", plan->summary.c_str());
+
+  const std::string worker_bin = FindWorkerBinary(argv0);
+  if (worker_bin.empty()) return Fail("cannot find the worker binary (set TPSERVE_WORKER_BIN)");
+  const std::string run_dir =
+      absl::StrCat(std::filesystem::temp_directory_path().string(), "/tpserve-", getpid());
+  std::filesystem::create_directories(run_dir + "/rendezvous");
+
+  // Signals go to one thread (sigwait) so that no handler runs in the middle of anything.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &sigs, nullptr);
+
+  std::vector<pid_t> pids;
+  std::vector<std::string> port_files;
+  for (int r = 0; r < ranks; ++r) {
+    port_files.push_back(absl::StrCat(run_dir, "/rank", r, ".port"));
+    pids.push_back(SpawnWorker(worker_bin, port_files.back()));
+    g_rank_of_pid[pids.back()] = r;
+  }
+  std::fprintf(stderr, "launch: started %d worker rank(s) (pids", ranks);
+  for (pid_t p : pids) std::fprintf(stderr, " %d", p);
+  std::fprintf(stderr, ")\n");
+
+  absl::StatusOr<std::vector<std::string>> addresses = WaitForPorts(port_files, pids);
+  if (!addresses.ok()) {
+    StopChildren(pids);
+    return Fail(std::string(addresses.status().message()));
+  }
+  RemoteExecutorOptions exec_options;
+  exec_options.model_path = *model_path;
+  exec_options.rendezvous_dir = run_dir + "/rendezvous";
+  exec_options.rendezvous_prefix = absl::StrCat("run", getpid());
+  exec_options.num_kv_blocks = plan->num_kv_blocks;
+  exec_options.block_size_tokens = plan->block_size_tokens;
+  exec_options.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank) > 0
+                                      ? absl::GetFlag(FLAGS_threads_per_rank)
+                                      : plan->threads_per_rank;
+  exec_options.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
+  exec_options.vocab_size = bundle->files.config.vocab_size;
+  const absl::Time load_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec = RemoteExecutor::Connect(
+      *addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {
+        if (p.ready()) {
+          std::fprintf(stderr, "launch: rank %d ready: weights %.1f MiB, KV cache %.1f MiB (%.1f s)\n",
+                       p.rank(), p.weight_bytes() / 1048576.0, p.kv_cache_bytes() / 1048576.0,
+                       absl::ToDoubleSeconds(absl::Now() - load_start));
+        } else {
+          std::fprintf(stderr, "launch: rank %d loading its shard of %d layers...\n", p.rank(),
+                       p.num_layers());
+        }
+      });
+  if (!exec.ok()) {
+    StopChildren(pids);
+    return Fail(std::string(exec.status().message()));
+  }
+  RemoteExecutor* remote = exec->get();
+
+  GatewayOptions options;
+  options.listen = absl::StrCat(absl::GetFlag(FLAGS_listen), ":", absl::GetFlag(FLAGS_port));
+  options.engine = plan->engine;
+  options.engine.eos_token_ids = bundle->EosTokenIds();
+  options.info.name = bundle->files.config.name;
+  options.info.weight_format = bundle->files.weight_format;
+  options.info.tensor_parallel_degree = ranks;
+  options.info.num_parameters = bundle->files.config.NumParameters();
+  options.info.kv_cache_tokens = int64_t{plan->num_kv_blocks} * plan->block_size_tokens;
+  options.ranks_alive = [remote] { return remote->Ping(absl::Seconds(1)); };
+  absl::StatusOr<std::unique_ptr<Gateway>> gateway =
+      Gateway::Start(&*bundle, *std::move(exec), options);
+  if (!gateway.ok()) {
+    StopChildren(pids);
+    return Fail(std::string(gateway.status().message()));
+  }
+  std::printf("tpserve: serving %s on %s (tpserve.v1.TpServe, %d rank(s))\n",
+              bundle->files.config.name.c_str(), (*gateway)->address().c_str(), ranks);
+  std::fflush(stdout);
+  if (!absl::GetFlag(FLAGS_ready_file).empty()) {
+    const std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
+    std::ofstream(tmp) << (*gateway)->address() << "\n";
+    std::rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());
+  }
+  std::thread demo;
+  if (!absl::GetFlag(FLAGS_demo_prompt).empty()) {
+    demo = std::thread([address = (*gateway)->address()] {
+      StreamClientOptions demo_options;
+      demo_options.max_new_tokens = 128;
+      absl::Status s = StreamChat(address, absl::GetFlag(FLAGS_demo_prompt), demo_options, stdout);
+      if (!s.ok()) std::fprintf(stderr, "launch: demo request failed: %s\n", std::string(s.message()).c_str());
+    });
+  }
+
+  int exit_code = 0;
+  while (true) {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (sig == SIGCHLD) {
+      int status = 0;
+      pid_t pid;
+      while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        const int rank = g_rank_of_pid.count(pid) ? g_rank_of_pid[pid] : -1;
+        const std::string how = WIFSIGNALED(status)
+                                    ? absl::StrCat("was killed by signal ", WTERMSIG(status))
+                                    : absl::StrCat("exited with status ", WEXITSTATUS(status));
+        std::fprintf(stderr, "launch: rank %d (pid %d) %s; the cluster is NOT_SERVING\n", rank,
+                     pid, how.c_str());
+        pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
+        exit_code = 1;
+      }
+      continue;
+    }
+    std::fprintf(stderr, "launch: %s, shutting down\n", sig == SIGINT ? "interrupted" : "terminated");
+    break;
+  }
+  (*gateway)->Shutdown();  // ends any open stream, the demo's too
+  if (demo.joinable()) demo.join();
+  StopChildren(pids);
+  std::error_code ec;
+  std::filesystem::remove_all(run_dir, ec);
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Launch a tensor-parallel tpserve cluster on this machine.");
+  absl::ParseCommandLine(argc, argv);
+  return tpserve::Main(argv[0]);
+}
