@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Main job: set up what is missing, then chat with the bundled model in the terminal.
-# Extra arguments go to the chat program (e.g. --prompt="..." for one answer, --threads=2).
+# Main job: set up what is missing, then launch the cluster (coordinator + CPU worker ranks) on
+# the bundled SmolLM2 model, stream a first answer through the public gRPC API, and keep
+# serving until Ctrl-C. Extra arguments go to the launcher (e.g. --ranks=3 --port=50051).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-model="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}/SmolLM2-135M-Instruct.Q4_1.gguf"
-exec bazel run //deploy:chat -- --model="$model" "$@"
+exec bazel run //deploy:launch -- --demo_prompt="Hello! What can you help me with?" "$@"
