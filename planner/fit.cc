@@ -84,7 +84,7 @@ std::optional<Suggestion> Int4Weights(const PlanInputs& base) {
 }  // namespace
 
 absl::StatusOr<int64_t> WeightsOnlyMinGpus(const PlanInputs& inputs) {
-  TP_ASSIGN_OR_RETURN(ShardingPlan whole, PlanSharding(inputs.model, inputs.weights, 1, 1));
+  TP_ASSIGN_OR_RETURN(ShardingTable whole, PlanSharding(inputs.model, inputs.weights, 1, 1));
   const GpuSpec& d = inputs.device;
   const int64_t reserve = inputs.runtime_reserve_bytes.value_or(d.runtime_reserve_bytes);
   const double safety = inputs.safety_fraction.value_or(d.safety_fraction);

@@ -51,7 +51,7 @@ TEST(GgufGoldenTest, PerRoleBytesEqualTheFile) {
   for (const auto& t : g["tensors"]) {
     file_bytes[*TensorRoleFromGgufName(t["name"].get<std::string>())] += t["nbytes"].get<int64_t>();
   }
-  absl::StatusOr<ShardingPlan> plan = PlanSharding(SmolLM2_135M(), *formats, 1, 1);
+  absl::StatusOr<ShardingTable> plan = PlanSharding(SmolLM2_135M(), *formats, 1, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   for (const RoleShard& r : plan->stages[0].roles) {
     SCOPED_TRACE(std::string(TensorRoleName(r.role)));
@@ -65,7 +65,7 @@ TEST(GgufGoldenTest, PerRoleBytesEqualTheFile) {
 TEST(GgufGoldenTest, ThreeRanksSplitTheFileExactly) {
   const nlohmann::json g = Golden();
   const WeightFormats formats = *WeightFormatsFromTensorTypes(TensorTypes(g), true);
-  absl::StatusOr<ShardingPlan> plan = PlanSharding(SmolLM2_135M(), formats, 3, 1);
+  absl::StatusOr<ShardingTable> plan = PlanSharding(SmolLM2_135M(), formats, 3, 1);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // 49152 rows split 3 ways: no padding; the 61 f32 norms of 576 values are on every rank.
   EXPECT_EQ(plan->padding_bytes, 0);

@@ -63,7 +63,7 @@ absl::Status ValidateInputs(const PlanInputs& in) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-StageMemory FixedStageMemory(const PlanInputs& in, const ShardingPlan& shards, int stage) {
+StageMemory FixedStageMemory(const PlanInputs& in, const ShardingTable& shards, int stage) {
   StageMemory m;
   m.stage = stage;
   m.device_bytes = in.device.memory_bytes;

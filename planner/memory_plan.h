@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "model/config.h"
 #include "planner/gpu_spec.h"
-#include "planner/sharding_plan.h"
+#include "planner/sharding_table.h"
 #include "planner/tensor_format.h"
 #include "planner/weight_formats.h"
 
@@ -96,7 +96,7 @@ struct StageMemory {
 
 struct MemoryPlan {
   PlanInputs inputs;
-  ShardingPlan sharding;
+  ShardingTable sharding;
   std::vector<StageMemory> stages;
   int64_t num_ranks = 1;
   int64_t num_kv_blocks = 0;             // min over stages; what the block manager gets

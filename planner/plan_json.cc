@@ -130,7 +130,7 @@ json RooflineJson(const Roofline& r) {
 json PlanCore(const MemoryPlan& plan) {
   json stages = json::array();
   for (const StageMemory& m : plan.stages) stages.push_back(StageJson(plan, m));
-  const ShardingPlan& s = plan.sharding;
+  const ShardingTable& s = plan.sharding;
   return {{"inputs", InputsJson(plan.inputs)},
           {"device", DeviceJson(plan.inputs)},
           {"num_ranks", plan.num_ranks},

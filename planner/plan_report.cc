@@ -200,7 +200,7 @@ std::string WithThousands(int64_t value) {
 std::string RenderPlanTable(const MemoryPlan& plan, const Roofline& roofline) {
   std::string out = Header(plan);
   for (const StageMemory& m : plan.stages) out += StageBlock(plan, m);
-  const ShardingPlan& s = plan.sharding;
+  const ShardingTable& s = plan.sharding;
   absl::StrAppendFormat(
       &out, "CAPACITY  %d KV blocks = %s tokens = %d sequences of %s tokens (target %d)\n",
       plan.num_kv_blocks, WithThousands(plan.kv_token_capacity), plan.max_concurrent_sequences,

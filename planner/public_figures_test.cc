@@ -28,7 +28,7 @@ int64_t Checkpoint(const LlamaConfig& model, const char* weights) {
 }
 
 int64_t ProjectionBytes(const LlamaConfig& model, const char* weights) {
-  const ShardingPlan p = *PlanSharding(model, *WeightFormatsPreset(weights), 1, 1);
+  const ShardingTable p = *PlanSharding(model, *WeightFormatsPreset(weights), 1, 1);
   int64_t bytes = 0;
   for (const RoleShard& r : p.stages[0].roles) {
     if (!IsNormRole(r.role) && r.role != TensorRole::kEmbedding && r.role != TensorRole::kLmHead) {

@@ -1,4 +1,4 @@
-#include "planner/sharding_plan.h"
+#include "planner/sharding_table.h"
 
 #include <numeric>
 #include <string>
@@ -241,17 +241,17 @@ const RoleShard* StageShards::Find(TensorRole role) const {
   return nullptr;
 }
 
-int64_t ShardingPlan::MaxWeightBytesPerRank() const {
+int64_t ShardingTable::MaxWeightBytesPerRank() const {
   int64_t max_bytes = 0;
   for (const StageShards& s : stages) max_bytes = std::max(max_bytes, s.weight_bytes_per_rank);
   return max_bytes;
 }
 
-int64_t ShardingPlan::AllRanksWeightBytes() const {
+int64_t ShardingTable::AllRanksWeightBytes() const {
   return checkpoint_bytes + padding_bytes + replica_bytes;
 }
 
-absl::StatusOr<ShardingPlan> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
                                           int tp, int pp) {
   TP_RETURN_IF_ERROR(config.Validate());
   TP_RETURN_IF_ERROR(formats.Validate());
@@ -265,7 +265,7 @@ absl::StatusOr<ShardingPlan> PlanSharding(const LlamaConfig& config, const Weigh
         StrCat(aligned.message(), "; tensor-parallel degrees that keep every block on one rank: ",
                ok_degrees.empty() ? "none" : absl::StrJoin(ok_degrees, ", ")));
   }
-  ShardingPlan plan;
+  ShardingTable plan;
   plan.tp = tp;
   plan.pp = pp;
   plan.vocab_padded = PaddedVocab(config, formats, tp);

@@ -1,8 +1,8 @@
-// The Megatron sharding table for a Llama model, and the exact weight bytes each rank holds.
-// The one owner of sharding decisions: loaders slice tensors by LocalShape, the memory plan
-// counts bytes from the same table.
+// The Megatron sharding table for a Llama model, and the exact weight bytes each rank holds:
+// the byte accounting of the split that worker/sharding_plan.h makes when a rank loads its
+// slices (deploy/plan_vs_engine_test.cc checks the two agree byte for byte on a real model).
 //
-//   TP_ASSIGN_OR_RETURN(ShardingPlan shards, PlanSharding(config, formats, /*tp=*/8, /*pp=*/1));
+//   TP_ASSIGN_OR_RETURN(ShardingTable shards, PlanSharding(config, formats, /*tp=*/8, /*pp=*/1));
 //   int64_t per_rank = shards.stages[0].weight_bytes_per_rank;
 //
 // Table (a linear weight is [rows = out, cols = in]):
@@ -68,7 +68,7 @@ struct StageShards {
   const RoleShard* Find(TensorRole role) const;
 };
 
-struct ShardingPlan {
+struct ShardingTable {
   int tp = 1;
   int pp = 1;
   int64_t vocab_padded = 0;  // rows of embedding / LM head across the tp ranks
@@ -84,7 +84,7 @@ struct ShardingPlan {
 
 // INVALID_ARGUMENT when the config is inconsistent, the parallelism is invalid, or a split
 // cuts through a quantization group/block/tile (naming tensor, dims, block, valid tp degrees).
-absl::StatusOr<ShardingPlan> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
                                           int tp, int pp);
 
 }  // namespace tpserve

@@ -1,4 +1,4 @@
-#include "planner/sharding_plan.h"
+#include "planner/sharding_table.h"
 
 #include <tuple>
 
@@ -50,7 +50,7 @@ TEST(ShardingPlanTest, InvalidTpNamesHeadsAndValidDegrees) {
 }
 
 TEST(ShardingPlanTest, HeadsSplitWholeAndGqaGroupsKept) {
-  ShardingPlan p = *PlanSharding(Llama31_405B(), Preset("fp8"), 8, 1);
+  ShardingTable p = *PlanSharding(Llama31_405B(), Preset("fp8"), 8, 1);
   const StageShards& s = p.stages[0];
   EXPECT_EQ(s.Find(TensorRole::kQ)->local_shape, (std::array<int64_t, 2>{16 * 128, 16384}));
   EXPECT_EQ(s.Find(TensorRole::kK)->local_shape, (std::array<int64_t, 2>{1 * 128, 16384}));
@@ -72,8 +72,8 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
   for (const auto& [config, format, tp, pp] : cases) {
     SCOPED_TRACE(config.name + " " + format + " tp=" + std::to_string(tp) +
                  " pp=" + std::to_string(pp));
-    absl::StatusOr<ShardingPlan> whole = PlanSharding(config, Preset(format), 1, 1);
-    absl::StatusOr<ShardingPlan> split = PlanSharding(config, Preset(format), tp, pp);
+    absl::StatusOr<ShardingTable> whole = PlanSharding(config, Preset(format), 1, 1);
+    absl::StatusOr<ShardingTable> split = PlanSharding(config, Preset(format), tp, pp);
     ASSERT_TRUE(whole.ok()) << whole.status();
     ASSERT_TRUE(split.ok()) << split.status();
     int64_t all_ranks = 0;
@@ -87,7 +87,7 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
 
 TEST(ShardingPlanTest, VocabPaddedToMultipleOfTpAndPaddingCounted) {
   // 32001 rows at tp=4 -> 32004; 3 padding rows of 768 bf16 values, embedding and LM head.
-  ShardingPlan p = *PlanSharding(Width768(), Preset("bf16"), 4, 1);
+  ShardingTable p = *PlanSharding(Width768(), Preset("bf16"), 4, 1);
   EXPECT_EQ(p.vocab_padded, 32004);
   EXPECT_EQ(p.padding_bytes, 2 * 3 * 768 * 2);
   EXPECT_EQ(p.stages[0].Find(TensorRole::kLmHead)->local_shape[0], 8001);
@@ -96,21 +96,21 @@ TEST(ShardingPlanTest, VocabPaddedToMultipleOfTpAndPaddingCounted) {
 TEST(ShardingPlanTest, ReplicatedNormsAndPerChannelScalesCounted) {
   // 405B, tp=8: every rank holds all 2*126+1 norms (16384 bf16 values) and, for the
   // row-parallel o and down, the fp32 scale of every one of their 16384 output rows.
-  ShardingPlan p = *PlanSharding(Llama31_405B(), Preset("fp8"), 8, 1);
+  ShardingTable p = *PlanSharding(Llama31_405B(), Preset("fp8"), 8, 1);
   const int64_t norms = (2 * 126 + 1) * int64_t{16384} * 2;
   const int64_t scales = 2 * 126 * int64_t{16384} * 4;
   EXPECT_EQ(p.replica_bytes, 7 * (norms + scales));
 }
 
 TEST(ShardingPlanTest, TiedLmHeadSharesOrCopiesTheEmbedding) {
-  ShardingPlan one = *PlanSharding(SmolLM2_135M(), Preset("q8_0"), 1, 1);
+  ShardingTable one = *PlanSharding(SmolLM2_135M(), Preset("q8_0"), 1, 1);
   const RoleShard* head = one.stages[0].Find(TensorRole::kLmHead);
   ASSERT_NE(head, nullptr);
   EXPECT_TRUE(head->tied_to_embedding);
   EXPECT_EQ(head->bytes_per_rank, 0);
 
   // Two stages: the last one needs its own copy (49152 x 576 in q8_0 = 30,081,024 bytes).
-  ShardingPlan two = *PlanSharding(SmolLM2_135M(), Preset("q8_0"), 1, 2);
+  ShardingTable two = *PlanSharding(SmolLM2_135M(), Preset("q8_0"), 1, 2);
   EXPECT_EQ(two.stages[0].Find(TensorRole::kLmHead), nullptr);
   EXPECT_EQ(two.stages[1].Find(TensorRole::kEmbedding), nullptr);
   EXPECT_EQ(two.stages[1].Find(TensorRole::kLmHead)->bytes_per_rank, 30081024);
