@@ -1,0 +1,137 @@
+// Prefill and decode throughput of SmolLM2 on the CPU backend, at batch 1, for each thread
+// count given. Not a test: timings are only printed (see docs/PERFORMANCE.md and
+// bench/run_bench.sh, which also runs llama.cpp on the same file and settings).
+//
+//   bazel run //bench:model_bench -- --threads=1,2 --prompt_tokens=512 --decode_tokens=64
+//
+// The prompt is a fixed pseudo-random id sequence (the same formula as llama_cpp_bench.py),
+// decode feeds back the greedy token. Each figure is the best of --repeats runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "formats/gguf.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/config.h"
+#include "worker/comm/communicator.h"
+#include "worker/generate.h"
+#include "worker/llama_model.h"
+
+ABSL_FLAG(std::string, model, "",
+          "GGUF path (default $TPSERVE_MODEL_DIR or ~/.cache/tpserve, SmolLM2 Q4_1)");
+ABSL_FLAG(std::string, threads, "1,2", "comma-separated thread counts");
+ABSL_FLAG(int64_t, prompt_tokens, 512, "prefill length");
+ABSL_FLAG(int64_t, decode_tokens, 64, "tokens decoded after the prompt");
+ABSL_FLAG(int, repeats, 3, "runs per figure; the best is reported");
+
+namespace tpserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string DefaultModelPath() {
+  const char* dir = std::getenv("TPSERVE_MODEL_DIR");
+  const char* home = std::getenv("HOME");
+  const std::string base =
+      dir != nullptr ? dir : std::string(home ? home : ".") + "/.cache/tpserve";
+  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct Figures {
+  double prefill_tokens_per_s = 0;
+  double decode_tokens_per_s = 0;
+};
+
+absl::StatusOr<Figures> RunOnce(LlamaModel& model, const std::vector<int32_t>& prompt,
+                                int64_t decode_tokens) {
+  const int64_t total = static_cast<int64_t>(prompt.size()) + decode_tokens;
+  const int64_t block = 16;
+  auto cache = KvCache::Create(model.KvShape((total + block - 1) / block, block));
+  if (!cache.ok()) return cache.status();
+  std::vector<int32_t> table((total + block - 1) / block);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  std::vector<float> logits(model.config().vocab_size);
+
+  const Clock::time_point t0 = Clock::now();
+  StepBatch prefill;
+  prefill.sequences.push_back({prompt, 0, table, false});
+  if (absl::Status s = model.Forward(prefill, cache->get(), logits.data()); !s.ok()) return s;
+  const Clock::time_point t1 = Clock::now();
+  for (int64_t i = 0; i < decode_tokens; ++i) {
+    StepBatch step;
+    step.sequences.push_back(
+        {{ArgMax(logits)}, static_cast<int64_t>(prompt.size()) + i, table, false});
+    if (absl::Status s = model.Forward(step, cache->get(), logits.data()); !s.ok()) return s;
+  }
+  const Clock::time_point t2 = Clock::now();
+  return Figures{prompt.size() / Seconds(t0, t1), decode_tokens / Seconds(t1, t2)};
+}
+
+int Main() {
+  std::string path = absl::GetFlag(FLAGS_model);
+  if (path.empty()) path = DefaultModelPath();
+  auto gguf = GgufFile::Open(path);
+  if (!gguf.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(gguf.status().message()).c_str());
+    return 1;
+  }
+  auto config = LlamaConfigFromGguf(**gguf);
+  if (!config.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
+    return 1;
+  }
+  const int64_t prompt_len = absl::GetFlag(FLAGS_prompt_tokens);
+  std::vector<int32_t> prompt(prompt_len);
+  for (int64_t i = 0; i < prompt_len; ++i) {
+    prompt[i] = static_cast<int32_t>((i * 7919 + 13) % config->vocab_size);
+  }
+  for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_threads), ',')) {
+    int threads = 0;
+    if (!absl::SimpleAtoi(t, &threads) || threads < 1) {
+      std::fprintf(stderr, "bad --threads entry\n");
+      return 1;
+    }
+    CpuBackend backend(CpuBackendOptions{.num_threads = threads});
+    SingleRankCommunicator comm;
+    auto model = LlamaModel::Load(*config, **gguf, {0, 1}, &backend, &comm,
+                                  LlamaLoadOptions{std::max<int64_t>(prompt_len, 1)});
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+      return 1;
+    }
+    Figures best;
+    for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+      auto f = RunOnce(**model, prompt, absl::GetFlag(FLAGS_decode_tokens));
+      if (!f.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(f.status().message()).c_str());
+        return 1;
+      }
+      best.prefill_tokens_per_s = std::max(best.prefill_tokens_per_s, f->prefill_tokens_per_s);
+      best.decode_tokens_per_s = std::max(best.decode_tokens_per_s, f->decode_tokens_per_s);
+    }
+    std::printf("tpserve   %-10s threads=%d prompt=%lld prefill_tok_s=%.1f decode_tok_s=%.1f\n",
+                std::string(backend.name()).c_str(), threads,
+                static_cast<long long>(prompt_len), best.prefill_tokens_per_s,
+                best.decode_tokens_per_s);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return tpserve::Main();
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the tpserve and llama.cpp benchmarks back to back on the same model and settings and
+# prints the machine, so the figures can go into docs/PERFORMANCE.md as they are.
+#   bash bench/run_bench.sh [--threads=1,2] [--prompt_tokens=512] [--decode_tokens=64]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=1,2; prompt=512; decode=64
+for arg in "$@"; do
+  case "$arg" in
+    --threads=*) threads="${arg#*=}" ;;
+    --prompt_tokens=*) prompt="${arg#*=}" ;;
+    --decode_tokens=*) decode="${arg#*=}" ;;
+    *) echo "unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  cpu: $(lscpu | sed -n 's/^Model name: *//p')  cores: $(nproc)  load: $(cut -d" " -f1-3 /proc/loadavg)"
+base="${TPSERVE_BAZEL_OUTPUT_BASE:-$HOME/.cache/bzl_engine}"
+# No bazel-* symlinks: other builds in this tree may own them.
+bazel --output_base="$base" build -c opt --symlink_prefix=/ //bench:model_bench >&2
+"$(bazel --output_base="$base" info -c opt bazel-bin 2>/dev/null)/bench/model_bench" --threads="$threads" --prompt_tokens="$prompt" --decode_tokens="$decode"
+python3 bench/llama_cpp_bench.py --threads "$threads" --prompt_tokens "$prompt" --decode_tokens "$decode"

@@ -1,0 +1,117 @@
+#include "kernels/cpu/cpu_attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "kernels/check.h"
+
+namespace tpserve {
+namespace {
+
+// Query rows per task: small enough to balance prefill over threads, large enough that decode
+// (one row) and short prompts make few tasks.
+constexpr int64_t kRowsPerTask = 16;
+
+// Offset in floats of (position's slot, kv head) inside one layer's pool.
+int64_t SlotOffset(const KvPoolView& pool, absl::Span<const int32_t> block_table,
+                   int64_t position, int64_t kv_head) {
+  const int64_t logical = position / pool.block_size_tokens;
+  TP_CHECK(logical < static_cast<int64_t>(block_table.size()), "block table too short");
+  const int64_t physical = block_table[logical];
+  TP_CHECK(physical >= 0 && physical < pool.num_blocks, "physical block out of range");
+  const int64_t slot = physical * pool.block_size_tokens + position % pool.block_size_tokens;
+  return (slot * pool.num_kv_heads + kv_head) * pool.head_dim;
+}
+
+}  // namespace
+
+CpuAttention::CpuAttention(const CpuKernels& kernels, ThreadPool* pool)
+    : kernels_(kernels), pool_(pool), scores_(pool->num_threads()) {}
+
+void CpuAttention::WriteKv(const float* k_new, const float* v_new,
+                           absl::Span<const AttentionSequence> seqs,
+                           const KvPoolView& pool) const {
+  const int64_t row_floats = pool.num_kv_heads * pool.head_dim;
+  for (const AttentionSequence& s : seqs) {
+    for (int64_t i = 0; i < s.num_query_tokens; ++i) {
+      const int64_t dst = SlotOffset(pool, s.block_table, s.start_position + i, 0);
+      const int64_t src = (s.first_row + i) * row_floats;
+      std::memcpy(pool.k + dst, k_new + src, row_floats * sizeof(float));
+      std::memcpy(pool.v + dst, v_new + src, row_floats * sizeof(float));
+    }
+  }
+}
+
+void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
+                           absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
+                           float* out, std::vector<float>* scores) const {
+  const AttentionSequence& s = seqs[task.seq];
+  const int64_t head_dim = pool.head_dim, bs = pool.block_size_tokens;
+  const int64_t first_head = task.kv_head * (num_heads / pool.num_kv_heads) + task.head_begin;
+  const int64_t nh = task.head_end - task.head_begin;
+  const int64_t stride = pool.num_kv_heads * head_dim;  // floats between consecutive tokens
+  const int64_t context = s.start_position + task.row_end;  // longest row's key count
+  if (static_cast<int64_t>(scores->size()) < nh * context) scores->resize(nh * context);
+  for (int64_t i = task.row_begin; i < task.row_end; ++i) {
+    const int64_t row = s.first_row + i;
+    const int64_t num_keys = s.start_position + i + 1;  // causal: positions 0..own
+    for (int64_t h0 = 0; h0 < nh; h0 += kMaxDotRows) {
+      const int nq = static_cast<int>(std::min<int64_t>(kMaxDotRows, nh - h0));
+      const float* q_heads[kMaxDotRows];
+      for (int h = 0; h < nq; ++h) {
+        q_heads[h] = q + (row * num_heads + first_head + h0 + h) * head_dim;
+      }
+      for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
+        const float* k = pool.k + SlotOffset(pool, s.block_table, t0, task.kv_head);
+        kernels_.attn_scores(q_heads, nq, k, stride, std::min(bs, num_keys - t0), head_dim, scale,
+                             scores->data() + h0 * context + t0, context);
+      }
+    }
+    for (int64_t h = 0; h < nh; ++h) {
+      float* p = scores->data() + h * context;
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t < num_keys; ++t) max_score = std::max(max_score, p[t]);
+      const float sum = kernels_.exp_sub_sum(p, num_keys, max_score);
+      float* o = out + (row * num_heads + first_head + h) * head_dim;
+      std::fill(o, o + head_dim, 0.0f);
+      for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
+        const float* v = pool.v + SlotOffset(pool, s.block_table, t0, task.kv_head);
+        kernels_.attn_accumulate(p + t0, v, stride, std::min(bs, num_keys - t0), head_dim, o);
+      }
+      kernels_.scale(1.0f / sum, head_dim, o);
+    }
+  }
+}
+
+void CpuAttention::Run(const float* q, int64_t num_heads, float scale,
+                       absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
+                       float* out) {
+  TP_CHECK(pool.num_kv_heads > 0 && num_heads % pool.num_kv_heads == 0,
+           "num_heads must be a multiple of num_kv_heads");
+  const int64_t group = num_heads / pool.num_kv_heads;
+  tasks_.clear();
+  for (int64_t s = 0; s < static_cast<int64_t>(seqs.size()); ++s) {
+    for (int64_t g = 0; g < pool.num_kv_heads; ++g) {
+      for (int64_t r = 0; r < seqs[s].num_query_tokens; r += kRowsPerTask) {
+        tasks_.push_back(
+            Task{s, g, r, std::min(seqs[s].num_query_tokens, r + kRowsPerTask), 0, group});
+      }
+    }
+  }
+  // Too few tasks to keep every thread busy: one task per query head instead.
+  if (group > 1 && static_cast<int64_t>(tasks_.size()) < 2 * pool_->num_threads()) {
+    std::vector<Task> split;
+    for (const Task& t : tasks_) {
+      for (int64_t h = 0; h < group; ++h) {
+        split.push_back(Task{t.seq, t.kv_head, t.row_begin, t.row_end, h, h + 1});
+      }
+    }
+    tasks_.swap(split);
+  }
+  pool_->ParallelFor(static_cast<int64_t>(tasks_.size()), [&](int64_t t, int thread) {
+    RunTask(tasks_[t], q, num_heads, scale, seqs, pool, out, &scores_[thread]);
+  });
+}
+
+}  // namespace tpserve

@@ -1,0 +1,56 @@
+// CPU paged attention and KV-cache writes (CpuBackend::PagedAttention / WriteKv).
+//
+//   CpuAttention attn(kernels, &pool);
+//   attn.Run(q, num_heads, 1 / sqrt(head_dim), seqs, pool_view, out);
+//
+// Work is split into tasks of (sequence, KV head, chunk of query rows); each task computes the
+// scores of all query heads sharing that KV head together, so every K/V row it reads is used
+// num_heads / num_kv_heads times. When that makes too few tasks for the threads (decode of a
+// small batch), the query heads of a group become separate tasks. Keys are visited block by
+// block through the block table, contiguous within a block.
+// Threading: not thread-safe (owns per-thread score buffers); one call at a time.
+#ifndef TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_
+#define TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace tpserve {
+
+class CpuAttention {
+ public:
+  CpuAttention(const CpuKernels& kernels, ThreadPool* pool);
+
+  // See Backend::WriteKv and Backend::PagedAttention for the contracts.
+  void WriteKv(const float* k_new, const float* v_new, absl::Span<const AttentionSequence> seqs,
+               const KvPoolView& pool) const;
+  void Run(const float* q, int64_t num_heads, float scale,
+           absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out);
+
+ private:
+  struct Task {
+    int64_t seq;
+    int64_t kv_head;
+    int64_t row_begin;   // within the sequence
+    int64_t row_end;
+    int64_t head_begin;  // query heads within the KV group
+    int64_t head_end;
+  };
+  void RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
+               absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out,
+               std::vector<float>* scores) const;
+
+  const CpuKernels& kernels_;
+  ThreadPool* pool_;
+  std::vector<std::vector<float>> scores_;  // per thread: [heads of a task, context] scores
+  std::vector<Task> tasks_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_

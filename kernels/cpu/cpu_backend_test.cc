@@ -1,0 +1,258 @@
+// Backend-parity suite in the spirit of llama.cpp's test-backend-ops: every op in aligned and
+// odd shapes and every weight type, the optimized backend (AVX2, 2 threads) against the scalar
+// reference backend (1 thread) by normalized error with a per-op threshold, and both against
+// plain f64 math. Outputs sit between guard words that must survive; results must be finite.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/quantize.h"
+#include "kernels/rope_table.h"
+
+namespace tpserve {
+namespace {
+
+constexpr uint32_t kGuardBits = 0x7FC0DEAD;  // a NaN no kernel produces
+constexpr int kGuardWords = 16;
+
+// A float buffer with guard words on both sides to catch out-of-bounds writes.
+class Guarded {
+ public:
+  explicit Guarded(int64_t n, float fill = 0.0f) : n_(n), buf_(n + 2 * kGuardWords) {
+    float guard;
+    std::memcpy(&guard, &kGuardBits, 4);
+    std::fill(buf_.begin(), buf_.end(), guard);
+    std::fill(data(), data() + n, fill);
+  }
+  float* data() { return buf_.data() + kGuardWords; }
+  std::vector<float> values() const {
+    return std::vector<float>(buf_.begin() + kGuardWords, buf_.begin() + kGuardWords + n_);
+  }
+  bool GuardsIntact() const {
+    for (int i = 0; i < kGuardWords; ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &buf_[i], 4);
+      std::memcpy(&b, &buf_[kGuardWords + n_ + i], 4);
+      if (a != kGuardBits || b != kGuardBits) return false;
+    }
+    return true;
+  }
+
+ private:
+  int64_t n_;
+  std::vector<float> buf_;
+};
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// sum((a - b)^2) / sum(b^2): the normalized error test-backend-ops uses.
+double Nmse(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return den == 0 ? num : num / den;
+}
+double Nmse(const std::vector<float>& a, const std::vector<float>& b) {
+  return Nmse(a, std::vector<double>(b.begin(), b.end()));
+}
+bool AllFinite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+class CpuBackendParityTest : public ::testing::Test {
+ protected:
+  CpuBackendParityTest()
+      : ref_(CpuBackendOptions{.num_threads = 1, .isa = CpuIsa::kScalar}),
+        opt_(CpuBackendOptions{.num_threads = 2, .isa = DetectCpuIsa()}) {}
+  CpuBackend ref_;
+  CpuBackend opt_;
+};
+
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3,
+                               DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
+
+// Optimized vs reference: same arithmetic up to summation order. Against f64 on the
+// dequantized weights, relative to the squared products: float types only see summation
+// error; quantized types also carry the 8-bit activation rounding, whose relative variance is
+// about (max|x| / 127)^2 / 12 / E[x^2] ~ 3e-5 for Gaussian blocks of 32.
+double MatMulThresholdVsF64(DType t) { return BlockElems(t) > 1 ? 2e-4 : 1e-9; }
+
+TEST_F(CpuBackendParityTest, MatMulEveryTypeAndShape) {
+  for (DType t : kAllTypes) {
+    ASSERT_TRUE(opt_.SupportsWeightType(t)) << DTypeName(t);
+    for (int64_t k : {32, 64, 96, 576, 1536}) {
+      for (int64_t n : {1, 5, 31, 192}) {
+        const std::vector<float> w = Random(n * k, 1000 + k + n, 0.2f);
+        const std::vector<uint8_t> wq = QuantizeMatrix(t, w.data(), n, k);
+        const WeightMatrix wm{t, wq.data(), n, k, RowBytes(t, k).value()};
+        std::vector<float> wd(n * k);  // what the kernels should see: dequantized weights
+        for (int64_t r = 0; r < n; ++r) {
+          DequantizeRow(t, wq.data() + r * wm.row_bytes, wd.data() + r * k, k);
+        }
+        for (int64_t m : {1, 3, 7, 64, 129}) {
+          const std::vector<float> x = Random(m * k, 7 * m + k);
+          Guarded y_ref(m * n), y_opt(m * n);
+          ref_.MatMul(x.data(), m, wm, y_ref.data());
+          opt_.MatMul(x.data(), m, wm, y_opt.data());
+          // exact: f64 products; magnitude: sum of squared products, the scale that rounding
+          // errors of the inputs grow with (unlike the dot itself, which may cancel to ~0).
+          std::vector<double> exact(m * n, 0.0);
+          double magnitude = 0.0;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              for (int64_t c = 0; c < k; ++c) {
+                const double p = double{x[i * k + c]} * wd[j * k + c];
+                exact[i * n + j] += p;
+                magnitude += p * p;
+              }
+            }
+          }
+          const std::string where = std::string(DTypeName(t)) + " m=" + std::to_string(m) +
+                                    " k=" + std::to_string(k) + " n=" + std::to_string(n);
+          ASSERT_TRUE(y_ref.GuardsIntact() && y_opt.GuardsIntact()) << where;
+          ASSERT_TRUE(AllFinite(y_opt.values())) << where;
+          EXPECT_LT(Nmse(y_opt.values(), y_ref.values()), 1e-10) << where;
+          const std::vector<float> got = y_ref.values();
+          double err = 0.0;
+          for (int64_t i = 0; i < m * n; ++i) err += (got[i] - exact[i]) * (got[i] - exact[i]);
+          EXPECT_LT(err / magnitude, MatMulThresholdVsF64(t)) << where;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CpuBackendParityTest, MatMulHonoursRowStride) {
+  const int64_t n = 5, k = 64;
+  const std::vector<float> w = Random(n * k, 3);
+  const int64_t packed = RowBytes(DType::kQ4_1, k).value();
+  const std::vector<uint8_t> wq = QuantizeMatrix(DType::kQ4_1, w.data(), n, k);
+  std::vector<uint8_t> strided(n * (packed + 24), 0xFF);  // junk between rows
+  for (int64_t r = 0; r < n; ++r) {
+    std::memcpy(strided.data() + r * (packed + 24), wq.data() + r * packed, packed);
+  }
+  const std::vector<float> x = Random(3 * k, 4);
+  Guarded y_packed(3 * n), y_strided(3 * n);
+  opt_.MatMul(x.data(), 3, WeightMatrix{DType::kQ4_1, wq.data(), n, k, packed}, y_packed.data());
+  opt_.MatMul(x.data(), 3, WeightMatrix{DType::kQ4_1, strided.data(), n, k, packed + 24},
+              y_strided.data());
+  EXPECT_EQ(y_packed.values(), y_strided.values());
+}
+
+TEST_F(CpuBackendParityTest, RmsNormInAndOutOfPlace) {
+  for (int64_t rows : {1, 3, 64}) {
+    for (int64_t dim : {32, 576, 1539}) {
+      const std::vector<float> x = Random(rows * dim, rows + dim, 3.0f);
+      const std::vector<float> w = Random(dim, 9);
+      std::vector<double> exact(rows * dim);
+      for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0;
+        for (int64_t i = 0; i < dim; ++i) ss += double{x[r * dim + i]} * x[r * dim + i];
+        const double inv = 1.0 / std::sqrt(ss / dim + 1e-5);
+        for (int64_t i = 0; i < dim; ++i) exact[r * dim + i] = x[r * dim + i] * inv * w[i];
+      }
+      Guarded y_ref(rows * dim), in_place(rows * dim);
+      ref_.RmsNorm(x.data(), w.data(), rows, dim, 1e-5f, y_ref.data());
+      std::copy(x.begin(), x.end(), in_place.data());
+      opt_.RmsNorm(in_place.data(), w.data(), rows, dim, 1e-5f, in_place.data());
+      ASSERT_TRUE(y_ref.GuardsIntact() && in_place.GuardsIntact());
+      EXPECT_LT(Nmse(in_place.values(), y_ref.values()), 1e-12) << rows << "x" << dim;
+      EXPECT_LT(Nmse(y_ref.values(), exact), 1e-12) << rows << "x" << dim;
+    }
+  }
+}
+
+TEST_F(CpuBackendParityTest, RopeBothLayoutsAgainstTheFormula) {
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kRotateHalf}) {
+    for (int64_t head_dim : {16, 64, 128}) {
+      for (int64_t heads : {1, 3, 9}) {
+        const int64_t rows = 37;
+        const std::vector<float> inv_freq = RopeInverseFrequencies(head_dim, 10000.0, {});
+        std::vector<int32_t> pos(rows);
+        for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>((r * 977) % 4096);
+        const std::vector<float> x = Random(rows * heads * head_dim, head_dim + heads);
+        std::vector<double> exact(x.begin(), x.end());
+        const int64_t half = head_dim / 2;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t h = 0; h < heads; ++h) {
+            double* e = exact.data() + (r * heads + h) * head_dim;
+            for (int64_t i = 0; i < half; ++i) {
+              const int64_t a = layout == RopeLayout::kInterleaved ? 2 * i : i;
+              const int64_t b = layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half;
+              const double th = static_cast<double>(pos[r]) * inv_freq[i];
+              const double x0 = e[a], x1 = e[b];
+              e[a] = x0 * std::cos(th) - x1 * std::sin(th);
+              e[b] = x0 * std::sin(th) + x1 * std::cos(th);
+            }
+          }
+        }
+        Guarded a(x.size()), b(x.size());
+        std::copy(x.begin(), x.end(), a.data());
+        std::copy(x.begin(), x.end(), b.data());
+        ref_.Rope(a.data(), rows, heads, head_dim, pos.data(), inv_freq.data(), layout);
+        opt_.Rope(b.data(), rows, heads, head_dim, pos.data(), inv_freq.data(), layout);
+        ASSERT_TRUE(a.GuardsIntact() && b.GuardsIntact());
+        EXPECT_LT(Nmse(b.values(), a.values()), 1e-12);
+        EXPECT_LT(Nmse(a.values(), exact), 1e-12) << head_dim << " " << heads;
+      }
+    }
+  }
+}
+
+TEST_F(CpuBackendParityTest, SiluMulAndAdd) {
+  for (int64_t count : {1, 7, 1536, 100003}) {  // the last one is split across threads
+    const std::vector<float> g = Random(count, 5, 4.0f), u = Random(count, 6);
+    std::vector<double> silu(count), sum(count);
+    for (int64_t i = 0; i < count; ++i) {
+      silu[i] = g[i] / (1.0 + std::exp(-double{g[i]})) * u[i];
+      sum[i] = double{g[i]} + u[i];
+    }
+    Guarded s_ref(count), s_opt(count), a_opt(count);
+    ref_.SiluMul(g.data(), u.data(), count, s_ref.data());
+    opt_.SiluMul(g.data(), u.data(), count, s_opt.data());
+    opt_.Add(g.data(), u.data(), count, a_opt.data());
+    ASSERT_TRUE(s_ref.GuardsIntact() && s_opt.GuardsIntact() && a_opt.GuardsIntact());
+    EXPECT_LT(Nmse(s_opt.values(), s_ref.values()), 1e-12) << count;
+    EXPECT_LT(Nmse(s_ref.values(), silu), 1e-12) << count;
+    EXPECT_LT(Nmse(a_opt.values(), sum), 1e-14) << count;
+  }
+}
+
+TEST_F(CpuBackendParityTest, EmbeddingRowsDequantizeAndZeroOutsideTheShard) {
+  const int64_t rows = 20, cols = 96, first_row = 10;
+  const std::vector<float> table = Random(rows * cols, 8);
+  const std::vector<int32_t> ids = {5, 10, 29, 30, 17, 17};
+  for (DType t : kAllTypes) {
+    const std::vector<uint8_t> tq = QuantizeMatrix(t, table.data(), rows, cols);
+    const WeightMatrix wm{t, tq.data(), rows, cols, RowBytes(t, cols).value()};
+    Guarded out(ids.size() * cols, 123.0f);
+    opt_.EmbeddingRows(wm, first_row, ids.data(), ids.size(), out.data());
+    ASSERT_TRUE(out.GuardsIntact()) << DTypeName(t);
+    const std::vector<float> got = out.values();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::vector<float> want(cols, 0.0f);
+      if (ids[i] >= first_row && ids[i] < first_row + rows) {
+        DequantizeRow(t, tq.data() + (ids[i] - first_row) * wm.row_bytes, want.data(), cols);
+      }
+      EXPECT_EQ(std::vector<float>(got.begin() + i * cols, got.begin() + (i + 1) * cols), want)
+          << DTypeName(t) << " id " << ids[i];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tpserve

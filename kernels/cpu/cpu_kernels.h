@@ -1,0 +1,93 @@
+// The innermost CPU loops (dot products, activation quantization, element-wise ops) as a table
+// of function pointers, one table per instruction set. The scalar table is portable C++ and is
+// the reference every SIMD table is tested against (cpu_kernels_test.cc).
+//
+//   const CpuKernels& k = CpuKernelsFor(DetectCpuIsa());
+//   k.quantize_q8(x, 576, blocks); k.dot_q4_1(w_row, rows, 4, 18, out);
+//
+// Thread-safe: the tables are immutable and the functions are pure.
+#ifndef TPSERVE_KERNELS_CPU_CPU_KERNELS_H_
+#define TPSERVE_KERNELS_CPU_CPU_KERNELS_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace tpserve {
+
+// 32 activations quantized to int8 with one scale: x ~= d * q. The llama.cpp Q8_0 / Q8_1
+// activation blocks, widened to f32 fields for speed but holding the same fp16-rounded values:
+// d = fp16(max|x| / 127) and s = fp16(d * sum(q)) (what a Q4_1 weight's offset multiplies).
+struct Q8Block {
+  float d;
+  float s;
+  int8_t q[32];
+};
+
+// Most activation rows one quantized dot call handles; the weight block is unpacked once for all.
+inline constexpr int kMaxDotRows = 4;
+
+enum class CpuIsa {
+  kScalar,  // portable C++, the reference
+  kAvx2,    // x86-64 AVX2 + FMA + F16C
+};
+
+std::string_view CpuIsaName(CpuIsa isa);
+
+// Whether this CPU can run the kernels of `isa` (the scalar ones always).
+bool CpuSupportsIsa(CpuIsa isa);
+
+// The best ISA this CPU supports, unless the environment variable TPSERVE_CPU_ISA is "scalar"
+// (forces the reference path) or "avx2" (used only when supported).
+CpuIsa DetectCpuIsa();
+
+struct CpuKernels {
+  // Quantizes k activations (k % 32 == 0) into k / 32 blocks.
+  void (*quantize_q8)(const float* x, int64_t k, Q8Block* out);
+
+  // out[j] = dot(weight row w, activation row x[j]) for j < num_x (1..kMaxDotRows), both
+  // num_blocks blocks long. w points at the weight row's GGML blocks (Q8_0 / Q4_0 / Q4_1).
+  void (*dot_q8_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  void (*dot_q4_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  void (*dot_q4_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+
+  // out[j] = dot(w, x[j]) over n f32 elements for j < num_x (1..kMaxDotRows).
+  void (*dot_f32)(const float* w, const float* const* x, int num_x, int64_t n, float* out);
+
+  // Widen n weight elements to f32.
+  void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+
+  // y = x / sqrt(mean(x^2) + eps) * w over n elements (sum of squares in f64, as llama.cpp).
+  void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* y);
+  // out = gate / (1 + exp(-gate)) * up.
+  void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
+  // out = a + b.
+  void (*add)(const float* a, const float* b, int64_t n, float* out);
+  // y += a * x.
+  void (*axpy)(float a, const float* x, int64_t n, float* y);
+  // y *= a.
+  void (*scale)(float a, int64_t n, float* y);
+  // x = exp(x - max) in place; returns the sum of the results.
+  float (*exp_sub_sum)(float* x, int64_t n, float max);
+
+  // Attention over `count` cache rows of head_dim floats, row t at k + t * stride:
+  // scores[h * scores_stride + t] = scale * dot(q[h], row t) for h < num_q (1..kMaxDotRows).
+  void (*attn_scores)(const float* const* q, int num_q, const float* k, int64_t stride,
+                      int64_t count, int64_t head_dim, float scale, float* scores,
+                      int64_t scores_stride);
+  // out[d] += sum over t < count of p[t] * v[t * stride + d], for d < head_dim.
+  void (*attn_accumulate)(const float* p, const float* v, int64_t stride, int64_t count,
+                          int64_t head_dim, float* out);
+};
+
+const CpuKernels& ScalarCpuKernels();
+// REQUIRES: the CPU supports AVX2, FMA and F16C (see DetectCpuIsa).
+const CpuKernels& Avx2CpuKernels();
+const CpuKernels& CpuKernelsFor(CpuIsa isa);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_KERNELS_CPU_CPU_KERNELS_H_

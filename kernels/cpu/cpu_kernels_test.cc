@@ -1,0 +1,138 @@
+// SIMD kernels against the scalar reference, one kernel at a time. (The op-level parity suite
+// with shapes and threads is cpu_backend_test.cc.)
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "formats/dtype.h"
+#include "gtest/gtest.h"
+#include "kernels/quantize.h"
+
+namespace tpserve {
+namespace {
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+class CpuKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (DetectCpuIsa() != CpuIsa::kAvx2) GTEST_SKIP() << "AVX2 not supported on this CPU";
+  }
+  const CpuKernels& ref_ = ScalarCpuKernels();
+  const CpuKernels& simd_ = CpuKernelsFor(CpuIsa::kAvx2);
+};
+
+TEST_F(CpuKernelsTest, QuantizeQ8MatchesReferenceBitForBit) {
+  const std::vector<float> x = Random(1536, 7, 3.0f);
+  std::vector<Q8Block> a(48), b(48);
+  ref_.quantize_q8(x.data(), 1536, a.data());
+  simd_.quantize_q8(x.data(), 1536, b.data());
+  for (int i = 0; i < 48; ++i) {
+    EXPECT_EQ(a[i].d, b[i].d) << i;
+    EXPECT_EQ(a[i].s, b[i].s) << i;
+    EXPECT_EQ(std::memcmp(a[i].q, b[i].q, 32), 0) << i;
+  }
+  // The scale is fp16-representable and the codes reach +-127 at the block maximum.
+  EXPECT_EQ(F16ToF32(F32ToF16(a[0].d)), a[0].d);
+}
+
+TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
+  const int64_t k = 576, nb = k / 32;
+  std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(nb));
+  const Q8Block* rows[kMaxDotRows];
+  for (int j = 0; j < kMaxDotRows; ++j) {
+    ref_.quantize_q8(Random(k, 100 + j).data(), k, xq[j].data());
+    rows[j] = xq[j].data();
+  }
+  const std::vector<float> w = Random(k, 5, 0.1f);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    std::vector<uint8_t> wq(RowBytes(t, k).value());
+    QuantizeRow(t, w.data(), wq.data(), k);
+    auto pick = [t](const CpuKernels& ks) {
+      return t == DType::kQ8_0 ? ks.dot_q8_0 : t == DType::kQ4_0 ? ks.dot_q4_0 : ks.dot_q4_1;
+    };
+    for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+      float want[kMaxDotRows], got[kMaxDotRows];
+      pick(ref_)(wq.data(), rows, num_x, nb, want);
+      pick(simd_)(wq.data(), rows, num_x, nb, got);
+      for (int j = 0; j < num_x; ++j) {
+        EXPECT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
+            << DTypeName(t) << " num_x=" << num_x << " row " << j;
+      }
+    }
+  }
+}
+
+TEST_F(CpuKernelsTest, F32DotAndConversionsMatch) {
+  for (int64_t n : {1, 7, 8, 33, 64, 1000}) {
+    const std::vector<float> w = Random(n, 11);
+    std::vector<std::vector<float>> xs;
+    const float* rows[kMaxDotRows];
+    for (int j = 0; j < kMaxDotRows; ++j) xs.push_back(Random(n, 20 + j));
+    for (int j = 0; j < kMaxDotRows; ++j) rows[j] = xs[j].data();
+    for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+      float want[kMaxDotRows], got[kMaxDotRows];
+      ref_.dot_f32(w.data(), rows, num_x, n, want);
+      simd_.dot_f32(w.data(), rows, num_x, n, got);
+      for (int j = 0; j < num_x; ++j) EXPECT_NEAR(got[j], want[j], 1e-5f * std::sqrt(n)) << n;
+    }
+    std::vector<uint16_t> h(n), bf(n);
+    QuantizeRow(DType::kF16, w.data(), h.data(), n);
+    QuantizeRow(DType::kBF16, w.data(), bf.data(), n);
+    std::vector<float> a(n), b(n);
+    ref_.f16_to_f32(h.data(), a.data(), n);
+    simd_.f16_to_f32(h.data(), b.data(), n);
+    EXPECT_EQ(a, b) << n;
+    ref_.bf16_to_f32(bf.data(), a.data(), n);
+    simd_.bf16_to_f32(bf.data(), b.data(), n);
+    EXPECT_EQ(a, b) << n;
+  }
+}
+
+TEST_F(CpuKernelsTest, ElementwiseKernelsMatch) {
+  const int64_t n = 1539;  // not a multiple of 8: exercises the tails
+  const std::vector<float> a = Random(n, 31, 4.0f), b = Random(n, 32), w = Random(n, 33);
+  std::vector<float> want(n), got(n);
+  ref_.rms_norm(a.data(), w.data(), n, 1e-5f, want.data());
+  simd_.rms_norm(a.data(), w.data(), n, 1e-5f, got.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::fabs(want[i])));
+  ref_.silu_mul(a.data(), b.data(), n, want.data());
+  simd_.silu_mul(a.data(), b.data(), n, got.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 2e-6f * (1 + std::fabs(want[i])));
+  ref_.add(a.data(), b.data(), n, want.data());
+  simd_.add(a.data(), b.data(), n, got.data());
+  EXPECT_EQ(got, want);
+  want = b;
+  got = b;
+  ref_.axpy(0.37f, a.data(), n, want.data());
+  simd_.axpy(0.37f, a.data(), n, got.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::fabs(want[i])));
+  ref_.scale(-1.5f, n, want.data());
+  simd_.scale(-1.5f, n, got.data());
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::fabs(want[i])));
+  // Scores as attention sees them: one maximum, the rest below it, some far below (underflow).
+  std::vector<float> s = Random(n, 34, 30.0f);
+  float max = s[0];
+  for (float v : s) max = std::max(max, v);
+  want = s;
+  got = s;
+  const float sum_want = ref_.exp_sub_sum(want.data(), n, max);
+  const float sum_got = simd_.exp_sub_sum(got.data(), n, max);
+  EXPECT_NEAR(sum_got, sum_want, 1e-5f * sum_want);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-6f * want[i] + 1e-37f) << i;
+    EXPECT_TRUE(std::isfinite(got[i])) << i;
+  }
+}
+
+}  // namespace
+}  // namespace tpserve

@@ -1,0 +1,145 @@
+#include "kernels/cpu/cpu_matmul.h"
+
+#include <algorithm>
+
+#include "kernels/check.h"
+
+namespace tpserve {
+namespace {
+
+using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Activation rows per task for prefill-sized m: 64 rows of quantized activations (a few tens
+// of KiB for k up to a few thousand) stay in L2 while a tile's weight rows stream past.
+constexpr int64_t kTokensPerTile = 64;
+
+}  // namespace
+
+CpuMatMul::CpuMatMul(const CpuKernels& kernels, ThreadPool* pool)
+    : kernels_(kernels), pool_(pool), row_scratch_(pool->num_threads()) {}
+
+bool CpuMatMul::Supports(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kF8E4M3:
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+      return true;
+  }
+  return false;
+}
+
+CpuMatMul::Tiling CpuMatMul::ChooseTiling(int64_t m, int64_t n) const {
+  const int64_t tokens = std::min<int64_t>(std::max<int64_t>(m, 1), kTokensPerTile);
+  const int64_t token_tiles = CeilDiv(m, tokens);
+  // Enough tasks for dynamic balancing, but at least 8 rows per task so the per-task overhead
+  // stays small next to the work. Decode-sized m streams weights from memory: fewer, longer
+  // contiguous runs per task keep the hardware prefetchers ahead.
+  const int64_t target_tasks = (m <= kMaxDotRows ? 4 : 8) * pool_->num_threads();
+  const int64_t row_tiles = std::max<int64_t>(1, target_tasks / token_tiles);
+  const int64_t rows = std::max<int64_t>(8, CeilDiv(n, row_tiles));
+  return Tiling{std::min(rows, std::max<int64_t>(n, 1)), tokens};
+}
+
+void CpuMatMul::QuantizeActivations(const float* x, int64_t m, int64_t k) {
+  const int64_t blocks_per_row = k / 32;
+  if (static_cast<int64_t>(x_q8_.size()) < m * blocks_per_row) x_q8_.resize(m * blocks_per_row);
+  Q8Block* out = x_q8_.data();
+  const int64_t rows_per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1));
+  pool_->ParallelFor(CeilDiv(m, rows_per_task), [&](int64_t task, int) {
+    const int64_t r1 = std::min(m, (task + 1) * rows_per_task);
+    for (int64_t r = task * rows_per_task; r < r1; ++r) {
+      kernels_.quantize_q8(x + r * k, k, out + r * blocks_per_row);
+    }
+  });
+}
+
+void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
+                                 int64_t m1, float* y) const {
+  QuantDotFn dot = nullptr;
+  switch (w.dtype) {
+    case DType::kQ8_0: dot = kernels_.dot_q8_0; break;
+    case DType::kQ4_0: dot = kernels_.dot_q4_0; break;
+    case DType::kQ4_1: dot = kernels_.dot_q4_1; break;
+    default: TP_CHECK(false, "not a quantized weight type");
+  }
+  const int64_t num_blocks = w.cols / 32;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const Q8Block* rows[kMaxDotRows];
+  float out[kMaxDotRows];
+  for (int64_t i = n0; i < n1; ++i) {
+    const uint8_t* w_row = base + i * w.row_bytes;
+    for (int64_t j = m0; j < m1; j += kMaxDotRows) {
+      const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
+      for (int t = 0; t < num_x; ++t) rows[t] = x_q8_.data() + (j + t) * num_blocks;
+      dot(w_row, rows, num_x, num_blocks, out);
+      for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
+    }
+  }
+}
+
+void CpuMatMul::RunFloatTile(const float* x, const WeightMatrix& w, int64_t n0, int64_t n1,
+                             int64_t m0, int64_t m1, float* y, float* row_scratch) const {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t k = w.cols;
+  const float* rows[kMaxDotRows];
+  float out[kMaxDotRows];
+  for (int64_t i = n0; i < n1; ++i) {
+    const uint8_t* src = base + i * w.row_bytes;
+    const float* w_row = row_scratch;
+    switch (w.dtype) {
+      case DType::kF32: w_row = reinterpret_cast<const float*>(src); break;
+      case DType::kF16:
+        kernels_.f16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
+        break;
+      case DType::kBF16:
+        kernels_.bf16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
+        break;
+      default: DequantizeRow(w.dtype, src, row_scratch, k); break;
+    }
+    for (int64_t j = m0; j < m1; j += kMaxDotRows) {
+      const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
+      for (int t = 0; t < num_x; ++t) rows[t] = x + (j + t) * k;
+      kernels_.dot_f32(w_row, rows, num_x, k, out);
+      for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
+    }
+  }
+}
+
+void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+  TP_CHECK(Supports(w.dtype), "unsupported weight type for CPU matmul");
+  TP_CHECK(w.cols % BlockElems(w.dtype) == 0, "k is not a whole number of weight blocks");
+  if (m <= 0 || w.rows <= 0) return;
+  const bool quantized = BlockElems(w.dtype) > 1;
+  if (quantized) {
+    QuantizeActivations(x, m, w.cols);
+  } else if (w.dtype != DType::kF32) {
+    for (auto& s : row_scratch_) {
+      if (static_cast<int64_t>(s.size()) < w.cols) s.resize(w.cols);
+    }
+  }
+  const Tiling tiling = ChooseTiling(m, w.rows);
+  const int64_t row_tiles = CeilDiv(w.rows, tiling.rows_per_tile);
+  const int64_t token_tiles = CeilDiv(m, tiling.tokens_per_tile);
+  pool_->ParallelFor(row_tiles * token_tiles, [&](int64_t task, int thread) {
+    // Token-tile-major order: consecutive tasks share the same activation rows.
+    const int64_t tt = task / row_tiles;
+    const int64_t rt = task % row_tiles;
+    const int64_t n0 = rt * tiling.rows_per_tile;
+    const int64_t n1 = std::min(w.rows, n0 + tiling.rows_per_tile);
+    const int64_t m0 = tt * tiling.tokens_per_tile;
+    const int64_t m1 = std::min(m, m0 + tiling.tokens_per_tile);
+    if (quantized) {
+      RunQuantizedTile(w, n0, n1, m0, m1, y);
+    } else {
+      RunFloatTile(x, w, n0, n1, m0, m1, y, row_scratch_[thread].data());
+    }
+  });
+}
+
+}  // namespace tpserve

@@ -1,0 +1,53 @@
+// The CPU matrix multiply behind CpuBackend::MatMul: y[m, n] = x[m, k] * W^T, tiled over
+// (weight rows x activation rows) and spread over a ThreadPool.
+//
+//   CpuMatMul matmul(CpuKernelsFor(CpuIsa::kAvx2), &pool);
+//   matmul.Run(x, m, w, y);
+//
+// Quantized weights: x is quantized once per call into 8-bit blocks (Q8Block) and each tile
+// multiplies one unpacked weight row against up to kMaxDotRows activation rows at a time, so
+// prefill re-uses both the quantized activations and each unpacked weight block.
+// Float weights (F32/F16/BF16/F8E4M3): each weight row is widened to f32 once per tile.
+// Threading: not thread-safe (owns scratch buffers); one Run at a time.
+#ifndef TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
+#define TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace tpserve {
+
+class CpuMatMul {
+ public:
+  CpuMatMul(const CpuKernels& kernels, ThreadPool* pool);
+
+  static bool Supports(DType dtype);
+
+  // REQUIRES: Supports(w.dtype), x [m, w.cols], y [m, w.rows], w.cols % BlockElems == 0.
+  void Run(const float* x, int64_t m, const WeightMatrix& w, float* y);
+
+ private:
+  struct Tiling {
+    int64_t rows_per_tile;   // weight rows (output columns) per task
+    int64_t tokens_per_tile;  // activation rows per task
+  };
+  Tiling ChooseTiling(int64_t m, int64_t n) const;
+  void QuantizeActivations(const float* x, int64_t m, int64_t k);
+  void RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0, int64_t m1,
+                        float* y) const;
+  void RunFloatTile(const float* x, const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
+                    int64_t m1, float* y, float* row_scratch) const;
+
+  const CpuKernels& kernels_;
+  ThreadPool* pool_;
+  std::vector<Q8Block> x_q8_;                   // [m, k / 32]
+  std::vector<std::vector<float>> row_scratch_;  // per thread: one widened weight row
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_KERNELS_CPU_CPU_MATMUL_H_

@@ -1,0 +1,294 @@
+// AVX2 + FMA + F16C activation quantization and dot products. The file is compiled for that
+// target via the pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must
+// only be used after DetectCpuIsa() says the CPU has these extensions.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "formats/dtype.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/kernels_avx2_internal.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace tpserve {
+namespace avx2_internal {
+namespace {
+
+float LoadF16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+float RoundThroughF16(float f) { return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+
+// Sum of adjacent byte products in groups of 4 -> 8 floats. `u` is read as unsigned bytes,
+// `s` as signed; |u * s| pairs stay below int16 saturation for our value ranges.
+__m256 MulSumU8I8(__m256i u, __m256i s) {
+  const __m256i pairs = _mm256_maddubs_epi16(u, s);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+// 16 bytes of nibbles -> 32 bytes: elements 0..15 (low nibbles) then 16..31 (high nibbles).
+__m256i UnpackNibbles(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+__m256i LoadQ(const Q8Block& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
+}
+
+}  // namespace
+
+void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < k / 32; ++b, x += 32) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(x + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_bit, v[i]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float max_abs = _mm_cvtss_f32(m);
+    const __m256 id = _mm256_set1_ps(max_abs != 0.0f ? 127.0f / max_abs : 0.0f);
+    __m256i q32[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], id),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q32[i] = _mm256_cvtps_epi32(r);
+    }
+    __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q32[0], q32[1]),
+                                   _mm256_add_epi32(q32[2], q32[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_hadd_epi32(s4, s4);
+    s4 = _mm_hadd_epi32(s4, s4);
+    // Packing works per 128-bit lane; the permute restores element order.
+    const __m256i q16a = _mm256_packs_epi32(q32[0], q32[1]);
+    const __m256i q16b = _mm256_packs_epi32(q32[2], q32[3]);
+    __m256i q8 = _mm256_packs_epi16(q16a, q16b);
+    q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), q8);
+    out[b].d = RoundThroughF16(max_abs / 127.0f);
+    out[b].s = RoundThroughF16(out[b].d * static_cast<float>(_mm_cvtsi128_si32(s4)));
+  }
+}
+
+namespace {
+
+template <int NX>
+void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  __m256 acc[NX];
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = w + b * 34;
+    const float dw = LoadF16(block);
+    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+    const __m256i abs_w = _mm256_sign_epi8(qw, qw);
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) {
+      // |w| * (x with w's sign) == w * x, in the unsigned-by-signed form maddubs takes.
+      const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]);
+}
+
+template <int NX>
+void DotQ4_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  __m256 acc[NX];
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = w + b * 18;
+    const float dw = LoadF16(block);
+    const __m256i qw = _mm256_sub_epi8(UnpackNibbles(block + 2), _mm256_set1_epi8(8));
+    const __m256i abs_w = _mm256_sign_epi8(qw, qw);
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) {
+      const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]);
+}
+
+template <int NX>
+void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  __m256 acc[NX];
+  float offsets[NX];
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) {
+    acc[j] = _mm256_setzero_ps();
+    offsets[j] = 0.0f;
+  }
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = w + b * 20;
+    const float dw = LoadF16(block);
+    const float mw = LoadF16(block + 2);
+    const __m256i qw = UnpackNibbles(block + 4);  // 0..15, already unsigned
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) {
+      const __m256 p = MulSumU8I8(qw, LoadQ(x[j][b]));
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
+      offsets[j] += mw * x[j][b].s;
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]) + offsets[j];
+}
+
+// Single activation row (decode): two blocks per iteration with separate accumulators, so
+// the FMA latency chains overlap.
+void DotQ4_1One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float off0 = 0.0f, off1 = 0.0f;
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    const uint8_t* b0 = w + b * 20;
+    const uint8_t* b1 = b0 + 20;
+    const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
+    const __m256 p1 = MulSumU8I8(UnpackNibbles(b1 + 4), LoadQ(x[b + 1]));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
+    off0 += LoadF16(b0 + 2) * x[b].s;
+    off1 += LoadF16(b1 + 2) * x[b + 1].s;
+  }
+  for (; b < num_blocks; ++b) {
+    const uint8_t* b0 = w + b * 20;
+    const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    off0 += LoadF16(b0 + 2) * x[b].s;
+  }
+  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
+}
+
+void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    const uint8_t* b0 = w + b * 34;
+    const uint8_t* b1 = b0 + 34;
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+    const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2));
+    const __m256 p0 = MulSumU8I8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(LoadQ(x[b]), q0));
+    const __m256 p1 =
+        MulSumU8I8(_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(LoadQ(x[b + 1]), q1));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
+  }
+  for (; b < num_blocks; ++b) {
+    const uint8_t* b0 = w + b * 34;
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+    const __m256 p0 = MulSumU8I8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(LoadQ(x[b]), q0));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+  }
+  *out = HorizontalSum(_mm256_add_ps(acc0, acc1));
+}
+
+template <int NX>
+void DotF32N(const float* w, const float* const* x, int64_t n, float* out) {
+  __m256 acc[NX];
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 wv = _mm256_loadu_ps(w + i);
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[j]);
+  }
+  for (int j = 0; j < NX; ++j) {
+    float sum = HorizontalSum(acc[j]);
+    for (int64_t t = i; t < n; ++t) sum += w[t] * x[j][t];
+    out[j] = sum;
+  }
+}
+
+// One row: four independent accumulators hide the FMA latency.
+void DotF32One(const float* w, const float* x, int64_t n, float* out) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int u = 0; u < 4; ++u) {
+      acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * u), _mm256_loadu_ps(x + i + 8 * u),
+                               acc[u]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc[0]);
+  }
+  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
+                                          _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += w[i] * x[i];
+  *out = sum;
+}
+
+}  // namespace
+
+#define TP_DISPATCH_NX(FN, w, x, num_x, len, out) \
+  switch (num_x) {                                \
+    case 1: FN<1>(w, x, len, out); break;         \
+    case 2: FN<2>(w, x, len, out); break;         \
+    case 3: FN<3>(w, x, len, out); break;         \
+    default: FN<4>(w, x, len, out); break;        \
+  }
+
+void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ8_0One(w, x[0], nb, out);
+  TP_DISPATCH_NX(DotQ8_0N, w, x, num_x, nb, out);
+}
+void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  TP_DISPATCH_NX(DotQ4_0N, w, x, num_x, nb, out);
+}
+void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ4_1One(w, x[0], nb, out);
+  TP_DISPATCH_NX(DotQ4_1N, w, x, num_x, nb, out);
+}
+void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
+  if (num_x == 1) return DotF32One(w, x[0], n, out);
+  TP_DISPATCH_NX(DotF32N, w, x, num_x, n, out);
+}
+#undef TP_DISPATCH_NX
+
+}  // namespace avx2_internal
+
+const CpuKernels& Avx2CpuKernels() {
+  static const CpuKernels kernels = {
+      .quantize_q8 = avx2_internal::QuantizeQ8,
+      .dot_q8_0 = avx2_internal::DotQ8_0,
+      .dot_q4_0 = avx2_internal::DotQ4_0,
+      .dot_q4_1 = avx2_internal::DotQ4_1,
+      .dot_f32 = avx2_internal::DotF32,
+      .f16_to_f32 = avx2_internal::F16ToF32Row,
+      .bf16_to_f32 = avx2_internal::BF16ToF32Row,
+      .rms_norm = avx2_internal::RmsNorm,
+      .silu_mul = avx2_internal::SiluMul,
+      .add = avx2_internal::Add,
+      .axpy = avx2_internal::Axpy,
+      .scale = avx2_internal::Scale,
+      .exp_sub_sum = avx2_internal::ExpSubSum,
+      .attn_scores = avx2_internal::AttnScores,
+      .attn_accumulate = avx2_internal::AttnAccumulate,
+  };
+  return kernels;
+}
+
+}  // namespace tpserve
+
+#pragma GCC pop_options
+
+#endif  // defined(__x86_64__)

@@ -1,0 +1,213 @@
+// Portable reference kernels. Kept deliberately plain: every SIMD table is checked against this.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "formats/dtype.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace tpserve {
+namespace {
+
+float RoundThroughF16(float f) { return F16ToF32(F32ToF16(f)); }
+
+uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
+  for (int64_t b = 0; b < k / 32; ++b, x += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    // llama.cpp scales by 127 / amax rather than 1 / d; same here so both agree bit for bit.
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      // Nearest, ties to even (what the SIMD rounding instruction does).
+      const int q = static_cast<int>(std::nearbyint(x[j] * id));
+      out[b].q[j] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    out[b].d = RoundThroughF16(amax / 127.0f);
+    out[b].s = RoundThroughF16(out[b].d * static_cast<float>(sum));
+  }
+}
+
+void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+             float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * 34;
+      const int8_t* qw = reinterpret_cast<const int8_t*>(block + 2);
+      int isum = 0;
+      for (int i = 0; i < 32; ++i) isum += qw[i] * x[j][b].q[i];
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
+    }
+    out[j] = sum;
+  }
+}
+
+// Q4 nibble order: byte i holds element i (low nibble) and element i + 16 (high nibble).
+void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+             float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * 18;
+      const int8_t* q = x[j][b].q;
+      int isum = 0;
+      for (int i = 0; i < 16; ++i) {
+        isum += ((block[2 + i] & 0x0F) - 8) * q[i] + ((block[2 + i] >> 4) - 8) * q[i + 16];
+      }
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
+    }
+    out[j] = sum;
+  }
+}
+
+// Q4_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * (dx * sum(qx)) = ... + m * s.
+void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+             float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * 20;
+      const int8_t* q = x[j][b].q;
+      int isum = 0;
+      for (int i = 0; i < 16; ++i) {
+        isum += (block[4 + i] & 0x0F) * q[i] + (block[4 + i] >> 4) * q[i + 16];
+      }
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum) +
+             F16ToF32(LoadU16(block + 2)) * x[j][b].s;
+    }
+    out[j] = sum;
+  }
+}
+
+void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += w[i] * x[j][i];
+    out[j] = sum;
+  }
+}
+
+void F16ToF32Row(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
+}
+
+void BF16ToF32Row(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToF32(src[i]);
+}
+
+void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void Add(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void Axpy(float a, const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void Scale(float a, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= a;
+}
+
+float ExpSubSum(float* x, int64_t n, float max) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  return sum;
+}
+
+void AttnScores(const float* const* q, int num_q, const float* k, int64_t stride, int64_t count,
+                int64_t head_dim, float scale, float* scores, int64_t scores_stride) {
+  for (int64_t t = 0; t < count; ++t) {
+    for (int h = 0; h < num_q; ++h) {
+      float dot = 0.0f;
+      for (int64_t d = 0; d < head_dim; ++d) dot += q[h][d] * k[t * stride + d];
+      scores[h * scores_stride + t] = dot * scale;
+    }
+  }
+}
+
+void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
+                    int64_t head_dim, float* out) {
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += p[t] * v[t * stride + d];
+  }
+}
+
+}  // namespace
+
+std::string_view CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+  }
+  return "unknown";
+}
+
+bool CpuSupportsIsa(CpuIsa isa) {
+  if (isa == CpuIsa::kScalar) return true;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+CpuIsa DetectCpuIsa() {
+  const char* forced = std::getenv("TPSERVE_CPU_ISA");
+  if (forced != nullptr && std::string_view(forced) == "scalar") return CpuIsa::kScalar;
+  return CpuSupportsIsa(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kScalar;
+}
+
+const CpuKernels& ScalarCpuKernels() {
+  static const CpuKernels kernels = {
+      .quantize_q8 = QuantizeQ8,
+      .dot_q8_0 = DotQ8_0,
+      .dot_q4_0 = DotQ4_0,
+      .dot_q4_1 = DotQ4_1,
+      .dot_f32 = DotF32,
+      .f16_to_f32 = F16ToF32Row,
+      .bf16_to_f32 = BF16ToF32Row,
+      .rms_norm = RmsNorm,
+      .silu_mul = SiluMul,
+      .add = Add,
+      .axpy = Axpy,
+      .scale = Scale,
+      .exp_sub_sum = ExpSubSum,
+      .attn_scores = AttnScores,
+      .attn_accumulate = AttnAccumulate,
+  };
+  return kernels;
+}
+
+const CpuKernels& CpuKernelsFor(CpuIsa isa) {
+#if defined(__x86_64__)
+  if (isa == CpuIsa::kAvx2) return Avx2CpuKernels();
+#endif
+  return ScalarCpuKernels();
+}
+
+}  // namespace tpserve

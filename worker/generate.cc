@@ -1,0 +1,66 @@
+#include "worker/generate.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+
+namespace tpserve {
+namespace {
+
+bool IsEos(const LlamaConfig& c, int32_t id) {
+  if (id == c.eos_token_id) return true;
+  return std::find(c.extra_eos_token_ids.begin(), c.extra_eos_token_ids.end(), id) !=
+         c.extra_eos_token_ids.end();
+}
+
+}  // namespace
+
+int32_t ArgMax(absl::Span<const float> values) {
+  return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
+}
+
+absl::StatusOr<GenerateResult> GenerateGreedy(LlamaModel& model, KvCache* cache,
+                                              absl::Span<const int32_t> prompt,
+                                              const GenerateOptions& options) {
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  if (prompt_len == 0) return absl::InvalidArgumentError("generate: the prompt is empty");
+  const int64_t total = prompt_len + options.max_new_tokens;
+  if (total > cache->capacity_tokens()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "generate: prompt (%d) + max_new_tokens (%d) exceeds the KV cache's %d tokens",
+        prompt_len, options.max_new_tokens, cache->capacity_tokens()));
+  }
+  // Blocks handed out sequentially: the whole cache belongs to this one sequence.
+  std::vector<int32_t> block_table(cache->shape().num_blocks);
+  std::iota(block_table.begin(), block_table.end(), 0);
+
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<float> logits(vocab);
+  const int64_t chunk =
+      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, model.max_step_tokens());
+  for (int64_t begin = 0; begin < prompt_len; begin += chunk) {
+    const int64_t end = std::min(prompt_len, begin + chunk);
+    StepBatch step;
+    step.sequences.push_back(SequenceStep{
+        std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end), begin, block_table,
+        false});
+    TP_RETURN_IF_ERROR(model.Forward(step, cache, logits.data()));
+  }
+  GenerateResult result;
+  result.prompt_last_logits = logits;
+  int64_t position = prompt_len;
+  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    const int32_t next = ArgMax(logits);
+    result.tokens.push_back(next);
+    if (options.stop_at_eos && IsEos(model.config(), next)) break;
+    if (i + 1 == options.max_new_tokens) break;  // no need to run the last token
+    StepBatch step;
+    step.sequences.push_back(SequenceStep{{next}, position++, block_table, false});
+    TP_RETURN_IF_ERROR(model.Forward(step, cache, logits.data()));
+  }
+  return result;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,115 @@
+// The Llama forward pass of one tensor-parallel rank over a compute Backend: embedding, the
+// decoder layers (RMSNorm, Q/K/V, RoPE, paged GQA attention, O, residual, RMSNorm, gate/up,
+// SwiGLU, down, residual), final norm and LM head, for a batch of sequences at once.
+//
+//   TP_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(cfg, *source, {0, 1}, backend, &comm));
+//   TP_RETURN_IF_ERROR(model->Forward(batch, cache.get(), logits.data()));
+//
+// Tensor parallelism follows ShardingPlan: every rank of a replica loads its own slice and all
+// ranks call Forward with the same batch; each layer makes two AllReduceSum calls (after O and
+// after down), the embedding one more, and the LM head one AllGather, so every rank ends with
+// the full logits.
+// Threading: Forward is not reentrant; one call at a time per model (and per Backend).
+#ifndef TPSERVE_WORKER_LLAMA_MODEL_H_
+#define TPSERVE_WORKER_LLAMA_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "formats/weight_source.h"
+#include "kernels/backend.h"
+#include "model/config.h"
+#include "worker/comm/communicator.h"
+#include "worker/kv_cache.h"
+#include "worker/llama_weights.h"
+#include "worker/sharding_plan.h"
+
+namespace tpserve {
+
+// One sequence's part of a step: new tokens at positions [start_position, + token_ids.size()).
+struct SequenceStep {
+  std::vector<int32_t> token_ids;
+  int64_t start_position = 0;
+  // Logical block -> physical KV block; must cover start_position + token_ids.size() tokens.
+  std::vector<int32_t> block_table;
+  // Logits for every new token (prompt scoring) or only for the last one (generation).
+  bool all_logits = false;
+};
+
+struct StepBatch {
+  std::vector<SequenceStep> sequences;
+};
+
+// Rows of the logits Forward writes: per sequence in order, all its new tokens or just one.
+int64_t NumLogitRows(const StepBatch& batch);
+
+struct MemoryFootprint {
+  int64_t weight_bytes_resident = 0;  // weight bytes this rank reads (in place + copies)
+  int64_t weight_bytes_copied = 0;    // of which owned by the model (copies, f32 norms)
+  int64_t workspace_bytes = 0;        // activation buffers for max_step_tokens
+};
+
+struct LlamaLoadOptions {
+  int64_t max_step_tokens = 512;  // most new tokens (summed over sequences) in one Forward
+};
+
+class LlamaModel {
+ public:
+  // Errors: the config's or plan's INVALID_ARGUMENT; the loader's (see LoadLlamaWeights);
+  // INVALID_ARGUMENT when the communicator's rank/world_size differ from `shard`.
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const LlamaConfig& config,
+                                                          const WeightSource& source,
+                                                          ShardSpec shard, Backend* backend,
+                                                          Communicator* comm,
+                                                          const LlamaLoadOptions& options = {});
+  ~LlamaModel();
+
+  // Runs one step and writes logits [NumLogitRows(batch), vocab_size] (f32, row-major).
+  // INVALID_ARGUMENT naming the sequence and field for an empty sequence, a token id outside
+  // [0, vocab_size), too many tokens, a block table that misses positions or names a block
+  // outside the cache, or a cache whose shape does not match this rank; a communicator error
+  // as returned.
+  absl::Status Forward(const StepBatch& batch, KvCache* cache, float* logits);
+
+  // The KV cache shape this rank needs for `num_blocks` blocks of `block_size_tokens`.
+  KvCacheShape KvShape(int64_t num_blocks, int64_t block_size_tokens) const;
+
+  const LlamaConfig& config() const { return config_; }
+  const ShardingPlan& plan() const { return plan_; }
+  int64_t max_step_tokens() const { return max_step_tokens_; }
+  MemoryFootprint footprint() const;
+  // Activation bytes Forward needs for `max_step_tokens`; the one place this is computed.
+  static int64_t WorkspaceBytes(const LlamaConfig& config, const ShardingPlan& plan,
+                                int64_t max_step_tokens);
+
+ private:
+  struct Workspace;
+  struct StepPlan;
+
+  LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, LlamaWeights weights,
+             RopeLayout rope_layout, Backend* backend, Communicator* comm,
+             int64_t max_step_tokens);
+
+  absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
+  absl::Status Embed(const StepPlan& step);
+  absl::Status AttentionBlock(int64_t layer, const StepPlan& step, KvCache* cache);
+  absl::Status FeedForwardBlock(int64_t layer, const StepPlan& step);
+  absl::Status LmHead(const StepPlan& step, float* logits);
+
+  LlamaConfig config_;
+  ShardingPlan plan_;
+  LlamaWeights weights_;
+  RopeLayout rope_layout_;
+  Backend* backend_;
+  Communicator* comm_;
+  int64_t max_step_tokens_;
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+  std::unique_ptr<Workspace> ws_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_LLAMA_MODEL_H_
