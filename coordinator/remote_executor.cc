@@ -86,6 +86,8 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_num_kv_blocks(options.num_kv_blocks);
     req.set_block_size_tokens(options.block_size_tokens);
     req.set_num_threads(options.threads_per_rank);
+    req.set_max_step_tokens(options.max_step_tokens);
+    req.set_max_logit_rows(options.max_logit_rows);
     req.set_collective_timeout_ms(
         static_cast<int32_t>(absl::ToInt64Milliseconds(options.collective_timeout)));
     ctx->set_wait_for_ready(true);  // the rank process may still be starting its server

@@ -55,6 +55,8 @@ int Main() {
   exec_options.threads_per_rank = std::max(1, threads / exec_options.tp_degree);
   exec_options.block_size_tokens = 16;
   exec_options.num_kv_blocks = (context + 15) / 16;
+  exec_options.max_step_tokens = 512;
+  exec_options.max_logit_rows = 1;  // one conversation at a time
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
       LocalExecutor::Create(bundle->files.config, bundle->files.weights, exec_options);
   if (!exec.ok()) return Fail(exec.status());
@@ -65,6 +67,8 @@ int Main() {
   engine_options.num_kv_blocks = static_cast<int32_t>(exec_options.num_kv_blocks);
   engine_options.block_size_tokens = 16;
   engine_options.context_length = context;
+  engine_options.scheduler.max_num_seqs = 1;
+  engine_options.scheduler.max_tokens_per_step = 512;
   engine_options.eos_token_ids = bundle->EosTokenIds();
   Engine engine(engine_options, *std::move(exec), &*bundle->tokenizer);
 

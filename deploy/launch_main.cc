@@ -201,6 +201,8 @@ int Main(const char* argv0) {
                                       : plan->threads_per_rank;
   exec_options.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
   exec_options.vocab_size = bundle->files.config.vocab_size;
+  exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
+  exec_options.max_logit_rows = plan->engine.scheduler.max_num_seqs;
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec = RemoteExecutor::Connect(
       *addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {

@@ -44,15 +44,16 @@ struct WorkspaceSizes {
 };
 
 // The one place buffer sizes are computed: used for allocation and for the memory report.
-WorkspaceSizes SizesFor(const LlamaConfig& c, const ShardingPlan& p, int64_t tokens) {
+WorkspaceSizes SizesFor(const LlamaConfig& c, const ShardingPlan& p, int64_t tokens,
+                        int64_t logit_rows) {
   const int64_t world = p.shard().world_size;
   WorkspaceSizes s;
   s.hidden = tokens * c.hidden_size;
   s.q = tokens * p.num_local_heads() * c.head_dim;
   s.kv = tokens * p.num_local_kv_heads() * c.head_dim;
   s.ffn = tokens * p.local_intermediate_size();
-  s.local_logits = tokens * p.vocab_rows_per_rank();
-  s.gathered = world > 1 ? world * tokens * p.vocab_rows_per_rank() : 0;
+  s.local_logits = logit_rows * p.vocab_rows_per_rank();
+  s.gathered = world > 1 ? world * logit_rows * p.vocab_rows_per_rank() : 0;
   return s;
 }
 
@@ -67,14 +68,14 @@ int64_t NumLogitRows(const StepBatch& batch) {
 }
 
 int64_t LlamaModel::WorkspaceBytes(const LlamaConfig& config, const ShardingPlan& plan,
-                                   int64_t max_step_tokens) {
-  return SizesFor(config, plan, max_step_tokens).TotalFloats() *
+                                   int64_t max_step_tokens, int64_t max_logit_rows) {
+  return SizesFor(config, plan, max_step_tokens, max_logit_rows).TotalFloats() *
          static_cast<int64_t>(sizeof(float));
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, LlamaWeights weights,
                        RopeLayout rope_layout, Backend* backend, Communicator* comm,
-                       int64_t max_step_tokens)
+                       int64_t max_step_tokens, int64_t max_logit_rows)
     : config_(config),
       plan_(plan),
       weights_(std::move(weights)),
@@ -82,8 +83,9 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, Llam
       backend_(backend),
       comm_(comm),
       max_step_tokens_(max_step_tokens),
+      max_logit_rows_(max_logit_rows),
       ws_(std::make_unique<Workspace>()) {
-  const WorkspaceSizes s = SizesFor(config_, plan_, max_step_tokens_);
+  const WorkspaceSizes s = SizesFor(config_, plan_, max_step_tokens_, max_logit_rows_);
   for (std::vector<float>* b : {&ws_->x, &ws_->h, &ws_->proj}) b->resize(s.hidden);
   ws_->q.resize(s.q);
   ws_->attn.resize(s.q);
@@ -125,13 +127,16 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& 
     return absl::InvalidArgumentError(
         absl::StrFormat("max_step_tokens = %d must be >= 1", options.max_step_tokens));
   }
+  const int64_t max_logit_rows =
+      options.max_logit_rows > 0 ? options.max_logit_rows : options.max_step_tokens;
   TP_ASSIGN_OR_RETURN(LlamaWeights weights, LoadLlamaWeights(config, source, plan, *backend));
   // GGUF converters permute Q/K rows so that neighbours pair up; HF checkpoints rotate halves.
   const RopeLayout layout = source.format() == CheckpointFormat::kGguf
                                 ? RopeLayout::kInterleaved
                                 : RopeLayout::kRotateHalf;
   return std::unique_ptr<LlamaModel>(new LlamaModel(config, plan, std::move(weights), layout,
-                                                    backend, comm, options.max_step_tokens));
+                                                    backend, comm, options.max_step_tokens,
+                                                    max_logit_rows));
 }
 
 KvCacheShape LlamaModel::KvShape(int64_t num_blocks, int64_t block_size_tokens) const {
@@ -141,7 +146,7 @@ KvCacheShape LlamaModel::KvShape(int64_t num_blocks, int64_t block_size_tokens) 
 
 MemoryFootprint LlamaModel::footprint() const {
   return MemoryFootprint{weights_.bytes_viewed + weights_.bytes_copied, weights_.bytes_copied,
-                         WorkspaceBytes(config_, plan_, max_step_tokens_)};
+                         WorkspaceBytes(config_, plan_, max_step_tokens_, max_logit_rows_)};
 }
 
 absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) const {
@@ -193,6 +198,11 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
   if (total > max_step_tokens_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "step has %d tokens, more than max_step_tokens = %d", total, max_step_tokens_));
+  }
+  if (NumLogitRows(batch) > max_logit_rows_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "step asks for %d rows of logits, more than max_logit_rows = %d", NumLogitRows(batch),
+        max_logit_rows_));
   }
   return absl::OkStatus();
 }

@@ -54,6 +54,9 @@ struct MemoryFootprint {
 
 struct LlamaLoadOptions {
   int64_t max_step_tokens = 512;  // most new tokens (summed over sequences) in one Forward
+  // Most rows of logits one Forward returns (sequences per step, unless some ask for all
+  // their tokens' logits); 0 = max_step_tokens. Sizes the LM head's buffers.
+  int64_t max_logit_rows = 0;
 };
 
 class LlamaModel {
@@ -81,9 +84,10 @@ class LlamaModel {
   const ShardingPlan& plan() const { return plan_; }
   int64_t max_step_tokens() const { return max_step_tokens_; }
   MemoryFootprint footprint() const;
-  // Activation bytes Forward needs for `max_step_tokens`; the one place this is computed.
+  // Activation bytes Forward needs for `max_step_tokens` tokens and `max_logit_rows` rows of
+  // logits; the one place this is computed.
   static int64_t WorkspaceBytes(const LlamaConfig& config, const ShardingPlan& plan,
-                                int64_t max_step_tokens);
+                                int64_t max_step_tokens, int64_t max_logit_rows);
 
  private:
   struct Workspace;
@@ -91,7 +95,7 @@ class LlamaModel {
 
   LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, LlamaWeights weights,
              RopeLayout rope_layout, Backend* backend, Communicator* comm,
-             int64_t max_step_tokens);
+             int64_t max_step_tokens, int64_t max_logit_rows);
 
   absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
   absl::Status Embed(const StepPlan& step);
@@ -106,6 +110,7 @@ class LlamaModel {
   Backend* backend_;
   Communicator* comm_;
   int64_t max_step_tokens_;
+  int64_t max_logit_rows_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   std::unique_ptr<Workspace> ws_;
 };

@@ -245,7 +245,7 @@ TEST_F(LlamaModelTest, FootprintCountsViewsCopiesAndWorkspace) {
   const MemoryFootprint fp = model_->footprint();
   EXPECT_EQ(fp.weight_bytes_copied, copied);
   EXPECT_EQ(fp.weight_bytes_resident, viewed + copied);
-  EXPECT_EQ(fp.workspace_bytes, LlamaModel::WorkspaceBytes(c, model_->plan(), 32));
+  EXPECT_EQ(fp.workspace_bytes, LlamaModel::WorkspaceBytes(c, model_->plan(), 32, 32));
   EXPECT_GT(fp.workspace_bytes, 32 * c.vocab_size * 4);  // at least the logits buffer
 }
 

@@ -1,0 +1,118 @@
+#include "worker/local_executor.h"
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "worker/comm/communicator_factory.h"
+#include "worker/comm/in_process_communicator.h"
+
+namespace tpserve {
+
+StepBatch ToStepBatch(absl::Span<const ExecutorChunk> chunks) {
+  StepBatch batch;
+  batch.sequences.reserve(chunks.size());
+  for (const ExecutorChunk& c : chunks) {
+    SequenceStep& s = batch.sequences.emplace_back();
+    s.token_ids = c.token_ids;
+    s.start_position = c.start_position;
+    s.block_table = c.block_table;
+  }
+  return batch;
+}
+
+absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
+    const LlamaConfig& config, std::shared_ptr<const WeightSource> source,
+    const LocalExecutorOptions& options) {
+  if (options.tp_degree < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tp_degree = ", options.tp_degree, " must be at least 1"));
+  }
+  std::unique_ptr<LocalExecutor> exec(new LocalExecutor());
+  exec->source_ = std::move(source);
+  exec->vocab_size_ = config.vocab_size;
+  exec->threads_per_rank_ = options.threads_per_rank;
+  auto group = std::make_shared<InProcessGroup>(options.tp_degree);
+  exec->ranks_.resize(options.tp_degree);
+  for (int r = 0; r < options.tp_degree; ++r) {
+    Rank& rank = exec->ranks_[r];
+    rank.backend = std::make_unique<CpuBackend>(CpuBackendOptions{options.threads_per_rank});
+    CommunicatorOptions comm;
+    comm.kind = options.tp_degree == 1 ? CommunicatorKind::kSingleRank : CommunicatorKind::kInProcess;
+    comm.rank = r;
+    comm.world_size = options.tp_degree;
+    comm.in_process_group = group;
+    TP_ASSIGN_OR_RETURN(rank.comm, MakeCommunicator(comm));
+  }
+  // Load the ranks concurrently: each reads only its own slices, and the per-rank copies of
+  // row-parallel weights are made in parallel.
+  std::vector<absl::Status> loaded(options.tp_degree);
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < options.tp_degree; ++r) {
+      threads.emplace_back([&, r] {
+        Rank& rank = exec->ranks_[r];
+        absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(
+            config, *exec->source_, ShardSpec{r, options.tp_degree}, rank.backend.get(),
+            rank.comm.get(), LlamaLoadOptions{options.max_step_tokens, options.max_logit_rows});
+        if (!model.ok()) {
+          loaded[r] = model.status();
+          return;
+        }
+        rank.model = *std::move(model);
+        absl::StatusOr<std::unique_ptr<KvCache>> cache =
+            KvCache::Create(rank.model->KvShape(options.num_kv_blocks, options.block_size_tokens));
+        if (!cache.ok()) {
+          loaded[r] = cache.status();
+          return;
+        }
+        rank.cache = *std::move(cache);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (const absl::Status& s : loaded) TP_RETURN_IF_ERROR(s);
+  return exec;
+}
+
+LocalExecutor::~LocalExecutor() = default;
+
+absl::StatusOr<StepResult> LocalExecutor::Execute(absl::Span<const ExecutorChunk> chunks) {
+  const auto start = std::chrono::steady_clock::now();
+  const StepBatch batch = ToStepBatch(chunks);
+  StepResult result;
+  result.vocab_size = vocab_size_;
+  result.logits.resize(static_cast<size_t>(NumLogitRows(batch)) * vocab_size_);
+  const int tp = static_cast<int>(ranks_.size());
+  if (tp == 1) {
+    TP_RETURN_IF_ERROR(ranks_[0].model->Forward(batch, ranks_[0].cache.get(), result.logits.data()));
+  } else {
+    // Every rank ends with the full logits (the LM head all-gathers); rank 0's are returned.
+    std::vector<std::vector<float>> scratch(tp - 1, std::vector<float>(result.logits.size()));
+    std::vector<absl::Status> status(tp);
+    std::vector<std::thread> threads;
+    for (int r = 1; r < tp; ++r) {
+      threads.emplace_back([&, r] {
+        status[r] = ranks_[r].model->Forward(batch, ranks_[r].cache.get(), scratch[r - 1].data());
+      });
+    }
+    status[0] = ranks_[0].model->Forward(batch, ranks_[0].cache.get(), result.logits.data());
+    for (auto& t : threads) t.join();
+    for (const absl::Status& s : status) TP_RETURN_IF_ERROR(s);
+  }
+  result.compute_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+std::string LocalExecutor::Describe() const {
+  return absl::StrCat("local: ", ranks_.size(), " rank(s) x ", threads_per_rank_, " thread(s), ",
+                      std::string(ranks_[0].backend->name()));
+}
+
+MemoryFootprint LocalExecutor::footprint(int rank) const { return ranks_.at(rank).model->footprint(); }
+
+int64_t LocalExecutor::kv_cache_bytes(int rank) const { return ranks_.at(rank).cache->bytes(); }
+
+}  // namespace tpserve

@@ -1,0 +1,109 @@
+#include "worker/worker_service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "coordinator/grpc_status.h"
+#include "worker/comm/communicator_factory.h"
+
+namespace tpserve {
+namespace {
+namespace wpb = ::tpserve::worker::v1;
+}  // namespace
+
+absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
+                                       grpc::ServerWriter<wpb::LoadProgress>* writer) {
+  if (model_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("rank ", rank_, " is already loaded"));
+  }
+  TP_ASSIGN_OR_RETURN(files_, OpenModelFiles(request.model_path()));
+  wpb::LoadProgress progress;
+  progress.set_rank(request.rank());
+  progress.set_num_layers(static_cast<int32_t>(files_.config.num_layers));
+  writer->Write(progress);  // opened; joining the group next
+
+  CommunicatorOptions comm;
+  TP_ASSIGN_OR_RETURN(comm.kind, ParseCommunicatorKind(request.comm_kind()));
+  comm.rank = request.rank();
+  comm.world_size = request.world_size();
+  comm.store_dir = request.rendezvous_dir();
+  comm.run_id = request.rendezvous_prefix();
+  comm.timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
+                                        ? request.collective_timeout_ms() : 10000);
+  TP_ASSIGN_OR_RETURN(comm_, MakeCommunicator(comm));
+
+  backend_ = std::make_unique<CpuBackend>(CpuBackendOptions{std::max(1, request.num_threads())});
+  TP_ASSIGN_OR_RETURN(model_, LlamaModel::Load(files_.config, *files_.weights,
+                                               ShardSpec{request.rank(), request.world_size()},
+                                               backend_.get(), comm_.get(),
+                                               LlamaLoadOptions{request.max_step_tokens(),
+                                                                request.max_logit_rows()}));
+  TP_ASSIGN_OR_RETURN(cache_, KvCache::Create(model_->KvShape(request.num_kv_blocks(),
+                                                              request.block_size_tokens())));
+  rank_ = request.rank();
+  const MemoryFootprint fp = model_->footprint();
+  progress.set_layers_loaded(static_cast<int32_t>(files_.config.num_layers));
+  progress.set_ready(true);
+  progress.set_weight_bytes(fp.weight_bytes_resident);
+  progress.set_kv_cache_bytes(cache_->bytes());
+  writer->Write(progress);
+  return absl::OkStatus();
+}
+
+grpc::Status WorkerService::Load(grpc::ServerContext*, const wpb::LoadRequest* request,
+                                 grpc::ServerWriter<wpb::LoadProgress>* writer) {
+  absl::MutexLock lock(&mu_);
+  absl::Status s = LoadLocked(*request, writer);
+  if (!s.ok()) {
+    return ToGrpcStatus(absl::Status(
+        s.code(), absl::StrCat("rank ", request->rank(), " failed to load: ", s.message())));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* request,
+                                 wpb::StepResponse* response) {
+  absl::MutexLock lock(&mu_);
+  if (model_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Step before Load");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  StepBatch batch;
+  for (const wpb::SequenceChunk& c : request->chunks()) {
+    SequenceStep& s = batch.sequences.emplace_back();
+    s.token_ids.assign(c.token_ids().begin(), c.token_ids().end());
+    s.start_position = c.start_position();
+    s.block_table.assign(c.block_table().begin(), c.block_table().end());
+  }
+  const int64_t vocab = files_.config.vocab_size;
+  logits_.resize(static_cast<size_t>(NumLogitRows(batch)) * vocab);
+  absl::Status s = model_->Forward(batch, cache_.get(), logits_.data());
+  if (!s.ok()) {
+    return ToGrpcStatus(absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message())));
+  }
+  response->set_step_id(request->step_id());
+  response->set_vocab_size(static_cast<int32_t>(vocab));
+  if (rank_ == 0) {
+    response->set_logits(reinterpret_cast<const char*>(logits_.data()),
+                         logits_.size() * sizeof(float));
+  }
+  response->set_compute_s(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Heartbeat(grpc::ServerContext*, const wpb::HeartbeatRequest*,
+                                      wpb::HeartbeatResponse* response) {
+  // Must answer while a step runs, so it reads no model state.
+  response->set_ready(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Shutdown(grpc::ServerContext*, const wpb::ShutdownRequest*,
+                                     wpb::ShutdownResponse*) {
+  if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
+  return grpc::Status::OK;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,62 @@
+// One tensor-parallel rank as a gRPC service (tpserve.worker.v1.Worker): it joins its group,
+// loads only its own slices of the checkpoint, keeps its slice of the paged KV cache, and runs
+// each step the coordinator sends in lockstep with the other ranks. Rank 0 returns the logits.
+//
+//   WorkerService service(WorkerServiceOptions{.num_threads = 2});
+//   builder.RegisterService(&service);  ...  service.WaitForShutdown();
+//
+// Threading: gRPC handler threads; Load and Step are serialized by a mutex (one step at a time,
+// as the model requires).
+#ifndef TPSERVE_WORKER_WORKER_SERVICE_H_
+#define TPSERVE_WORKER_WORKER_SERVICE_H_
+
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/model_files.h"
+#include "proto/worker.grpc.pb.h"
+#include "worker/comm/communicator.h"
+#include "worker/kv_cache.h"
+#include "worker/llama_model.h"
+
+namespace tpserve {
+
+class WorkerService final : public tpserve::worker::v1::Worker::Service {
+ public:
+  WorkerService() = default;
+
+  grpc::Status Load(grpc::ServerContext* context, const tpserve::worker::v1::LoadRequest* request,
+                    grpc::ServerWriter<tpserve::worker::v1::LoadProgress>* writer) override;
+  grpc::Status Step(grpc::ServerContext* context, const tpserve::worker::v1::StepRequest* request,
+                    tpserve::worker::v1::StepResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context,
+                         const tpserve::worker::v1::HeartbeatRequest* request,
+                         tpserve::worker::v1::HeartbeatResponse* response) override;
+  grpc::Status Shutdown(grpc::ServerContext* context,
+                        const tpserve::worker::v1::ShutdownRequest* request,
+                        tpserve::worker::v1::ShutdownResponse* response) override;
+
+  // Blocks until a Shutdown call arrives.
+  void WaitForShutdown() { shutdown_.WaitForNotification(); }
+
+ private:
+  absl::Status LoadLocked(const tpserve::worker::v1::LoadRequest& request,
+                          grpc::ServerWriter<tpserve::worker::v1::LoadProgress>* writer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  ModelFiles files_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<CpuBackend> backend_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Communicator> comm_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<LlamaModel> model_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<KvCache> cache_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
+  absl::Notification shutdown_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_WORKER_SERVICE_H_
