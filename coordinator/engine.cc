@@ -191,7 +191,9 @@ bool Engine::Step() {
                        seq.tokens.begin() + c.start_position + c.num_tokens);
     e.block_table = blocks_.BlockTable(c.seq_id);
   }
+  const absl::Time exec_start = absl::Now();
   absl::StatusOr<StepResult> result = executor_->Execute(chunks);
+  const double wall_s = absl::ToDoubleSeconds(absl::Now() - exec_start);
   if (!result.ok()) {
     FailAll(absl::UnavailableError(absl::StrCat("model step failed: ", result.status().message())));
     PublishStats();
@@ -202,6 +204,7 @@ bool Engine::Step() {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;
     stats_.tokens_computed += plan.num_tokens();
+    stats_.step_wall_s += wall_s;
     stats_.execute_s += result->compute_s;
     stats_.allreduce_s += result->allreduce_s;
   }

@@ -61,8 +61,9 @@ using EventCallback = std::function<void(GenerationEvent)>;
 struct EngineStats {
   int64_t steps = 0;
   int64_t tokens_computed = 0;
-  double execute_s = 0.0;
-  double allreduce_s = 0.0;
+  double step_wall_s = 0.0;   // Execute as the engine sees it: compute + control plane
+  double execute_s = 0.0;     // rank 0's model time
+  double allreduce_s = 0.0;   // of which inside collectives
   int32_t free_kv_blocks = 0;
   int32_t total_kv_blocks = 0;
   int64_t running = 0;

@@ -277,6 +277,16 @@ int Main(const char* argv0) {
     std::fprintf(stderr, "launch: %s, shutting down\n", sig == SIGINT ? "interrupted" : "terminated");
     break;
   }
+  const EngineStats st = (*gateway)->engine().stats();
+  if (st.steps > 0) {
+    const double ms = 1000.0 / static_cast<double>(st.steps);
+    std::fprintf(stderr,
+                 "launch: %lld steps, %lld tokens; per step: %.2f ms wall, rank-0 model %.2f ms "
+                 "(collectives %.2f ms), control plane %.2f ms\n",
+                 static_cast<long long>(st.steps), static_cast<long long>(st.tokens_computed),
+                 st.step_wall_s * ms, st.execute_s * ms, st.allreduce_s * ms,
+                 (st.step_wall_s - st.execute_s) * ms);
+  }
   (*gateway)->Shutdown();  // ends any open stream, the demo's too
   if (demo.joinable()) demo.join();
   StopChildren(pids);

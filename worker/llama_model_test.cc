@@ -11,7 +11,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "worker/comm/communicator.h"
 #include "worker/generate.h"
-#include "worker/testing/in_process_communicator.h"
+#include "worker/comm/in_process_communicator.h"
 #include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
@@ -221,8 +221,8 @@ TEST_F(LlamaModelTest, LoadReportsMissingAndMisshapenTensors) {
   c.intermediate_size = 96;
   auto q = MakeTinyLlama(c, {.linear = DType::kQ4_1});
   SingleRankCommunicator solo;
-  InProcessGroup two(2);  // loading makes no collective calls
-  m = LlamaModel::Load(c, *q, {1, 2}, &backend_, &two.rank(1));
+  InProcessCommunicator rank1_of_2(std::make_shared<InProcessGroup>(2), 1);  // no collectives
+  m = LlamaModel::Load(c, *q, {1, 2}, &backend_, &rank1_of_2);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(m.status().message().find("blk.0.ffn_down.weight: column slice [48, 96) is not "
                                       "aligned to Q4_1 blocks of 32"),

@@ -14,7 +14,7 @@
 #include "model/config.h"
 #include "worker/generate.h"
 #include "worker/llama_model.h"
-#include "worker/testing/in_process_communicator.h"
+#include "worker/comm/in_process_communicator.h"
 #include "worker/testing/model_path.h"
 #include "worker/testing/tiny_llama.h"
 
@@ -25,12 +25,13 @@ namespace {
 void RunRanks(int world, const LlamaConfig& config, const WeightSource& source,
               int64_t num_blocks, int64_t block_size_tokens,
               const std::function<void(int, LlamaModel&, KvCache&)>& body) {
-  InProcessGroup group(world);
+  auto group = std::make_shared<InProcessGroup>(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       CpuBackend backend(CpuBackendOptions{.num_threads = 1});
-      auto model = LlamaModel::Load(config, source, {r, world}, &backend, &group.rank(r));
+      InProcessCommunicator comm(group, r);
+      auto model = LlamaModel::Load(config, source, {r, world}, &backend, &comm);
       ASSERT_TRUE(model.ok()) << "rank " << r << ": " << model.status();
       auto cache = KvCache::Create((*model)->KvShape(num_blocks, block_size_tokens));
       ASSERT_TRUE(cache.ok()) << cache.status();

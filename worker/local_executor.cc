@@ -43,7 +43,8 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
     comm.rank = r;
     comm.world_size = options.tp_degree;
     comm.in_process_group = group;
-    TP_ASSIGN_OR_RETURN(rank.comm, MakeCommunicator(comm));
+    TP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> inner, MakeCommunicator(comm));
+    rank.comm = std::make_unique<TimedCommunicator>(std::move(inner));
   }
   // Load the ranks concurrently: each reads only its own slices, and the per-rank copies of
   // row-parallel weights are made in parallel.
@@ -103,6 +104,8 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(absl::Span<const ExecutorChunk
   }
   result.compute_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.allreduce_s = ranks_[0].comm->TakeSeconds();
+  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r].comm->TakeSeconds();
   return result;
 }
 

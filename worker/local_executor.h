@@ -21,6 +21,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
+#include "worker/timed_communicator.h"
 
 namespace tpserve {
 
@@ -51,7 +52,7 @@ class LocalExecutor final : public ModelExecutor {
  private:
   struct Rank {
     std::unique_ptr<CpuBackend> backend;
-    std::unique_ptr<Communicator> comm;
+    std::unique_ptr<TimedCommunicator> comm;
     std::unique_ptr<LlamaModel> model;
     std::unique_ptr<KvCache> cache;
   };

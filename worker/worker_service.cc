@@ -31,7 +31,8 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   comm.run_id = request.rendezvous_prefix();
   comm.timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
                                         ? request.collective_timeout_ms() : 10000);
-  TP_ASSIGN_OR_RETURN(comm_, MakeCommunicator(comm));
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> inner, MakeCommunicator(comm));
+  comm_ = std::make_unique<TimedCommunicator>(std::move(inner));
 
   backend_ = std::make_unique<CpuBackend>(CpuBackendOptions{std::max(1, request.num_threads())});
   TP_ASSIGN_OR_RETURN(model_, LlamaModel::Load(files_.config, *files_.weights,
@@ -88,6 +89,7 @@ grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* r
     response->set_logits(reinterpret_cast<const char*>(logits_.data()),
                          logits_.size() * sizeof(float));
   }
+  response->set_allreduce_s(comm_->TakeSeconds());
   response->set_compute_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return grpc::Status::OK;

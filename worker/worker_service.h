@@ -20,6 +20,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
+#include "worker/timed_communicator.h"
 
 namespace tpserve {
 
@@ -50,7 +51,7 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   ModelFiles files_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<CpuBackend> backend_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<Communicator> comm_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<TimedCommunicator> comm_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<LlamaModel> model_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<KvCache> cache_ ABSL_GUARDED_BY(mu_);
   std::vector<float> logits_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,67 @@
+"""Decode speed of a real cluster (launcher + worker processes) through the public gRPC API,
+and where a step's time goes (rank-0 model time, collectives, control plane), for several
+tensor-parallel degrees. Not a test: numbers go to docs/PERFORMANCE.md.
+
+  python3 bench/cluster_bench.py MODEL.gguf RANKS [RANKS ...]
+"""
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests/e2e"))
+from conftest import pb, pb_grpc  # noqa: E402  (stubs generated from proto/tpserve.proto)
+import grpc  # noqa: E402
+
+NEW_TOKENS = 64
+RUNS = 3
+
+
+def bench(model, ranks):
+    tmp = pathlib.Path(tempfile.mkdtemp())
+    ready = tmp / "ready"
+    log = open(tmp / "log", "w+")
+    env = dict(os.environ, TPSERVE_WORKER_BIN=str(ROOT / "bazel-bin/worker/worker"))
+    proc = subprocess.Popen([str(ROOT / "bazel-bin/deploy/launch"), f"--ranks={ranks}",
+                             f"--model={model}", "--port=0", f"--ready_file={ready}",
+                             "--context=1024", "--max_seqs=1"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    while not ready.exists():
+        assert proc.poll() is None, (tmp / "log").read_text()
+        time.sleep(0.1)
+    stub = pb_grpc.TpServeStub(grpc.insecure_channel(ready.read_text().strip()))
+    rates = []
+    for run in range(RUNS + 1):
+        req = pb.GenerateRequest(text="The history of the river begins", max_new_tokens=NEW_TOKENS,
+                                 ignore_eos=True)
+        req.sampling.temperature = 0.0
+        last = list(stub.Generate(req, timeout=600))[-1]
+        if run > 0:  # the first run warms up
+            rates.append((last.usage.completion_tokens - 1) / last.usage.decode_time_s)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    text = (tmp / "log").read_text()
+    m = re.search(r"per step: ([\d.]+) ms wall, rank-0 model ([\d.]+) ms \(collectives ([\d.]+) ms\), "
+                  r"control plane ([\d.]+) ms", text)
+    return rates, m.groups() if m else None
+
+
+def main():
+    model, ranks_list = sys.argv[1], [int(r) for r in sys.argv[2:]]
+    print(f"model {pathlib.Path(model).name}; {NEW_TOKENS} greedy tokens at batch 1, {RUNS} runs after a warm-up")
+    print("| ranks | decode tok/s (runs) | per step: wall ms | rank-0 model ms | collectives ms | control plane ms |")
+    print("|---|---|---|---|---|---|")
+    for ranks in ranks_list:
+        rates, step = bench(model, ranks)
+        step = step or ("?",) * 4
+        print(f"| {ranks} | {' / '.join(f'{r:.1f}' for r in rates)} | {step[0]} | {step[1]} | {step[2]} | {step[3]} |")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

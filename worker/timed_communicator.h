@@ -1,0 +1,62 @@
+// A Communicator decorator that measures the time spent inside collectives, so a step can
+// report how much of it was all-reduce and all-gather (docs/PERFORMANCE.md).
+//
+//   TimedCommunicator comm(std::move(gloo));
+//   model->Forward(...);  double collective_s = comm.TakeSeconds();
+//
+// Threading: as the wrapped communicator (one thread at a time).
+#ifndef TPSERVE_WORKER_TIMED_COMMUNICATOR_H_
+#define TPSERVE_WORKER_TIMED_COMMUNICATOR_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "worker/comm/communicator.h"
+
+namespace tpserve {
+
+class TimedCommunicator final : public Communicator {
+ public:
+  explicit TimedCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::string Describe() const override { return inner_->Describe(); }
+
+  absl::Status AllReduceSum(absl::Span<float> data) override {
+    return Timed([&] { return inner_->AllReduceSum(data); });
+  }
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override {
+    return Timed([&] { return inner_->AllGather(in, out); });
+  }
+  absl::Status Broadcast(absl::Span<uint8_t> data, int root) override {
+    return Timed([&] { return inner_->Broadcast(data, root); });
+  }
+  absl::Status Barrier() override {
+    return Timed([&] { return inner_->Barrier(); });
+  }
+
+  // Seconds spent in collectives since the last call.
+  double TakeSeconds() {
+    const double s = seconds_;
+    seconds_ = 0.0;
+    return s;
+  }
+
+ private:
+  template <typename F>
+  absl::Status Timed(F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s = f();
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return s;
+  }
+
+  std::unique_ptr<Communicator> inner_;
+  double seconds_ = 0.0;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_TIMED_COMMUNICATOR_H_
