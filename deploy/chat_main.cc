@@ -16,6 +16,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/validation.h"
+#include "deploy/cluster_plan.h"
 #include "worker/local_executor.h"
 
 ABSL_FLAG(std::string, model, "", "a .gguf file or a Hugging Face model directory");
@@ -48,27 +49,28 @@ int Main() {
   const int threads = absl::GetFlag(FLAGS_threads) > 0
                           ? absl::GetFlag(FLAGS_threads)
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int64_t context =
-      std::min<int64_t>(absl::GetFlag(FLAGS_context), bundle->files.config.max_context_tokens);
+  // The KV cache is sized by the same memory plan a cluster launch uses (one conversation).
+  ClusterRequest want;
+  want.ranks = absl::GetFlag(FLAGS_tp);
+  want.context_tokens = absl::GetFlag(FLAGS_context);
+  want.max_seqs = 1;
+  absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
+  if (!plan.ok()) return Fail(plan.status());
+  const int64_t context = plan->engine.context_length;
   LocalExecutorOptions exec_options;
-  exec_options.tp_degree = absl::GetFlag(FLAGS_tp);
+  exec_options.tp_degree = want.ranks;
   exec_options.threads_per_rank = std::max(1, threads / exec_options.tp_degree);
-  exec_options.block_size_tokens = 16;
-  exec_options.num_kv_blocks = (context + 15) / 16;
-  exec_options.max_step_tokens = 512;
-  exec_options.max_logit_rows = 1;  // one conversation at a time
+  exec_options.block_size_tokens = plan->block_size_tokens;
+  exec_options.num_kv_blocks = plan->num_kv_blocks;
+  exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
+  exec_options.max_logit_rows = 1;
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
       LocalExecutor::Create(bundle->files.config, bundle->files.weights, exec_options);
   if (!exec.ok()) return Fail(exec.status());
   std::fprintf(stderr, "chat: %s, %s, %s\n", bundle->files.config.name.c_str(),
                bundle->files.weight_format.c_str(), (*exec)->Describe().c_str());
 
-  EngineOptions engine_options;
-  engine_options.num_kv_blocks = static_cast<int32_t>(exec_options.num_kv_blocks);
-  engine_options.block_size_tokens = 16;
-  engine_options.context_length = context;
-  engine_options.scheduler.max_num_seqs = 1;
-  engine_options.scheduler.max_tokens_per_step = 512;
+  EngineOptions engine_options = plan->engine;
   engine_options.eos_token_ids = bundle->EosTokenIds();
   Engine engine(engine_options, *std::move(exec), &*bundle->tokenizer);
 
