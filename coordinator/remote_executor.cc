@@ -66,6 +66,10 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     const LoadProgressCallback& on_progress) {
   std::unique_ptr<RemoteExecutor> exec(new RemoteExecutor(addresses, options));
   const int world = static_cast<int>(addresses.size());
+  if (options.assignments.size() != addresses.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("sharding plan has ", options.assignments.size(),
+                                                   " assignments for ", world, " ranks"));
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   for (const std::string& address : addresses) {
@@ -88,6 +92,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_num_threads(options.threads_per_rank);
     req.set_max_step_tokens(options.max_step_tokens);
     req.set_max_logit_rows(options.max_logit_rows);
+    *req.mutable_assignment() = options.assignments[r];
     req.set_collective_timeout_ms(
         static_cast<int32_t>(absl::ToInt64Milliseconds(options.collective_timeout)));
     ctx->set_wait_for_ready(true);  // the rank process may still be starting its server

@@ -36,6 +36,8 @@ struct RemoteExecutorOptions {
   absl::Duration load_timeout = absl::Minutes(10);
   absl::Duration step_timeout = absl::Seconds(60);
   int64_t vocab_size = 0;
+  // What each rank must load (index = rank), from the coordinator's sharding plan.
+  std::vector<tpserve::worker::v1::ShardAssignment> assignments;
 };
 
 using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadProgress&)>;

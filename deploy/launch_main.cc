@@ -33,6 +33,8 @@
 #include "coordinator/remote_executor.h"
 #include "deploy/cluster_plan.h"
 #include "deploy/stream_client.h"
+#include "worker/sharding_plan.h"
+#include "worker/worker_service.h"
 
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
 ABSL_FLAG(int, gpus, 0, "GPU ranks: one per GPU (needs that many CUDA devices)");
@@ -201,6 +203,14 @@ int Main(const char* argv0) {
                                       : plan->threads_per_rank;
   exec_options.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
   exec_options.vocab_size = bundle->files.config.vocab_size;
+  for (int r = 0; r < ranks; ++r) {
+    absl::StatusOr<ShardingPlan> shards = ShardingPlan::Create(bundle->files.config, {r, ranks});
+    if (!shards.ok()) {
+      StopChildren(pids);
+      return Fail(std::string(shards.status().message()), 2);
+    }
+    exec_options.assignments.push_back(ToAssignment(*shards));
+  }
   exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
   exec_options.max_logit_rows = plan->engine.scheduler.max_num_seqs;
   const absl::Time load_start = absl::Now();

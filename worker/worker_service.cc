@@ -12,6 +12,19 @@ namespace {
 namespace wpb = ::tpserve::worker::v1;
 }  // namespace
 
+wpb::ShardAssignment ToAssignment(const ShardingPlan& plan) {
+  wpb::ShardAssignment a;
+  a.set_first_head(plan.first_head());
+  a.set_num_heads(plan.num_local_heads());
+  a.set_first_kv_head(plan.first_kv_head());
+  a.set_num_kv_heads(plan.num_local_kv_heads());
+  a.set_first_ffn_row(plan.first_ffn_row());
+  a.set_num_ffn_rows(plan.local_intermediate_size());
+  a.set_first_vocab_row(plan.first_vocab_row());
+  a.set_num_vocab_rows(plan.num_local_vocab_rows());
+  return a;
+}
+
 absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
                                        grpc::ServerWriter<wpb::LoadProgress>* writer) {
   if (model_ != nullptr) {
@@ -22,6 +35,17 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   progress.set_rank(request.rank());
   progress.set_num_layers(static_cast<int32_t>(files_.config.num_layers));
   writer->Write(progress);  // opened; joining the group next
+
+  // The coordinator said which slices to load; this rank's own plan must agree, or the two
+  // were built from different models or code.
+  TP_ASSIGN_OR_RETURN(ShardingPlan plan,
+                      ShardingPlan::Create(files_.config, {request.rank(), request.world_size()}));
+  const wpb::ShardAssignment mine = ToAssignment(plan);
+  if (mine.SerializeAsString() != request.assignment().SerializeAsString()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the coordinator assigned {", request.assignment().ShortDebugString(),
+        "} but this rank's sharding plan is {", mine.ShortDebugString(), "}"));
+  }
 
   CommunicatorOptions comm;
   TP_ASSIGN_OR_RETURN(comm.kind, ParseCommunicatorKind(request.comm_kind()));

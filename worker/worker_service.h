@@ -24,6 +24,9 @@
 
 namespace tpserve {
 
+// The assignment a rank with `plan` holds; the coordinator sends it, the rank checks it.
+tpserve::worker::v1::ShardAssignment ToAssignment(const ShardingPlan& plan);
+
 class WorkerService final : public tpserve::worker::v1::Worker::Service {
  public:
   WorkerService() = default;
