@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "formats/dtype.h"
 #include "formats/str_cat.h"
 
 namespace tpserve {
@@ -18,14 +19,16 @@ constexpr int64_t kDefaultInt4Group = 128;
 constexpr std::string_view kAcceptedNames =
     "f32, f16, bf16, fp8-e4m3, fp8, fp8-block, int4, int4-g<N>, q8_0, q4_0, q4_1";
 
+// Bytes per 32-value block, from the readers' own layout table (formats/dtype.h), so the plan
+// and the loader can never disagree on a GGML type's size.
 int64_t GgmlBlockBytes(FormatKind kind) {
   switch (kind) {
     case FormatKind::kQ8_0:
-      return 2 + 32;
+      return BlockBytes(DType::kQ8_0);
     case FormatKind::kQ4_0:
-      return 2 + 16;
+      return BlockBytes(DType::kQ4_0);
     case FormatKind::kQ4_1:
-      return 2 + 2 + 16;
+      return BlockBytes(DType::kQ4_1);
     default:
       return 0;
   }
