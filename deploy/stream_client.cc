@@ -35,6 +35,7 @@ absl::Status StreamChat(const std::string& address, const std::string& message,
     if (r.has_usage()) usage = r.usage();
   }
   std::fputc('\n', out);
+  std::fflush(out);
   grpc::Status status = reader->Finish();
   if (status.ok() && options.print_usage) {
     const double tps = usage.decode_time_s() > 0
