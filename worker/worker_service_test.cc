@@ -1,0 +1,116 @@
+// The worker rank's gRPC service, driven as the coordinator drives it: Load with the plan's
+// assignment, Step, and the refusals (wrong assignment, step before load, bad tokens).
+#include "worker/worker_service.h"
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "worker/sharding_plan.h"
+#include "worker/testing/model_path.h"
+
+namespace tpserve {
+namespace {
+
+namespace wpb = ::tpserve::worker::v1;
+
+class WorkerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = wpb::Worker::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                     grpc::InsecureChannelCredentials()));
+    absl::StatusOr<std::string> path = SmolLm2GgufPath();
+    ASSERT_TRUE(path.ok()) << path.status();
+    request_.set_rank(0);
+    request_.set_world_size(1);
+    request_.set_model_path(*path);
+    request_.set_comm_kind("single");
+    request_.set_num_kv_blocks(8);
+    request_.set_block_size_tokens(16);
+    request_.set_num_threads(1);
+    request_.set_max_step_tokens(64);
+    request_.set_max_logit_rows(2);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  // Returns the final status; `ready` gets the last progress message.
+  grpc::Status Load(const wpb::LoadRequest& req, wpb::LoadProgress* ready) {
+    grpc::ClientContext ctx;
+    auto reader = stub_->Load(&ctx, req);
+    wpb::LoadProgress p;
+    while (reader->Read(&p)) *ready = p;
+    return reader->Finish();
+  }
+  wpb::ShardAssignment Assignment(int rank, int world) {
+    absl::StatusOr<ShardingPlan> plan =
+        ShardingPlan::Create(*LlamaConfigPreset("smollm2"), {rank, world});
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return ToAssignment(*plan);
+  }
+
+  WorkerService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<wpb::Worker::Stub> stub_;
+  wpb::LoadRequest request_;
+};
+
+TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
+  *request_.mutable_assignment() = Assignment(0, 1);
+  wpb::LoadProgress ready;
+  grpc::Status s = Load(request_, &ready);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(ready.ready());
+  EXPECT_EQ(ready.num_layers(), 30);
+  EXPECT_EQ(ready.kv_cache_bytes(), 8 * 16 * 30 * 2 * 3 * 64 * 4);  // f32 K and V, 3 KV heads
+
+  wpb::StepRequest step;
+  step.set_step_id(7);
+  wpb::SequenceChunk* c = step.add_chunks();
+  c->add_token_ids(1);
+  c->add_token_ids(28);
+  c->set_start_position(0);
+  c->add_block_table(0);
+  wpb::StepResponse out;
+  grpc::ClientContext ctx;
+  s = stub_->Step(&ctx, step, &out);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(out.step_id(), 7);
+  EXPECT_EQ(out.vocab_size(), 49152);
+  EXPECT_EQ(out.logits().size(), 49152 * sizeof(float));  // rank 0 returns one row per chunk
+
+  c->set_token_ids(1, 49152);  // outside the vocabulary
+  grpc::ClientContext ctx2;
+  s = stub_->Step(&ctx2, step, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("rank 0: "), std::string::npos) << s.error_message();
+}
+
+TEST_F(WorkerServiceTest, RefusesAnAssignmentItsOwnPlanDisagreesWith) {
+  *request_.mutable_assignment() = Assignment(1, 3);  // another rank's slices
+  wpb::LoadProgress ready;
+  grpc::Status s = Load(request_, &ready);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("rank 0 failed to load: the coordinator assigned"),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_FALSE(ready.ready());
+}
+
+TEST_F(WorkerServiceTest, StepBeforeLoadIsRefused) {
+  wpb::StepResponse out;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub_->Step(&ctx, wpb::StepRequest(), &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "Step before Load");
+}
+
+}  // namespace
+}  // namespace tpserve
