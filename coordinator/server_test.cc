@@ -171,8 +171,9 @@ TEST_F(ServerTest, DeadlineEndsTheStreamAndFreesTheKvCache) {
   executor_->step_delay_ = absl::Milliseconds(10);
   pb::GenerateRequest req;
   req.set_text("dd");
+  req.mutable_sampling()->set_temperature(0.0f);  // the scripted model checks every token
   Result r = Generate(req, -1, absl::Milliseconds(300));
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << r.status.error_message();
   for (int i = 0; i < 200 && engine_->stats().running > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ(engine_->stats().running, 0);
   EXPECT_EQ(engine_->stats().free_kv_blocks, 64);
@@ -183,6 +184,7 @@ TEST_F(ServerTest, AFailedRankEndsTheStreamWithUnavailable) {
   executor_->fail_at_step_ = 4;
   pb::GenerateRequest req;
   req.set_text("ee");
+  req.mutable_sampling()->set_temperature(0.0f);
   Result r = Generate(req);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(r.status.error_message().find("rank 1 stopped answering"), std::string::npos);
