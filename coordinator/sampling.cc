@@ -54,6 +54,16 @@ void ApplyPenalties(const SamplingParams& p, absl::Span<const int32_t> history,
   }
 }
 
+// A uniform in (0, 1) that depends only on (key, draw, id): counter-based (SplitMix64
+// finalizer), so each token id gets its own noise however the candidates are ordered.
+double Uniform(uint64_t key, uint64_t draw, uint32_t id) {
+  uint64_t z = key ^ (draw * 0x9E3779B97F4A7C15ull) ^ (uint64_t{id} * 0xD1B54A32D192ED03ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (static_cast<double>(z >> 11) + 0.5) * 0x1.0p-53;
+}
+
 }  // namespace
 
 absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size) {
@@ -81,7 +91,68 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
 }
 
 Sampler::Sampler(const SamplingParams& params)
-    : params_(params), rng_(params.seed.has_value() ? *params.seed : std::random_device{}()) {}
+    : params_(params),
+      key_(params.seed.has_value() ? *params.seed
+                                   : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+
+// Truncates to the allowed candidates (top-k, then top-p, then min-p, all over the tempered
+// distribution), then draws with the Gumbel-max trick: the token maximising
+// logit / T + Gumbel noise, where each token id has its own seeded noise. That is an exact
+// draw from softmax(logits / T) over the candidates, and unlike inverse-CDF sampling its choice
+// depends on the order of the scores only, not on where every CDF boundary falls: logits that
+// differ by rounding (another tensor-parallel degree, another summation order) pick the same
+// token unless the top two perturbed scores are that close, as with greedy decoding.
+int32_t Sampler::Draw(const std::vector<float>& x) {
+  const uint64_t draw = draws_++;
+  const int32_t vocab = static_cast<int32_t>(x.size());
+  const double inv_t = 1.0 / params_.temperature;
+  std::vector<int32_t> candidates;
+  const bool truncates = params_.top_k > 0 || params_.top_p < 1.0f || params_.min_p > 0.0f;
+  if (truncates) {
+    candidates.resize(vocab);
+    std::iota(candidates.begin(), candidates.end(), 0);
+    const auto by_logit = [&x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
+    size_t keep = params_.top_k > 0 ? static_cast<size_t>(params_.top_k) : candidates.size();
+    std::partial_sort(candidates.begin(), candidates.begin() + keep, candidates.end(), by_logit);
+    candidates.resize(keep);
+    std::vector<double> probs(keep);
+    double sum = 0.0;
+    for (size_t i = 0; i < keep; ++i) {
+      probs[i] = std::exp((x[candidates[i]] - x[candidates[0]]) * inv_t);
+      sum += probs[i];
+    }
+    for (double& p : probs) p /= sum;
+    if (params_.top_p < 1.0f) {  // nucleus: the smallest prefix whose mass reaches top_p
+      double mass = 0.0;
+      size_t n = 0;
+      while (n < keep && mass < params_.top_p) mass += probs[n++];
+      keep = std::max<size_t>(n, 1);
+    }
+    if (params_.min_p > 0.0f) {  // relative to the most likely token
+      const double floor = params_.min_p * probs[0];
+      size_t n = 1;
+      while (n < keep && probs[n] >= floor) ++n;
+      keep = n;
+    }
+    candidates.resize(keep);
+  }
+  int32_t best = -1;
+  double best_score = -std::numeric_limits<double>::infinity();
+  auto consider = [&](int32_t id) {
+    const double gumbel = -std::log(-std::log(Uniform(key_, draw, static_cast<uint32_t>(id))));
+    const double score = x[id] * inv_t + gumbel;
+    if (score > best_score) {
+      best_score = score;
+      best = id;
+    }
+  };
+  if (truncates) {
+    for (int32_t id : candidates) consider(id);
+  } else {
+    for (int32_t id = 0; id < vocab; ++id) consider(id);
+  }
+  return best;
+}
 
 SampledToken Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t> history) {
   const int32_t vocab = static_cast<int32_t>(logits.size());
@@ -95,50 +166,7 @@ SampledToken Sampler::Sample(absl::Span<const float> logits, absl::Span<const in
     // Greedy; ties go to the lowest id, as in llama.cpp and transformers.
     out.id = static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
   } else {
-    // Candidates sorted by descending logit: only top_k of them when top-k is on.
-    std::vector<int32_t> order(vocab);
-    std::iota(order.begin(), order.end(), 0);
-    const auto by_logit = [&x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); };
-    size_t keep = params_.top_k > 0 ? static_cast<size_t>(params_.top_k) : order.size();
-    std::partial_sort(order.begin(), order.begin() + keep, order.end(), by_logit);
-    order.resize(keep);
-
-    std::vector<double> probs(keep);
-    const double inv_t = 1.0 / params_.temperature;
-    double sum = 0.0;
-    for (size_t i = 0; i < keep; ++i) {
-      probs[i] = std::exp((x[order[i]] - x[order[0]]) * inv_t);
-      sum += probs[i];
-    }
-    for (double& p : probs) p /= sum;
-    // Nucleus: the smallest prefix whose mass reaches top_p.
-    if (params_.top_p < 1.0f) {
-      double mass = 0.0;
-      size_t n = 0;
-      while (n < keep && mass < params_.top_p) mass += probs[n++];
-      keep = std::max<size_t>(n, 1);
-    }
-    // min-p relative to the most likely token (probs[0]).
-    if (params_.min_p > 0.0f) {
-      const double floor = params_.min_p * probs[0];
-      size_t n = 1;
-      while (n < keep && probs[n] >= floor) ++n;
-      keep = n;
-    }
-    double kept_mass = 0.0;
-    for (size_t i = 0; i < keep; ++i) kept_mass += probs[i];
-    // A 53-bit uniform in [0, kept_mass): std::uniform_real_distribution is not specified to be
-    // the same across standard libraries, this is.
-    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * kept_mass;
-    double acc = 0.0;
-    out.id = order[keep - 1];
-    for (size_t i = 0; i < keep; ++i) {
-      acc += probs[i];
-      if (u < acc) {
-        out.id = order[i];
-        break;
-      }
-    }
+    out.id = Draw(x);
   }
   out.logprob = model_logprobs[out.id];
   if (params_.top_logprobs > 0) {

@@ -1,6 +1,7 @@
 // Turns one row of logits into the next token: repetition/presence/frequency penalties, then
-// temperature, top-k, top-p (nucleus) and min-p truncation, then a seeded draw. Temperature 0 is
-// greedy. Also reports the chosen token's log-probability and the top-n alternatives.
+// temperature, top-k, top-p (nucleus) and min-p truncation, then a seeded Gumbel-max draw (each
+// token id has its own noise, so logits that differ only by rounding give the same token).
+// Temperature 0 is greedy. Also reports the chosen token's log-probability and the top-n alternatives.
 //
 //   TP_RETURN_IF_ERROR(ValidateSamplingParams(params, vocab_size));
 //   Sampler sampler(params);  SampledToken t = sampler.Sample(logits, history);
@@ -55,8 +56,11 @@ class Sampler {
   SampledToken Sample(absl::Span<const float> logits, absl::Span<const int32_t> history);
 
  private:
+  int32_t Draw(const std::vector<float>& logits);
+
   SamplingParams params_;
-  std::mt19937_64 rng_;
+  uint64_t key_;       // the seed, or a random one
+  uint64_t draws_ = 0;  // Sample calls so far: each draw gets fresh noise
 };
 
 }  // namespace tpserve

@@ -62,7 +62,7 @@ std::vector<std::vector<float>> TwoSteps(int world, const LlamaConfig& config,
   return per_rank;
 }
 
-TEST(LlamaModelTpTest, SyntheticModelMatchesTp1AtTp2AndTp4) {
+TEST(LlamaModelTpTest, SyntheticModelLogitsAreBitwiseEqualAtTp1Tp2AndTp4) {
   for (DType linear : {DType::kF32, DType::kQ4_1}) {
     const LlamaConfig config = TinyLlamaConfig();
     auto source = MakeTinyLlama(config, {.linear = linear, .embedding = DType::kQ8_0});
@@ -70,21 +70,16 @@ TEST(LlamaModelTpTest, SyntheticModelMatchesTp1AtTp2AndTp4) {
     ASSERT_FALSE(tp1.empty());
     float max_abs = 0;
     for (float v : tp1) max_abs = std::max(max_abs, std::fabs(v));
+    ASSERT_GT(max_abs, 0.1f);
     for (int world : {2, 4}) {
       const std::vector<std::vector<float>> ranks = TwoSteps(world, config, *source);
       for (int r = 1; r < world; ++r) EXPECT_EQ(ranks[r], ranks[0]) << "rank " << r;
-      ASSERT_EQ(ranks[0].size(), tp1.size());
-      float max_diff = 0;
-      for (size_t i = 0; i < tp1.size(); ++i) {
-        max_diff = std::max(max_diff, std::fabs(ranks[0][i] - tp1[i]));
-      }
-      // F32: only the order of f32 sums differs (partial sums per rank, then the all-reduce).
-      // Q4_1: shards quantize activations on the same 32-element blocks as TP=1, but a sum
-      // that lands differently by an ulp can flip an 8-bit rounding in the next layer's
-      // activation quantization (observed up to ~0.4% of max|logit|); a sharding mistake
-      // (wrong head, wrong column slice) changes logits by O(max|logit|).
-      const float tol = linear == DType::kF32 ? 1e-5f : 1e-2f;
-      EXPECT_LT(max_diff, tol * max_abs) << DTypeName(linear) << " TP=" << world;
+      // Bitwise: row-parallel reductions are cut into the same per-KV-group chunks at every
+      // degree and summed in chunk order, and attention computes each head alone, so no sum
+      // is associated differently (before that, Q4_1 logits moved by ~0.4% of max|logit|: an
+      // ulp flipped an 8-bit activation rounding in the next layer). 
+      EXPECT_EQ(ranks[0], tp1) << DTypeName(linear) << " TP=" << world << ", max|logit| "
+                               << max_abs;
     }
   }
 }

@@ -90,24 +90,21 @@ void CpuAttention::Run(const float* q, int64_t num_heads, float scale,
   TP_CHECK(pool.num_kv_heads > 0 && num_heads % pool.num_kv_heads == 0,
            "num_heads must be a multiple of num_kv_heads");
   const int64_t group = num_heads / pool.num_kv_heads;
+  // One task per (sequence, query head, row range). Every head's scores are computed alone,
+  // whatever the number of heads or threads, so each output is the same float at every
+  // tensor-parallel degree (grouping the heads of a KV group into one multi-query dot, chosen
+  // by how many tasks there were, gave last-bit differences that 8-bit activation rounding
+  // then amplified). The cost is re-reading a KV head's keys once per query head.
   tasks_.clear();
   for (int64_t s = 0; s < static_cast<int64_t>(seqs.size()); ++s) {
     for (int64_t g = 0; g < pool.num_kv_heads; ++g) {
       for (int64_t r = 0; r < seqs[s].num_query_tokens; r += kRowsPerTask) {
-        tasks_.push_back(
-            Task{s, g, r, std::min(seqs[s].num_query_tokens, r + kRowsPerTask), 0, group});
+        for (int64_t h = 0; h < group; ++h) {
+          tasks_.push_back(
+              Task{s, g, r, std::min(seqs[s].num_query_tokens, r + kRowsPerTask), h, h + 1});
+        }
       }
     }
-  }
-  // Too few tasks to keep every thread busy: one task per query head instead.
-  if (group > 1 && static_cast<int64_t>(tasks_.size()) < 2 * pool_->num_threads()) {
-    std::vector<Task> split;
-    for (const Task& t : tasks_) {
-      for (int64_t h = 0; h < group; ++h) {
-        split.push_back(Task{t.seq, t.kv_head, t.row_begin, t.row_end, h, h + 1});
-      }
-    }
-    tasks_.swap(split);
   }
   pool_->ParallelFor(static_cast<int64_t>(tasks_.size()), [&](int64_t t, int thread) {
     RunTask(tasks_[t], q, num_heads, scale, seqs, pool, out, &scores_[thread]);
