@@ -90,19 +90,18 @@ void CpuAttention::Run(const float* q, int64_t num_heads, float scale,
   TP_CHECK(pool.num_kv_heads > 0 && num_heads % pool.num_kv_heads == 0,
            "num_heads must be a multiple of num_kv_heads");
   const int64_t group = num_heads / pool.num_kv_heads;
-  // One task per (sequence, query head, row range). Every head's scores are computed alone,
-  // whatever the number of heads or threads, so each output is the same float at every
-  // tensor-parallel degree (grouping the heads of a KV group into one multi-query dot, chosen
-  // by how many tasks there were, gave last-bit differences that 8-bit activation rounding
-  // then amplified). The cost is re-reading a KV head's keys once per query head.
+  // One task per (sequence, KV head, row range), serving every query head of the group from
+  // one read of its keys. The grouping depends only on the model (heads per KV head is the same
+  // at every tensor-parallel degree), never on how many tasks or threads there are, so each
+  // output is the same float at every degree: splitting a group's heads into separate tasks
+  // when tasks were few changed the multi-query dot's shape and with it the last bits, which
+  // 8-bit activation rounding then amplified.
   tasks_.clear();
   for (int64_t s = 0; s < static_cast<int64_t>(seqs.size()); ++s) {
     for (int64_t g = 0; g < pool.num_kv_heads; ++g) {
       for (int64_t r = 0; r < seqs[s].num_query_tokens; r += kRowsPerTask) {
-        for (int64_t h = 0; h < group; ++h) {
-          tasks_.push_back(
-              Task{s, g, r, std::min(seqs[s].num_query_tokens, r + kRowsPerTask), h, h + 1});
-        }
+        tasks_.push_back(
+            Task{s, g, r, std::min(seqs[s].num_query_tokens, r + kRowsPerTask), 0, group});
       }
     }
   }
