@@ -84,6 +84,14 @@ class Backend {
   // REQUIRES: SupportsWeightType(w.dtype), m >= 0, k a multiple of BlockElems(w.dtype).
   virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
 
+  // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
+  // y[c, m, n] = x[:, chunk c] * W[:, chunk c]^T. Chunk c's result must be bit-identical to
+  // MatMul of that chunk alone: row-parallel layers sum chunks in a fixed order so that every
+  // tensor-parallel degree gives the same floats (worker/llama_model.cc).
+  // REQUIRES: as MatMul, and (w.cols / num_chunks) % BlockElems(w.dtype) == 0.
+  virtual void MatMulChunked(const float* x, int64_t m, const WeightMatrix& w,
+                             int64_t num_chunks, float* y) = 0;
+
   // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:] for r < rows; x, y [rows, dim].
   // y may equal x (in place).
   virtual void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,

@@ -21,7 +21,6 @@ struct LlamaModel::Workspace {
   std::vector<float> attn;          // [T, local_heads * head_dim]
   std::vector<float> gate;          // [T, local_ffn]
   std::vector<float> up;            // [T, local_ffn]
-  std::vector<float> chunk_in;      // [T, widest reduction chunk] input columns of one chunk
   std::vector<float> partials;      // [chunks, T, hidden]: this rank's O / down chunk sums
   std::vector<float> all_partials;  // [all chunks, T, hidden] gathered (world > 1 only)
   std::vector<float> local_logits;  // [T, vocab_rows_per_rank]
@@ -40,10 +39,10 @@ struct LlamaModel::StepPlan {
 namespace {
 
 struct WorkspaceSizes {
-  int64_t hidden, q, kv, ffn, chunk_in, partials, all_partials, local_logits, gathered;
+  int64_t hidden, q, kv, ffn, partials, all_partials, local_logits, gathered;
   int64_t TotalFloats() const {
-    return 3 * hidden + 2 * q + 2 * kv + 2 * ffn + chunk_in + partials + all_partials +
-           local_logits + gathered;
+    return 3 * hidden + 2 * q + 2 * kv + 2 * ffn + partials + all_partials + local_logits +
+           gathered;
   }
 };
 
@@ -72,10 +71,6 @@ WorkspaceSizes SizesFor(const LlamaConfig& c, const ShardingPlan& p, int64_t tok
   s.ffn = tokens * p.local_intermediate_size();
   const int64_t world = p.shard().world_size;
   const int64_t chunks = ReductionChunks(c, p), local_chunks = chunks / world;
-  s.chunk_in = local_chunks > 1
-                   ? tokens * std::max(p.num_local_heads() * c.head_dim, p.local_intermediate_size()) /
-                         local_chunks
-                   : 0;
   s.partials = tokens * c.hidden_size * local_chunks;
   s.all_partials = world > 1 ? tokens * c.hidden_size * chunks : 0;
   s.local_logits = logit_rows * p.vocab_rows_per_rank();
@@ -119,7 +114,6 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, Llam
   ws_->v.resize(s.kv);
   ws_->gate.resize(s.ffn);
   ws_->up.resize(s.ffn);
-  ws_->chunk_in.resize(s.chunk_in);
   ws_->partials.resize(s.partials);
   ws_->all_partials.resize(s.all_partials);
   ws_->local_logits.resize(s.local_logits);
@@ -284,7 +278,7 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepPlan& step, KvC
   backend_->WriteKv(ws.k.data(), ws.v.data(), step.seqs, pool);
   backend_->PagedAttention(ws.q.data(), heads, 1.0f / std::sqrt(static_cast<float>(hd)),
                            step.seqs, pool, ws.attn.data());
-  TP_RETURN_IF_ERROR(RowParallel(ws.attn.data(), t, heads * hd, w.o.matrix));  // -> ws.proj
+  TP_RETURN_IF_ERROR(RowParallel(ws.attn.data(), t, w.o.matrix));  // -> ws.proj
   backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
   return absl::OkStatus();
 }
@@ -299,13 +293,12 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepPlan& step) {
   backend_->MatMul(ws.h.data(), t, w.gate.matrix, ws.gate.data());  // [t, ffn]
   backend_->MatMul(ws.h.data(), t, w.up.matrix, ws.up.data());      // [t, ffn]
   backend_->SiluMul(ws.gate.data(), ws.up.data(), t * ffn, ws.gate.data());
-  TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, ffn, w.down.matrix));  // -> ws.proj
+  TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj
   backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::RowParallel(const float* x, int64_t t, int64_t k_local,
-                                     const WeightMatrix& w) {
+absl::Status LlamaModel::RowParallel(const float* x, int64_t t, const WeightMatrix& w) {
   Workspace& ws = *ws_;
   const int world = plan_.shard().world_size;
   const int64_t chunks = ReductionChunks(config_, plan_), local_chunks = chunks / world;
@@ -314,21 +307,8 @@ absl::Status LlamaModel::RowParallel(const float* x, int64_t t, int64_t k_local,
     backend_->MatMul(x, t, w, ws.proj.data());
     return absl::OkStatus();
   }
-  // This rank's chunk sums: [local_chunks, t, n].
-  const int64_t kc = k_local / local_chunks;
-  for (int64_t c = 0; c < local_chunks; ++c) {
-    const float* in = x;
-    if (local_chunks > 1) {
-      for (int64_t r = 0; r < t; ++r) {
-        std::memcpy(ws.chunk_in.data() + r * kc, x + r * k_local + c * kc, kc * sizeof(float));
-      }
-      in = ws.chunk_in.data();
-    }
-    WeightMatrix wc = w;
-    wc.cols = kc;
-    wc.data = static_cast<const uint8_t*>(w.data) + *RowBytes(w.dtype, c * kc);
-    backend_->MatMul(in, t, wc, ws.partials.data() + c * t * n);
-  }
+  // This rank's chunk sums: [local_chunks, t, n], each exactly what that chunk alone gives.
+  backend_->MatMulChunked(x, t, w, local_chunks, ws.partials.data());
   const float* all = ws.partials.data();
   if (world > 1) {  // rank order is chunk order
     TP_RETURN_IF_ERROR(comm_->AllGather(

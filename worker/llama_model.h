@@ -102,9 +102,9 @@ class LlamaModel {
   absl::Status AttentionBlock(int64_t layer, const StepPlan& step, KvCache* cache);
   absl::Status FeedForwardBlock(int64_t layer, const StepPlan& step);
   absl::Status LmHead(const StepPlan& step, float* logits);
-  // ws.proj[t, hidden] = x[t, k_local] * w^T summed over every rank, in a fixed chunk order
+  // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank, in a fixed chunk order
   // (see ReductionChunks in the .cc): the same floats at every tensor-parallel degree.
-  absl::Status RowParallel(const float* x, int64_t t, int64_t k_local, const WeightMatrix& w);
+  absl::Status RowParallel(const float* x, int64_t t, const WeightMatrix& w);
 
   LlamaConfig config_;
   ShardingPlan plan_;

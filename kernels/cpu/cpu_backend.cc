@@ -57,6 +57,11 @@ void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float*
   matmul_.Run(x, m, w, y);
 }
 
+void CpuBackend::MatMulChunked(const float* x, int64_t m, const WeightMatrix& w,
+                               int64_t num_chunks, float* y) {
+  matmul_.Run(x, m, w, num_chunks, y);
+}
+
 void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim,
                          float eps, float* y) {
   const int64_t min_rows = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(dim, 1));

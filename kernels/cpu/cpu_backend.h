@@ -36,6 +36,8 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return name_; }
   bool SupportsWeightType(DType dtype) const override;
   void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) override;
+  void MatMulChunked(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
+                     float* y) override;
   void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
                float* y) override;
   void Rope(float* x, int64_t rows, int64_t num_heads, int64_t head_dim,

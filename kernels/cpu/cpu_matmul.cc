@@ -60,7 +60,8 @@ void CpuMatMul::QuantizeActivations(const float* x, int64_t m, int64_t k) {
 }
 
 void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
-                                 int64_t m1, float* y) const {
+                                 int64_t m1, float* y, int64_t x_block0,
+                                 int64_t x_row_blocks) const {
   QuantDotFn dot = nullptr;
   switch (w.dtype) {
     case DType::kQ8_0: dot = kernels_.dot_q8_0; break;
@@ -76,15 +77,16 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
     const uint8_t* w_row = base + i * w.row_bytes;
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
       const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
-      for (int t = 0; t < num_x; ++t) rows[t] = x_q8_.data() + (j + t) * num_blocks;
+      for (int t = 0; t < num_x; ++t) rows[t] = x_q8_.data() + (j + t) * x_row_blocks + x_block0;
       dot(w_row, rows, num_x, num_blocks, out);
       for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
     }
   }
 }
 
-void CpuMatMul::RunFloatTile(const float* x, const WeightMatrix& w, int64_t n0, int64_t n1,
-                             int64_t m0, int64_t m1, float* y, float* row_scratch) const {
+void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatrix& w, int64_t n0,
+                             int64_t n1, int64_t m0, int64_t m1, float* y,
+                             float* row_scratch) const {
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t k = w.cols;
   const float* rows[kMaxDotRows];
@@ -104,40 +106,51 @@ void CpuMatMul::RunFloatTile(const float* x, const WeightMatrix& w, int64_t n0, 
     }
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
       const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
-      for (int t = 0; t < num_x; ++t) rows[t] = x + (j + t) * k;
+      for (int t = 0; t < num_x; ++t) rows[t] = x + (j + t) * x_stride;
       kernels_.dot_f32(w_row, rows, num_x, k, out);
       for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
     }
   }
 }
 
-void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, float* y) {
+void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
+                    float* y) {
   TP_CHECK(Supports(w.dtype), "unsupported weight type for CPU matmul");
-  TP_CHECK(w.cols % BlockElems(w.dtype) == 0, "k is not a whole number of weight blocks");
+  TP_CHECK(num_chunks >= 1 && w.cols % num_chunks == 0, "k is not a whole number of chunks");
+  const int64_t kc = w.cols / num_chunks;
+  TP_CHECK(kc % BlockElems(w.dtype) == 0, "a chunk is not a whole number of weight blocks");
   if (m <= 0 || w.rows <= 0) return;
   const bool quantized = BlockElems(w.dtype) > 1;
   if (quantized) {
-    QuantizeActivations(x, m, w.cols);
+    QuantizeActivations(x, m, w.cols);  // once for the full rows: chunks share the blocks
   } else if (w.dtype != DType::kF32) {
     for (auto& s : row_scratch_) {
-      if (static_cast<int64_t>(s.size()) < w.cols) s.resize(w.cols);
+      if (static_cast<int64_t>(s.size()) < kc) s.resize(kc);
     }
   }
   const Tiling tiling = ChooseTiling(m, w.rows);
   const int64_t row_tiles = CeilDiv(w.rows, tiling.rows_per_tile);
   const int64_t token_tiles = CeilDiv(m, tiling.tokens_per_tile);
-  pool_->ParallelFor(row_tiles * token_tiles, [&](int64_t task, int thread) {
+  const int64_t tasks_per_chunk = row_tiles * token_tiles;
+  const int64_t chunk_offset_bytes = *RowBytes(w.dtype, kc);
+  pool_->ParallelFor(tasks_per_chunk * num_chunks, [&](int64_t task, int thread) {
+    const int64_t c = task / tasks_per_chunk;
+    const int64_t in_chunk = task % tasks_per_chunk;
     // Token-tile-major order: consecutive tasks share the same activation rows.
-    const int64_t tt = task / row_tiles;
-    const int64_t rt = task % row_tiles;
+    const int64_t tt = in_chunk / row_tiles;
+    const int64_t rt = in_chunk % row_tiles;
     const int64_t n0 = rt * tiling.rows_per_tile;
     const int64_t n1 = std::min(w.rows, n0 + tiling.rows_per_tile);
     const int64_t m0 = tt * tiling.tokens_per_tile;
     const int64_t m1 = std::min(m, m0 + tiling.tokens_per_tile);
+    WeightMatrix wc = w;
+    wc.cols = kc;
+    wc.data = static_cast<const uint8_t*>(w.data) + c * chunk_offset_bytes;
+    float* yc = y + c * m * w.rows;
     if (quantized) {
-      RunQuantizedTile(w, n0, n1, m0, m1, y);
+      RunQuantizedTile(wc, n0, n1, m0, m1, yc, c * (kc / 32), w.cols / 32);
     } else {
-      RunFloatTile(x, w, n0, n1, m0, m1, y, row_scratch_[thread].data());
+      RunFloatTile(x + c * kc, w.cols, wc, n0, n1, m0, m1, yc, row_scratch_[thread].data());
     }
   });
 }

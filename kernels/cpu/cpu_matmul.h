@@ -28,7 +28,13 @@ class CpuMatMul {
   static bool Supports(DType dtype);
 
   // REQUIRES: Supports(w.dtype), x [m, w.cols], y [m, w.rows], w.cols % BlockElems == 0.
-  void Run(const float* x, int64_t m, const WeightMatrix& w, float* y);
+  void Run(const float* x, int64_t m, const WeightMatrix& w, float* y) { Run(x, m, w, 1, y); }
+
+  // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
+  // y[c] = x[:, chunk c] * W[:, chunk c]^T, y [num_chunks, m, w.rows]. Each chunk's floats are
+  // exactly what Run gives for that chunk alone (same dot calls), in one parallel pass.
+  // REQUIRES: as Run, and (w.cols / num_chunks) % BlockElems == 0.
+  void Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks, float* y);
 
  private:
   struct Tiling {
@@ -37,10 +43,13 @@ class CpuMatMul {
   };
   Tiling ChooseTiling(int64_t m, int64_t n) const;
   void QuantizeActivations(const float* x, int64_t m, int64_t k);
+  // `w` may be a chunk (a column range) of the matrix whose full rows x was quantized for:
+  // its activation blocks start at x_block0 in rows of x_row_blocks blocks.
   void RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0, int64_t m1,
-                        float* y) const;
-  void RunFloatTile(const float* x, const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
-                    int64_t m1, float* y, float* row_scratch) const;
+                        float* y, int64_t x_block0, int64_t x_row_blocks) const;
+  // x rows are x_stride floats apart (w may be a column chunk of x's full width).
+  void RunFloatTile(const float* x, int64_t x_stride, const WeightMatrix& w, int64_t n0,
+                    int64_t n1, int64_t m0, int64_t m1, float* y, float* row_scratch) const;
 
   const CpuKernels& kernels_;
   ThreadPool* pool_;
