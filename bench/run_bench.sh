@@ -14,8 +14,9 @@ for arg in "$@"; do
   esac
 done
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  cpu: $(lscpu | sed -n 's/^Model name: *//p')  cores: $(nproc)  load: $(cut -d" " -f1-3 /proc/loadavg)"
-base="${TPSERVE_BAZEL_OUTPUT_BASE:-$HOME/.cache/bzl_engine}"
-# No bazel-* symlinks: other builds in this tree may own them.
-bazel --output_base="$base" build -c opt --symlink_prefix=/ //bench:model_bench >&2
-"$(bazel --output_base="$base" info -c opt bazel-bin 2>/dev/null)/bench/model_bench" --threads="$threads" --prompt_tokens="$prompt" --decode_tokens="$decode"
+# An optimised build; TPSERVE_BAZEL_OUTPUT_BASE keeps it apart from the test builds if wanted.
+startup=()
+[ -n "${TPSERVE_BAZEL_OUTPUT_BASE:-}" ] && startup=(--output_base="$TPSERVE_BAZEL_OUTPUT_BASE")
+bazel "${startup[@]}" build -c opt --symlink_prefix=/ //bench:model_bench >&2
+"$(bazel "${startup[@]}" info -c opt bazel-bin 2>/dev/null)/bench/model_bench" --threads="$threads" --prompt_tokens="$prompt" --decode_tokens="$decode"
 python3 bench/llama_cpp_bench.py --threads "$threads" --prompt_tokens "$prompt" --decode_tokens "$decode"
