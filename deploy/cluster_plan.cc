@@ -1,19 +1,17 @@
 #include "deploy/cluster_plan.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "model/bundled_model.h"
 #include "planner/gpu_spec.h"
 #include "planner/weight_formats.h"
 
 namespace tpserve {
 namespace {
-
-constexpr char kBundledModel[] = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 // Sizing memory needs no speeds; the plan still wants them for its time estimates, which a
 // launch does not print. (docs/PERFORMANCE.md has this host's measured figures.)
@@ -39,18 +37,7 @@ absl::StatusOr<WeightFormats> FormatsOf(const ModelFiles& files) {
 }  // namespace
 
 absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
-  if (name == "smollm2" || name == "smollm2-135m") {
-    const char* dir = std::getenv("TPSERVE_MODEL_DIR");
-    const char* home = std::getenv("HOME");
-    const std::string path = dir != nullptr ? absl::StrCat(dir, "/", kBundledModel)
-                                            : absl::StrCat(home ? home : ".", "/.cache/tpserve/",
-                                                           kBundledModel);
-    if (!std::filesystem::exists(path)) {
-      return absl::NotFoundError(
-          absl::StrCat("the bundled model is not at ", path, ": run scripts/setup.sh"));
-    }
-    return path;
-  }
+  if (name == "smollm2" || name == "smollm2-135m") return BundledModelPath();
   if (std::filesystem::exists(name)) return name;
   if (LlamaConfigPreset(name.substr(0, name.find('-'))).ok()) {
     return absl::NotFoundError(absl::StrCat(

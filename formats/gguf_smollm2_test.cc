@@ -9,6 +9,7 @@
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
 #include "formats/test_files.h"
+#include "model/bundled_model.h"
 
 namespace tpserve {
 namespace {
@@ -19,7 +20,7 @@ using ::testing::ElementsAreArray;
 class SmolLM2GgufTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::string> path = SmolLM2Path();
+    absl::StatusOr<std::string> path = BundledModelPath();
     ASSERT_TRUE(path.ok()) << path.status();
     absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(*path);
     ASSERT_TRUE(file.ok()) << file.status();

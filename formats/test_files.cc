@@ -33,22 +33,4 @@ absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path) {
   return values;
 }
 
-absl::StatusOr<std::string> SmolLM2Path() {
-  const char* dir = std::getenv("TPSERVE_MODEL_DIR");
-  std::string model_dir;
-  if (dir != nullptr && *dir != '\0') {
-    model_dir = dir;
-  } else {
-    const char* home = std::getenv("HOME");
-    model_dir = StrCat(home != nullptr ? home : "", "/.cache/tpserve");
-  }
-  const std::string path = StrCat(model_dir, "/SmolLM2-135M-Instruct.Q4_1.gguf");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return absl::FailedPreconditionError(StrCat(
-        "model file ", path, " is missing: run scripts/setup.sh (or set TPSERVE_MODEL_DIR)"));
-  }
-  return path;
-}
-
 }  // namespace tpserve

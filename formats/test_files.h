@@ -1,7 +1,6 @@
-// Test-only access to golden files and the real model checkpoint.
+// Test-only access to golden files (the real model's path: model/bundled_model.h).
 //
 //   TP_ASSIGN_OR_RETURN(std::vector<float> want, ReadF32File(GoldenPath("quant_types.q4_1.f32")));
-//   absl::StatusOr<std::string> model = SmolLM2Path();   // FAILED_PRECONDITION when absent
 //
 // Bazel runs tests from the workspace's runfiles root, so golden paths are relative to it.
 // Thread-safe: pure functions reading files.
@@ -22,10 +21,6 @@ std::string GoldenPath(std::string_view leaf);
 absl::StatusOr<std::string> ReadFileBytes(const std::string& path);
 // A raw little-endian float32 file; INVALID_ARGUMENT if its size is not a multiple of 4.
 absl::StatusOr<std::vector<float>> ReadF32File(const std::string& path);
-
-// $TPSERVE_MODEL_DIR (default $HOME/.cache/tpserve) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-// FAILED_PRECONDITION telling to run scripts/setup.sh when the file is missing.
-absl::StatusOr<std::string> SmolLM2Path();
 
 }  // namespace tpserve
 

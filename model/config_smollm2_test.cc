@@ -2,14 +2,14 @@
 #include <gtest/gtest.h>
 
 #include "formats/gguf.h"
-#include "formats/test_files.h"
+#include "model/bundled_model.h"
 #include "model/config.h"
 
 namespace tpserve {
 namespace {
 
 TEST(LlamaConfigFromGgufTest, RealSmolLM2MatchesThePresetAndItsTensors) {
-  absl::StatusOr<std::string> path = SmolLM2Path();
+  absl::StatusOr<std::string> path = BundledModelPath();
   ASSERT_TRUE(path.ok()) << path.status();
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(*path);
   ASSERT_TRUE(file.ok()) << file.status();

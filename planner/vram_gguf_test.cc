@@ -6,24 +6,16 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "model/bundled_model.h"
 #include "planner/vram_cli.h"
 
 namespace tpserve {
 namespace {
 
-std::string ModelPath() {
-  const char* dir = std::getenv("TPSERVE_MODEL_DIR");
-  const char* home = std::getenv("HOME");
-  const std::string base = dir != nullptr && *dir != '\0'
-                               ? std::string(dir)
-                               : std::string(home != nullptr ? home : "") + "/.cache/tpserve";
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 TEST(VramGgufTest, PlansTheFileExactly) {
-  const std::string path = ModelPath();
-  ASSERT_TRUE(std::filesystem::exists(path))
-      << path << " is missing: run scripts/setup.sh (or set TPSERVE_MODEL_DIR)";
+  const absl::StatusOr<std::string> model = BundledModelPath();
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const std::string& path = *model;
   VramRequest r;
   r.model = path;
   r.gpu = "cpu-host";

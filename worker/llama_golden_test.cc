@@ -36,7 +36,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/generate.h"
 #include "worker/llama_model.h"
-#include "worker/testing/model_path.h"
+#include "model/bundled_model.h"
 
 namespace tpserve {
 namespace {
@@ -84,7 +84,7 @@ std::vector<GoldenPrompt> LoadGolden() {
 class LlamaGoldenTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::string> path = SmolLm2GgufPath();
+    absl::StatusOr<std::string> path = BundledModelPath();
     ASSERT_TRUE(path.ok()) << path.status();
     auto gguf = GgufFile::Open(*path);
     ASSERT_TRUE(gguf.ok()) << gguf.status();

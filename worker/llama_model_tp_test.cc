@@ -15,7 +15,7 @@
 #include "worker/generate.h"
 #include "worker/llama_model.h"
 #include "worker/comm/in_process_communicator.h"
-#include "worker/testing/model_path.h"
+#include "model/bundled_model.h"
 #include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
@@ -90,7 +90,7 @@ std::vector<int32_t> EnglishPromptIds() {
 }
 
 TEST(LlamaModelTpTest, SmolLm2GreedyTokensIdenticalAtTp3) {
-  absl::StatusOr<std::string> path = SmolLm2GgufPath();
+  absl::StatusOr<std::string> path = BundledModelPath();
   ASSERT_TRUE(path.ok()) << path.status();
   auto gguf = GgufFile::Open(*path);
   ASSERT_TRUE(gguf.ok()) << gguf.status();

@@ -15,7 +15,7 @@
 
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
-#include "worker/testing/model_path.h"
+#include "model/bundled_model.h"
 
 namespace tpserve {
 namespace {
@@ -55,7 +55,7 @@ std::vector<int32_t> Generate(const ModelBundle& bundle, int tp, const std::stri
 }
 
 TEST(LocalExecutor, GreedyAndSeededTokensMatchAcrossTpDegrees) {
-  absl::StatusOr<std::string> path = SmolLm2GgufPath();
+  absl::StatusOr<std::string> path = BundledModelPath();
   ASSERT_TRUE(path.ok()) << path.status();
   absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*path);
   ASSERT_TRUE(bundle.ok()) << bundle.status();

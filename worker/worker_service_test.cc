@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "worker/sharding_plan.h"
-#include "worker/testing/model_path.h"
+#include "model/bundled_model.h"
 
 namespace tpserve {
 namespace {
@@ -27,7 +27,7 @@ class WorkerServiceTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
     stub_ = wpb::Worker::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
                                                      grpc::InsecureChannelCredentials()));
-    absl::StatusOr<std::string> path = SmolLm2GgufPath();
+    absl::StatusOr<std::string> path = BundledModelPath();
     ASSERT_TRUE(path.ok()) << path.status();
     request_.set_rank(0);
     request_.set_world_size(1);

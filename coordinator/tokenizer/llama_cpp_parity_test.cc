@@ -15,29 +15,20 @@
 #include "coordinator/tokenizer/golden_corpus.h"
 #include "coordinator/tokenizer/incremental_detokenizer.h"
 #include "coordinator/tokenizer/utf8.h"
+#include "model/bundled_model.h"
 
 namespace tpserve {
 namespace {
 
-std::string ModelPath() {
-  const char* dir = std::getenv("TPSERVE_MODEL_DIR");
-  const char* home = std::getenv("HOME");
-  const std::string base = (dir != nullptr && *dir != '\0')
-                               ? std::string(dir)
-                               : std::string(home != nullptr ? home : "") + "/.cache/tpserve";
-  return base + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 class LlamaCppParityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string path = ModelPath();
-    if (!std::filesystem::exists(path)) {
-      load_error_ = new std::string("model file " + path +
-                                    " is missing: run scripts/setup.sh (or set TPSERVE_MODEL_DIR)");
+    const absl::StatusOr<std::string> path = BundledModelPath();
+    if (!path.ok()) {
+      load_error_ = new std::string(path.status().message());
       return;
     }
-    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(*path);
     if (!gguf.ok()) {
       load_error_ = new std::string(std::string(gguf.status().message()));
       return;
