@@ -17,7 +17,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "formats/gguf.h"
+#include "checkpoint/stored_formats.h"
+#include "model/model_files.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "worker/comm/communicator.h"
@@ -30,6 +31,9 @@ ABSL_FLAG(std::string, threads, "1,2", "comma-separated thread counts");
 ABSL_FLAG(int64_t, prompt_tokens, 512, "prefill length");
 ABSL_FLAG(int64_t, decode_tokens, 64, "tokens decoded after the prompt");
 ABSL_FLAG(int, repeats, 3, "runs per figure; the best is reported");
+ABSL_FLAG(std::string, weights, "",
+          "weight format: as stored (default) or a preset to quantize on load (fp8, int4, bf16...)");
+ABSL_FLAG(std::string, kv_dtype, "f32", "KV cache dtype: f32, f16, bf16 or fp8");
 
 namespace tpserve {
 namespace {
@@ -53,11 +57,12 @@ struct Figures {
   double decode_tokens_per_s = 0;
 };
 
-absl::StatusOr<Figures> RunOnce(LlamaModel& model, const std::vector<int32_t>& prompt,
-                                int64_t decode_tokens) {
+absl::StatusOr<Figures> RunOnce(LlamaModel& model, Backend& backend, DType kv_dtype,
+                                const std::vector<int32_t>& prompt, int64_t decode_tokens) {
   const int64_t total = static_cast<int64_t>(prompt.size()) + decode_tokens;
   const int64_t block = 16;
-  auto cache = KvCache::Create(model.KvShape((total + block - 1) / block, block));
+  auto cache = KvCache::Create(model.KvShape((total + block - 1) / block, block, kv_dtype),
+                               backend);
   if (!cache.ok()) return cache.status();
   std::vector<int32_t> table((total + block - 1) / block);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
@@ -81,14 +86,17 @@ absl::StatusOr<Figures> RunOnce(LlamaModel& model, const std::vector<int32_t>& p
 int Main() {
   std::string path = absl::GetFlag(FLAGS_model);
   if (path.empty()) path = DefaultModelPath();
-  auto gguf = GgufFile::Open(path);
-  if (!gguf.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(gguf.status().message()).c_str());
+  auto files = OpenModelFiles(path);
+  if (!files.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(files.status().message()).c_str());
     return 1;
   }
-  auto config = LlamaConfigFromGguf(**gguf);
-  if (!config.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
+  const LlamaConfig* config = &files->config;
+  auto formats = ResolveWeightFormats(files->stored_formats, absl::GetFlag(FLAGS_weights));
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!formats.ok() || !kv_dtype.ok()) {
+    std::fprintf(stderr, "%s\n", std::string((formats.ok() ? kv_dtype.status()
+                                                          : formats.status()).message()).c_str());
     return 1;
   }
   const int64_t prompt_len = absl::GetFlag(FLAGS_prompt_tokens);
@@ -104,15 +112,18 @@ int Main() {
     }
     CpuBackend backend(CpuBackendOptions{.num_threads = threads});
     SingleRankCommunicator comm;
-    auto model = LlamaModel::Load(*config, **gguf, {0, 1}, &backend, &comm,
-                                  LlamaLoadOptions{std::max<int64_t>(prompt_len, 1)});
+    LlamaLoadOptions load;
+    load.max_step_tokens = std::max<int64_t>(prompt_len, 1);
+    load.formats = *formats;
+    load.scheme = files->scheme;
+    auto model = LlamaModel::Load(*config, *files->weights, {0, 1}, &backend, &comm, load);
     if (!model.ok()) {
       std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
       return 1;
     }
     Figures best;
     for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
-      auto f = RunOnce(**model, prompt, absl::GetFlag(FLAGS_decode_tokens));
+      auto f = RunOnce(**model, backend, *kv_dtype, prompt, absl::GetFlag(FLAGS_decode_tokens));
       if (!f.ok()) {
         std::fprintf(stderr, "%s\n", std::string(f.status().message()).c_str());
         return 1;
@@ -120,8 +131,10 @@ int Main() {
       best.prefill_tokens_per_s = std::max(best.prefill_tokens_per_s, f->prefill_tokens_per_s);
       best.decode_tokens_per_s = std::max(best.decode_tokens_per_s, f->decode_tokens_per_s);
     }
-    std::printf("tpserve   %-10s threads=%d prompt=%lld prefill_tok_s=%.1f decode_tok_s=%.1f\n",
-                std::string(backend.name()).c_str(), threads,
+    std::printf("tpserve   %-10s weights=%s kv=%s threads=%d prompt=%lld prefill_tok_s=%.1f "
+                "decode_tok_s=%.1f\n",
+                std::string(backend.name()).c_str(), formats->preset.c_str(),
+                absl::GetFlag(FLAGS_kv_dtype).c_str(), threads,
                 static_cast<long long>(prompt_len), best.prefill_tokens_per_s,
                 best.decode_tokens_per_s);
   }

@@ -6,9 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "checkpoint/stored_formats.h"
 #include "model/bundled_model.h"
 #include "planner/gpu_spec.h"
-#include "planner/weight_formats.h"
+#include "model/weight_formats.h"
 
 namespace tpserve {
 namespace {
@@ -17,22 +18,6 @@ namespace {
 // launch does not print. (docs/PERFORMANCE.md has this host's measured figures.)
 constexpr double kTimeOnlyBandwidth = 10e9;
 constexpr double kTimeOnlyFlops = 100e9;
-
-absl::StatusOr<WeightFormats> FormatsOf(const ModelFiles& files) {
-  if (files.gguf != nullptr) {
-    std::vector<NamedTensorType> tensors;
-    for (const GgufTensorInfo& t : files.gguf->tensor_infos()) {
-      absl::StatusOr<TensorView> view = files.gguf->Find(t.name);
-      if (view.ok()) tensors.push_back({t.name, std::string(DTypeName(view->dtype))});
-    }
-    return WeightFormatsFromTensorTypes(tensors, files.config.tie_word_embeddings);
-  }
-  // Hugging Face checkpoints: everything in the dominant dtype ("safetensors:BF16" -> bf16).
-  std::string dtype = files.weight_format.substr(files.weight_format.find(':') + 1);
-  for (char& c : dtype) c = static_cast<char>(std::tolower(c));
-  if (dtype == "f16") dtype = "fp16";
-  return WeightFormatsPreset(dtype);
-}
 
 }  // namespace
 
@@ -51,8 +36,8 @@ absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
 absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterRequest& request) {
   PlanInputs in;
   in.model = files.config;
-  TP_ASSIGN_OR_RETURN(in.weights, FormatsOf(files));
-  in.kv_cache_dtype = FormatKind::kF32;
+  TP_ASSIGN_OR_RETURN(in.weights, ResolveWeightFormats(files.stored_formats, request.weights));
+  in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.activation_dtype = FormatKind::kF32;
   in.tp = request.ranks;
   in.pp = 1;
@@ -76,6 +61,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
 absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRequest& request) {
   TP_ASSIGN_OR_RETURN(PlanInputs inputs, CpuPlanInputs(files, request));
   ClusterPlan plan;
+  plan.formats = inputs.weights;
   TP_ASSIGN_OR_RETURN(plan.memory, PlanMemory(inputs));
   const MemoryPlan& m = plan.memory;
   if (!m.meets_target) {

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/engine.h"
+#include "formats/dtype.h"
 #include "model/model_files.h"
 #include "planner/memory_plan.h"
 
@@ -25,10 +26,14 @@ struct ClusterRequest {
   int64_t block_size_tokens = 16;
   // The host's memory budget for all ranks together; 0 = MemTotal of /proc/meminfo.
   int64_t host_memory_bytes = 0;
+  // "" = weights as the checkpoint stores them; a preset ("fp8", "int4", ...) quantizes on load.
+  std::string weights;
+  DType kv_dtype = DType::kF16;
 };
 
 struct ClusterPlan {
   MemoryPlan memory;
+  WeightFormats formats;  // what each rank holds (the checkpoint's, or the --weights preset)
   int32_t num_kv_blocks = 0;
   int32_t block_size_tokens = 16;
   int threads_per_rank = 1;
@@ -45,8 +50,9 @@ absl::StatusOr<std::string> ResolveModelPath(const std::string& name);
 // with the plan's verdict when the weights, buffers or KV for max_seqs do not fit.
 absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRequest& request);
 
-// The plan's inputs for CPU ranks (f32 activations and KV, weights as the checkpoint stores
-// them): shared by PlanCluster and the test that checks real allocations against the plan.
+// The plan's inputs for CPU ranks (f32 activations, the requested KV dtype, weights as stored
+// or as the --weights preset says): shared by PlanCluster and the test that checks real
+// allocations against the plan.
 absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterRequest& request);
 
 }  // namespace tpserve

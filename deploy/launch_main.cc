@@ -33,7 +33,7 @@
 #include "coordinator/remote_executor.h"
 #include "deploy/cluster_plan.h"
 #include "deploy/stream_client.h"
-#include "worker/sharding_plan.h"
+#include "model/sharding.h"
 #include "worker/worker_service.h"
 
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
@@ -204,7 +204,8 @@ int Main(const char* argv0) {
   exec_options.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
   exec_options.vocab_size = bundle->files.config.vocab_size;
   for (int r = 0; r < ranks; ++r) {
-    absl::StatusOr<ShardingPlan> shards = ShardingPlan::Create(bundle->files.config, {r, ranks});
+    absl::StatusOr<ShardingPlan> shards =
+        ShardingPlan::Create(bundle->files.config, plan->formats, {r, ranks});
     if (!shards.ok()) {
       StopChildren(pids);
       return Fail(std::string(shards.status().message()), 2);

@@ -1,16 +1,24 @@
-// The compute seam between the model and the hardware: the handful of ops a Llama forward pass
-// needs, behind a small interface so a CUDA backend can slot in beside the CPU one.
+// The compute seam between the model and the hardware: memory, copies and the handful of ops a
+// Llama forward pass needs, behind one interface that the CPU backend (kernels/cpu/) and the
+// CUDA backend (kernels/cuda/) both implement.
 //
-//   std::unique_ptr<Backend> be = CreateCpuBackend({.num_threads = 2});
-//   be->MatMul(x, m, WeightMatrix{DType::kQ4_1, w, n, k, RowBytes(DType::kQ4_1, k).value()}, y);
+//   std::unique_ptr<Backend> be = *CreateBackend({.kind = BackendKind::kCpu, .num_threads = 2});
+//   DeviceBuffer x = *be->Allocate(tokens * hidden * ActivationBytes(*be), "x");
+//   be->BeginStep(step);                  // token ids, positions, block tables: once per step
+//   be->EmbeddingRows(embedding, 0, x.data());
+//   be->MatMul(x.data(), tokens, wq, q.data(), be->activation_dtype());
 //
-// Memory: every `float*`/`const void*` tensor argument is BACKEND memory: host memory for the CPU
-// backend; a device backend would take device pointers there (activations, KV pools, weights it
-// uploaded). Small per-step metadata (token ids, positions, block tables, the RoPE table) is
-// passed as host memory; a device backend copies it over itself.
+// Memory: every pointer argument is BACKEND memory (device memory for a GPU backend, host
+// memory for the CPU one) unless the comment says "host". The backend owns allocation
+// (Allocate), host<->device copies and its stream; the model never assumes host memory.
+// Activations are in activation_dtype() (f32 on the CPU, bf16 on the GPU); logits and
+// reduction partial sums are f32.
+// Per-step metadata (token ids, positions, the sequences' block tables, the rows that need
+// logits) is handed over once per step with BeginStep: ops that need it read the current step,
+// so a GPU backend uploads it once (and a captured step can replay over new metadata).
 // Errors: shapes and types are the caller's contract (REQUIRES lines); violating them is a
-// programmer error. Callers check capabilities (SupportsWeightType) once at load time, so ops
-// return nothing; asynchronous failures (a device fault) surface at Synchronize().
+// programmer error. Callers check capabilities (SupportsWeight, SupportsKvDtype) once at load
+// time, so ops return nothing; asynchronous failures (a device fault) surface at Synchronize().
 // Threading: one caller thread at a time per Backend instance; the backend may use its own
 // worker threads inside an op. Ops run in call order.
 #ifndef TPSERVE_KERNELS_BACKEND_H_
@@ -20,21 +28,44 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "formats/dtype.h"
+#include "formats/tensor_format.h"
+#include "kernels/weight_matrix.h"
 
 namespace tpserve {
 
-// A weight matrix W[rows, cols] stored row-major in its checkpoint type. A linear layer computes
-// y = x * W^T, so rows = out_features (n) and cols = in_features (k). Quantized rows hold
-// cols / BlockElems(dtype) whole blocks; consecutive rows start `row_bytes` apart (which may
-// exceed the packed row size for a strided view). `data` is backend memory (see above).
-struct WeightMatrix {
-  DType dtype = DType::kF32;
-  const void* data = nullptr;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  int64_t row_bytes = 0;
+class Backend;
+
+enum class BackendKind : uint8_t { kCpu, kCuda };
+std::string_view BackendKindName(BackendKind kind);  // "cpu", "cuda"
+absl::StatusOr<BackendKind> ParseBackendKind(std::string_view name);
+
+// A block of backend memory, freed by the backend that made it. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend* owner, void* data, int64_t bytes)
+      : owner_(owner), data_(data), bytes_(bytes) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Reset(); }
+
+  void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  void Reset();
+
+ private:
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
 };
 
 // How RoPE pairs the elements of one head. GGUF checkpoints pair neighbours (llama.cpp permutes
@@ -45,20 +76,39 @@ enum class RopeLayout {
   kRotateHalf,   // pairs (i, i + head_dim/2)
 };
 
-// One sequence's slice of a batched attention call.
+// One sequence's slice of a step.
 struct AttentionSequence {
-  int64_t first_row = 0;          // index of its first query row in q/out
+  int64_t first_row = 0;          // index of its first token row in the step
   int64_t num_query_tokens = 0;   // n: rows first_row .. first_row + n - 1
-  int64_t start_position = 0;     // position of its first query; query i sits at start + i
+  int64_t start_position = 0;     // position of its first token; token i sits at start + i
   // Logical block -> physical block in the KV pools (host memory). Must cover positions
   // [0, start_position + num_query_tokens).
   absl::Span<const int32_t> block_table;
 };
 
-// A paged KV pool of one layer: [num_blocks][block_size_tokens][num_kv_heads][head_dim] f32.
+// What every op of one step shares; host memory that must stay valid until the next BeginStep.
+struct StepInputs {
+  absl::Span<const int32_t> token_ids;        // [T]
+  absl::Span<const int32_t> positions;        // [T]
+  absl::Span<const AttentionSequence> seqs;   // rows in step order, covering [0, T)
+  absl::Span<const int32_t> logit_rows;       // rows whose hidden state feeds the LM head
+};
+
+// KV cache element types: f32, f16, bf16, or fp8 e4m3 stored as value / scale.
+bool IsKvDtype(DType dtype);
+// "f32", "f16", "bf16", "fp8" (the names of --kv_dtype everywhere) and back. "" is the
+// default, f16. INVALID_ARGUMENT lists the names.
+absl::StatusOr<DType> ParseKvDtype(std::string_view name);
+std::string_view KvDtypeName(DType dtype);
+
+// A paged KV pool of one layer: [num_blocks][block_size_tokens][num_kv_heads][head_dim] of
+// `dtype`, in backend memory.
 struct KvPoolView {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
+  DType dtype = DType::kF32;
+  float k_scale = 1.0f;  // fp8 only: stored code = value / scale
+  float v_scale = 1.0f;
   int64_t num_blocks = 0;
   int64_t block_size_tokens = 0;
   int64_t num_kv_heads = 0;
@@ -71,68 +121,112 @@ class Backend {
 
   // ---- Capabilities (cheap, no side effects) ----
 
-  // Short name for logs and reports, e.g. "cpu-avx2" or "cpu-scalar".
+  // Short name for logs and reports, e.g. "cpu-avx2" or "cuda:0 NVIDIA H200".
   virtual std::string_view name() const = 0;
-  // Whether MatMul and EmbeddingRows accept weights of this type.
-  virtual bool SupportsWeightType(DType dtype) const = 0;
+  virtual BackendKind kind() const = 0;
+  // The element type of activation buffers: kF32 or kBF16.
+  virtual DType activation_dtype() const = 0;
+  // Whether MatMul (and EmbeddingRows, for tables) accept weights stored in `format`.
+  virtual bool SupportsWeight(const TensorFormat& format) const = 0;
+  virtual bool SupportsKvDtype(DType dtype) const = 0;
+  // True when backend memory is host memory: weights may then be used in place (mmapped
+  // checkpoint bytes) instead of being copied in.
+  virtual bool host_memory() const = 0;
 
-  // ---- Execution ----
+  // ---- Memory ----
 
-  // y[m, n] = x[m, k] * W^T with W = w (n = w.rows, k = w.cols). x and y are f32, row-major and
-  // must not overlap. Quantized weights (Q8_0/Q4_0/Q4_1) multiply against x quantized to 8-bit
-  // blocks of 32 (the llama.cpp scheme), so results carry that rounding.
-  // REQUIRES: SupportsWeightType(w.dtype), m >= 0, k a multiple of BlockElems(w.dtype).
-  virtual void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) = 0;
+  // RESOURCE_EXHAUSTED naming `what` and the size when the memory is not there.
+  virtual absl::StatusOr<DeviceBuffer> Allocate(int64_t bytes, std::string_view what) = 0;
+  // Host -> backend; `src` (host) may be reused once the call returns.
+  virtual void CopyToDevice(void* dst, const void* src, int64_t bytes) = 0;
+  // Backend -> host; waits for the queued work that produces `src`.
+  virtual absl::Status CopyToHost(void* dst, const void* src, int64_t bytes) = 0;
+  // Backend -> backend, in stream order: `rows` rows of `row_bytes`, strided.
+  virtual void Copy2D(void* dst, int64_t dst_stride_bytes, const void* src,
+                      int64_t src_stride_bytes, int64_t row_bytes, int64_t rows) = 0;
+  virtual void FillZero(void* dst, int64_t bytes) = 0;
+  // The stream ops are queued on (a cudaStream_t), for communicators that enqueue their
+  // collectives in order with the ops; nullptr for the CPU backend.
+  virtual void* stream() const = 0;
+  // Frees memory from Allocate; called by DeviceBuffer.
+  virtual void Free(void* data, int64_t bytes) = 0;
+
+  // ---- Step metadata ----
+
+  // Makes `step` the current step: ops below that read token ids, positions, sequences or
+  // logit rows read these (a GPU backend uploads them here, once).
+  // REQUIRES: the spans stay valid until the next BeginStep; block tables name blocks of the
+  // pools the ops get.
+  virtual void BeginStep(const StepInputs& step) = 0;
+
+  // ---- Ops (x, y, ...: activation_dtype() unless stated) ----
+
+  // y[m, n] = x[m, k] * W^T (n = w.rows, k = w.cols); y is `y_dtype`, which is
+  // activation_dtype() or kF32 (logits). x and y must not overlap. Backends may quantize x
+  // internally (the CPU multiplies GGML weights against 8-bit activation blocks).
+  // REQUIRES: SupportsWeight(w.format), m >= 0, k a multiple of InputBlockValues(w.format).
+  virtual void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y,
+                      DType y_dtype) = 0;
 
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
-  // y[c, m, n] = x[:, chunk c] * W[:, chunk c]^T. Chunk c's result must be bit-identical to
-  // MatMul of that chunk alone: row-parallel layers sum chunks in a fixed order so that every
-  // tensor-parallel degree gives the same floats (worker/llama_model.cc).
-  // REQUIRES: as MatMul, and (w.cols / num_chunks) % BlockElems(w.dtype) == 0.
-  virtual void MatMulChunked(const float* x, int64_t m, const WeightMatrix& w,
+  // y[c, m, n] = x[:, chunk c] * W[:, chunk c]^T in f32. Chunk c's result must be
+  // bit-identical to MatMul of that chunk alone: row-parallel layers sum chunks in a fixed
+  // order so that every tensor-parallel degree gives the same floats (worker/llama_model.cc).
+  // REQUIRES: as MatMul, and (w.cols / num_chunks) % InputBlockValues(w.format) == 0.
+  virtual void MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                              int64_t num_chunks, float* y) = 0;
 
-  // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:] for r < rows; x, y [rows, dim].
-  // y may equal x (in place).
-  virtual void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
-                       float* y) = 0;
+  // out[i] = ((chunks[0][i] + chunks[1][i]) + chunks[2][i]) + ... in f32 for i < count,
+  // rounded once to activation_dtype(). chunks is f32 [num_chunks, count].
+  virtual void SumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out) = 0;
 
-  // Rotates x[rows, num_heads, head_dim] in place: row r by angle positions[r] * inv_freq[i] for
-  // pair i (inv_freq has head_dim / 2 entries, see rope_table.h). positions is host memory.
-  virtual void Rope(float* x, int64_t rows, int64_t num_heads, int64_t head_dim,
-                    const int32_t* positions, const float* inv_freq, RopeLayout layout) = 0;
+  // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:] for r < rows; x, y [rows, dim];
+  // weight is f32 [dim]. y may equal x (in place).
+  virtual void RmsNorm(const void* x, const float* weight, int64_t rows, int64_t dim, float eps,
+                       void* y) = 0;
+
+  // Rotates x[T, num_heads, head_dim] in place: row r by angle positions[r] * inv_freq[i] for
+  // pair i (inv_freq: f32 [head_dim / 2], see rope_table.h). T and positions: the step's.
+  virtual void Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
+                    RopeLayout layout) = 0;
 
   // out[i] = silu(gate[i]) * up[i] for i < count (SwiGLU); out may alias gate or up.
-  virtual void SiluMul(const float* gate, const float* up, int64_t count, float* out) = 0;
+  virtual void SiluMul(const void* gate, const void* up, int64_t count, void* out) = 0;
 
   // out[i] = a[i] + b[i] for i < count; out may alias a or b.
-  virtual void Add(const float* a, const float* b, int64_t count, float* out) = 0;
+  virtual void Add(const void* a, const void* b, int64_t count, void* out) = 0;
 
-  // out[i, :] = dequantized row (ids[i] - first_row) of `table` for i < num_ids, or zeros when
-  // the id falls outside [first_row, first_row + table.rows) (a vocab-parallel shard).
-  // out is [num_ids, table.cols] f32; ids is host memory.
-  virtual void EmbeddingRows(const WeightMatrix& table, int64_t first_row, const int32_t* ids,
-                             int64_t num_ids, float* out) = 0;
+  // out[t, :] = dequantized row (id_t - first_row) of `table` for the step's token ids, or
+  // zeros when the id falls outside [first_row, first_row + table.rows) (a vocab-parallel
+  // shard). out is [T, table.cols].
+  virtual void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) = 0;
 
-  // Stores k_new/v_new [rows, num_kv_heads, head_dim] at their positions (host memory) in the
-  // pool, through `seq`'s block table; rows of one sequence are [first_row, + num_query_tokens).
-  // REQUIRES: every block table covers its positions and names blocks < pool.num_blocks.
-  virtual void WriteKv(const float* k_new, const float* v_new,
-                       absl::Span<const AttentionSequence> seqs, const KvPoolView& pool) = 0;
+  // out[i, :] = x[logit_rows[i], :] for the step's logit rows; rows of `row_elems` elements.
+  virtual void GatherLogitRows(const void* x, int64_t row_elems, void* out) = 0;
 
-  // Causal grouped-query attention over the paged pool.
-  // q, out: [rows, num_heads, head_dim]; query head h reads KV head h / (num_heads/num_kv_heads).
+  // Stores k_new/v_new [T, num_kv_heads, head_dim] at the step's positions in the pool, through
+  // each sequence's block table (converting to pool.dtype).
+  virtual void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) = 0;
+
+  // Causal grouped-query attention of the step's sequences over the paged pool.
+  // q, out: [T, num_heads, head_dim]; query head h reads KV head h / (num_heads/num_kv_heads).
   // A query at position p attends to positions 0..p of its own sequence (already in the pool);
   // softmax(scale * q.k) in f32 with max subtraction.
-  // REQUIRES: num_heads % pool.num_kv_heads == 0, block tables as for WriteKv.
-  virtual void PagedAttention(const float* q, int64_t num_heads, float scale,
-                              absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
-                              float* out) = 0;
+  // REQUIRES: num_heads % pool.num_kv_heads == 0.
+  virtual void PagedAttention(const void* q, int64_t num_heads, float scale,
+                              const KvPoolView& pool, void* out) = 0;
 
-  // Waits for queued work; reports asynchronous failures. The CPU backend runs ops to
-  // completion inside each call, so it always returns OK.
+  // Waits for queued work; reports asynchronous failures (naming the call that failed). The
+  // CPU backend runs ops to completion inside each call, so it always returns OK.
   virtual absl::Status Synchronize() = 0;
 };
+
+// Bytes of one activation element of `backend`.
+int64_t ActivationBytes(const Backend& backend);
+
+// Allocates `bytes` and fills it from host memory `src`.
+absl::StatusOr<DeviceBuffer> Upload(Backend& backend, const void* src, int64_t bytes,
+                                    std::string_view what);
 
 }  // namespace tpserve
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "checkpoint/stored_formats.h"
 
 namespace tpserve {
 namespace {
@@ -53,6 +54,8 @@ absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path) {
     files.gguf = std::shared_ptr<const GgufFile>(std::move(gguf));
     files.weights = files.gguf;
     files.weight_format = DominantWeightType(*files.weights, "gguf:");
+    TP_ASSIGN_OR_RETURN(files.stored_formats,
+                        StoredWeightFormats(*files.weights, files.scheme, files.config));
     return files;
   }
   if (!fs::is_directory(path, ec)) {
@@ -62,10 +65,13 @@ absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path) {
   const fs::path config_path = fs::path(path) / "config.json";
   TP_ASSIGN_OR_RETURN(std::string config_json, ReadFile(config_path));
   TP_ASSIGN_OR_RETURN(files.config, LlamaConfigFromHfJson(config_json));
+  TP_ASSIGN_OR_RETURN(files.scheme, ParseQuantizationConfig(config_json));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> weights, OpenWeightSource(path));
   files.weights = std::shared_ptr<const WeightSource>(std::move(weights));
   files.hf_directory = path;
   files.weight_format = DominantWeightType(*files.weights, "safetensors:");
+  TP_ASSIGN_OR_RETURN(files.stored_formats,
+                      StoredWeightFormats(*files.weights, files.scheme, files.config));
   return files;
 }
 

@@ -13,9 +13,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/quant_scheme.h"
 #include "formats/gguf.h"
 #include "formats/weight_source.h"
 #include "model/config.h"
+#include "model/weight_formats.h"
 
 namespace tpserve {
 
@@ -29,6 +31,10 @@ struct ModelFiles {
   std::string hf_directory;
   // "gguf:Q4_1" style summary of the dominant weight type, for reports.
   std::string weight_format;
+  // How the checkpoint stores quantized linears (its quantization_config; none for GGUF).
+  QuantScheme scheme;
+  // The format each role is stored in, read off the tensors.
+  WeightFormats stored_formats;
 };
 
 // NOT_FOUND naming the path when nothing usable is there; the readers' errors otherwise.

@@ -30,8 +30,8 @@
 #include "model/config.h"
 #include "planner/gpu_spec.h"
 #include "planner/sharding_table.h"
-#include "planner/tensor_format.h"
-#include "planner/weight_formats.h"
+#include "formats/tensor_format.h"
+#include "model/weight_formats.h"
 
 namespace tpserve {
 

@@ -1,20 +1,17 @@
-// The Megatron sharding table for a Llama model, and the exact weight bytes each rank holds:
-// the byte accounting of the split that worker/sharding_plan.h makes when a rank loads its
-// slices (deploy/plan_vs_engine_test.cc checks the two agree byte for byte on a real model).
+// The weight bytes each rank holds, role by role and pipeline stage by stage: the byte
+// accounting of the one sharding table (model/sharding.h) that the loader also cuts with. Every
+// size comes from MatrixBytes of a rank's slice (deploy/plan_vs_engine_test.cc checks real
+// allocations against it tensor by tensor).
 //
 //   TP_ASSIGN_OR_RETURN(ShardingTable shards, PlanSharding(config, formats, /*tp=*/8, /*pp=*/1));
 //   int64_t per_rank = shards.stages[0].weight_bytes_per_rank;
 //
-// Table (a linear weight is [rows = out, cols = in]):
-//   q, k, v, gate, up   column-parallel: rows split; q/k/v by whole heads (GQA groups kept)
-//   o, down             row-parallel: cols (input dim) split; output summed by all-reduce
-//   embedding, lm_head  vocab-parallel: rows split; vocab padded up to a multiple of tp
-//   norms               replicated on every rank
+// The split is ShardingPlan's (model/sharding.h); vocab rows are padded up to tp equal shares.
 // Pipeline stages own contiguous layer ranges; stage 0 holds the embedding, the last stage the
 // final norm and LM head (a tied LM head becomes a copy of the embedding when they differ).
 // Thread-safe: value types and pure functions.
-#ifndef TPSERVE_PLANNER_SHARDING_PLAN_H_
-#define TPSERVE_PLANNER_SHARDING_PLAN_H_
+#ifndef TPSERVE_PLANNER_SHARDING_TABLE_H_
+#define TPSERVE_PLANNER_SHARDING_TABLE_H_
 
 #include <array>
 #include <cstdint>
@@ -23,24 +20,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "model/config.h"
-#include "planner/weight_formats.h"
+#include "model/sharding.h"
+#include "model/weight_formats.h"
 
 namespace tpserve {
 
-enum class ShardKind : uint8_t { kColumn, kRow, kVocab, kReplicated };
-ShardKind ShardKindFor(TensorRole role);
-std::string_view ShardKindName(ShardKind kind);
-
-// Unsharded [rows, cols] of one tensor of `role` (norms are [1, hidden]).
-std::array<int64_t, 2> FullShape(const LlamaConfig& config, TensorRole role);
-
-// Tensor-parallel degrees that split heads and KV heads evenly: the divisors of
-// gcd(num_heads, num_kv_heads). Pipeline degrees: the divisors of num_layers.
-std::vector<int> ValidTpDegrees(const LlamaConfig& config);
+// Pipeline degrees: the divisors of num_layers.
 std::vector<int> ValidPipelineDegrees(const LlamaConfig& config);
 
-// INVALID_ARGUMENT when tp does not divide num_heads or num_kv_heads (naming which, and
-// listing the valid degrees), or pp does not divide num_layers, or either is < 1.
+// INVALID_ARGUMENT when tp is not a valid tensor-parallel degree (ValidateTpDegree), or pp does
+// not divide num_layers, or either is < 1.
 absl::Status ValidateParallelism(const LlamaConfig& config, int tp, int pp);
 
 // One role's tensors on one pipeline stage.
@@ -89,4 +78,4 @@ absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const Weig
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_PLANNER_SHARDING_PLAN_H_
+#endif  // TPSERVE_PLANNER_SHARDING_TABLE_H_

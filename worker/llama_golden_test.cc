@@ -115,9 +115,11 @@ SingleRankCommunicator* LlamaGoldenTest::comm_ = nullptr;
 LlamaModel* LlamaGoldenTest::model_ = nullptr;
 
 // Logits after `prompt` then after each of `forced` (teacher forcing): [1 + forced, vocab].
-std::vector<std::vector<float>> ForcedLogits(LlamaModel& model, const std::vector<int32_t>& prompt,
+std::vector<std::vector<float>> ForcedLogits(LlamaModel& model, Backend& backend,
+                                             const std::vector<int32_t>& prompt,
                                              const std::vector<int32_t>& forced) {
-  auto cache = KvCache::Create(model.KvShape(/*num_blocks=*/72, /*block_size_tokens=*/16));
+  auto cache = KvCache::Create(
+      model.KvShape(/*num_blocks=*/72, /*block_size_tokens=*/16, DType::kF32), backend);
   EXPECT_TRUE(cache.ok()) << cache.status();
   std::vector<int32_t> table(72);
   std::iota(table.begin(), table.end(), 0);
@@ -195,12 +197,13 @@ TEST_F(LlamaGoldenTest, LogitsAndGreedyChoicesMatchLlamaCpp) {
   ASSERT_EQ(golden.size(), 4u);
   for (const GoldenPrompt& g : golden) {
     const std::vector<int32_t> forced(g.continuation.begin(), g.continuation.end() - 1);
-    const std::vector<std::vector<float>> rows = ForcedLogits(*model_, g.token_ids, forced);
+    const std::vector<std::vector<float>> rows = ForcedLogits(*model_, *backend_, g.token_ids, forced);
     ASSERT_EQ(rows.size(), g.continuation.size());
     CheckLastLogits(g, rows[0]);
     CheckTeacherForced(g, rows);
 
-    auto cache = KvCache::Create(model_->KvShape(/*num_blocks=*/72, /*block_size_tokens=*/16));
+    auto cache = KvCache::Create(
+        model_->KvShape(/*num_blocks=*/72, /*block_size_tokens=*/16, DType::kF32), *backend_);
     ASSERT_TRUE(cache.ok()) << cache.status();
     absl::StatusOr<GenerateResult> r = GenerateGreedy(
         *model_, cache->get(), g.token_ids,

@@ -5,27 +5,33 @@
 //   TP_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(cfg, *source, {0, 1}, backend, &comm));
 //   TP_RETURN_IF_ERROR(model->Forward(batch, cache.get(), logits.data()));
 //
-// Tensor parallelism follows ShardingPlan: every rank of a replica loads its own slice and all
-// ranks call Forward with the same batch; each layer makes two AllReduceSum calls (after O and
-// after down), the embedding one more, and the LM head one AllGather, so every rank ends with
-// the full logits.
+// Tensor parallelism follows the sharding table (model/sharding.h): every rank of a replica
+// loads its own slice and all ranks call Forward with the same batch; each layer reduces twice
+// (after O and after down), the embedding all-reduces once, and the LM head all-gathers, so
+// every rank ends with the full logits. All activations live in backend memory (the model never
+// assumes host memory); only the final logits are copied to the host.
 // Threading: Forward is not reentrant; one call at a time per model (and per Backend).
 #ifndef TPSERVE_WORKER_LLAMA_MODEL_H_
 #define TPSERVE_WORKER_LLAMA_MODEL_H_
 
 #include <cstdint>
+#include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "checkpoint/quant_scheme.h"
 #include "formats/weight_source.h"
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
+#include "model/sharding.h"
+#include "model/step_buffers.h"
+#include "model/weight_formats.h"
 #include "worker/llama_weights.h"
-#include "worker/sharding_plan.h"
 
 namespace tpserve {
 
@@ -48,8 +54,9 @@ int64_t NumLogitRows(const StepBatch& batch);
 
 struct MemoryFootprint {
   int64_t weight_bytes_resident = 0;  // weight bytes this rank reads (in place + copies)
-  int64_t weight_bytes_copied = 0;    // of which owned by the model (copies, f32 norms)
-  int64_t workspace_bytes = 0;        // activation buffers for max_step_tokens
+  int64_t weight_bytes_copied = 0;    // of which allocated by the model (copies, f32 norms)
+  std::array<int64_t, kNumTensorRoles> weight_bytes_by_role{};
+  int64_t workspace_bytes = 0;        // step buffers, as allocated
 };
 
 struct LlamaLoadOptions {
@@ -57,6 +64,11 @@ struct LlamaLoadOptions {
   // Most rows of logits one Forward returns (sequences per step, unless some ask for all
   // their tokens' logits); 0 = max_step_tokens. Sizes the LM head's buffers.
   int64_t max_logit_rows = 0;
+  // The format each role is held in; unset: as the checkpoint stores it. A preset such as
+  // "fp8" or "int4" quantizes on load.
+  std::optional<WeightFormats> formats;
+  // How the checkpoint stores quantized linears (its quantization_config).
+  QuantScheme scheme;
 };
 
 class LlamaModel {
@@ -77,25 +89,24 @@ class LlamaModel {
   // as returned.
   absl::Status Forward(const StepBatch& batch, KvCache* cache, float* logits);
 
-  // The KV cache shape this rank needs for `num_blocks` blocks of `block_size_tokens`.
-  KvCacheShape KvShape(int64_t num_blocks, int64_t block_size_tokens) const;
+  // The KV cache shape this rank needs for `num_blocks` blocks of `block_size_tokens` tokens
+  // stored as `dtype`.
+  KvCacheShape KvShape(int64_t num_blocks, int64_t block_size_tokens, DType dtype) const;
 
   const LlamaConfig& config() const { return config_; }
   const ShardingPlan& plan() const { return plan_; }
+  const WeightFormats& formats() const { return formats_; }
   int64_t max_step_tokens() const { return max_step_tokens_; }
   MemoryFootprint footprint() const;
-  // Activation bytes Forward needs for `max_step_tokens` tokens and `max_logit_rows` rows of
-  // logits; the one place this is computed.
-  static int64_t WorkspaceBytes(const LlamaConfig& config, const ShardingPlan& plan,
-                                int64_t max_step_tokens, int64_t max_logit_rows);
 
  private:
   struct Workspace;
   struct StepPlan;
 
-  LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, LlamaWeights weights,
-             RopeLayout rope_layout, Backend* backend, Communicator* comm,
+  LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, const WeightFormats& formats,
+             LlamaWeights weights, RopeLayout rope_layout, Backend* backend, Communicator* comm,
              int64_t max_step_tokens, int64_t max_logit_rows);
+  absl::Status Init();
 
   absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
   absl::Status Embed(const StepPlan& step);
@@ -103,18 +114,23 @@ class LlamaModel {
   absl::Status FeedForwardBlock(int64_t layer, const StepPlan& step);
   absl::Status LmHead(const StepPlan& step, float* logits);
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank, in a fixed chunk order
-  // (see ReductionChunks in the .cc): the same floats at every tensor-parallel degree.
-  absl::Status RowParallel(const float* x, int64_t t, const WeightMatrix& w);
+  // (ReductionChunks, model/step_buffers.h): the same floats at every tensor-parallel degree.
+  absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
+  // Element offset `elems` into an activation buffer.
+  void* Act(const DeviceBuffer& buffer, int64_t elems) const;
 
   LlamaConfig config_;
   ShardingPlan plan_;
+  WeightFormats formats_;
   LlamaWeights weights_;
   RopeLayout rope_layout_;
   Backend* backend_;
   Communicator* comm_;
   int64_t max_step_tokens_;
   int64_t max_logit_rows_;
-  std::vector<float> inv_freq_;  // [head_dim / 2]
+  int64_t reduction_chunks_ = 1;
+  StepBufferSizes sizes_;
+  DeviceBuffer inv_freq_;  // f32 [head_dim / 2]
   std::unique_ptr<Workspace> ws_;
 };
 

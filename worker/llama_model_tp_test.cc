@@ -33,7 +33,8 @@ void RunRanks(int world, const LlamaConfig& config, const WeightSource& source,
       InProcessCommunicator comm(group, r);
       auto model = LlamaModel::Load(config, source, {r, world}, &backend, &comm);
       ASSERT_TRUE(model.ok()) << "rank " << r << ": " << model.status();
-      auto cache = KvCache::Create((*model)->KvShape(num_blocks, block_size_tokens));
+      auto cache =
+          KvCache::Create((*model)->KvShape(num_blocks, block_size_tokens, DType::kF32), backend);
       ASSERT_TRUE(cache.ok()) << cache.status();
       body(r, **model, **cache);
     });

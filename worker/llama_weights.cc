@@ -1,196 +1,191 @@
 #include "worker/llama_weights.h"
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include <cstring>
+
 #include "base/status_macros.h"
+#include "checkpoint/stored_matrix.h"
+#include "formats/str_cat.h"
 
 namespace tpserve {
 namespace {
 
-std::string GgufName(LlamaTensor t, int64_t layer) {
-  const std::string blk = absl::StrCat("blk.", layer, ".");
-  switch (t) {
-    case LlamaTensor::kEmbedding: return "token_embd.weight";
-    case LlamaTensor::kAttnNorm: return blk + "attn_norm.weight";
-    case LlamaTensor::kQ: return blk + "attn_q.weight";
-    case LlamaTensor::kK: return blk + "attn_k.weight";
-    case LlamaTensor::kV: return blk + "attn_v.weight";
-    case LlamaTensor::kO: return blk + "attn_output.weight";
-    case LlamaTensor::kFfnNorm: return blk + "ffn_norm.weight";
-    case LlamaTensor::kGate: return blk + "ffn_gate.weight";
-    case LlamaTensor::kUp: return blk + "ffn_up.weight";
-    case LlamaTensor::kDown: return blk + "ffn_down.weight";
-    case LlamaTensor::kOutputNorm: return "output_norm.weight";
-    case LlamaTensor::kLmHead: return "output.weight";
-    case LlamaTensor::kRopeFreqs: return "rope_freqs.weight";
-  }
-  return "";
-}
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-std::string HfName(LlamaTensor t, int64_t layer) {
-  const std::string blk = absl::StrCat("model.layers.", layer, ".");
-  switch (t) {
-    case LlamaTensor::kEmbedding: return "model.embed_tokens.weight";
-    case LlamaTensor::kAttnNorm: return blk + "input_layernorm.weight";
-    case LlamaTensor::kQ: return blk + "self_attn.q_proj.weight";
-    case LlamaTensor::kK: return blk + "self_attn.k_proj.weight";
-    case LlamaTensor::kV: return blk + "self_attn.v_proj.weight";
-    case LlamaTensor::kO: return blk + "self_attn.o_proj.weight";
-    case LlamaTensor::kFfnNorm: return blk + "post_attention_layernorm.weight";
-    case LlamaTensor::kGate: return blk + "mlp.gate_proj.weight";
-    case LlamaTensor::kUp: return blk + "mlp.up_proj.weight";
-    case LlamaTensor::kDown: return blk + "mlp.down_proj.weight";
-    case LlamaTensor::kOutputNorm: return "model.norm.weight";
-    case LlamaTensor::kLmHead: return "lm_head.weight";
-    case LlamaTensor::kRopeFreqs: return "rope_freqs.weight";  // not in HF checkpoints
-  }
-  return "";
-}
+// Bytes of each side array a matrix of this shape and format carries.
+struct SideBytes {
+  int64_t scales = 0;
+  int64_t zeros = 0;
+  int64_t perm = 0;
+};
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
-// Finds `name` and checks its shape.
-absl::StatusOr<TensorView> FindShaped(const WeightSource& source, const std::string& name,
-                                      const std::vector<int64_t>& shape) {
-  TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
-  if (t.shape != shape) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor %s in %s: shape %s, expected %s from the model config", name, source.Describe(),
-        ShapeString(t.shape), ShapeString(shape)));
+SideBytes SideBytesOf(const WeightMatrix& m) {
+  SideBytes b;
+  switch (m.format.kind) {
+    case FormatKind::kFp8PerChannel:
+      b.scales = m.rows * 4;
+      break;
+    case FormatKind::kFp8Block128:
+      b.scales = CeilDiv(m.rows, 128) * m.scale_stride * 4;
+      break;
+    case FormatKind::kInt4Group:
+      b.scales = b.zeros = m.rows * m.scale_stride * 2;
+      if (m.input_perm != nullptr) b.perm = m.cols * 4;
+      break;
+    default:
+      break;
   }
-  return t;
-}
-
-absl::Status CheckMatMulType(const TensorView& t, const Backend& backend) {
-  if (!backend.SupportsWeightType(t.dtype)) {
-    return absl::UnimplementedError(absl::StrFormat("tensor %s: type %s is not supported by %s",
-                                                    t.name, std::string(DTypeName(t.dtype)),
-                                                    std::string(backend.name())));
-  }
-  return absl::OkStatus();
-}
-
-// Loads a norm-style vector as f32 (checkpoints store F32, F16 or BF16).
-absl::StatusOr<std::vector<float>> LoadVector(const WeightSource& source, const std::string& name,
-                                              int64_t size, int64_t* bytes_copied) {
-  TP_ASSIGN_OR_RETURN(TensorView t, FindShaped(source, name, {size}));
-  if (BlockElems(t.dtype) != 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "tensor %s: vector of type %s, expected a float type", name,
-        std::string(DTypeName(t.dtype))));
-  }
-  std::vector<float> out(size);
-  DequantizeRow(t.dtype, t.data, out.data(), size);
-  *bytes_copied += size * static_cast<int64_t>(sizeof(float));
-  return out;
+  return b;
 }
 
 class Loader {
  public:
-  Loader(const LlamaConfig& c, const WeightSource& s, const ShardingPlan& p, const Backend& b)
-      : c_(c), s_(s), p_(p), b_(b) {}
+  Loader(const LlamaConfig& c, const WeightSource& s, const QuantScheme& q,
+         const ShardingPlan& p, const WeightFormats& f, Backend& b, LlamaWeights* out)
+      : c_(c), s_(s), q_(q), p_(p), f_(f), b_(b), out_(out) {}
 
-  std::string Name(LlamaTensor t, int64_t layer = 0) const {
-    return LlamaTensorName(s_.format(), t, layer);
-  }
-
-  // Rows [row_begin, +num_rows) of a [rows, cols] tensor, viewed in place.
-  absl::StatusOr<ShardedMatrix> Rows(LlamaTensor t, int64_t layer, int64_t rows, int64_t cols,
-                                     int64_t row_begin, int64_t num_rows) {
-    TP_ASSIGN_OR_RETURN(TensorView view, FindShaped(s_, Name(t, layer), {rows, cols}));
-    TP_RETURN_IF_ERROR(CheckMatMulType(view, b_));
-    ShardedMatrix m;
-    TP_ASSIGN_OR_RETURN(m.matrix, SliceRows(view, row_begin, num_rows));
-    out_->bytes_viewed += num_rows * m.matrix.row_bytes;
-    return m;
-  }
-
-  // Columns [col_begin, +num_cols) of a [rows, cols] tensor, copied.
-  absl::StatusOr<ShardedMatrix> Columns(LlamaTensor t, int64_t layer, int64_t rows, int64_t cols,
-                                        int64_t col_begin, int64_t num_cols) {
-    TP_ASSIGN_OR_RETURN(TensorView view, FindShaped(s_, Name(t, layer), {rows, cols}));
-    TP_RETURN_IF_ERROR(CheckMatMulType(view, b_));
-    TP_ASSIGN_OR_RETURN(ShardedMatrix m, CopyColumns(view, col_begin, num_cols));
-    out_->bytes_copied += m.owned_bytes;
-    return m;
-  }
-
-  absl::StatusOr<LlamaLayerWeights> Layer(int64_t l) {
-    const int64_t hidden = c_.hidden_size, hd = c_.head_dim;
-    const int64_t q_rows = c_.num_heads * hd, kv_rows = c_.num_kv_heads * hd;
-    LlamaLayerWeights w;
-    int64_t* copied = &out_->bytes_copied;
-    TP_ASSIGN_OR_RETURN(w.attn_norm,
-                        LoadVector(s_, Name(LlamaTensor::kAttnNorm, l), hidden, copied));
-    TP_ASSIGN_OR_RETURN(w.ffn_norm,
-                        LoadVector(s_, Name(LlamaTensor::kFfnNorm, l), hidden, copied));
-    // Whole heads per rank; each KV head stays with the query heads of its group.
-    TP_ASSIGN_OR_RETURN(w.q, Rows(LlamaTensor::kQ, l, q_rows, hidden, p_.first_head() * hd,
-                                  p_.num_local_heads() * hd));
-    TP_ASSIGN_OR_RETURN(w.k, Rows(LlamaTensor::kK, l, kv_rows, hidden, p_.first_kv_head() * hd,
-                                  p_.num_local_kv_heads() * hd));
-    TP_ASSIGN_OR_RETURN(w.v, Rows(LlamaTensor::kV, l, kv_rows, hidden, p_.first_kv_head() * hd,
-                                  p_.num_local_kv_heads() * hd));
-    TP_ASSIGN_OR_RETURN(w.o, Columns(LlamaTensor::kO, l, hidden, q_rows, p_.first_head() * hd,
-                                     p_.num_local_heads() * hd));
-    const int64_t ffn = c_.intermediate_size, local_ffn = p_.local_intermediate_size();
-    TP_ASSIGN_OR_RETURN(w.gate, Rows(LlamaTensor::kGate, l, ffn, hidden, p_.first_ffn_row(),
-                                     local_ffn));
-    TP_ASSIGN_OR_RETURN(w.up, Rows(LlamaTensor::kUp, l, ffn, hidden, p_.first_ffn_row(),
-                                   local_ffn));
-    TP_ASSIGN_OR_RETURN(w.down, Columns(LlamaTensor::kDown, l, hidden, ffn, p_.first_ffn_row(),
-                                        local_ffn));
-    return w;
-  }
-
-  absl::Status LoadAll(LlamaWeights* out) {
-    out_ = out;
-    const int64_t vocab = c_.vocab_size, hidden = c_.hidden_size;
-    TP_ASSIGN_OR_RETURN(out->embedding, Rows(LlamaTensor::kEmbedding, 0, vocab, hidden,
-                                             p_.first_vocab_row(), p_.num_local_vocab_rows()));
-    const bool has_head = s_.Find(Name(LlamaTensor::kLmHead)).ok();
-    out->lm_head_tied = c_.tie_word_embeddings || !has_head;
-    if (!out->lm_head_tied) {
-      TP_ASSIGN_OR_RETURN(out->lm_head, Rows(LlamaTensor::kLmHead, 0, vocab, hidden,
-                                             p_.first_vocab_row(), p_.num_local_vocab_rows()));
+  absl::Status LoadAll() {
+    TP_ASSIGN_OR_RETURN(out_->embedding, Matrix(TensorRole::kEmbedding, 0));
+    const std::string head = ModuleName(s_.format(), TensorRole::kLmHead, 0);
+    const bool has_head = s_.Find(head + ".weight").ok() || s_.Find(head + ".qweight").ok();
+    out_->lm_head_tied = c_.tie_word_embeddings || !has_head;
+    if (!out_->lm_head_tied) {
+      TP_ASSIGN_OR_RETURN(out_->lm_head, Matrix(TensorRole::kLmHead, 0));
+    } else if (has_head) {
+      TP_RETURN_IF_ERROR(CheckTiedCopy(head + ".weight"));
     }
-    TP_ASSIGN_OR_RETURN(out->output_norm, LoadVector(s_, Name(LlamaTensor::kOutputNorm), hidden,
-                                                     &out->bytes_copied));
-    if (s_.format() == CheckpointFormat::kGguf && s_.Find(Name(LlamaTensor::kRopeFreqs)).ok()) {
-      TP_ASSIGN_OR_RETURN(out->rope_freq_factors,
-                          LoadVector(s_, Name(LlamaTensor::kRopeFreqs), c_.head_dim / 2,
-                                     &out->bytes_copied));
+    TP_ASSIGN_OR_RETURN(out_->output_norm, Norm(TensorRole::kFinalNorm, 0));
+    const std::string rope = "rope_freqs.weight";
+    if (s_.format() == CheckpointFormat::kGguf && s_.Find(rope).ok()) {
+      TP_ASSIGN_OR_RETURN(out_->rope_freq_factors, HostVector(rope, c_.head_dim / 2));
     }
     for (int64_t l = 0; l < c_.num_layers; ++l) {
-      TP_ASSIGN_OR_RETURN(LlamaLayerWeights layer, Layer(l));
-      out->layers.push_back(std::move(layer));
+      LlamaLayerWeights w;
+      TP_ASSIGN_OR_RETURN(w.attn_norm, Norm(TensorRole::kAttnNorm, l));
+      TP_ASSIGN_OR_RETURN(w.ffn_norm, Norm(TensorRole::kFfnNorm, l));
+      TP_ASSIGN_OR_RETURN(w.q, Matrix(TensorRole::kQ, l));
+      TP_ASSIGN_OR_RETURN(w.k, Matrix(TensorRole::kK, l));
+      TP_ASSIGN_OR_RETURN(w.v, Matrix(TensorRole::kV, l));
+      TP_ASSIGN_OR_RETURN(w.o, Matrix(TensorRole::kO, l));
+      TP_ASSIGN_OR_RETURN(w.gate, Matrix(TensorRole::kGate, l));
+      TP_ASSIGN_OR_RETURN(w.up, Matrix(TensorRole::kUp, l));
+      TP_ASSIGN_OR_RETURN(w.down, Matrix(TensorRole::kDown, l));
+      out_->layers.push_back(std::move(w));
     }
-    return absl::OkStatus();
+    return used_.CheckAllUsed(s_);
   }
 
  private:
+  // One role's slice: read in the checkpoint's layout, converted to the target format, placed.
+  absl::StatusOr<LoadedMatrix> Matrix(TensorRole role, int64_t layer) {
+    const std::string module = ModuleName(s_.format(), role, layer);
+    const std::array<int64_t, 2> full = FullShape(c_, role);
+    TP_ASSIGN_OR_RETURN(StoredMatrix stored,
+                        StoredMatrix::Open(s_, q_, module, full[0], full[1], &used_));
+    TP_ASSIGN_OR_RETURN(HostMatrix host, stored.Read(p_.Slice(role)));
+    TP_ASSIGN_OR_RETURN(host, ConvertMatrix(std::move(host), f_[role], module));
+    if (!b_.SupportsWeight(host.matrix.format)) {
+      return absl::UnimplementedError(StrCat(module, ": format ",
+                                             TensorFormatName(host.matrix.format),
+                                             " is not supported by the ", b_.name(), " backend"));
+    }
+    TP_ASSIGN_OR_RETURN(LoadedMatrix loaded, Place(std::move(host), module));
+    out_->role_bytes[static_cast<int>(role)] += WeightMatrixBytes(loaded.matrix);
+    return loaded;
+  }
+
+  // Copies what the backend cannot read in place into backend memory and points the matrix at
+  // it; on a host backend, views of the checkpoint stay views.
+  absl::StatusOr<LoadedMatrix> Place(HostMatrix host, const std::string& module) {
+    LoadedMatrix out;
+    out.matrix = host.matrix;
+    WeightMatrix& m = out.matrix;
+    const SideBytes side = SideBytesOf(m);
+    const bool in_place = b_.host_memory();
+    auto place = [&](const void* src, bool owned, int64_t bytes,
+                     const char* what) -> absl::StatusOr<const void*> {
+      if (src == nullptr || bytes == 0) return src;
+      if (in_place && !owned) {
+        out_->bytes_viewed += bytes;
+        return src;
+      }
+      TP_ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(b_, src, bytes, StrCat(module, " ", what)));
+      const void* data = buffer.data();
+      out_->bytes_copied += bytes;
+      out.buffers.push_back(std::move(buffer));
+      return data;
+    };
+    TP_ASSIGN_OR_RETURN(m.data, place(m.data, !host.values.empty(), m.rows * m.row_bytes,
+                                      "values"));
+    TP_ASSIGN_OR_RETURN(m.scales, place(m.scales, !host.scales.empty(), side.scales, "scales"));
+    TP_ASSIGN_OR_RETURN(m.zeros, place(m.zeros, !host.zeros.empty(), side.zeros, "zeros"));
+    TP_ASSIGN_OR_RETURN(const void* perm,
+                        place(m.input_perm, !host.perm.empty(), side.perm, "permutation"));
+    m.input_perm = static_cast<const int32_t*>(perm);
+    return out;
+  }
+
+  // A vector tensor (norm weights, rope factors) in f32 on the host.
+  absl::StatusOr<std::vector<float>> HostVector(const std::string& name, int64_t size) {
+    TP_ASSIGN_OR_RETURN(TensorView t, s_.Find(name));
+    if (t.shape != std::vector<int64_t>{size}) {
+      return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", s_.Describe(),
+                                               ": expected a vector of ", size, " values"));
+    }
+    if (BlockElems(t.dtype) != 1) {
+      return absl::InvalidArgumentError(StrCat("tensor ", name, ": vector of type ",
+                                               DTypeName(t.dtype), ", expected a float type"));
+    }
+    std::vector<float> out(size);
+    DequantizeRow(t.dtype, t.data, out.data(), size);
+    used_.Mark(name);
+    return out;
+  }
+
+  absl::StatusOr<DeviceBuffer> Norm(TensorRole role, int64_t layer) {
+    const std::string name = ModuleName(s_.format(), role, layer) + ".weight";
+    TP_ASSIGN_OR_RETURN(std::vector<float> v, HostVector(name, c_.hidden_size));
+    const int64_t bytes = c_.hidden_size * static_cast<int64_t>(sizeof(float));
+    out_->bytes_copied += bytes;
+    out_->role_bytes[static_cast<int>(role)] += bytes;
+    return Upload(b_, v.data(), bytes, name);
+  }
+
+  // A checkpoint that ties the LM head to the embedding but still stores a head must store an
+  // exact copy; anything else would be a head we silently do not apply.
+  absl::Status CheckTiedCopy(const std::string& name) {
+    TP_ASSIGN_OR_RETURN(TensorView head, s_.Find(name));
+    const std::string embed = ModuleName(s_.format(), TensorRole::kEmbedding, 0) + ".weight";
+    TP_ASSIGN_OR_RETURN(TensorView table, s_.Find(embed));
+    if (head.dtype != table.dtype || head.shape != table.shape || head.nbytes != table.nbytes ||
+        std::memcmp(head.data, table.data, head.nbytes) != 0) {
+      return absl::InvalidArgumentError(StrCat(
+          "tensor ", name, " in ", s_.Describe(), ": the config ties the LM head to ", embed,
+          " but this head differs from it; set tie_word_embeddings to false to serve it"));
+    }
+    used_.Mark(name);
+    return absl::OkStatus();
+  }
+
   const LlamaConfig& c_;
   const WeightSource& s_;
+  const QuantScheme& q_;
   const ShardingPlan& p_;
-  const Backend& b_;
-  LlamaWeights* out_ = nullptr;
+  const WeightFormats& f_;
+  Backend& b_;
+  LlamaWeights* out_;
+  TensorUse used_;
 };
 
 }  // namespace
 
-std::string LlamaTensorName(CheckpointFormat format, LlamaTensor tensor, int64_t layer) {
-  return format == CheckpointFormat::kGguf ? GgufName(tensor, layer) : HfName(tensor, layer);
-}
-
 absl::StatusOr<LlamaWeights> LoadLlamaWeights(const LlamaConfig& config,
                                               const WeightSource& source,
-                                              const ShardingPlan& plan, const Backend& backend) {
+                                              const QuantScheme& scheme,
+                                              const ShardingPlan& plan,
+                                              const WeightFormats& formats, Backend& backend) {
   LlamaWeights weights;
-  Loader loader(config, source, plan, backend);
-  TP_RETURN_IF_ERROR(loader.LoadAll(&weights));
+  Loader loader(config, source, scheme, plan, formats, backend, &weights);
+  TP_RETURN_IF_ERROR(loader.LoadAll());
   return weights;
 }
 

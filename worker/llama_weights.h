@@ -1,66 +1,78 @@
-// Loads one tensor-parallel rank's share of a Llama checkpoint: finds each tensor under its
-// format's name, checks shape and type, and cuts it as the ShardingPlan says (views for
-// column-parallel and vocab-parallel pieces, copies for row-parallel ones).
+// Loads one tensor-parallel rank's share of a Llama checkpoint into backend memory: for every
+// tensor, the slice the sharding table gives this rank (model/sharding.h), read in the
+// checkpoint's own layout (checkpoint/stored_matrix.h), re-encoded when the target format
+// differs (quantize on load), and placed where the backend computes (views of the mmapped file
+// on the CPU, uploads to the device on a GPU).
 //
-//   TP_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaWeights(config, source, plan, *backend));
-//   backend->MatMul(h, rows, w.layers[0].q.matrix, q);
+//   TP_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaWeights(config, source, scheme, plan,
+//                                                        formats, *backend));
+//   backend->MatMul(h, rows, w.layers[0].q.matrix, q, backend->activation_dtype());
 //
-// Views point into the WeightSource's bytes, which must outlive the LlamaWeights.
-// Thread-compatible; immutable after loading.
+// Every checkpoint tensor must be consumed: one the loader would leave unapplied (a scale, a
+// zero point, an extra bias) is an error naming it. Views point into the WeightSource's bytes,
+// which must outlive the LlamaWeights. Thread-compatible; immutable after loading.
 #ifndef TPSERVE_WORKER_LLAMA_WEIGHTS_H_
 #define TPSERVE_WORKER_LLAMA_WEIGHTS_H_
 
+#include <array>
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/quant_scheme.h"
 #include "formats/weight_source.h"
 #include "kernels/backend.h"
 #include "model/config.h"
-#include "worker/sharding_plan.h"
+#include "model/sharding.h"
+#include "model/weight_formats.h"
 
 namespace tpserve {
 
-enum class LlamaTensor {
-  kEmbedding, kAttnNorm, kQ, kK, kV, kO, kFfnNorm, kGate, kUp, kDown, kOutputNorm, kLmHead,
-  kRopeFreqs,  // GGUF only: Llama 3.1 frequency divisors (optional)
+// A weight matrix in backend memory: `matrix` points into `buffers` (copied in) or, on a host
+// backend, into the checkpoint's bytes (viewed in place).
+struct LoadedMatrix {
+  WeightMatrix matrix;
+  std::vector<DeviceBuffer> buffers;
 };
 
-// "blk.3.attn_q.weight" (GGUF) or "model.layers.3.self_attn.q_proj.weight" (safetensors);
-// `layer` is ignored for the tensors outside the layers.
-std::string LlamaTensorName(CheckpointFormat format, LlamaTensor tensor, int64_t layer);
-
 struct LlamaLayerWeights {
-  std::vector<float> attn_norm;  // [hidden]
-  std::vector<float> ffn_norm;   // [hidden]
-  ShardedMatrix q;     // [local_heads * head_dim, hidden]      view
-  ShardedMatrix k;     // [local_kv_heads * head_dim, hidden]   view
-  ShardedMatrix v;     // [local_kv_heads * head_dim, hidden]   view
-  ShardedMatrix o;     // [hidden, local_heads * head_dim]      copy
-  ShardedMatrix gate;  // [local_ffn, hidden]                   view
-  ShardedMatrix up;    // [local_ffn, hidden]                   view
-  ShardedMatrix down;  // [hidden, local_ffn]                   copy
+  DeviceBuffer attn_norm;  // f32 [hidden]
+  DeviceBuffer ffn_norm;   // f32 [hidden]
+  LoadedMatrix q;          // [local_heads * head_dim, hidden]      column-parallel
+  LoadedMatrix k;          // [local_kv_heads * head_dim, hidden]   column-parallel
+  LoadedMatrix v;          // [local_kv_heads * head_dim, hidden]   column-parallel
+  LoadedMatrix o;          // [hidden, local_heads * head_dim]      row-parallel
+  LoadedMatrix gate;       // [local_ffn, hidden]                   column-parallel
+  LoadedMatrix up;         // [local_ffn, hidden]                   column-parallel
+  LoadedMatrix down;       // [hidden, local_ffn]                   row-parallel
 };
 
 struct LlamaWeights {
-  ShardedMatrix embedding;       // [local_vocab_rows, hidden] view
-  ShardedMatrix lm_head;         // [local_vocab_rows, hidden] view (unused when tied)
-  bool lm_head_tied = false;     // the LM head is `embedding`
-  std::vector<float> output_norm;        // [hidden]
-  std::vector<float> rope_freq_factors;  // [head_dim / 2], empty when absent
+  LoadedMatrix embedding;     // [local_vocab_rows, hidden]
+  LoadedMatrix lm_head;       // [local_vocab_rows, hidden] (unused when tied)
+  bool lm_head_tied = false;  // the LM head is `embedding`
+  DeviceBuffer output_norm;   // f32 [hidden]
+  std::vector<float> rope_freq_factors;  // host [head_dim / 2], empty when absent
   std::vector<LlamaLayerWeights> layers;
   int64_t bytes_viewed = 0;  // checkpoint bytes this rank reads in place
-  int64_t bytes_copied = 0;  // bytes owned here: row-parallel copies and f32 norm vectors
+  int64_t bytes_copied = 0;  // bytes allocated for weights in backend memory
+  // What this rank really holds per role, all layers together (from the loaded matrices'
+  // fields and buffer sizes), for comparing with the memory plan.
+  std::array<int64_t, kNumTensorRoles> role_bytes{};
 
   const WeightMatrix& LmHead() const { return lm_head_tied ? embedding.matrix : lm_head.matrix; }
 };
 
-// Errors name the tensor: NOT_FOUND when absent, INVALID_ARGUMENT for a wrong shape or a slice
-// that is not block-aligned, UNIMPLEMENTED for a type the backend cannot multiply.
+// Errors name the tensor: NOT_FOUND when absent; INVALID_ARGUMENT for a wrong shape, a slice
+// that cuts a block, or a checkpoint tensor nothing consumes; UNIMPLEMENTED for a format the
+// backend cannot multiply; RESOURCE_EXHAUSTED when backend memory runs out.
+// `formats` is the format each role is held in: the checkpoint's own (no conversion) or a
+// preset such as "fp8" or "int4" (quantize on load).
 absl::StatusOr<LlamaWeights> LoadLlamaWeights(const LlamaConfig& config,
                                               const WeightSource& source,
-                                              const ShardingPlan& plan, const Backend& backend);
+                                              const QuantScheme& scheme,
+                                              const ShardingPlan& plan,
+                                              const WeightFormats& formats, Backend& backend);
 
 }  // namespace tpserve
 

@@ -30,45 +30,38 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
         absl::StrCat("tp_degree = ", options.tp_degree, " must be at least 1"));
   }
   std::unique_ptr<LocalExecutor> exec(new LocalExecutor());
-  exec->source_ = std::move(source);
   exec->vocab_size_ = config.vocab_size;
   exec->threads_per_rank_ = options.threads_per_rank;
   auto group = std::make_shared<InProcessGroup>(options.tp_degree);
   exec->ranks_.resize(options.tp_degree);
-  for (int r = 0; r < options.tp_degree; ++r) {
-    Rank& rank = exec->ranks_[r];
-    rank.backend = std::make_unique<CpuBackend>(CpuBackendOptions{options.threads_per_rank});
-    CommunicatorOptions comm;
-    comm.kind = options.tp_degree == 1 ? CommunicatorKind::kSingleRank : CommunicatorKind::kInProcess;
-    comm.rank = r;
-    comm.world_size = options.tp_degree;
-    comm.in_process_group = group;
-    TP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> inner, MakeCommunicator(comm));
-    rank.comm = std::make_unique<TimedCommunicator>(std::move(inner));
-  }
-  // Load the ranks concurrently: each reads only its own slices, and the per-rank copies of
-  // row-parallel weights are made in parallel.
+  // Build the ranks concurrently: each reads only its own slices, and the in-process
+  // communicators of a group meet each other while they are made.
   std::vector<absl::Status> loaded(options.tp_degree);
   {
     std::vector<std::thread> threads;
     for (int r = 0; r < options.tp_degree; ++r) {
       threads.emplace_back([&, r] {
-        Rank& rank = exec->ranks_[r];
-        absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(
-            config, *exec->source_, ShardSpec{r, options.tp_degree}, rank.backend.get(),
-            rank.comm.get(), LlamaLoadOptions{options.max_step_tokens, options.max_logit_rows});
-        if (!model.ok()) {
-          loaded[r] = model.status();
+        RankRuntimeOptions o;
+        o.backend.kind = BackendKind::kCpu;
+        o.backend.num_threads = options.threads_per_rank;
+        o.comm.kind = options.tp_degree == 1 ? CommunicatorKind::kSingleRank
+                                             : CommunicatorKind::kInProcess;
+        o.comm.rank = r;
+        o.comm.world_size = options.tp_degree;
+        o.comm.in_process_group = group;
+        o.load.max_step_tokens = options.max_step_tokens;
+        o.load.max_logit_rows = options.max_logit_rows;
+        o.load.formats = options.formats;
+        o.load.scheme = options.scheme;
+        o.num_kv_blocks = options.num_kv_blocks;
+        o.block_size_tokens = options.block_size_tokens;
+        o.kv_dtype = options.kv_dtype;
+        absl::StatusOr<std::unique_ptr<RankRuntime>> rank = RankRuntime::Create(config, source, o);
+        if (!rank.ok()) {
+          loaded[r] = rank.status();
           return;
         }
-        rank.model = *std::move(model);
-        absl::StatusOr<std::unique_ptr<KvCache>> cache =
-            KvCache::Create(rank.model->KvShape(options.num_kv_blocks, options.block_size_tokens));
-        if (!cache.ok()) {
-          loaded[r] = cache.status();
-          return;
-        }
-        rank.cache = *std::move(cache);
+        exec->ranks_[r] = *std::move(rank);
       });
     }
     for (auto& t : threads) t.join();
@@ -87,7 +80,7 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(absl::Span<const ExecutorChunk
   result.logits.resize(static_cast<size_t>(NumLogitRows(batch)) * vocab_size_);
   const int tp = static_cast<int>(ranks_.size());
   if (tp == 1) {
-    TP_RETURN_IF_ERROR(ranks_[0].model->Forward(batch, ranks_[0].cache.get(), result.logits.data()));
+    TP_RETURN_IF_ERROR(ranks_[0]->Step(batch, result.logits.data()));
   } else {
     // Every rank ends with the full logits (the LM head all-gathers); rank 0's are returned.
     std::vector<std::vector<float>> scratch(tp - 1, std::vector<float>(result.logits.size()));
@@ -95,27 +88,27 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(absl::Span<const ExecutorChunk
     std::vector<std::thread> threads;
     for (int r = 1; r < tp; ++r) {
       threads.emplace_back([&, r] {
-        status[r] = ranks_[r].model->Forward(batch, ranks_[r].cache.get(), scratch[r - 1].data());
+        status[r] = ranks_[r]->Step(batch, scratch[r - 1].data());
       });
     }
-    status[0] = ranks_[0].model->Forward(batch, ranks_[0].cache.get(), result.logits.data());
+    status[0] = ranks_[0]->Step(batch, result.logits.data());
     for (auto& t : threads) t.join();
     for (const absl::Status& s : status) TP_RETURN_IF_ERROR(s);
   }
   result.compute_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.allreduce_s = ranks_[0].comm->TakeSeconds();
-  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r].comm->TakeSeconds();
+  result.allreduce_s = ranks_[0]->comm().TakeSeconds();
+  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->comm().TakeSeconds();
   return result;
 }
 
 std::string LocalExecutor::Describe() const {
   return absl::StrCat("local: ", ranks_.size(), " rank(s) x ", threads_per_rank_, " thread(s), ",
-                      std::string(ranks_[0].backend->name()));
+                      std::string(ranks_[0]->backend().name()));
 }
 
-MemoryFootprint LocalExecutor::footprint(int rank) const { return ranks_.at(rank).model->footprint(); }
+MemoryFootprint LocalExecutor::footprint(int rank) const { return ranks_.at(rank)->footprint(); }
 
-int64_t LocalExecutor::kv_cache_bytes(int rank) const { return ranks_.at(rank).cache->bytes(); }
+int64_t LocalExecutor::kv_cache_bytes(int rank) const { return ranks_.at(rank)->kv_cache_bytes(); }
 
 }  // namespace tpserve

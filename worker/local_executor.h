@@ -10,18 +10,16 @@
 #define TPSERVE_WORKER_LOCAL_EXECUTOR_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/executor.h"
 #include "formats/weight_source.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
-#include "worker/comm/communicator.h"
-#include "worker/kv_cache.h"
 #include "worker/llama_model.h"
-#include "worker/timed_communicator.h"
+#include "worker/rank_runtime.h"
 
 namespace tpserve {
 
@@ -30,8 +28,11 @@ struct LocalExecutorOptions {
   int threads_per_rank = 1;
   int64_t num_kv_blocks = 0;
   int64_t block_size_tokens = 16;
+  DType kv_dtype = DType::kF16;
   int64_t max_step_tokens = 512;
   int64_t max_logit_rows = 0;  // sequences per step; 0 = max_step_tokens
+  std::optional<WeightFormats> formats;  // unset: as stored; a preset quantizes on load
+  QuantScheme scheme;                    // how the checkpoint stores quantized linears
 };
 
 class LocalExecutor final : public ModelExecutor {
@@ -48,18 +49,12 @@ class LocalExecutor final : public ModelExecutor {
   // Bytes held by rank `rank`: weights (resident), KV cache, workspace.
   MemoryFootprint footprint(int rank) const;
   int64_t kv_cache_bytes(int rank) const;
+  RankRuntime& rank(int r) { return *ranks_.at(r); }
 
  private:
-  struct Rank {
-    std::unique_ptr<CpuBackend> backend;
-    std::unique_ptr<TimedCommunicator> comm;
-    std::unique_ptr<LlamaModel> model;
-    std::unique_ptr<KvCache> cache;
-  };
   LocalExecutor() = default;
 
-  std::shared_ptr<const WeightSource> source_;
-  std::vector<Rank> ranks_;
+  std::vector<std::unique_ptr<RankRuntime>> ranks_;
   int64_t vocab_size_ = 0;
   int threads_per_rank_ = 1;
 };

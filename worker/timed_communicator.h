@@ -30,6 +30,12 @@ class TimedCommunicator final : public Communicator {
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override {
     return Timed([&] { return inner_->AllGather(in, out); });
   }
+  absl::Status AllReduceSum(void* data, int64_t count, DType dtype) override {
+    return Timed([&] { return inner_->AllReduceSum(data, count, dtype); });
+  }
+  absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out) override {
+    return Timed([&] { return inner_->AllGather(in, in_count, dtype, out); });
+  }
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override {
     return Timed([&] { return inner_->Broadcast(data, root); });
   }

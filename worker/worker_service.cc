@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "coordinator/grpc_status.h"
+#include "checkpoint/stored_formats.h"
 #include "worker/comm/communicator_factory.h"
 
 namespace tpserve {
@@ -27,7 +28,7 @@ wpb::ShardAssignment ToAssignment(const ShardingPlan& plan) {
 
 absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
                                        grpc::ServerWriter<wpb::LoadProgress>* writer) {
-  if (model_ != nullptr) {
+  if (runtime_ != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("rank ", rank_, " is already loaded"));
   }
   TP_ASSIGN_OR_RETURN(files_, OpenModelFiles(request.model_path()));
@@ -38,8 +39,11 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
 
   // The coordinator said which slices to load; this rank's own plan must agree, or the two
   // were built from different models or code.
+  TP_ASSIGN_OR_RETURN(WeightFormats formats,
+                      ResolveWeightFormats(files_.stored_formats, request.weights()));
   TP_ASSIGN_OR_RETURN(ShardingPlan plan,
-                      ShardingPlan::Create(files_.config, {request.rank(), request.world_size()}));
+                      ShardingPlan::Create(files_.config, formats,
+                                           {request.rank(), request.world_size()}));
   const wpb::ShardAssignment mine = ToAssignment(plan);
   if (mine.SerializeAsString() != request.assignment().SerializeAsString()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -47,31 +51,34 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
         "} but this rank's sharding plan is {", mine.ShortDebugString(), "}"));
   }
 
-  CommunicatorOptions comm;
-  TP_ASSIGN_OR_RETURN(comm.kind, ParseCommunicatorKind(request.comm_kind()));
-  comm.rank = request.rank();
-  comm.world_size = request.world_size();
-  comm.store_dir = request.rendezvous_dir();
-  comm.run_id = request.rendezvous_prefix();
-  comm.timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
-                                        ? request.collective_timeout_ms() : 10000);
-  TP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> inner, MakeCommunicator(comm));
-  comm_ = std::make_unique<TimedCommunicator>(std::move(inner));
-
-  backend_ = std::make_unique<CpuBackend>(CpuBackendOptions{std::max(1, request.num_threads())});
-  TP_ASSIGN_OR_RETURN(model_, LlamaModel::Load(files_.config, *files_.weights,
-                                               ShardSpec{request.rank(), request.world_size()},
-                                               backend_.get(), comm_.get(),
-                                               LlamaLoadOptions{request.max_step_tokens(),
-                                                                request.max_logit_rows()}));
-  TP_ASSIGN_OR_RETURN(cache_, KvCache::Create(model_->KvShape(request.num_kv_blocks(),
-                                                              request.block_size_tokens())));
+  RankRuntimeOptions o;
+  TP_ASSIGN_OR_RETURN(o.backend.kind, ParseBackendKind(request.backend().empty()
+                                                           ? "cpu" : request.backend()));
+  o.backend.num_threads = std::max(1, request.num_threads());
+  o.backend.device_ordinal = request.device_ordinal();
+  TP_ASSIGN_OR_RETURN(o.comm.kind, ParseCommunicatorKind(request.comm_kind()));
+  o.comm.rank = request.rank();
+  o.comm.world_size = request.world_size();
+  o.comm.store_dir = request.rendezvous_dir();
+  o.comm.run_id = request.rendezvous_prefix();
+  o.comm.device_ordinal = request.device_ordinal();
+  o.comm.nccl_unique_id = request.nccl_unique_id();
+  o.comm.timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
+                                          ? request.collective_timeout_ms() : 10000);
+  o.load.max_step_tokens = request.max_step_tokens();
+  o.load.max_logit_rows = request.max_logit_rows();
+  o.load.formats = formats;
+  o.load.scheme = files_.scheme;
+  o.num_kv_blocks = request.num_kv_blocks();
+  o.block_size_tokens = request.block_size_tokens();
+  TP_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDtype(request.kv_dtype()));
+  TP_ASSIGN_OR_RETURN(runtime_, RankRuntime::Create(files_.config, files_.weights, o));
   rank_ = request.rank();
-  const MemoryFootprint fp = model_->footprint();
+  const MemoryFootprint fp = runtime_->footprint();
   progress.set_layers_loaded(static_cast<int32_t>(files_.config.num_layers));
   progress.set_ready(true);
   progress.set_weight_bytes(fp.weight_bytes_resident);
-  progress.set_kv_cache_bytes(cache_->bytes());
+  progress.set_kv_cache_bytes(runtime_->kv_cache_bytes());
   writer->Write(progress);
   return absl::OkStatus();
 }
@@ -90,7 +97,7 @@ grpc::Status WorkerService::Load(grpc::ServerContext*, const wpb::LoadRequest* r
 grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* request,
                                  wpb::StepResponse* response) {
   absl::MutexLock lock(&mu_);
-  if (model_ == nullptr) {
+  if (runtime_ == nullptr) {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Step before Load");
   }
   const auto start = std::chrono::steady_clock::now();
@@ -103,7 +110,7 @@ grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* r
   }
   const int64_t vocab = files_.config.vocab_size;
   logits_.resize(static_cast<size_t>(NumLogitRows(batch)) * vocab);
-  absl::Status s = model_->Forward(batch, cache_.get(), logits_.data());
+  absl::Status s = runtime_->Step(batch, logits_.data());
   if (!s.ok()) {
     return ToGrpcStatus(absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message())));
   }
@@ -113,7 +120,7 @@ grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* r
     response->set_logits(reinterpret_cast<const char*>(logits_.data()),
                          logits_.size() * sizeof(float));
   }
-  response->set_allreduce_s(comm_->TakeSeconds());
+  response->set_allreduce_s(runtime_->comm().TakeSeconds());
   response->set_compute_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return grpc::Status::OK;

@@ -14,13 +14,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "model/model_files.h"
+#include "model/sharding.h"
 #include "proto/worker.grpc.pb.h"
-#include "worker/comm/communicator.h"
-#include "worker/kv_cache.h"
-#include "worker/llama_model.h"
-#include "worker/timed_communicator.h"
+#include "worker/rank_runtime.h"
 
 namespace tpserve {
 
@@ -53,10 +50,7 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   absl::Mutex mu_;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   ModelFiles files_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<CpuBackend> backend_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<TimedCommunicator> comm_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<LlamaModel> model_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<KvCache> cache_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<RankRuntime> runtime_ ABSL_GUARDED_BY(mu_);
   std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
   absl::Notification shutdown_;
 };

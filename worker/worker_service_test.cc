@@ -8,8 +8,9 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "worker/sharding_plan.h"
 #include "model/bundled_model.h"
+#include "model/model_files.h"
+#include "model/sharding.h"
 
 namespace tpserve {
 namespace {
@@ -38,6 +39,7 @@ class WorkerServiceTest : public ::testing::Test {
     request_.set_num_threads(1);
     request_.set_max_step_tokens(64);
     request_.set_max_logit_rows(2);
+    request_.set_kv_dtype("f32");
   }
   void TearDown() override { server_->Shutdown(); }
 
@@ -50,8 +52,10 @@ class WorkerServiceTest : public ::testing::Test {
     return reader->Finish();
   }
   wpb::ShardAssignment Assignment(int rank, int world) {
+    absl::StatusOr<ModelFiles> files = OpenModelFiles(*BundledModelPath());
+    EXPECT_TRUE(files.ok()) << files.status();
     absl::StatusOr<ShardingPlan> plan =
-        ShardingPlan::Create(*LlamaConfigPreset("smollm2"), {rank, world});
+        ShardingPlan::Create(files->config, files->stored_formats, {rank, world});
     EXPECT_TRUE(plan.ok()) << plan.status();
     return ToAssignment(*plan);
   }

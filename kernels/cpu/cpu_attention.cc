@@ -4,7 +4,9 @@
 #include <cstring>
 #include <limits>
 
+#include "formats/dtype.h"
 #include "kernels/check.h"
+#include "kernels/quantize.h"
 
 namespace tpserve {
 namespace {
@@ -24,28 +26,67 @@ int64_t SlotOffset(const KvPoolView& pool, absl::Span<const int32_t> block_table
   return (slot * pool.num_kv_heads + kv_head) * pool.head_dim;
 }
 
+// Bytes of one element of the pool.
+int64_t ElemBytes(const KvPoolView& pool) { return BlockBytes(pool.dtype); }
+
 }  // namespace
 
+void CpuAttention::RowsToF32(const KvPoolView& pool, const void* base, int64_t offset,
+                             int64_t count, int64_t stride, float scale, float* out) const {
+  const auto* bytes = static_cast<const uint8_t*>(base);
+  const int64_t hd = pool.head_dim, eb = ElemBytes(pool);
+  for (int64_t t = 0; t < count; ++t) {
+    const uint8_t* src = bytes + (offset + t * stride) * eb;
+    float* dst = out + t * hd;
+    switch (pool.dtype) {
+      case DType::kF16:
+        kernels_.f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, hd);
+        break;
+      case DType::kBF16:
+        kernels_.bf16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, hd);
+        break;
+      default:  // fp8: code * scale
+        DequantizeRow(DType::kF8E4M3, src, dst, hd);
+        kernels_.scale(scale, hd, dst);
+        break;
+    }
+  }
+}
+
 CpuAttention::CpuAttention(const CpuKernels& kernels, ThreadPool* pool)
-    : kernels_(kernels), pool_(pool), scores_(pool->num_threads()) {}
+    : kernels_(kernels),
+      pool_(pool),
+      scores_(pool->num_threads()),
+      kv_scratch_(pool->num_threads()) {}
 
 void CpuAttention::WriteKv(const float* k_new, const float* v_new,
                            absl::Span<const AttentionSequence> seqs,
                            const KvPoolView& pool) const {
-  const int64_t row_floats = pool.num_kv_heads * pool.head_dim;
+  const int64_t row_elems = pool.num_kv_heads * pool.head_dim, eb = ElemBytes(pool);
+  std::vector<float> scaled(pool.dtype == DType::kF8E4M3 ? row_elems : 0);
+  // Stores one row of f32 values in the pool's dtype (fp8: value / scale, saturating).
+  auto store = [&](void* base, int64_t dst, const float* src, float scale) {
+    uint8_t* out = static_cast<uint8_t*>(base) + dst * eb;
+    if (pool.dtype == DType::kF8E4M3) {
+      for (int64_t e = 0; e < row_elems; ++e) scaled[e] = src[e] / scale;
+      src = scaled.data();
+    }
+    QuantizeRow(pool.dtype, src, out, row_elems);
+  };
   for (const AttentionSequence& s : seqs) {
     for (int64_t i = 0; i < s.num_query_tokens; ++i) {
       const int64_t dst = SlotOffset(pool, s.block_table, s.start_position + i, 0);
-      const int64_t src = (s.first_row + i) * row_floats;
-      std::memcpy(pool.k + dst, k_new + src, row_floats * sizeof(float));
-      std::memcpy(pool.v + dst, v_new + src, row_floats * sizeof(float));
+      const int64_t src = (s.first_row + i) * row_elems;
+      store(pool.k, dst, k_new + src, pool.k_scale);
+      store(pool.v, dst, v_new + src, pool.v_scale);
     }
   }
 }
 
 void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
                            absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
-                           float* out, std::vector<float>* scores) const {
+                           float* out, std::vector<float>* scores,
+                           std::vector<float>* kv) const {
   const AttentionSequence& s = seqs[task.seq];
   const int64_t head_dim = pool.head_dim, bs = pool.block_size_tokens;
   const int64_t first_head = task.kv_head * (num_heads / pool.num_kv_heads) + task.head_begin;
@@ -53,6 +94,7 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
   const int64_t stride = pool.num_kv_heads * head_dim;  // floats between consecutive tokens
   const int64_t context = s.start_position + task.row_end;  // longest row's key count
   if (static_cast<int64_t>(scores->size()) < nh * context) scores->resize(nh * context);
+  if (static_cast<int64_t>(kv->size()) < bs * head_dim) kv->resize(bs * head_dim);
   for (int64_t i = task.row_begin; i < task.row_end; ++i) {
     const int64_t row = s.first_row + i;
     const int64_t num_keys = s.start_position + i + 1;  // causal: positions 0..own
@@ -63,8 +105,16 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
         q_heads[h] = q + (row * num_heads + first_head + h0 + h) * head_dim;
       }
       for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
-        const float* k = pool.k + SlotOffset(pool, s.block_table, t0, task.kv_head);
-        kernels_.attn_scores(q_heads, nq, k, stride, std::min(bs, num_keys - t0), head_dim, scale,
+        const int64_t count = std::min(bs, num_keys - t0);
+        const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
+        const float* k = static_cast<const float*>(pool.k) + at;
+        int64_t k_stride = stride;
+        if (pool.dtype != DType::kF32) {  // widen this block's rows of the head once
+          RowsToF32(pool, pool.k, at, count, stride, pool.k_scale, kv->data());
+          k = kv->data();
+          k_stride = head_dim;
+        }
+        kernels_.attn_scores(q_heads, nq, k, k_stride, count, head_dim, scale,
                              scores->data() + h0 * context + t0, context);
       }
     }
@@ -76,8 +126,16 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
       float* o = out + (row * num_heads + first_head + h) * head_dim;
       std::fill(o, o + head_dim, 0.0f);
       for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
-        const float* v = pool.v + SlotOffset(pool, s.block_table, t0, task.kv_head);
-        kernels_.attn_accumulate(p + t0, v, stride, std::min(bs, num_keys - t0), head_dim, o);
+        const int64_t count = std::min(bs, num_keys - t0);
+        const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
+        const float* v = static_cast<const float*>(pool.v) + at;
+        int64_t v_stride = stride;
+        if (pool.dtype != DType::kF32) {
+          RowsToF32(pool, pool.v, at, count, stride, pool.v_scale, kv->data());
+          v = kv->data();
+          v_stride = head_dim;
+        }
+        kernels_.attn_accumulate(p + t0, v, v_stride, count, head_dim, o);
       }
       kernels_.scale(1.0f / sum, head_dim, o);
     }
@@ -106,7 +164,8 @@ void CpuAttention::Run(const float* q, int64_t num_heads, float scale,
     }
   }
   pool_->ParallelFor(static_cast<int64_t>(tasks_.size()), [&](int64_t t, int thread) {
-    RunTask(tasks_[t], q, num_heads, scale, seqs, pool, out, &scores_[thread]);
+    RunTask(tasks_[t], q, num_heads, scale, seqs, pool, out, &scores_[thread],
+            &kv_scratch_[thread]);
   });
 }
 

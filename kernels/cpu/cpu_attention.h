@@ -43,11 +43,16 @@ class CpuAttention {
   };
   void RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
                absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out,
-               std::vector<float>* scores) const;
+               std::vector<float>* scores, std::vector<float>* kv) const;
+  // Widens `count` rows of head_dim elements of a non-f32 pool, starting at element `offset`
+  // and `stride` elements apart, into out [count, head_dim] f32.
+  void RowsToF32(const KvPoolView& pool, const void* base, int64_t offset, int64_t count,
+                 int64_t stride, float scale, float* out) const;
 
   const CpuKernels& kernels_;
   ThreadPool* pool_;
   std::vector<std::vector<float>> scores_;  // per thread: [heads of a task, context] scores
+  std::vector<std::vector<float>> kv_scratch_;  // per thread: one block of K or V rows in f32
   std::vector<Task> tasks_;
 };
 

@@ -66,19 +66,24 @@ class AttentionHarness {
     return num_blocks_ * c_.block_size_tokens * c_.num_kv_heads * c_.head_dim;
   }
 
-  // Returns the attention output; `pool_k` is left holding the final K pool.
-  std::vector<float> Run(Backend& backend, std::vector<float>* pool_k) {
+  // Returns the attention output; `pool_k` is left holding the final K pool's bytes (0xFF,
+  // a NaN in every KV dtype, where nothing was written).
+  std::vector<float> Run(Backend& backend, std::vector<uint8_t>* pool_k,
+                         DType dtype = DType::kF32) {
     const float sentinel = std::numeric_limits<float>::quiet_NaN();
-    pool_k->assign(pool_floats(), sentinel);
-    std::vector<float> pool_v(pool_floats(), sentinel);
-    const KvPoolView view{pool_k->data(), pool_v.data(), num_blocks_, c_.block_size_tokens,
-                          c_.num_kv_heads, c_.head_dim};
+    pool_k->assign(pool_floats() * BlockBytes(dtype), 0xFF);
+    std::vector<uint8_t> pool_v(pool_k->size(), 0xFF);
+    const float scale = dtype == DType::kF8E4M3 ? 0.25f : 1.0f;  // exercise the fp8 scale
+    const KvPoolView view{pool_k->data(),        pool_v.data(),   dtype,
+                          scale,                 scale,           num_blocks_,
+                          c_.block_size_tokens,  c_.num_kv_heads, c_.head_dim};
     const int64_t kv_row = c_.num_kv_heads * c_.head_dim;
     // History first (as earlier steps would have), one sequence at a time.
     for (size_t s = 0; s < seqs_.size(); ++s) {
       if (seqs_[s].start == 0) continue;
       const AttentionSequence prior{0, seqs_[s].start, 0, tables_[s]};
-      backend.WriteKv(history_k_[s].data(), history_v_[s].data(), {&prior, 1}, view);
+      backend.BeginStep(StepInputs{{}, {}, {&prior, 1}, {}});
+      backend.WriteKv(history_k_[s].data(), history_v_[s].data(), view);
     }
     // Then this step's rows, batched.
     std::vector<AttentionSequence> batch;
@@ -91,10 +96,11 @@ class AttentionHarness {
       v_new.insert(v_new.end(), history_v_[s].begin() + from, history_v_[s].begin() + to);
       row += seqs_[s].count;
     }
-    backend.WriteKv(k_new.data(), v_new.data(), batch, view);
+    backend.BeginStep(StepInputs{{}, {}, batch, {}});
+    backend.WriteKv(k_new.data(), v_new.data(), view);
     std::vector<float> out(num_rows_ * c_.num_heads * c_.head_dim, sentinel);
-    backend.PagedAttention(q_.data(), c_.num_heads, 1.0f / std::sqrt(float(c_.head_dim)), batch,
-                           view, out.data());
+    backend.PagedAttention(q_.data(), c_.num_heads, 1.0f / std::sqrt(float(c_.head_dim)), view,
+                           out.data());
     return out;
   }
 
@@ -168,7 +174,7 @@ TEST(CpuAttentionTest, PagedGqaMatchesNaiveForMixedBatches) {
                         Case{6, 1, 16, 5}, Case{12, 2, 8, 3}, Case{4, 2, 12, 3}}) {
     AttentionHarness h(c, batch);
     const std::vector<double> want = h.Naive();
-    std::vector<float> pool_ref, pool_opt;
+    std::vector<uint8_t> pool_ref, pool_opt;
     const std::vector<float> got_ref = h.Run(ref, &pool_ref);
     const std::vector<float> got_opt = h.Run(opt, &pool_opt);
     const std::string where = "heads " + std::to_string(c.num_heads) + "/" +
@@ -184,8 +190,32 @@ TEST(CpuAttentionTest, PagedGqaMatchesNaiveForMixedBatches) {
     const std::vector<bool> owned = h.OwnedSlots();
     const int64_t slot_floats = c.num_kv_heads * c.head_dim;
     for (size_t slot = 0; slot < owned.size(); ++slot) {
-      const bool untouched = std::isnan(pool_opt[slot * slot_floats]);
-      EXPECT_EQ(untouched, !owned[slot]) << where << " slot " << slot;
+      uint32_t bits;
+      std::memcpy(&bits, pool_opt.data() + slot * slot_floats * 4, 4);
+      EXPECT_EQ(bits == 0xFFFFFFFFu, !owned[slot]) << where << " slot " << slot;
+    }
+  }
+}
+
+// Narrow KV caches: the same attention through f16, bf16 and fp8 pools, against the naive f64
+// result, within what each dtype's rounding of K and V costs (normalized squared error: f16
+// keeps 11 bits, bf16 8, e4m3 4; inputs are N(0, 1)).
+TEST(CpuAttentionTest, NarrowKvDtypesMatchNaiveWithinTheirRounding) {
+  CpuBackend ref(CpuBackendOptions{.num_threads = 1, .isa = CpuIsa::kScalar});
+  CpuBackend opt(CpuBackendOptions{.num_threads = 2, .isa = DetectCpuIsa()});
+  const std::vector<SeqSpec> batch = {{0, 7}, {37, 1}, {5, 20}};
+  for (const auto& [dtype, bound] : {std::pair{DType::kF16, 1e-6}, std::pair{DType::kBF16, 5e-5},
+                                     std::pair{DType::kF8E4M3, 5e-3}}) {
+    for (const Case& c : {Case{9, 3, 64, 16}, Case{4, 2, 12, 3}}) {
+      AttentionHarness h(c, batch);
+      const std::vector<double> want = h.Naive();
+      std::vector<uint8_t> pool_ref, pool_opt;
+      const std::vector<float> got_ref = h.Run(ref, &pool_ref, dtype);
+      const std::vector<float> got_opt = h.Run(opt, &pool_opt, dtype);
+      EXPECT_EQ(pool_ref, pool_opt) << DTypeName(dtype);  // the stored codes are exact
+      EXPECT_LT(Nmse(got_ref, want), bound) << DTypeName(dtype) << " hd " << c.head_dim;
+      EXPECT_LT(Nmse(got_opt, want), bound) << DTypeName(dtype) << " hd " << c.head_dim;
+      EXPECT_GT(Nmse(got_opt, want), 0.0) << DTypeName(dtype);  // it really was narrowed
     }
   }
 }
@@ -195,7 +225,7 @@ TEST(CpuAttentionTest, FirstTokenAttendsOnlyToItself) {
   CpuBackend be(CpuBackendOptions{.num_threads = 1});
   const Case c{2, 1, 8, 4};
   AttentionHarness h(c, {{0, 1}});
-  std::vector<float> pool_k;
+  std::vector<uint8_t> pool_k;
   const std::vector<float> out = h.Run(be, &pool_k);
   const std::vector<double> want = h.Naive();
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-6) << i;

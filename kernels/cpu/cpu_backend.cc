@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
+
+#include "formats/str_cat.h"
 
 #include "kernels/check.h"
 
@@ -40,7 +44,49 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
   TP_CHECK(CpuSupportsIsa(isa_), "CpuBackendOptions.isa is not supported by this CPU");
 }
 
-bool CpuBackend::SupportsWeightType(DType dtype) const { return CpuMatMul::Supports(dtype); }
+bool CpuBackend::SupportsWeight(const TensorFormat& format) const {
+  return CpuMatMul::Supports(format);
+}
+
+bool CpuBackend::SupportsKvDtype(DType dtype) const { return IsKvDtype(dtype); }
+
+absl::StatusOr<DeviceBuffer> CpuBackend::Allocate(int64_t bytes, std::string_view what) {
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(StrCat(what, ": negative size ", bytes));
+  }
+  // 64-byte alignment (a cache line, a full AVX-512 vector); at least one byte so every
+  // buffer has a distinct address.
+  const size_t size = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, size);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        StrCat(what, ": cannot allocate ", bytes, " bytes of host memory"));
+  }
+  return DeviceBuffer(this, p, bytes);
+}
+
+void CpuBackend::Free(void* data, int64_t) { std::free(data); }
+
+void CpuBackend::CopyToDevice(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+absl::Status CpuBackend::CopyToHost(void* dst, const void* src, int64_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+void CpuBackend::Copy2D(void* dst, int64_t dst_stride_bytes, const void* src,
+                        int64_t src_stride_bytes, int64_t row_bytes, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(static_cast<uint8_t*>(dst) + r * dst_stride_bytes,
+                static_cast<const uint8_t*>(src) + r * src_stride_bytes, row_bytes);
+  }
+}
+
+void CpuBackend::FillZero(void* dst, int64_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+}
 
 void CpuBackend::ParallelChunks(int64_t count, int64_t min_chunk,
                                 absl::FunctionRef<void(int64_t, int64_t)> fn) {
@@ -53,26 +99,40 @@ void CpuBackend::ParallelChunks(int64_t count, int64_t min_chunk,
   });
 }
 
-void CpuBackend::MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) {
-  matmul_.Run(x, m, w, y);
+void CpuBackend::MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y,
+                        DType y_dtype) {
+  TP_CHECK(y_dtype == DType::kF32, "the CPU backend writes f32 outputs");
+  matmul_.Run(static_cast<const float*>(x), m, w, static_cast<float*>(y));
 }
 
-void CpuBackend::MatMulChunked(const float* x, int64_t m, const WeightMatrix& w,
+void CpuBackend::MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                                int64_t num_chunks, float* y) {
-  matmul_.Run(x, m, w, num_chunks, y);
+  matmul_.Run(static_cast<const float*>(x), m, w, num_chunks, y);
 }
 
-void CpuBackend::RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim,
-                         float eps, float* y) {
+void CpuBackend::SumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out) {
+  float* o = static_cast<float*>(out);
+  std::memcpy(o, chunks, count * sizeof(float));
+  // ((c0 + c1) + c2) + ...: one pass per chunk, each element-wise and in place.
+  for (int64_t c = 1; c < num_chunks; ++c) Add(o, chunks + c * count, count, o);
+}
+
+void CpuBackend::RmsNorm(const void* xv, const float* weight, int64_t rows, int64_t dim,
+                         float eps, void* yv) {
+  const float* x = static_cast<const float*>(xv);
+  float* y = static_cast<float*>(yv);
   const int64_t min_rows = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(dim, 1));
   ParallelChunks(rows, min_rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) kernels_.rms_norm(x + r * dim, weight, dim, eps, y + r * dim);
   });
 }
 
-void CpuBackend::Rope(float* x, int64_t rows, int64_t num_heads, int64_t head_dim,
-                      const int32_t* positions, const float* inv_freq, RopeLayout layout) {
+void CpuBackend::Rope(void* xv, int64_t num_heads, int64_t head_dim, const float* inv_freq,
+                      RopeLayout layout) {
   TP_CHECK(head_dim % 2 == 0, "RoPE needs an even head_dim");
+  float* x = static_cast<float*>(xv);
+  const int64_t rows = static_cast<int64_t>(step_.positions.size());
+  const int32_t* positions = step_.positions.data();
   const int64_t half = head_dim / 2;
   ParallelChunks(rows, std::max<int64_t>(1, kMinParallelElements / (num_heads * head_dim)),
                  [&](int64_t r0, int64_t r1) {
@@ -92,21 +152,28 @@ void CpuBackend::Rope(float* x, int64_t rows, int64_t num_heads, int64_t head_di
                  });
 }
 
-void CpuBackend::SiluMul(const float* gate, const float* up, int64_t count, float* out) {
+void CpuBackend::SiluMul(const void* gate, const void* up, int64_t count, void* out) {
+  const float* g = static_cast<const float*>(gate);
+  const float* u = static_cast<const float*>(up);
+  float* o = static_cast<float*>(out);
   ParallelChunks(count, kMinParallelElements, [&](int64_t i0, int64_t i1) {
-    kernels_.silu_mul(gate + i0, up + i0, i1 - i0, out + i0);
+    kernels_.silu_mul(g + i0, u + i0, i1 - i0, o + i0);
   });
 }
 
-void CpuBackend::Add(const float* a, const float* b, int64_t count, float* out) {
+void CpuBackend::Add(const void* a, const void* b, int64_t count, void* out) {
+  const float* pa = static_cast<const float*>(a);
+  const float* pb = static_cast<const float*>(b);
+  float* o = static_cast<float*>(out);
   ParallelChunks(count, kMinParallelElements, [&](int64_t i0, int64_t i1) {
-    kernels_.add(a + i0, b + i0, i1 - i0, out + i0);
+    kernels_.add(pa + i0, pb + i0, i1 - i0, o + i0);
   });
 }
 
-void CpuBackend::EmbeddingRows(const WeightMatrix& table, int64_t first_row, const int32_t* ids,
-                               int64_t num_ids, float* out) {
-  const auto* base = static_cast<const uint8_t*>(table.data);
+void CpuBackend::EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* outv) {
+  float* out = static_cast<float*>(outv);
+  const int32_t* ids = step_.token_ids.data();
+  const int64_t num_ids = static_cast<int64_t>(step_.token_ids.size());
   const int64_t cols = table.cols;
   ParallelChunks(num_ids, std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(cols, 1)),
                  [&](int64_t i0, int64_t i1) {
@@ -116,21 +183,31 @@ void CpuBackend::EmbeddingRows(const WeightMatrix& table, int64_t first_row, con
                      if (local < 0 || local >= table.rows) {
                        std::fill(dst, dst + cols, 0.0f);
                      } else {
-                       DequantizeRow(table.dtype, base + local * table.row_bytes, dst, cols);
+                       DequantizeWeightRow(table, local, dst);
                      }
                    }
                  });
 }
 
-void CpuBackend::WriteKv(const float* k_new, const float* v_new,
-                         absl::Span<const AttentionSequence> seqs, const KvPoolView& pool) {
-  attention_.WriteKv(k_new, v_new, seqs, pool);
+void CpuBackend::GatherLogitRows(const void* x, int64_t row_elems, void* out) {
+  const int64_t row_bytes = row_elems * static_cast<int64_t>(sizeof(float));
+  for (size_t i = 0; i < step_.logit_rows.size(); ++i) {
+    std::memcpy(static_cast<uint8_t*>(out) + i * row_bytes,
+                static_cast<const uint8_t*>(x) + step_.logit_rows[i] * row_bytes, row_bytes);
+  }
 }
 
-void CpuBackend::PagedAttention(const float* q, int64_t num_heads, float scale,
-                                absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
-                                float* out) {
-  attention_.Run(q, num_heads, scale, seqs, pool, out);
+void CpuBackend::WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) {
+  TP_CHECK(SupportsKvDtype(pool.dtype), "KV dtype not supported by the CPU backend");
+  attention_.WriteKv(static_cast<const float*>(k_new), static_cast<const float*>(v_new),
+                     step_.seqs, pool);
+}
+
+void CpuBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
+                                const KvPoolView& pool, void* out) {
+  TP_CHECK(SupportsKvDtype(pool.dtype), "KV dtype not supported by the CPU backend");
+  attention_.Run(static_cast<const float*>(q), num_heads, scale, step_.seqs, pool,
+                 static_cast<float*>(out));
 }
 
 }  // namespace tpserve

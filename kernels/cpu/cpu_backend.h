@@ -2,7 +2,7 @@
 // scalar reference), a persistent thread pool, and host memory for everything.
 //
 //   auto backend = std::make_unique<CpuBackend>(CpuBackendOptions{.num_threads = 2});
-//   backend->MatMul(x, m, w, y);  // see kernels/backend.h
+//   backend->MatMul(x, m, w, y, DType::kF32);  // see kernels/backend.h
 //
 // Set TPSERVE_CPU_ISA=scalar in the environment (or options.isa) to force the reference path.
 // Threading: like every Backend, one caller thread at a time; ops use the pool internally.
@@ -34,23 +34,38 @@ class CpuBackend final : public Backend {
   int num_threads() const { return pool_.num_threads(); }
 
   std::string_view name() const override { return name_; }
-  bool SupportsWeightType(DType dtype) const override;
-  void MatMul(const float* x, int64_t m, const WeightMatrix& w, float* y) override;
-  void MatMulChunked(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
+  BackendKind kind() const override { return BackendKind::kCpu; }
+  DType activation_dtype() const override { return DType::kF32; }
+  bool SupportsWeight(const TensorFormat& format) const override;
+  bool SupportsKvDtype(DType dtype) const override;
+  bool host_memory() const override { return true; }
+
+  absl::StatusOr<DeviceBuffer> Allocate(int64_t bytes, std::string_view what) override;
+  void CopyToDevice(void* dst, const void* src, int64_t bytes) override;
+  absl::Status CopyToHost(void* dst, const void* src, int64_t bytes) override;
+  void Copy2D(void* dst, int64_t dst_stride_bytes, const void* src, int64_t src_stride_bytes,
+              int64_t row_bytes, int64_t rows) override;
+  void FillZero(void* dst, int64_t bytes) override;
+  void* stream() const override { return nullptr; }
+  void Free(void* data, int64_t bytes) override;
+
+  void BeginStep(const StepInputs& step) override { step_ = step; }
+
+  void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y, DType y_dtype) override;
+  void MatMulChunked(const void* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                      float* y) override;
-  void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
-               float* y) override;
-  void Rope(float* x, int64_t rows, int64_t num_heads, int64_t head_dim,
-            const int32_t* positions, const float* inv_freq, RopeLayout layout) override;
-  void SiluMul(const float* gate, const float* up, int64_t count, float* out) override;
-  void Add(const float* a, const float* b, int64_t count, float* out) override;
-  void EmbeddingRows(const WeightMatrix& table, int64_t first_row, const int32_t* ids,
-                     int64_t num_ids, float* out) override;
-  void WriteKv(const float* k_new, const float* v_new, absl::Span<const AttentionSequence> seqs,
-               const KvPoolView& pool) override;
-  void PagedAttention(const float* q, int64_t num_heads, float scale,
-                      absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
-                      float* out) override;
+  void SumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out) override;
+  void RmsNorm(const void* x, const float* weight, int64_t rows, int64_t dim, float eps,
+               void* y) override;
+  void Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
+            RopeLayout layout) override;
+  void SiluMul(const void* gate, const void* up, int64_t count, void* out) override;
+  void Add(const void* a, const void* b, int64_t count, void* out) override;
+  void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
+  void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
+  void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;
+  void PagedAttention(const void* q, int64_t num_heads, float scale, const KvPoolView& pool,
+                      void* out) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
  private:
@@ -64,6 +79,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   CpuMatMul matmul_;
   CpuAttention attention_;
+  StepInputs step_;
 };
 
 }  // namespace tpserve

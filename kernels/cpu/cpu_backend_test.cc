@@ -69,6 +69,16 @@ double Nmse(const std::vector<float>& a, const std::vector<double>& b) {
 double Nmse(const std::vector<float>& a, const std::vector<float>& b) {
   return Nmse(a, std::vector<double>(b.begin(), b.end()));
 }
+WeightMatrix Wm(DType t, const void* data, int64_t rows, int64_t cols, int64_t row_bytes) {
+  WeightMatrix w;
+  w.format = FormatOfDType(t);
+  w.data = data;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = row_bytes;
+  return w;
+}
+
 bool AllFinite(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
@@ -93,12 +103,12 @@ double MatMulThresholdVsF64(DType t) { return BlockElems(t) > 1 ? 2e-4 : 1e-9; }
 
 TEST_F(CpuBackendParityTest, MatMulEveryTypeAndShape) {
   for (DType t : kAllTypes) {
-    ASSERT_TRUE(opt_.SupportsWeightType(t)) << DTypeName(t);
+    ASSERT_TRUE(opt_.SupportsWeight(FormatOfDType(t))) << DTypeName(t);
     for (int64_t k : {32, 64, 96, 576, 1536}) {
       for (int64_t n : {1, 5, 31, 192}) {
         const std::vector<float> w = Random(n * k, 1000 + k + n, 0.2f);
         const std::vector<uint8_t> wq = QuantizeMatrix(t, w.data(), n, k);
-        const WeightMatrix wm{t, wq.data(), n, k, RowBytes(t, k).value()};
+        const WeightMatrix wm = Wm(t, wq.data(), n, k, RowBytes(t, k).value());
         std::vector<float> wd(n * k);  // what the kernels should see: dequantized weights
         for (int64_t r = 0; r < n; ++r) {
           DequantizeRow(t, wq.data() + r * wm.row_bytes, wd.data() + r * k, k);
@@ -106,8 +116,8 @@ TEST_F(CpuBackendParityTest, MatMulEveryTypeAndShape) {
         for (int64_t m : {1, 3, 7, 64, 129}) {
           const std::vector<float> x = Random(m * k, 7 * m + k);
           Guarded y_ref(m * n), y_opt(m * n);
-          ref_.MatMul(x.data(), m, wm, y_ref.data());
-          opt_.MatMul(x.data(), m, wm, y_opt.data());
+          ref_.MatMul(x.data(), m, wm, y_ref.data(), DType::kF32);
+          opt_.MatMul(x.data(), m, wm, y_opt.data(), DType::kF32);
           // exact: f64 products; magnitude: sum of squared products, the scale that rounding
           // errors of the inputs grow with (unlike the dot itself, which may cancel to ~0).
           std::vector<double> exact(m * n, 0.0);
@@ -147,9 +157,9 @@ TEST_F(CpuBackendParityTest, MatMulHonoursRowStride) {
   }
   const std::vector<float> x = Random(3 * k, 4);
   Guarded y_packed(3 * n), y_strided(3 * n);
-  opt_.MatMul(x.data(), 3, WeightMatrix{DType::kQ4_1, wq.data(), n, k, packed}, y_packed.data());
-  opt_.MatMul(x.data(), 3, WeightMatrix{DType::kQ4_1, strided.data(), n, k, packed + 24},
-              y_strided.data());
+  opt_.MatMul(x.data(), 3, Wm(DType::kQ4_1, wq.data(), n, k, packed), y_packed.data(), DType::kF32);
+  opt_.MatMul(x.data(), 3, Wm(DType::kQ4_1, strided.data(), n, k, packed + 24),
+              y_strided.data(), DType::kF32);
   EXPECT_EQ(y_packed.values(), y_strided.values());
 }
 
@@ -167,7 +177,7 @@ TEST_F(CpuBackendParityTest, MatMulChunkedEqualsEachChunkAlone) {
       const std::vector<float> x = Random(m * k, 8);
       for (Backend* be : {static_cast<Backend*>(&ref_), static_cast<Backend*>(&opt_)}) {
         Guarded all(chunks * m * n);
-        be->MatMulChunked(x.data(), m, WeightMatrix{t, wq.data(), n, k, row_bytes}, chunks,
+        be->MatMulChunked(x.data(), m, Wm(t, wq.data(), n, k, row_bytes), chunks,
                           all.data());
         ASSERT_TRUE(all.GuardsIntact());
         const std::vector<float> got = all.values();
@@ -176,9 +186,9 @@ TEST_F(CpuBackendParityTest, MatMulChunkedEqualsEachChunkAlone) {
           for (int64_t r = 0; r < m; ++r) {
             std::copy_n(x.data() + r * k + c * kc, kc, xc.data() + r * kc);
           }
-          const WeightMatrix wc{t, wq.data() + c * RowBytes(t, kc).value(), n, kc, row_bytes};
+          const WeightMatrix wc = Wm(t, wq.data() + c * RowBytes(t, kc).value(), n, kc, row_bytes);
           Guarded alone(m * n);
-          be->MatMul(xc.data(), m, wc, alone.data());
+          be->MatMul(xc.data(), m, wc, alone.data(), DType::kF32);
           const std::vector<float> want = alone.values();
           EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + c * m * n))
               << DTypeName(t) << " m=" << m << " chunk " << c << " " << be->name();
@@ -238,8 +248,11 @@ TEST_F(CpuBackendParityTest, RopeBothLayoutsAgainstTheFormula) {
         Guarded a(x.size()), b(x.size());
         std::copy(x.begin(), x.end(), a.data());
         std::copy(x.begin(), x.end(), b.data());
-        ref_.Rope(a.data(), rows, heads, head_dim, pos.data(), inv_freq.data(), layout);
-        opt_.Rope(b.data(), rows, heads, head_dim, pos.data(), inv_freq.data(), layout);
+        const StepInputs step{{}, pos, {}, {}};
+        ref_.BeginStep(step);
+        opt_.BeginStep(step);
+        ref_.Rope(a.data(), heads, head_dim, inv_freq.data(), layout);
+        opt_.Rope(b.data(), heads, head_dim, inv_freq.data(), layout);
         ASSERT_TRUE(a.GuardsIntact() && b.GuardsIntact());
         EXPECT_LT(Nmse(b.values(), a.values()), 1e-12);
         EXPECT_LT(Nmse(a.values(), exact), 1e-12) << head_dim << " " << heads;
@@ -273,9 +286,10 @@ TEST_F(CpuBackendParityTest, EmbeddingRowsDequantizeAndZeroOutsideTheShard) {
   const std::vector<int32_t> ids = {5, 10, 29, 30, 17, 17};
   for (DType t : kAllTypes) {
     const std::vector<uint8_t> tq = QuantizeMatrix(t, table.data(), rows, cols);
-    const WeightMatrix wm{t, tq.data(), rows, cols, RowBytes(t, cols).value()};
+    const WeightMatrix wm = Wm(t, tq.data(), rows, cols, RowBytes(t, cols).value());
     Guarded out(ids.size() * cols, 123.0f);
-    opt_.EmbeddingRows(wm, first_row, ids.data(), ids.size(), out.data());
+    opt_.BeginStep(StepInputs{ids, {}, {}, {}});
+    opt_.EmbeddingRows(wm, first_row, out.data());
     ASSERT_TRUE(out.GuardsIntact()) << DTypeName(t);
     const std::vector<float> got = out.values();
     for (size_t i = 0; i < ids.size(); ++i) {

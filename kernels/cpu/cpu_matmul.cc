@@ -15,21 +15,40 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // of KiB for k up to a few thousand) stay in L2 while a tile's weight rows stream past.
 constexpr int64_t kTokensPerTile = 64;
 
+// The part of `w` that multiplies input columns [c * kc, (c + 1) * kc): its values and the
+// scales of those columns (per-row scales are shared by every chunk).
+WeightMatrix ChunkOf(const WeightMatrix& w, int64_t c, int64_t kc) {
+  WeightMatrix wc = w;
+  wc.cols = kc;
+  wc.data = static_cast<const uint8_t*>(w.data) + c * PackedRowBytes(w.format, kc);
+  if (w.format.kind == FormatKind::kInt4Group) {
+    wc.scales = static_cast<const uint16_t*>(w.scales) + c * (kc / w.format.group_size);
+    wc.zeros = static_cast<const uint16_t*>(w.zeros) + c * (kc / w.format.group_size);
+  } else if (w.format.kind == FormatKind::kFp8Block128) {
+    wc.scales = static_cast<const float*>(w.scales) + c * (kc / 128);
+  }
+  return wc;
+}
+
 }  // namespace
 
 CpuMatMul::CpuMatMul(const CpuKernels& kernels, ThreadPool* pool)
     : kernels_(kernels), pool_(pool), row_scratch_(pool->num_threads()) {}
 
-bool CpuMatMul::Supports(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kF8E4M3:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
+bool CpuMatMul::Supports(const TensorFormat& format) {
+  switch (format.kind) {
+    case FormatKind::kF32:
+    case FormatKind::kF16:
+    case FormatKind::kBF16:
+    case FormatKind::kF8E4M3:
+    case FormatKind::kFp8PerChannel:
+    case FormatKind::kFp8Block128:
+    case FormatKind::kQ8_0:
+    case FormatKind::kQ4_0:
+    case FormatKind::kQ4_1:
       return true;
+    case FormatKind::kInt4Group:
+      return format.group_size > 0 && format.group_size % 32 == 0;
   }
   return false;
 }
@@ -63,10 +82,10 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
                                  int64_t m1, float* y, int64_t x_block0,
                                  int64_t x_row_blocks) const {
   QuantDotFn dot = nullptr;
-  switch (w.dtype) {
-    case DType::kQ8_0: dot = kernels_.dot_q8_0; break;
-    case DType::kQ4_0: dot = kernels_.dot_q4_0; break;
-    case DType::kQ4_1: dot = kernels_.dot_q4_1; break;
+  switch (w.format.kind) {
+    case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
+    case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
+    case FormatKind::kQ4_1: dot = kernels_.dot_q4_1; break;
     default: TP_CHECK(false, "not a quantized weight type");
   }
   const int64_t num_blocks = w.cols / 32;
@@ -94,15 +113,15 @@ void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatri
   for (int64_t i = n0; i < n1; ++i) {
     const uint8_t* src = base + i * w.row_bytes;
     const float* w_row = row_scratch;
-    switch (w.dtype) {
-      case DType::kF32: w_row = reinterpret_cast<const float*>(src); break;
-      case DType::kF16:
+    switch (w.format.kind) {
+      case FormatKind::kF32: w_row = reinterpret_cast<const float*>(src); break;
+      case FormatKind::kF16:
         kernels_.f16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
         break;
-      case DType::kBF16:
+      case FormatKind::kBF16:
         kernels_.bf16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
         break;
-      default: DequantizeRow(w.dtype, src, row_scratch, k); break;
+      default: DequantizeWeightRow(w, i, row_scratch); break;
     }
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
       const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
@@ -115,15 +134,23 @@ void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatri
 
 void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                     float* y) {
-  TP_CHECK(Supports(w.dtype), "unsupported weight type for CPU matmul");
+  TP_CHECK(Supports(w.format), "unsupported weight format for CPU matmul");
   TP_CHECK(num_chunks >= 1 && w.cols % num_chunks == 0, "k is not a whole number of chunks");
   const int64_t kc = w.cols / num_chunks;
-  TP_CHECK(kc % BlockElems(w.dtype) == 0, "a chunk is not a whole number of weight blocks");
+  TP_CHECK(kc % InputBlockValues(w.format) == 0, "a chunk is not a whole number of weight blocks");
   if (m <= 0 || w.rows <= 0) return;
-  const bool quantized = BlockElems(w.dtype) > 1;
+  const std::optional<DType> element = ElementDType(w.format);
+  const bool quantized = element.has_value() && BlockElems(*element) > 1;
+  if (w.input_perm != nullptr) {  // act-order: gather x into the stored column order once
+    if (static_cast<int64_t>(x_perm_.size()) < m * w.cols) x_perm_.resize(m * w.cols);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < w.cols; ++j) x_perm_[r * w.cols + j] = x[r * w.cols + w.input_perm[j]];
+    }
+    x = x_perm_.data();
+  }
   if (quantized) {
     QuantizeActivations(x, m, w.cols);  // once for the full rows: chunks share the blocks
-  } else if (w.dtype != DType::kF32) {
+  } else if (w.format.kind != FormatKind::kF32) {
     for (auto& s : row_scratch_) {
       if (static_cast<int64_t>(s.size()) < kc) s.resize(kc);
     }
@@ -132,7 +159,6 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
   const int64_t row_tiles = CeilDiv(w.rows, tiling.rows_per_tile);
   const int64_t token_tiles = CeilDiv(m, tiling.tokens_per_tile);
   const int64_t tasks_per_chunk = row_tiles * token_tiles;
-  const int64_t chunk_offset_bytes = *RowBytes(w.dtype, kc);
   pool_->ParallelFor(tasks_per_chunk * num_chunks, [&](int64_t task, int thread) {
     const int64_t c = task / tasks_per_chunk;
     const int64_t in_chunk = task % tasks_per_chunk;
@@ -143,9 +169,7 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
     const int64_t n1 = std::min(w.rows, n0 + tiling.rows_per_tile);
     const int64_t m0 = tt * tiling.tokens_per_tile;
     const int64_t m1 = std::min(m, m0 + tiling.tokens_per_tile);
-    WeightMatrix wc = w;
-    wc.cols = kc;
-    wc.data = static_cast<const uint8_t*>(w.data) + c * chunk_offset_bytes;
+    const WeightMatrix wc = ChunkOf(w, c, kc);
     float* yc = y + c * m * w.rows;
     if (quantized) {
       RunQuantizedTile(wc, n0, n1, m0, m1, yc, c * (kc / 32), w.cols / 32);

@@ -7,7 +7,9 @@
 // Quantized weights: x is quantized once per call into 8-bit blocks (Q8Block) and each tile
 // multiplies one unpacked weight row against up to kMaxDotRows activation rows at a time, so
 // prefill re-uses both the quantized activations and each unpacked weight block.
-// Float weights (F32/F16/BF16/F8E4M3): each weight row is widened to f32 once per tile.
+// Float weights (f32/f16/bf16/fp8, and int4 groups): each weight row is decoded to f32 once
+// per tile (scales and zero points applied) and dotted with f32 activations. An int4 act-order
+// permutation gathers x into stored column order once per call.
 // Threading: not thread-safe (owns scratch buffers); one Run at a time.
 #ifndef TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
 #define TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
@@ -25,15 +27,16 @@ class CpuMatMul {
  public:
   CpuMatMul(const CpuKernels& kernels, ThreadPool* pool);
 
-  static bool Supports(DType dtype);
+  static bool Supports(const TensorFormat& format);
 
-  // REQUIRES: Supports(w.dtype), x [m, w.cols], y [m, w.rows], w.cols % BlockElems == 0.
+  // REQUIRES: Supports(w.format), x [m, w.cols], y [m, w.rows], w.cols a multiple of
+  // InputBlockValues(w.format).
   void Run(const float* x, int64_t m, const WeightMatrix& w, float* y) { Run(x, m, w, 1, y); }
 
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
   // y[c] = x[:, chunk c] * W[:, chunk c]^T, y [num_chunks, m, w.rows]. Each chunk's floats are
   // exactly what Run gives for that chunk alone (same dot calls), in one parallel pass.
-  // REQUIRES: as Run, and (w.cols / num_chunks) % BlockElems == 0.
+  // REQUIRES: as Run, and (w.cols / num_chunks) % InputBlockValues(w.format) == 0.
   void Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks, float* y);
 
  private:
@@ -54,6 +57,7 @@ class CpuMatMul {
   const CpuKernels& kernels_;
   ThreadPool* pool_;
   std::vector<Q8Block> x_q8_;                   // [m, k / 32]
+  std::vector<float> x_perm_;                   // [m, k]: x in an act-order's column order
   std::vector<std::vector<float>> row_scratch_;  // per thread: one widened weight row
 };
 

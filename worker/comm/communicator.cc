@@ -3,7 +3,28 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace tpserve {
+
+absl::Status Communicator::AllReduceSum(void* data, int64_t count, DType dtype) {
+  if (dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat(Describe(), ": AllReduceSum of ",
+                                                 std::string(DTypeName(dtype)),
+                                                 " is not implemented (f32 only)"));
+  }
+  return AllReduceSum(absl::MakeSpan(static_cast<float*>(data), count));
+}
+
+absl::Status Communicator::AllGather(const void* in, int64_t in_count, DType dtype, void* out) {
+  if (dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat(Describe(), ": AllGather of ",
+                                                 std::string(DTypeName(dtype)),
+                                                 " is not implemented (f32 only)"));
+  }
+  return AllGather(absl::MakeConstSpan(static_cast<const float*>(in), in_count),
+                   absl::MakeSpan(static_cast<float*>(out), in_count * world_size()));
+}
 
 std::string Communicator::Describe() const {
   return "rank " + std::to_string(rank()) + "/" + std::to_string(world_size());

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "formats/dtype.h"
 
 namespace tpserve {
 
@@ -34,6 +35,12 @@ class Communicator {
   virtual absl::Status AllReduceSum(absl::Span<float> data) = 0;
   // `out` has world_size * in.size() elements; rank r's `in` lands at out[r * in.size()].
   virtual absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) = 0;
+  // Typed forms, for activations in a backend's dtype (bf16 on GPUs). `data`/`in`/`out` are in
+  // the memory this implementation works on (host for Gloo and in-process, device for NCCL).
+  // The defaults serve kF32 through the span forms above and return UNIMPLEMENTED naming the
+  // dtype otherwise.
+  virtual absl::Status AllReduceSum(void* data, int64_t count, DType dtype);
+  virtual absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out);
   // `data` on every rank becomes root's `data` (used for token ids as floats-free bytes too).
   virtual absl::Status Broadcast(absl::Span<uint8_t> data, int root) = 0;
   virtual absl::Status Barrier() = 0;
@@ -55,6 +62,8 @@ absl::Status CheckBroadcastRoot(int world_size, int root);
 // The trivial communicator of a single rank: every collective is the identity.
 class SingleRankCommunicator final : public Communicator {
  public:
+  using Communicator::AllGather;
+  using Communicator::AllReduceSum;
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   absl::Status AllReduceSum(absl::Span<float>) override { return absl::OkStatus(); }

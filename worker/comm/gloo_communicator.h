@@ -76,6 +76,8 @@ class GlooCommunicator final : public Communicator {
 
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
+  using Communicator::AllGather;
+  using Communicator::AllReduceSum;
   absl::Status AllReduceSum(absl::Span<float> data) override;
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;

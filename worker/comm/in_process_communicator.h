@@ -96,6 +96,8 @@ class InProcessCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return group_->world_size(); }
+  using Communicator::AllGather;
+  using Communicator::AllReduceSum;
   absl::Status AllReduceSum(absl::Span<float> data) override;
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;

@@ -5,7 +5,8 @@
 #include <string>
 
 #include "kernels/check.h"
-#include "worker/llama_weights.h"
+#include "checkpoint/stored_matrix.h"
+#include "model/weight_formats.h"
 
 namespace tpserve {
 namespace {
@@ -20,8 +21,8 @@ std::vector<float> Normal(int64_t n, std::mt19937* rng, float mean, float stddev
 }
 
 // A checkpoint tensor dequantized to f64, row-major.
-Vec Load(const WeightSource& src, LlamaTensor t, int64_t layer) {
-  absl::StatusOr<TensorView> view = src.Find(LlamaTensorName(src.format(), t, layer));
+Vec Load(const WeightSource& src, TensorRole t, int64_t layer) {
+  absl::StatusOr<TensorView> view = src.Find(ModuleName(src.format(), t, layer) + ".weight");
   TP_CHECK(view.ok(), "reference: tensor missing");
   std::vector<float> f(view->num_elements());
   const int64_t row_bytes = RowBytes(view->dtype, view->cols()).value();
@@ -118,31 +119,31 @@ std::unique_ptr<InMemoryWeightSource> MakeTinyLlama(const LlamaConfig& c,
   TP_CHECK(c.tie_word_embeddings == !o.separate_lm_head, "tie flag and lm head disagree");
   auto src = std::make_unique<InMemoryWeightSource>(o.format);
   std::mt19937 rng(o.seed);
-  auto name = [&](LlamaTensor t, int64_t l) { return LlamaTensorName(o.format, t, l); };
+  auto name = [&](TensorRole t, int64_t l) { return ModuleName(o.format, t, l) + ".weight"; };
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t f = c.intermediate_size, v = c.vocab_size;
   // Scales keep activations O(1) through the layers: weights ~ N(0, 1/in_features).
-  auto linear = [&](LlamaTensor t, int64_t l, int64_t rows, int64_t cols) {
+  auto linear = [&](TensorRole t, int64_t l, int64_t rows, int64_t cols) {
     src->AddFloat(name(t, l), {rows, cols},
                   Normal(rows * cols, &rng, 0.0f, 1.0f / std::sqrt(float(cols))), o.linear);
   };
-  src->AddFloat(name(LlamaTensor::kEmbedding, 0), {v, h}, Normal(v * h, &rng, 0.0f, 0.5f),
+  src->AddFloat(name(TensorRole::kEmbedding, 0), {v, h}, Normal(v * h, &rng, 0.0f, 0.5f),
                 o.embedding);
   if (o.separate_lm_head) {
-    src->AddFloat(name(LlamaTensor::kLmHead, 0), {v, h}, Normal(v * h, &rng, 0.0f, 0.5f),
+    src->AddFloat(name(TensorRole::kLmHead, 0), {v, h}, Normal(v * h, &rng, 0.0f, 0.5f),
                   o.embedding);
   }
-  src->AddFloat(name(LlamaTensor::kOutputNorm, 0), {h}, Normal(h, &rng, 1.0f, 0.1f), DType::kF32);
+  src->AddFloat(name(TensorRole::kFinalNorm, 0), {h}, Normal(h, &rng, 1.0f, 0.1f), DType::kF32);
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    src->AddFloat(name(LlamaTensor::kAttnNorm, l), {h}, Normal(h, &rng, 1.0f, 0.1f), DType::kF32);
-    src->AddFloat(name(LlamaTensor::kFfnNorm, l), {h}, Normal(h, &rng, 1.0f, 0.1f), DType::kF32);
-    linear(LlamaTensor::kQ, l, q, h);
-    linear(LlamaTensor::kK, l, kv, h);
-    linear(LlamaTensor::kV, l, kv, h);
-    linear(LlamaTensor::kO, l, h, q);
-    linear(LlamaTensor::kGate, l, f, h);
-    linear(LlamaTensor::kUp, l, f, h);
-    linear(LlamaTensor::kDown, l, h, f);
+    src->AddFloat(name(TensorRole::kAttnNorm, l), {h}, Normal(h, &rng, 1.0f, 0.1f), DType::kF32);
+    src->AddFloat(name(TensorRole::kFfnNorm, l), {h}, Normal(h, &rng, 1.0f, 0.1f), DType::kF32);
+    linear(TensorRole::kQ, l, q, h);
+    linear(TensorRole::kK, l, kv, h);
+    linear(TensorRole::kV, l, kv, h);
+    linear(TensorRole::kO, l, h, q);
+    linear(TensorRole::kGate, l, f, h);
+    linear(TensorRole::kUp, l, f, h);
+    linear(TensorRole::kDown, l, h, f);
   }
   return src;
 }
@@ -151,17 +152,17 @@ std::vector<float> ReferenceLogits(const LlamaConfig& c, const WeightSource& src
                                    absl::Span<const int32_t> tokens) {
   const bool interleaved = src.format() == CheckpointFormat::kGguf;
   const int64_t h = c.hidden_size, n = static_cast<int64_t>(tokens.size());
-  const Vec emb = Load(src, LlamaTensor::kEmbedding, 0);
+  const Vec emb = Load(src, TensorRole::kEmbedding, 0);
   std::vector<Vec> x(n);
   for (int64_t p = 0; p < n; ++p) {
     x[p] = Vec(emb.begin() + tokens[p] * h, emb.begin() + (tokens[p] + 1) * h);
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const Vec an = Load(src, LlamaTensor::kAttnNorm, l), fn = Load(src, LlamaTensor::kFfnNorm, l);
-    const Vec wq = Load(src, LlamaTensor::kQ, l), wk = Load(src, LlamaTensor::kK, l);
-    const Vec wv = Load(src, LlamaTensor::kV, l), wo = Load(src, LlamaTensor::kO, l);
-    const Vec wg = Load(src, LlamaTensor::kGate, l), wu = Load(src, LlamaTensor::kUp, l);
-    const Vec wd = Load(src, LlamaTensor::kDown, l);
+    const Vec an = Load(src, TensorRole::kAttnNorm, l), fn = Load(src, TensorRole::kFfnNorm, l);
+    const Vec wq = Load(src, TensorRole::kQ, l), wk = Load(src, TensorRole::kK, l);
+    const Vec wv = Load(src, TensorRole::kV, l), wo = Load(src, TensorRole::kO, l);
+    const Vec wg = Load(src, TensorRole::kGate, l), wu = Load(src, TensorRole::kUp, l);
+    const Vec wd = Load(src, TensorRole::kDown, l);
     std::vector<Vec> q(n), k(n), v(n);
     for (int64_t p = 0; p < n; ++p) {
       const Vec hn = RmsNorm(x[p], an, c.rms_norm_eps);
@@ -183,8 +184,8 @@ std::vector<float> ReferenceLogits(const LlamaConfig& c, const WeightSource& src
       for (int64_t i = 0; i < h; ++i) x[p][i] += d[i];
     }
   }
-  const Vec on = Load(src, LlamaTensor::kOutputNorm, 0);
-  const Vec head = c.tie_word_embeddings ? emb : Load(src, LlamaTensor::kLmHead, 0);
+  const Vec on = Load(src, TensorRole::kFinalNorm, 0);
+  const Vec head = c.tie_word_embeddings ? emb : Load(src, TensorRole::kLmHead, 0);
   std::vector<float> logits(n * c.vocab_size);
   for (int64_t p = 0; p < n; ++p) {
     const Vec y = MatVec(head, RmsNorm(x[p], on, c.rms_norm_eps));

@@ -1,4 +1,4 @@
-#include "planner/tensor_format.h"
+#include "formats/tensor_format.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -61,10 +61,11 @@ absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name) {
   if (name.starts_with("int4-g")) {
     const std::string_view digits = name.substr(6);
     int64_t group = 0;
-    if (!absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &group) || group < 2 ||
-        group % 2 != 0) {
-      return absl::InvalidArgumentError(
-          StrCat("weight format \"", name, "\": int4 group size must be an even integer >= 2"));
+    // Codes are packed in 32-column chunks (GGML nibble order), so groups are whole chunks.
+    if (!absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &group) ||
+        group < 32 || group % 32 != 0) {
+      return absl::InvalidArgumentError(StrCat(
+          "weight format \"", name, "\": int4 group size must be a positive multiple of 32"));
     }
     return TensorFormat::Int4(group);
   }
@@ -169,6 +170,50 @@ absl::StatusOr<int64_t> MatrixBytes(const TensorFormat& format, int64_t rows, in
         StrCat(what, ": [", rows, ", ", cols, "] in ", name, " overflows int64 bytes"));
   }
   return bytes;
+}
+
+std::optional<DType> ElementDType(const TensorFormat& format) {
+  switch (format.kind) {
+    case FormatKind::kF32:
+      return DType::kF32;
+    case FormatKind::kF16:
+      return DType::kF16;
+    case FormatKind::kBF16:
+      return DType::kBF16;
+    case FormatKind::kF8E4M3:
+    case FormatKind::kFp8PerChannel:
+    case FormatKind::kFp8Block128:
+      return DType::kF8E4M3;
+    case FormatKind::kQ8_0:
+      return DType::kQ8_0;
+    case FormatKind::kQ4_0:
+      return DType::kQ4_0;
+    case FormatKind::kQ4_1:
+      return DType::kQ4_1;
+    case FormatKind::kInt4Group:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+TensorFormat FormatOfDType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return TensorFormat::Of(FormatKind::kF32);
+    case DType::kF16:
+      return TensorFormat::Of(FormatKind::kF16);
+    case DType::kBF16:
+      return TensorFormat::Of(FormatKind::kBF16);
+    case DType::kF8E4M3:
+      return TensorFormat::Of(FormatKind::kF8E4M3);
+    case DType::kQ8_0:
+      return TensorFormat::Of(FormatKind::kQ8_0);
+    case DType::kQ4_0:
+      return TensorFormat::Of(FormatKind::kQ4_0);
+    case DType::kQ4_1:
+      return TensorFormat::Of(FormatKind::kQ4_1);
+  }
+  return TensorFormat::Of(FormatKind::kF32);
 }
 
 int64_t DenseValueBytes(const TensorFormat& format, int64_t num_values) {

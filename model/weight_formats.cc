@@ -1,4 +1,4 @@
-#include "planner/weight_formats.h"
+#include "model/weight_formats.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"

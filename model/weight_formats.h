@@ -7,8 +7,8 @@
 //   formats[TensorRole::kEmbedding] = TensorFormat::Of(FormatKind::kQ8_0);
 //
 // Thread-safe: value types and pure functions.
-#ifndef TPSERVE_PLANNER_WEIGHT_FORMATS_H_
-#define TPSERVE_PLANNER_WEIGHT_FORMATS_H_
+#ifndef TPSERVE_MODEL_WEIGHT_FORMATS_H_
+#define TPSERVE_MODEL_WEIGHT_FORMATS_H_
 
 #include <array>
 #include <optional>
@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "planner/tensor_format.h"
+#include "formats/tensor_format.h"
 
 namespace tpserve {
 
@@ -89,4 +89,4 @@ absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_PLANNER_WEIGHT_FORMATS_H_
+#endif  // TPSERVE_MODEL_WEIGHT_FORMATS_H_

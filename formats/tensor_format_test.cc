@@ -1,4 +1,4 @@
-#include "planner/tensor_format.h"
+#include "formats/tensor_format.h"
 
 #include <cstdint>
 
@@ -31,7 +31,10 @@ TEST(TensorFormatTest, RejectsUnknownNamesAndOddGroups) {
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.message().find("accepted: f32"), std::string::npos) << unknown;
   absl::Status odd = ParseTensorFormat("int4-g3").status();
-  EXPECT_NE(odd.message().find("even integer"), std::string::npos) << odd;
+  EXPECT_NE(odd.message().find("multiple of 32"), std::string::npos) << odd;
+  // Groups are whole 32-column chunks of packed codes: 48 is even but splits a chunk.
+  EXPECT_NE(ParseTensorFormat("int4-g48").status().message().find("multiple of 32"),
+            std::string::npos);
   EXPECT_FALSE(ParseTensorFormat("int4-gx").ok());
 }
 

@@ -8,14 +8,16 @@
 // A matrix is [rows = output features, cols = input features]; cols are contiguous, so
 // quantization groups and GGML blocks run along cols (the input dimension), as in GGUF and in
 // GPTQ/AWQ checkpoints. Thread-safe: value types and pure functions.
-#ifndef TPSERVE_PLANNER_TENSOR_FORMAT_H_
-#define TPSERVE_PLANNER_TENSOR_FORMAT_H_
+#ifndef TPSERVE_FORMATS_TENSOR_FORMAT_H_
+#define TPSERVE_FORMATS_TENSOR_FORMAT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "formats/dtype.h"
 
 namespace tpserve {
 
@@ -44,7 +46,7 @@ struct TensorFormat {
 };
 
 // Accepts "f32", "f16"/"fp16", "bf16", "fp8-e4m3" (plain), "fp8" (per-channel),
-// "fp8-block" (128x128 tiles), "int4" (group 128) / "int4-g<N>", "q8_0", "q4_0", "q4_1".
+// "fp8-block" (128x128 tiles), "int4" (group 128) / "int4-g<N>" (N a multiple of 32), "q8_0", "q4_0", "q4_1".
 // INVALID_ARGUMENT lists the accepted names.
 absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name);
 // The canonical name ParseTensorFormat accepts back ("int4-g64", "fp8", ...).
@@ -75,10 +77,16 @@ int64_t OutputBlockRows(const TensorFormat& format);
 absl::StatusOr<int64_t> MatrixBytes(const TensorFormat& format, int64_t rows, int64_t cols,
                                     std::string_view what);
 
+// The element type a format's values are stored in (kF8E4M3 for every fp8 kind, the GGML
+// block type for GGML kinds); nullopt for int4 groups, whose 4-bit codes are no DType.
+std::optional<DType> ElementDType(const TensorFormat& format);
+// The format of a checkpoint tensor stored plainly as `dtype` (F8_E4M3 -> plain fp8-e4m3).
+TensorFormat FormatOfDType(DType dtype);
+
 // The part of MatrixBytes that stores the values themselves (no scales or zero points):
 // rows * cols * bits / 8, the figure "7B params at INT4 = 3.5 GB" write-ups quote.
 int64_t DenseValueBytes(const TensorFormat& format, int64_t num_values);
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_PLANNER_TENSOR_FORMAT_H_
+#endif  // TPSERVE_FORMATS_TENSOR_FORMAT_H_

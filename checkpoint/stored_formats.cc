@@ -1,0 +1,55 @@
+#include "checkpoint/stored_formats.h"
+
+#include "base/status_macros.h"
+#include "checkpoint/stored_matrix.h"
+#include "formats/str_cat.h"
+#include "model/sharding.h"
+
+namespace tpserve {
+
+absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
+                                                  const QuantScheme& scheme,
+                                                  const LlamaConfig& config) {
+  WeightFormats formats;
+  formats.preset = "checkpoint";
+  TensorUse scratch;  // opening to look, not to load
+  for (TensorRole role : kAllTensorRoles) {
+    const std::array<int64_t, 2> full = FullShape(config, role);
+    if (IsNormRole(role)) {
+      const std::string name = ModuleName(source.format(), role, 0) + ".weight";
+      TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
+      formats[role] = FormatOfDType(t.dtype);
+      continue;
+    }
+    if (role == TensorRole::kLmHead) {
+      const std::string head = ModuleName(source.format(), role, 0);
+      if (!source.Find(head + ".weight").ok() && !source.Find(head + ".qweight").ok()) {
+        formats[role] = formats[TensorRole::kEmbedding];  // tied
+        continue;
+      }
+    }
+    const int64_t layers = IsPerLayerRole(role) ? config.num_layers : 1;
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::string module = ModuleName(source.format(), role, l);
+      TP_ASSIGN_OR_RETURN(StoredMatrix m,
+                          StoredMatrix::Open(source, scheme, module, full[0], full[1], &scratch));
+      if (l == 0) {
+        formats[role] = m.format();
+      } else if (!(m.format() == formats[role])) {
+        return absl::UnimplementedError(StrCat(
+            module, " is stored as ", TensorFormatName(m.format()), " but layer 0's ",
+            TensorRoleName(role), " as ", TensorFormatName(formats[role]),
+            "; one format per role is supported"));
+      }
+    }
+  }
+  return formats;
+}
+
+absl::StatusOr<WeightFormats> ResolveWeightFormats(const WeightFormats& stored,
+                                                   std::string_view preset) {
+  if (preset.empty() || preset == "checkpoint") return stored;
+  return WeightFormatsPreset(preset);
+}
+
+}  // namespace tpserve

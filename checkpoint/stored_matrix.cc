@@ -1,0 +1,190 @@
+#include "checkpoint/stored_matrix.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "formats/str_cat.h"
+#include "kernels/quantize_weights.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int64_t kConvertRows = 128;  // rows re-encoded at a time (one fp8 tile row)
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<TensorView> FindShaped(const WeightSource& source, const std::string& name,
+                                      const std::vector<int64_t>& shape, TensorUse* used) {
+  TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
+  if (t.shape != shape) {
+    return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", source.Describe(),
+                                             ": shape ", ShapeString(t.shape), ", expected ",
+                                             ShapeString(shape), " from the model config"));
+  }
+  used->Mark(name);
+  return t;
+}
+
+absl::Status CheckSlice(const std::string& module, const TensorSlice& s, int64_t rows,
+                        int64_t cols) {
+  if (s.row_begin < 0 || s.num_rows < 0 || s.row_begin + s.num_rows > rows || s.col_begin < 0 ||
+      s.num_cols < 0 || s.col_begin + s.num_cols > cols) {
+    return absl::InvalidArgumentError(
+        StrCat(module, ": slice rows [", s.row_begin, ", ", s.row_begin + s.num_rows,
+               ") cols [", s.col_begin, ", ", s.col_begin + s.num_cols,
+               ") is outside its [", rows, ", ", cols, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status TensorUse::CheckAllUsed(const WeightSource& source) const {
+  for (const std::string& name : source.TensorNames()) {
+    if (!Contains(name)) {
+      return absl::InvalidArgumentError(StrCat(
+          "tensor ", name, " in ", source.Describe(),
+          " is not used by the model: a checkpoint tensor the loader does not apply (a scale, "
+          "a zero point, a bias this architecture lacks) would change the answers, so the "
+          "checkpoint is refused"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ModuleName(CheckpointFormat format, TensorRole role, int64_t layer) {
+  if (format == CheckpointFormat::kGguf) {
+    const std::string blk = StrCat("blk.", layer, ".");
+    switch (role) {
+      case TensorRole::kEmbedding: return "token_embd";
+      case TensorRole::kAttnNorm: return blk + "attn_norm";
+      case TensorRole::kQ: return blk + "attn_q";
+      case TensorRole::kK: return blk + "attn_k";
+      case TensorRole::kV: return blk + "attn_v";
+      case TensorRole::kO: return blk + "attn_output";
+      case TensorRole::kFfnNorm: return blk + "ffn_norm";
+      case TensorRole::kGate: return blk + "ffn_gate";
+      case TensorRole::kUp: return blk + "ffn_up";
+      case TensorRole::kDown: return blk + "ffn_down";
+      case TensorRole::kFinalNorm: return "output_norm";
+      case TensorRole::kLmHead: return "output";
+    }
+  }
+  const std::string blk = StrCat("model.layers.", layer, ".");
+  switch (role) {
+    case TensorRole::kEmbedding: return "model.embed_tokens";
+    case TensorRole::kAttnNorm: return blk + "input_layernorm";
+    case TensorRole::kQ: return blk + "self_attn.q_proj";
+    case TensorRole::kK: return blk + "self_attn.k_proj";
+    case TensorRole::kV: return blk + "self_attn.v_proj";
+    case TensorRole::kO: return blk + "self_attn.o_proj";
+    case TensorRole::kFfnNorm: return blk + "post_attention_layernorm";
+    case TensorRole::kGate: return blk + "mlp.gate_proj";
+    case TensorRole::kUp: return blk + "mlp.up_proj";
+    case TensorRole::kDown: return blk + "mlp.down_proj";
+    case TensorRole::kFinalNorm: return "model.norm";
+    case TensorRole::kLmHead: return "lm_head";
+  }
+  return "";
+}
+
+absl::StatusOr<StoredMatrix> StoredMatrix::Open(const WeightSource& source,
+                                                const QuantScheme& scheme,
+                                                const std::string& module, int64_t rows,
+                                                int64_t cols, TensorUse* used) {
+  StoredMatrix m;
+  m.module_ = module;
+  m.scheme_ = scheme;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  if (scheme.method != QuantMethod::kNone && scheme.Quantizes(module)) {
+    return absl::UnimplementedError(StrCat(module, ": ", QuantMethodName(scheme.method),
+                                           " checkpoints are not readable yet"));
+  }
+  TP_ASSIGN_OR_RETURN(m.values_, FindShaped(source, module + ".weight", {rows, cols}, used));
+  m.format_ = FormatOfDType(m.values_.dtype);
+  return m;
+}
+
+absl::StatusOr<HostMatrix> StoredMatrix::Read(const TensorSlice& slice) const {
+  TP_RETURN_IF_ERROR(CheckSlice(module_, slice, rows_, cols_));
+  return ReadPlain(slice);
+}
+
+absl::StatusOr<HostMatrix> StoredMatrix::ReadPlain(const TensorSlice& s) const {
+  const TensorView& t = values_;
+  const int64_t block = InputBlockValues(format_);
+  if (s.col_begin % block != 0 || s.num_cols % block != 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "tensor ", t.name, ": column slice [", s.col_begin, ", ", s.col_begin + s.num_cols,
+        ") is not aligned to ", TensorFormatName(format_), " blocks of ", block, " values"));
+  }
+  const int64_t src_row_bytes = PackedRowBytes(format_, cols_);
+  HostMatrix out;
+  WeightMatrix& m = out.matrix;
+  m.format = format_;
+  m.rows = s.num_rows;
+  m.cols = s.num_cols;
+  if (s.col_begin == 0 && s.num_cols == cols_) {  // whole rows: a view, zero copy
+    m.row_bytes = src_row_bytes;
+    m.data = t.data + s.row_begin * src_row_bytes;
+    return out;
+  }
+  m.row_bytes = PackedRowBytes(format_, s.num_cols);
+  const int64_t offset = PackedRowBytes(format_, s.col_begin);
+  out.values.resize(s.num_rows * m.row_bytes);
+  for (int64_t r = 0; r < s.num_rows; ++r) {
+    std::memcpy(out.values.data() + r * m.row_bytes,
+                t.data + (s.row_begin + r) * src_row_bytes + offset, m.row_bytes);
+  }
+  m.data = out.values.data();
+  return out;
+}
+
+absl::StatusOr<HostMatrix> ConvertMatrix(HostMatrix src, const TensorFormat& target,
+                                         std::string_view what) {
+  const WeightMatrix& in = src.matrix;
+  if (in.format == target) return src;
+  TP_RETURN_IF_ERROR(MatrixBytes(target, in.rows, in.cols, what).status());
+  if (PackedRowBytes(target, in.cols) < 0) {
+    return absl::InvalidArgumentError(StrCat(what, ": ", in.cols, " columns do not fit ",
+                                             TensorFormatName(target)));
+  }
+  HostMatrix out = AllocateHostMatrix(target, in.rows, in.cols);
+  std::vector<float> rows(kConvertRows * in.cols), row(in.cols);
+  for (int64_t r0 = 0; r0 < in.rows; r0 += kConvertRows) {
+    const int64_t n = std::min(kConvertRows, in.rows - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      float* dst = rows.data() + r * in.cols;
+      if (in.input_perm == nullptr) {
+        DequantizeWeightRow(in, r0 + r, dst);
+      } else {  // back to input order: stored column j is input column perm[j]
+        DequantizeWeightRow(in, r0 + r, row.data());
+        for (int64_t j = 0; j < in.cols; ++j) dst[in.input_perm[j]] = row[j];
+      }
+    }
+    const HostMatrix part = QuantizeWeights(target, rows.data(), n, in.cols);
+    std::memcpy(out.values.data() + r0 * out.matrix.row_bytes, part.values.data(),
+                part.values.size());
+    // Scales of these rows (fp8-block: of this tile row, as r0 is a multiple of 128).
+    const int64_t scale_rows = target.kind == FormatKind::kFp8Block128 ? r0 / 128 : r0;
+    const int64_t scale_row_bytes = out.scales.empty() ? 0 : out.scales.size() /
+        (target.kind == FormatKind::kFp8Block128 ? (in.rows + 127) / 128 : in.rows);
+    if (!part.scales.empty()) {
+      std::memcpy(out.scales.data() + scale_rows * scale_row_bytes, part.scales.data(),
+                  part.scales.size());
+    }
+    if (!part.zeros.empty()) {
+      std::memcpy(out.zeros.data() + scale_rows * scale_row_bytes, part.zeros.data(),
+                  part.zeros.size());
+    }
+  }
+  out.matrix.activation_scale_ub = in.activation_scale_ub;
+  return out;
+}
+
+}  // namespace tpserve

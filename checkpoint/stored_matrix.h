@@ -1,0 +1,93 @@
+// One weight matrix as a checkpoint stores it (a plain tensor, or the several tensors of a
+// quantized linear: values, scales, zero points, group index), and reading one rank's slice of
+// it into the engine's layouts (kernels/weight_matrix.h), touching only that slice's bytes.
+//
+//   TensorUse used;
+//   TP_ASSIGN_OR_RETURN(StoredMatrix q, StoredMatrix::Open(source, scheme,
+//       CheckpointNames::ForRole(source.format(), TensorRole::kQ, 0), 576, 576, &used));
+//   TP_ASSIGN_OR_RETURN(HostMatrix mine, q.Read(plan.Slice(TensorRole::kQ)));
+//
+// Thread-compatible; Read is const and may run concurrently once opened.
+#ifndef TPSERVE_CHECKPOINT_STORED_MATRIX_H_
+#define TPSERVE_CHECKPOINT_STORED_MATRIX_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "checkpoint/quant_scheme.h"
+#include "formats/tensor_format.h"
+#include "formats/weight_source.h"
+#include "kernels/weight_matrix.h"
+#include "model/sharding.h"
+#include "model/weight_formats.h"
+
+namespace tpserve {
+
+// The checkpoint tensors a loader has consumed; whatever is left over is an error (a scale or
+// zero point nobody applied would serve wrong answers as right ones).
+class TensorUse {
+ public:
+  void Mark(const std::string& name) { used_.insert(name); }
+  bool Contains(const std::string& name) const { return used_.count(name) > 0; }
+  // INVALID_ARGUMENT naming the first tensor of `source` that was not consumed.
+  absl::Status CheckAllUsed(const WeightSource& source) const;
+
+ private:
+  std::set<std::string> used_;
+};
+
+// The name of the module that holds `role` (layer `layer`) in a checkpoint of `format`:
+// "blk.3.attn_q" (GGUF) or "model.layers.3.self_attn.q_proj" (Hugging Face); its tensors are
+// this plus ".weight", ".weight_scale", ".qweight", ...
+std::string ModuleName(CheckpointFormat format, TensorRole role, int64_t layer);
+
+class StoredMatrix {
+ public:
+  // Finds the tensors of `module` under `scheme`, checks that together they describe a
+  // [rows, cols] matrix (shapes, dtypes, scale counts, packed sizes), and marks them in `used`.
+  // NOT_FOUND naming the tensor when one is missing; INVALID_ARGUMENT naming tensor, value and
+  // bound when one is malformed; UNIMPLEMENTED for a dtype no format here covers.
+  static absl::StatusOr<StoredMatrix> Open(const WeightSource& source, const QuantScheme& scheme,
+                                           const std::string& module, int64_t rows, int64_t cols,
+                                           TensorUse* used);
+
+  // The format of the stored values, in the engine's terms.
+  const TensorFormat& format() const { return format_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  const std::string& module() const { return module_; }
+
+  // The slice in format(): a view into the checkpoint when its bytes already are the layout
+  // (contiguous rows of a plain or fp8 per-channel tensor), otherwise a copy of just the
+  // slice. INVALID_ARGUMENT naming the tensor when the slice cuts a block, group or tile.
+  absl::StatusOr<HostMatrix> Read(const TensorSlice& slice) const;
+
+ private:
+  StoredMatrix() = default;
+  absl::StatusOr<HostMatrix> ReadPlain(const TensorSlice& slice) const;
+
+  std::string module_;
+  QuantScheme scheme_;
+  TensorFormat format_;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  // The tensors that make up the matrix (unused ones stay empty).
+  TensorView values_;
+  TensorView scales_;
+  TensorView zeros_;
+  TensorView group_index_;
+  float activation_scale_ub_ = 0.0f;
+};
+
+// `src` re-encoded in `target` (quantize on load), 128 rows at a time so that no f32 copy of a
+// large slice is ever held. Returns src itself when the formats are equal.
+// INVALID_ARGUMENT when src's columns do not fit `target` (e.g. not a whole number of groups).
+absl::StatusOr<HostMatrix> ConvertMatrix(HostMatrix src, const TensorFormat& target,
+                                         std::string_view what);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_CHECKPOINT_STORED_MATRIX_H_

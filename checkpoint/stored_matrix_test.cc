@@ -1,0 +1,122 @@
+#include "checkpoint/stored_matrix.h"
+
+#include <cstring>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "kernels/quantize.h"
+#include "worker/testing/in_memory_weight_source.h"
+
+namespace tpserve {
+namespace {
+
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.1f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> Rows(const WeightMatrix& w) {
+  std::vector<float> out(w.rows * w.cols);
+  for (int64_t r = 0; r < w.rows; ++r) DequantizeWeightRow(w, r, out.data() + r * w.cols);
+  return out;
+}
+
+class StoredMatrixTest : public ::testing::Test {
+ protected:
+  StoredMatrixTest() : src_(CheckpointFormat::kGguf), w_(Random(4 * 128, 3)) {
+    src_.AddFloat("blk.0.ffn_down.weight", {4, 128}, w_, DType::kQ4_1);
+    src_.AddFloat("blk.0.ffn_up.weight", {4, 128}, w_, DType::kF32);
+  }
+  StoredMatrix Open(const std::string& module) {
+    absl::StatusOr<StoredMatrix> m =
+        StoredMatrix::Open(src_, QuantScheme{}, module, 4, 128, &used_);
+    EXPECT_TRUE(m.ok()) << m.status();
+    return *m;
+  }
+  InMemoryWeightSource src_;
+  std::vector<float> w_;
+  TensorUse used_;
+};
+
+TEST_F(StoredMatrixTest, WholeRowsAreAViewAndColumnSlicesCopyWholeBlocks) {
+  const StoredMatrix m = Open("blk.0.ffn_down");
+  EXPECT_EQ(m.format(), TensorFormat::Of(FormatKind::kQ4_1));
+  const TensorView t = *src_.Find("blk.0.ffn_down.weight");
+  absl::StatusOr<HostMatrix> rows = m.Read({1, 2, 0, 128});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_TRUE(rows->is_view());
+  EXPECT_EQ(rows->matrix.data, t.data + 80);  // row 1 of 80-byte rows, not a copy
+  absl::StatusOr<HostMatrix> cols = m.Read({0, 4, 64, 64});
+  ASSERT_TRUE(cols.ok()) << cols.status();
+  EXPECT_FALSE(cols->is_view());
+  EXPECT_EQ(cols->matrix.row_bytes, 40);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(std::memcmp(cols->values.data() + 40 * r, t.data + 80 * r + 40, 40), 0) << r;
+  }
+  absl::StatusOr<HostMatrix> bad = m.Read({0, 4, 48, 48});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find(
+                "blk.0.ffn_down.weight: column slice [48, 96) is not aligned to q4_1 blocks of 32"),
+            std::string::npos)
+      << bad.status();
+  EXPECT_EQ(m.Read({3, 2, 0, 128}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(used_.Contains("blk.0.ffn_down.weight"));
+  EXPECT_FALSE(used_.Contains("blk.0.ffn_up.weight"));
+}
+
+TEST_F(StoredMatrixTest, LeftoverTensorsAreRefusedByName) {
+  Open("blk.0.ffn_down");
+  absl::Status s = used_.CheckAllUsed(src_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor blk.0.ffn_up.weight in in-memory checkpoint is not used"),
+            std::string::npos)
+      << s;
+  Open("blk.0.ffn_up");
+  EXPECT_TRUE(used_.CheckAllUsed(src_).ok());
+}
+
+TEST_F(StoredMatrixTest, ShapeMismatchNamesTensorAndBothShapes) {
+  absl::StatusOr<StoredMatrix> m =
+      StoredMatrix::Open(src_, QuantScheme{}, "blk.0.ffn_up", 4, 64, &used_);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("tensor blk.0.ffn_up.weight in in-memory checkpoint: shape "
+                                      "[4, 128], expected [4, 64]"),
+            std::string::npos)
+      << m.status();
+}
+
+TEST_F(StoredMatrixTest, ConvertRequantizesTheSliceAndKeepsEqualFormats) {
+  const StoredMatrix m = Open("blk.0.ffn_up");
+  HostMatrix slice = *m.Read({0, 4, 0, 128});
+  const void* data = slice.matrix.data;
+  absl::StatusOr<HostMatrix> same =
+      ConvertMatrix(std::move(slice), TensorFormat::Of(FormatKind::kF32), "up");
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->matrix.data, data);  // untouched view
+  for (const TensorFormat& f : {TensorFormat::Of(FormatKind::kFp8PerChannel), TensorFormat::Int4(64),
+                                TensorFormat::Of(FormatKind::kBF16)}) {
+    absl::StatusOr<HostMatrix> q = ConvertMatrix(*m.Read({0, 4, 0, 128}), f, "up");
+    ASSERT_TRUE(q.ok()) << q.status();
+    EXPECT_EQ(q->matrix.format, f);
+    const std::vector<float> got = Rows(q->matrix);
+    double err = 0, amax = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err = std::max(err, std::fabs(double{got[i]} - w_[i]));
+      amax = std::max(amax, std::fabs(double{w_[i]}));
+    }
+    EXPECT_LT(err, amax / 14) << TensorFormatName(f);  // within half a step of the coarsest grid
+  }
+  absl::StatusOr<HostMatrix> bad = ConvertMatrix(*m.Read({0, 4, 0, 128}), TensorFormat::Int4(256),
+                                                 "blk.0.ffn_up");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("blk.0.ffn_up: input dim 128 is not a multiple of the "
+                                        "int4-g256 block of 256 values"),
+            std::string::npos)
+      << bad.status();
+}
+
+}  // namespace
+}  // namespace tpserve

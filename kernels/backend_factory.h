@@ -1,0 +1,35 @@
+// Builds the compute backend a rank was configured for, so code above it (the model, the rank
+// runtime) never names an implementation.
+//
+//   TP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> be,
+//                       CreateBackend({.kind = BackendKind::kCuda, .device_ordinal = 1}));
+//
+// The CUDA backend exists only in builds with the CUDA toolkit (see tools/cuda_configure.bzl);
+// elsewhere asking for it is UNIMPLEMENTED with a message that says how to build it.
+// Threading: safe to call from several threads (one per rank).
+#ifndef TPSERVE_KERNELS_BACKEND_FACTORY_H_
+#define TPSERVE_KERNELS_BACKEND_FACTORY_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+
+namespace tpserve {
+
+struct BackendOptions {
+  BackendKind kind = BackendKind::kCpu;
+  int num_threads = 1;     // CPU: worker threads (>= 1)
+  int device_ordinal = 0;  // CUDA: which GPU
+};
+
+// INVALID_ARGUMENT for bad options; UNIMPLEMENTED for a backend this build lacks;
+// FAILED_PRECONDITION when the device is not there (no driver, no such GPU).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options);
+
+// Whether this binary was built with the CUDA backend.
+bool CudaBackendBuilt();
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_KERNELS_BACKEND_FACTORY_H_

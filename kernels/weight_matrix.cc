@@ -1,0 +1,103 @@
+#include "kernels/weight_matrix.h"
+
+#include <cstring>
+
+#include "formats/dtype.h"
+#include "kernels/check.h"
+
+namespace tpserve {
+namespace {
+
+constexpr int64_t kFp8Tile = 128;
+constexpr int64_t kInt4Chunk = 32;  // codes are packed per 32 columns (GGML Q4_0 order)
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+float LoadF32(const void* base, int64_t i) {
+  float v;
+  std::memcpy(&v, static_cast<const uint8_t*>(base) + i * 4, 4);
+  return v;
+}
+
+float LoadF16(const void* base, int64_t i) {
+  uint16_t v;
+  std::memcpy(&v, static_cast<const uint8_t*>(base) + i * 2, 2);
+  return F16ToF32(v);
+}
+
+void DequantizeInt4Row(const WeightMatrix& w, int64_t row, float* out) {
+  const auto* codes = static_cast<const uint8_t*>(w.data) + row * w.row_bytes;
+  const int64_t group = w.format.group_size;
+  for (int64_t c0 = 0; c0 < w.cols; c0 += kInt4Chunk) {
+    const uint8_t* chunk = codes + c0 / 2;
+    for (int64_t j = 0; j < kInt4Chunk / 2; ++j) {
+      for (int half = 0; half < 2; ++half) {
+        const int64_t c = c0 + j + half * (kInt4Chunk / 2);
+        const int code = half == 0 ? (chunk[j] & 0x0F) : (chunk[j] >> 4);
+        const int64_t s = row * w.scale_stride + c / group;
+        out[c] = (static_cast<float>(code) - LoadF16(w.zeros, s)) * LoadF16(w.scales, s);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t PackedRowBytes(const TensorFormat& format, int64_t cols) {
+  if (cols < 0) return -1;
+  if (format.kind == FormatKind::kInt4Group) {
+    return cols % kInt4Chunk == 0 && format.group_size > 0 && cols % format.group_size == 0
+               ? cols / 2
+               : -1;
+  }
+  const std::optional<DType> dtype = ElementDType(format);
+  if (!dtype.has_value()) return -1;
+  return RowBytes(*dtype, cols).value_or(-1);
+}
+
+int64_t WeightMatrixBytes(const WeightMatrix& w) {
+  int64_t bytes = w.rows * w.row_bytes;
+  switch (w.format.kind) {
+    case FormatKind::kFp8PerChannel:
+      bytes += w.rows * 4;
+      break;
+    case FormatKind::kFp8Block128:
+      bytes += CeilDiv(w.rows, kFp8Tile) * w.scale_stride * 4;
+      break;
+    case FormatKind::kInt4Group:
+      bytes += 2 * w.rows * w.scale_stride * 2;  // f16 scales and zero points
+      if (w.input_perm != nullptr) bytes += w.cols * 4;
+      break;
+    default:
+      break;
+  }
+  return bytes;
+}
+
+void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out) {
+  TP_CHECK(row >= 0 && row < w.rows, "DequantizeWeightRow: row out of range");
+  const auto* src = static_cast<const uint8_t*>(w.data) + row * w.row_bytes;
+  switch (w.format.kind) {
+    case FormatKind::kInt4Group:
+      DequantizeInt4Row(w, row, out);
+      return;
+    case FormatKind::kFp8PerChannel: {
+      DequantizeRow(DType::kF8E4M3, src, out, w.cols);
+      const float s = LoadF32(w.scales, row);
+      for (int64_t c = 0; c < w.cols; ++c) out[c] *= s;
+      return;
+    }
+    case FormatKind::kFp8Block128: {
+      DequantizeRow(DType::kF8E4M3, src, out, w.cols);
+      for (int64_t c = 0; c < w.cols; ++c) {
+        out[c] *= LoadF32(w.scales, (row / kFp8Tile) * w.scale_stride + c / kFp8Tile);
+      }
+      return;
+    }
+    default:
+      DequantizeRow(*ElementDType(w.format), src, out, w.cols);
+      return;
+  }
+}
+
+}  // namespace tpserve

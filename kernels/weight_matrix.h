@@ -1,0 +1,79 @@
+// A weight matrix as one rank holds it (values plus the scales, zero points and permutation of
+// its format), and the host-side reference for reading it back: the definition every backend's
+// matmul is checked against.
+//
+//   WeightMatrix w = ...;                       // from the loader, or a test
+//   std::vector<float> row(w.cols);
+//   DequantizeWeightRow(w, 3, row.data());     // host memory only
+//
+// Thread-safe: a plain value type and pure functions.
+#ifndef TPSERVE_KERNELS_WEIGHT_MATRIX_H_
+#define TPSERVE_KERNELS_WEIGHT_MATRIX_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "formats/tensor_format.h"
+
+namespace tpserve {
+
+// W[rows, cols]. A linear layer computes y = x * W^T, so rows = out_features (n) and
+// cols = in_features (k). `format` says how values are stored:
+//   f32 / f16 / bf16 / fp8-e4m3   rows of cols elements
+//   fp8 (per-channel)             e4m3 rows; scales: f32 [rows]             value = code * s[r]
+//   fp8-block (128x128 tiles)     e4m3 rows; scales: f32 [ceil(rows/128)][scale_stride]
+//                                 value = code * s[r / 128][c / 128]
+//   int4-g<G>                     4-bit codes, two a byte, in GGML Q4_0 nibble order inside
+//                                 each 32 columns (byte j of a 32-column chunk holds column j in
+//                                 its low nibble, column j + 16 in its high one);
+//                                 scales, zeros: f16 [rows][scale_stride]
+//                                 value = (code - zero[r][c / G]) * scale[r][c / G]
+//   q8_0 / q4_0 / q4_1 / q*_k     self-contained GGML blocks along cols
+// Consecutive rows start `row_bytes` apart. `data`, `scales`, `zeros` and `input_perm` are
+// backend memory (host memory for the CPU backend).
+struct WeightMatrix {
+  TensorFormat format = TensorFormat::Of(FormatKind::kF32);
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t row_bytes = 0;
+  const void* scales = nullptr;
+  const void* zeros = nullptr;
+  int64_t scale_stride = 0;  // entries from one row (fp8-block: one tile row) of scales to the next
+  // int4 act-order (GPTQ desc_act): stored column j multiplies x[input_perm[j]]; nullptr when
+  // the columns are in input order.
+  const int32_t* input_perm = nullptr;
+  // fp8 checkpoints: upper bound for a dynamic per-token activation scale (0 = none). Backends
+  // that quantize activations to fp8 clamp their scale to it; the others ignore it.
+  float activation_scale_ub = 0.0f;
+};
+
+// A WeightMatrix in host memory together with the bytes it owns (empty vectors where it views
+// bytes owned elsewhere, e.g. an mmapped checkpoint). Moving it keeps `matrix` valid: vector
+// moves keep their heap buffers.
+struct HostMatrix {
+  WeightMatrix matrix;
+  std::vector<uint8_t> values;
+  std::vector<uint8_t> scales;
+  std::vector<uint8_t> zeros;
+  std::vector<int32_t> perm;
+
+  // True when the values are not owned here (a view into the checkpoint).
+  bool is_view() const { return values.empty() && matrix.rows > 0; }
+};
+
+// Bytes of the packed values of one row of `cols` elements (no scales); -1 when `cols` does not
+// fit the format (not a whole number of blocks, odd for int4).
+int64_t PackedRowBytes(const TensorFormat& format, int64_t cols);
+
+// Bytes `w` occupies, counted from its fields: rows * row_bytes of values, plus scales, zero
+// points and the permutation its format carries. What a rank really holds for it.
+int64_t WeightMatrixBytes(const WeightMatrix& w);
+
+// Decodes row `row` of `w` (host memory) into out[w.cols] f32, in stored column order (an
+// input_perm is not applied). The reference for every backend's matmul.
+void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_KERNELS_WEIGHT_MATRIX_H_

@@ -1,0 +1,226 @@
+#include "model/sharding.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "formats/str_cat.h"
+#include "formats/tensor_format.h"
+
+namespace tpserve {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t n, int64_t multiple) { return CeilDiv(n, multiple) * multiple; }
+
+bool SplitsEvenly(const LlamaConfig& c, int tp) {
+  return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.intermediate_size % tp == 0;
+}
+
+// Vocab rows per rank: ceil(V / W), rounded up to the fp8 tile when a vocab-parallel tensor
+// is stored in tiles (a tile must not straddle two ranks).
+int64_t VocabRowsPerRank(const LlamaConfig& c, const WeightFormats& formats, int tp) {
+  const int64_t tile = std::max(OutputBlockRows(formats[TensorRole::kEmbedding]),
+                                OutputBlockRows(formats[TensorRole::kLmHead]));
+  return tp == 1 ? c.vocab_size : RoundUp(c.vocab_size, tp * tile) / tp;
+}
+
+// OK when the split of `role` at `tp` keeps each quantization block on one rank.
+absl::Status CheckAlignment(const LlamaConfig& config, const TensorFormat& f, TensorRole role,
+                            int tp) {
+  const ShardKind kind = ShardKindFor(role);
+  const std::array<int64_t, 2> full = FullShape(config, role);
+  TP_RETURN_IF_ERROR(MatrixBytes(f, full[0], full[1], TensorRoleName(role)).status());
+  if (tp == 1) return absl::OkStatus();
+  if (kind == ShardKind::kRow && (full[1] / tp) % InputBlockValues(f) != 0) {
+    return absl::InvalidArgumentError(
+        StrCat(TensorRoleName(role), " is row-parallel: its input dim ", full[1], " / tp ", tp,
+               " = ", full[1] / tp, " is not a multiple of the ", TensorFormatName(f),
+               " block of ", InputBlockValues(f), " values, so a block would be split"));
+  }
+  if (kind == ShardKind::kColumn && (full[0] / tp) % OutputBlockRows(f) != 0) {
+    return absl::InvalidArgumentError(
+        StrCat(TensorRoleName(role), " is column-parallel: its output dim ", full[0], " / tp ",
+               tp, " = ", full[0] / tp, " is not a multiple of the ", TensorFormatName(f),
+               " tile of ", OutputBlockRows(f), " rows, so a tile would be split"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAllAlignment(const LlamaConfig& config, const WeightFormats& formats, int tp) {
+  for (TensorRole role : kAllTensorRoles) {
+    TP_RETURN_IF_ERROR(CheckAlignment(config, formats[role], role, tp));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ShardKind ShardKindFor(TensorRole role) {
+  switch (role) {
+    case TensorRole::kQ:
+    case TensorRole::kK:
+    case TensorRole::kV:
+    case TensorRole::kGate:
+    case TensorRole::kUp:
+      return ShardKind::kColumn;
+    case TensorRole::kO:
+    case TensorRole::kDown:
+      return ShardKind::kRow;
+    case TensorRole::kEmbedding:
+    case TensorRole::kLmHead:
+      return ShardKind::kVocab;
+    default:
+      return ShardKind::kReplicated;
+  }
+}
+
+std::string_view ShardKindName(ShardKind kind) {
+  switch (kind) {
+    case ShardKind::kColumn:
+      return "column";
+    case ShardKind::kRow:
+      return "row";
+    case ShardKind::kVocab:
+      return "vocab";
+    case ShardKind::kReplicated:
+      return "replicated";
+  }
+  return "?";
+}
+
+std::array<int64_t, 2> FullShape(const LlamaConfig& c, TensorRole role) {
+  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  switch (role) {
+    case TensorRole::kEmbedding:
+    case TensorRole::kLmHead:
+      return {c.vocab_size, c.hidden_size};
+    case TensorRole::kQ:
+      return {q_dim, c.hidden_size};
+    case TensorRole::kK:
+    case TensorRole::kV:
+      return {kv_dim, c.hidden_size};
+    case TensorRole::kO:
+      return {c.hidden_size, q_dim};
+    case TensorRole::kGate:
+    case TensorRole::kUp:
+      return {c.intermediate_size, c.hidden_size};
+    case TensorRole::kDown:
+      return {c.hidden_size, c.intermediate_size};
+    default:
+      return {1, c.hidden_size};  // norms
+  }
+}
+
+std::vector<int> ValidTpDegrees(const LlamaConfig& config) {
+  std::vector<int> out;
+  if (config.num_heads <= 0 || config.num_kv_heads <= 0 || config.intermediate_size <= 0) {
+    return out;
+  }
+  const int64_t g = std::gcd(config.num_heads, config.num_kv_heads);
+  for (int64_t d = 1; d <= g; ++d) {
+    if (SplitsEvenly(config, static_cast<int>(d))) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+absl::Status ValidateTpDegree(const LlamaConfig& config, int tp) {
+  if (tp < 1) {
+    return absl::InvalidArgumentError(StrCat("tensor-parallel degree ", tp, " must be >= 1"));
+  }
+  if (SplitsEvenly(config, tp)) return absl::OkStatus();
+  std::vector<std::string> fails;
+  if (config.num_heads % tp != 0) fails.push_back(StrCat("num_heads = ", config.num_heads));
+  if (config.num_kv_heads % tp != 0) {
+    fails.push_back(StrCat("num_kv_heads = ", config.num_kv_heads));
+  }
+  if (config.intermediate_size % tp != 0) {
+    fails.push_back(StrCat("intermediate_size = ", config.intermediate_size));
+  }
+  return absl::InvalidArgumentError(StrCat(
+      "tensor-parallel degree ", tp, " does not divide ", absl::StrJoin(fails, " or "),
+      "; heads are split whole (GQA groups kept), so valid degrees (divisors of num_heads = ",
+      config.num_heads, ", num_kv_heads = ", config.num_kv_heads, " and intermediate_size = ",
+      config.intermediate_size, ") are: ", absl::StrJoin(ValidTpDegrees(config), ", ")));
+}
+
+absl::StatusOr<ShardingPlan> ShardingPlan::Create(const LlamaConfig& config,
+                                                  const WeightFormats& formats, ShardSpec shard) {
+  if (shard.world_size < 1) {
+    return absl::InvalidArgumentError(StrCat("world_size = ", shard.world_size, " must be >= 1"));
+  }
+  if (shard.rank < 0 || shard.rank >= shard.world_size) {
+    return absl::InvalidArgumentError(
+        StrCat("rank = ", shard.rank, " is outside [0, ", shard.world_size, ")"));
+  }
+  if (config.vocab_size <= 0) {
+    return absl::InvalidArgumentError(
+        StrCat("vocab_size = ", config.vocab_size, " must be positive"));
+  }
+  TP_RETURN_IF_ERROR(ValidateTpDegree(config, shard.world_size));
+  TP_RETURN_IF_ERROR(formats.Validate());
+  if (absl::Status aligned = CheckAllAlignment(config, formats, shard.world_size);
+      !aligned.ok()) {
+    std::vector<int> ok_degrees;
+    for (int d : ValidTpDegrees(config)) {
+      if (CheckAllAlignment(config, formats, d).ok()) ok_degrees.push_back(d);
+    }
+    return absl::InvalidArgumentError(
+        StrCat(aligned.message(), "; tensor-parallel degrees that keep every block on one rank: ",
+               ok_degrees.empty() ? "none" : absl::StrJoin(ok_degrees, ", ")));
+  }
+  ShardingPlan plan;
+  plan.config_ = config;
+  plan.shard_ = shard;
+  plan.num_local_heads_ = config.num_heads / shard.world_size;
+  plan.num_local_kv_heads_ = config.num_kv_heads / shard.world_size;
+  plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
+  plan.vocab_rows_per_rank_ = VocabRowsPerRank(config, formats, shard.world_size);
+  plan.first_vocab_row_ = std::min(config.vocab_size, shard.rank * plan.vocab_rows_per_rank_);
+  plan.num_local_vocab_rows_ =
+      std::min(config.vocab_size, plan.first_vocab_row_ + plan.vocab_rows_per_rank_) -
+      plan.first_vocab_row_;
+  return plan;
+}
+
+TensorSlice ShardingPlan::Slice(TensorRole role) const {
+  const std::array<int64_t, 2> full = FullShape(config_, role);
+  const int64_t hd = config_.head_dim;
+  TensorSlice s{0, full[0], 0, full[1]};
+  switch (role) {
+    case TensorRole::kQ:
+      s.row_begin = first_head() * hd;
+      s.num_rows = num_local_heads_ * hd;
+      break;
+    case TensorRole::kK:
+    case TensorRole::kV:
+      s.row_begin = first_kv_head() * hd;
+      s.num_rows = num_local_kv_heads_ * hd;
+      break;
+    case TensorRole::kGate:
+    case TensorRole::kUp:
+      s.row_begin = first_ffn_row();
+      s.num_rows = local_intermediate_size_;
+      break;
+    case TensorRole::kO:
+      s.col_begin = first_head() * hd;
+      s.num_cols = num_local_heads_ * hd;
+      break;
+    case TensorRole::kDown:
+      s.col_begin = first_ffn_row();
+      s.num_cols = local_intermediate_size_;
+      break;
+    case TensorRole::kEmbedding:
+    case TensorRole::kLmHead:
+      s.row_begin = first_vocab_row_;
+      s.num_rows = num_local_vocab_rows_;
+      break;
+    default:
+      break;  // norms: replicated
+  }
+  return s;
+}
+
+}  // namespace tpserve

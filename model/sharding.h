@@ -1,0 +1,101 @@
+// The one sharding table of a Llama model: which slice of every weight each tensor-parallel
+// rank holds (Megatron style). The loader cuts checkpoint tensors with it and the memory plan
+// counts bytes with it, so what a rank loads and what the planner promises cannot differ.
+//
+//   TP_ASSIGN_OR_RETURN(ShardingPlan plan, ShardingPlan::Create(config, formats, {1, 3}));
+//   TensorSlice q = plan.Slice(TensorRole::kQ);   // rows [3 heads * hd, 6 heads * hd)
+//
+//   role                 kind         split                          after it
+//   q, k, v              column       output rows, whole heads       -
+//   gate, up             column       output rows                    -
+//   o, down              row          input columns                  a reduction each
+//   embedding, lm_head   vocab        rows, ceil(V / W) per rank     embedding: all-reduce
+//                                     (a multiple of the fp8 tile)   lm_head: all-gather
+//   norms                replicated   -                              -
+// Rank r holds query heads [r*H/W, (r+1)*H/W) and KV heads [r*KV/W, (r+1)*KV/W): with
+// H % W == 0 and KV % W == 0 each KV group stays on the rank of its query heads. The last
+// ranks may hold fewer vocab rows (or none): the others' padding.
+// A quantization block (GGML block, int4 group, fp8 tile) never straddles two ranks: a degree
+// that would split one is refused with the numbers.
+// Thread-compatible value type.
+#ifndef TPSERVE_MODEL_SHARDING_H_
+#define TPSERVE_MODEL_SHARDING_H_
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/weight_formats.h"
+
+namespace tpserve {
+
+enum class ShardKind : uint8_t { kColumn, kRow, kVocab, kReplicated };
+ShardKind ShardKindFor(TensorRole role);
+std::string_view ShardKindName(ShardKind kind);
+
+// Unsharded [rows, cols] of one tensor of `role` (norms are [1, hidden]).
+std::array<int64_t, 2> FullShape(const LlamaConfig& config, TensorRole role);
+
+// Tensor-parallel degrees that split heads, KV heads and the FFN evenly.
+std::vector<int> ValidTpDegrees(const LlamaConfig& config);
+
+// INVALID_ARGUMENT when tp < 1 or does not divide num_heads, num_kv_heads or
+// intermediate_size (naming which, and listing the valid degrees).
+absl::Status ValidateTpDegree(const LlamaConfig& config, int tp);
+
+struct ShardSpec {
+  int rank = 0;
+  int world_size = 1;
+};
+
+// Rows [row_begin, row_begin + num_rows) and columns [col_begin, col_begin + num_cols) of the
+// full [rows, cols] matrix.
+struct TensorSlice {
+  int64_t row_begin = 0;
+  int64_t num_rows = 0;
+  int64_t col_begin = 0;
+  int64_t num_cols = 0;
+  friend bool operator==(const TensorSlice&, const TensorSlice&) = default;
+};
+
+class ShardingPlan {
+ public:
+  // INVALID_ARGUMENT naming the bound when world_size < 1, rank is outside [0, world_size), a
+  // dimension does not split evenly, or a split would cut a quantization block of `formats`
+  // (naming tensor, dimension, block and the degrees that work).
+  static absl::StatusOr<ShardingPlan> Create(const LlamaConfig& config,
+                                             const WeightFormats& formats, ShardSpec shard);
+
+  ShardSpec shard() const { return shard_; }
+  int64_t first_head() const { return shard_.rank * num_local_heads_; }
+  int64_t num_local_heads() const { return num_local_heads_; }
+  int64_t first_kv_head() const { return shard_.rank * num_local_kv_heads_; }
+  int64_t num_local_kv_heads() const { return num_local_kv_heads_; }
+  int64_t first_ffn_row() const { return shard_.rank * local_intermediate_size_; }
+  int64_t local_intermediate_size() const { return local_intermediate_size_; }
+  // Vocab rows are vocab_rows_per_rank() per rank; the last ranks may hold fewer (or none).
+  int64_t vocab_rows_per_rank() const { return vocab_rows_per_rank_; }
+  int64_t first_vocab_row() const { return first_vocab_row_; }
+  int64_t num_local_vocab_rows() const { return num_local_vocab_rows_; }
+
+  // This rank's slice of the full matrix of `role`.
+  TensorSlice Slice(TensorRole role) const;
+
+ private:
+  LlamaConfig config_;
+  ShardSpec shard_;
+  int64_t num_local_heads_ = 0;
+  int64_t num_local_kv_heads_ = 0;
+  int64_t local_intermediate_size_ = 0;
+  int64_t vocab_rows_per_rank_ = 0;
+  int64_t first_vocab_row_ = 0;
+  int64_t num_local_vocab_rows_ = 0;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_MODEL_SHARDING_H_

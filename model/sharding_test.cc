@@ -1,0 +1,121 @@
+#include "model/sharding.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace tpserve {
+namespace {
+
+LlamaConfig SmolLm2Shapes() {
+  LlamaConfig c;
+  c.vocab_size = 49152;
+  c.hidden_size = 576;
+  c.intermediate_size = 1536;
+  c.num_layers = 30;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.head_dim = 64;
+  return c;
+}
+
+WeightFormats Formats(std::string_view preset) { return *WeightFormatsPreset(preset); }
+
+TEST(ShardingPlanTest, KvGroupsStayWithTheirQueryHeads) {
+  for (int rank = 0; rank < 3; ++rank) {
+    absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(SmolLm2Shapes(), Formats("q4_1"),
+                                                          {rank, 3});
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->num_local_heads(), 3);
+    EXPECT_EQ(p->first_head(), 3 * rank);
+    EXPECT_EQ(p->num_local_kv_heads(), 1);
+    EXPECT_EQ(p->first_kv_head(), rank);
+    // Query head h uses KV head h / 3: the rank's heads map exactly onto its KV head.
+    EXPECT_EQ(p->first_head() / 3, p->first_kv_head());
+    EXPECT_EQ(p->local_intermediate_size(), 512);
+    EXPECT_EQ(p->first_ffn_row(), 512 * rank);
+    EXPECT_EQ(p->vocab_rows_per_rank(), 16384);
+  }
+}
+
+TEST(ShardingPlanTest, SlicesFollowTheMegatronTable) {
+  const ShardingPlan p = *ShardingPlan::Create(SmolLm2Shapes(), Formats("f32"), {1, 3});
+  EXPECT_EQ(p.Slice(TensorRole::kQ), (TensorSlice{192, 192, 0, 576}));  // heads 3..5 of 64
+  EXPECT_EQ(p.Slice(TensorRole::kK), (TensorSlice{64, 64, 0, 576}));    // KV head 1
+  EXPECT_EQ(p.Slice(TensorRole::kO), (TensorSlice{0, 576, 192, 192}));  // row-parallel
+  EXPECT_EQ(p.Slice(TensorRole::kGate), (TensorSlice{512, 512, 0, 576}));
+  EXPECT_EQ(p.Slice(TensorRole::kDown), (TensorSlice{0, 576, 512, 512}));
+  EXPECT_EQ(p.Slice(TensorRole::kEmbedding), (TensorSlice{16384, 16384, 0, 576}));
+  EXPECT_EQ(p.Slice(TensorRole::kAttnNorm), (TensorSlice{0, 1, 0, 576}));  // replicated
+}
+
+TEST(ShardingPlanTest, UnevenVocabLeavesTheLastRanksShort) {
+  LlamaConfig c = SmolLm2Shapes();
+  c.vocab_size = 99;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  const ShardingPlan last = *ShardingPlan::Create(c, Formats("f32"), {3, 4});
+  EXPECT_EQ(last.vocab_rows_per_rank(), 25);
+  EXPECT_EQ(last.first_vocab_row(), 75);
+  EXPECT_EQ(last.num_local_vocab_rows(), 24);
+}
+
+TEST(ShardingPlanTest, Fp8TilesRoundTheVocabShareUpToWholeTiles) {
+  LlamaConfig c = SmolLm2Shapes();
+  c.vocab_size = 1000;
+  WeightFormats f = Formats("f32");
+  f[TensorRole::kEmbedding] = TensorFormat::Of(FormatKind::kFp8Block128);
+  const ShardingPlan p = *ShardingPlan::Create(c, f, {2, 3});
+  EXPECT_EQ(p.vocab_rows_per_rank(), 384);  // ceil(1000 / (3 * 128)) tiles of 128 each
+  EXPECT_EQ(p.first_vocab_row(), 768);
+  EXPECT_EQ(p.num_local_vocab_rows(), 232);
+}
+
+TEST(ShardingPlanTest, RejectsIndivisibleShapesNamingTheField) {
+  absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(SmolLm2Shapes(), Formats("f32"), {0, 2});
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("num_heads = 9"), std::string::npos) << p.status();
+  EXPECT_NE(p.status().message().find("valid degrees"), std::string::npos) << p.status();
+  LlamaConfig c = SmolLm2Shapes();
+  c.num_heads = 12;
+  p = ShardingPlan::Create(c, Formats("f32"), {0, 4});  // 12 % 4 == 0 but 3 KV heads do not
+  EXPECT_NE(p.status().message().find("num_kv_heads = 3"), std::string::npos) << p.status();
+  c = SmolLm2Shapes();
+  c.intermediate_size = 1537;
+  p = ShardingPlan::Create(c, Formats("f32"), {0, 3});
+  EXPECT_NE(p.status().message().find("intermediate_size = 1537"), std::string::npos)
+      << p.status();
+  p = ShardingPlan::Create(SmolLm2Shapes(), Formats("f32"), {3, 3});
+  EXPECT_NE(p.status().message().find("rank = 3 is outside [0, 3)"), std::string::npos);
+}
+
+TEST(ShardingPlanTest, RefusesADegreeThatSplitsAQuantizationGroupWithTheNumbers) {
+  LlamaConfig c = SmolLm2Shapes();
+  c.hidden_size = 1024;
+  c.num_heads = 16;
+  c.num_kv_heads = 4;
+  c.intermediate_size = 2816;  // 22 groups of 128: whole at tp 2, not at tp 4
+  absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(c, Formats("int4-g128"), {0, 4});
+  ASSERT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("down is row-parallel: its input dim 2816 / tp 4 = 704 is "
+                                       "not a multiple of the int4-g128 block of 128 values"),
+            std::string::npos)
+      << p.status();
+  EXPECT_NE(p.status().message().find("degrees that keep every block on one rank: 1, 2"),
+            std::string::npos)
+      << p.status();
+  EXPECT_TRUE(ShardingPlan::Create(c, Formats("int4-g128"), {1, 2}).ok());
+  EXPECT_TRUE(ShardingPlan::Create(c, Formats("int4-g64"), {3, 4}).ok());
+}
+
+TEST(ShardingPlanTest, ValidDegreesDivideHeadsKvHeadsAndTheFfn) {
+  LlamaConfig c = SmolLm2Shapes();
+  EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 3}));
+  c.num_heads = 128;
+  c.num_kv_heads = 8;
+  c.intermediate_size = 53248;
+  EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 2, 4, 8}));
+}
+
+}  // namespace
+}  // namespace tpserve

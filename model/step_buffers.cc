@@ -1,0 +1,43 @@
+#include "model/step_buffers.h"
+
+#include <algorithm>
+
+namespace tpserve {
+namespace {
+constexpr int64_t kF32 = 4;
+}  // namespace
+
+int64_t StepBufferSizes::Total() const {
+  return residual + normed + proj + q + k + v + attn + gate + up + partials + all_partials +
+         logits_local + logits_gathered;
+}
+
+int64_t ReductionChunks(const LlamaConfig& c, const ShardingPlan& p, int64_t input_block_values) {
+  const int64_t g = c.num_kv_heads;
+  const int64_t block = std::max<int64_t>(32, input_block_values);
+  const bool aligned = c.intermediate_size % g == 0 && (c.num_heads / g * c.head_dim) % block == 0 &&
+                       (c.intermediate_size / g) % block == 0;
+  return aligned ? g : p.shard().world_size;
+}
+
+StepBufferSizes StepBuffersFor(const LlamaConfig& c, const ShardingPlan& p, int64_t t,
+                               int64_t logit_rows, int64_t a, int64_t chunks) {
+  const int64_t world = p.shard().world_size;
+  StepBufferSizes s;
+  s.residual = s.normed = s.proj = t * c.hidden_size * a;
+  s.q = s.attn = t * p.num_local_heads() * c.head_dim * a;
+  s.k = s.v = t * p.num_local_kv_heads() * c.head_dim * a;
+  s.gate = s.up = t * p.local_intermediate_size() * a;
+  s.partials = chunks > 1 ? chunks / world * t * c.hidden_size * kF32 : 0;
+  s.all_partials = world > 1 ? chunks * t * c.hidden_size * kF32 : 0;
+  s.logits_local = logit_rows * p.vocab_rows_per_rank() * kF32;
+  s.logits_gathered = world > 1 ? world * logit_rows * p.vocab_rows_per_rank() * kF32 : 0;
+  return s;
+}
+
+int64_t KvBytesPerToken(int64_t num_layers, int64_t local_kv_heads, int64_t head_dim,
+                        DType kv_dtype) {
+  return 2 * num_layers * local_kv_heads * head_dim * BlockBytes(kv_dtype);
+}
+
+}  // namespace tpserve

@@ -1,0 +1,65 @@
+// The bytes of every buffer one rank allocates for a step, computed in one place: the model
+// allocates exactly these (worker/llama_model.cc) and the memory plan counts exactly these
+// (planner/memory_plan.cc), so the plan cannot drift from the engine.
+//
+//   const StepBufferSizes s = StepBuffersFor(config, plan, 512, 8, /*activation_bytes=*/4);
+//   s.Total();  // bytes of the workspace
+//
+// Per rank (T = max step tokens, S = max logit rows, a = activation bytes, W = world size,
+// C = reduction chunks, Vr = vocab rows per rank):
+//   residual, normed, proj   T * hidden * a           each
+//   q, attn                  T * local_heads * hd * a each
+//   k, v                     T * local_kv_heads * hd * a
+//   gate, up                 T * local_ffn * a        each
+//   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32)
+//   all_partials             C * T * hidden * 4       gathered chunks (W > 1)
+//   logits_local             S * Vr * 4               this rank's LM head rows (f32)
+//   logits_gathered          W * S * Vr * 4           all ranks' (W > 1)
+// Thread-safe: pure functions.
+#ifndef TPSERVE_MODEL_STEP_BUFFERS_H_
+#define TPSERVE_MODEL_STEP_BUFFERS_H_
+
+#include <cstdint>
+
+#include "formats/dtype.h"
+#include "model/config.h"
+#include "model/sharding.h"
+
+namespace tpserve {
+
+struct StepBufferSizes {
+  int64_t residual = 0;
+  int64_t normed = 0;
+  int64_t proj = 0;
+  int64_t q = 0;
+  int64_t k = 0;
+  int64_t v = 0;
+  int64_t attn = 0;
+  int64_t gate = 0;
+  int64_t up = 0;
+  int64_t partials = 0;
+  int64_t all_partials = 0;
+  int64_t logits_local = 0;
+  int64_t logits_gathered = 0;
+
+  int64_t Total() const;
+};
+
+// Row-parallel layers (o, down) reduce over their input dimension in the same chunks at every
+// tensor-parallel degree, one per KV-head group, so that every degree gives the same floats
+// (docs/ARCHITECTURE.md); one chunk per rank when a group would split a quantization block.
+int64_t ReductionChunks(const LlamaConfig& config, const ShardingPlan& plan,
+                        int64_t input_block_values);
+
+StepBufferSizes StepBuffersFor(const LlamaConfig& config, const ShardingPlan& plan,
+                               int64_t max_step_tokens, int64_t max_logit_rows,
+                               int64_t activation_bytes, int64_t reduction_chunks);
+
+// KV cache bytes per token on one rank: K and V of `num_layers` layers of `local_kv_heads`
+// heads of head_dim elements of `kv_dtype`.
+int64_t KvBytesPerToken(int64_t num_layers, int64_t local_kv_heads, int64_t head_dim,
+                        DType kv_dtype);
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_MODEL_STEP_BUFFERS_H_

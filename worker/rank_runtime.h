@@ -1,0 +1,74 @@
+// Everything one tensor-parallel rank runs with: its compute backend, its communicator, its
+// slice of the model and its slice of the paged KV cache, built by one factory from one set of
+// options. The worker process (WorkerService) and the in-process executor (LocalExecutor) both
+// hold RankRuntimes, so neither assembles a rank by hand.
+//
+//   RankRuntimeOptions o;
+//   o.backend = {.kind = BackendKind::kCpu, .num_threads = 2};
+//   o.comm = {.kind = CommunicatorKind::kGloo, .rank = 1, .world_size = 2, ...};
+//   o.num_kv_blocks = 512;
+//   TP_ASSIGN_OR_RETURN(auto rank, RankRuntime::Create(config, weights, o));
+//   TP_RETURN_IF_ERROR(rank->Step(batch, logits.data()));
+//
+// Create blocks until the communicator has joined its peers. Threading: Step is not
+// reentrant; one step at a time per runtime (ranks of a group run their steps concurrently).
+#ifndef TPSERVE_WORKER_RANK_RUNTIME_H_
+#define TPSERVE_WORKER_RANK_RUNTIME_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "formats/weight_source.h"
+#include "kernels/backend.h"
+#include "kernels/backend_factory.h"
+#include "model/config.h"
+#include "worker/comm/communicator_factory.h"
+#include "worker/kv_cache.h"
+#include "worker/llama_model.h"
+#include "worker/timed_communicator.h"
+
+namespace tpserve {
+
+struct RankRuntimeOptions {
+  BackendOptions backend;
+  CommunicatorOptions comm;  // rank and world_size are the rank's shard too
+  LlamaLoadOptions load;
+  int64_t num_kv_blocks = 0;
+  int64_t block_size_tokens = 16;
+  DType kv_dtype = DType::kF16;
+};
+
+class RankRuntime {
+ public:
+  // The backend's, communicator's, loader's and KV cache's errors, prefixed with the rank.
+  static absl::StatusOr<std::unique_ptr<RankRuntime>> Create(
+      const LlamaConfig& config, std::shared_ptr<const WeightSource> weights,
+      const RankRuntimeOptions& options);
+  ~RankRuntime();
+
+  // One forward step; writes logits [NumLogitRows(batch), vocab] to host memory `logits`.
+  absl::Status Step(const StepBatch& batch, float* logits);
+
+  int rank() const { return rank_; }
+  Backend& backend() { return *backend_; }
+  TimedCommunicator& comm() { return *comm_; }
+  LlamaModel& model() { return *model_; }
+  KvCache& cache() { return *cache_; }
+  MemoryFootprint footprint() const { return model_->footprint(); }
+  int64_t kv_cache_bytes() const { return cache_->bytes(); }
+
+ private:
+  RankRuntime() = default;
+
+  int rank_ = 0;
+  std::shared_ptr<const WeightSource> weights_;  // views into it outlive nothing
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<TimedCommunicator> comm_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<KvCache> cache_;
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_WORKER_RANK_RUNTIME_H_
