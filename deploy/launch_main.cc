@@ -20,8 +20,6 @@
 #include <thread>
 #include <vector>
 
-#include <cuda_runtime_api.h>
-
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -33,6 +31,7 @@
 #include "coordinator/remote_executor.h"
 #include "deploy/cluster_plan.h"
 #include "deploy/stream_client.h"
+#include "kernels/backend_factory.h"
 #include "model/sharding.h"
 #include "worker/worker_service.h"
 
@@ -127,12 +126,11 @@ void StopChildren(const std::vector<pid_t>& pids) {
 }
 
 int CheckGpus(int gpus) {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count < gpus) {
-    const std::string why =
-        err != cudaSuccess ? absl::StrCat("cudaGetDeviceCount failed: ", cudaGetErrorString(err))
-                           : absl::StrCat("found ", count, " CUDA device(s)");
+  const absl::StatusOr<int> devices = CudaDevices();
+  const int count = devices.ok() ? *devices : 0;
+  if (!devices.ok() || count < gpus) {
+    const std::string why = !devices.ok() ? std::string(devices.status().message())
+                                          : absl::StrCat("found ", count, " CUDA device(s)");
     return Fail(absl::StrCat("--gpus=", gpus, " needs ", gpus, " CUDA devices on this machine; ",
                              why, ". Run on CPU ranks with --ranks=N instead."),
                 2);

@@ -5,11 +5,20 @@
 
 #if TPSERVE_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_device.h"
 #endif
 
 namespace tpserve {
 
 bool CudaBackendBuilt() { return TPSERVE_WITH_CUDA != 0; }
+
+absl::StatusOr<int> CudaDevices() {
+#if TPSERVE_WITH_CUDA
+  return CudaDeviceCount();
+#else
+  return absl::UnimplementedError("this build has no CUDA (built without the CUDA toolkit)");
+#endif
+}
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   switch (options.kind) {

@@ -30,6 +30,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
 // Whether this binary was built with the CUDA backend.
 bool CudaBackendBuilt();
 
+// Visible CUDA devices. UNIMPLEMENTED in a build without CUDA; FAILED_PRECONDITION naming the
+// CUDA error when the runtime cannot answer (no driver).
+absl::StatusOr<int> CudaDevices();
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_KERNELS_BACKEND_FACTORY_H_

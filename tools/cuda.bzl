@@ -1,5 +1,34 @@
-"""cuda_library: compile .cu files with nvcc (one genrule per file) and wrap the objects in a
-cc_library, so plain cc_library/cc_binary/cc_test targets can depend on it."""
+"""CUDA in Bazel, optional: cuda_library compiles .cu files with nvcc (one genrule per file) and
+wraps the objects in a cc_library; cuda_cc_library and cuda_cc_test are plain C++ targets that
+include CUDA headers. In a build without the toolkit (@cuda's CUDA_AVAILABLE is False) the
+libraries are empty and the tests do not exist, so `bazel build //...` needs no CUDA; code that
+can run either way checks the TPSERVE_WITH_CUDA define that if_cuda() sets."""
+
+load("@cuda//:defs.bzl", "CUDA_AVAILABLE")
+
+def if_cuda(with_cuda, without_cuda = []):
+    """`with_cuda` in builds that have the CUDA toolkit, else `without_cuda`."""
+    return with_cuda if CUDA_AVAILABLE else without_cuda
+
+# local_defines for code with an optional CUDA path.
+CUDA_DEFINES = ["TPSERVE_WITH_CUDA=1"] if CUDA_AVAILABLE else ["TPSERVE_WITH_CUDA=0"]
+
+def cuda_cc_library(name, **kwargs):
+    """A cc_library that needs CUDA headers or libraries; empty without the toolkit."""
+    if CUDA_AVAILABLE:
+        native.cc_library(name = name, **kwargs)
+    else:
+        native.cc_library(name = name, visibility = kwargs.get("visibility"))
+
+def cuda_cc_test(name, **kwargs):
+    """A cc_test of CUDA code; absent without the toolkit (nothing to test)."""
+    if CUDA_AVAILABLE:
+        native.cc_test(name = name, **kwargs)
+
+def cuda_cc_binary(name, **kwargs):
+    """A cc_binary of CUDA code; absent without the toolkit."""
+    if CUDA_AVAILABLE:
+        native.cc_binary(name = name, **kwargs)
 
 CUDA_GENCODE = [
     "-gencode=arch=compute_90a,code=sm_90a",  # H100/H200 SASS incl. arch-specific (wgmma/TMA) features
@@ -28,7 +57,11 @@ def cuda_library(
     """srcs: .cu files (nvcc) and optionally .cc/.h (plain C++, compiled by Bazel's g++).
     hdrs: public headers (should be plain C++ so non-CUDA targets can include them).
     nvcc_inputs: extra files nvcc may #include (a genrule cannot see headers of cc deps).
+    Without the toolkit: an empty cc_library.
     """
+    if not CUDA_AVAILABLE:
+        native.cc_library(name = name, visibility = visibility)
+        return
     cu_srcs = [s for s in srcs if s.endswith(".cu")]
     other_srcs = [s for s in srcs if not s.endswith(".cu")]
     cu_hdrs = [s for s in hdrs + other_srcs if s.endswith((".h", ".cuh", ".hpp"))]

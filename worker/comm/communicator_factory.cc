@@ -6,7 +6,9 @@
 #include "base/status_macros.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "worker/comm/gloo_communicator.h"
+#if TPSERVE_WITH_CUDA
 #include "worker/comm/nccl_communicator.h"
+#endif
 
 namespace tpserve {
 namespace {
@@ -64,6 +66,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(const CommunicatorOptions
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(const CommunicatorOptions& options) {
+#if !TPSERVE_WITH_CUDA
+  return absl::UnimplementedError(
+      "this build has no NCCL: build with the CUDA toolkit present to run GPU ranks");
+#else
   NcclOptions nccl_options;
   nccl_options.rank = options.rank;
   nccl_options.world_size = options.world_size;
@@ -73,6 +79,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(const CommunicatorOptions
   TP_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
                       NcclCommunicator::Create(nccl_options));
   return std::unique_ptr<Communicator>(std::move(comm));
+#endif
 }
 
 }  // namespace

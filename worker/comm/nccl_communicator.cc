@@ -13,12 +13,6 @@
 
 namespace tpserve {
 
-absl::StatusOr<int> CudaDeviceCount() {
-  int count = 0;
-  TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaGetDeviceCount(&count)));
-  return count;
-}
-
 absl::StatusOr<std::string> NewNcclUniqueId() {
   static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes);
   ncclUniqueId id;

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "kernels/cuda/cuda_device.h"
 #include "worker/comm/communicator.h"
 
 // Opaque CUDA/NCCL handles, so this header needs no CUDA include.
@@ -43,9 +44,6 @@ struct NcclOptions {
   absl::Duration timeout = absl::Seconds(30);
 };
 
-// Number of visible CUDA devices. An error (e.g. FAILED_PRECONDITION "insufficient driver" on
-// a machine without a GPU driver) means there is none to use.
-absl::StatusOr<int> CudaDeviceCount();
 
 // A fresh NCCL unique id (ncclGetUniqueId) as kNcclUniqueIdBytes bytes.
 absl::StatusOr<std::string> NewNcclUniqueId();
