@@ -7,6 +7,8 @@
 // Quantized weights: x is quantized once per call into 8-bit blocks (Q8Block) and each tile
 // multiplies one unpacked weight row against up to kMaxDotRows activation rows at a time, so
 // prefill re-uses both the quantized activations and each unpacked weight block.
+// Every GGML block type (Q8_0/Q4_0/Q4_1 blocks of 32, Q4_K/Q5_K/Q6_K super-blocks of 256)
+// multiplies against the same Q8 blocks of 32; a super-block spans 8 of them.
 // Float weights (F32/F16/BF16/F8E4M3): each weight row is widened to f32 once per tile.
 // Threading: not thread-safe (owns scratch buffers); one Run at a time.
 #ifndef TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
@@ -33,7 +35,7 @@ class CpuMatMul {
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
   // y[c] = x[:, chunk c] * W[:, chunk c]^T, y [num_chunks, m, w.rows]. Each chunk's floats are
   // exactly what Run gives for that chunk alone (same dot calls), in one parallel pass.
-  // REQUIRES: as Run, and (w.cols / num_chunks) % BlockElems == 0.
+  // REQUIRES: as Run, and (w.cols / num_chunks) % BlockElems == 0 (256 for the K-quants).
   void Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks, float* y);
 
  private:
