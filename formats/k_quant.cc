@@ -37,15 +37,6 @@ void DequantizeScaleMinBlock(const uint8_t* block, float* dst, ValueFn value) {
 
 }  // namespace
 
-void UnpackKScaleMins(const uint8_t* packed, uint8_t scales[8], uint8_t mins[8]) {
-  for (int j = 0; j < 4; ++j) {
-    scales[j] = packed[j] & 0x3F;
-    mins[j] = packed[j + 4] & 0x3F;
-    scales[j + 4] = static_cast<uint8_t>((packed[j + 8] & 0x0F) | ((packed[j] >> 2) & 0x30));
-    mins[j + 4] = static_cast<uint8_t>((packed[j + 8] >> 4) | ((packed[j + 4] >> 2) & 0x30));
-  }
-}
-
 void PackKScaleMins(const uint8_t scales[8], const uint8_t mins[8], uint8_t* packed) {
   for (int j = 0; j < 4; ++j) {
     packed[j] = static_cast<uint8_t>(scales[j] | ((scales[j + 4] & 0x30) << 2));

@@ -29,9 +29,14 @@
 #ifndef TPSERVE_FORMATS_K_QUANT_H_
 #define TPSERVE_FORMATS_K_QUANT_H_
 
+#include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace tpserve {
+
+static_assert(std::endian::native == std::endian::little,
+              "the K-quant scale words are unpacked as little-endian uint32");
 
 inline constexpr int kKQuantBlockElems = 256;
 inline constexpr int kKQuantSubBlockElems = 32;  // Q4_K / Q5_K scale groups; one Q8 block each
@@ -52,7 +57,21 @@ inline constexpr int kQ6_KScalesOffset = 192;
 inline constexpr int kQ6_KDOffset = 208;
 
 // The 12 packed scale bytes of a Q4_K/Q5_K super-block -> 8 scales and 8 mins, each 0..63.
-void UnpackKScaleMins(const uint8_t* packed, uint8_t scales[8], uint8_t mins[8]);
+// Inline (the dot kernels call it once per super-block): four bytes at a time, each 32-bit word
+// read little-endian, so byte j of a word is sub-block j (or j + 4).
+inline void UnpackKScaleMins(const uint8_t* packed, uint8_t scales[8], uint8_t mins[8]) {
+  uint32_t word[3];
+  std::memcpy(word, packed, sizeof(word));
+  const uint32_t scales_lo = word[0] & 0x3F3F3F3Fu;
+  const uint32_t mins_lo = word[1] & 0x3F3F3F3Fu;
+  // Bits 6..7 of bytes 0..3 (4..7) become bits 4..5 of scales (mins) 4..7.
+  const uint32_t scales_hi = (word[2] & 0x0F0F0F0Fu) | ((word[0] >> 2) & 0x30303030u);
+  const uint32_t mins_hi = ((word[2] >> 4) & 0x0F0F0F0Fu) | ((word[1] >> 2) & 0x30303030u);
+  std::memcpy(scales, &scales_lo, 4);
+  std::memcpy(scales + 4, &scales_hi, 4);
+  std::memcpy(mins, &mins_lo, 4);
+  std::memcpy(mins + 4, &mins_hi, 4);
+}
 // The inverse. REQUIRES: every scale and min <= 63.
 void PackKScaleMins(const uint8_t scales[8], const uint8_t mins[8], uint8_t* packed);
 

@@ -45,6 +45,12 @@ TEST(KQuantTest, ScaleMinPackingPlacesEachBit) {
   PackKScaleMins(scales, mins, packed);
   const uint8_t want[12] = {1, 2 | 0xC0, 3, 4, 5, 6 | 0x80, 7, 8, 0, 0x65, 0, 0};
   for (int i = 0; i < 12; ++i) EXPECT_EQ(packed[i], want[i]) << i;
+  uint8_t got_scales[8], got_mins[8];
+  UnpackKScaleMins(want, got_scales, got_mins);
+  for (int j = 0; j < 8; ++j) {
+    EXPECT_EQ(got_scales[j], scales[j]) << j;
+    EXPECT_EQ(got_mins[j], mins[j]) << j;
+  }
 }
 
 TEST(KQuantTest, ScaleMinPackingRoundTripsEveryByte) {

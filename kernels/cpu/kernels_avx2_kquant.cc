@@ -1,8 +1,10 @@
 // AVX2 dot products of K-quant weight rows (Q4_K, Q5_K, Q6_K; layout: formats/k_quant.h) with
 // Q8 activation blocks. Each super-block is unpacked once into eight 32-byte vectors of levels,
-// one per 32-value sub-block, and multiplied against up to kMaxDotRows activation rows. Every
-// integer sum is exact (the same integers as the scalar reference); only the float
-// accumulation order differs. Compiled for AVX2 + FMA + F16C via the pragma below.
+// one per 32-value sub-block, and multiplied against up to kMaxDotRows activation rows; the
+// eight sub-block sums of a row land in the lanes of one vector, which takes the activation
+// scales in one multiply-add. Every integer sum is exact (the same integers as the scalar
+// reference); only the float operation order differs. Compiled for AVX2 + FMA + F16C via the
+// pragma below.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -19,20 +21,35 @@
 namespace tpserve::avx2_internal {
 namespace {
 
-static_assert(sizeof(Q8Block) % sizeof(float) == 0, "Q8Block fields are gathered as 32-bit words");
-
-// Gather indices (in 32-bit words) of one field in 8 consecutive Q8Blocks. A function, not a
-// global: a global's initializer would run AVX2 code at start-up on every CPU.
-__m256i BlockStrideWords() {
-  constexpr int kWords = sizeof(Q8Block) / sizeof(float);
-  return _mm256_setr_epi32(0, kWords, 2 * kWords, 3 * kWords, 4 * kWords, 5 * kWords,
-                           6 * kWords, 7 * kWords);
+// 32 unsigned levels u times signed activations s: 8 exact int32 partial sums, lanes 0..3 from
+// elements 0..15 and lanes 4..7 from elements 16..31. |u * s| pair sums stay below 2^15.
+__m256i DotU8I8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
-// 32 unsigned levels u times signed activations s, summed in pairs and then weighted by the
-// 16-bit `scale16` lanes: 8 exact int32 partial sums. |u * s| pair sums stay below 2^15.
-__m256i ScaledDotU8I8(__m256i u, __m256i s, __m256i scale16) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16);
+// Partial sums of four blocks -> per 128-bit half, one lane per block:
+// [v0 lo, v1 lo, v2 lo, v3 lo | v0 hi, v1 hi, v2 hi, v3 hi], lo/hi = elements 0..15 / 16..31.
+__m256i HalfSums(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+}
+
+// HalfSums of blocks 0..3 and 4..7 -> lane j: the whole sum of block j.
+__m256i BlockSums(__m256i half_sums_0123, __m256i half_sums_4567) {
+  return _mm256_add_epi32(_mm256_permute2x128_si256(half_sums_0123, half_sums_4567, 0x20),
+                          _mm256_permute2x128_si256(half_sums_0123, half_sums_4567, 0x31));
+}
+
+// d and exact sum(q) of the 8 activation blocks of one super-block, lane j = block j.
+__m256 BlockScales(const Q8Block* xb) {
+  return _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
+}
+__m256i BlockQSums(const Q8Block* xb) {
+  return _mm256_setr_epi32(xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum,
+                           xb[6].sum, xb[7].sum);
+}
+
+__m256i LoadU8x8AsI32(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
 // Levels 0..15 (Q4_K) or 0..31 (Q5_K) of the eight sub-blocks of one super-block.
@@ -49,12 +66,14 @@ void UnpackScaleMinLevels(const uint8_t* block, __m256i levels[8]) {
   if constexpr (kFiveBit) {
     const __m256i high_bits =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQ5_KQhOffset));
-    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      // Bit j of each byte, moved to bit 4; the 16-bit shifts never carry between bytes here.
-      const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(high_bits, _mm_cvtsi32_si128(j)), one);
-      levels[j] = _mm256_or_si256(levels[j], _mm256_slli_epi16(bit, 4));
+      // Bit j of each byte sits at bit 4 after shifting by 4 - j (the 16-bit shifts move
+      // bits across the byte boundary, but never into bit 4 of the other byte for j <= 7).
+      const __m256i aligned = j <= 4 ? _mm256_slli_epi16(high_bits, 4 - j)
+                                     : _mm256_srli_epi16(high_bits, j - 4);
+      levels[j] = _mm256_or_si256(levels[j], _mm256_and_si256(aligned, bit4));
     }
   }
 }
@@ -62,41 +81,37 @@ void UnpackScaleMinLevels(const uint8_t* block, __m256i levels[8]) {
 template <int NX, bool kFiveBit>
 void DotScaleMinKN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   constexpr int kBlockBytes = kFiveBit ? kQ5_KBlockBytes : kQ4_KBlockBytes;
-  __m256 acc[NX], acc_min[NX];
+  __m256 acc[NX];
 #pragma GCC unroll 4
-  for (int r = 0; r < NX; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    acc_min[r] = _mm256_setzero_ps();
-  }
+  for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* block = w + b * kBlockBytes;
-    const float d = LoadF16(block);
+    const __m256 d = _mm256_set1_ps(LoadF16(block));
     const __m256 dmin = _mm256_set1_ps(LoadF16(block + 2));
     uint8_t scales[8], mins[8];
     UnpackKScaleMins(block + kQ4_KScalesOffset, scales, mins);
+    const __m256i scales32 = LoadU8x8AsI32(scales);
+    const __m256i mins32 = LoadU8x8AsI32(mins);
     __m256i levels[8];
     UnpackScaleMinLevels<kFiveBit>(block, levels);
-    __m128i mins_u8;
-    std::memcpy(&mins_u8, mins, 8);
-    const __m256i mins32 = _mm256_cvtepu8_epi32(mins_u8);
 #pragma GCC unroll 4
     for (int r = 0; r < NX; ++r) {
       const Q8Block* xb = x[r] + 8 * b;
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const __m256i p = ScaledDotU8I8(levels[j], LoadQ(xb[j]), _mm256_set1_epi16(scales[j]));
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb[j].d), _mm256_cvtepi32_ps(p), acc[r]);
-      }
-      // Lane j: dx_j * (min_j * sum_j), the integer product exact (< 2^18).
-      const __m256 dx = _mm256_i32gather_ps(&xb->d, BlockStrideWords(), 4);
-      const __m256i sums =
-          _mm256_i32gather_epi32(reinterpret_cast<const int*>(&xb->sum), BlockStrideWords(), 4);
-      const __m256 min_sums = _mm256_cvtepi32_ps(_mm256_mullo_epi32(mins32, sums));
-      acc_min[r] = _mm256_fmadd_ps(dmin, _mm256_mul_ps(dx, min_sums), acc_min[r]);
+      const __m256i lo = HalfSums(
+          DotU8I8(levels[0], LoadQ(xb[0])), DotU8I8(levels[1], LoadQ(xb[1])),
+          DotU8I8(levels[2], LoadQ(xb[2])), DotU8I8(levels[3], LoadQ(xb[3])));
+      const __m256i hi = HalfSums(
+          DotU8I8(levels[4], LoadQ(xb[4])), DotU8I8(levels[5], LoadQ(xb[5])),
+          DotU8I8(levels[6], LoadQ(xb[6])), DotU8I8(levels[7], LoadQ(xb[7])));
+      // Lane j, exact integers: scale_j * sum(q * qx) (< 2^23) and min_j * sum(qx) (< 2^18).
+      const __m256 dots = _mm256_cvtepi32_ps(_mm256_mullo_epi32(scales32, BlockSums(lo, hi)));
+      const __m256 min_sums = _mm256_cvtepi32_ps(_mm256_mullo_epi32(mins32, BlockQSums(xb)));
+      const __m256 per_block = _mm256_fmsub_ps(d, dots, _mm256_mul_ps(dmin, min_sums));
+      acc[r] = _mm256_fmadd_ps(BlockScales(xb), per_block, acc[r]);
     }
   }
 #pragma GCC unroll 4
-  for (int r = 0; r < NX; ++r) out[r] = HorizontalSum(acc[r]) - HorizontalSum(acc_min[r]);
+  for (int r = 0; r < NX; ++r) out[r] = HorizontalSum(acc[r]);
 }
 
 // Q6_K values minus 32 (-32..31) of one super-block, one vector per Q8 block j: half h = j / 4,
@@ -126,6 +141,11 @@ void UnpackQ6KValues(const uint8_t* block, __m256i values[8]) {
   }
 }
 
+// |v| * (qx with v's sign) == v * qx; activations never hold -128, so the sign flip is exact.
+__m256i SignedDot(__m256i v, __m256i abs_v, __m256i qx) {
+  return DotU8I8(abs_v, _mm256_sign_epi8(qx, v));
+}
+
 template <int NX>
 void DotQ6_KN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   __m256 acc[NX];
@@ -133,26 +153,29 @@ void DotQ6_KN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
   for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* block = w + b * kQ6_KBlockBytes;
-    const float d = LoadF16(block + kQ6_KDOffset);
-    const auto* scales = reinterpret_cast<const int8_t*>(block + kQ6_KScalesOffset);
-    __m256i values[8], abs_values[8], scale16[8];
+    const __m256 d = _mm256_set1_ps(LoadF16(block + kQ6_KDOffset));
+    // The 16-value scales in HalfSums lane order: scale 2j (elements 0..15 of block j) in the
+    // low half, 2j + 1 in the high half.
+    const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6_KScalesOffset));
+    const __m128i even_odd = _mm_shuffle_epi8(
+        scales8, _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15));
+    const __m256i scales_0123 = _mm256_cvtepi8_epi32(even_odd);
+    const __m256i scales_4567 = _mm256_cvtepi8_epi32(_mm_srli_si128(even_odd, 8));
+    __m256i values[8], abs_values[8];
     UnpackQ6KValues(block, values);
-    for (int j = 0; j < 8; ++j) {
-      abs_values[j] = _mm256_sign_epi8(values[j], values[j]);
-      // Elements 0..15 of the block (low 128-bit lane) use scale 2j, 16..31 scale 2j + 1.
-      scale16[j] = _mm256_set_m128i(_mm_set1_epi16(scales[2 * j + 1]),
-                                    _mm_set1_epi16(scales[2 * j]));
-    }
+    for (int j = 0; j < 8; ++j) abs_values[j] = _mm256_sign_epi8(values[j], values[j]);
 #pragma GCC unroll 4
     for (int r = 0; r < NX; ++r) {
       const Q8Block* xb = x[r] + 8 * b;
+      __m256i dots[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        // |v| * (qx with v's sign) == v * qx; activations never hold -128, so no overflow.
-        const __m256i p = ScaledDotU8I8(abs_values[j], _mm256_sign_epi8(LoadQ(xb[j]), values[j]),
-                                        scale16[j]);
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb[j].d), _mm256_cvtepi32_ps(p), acc[r]);
-      }
+      for (int j = 0; j < 8; ++j) dots[j] = SignedDot(values[j], abs_values[j], LoadQ(xb[j]));
+      // Scaled per 16 values, then the two halves of each block added: lane j is the exact
+      // integer sum of block j (< 2^24).
+      const __m256i lo = _mm256_mullo_epi32(scales_0123, HalfSums(dots[0], dots[1], dots[2], dots[3]));
+      const __m256i hi = _mm256_mullo_epi32(scales_4567, HalfSums(dots[4], dots[5], dots[6], dots[7]));
+      const __m256 block_dots = _mm256_cvtepi32_ps(BlockSums(lo, hi));
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, BlockScales(xb)), block_dots, acc[r]);
     }
   }
 #pragma GCC unroll 4
