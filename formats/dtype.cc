@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 
+#include "formats/k_quant.h"
+
 namespace tpserve {
 namespace {
 
@@ -89,6 +91,12 @@ std::string_view DTypeName(DType t) {
       return "Q4_0";
     case DType::kQ4_1:
       return "Q4_1";
+    case DType::kQ4_K:
+      return "Q4_K";
+    case DType::kQ5_K:
+      return "Q5_K";
+    case DType::kQ6_K:
+      return "Q6_K";
   }
   return "UNKNOWN";
 }
@@ -99,6 +107,10 @@ int64_t BlockElems(DType t) {
     case DType::kQ4_0:
     case DType::kQ4_1:
       return kQBlockElems;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return kKQuantBlockElems;
     default:
       return 1;
   }
@@ -120,6 +132,12 @@ int64_t BlockBytes(DType t) {
       return kQ4_0BlockBytes;
     case DType::kQ4_1:
       return kQ4_1BlockBytes;
+    case DType::kQ4_K:
+      return kQ4_KBlockBytes;
+    case DType::kQ5_K:
+      return kQ5_KBlockBytes;
+    case DType::kQ6_K:
+      return kQ6_KBlockBytes;
   }
   return 0;
 }
@@ -156,6 +174,15 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
       return;
     case DType::kQ4_1:
       DequantizeQ4_1(bytes, dst, n / kQBlockElems);
+      return;
+    case DType::kQ4_K:
+      DequantizeQ4_K(bytes, dst, n / kKQuantBlockElems);
+      return;
+    case DType::kQ5_K:
+      DequantizeQ5_K(bytes, dst, n / kKQuantBlockElems);
+      return;
+    case DType::kQ6_K:
+      DequantizeQ6_K(bytes, dst, n / kKQuantBlockElems);
       return;
   }
 }

@@ -1,6 +1,7 @@
 // Element types of weight tensors as they sit in checkpoint files, and their byte sizes.
 //
 //   int64_t bytes = RowBytes(DType::kQ4_1, 4096);   // 4096 / 32 blocks * 20 bytes
+//                                                   // (K-quants: 4096 / 256 super-blocks)
 //   DequantizeRow(DType::kQ4_1, row_ptr, out, 4096);
 //
 // Quantized types store blocks along the innermost (contiguous) dimension; a row length must be
@@ -22,6 +23,10 @@ enum class DType : uint8_t {
   kQ8_0,    // GGML: 32 elems, fp16 scale d, int8 q[32]; x = d * q.                 34 bytes
   kQ4_0,    // GGML: 32 elems, fp16 d, 16 bytes of nibbles; x = d * (q - 8).         18 bytes
   kQ4_1,    // GGML: 32 elems, fp16 d, fp16 m, 16 bytes of nibbles; x = d * q + m.   20 bytes
+  // GGML K-quants: super-blocks of 256 elems with per-sub-block scales (layout: k_quant.h).
+  kQ4_K,  // 8 x 32: fp16 d, dmin, 6-bit scales/mins, nibbles; x = d*s*q - dmin*m.  144 bytes
+  kQ5_K,  // as Q4_K plus one high bit per element; q in 0..31.                       176 bytes
+  kQ6_K,  // 16 x 16: 6-bit q, int8 scales, fp16 d; x = d * s * (q - 32).             210 bytes
 };
 
 std::string_view DTypeName(DType t);

@@ -13,8 +13,8 @@ constexpr GgmlTypeInfo kGgmlTypes[] = {
     {6, "Q5_0", 32, 22, std::nullopt},      {7, "Q5_1", 32, 24, std::nullopt},
     {8, "Q8_0", 32, 34, DType::kQ8_0},      {9, "Q8_1", 32, 40, std::nullopt},
     {10, "Q2_K", 256, 84, std::nullopt},    {11, "Q3_K", 256, 110, std::nullopt},
-    {12, "Q4_K", 256, 144, std::nullopt},   {13, "Q5_K", 256, 176, std::nullopt},
-    {14, "Q6_K", 256, 210, std::nullopt},   {15, "Q8_K", 256, 292, std::nullopt},
+    {12, "Q4_K", 256, 144, DType::kQ4_K},   {13, "Q5_K", 256, 176, DType::kQ5_K},
+    {14, "Q6_K", 256, 210, DType::kQ6_K},   {15, "Q8_K", 256, 292, std::nullopt},
     {16, "IQ2_XXS", 256, 66, std::nullopt}, {17, "IQ2_XS", 256, 74, std::nullopt},
     {18, "IQ3_XXS", 256, 98, std::nullopt}, {19, "IQ1_S", 256, 50, std::nullopt},
     {20, "IQ4_NL", 32, 18, std::nullopt},   {21, "IQ3_S", 256, 110, std::nullopt},
@@ -33,6 +33,16 @@ const GgmlTypeInfo* FindGgmlType(uint32_t id) {
     if (info.id == id) return &info;
   }
   return nullptr;
+}
+
+std::string DecodedGgmlTypeNames() {
+  std::string names;
+  for (const GgmlTypeInfo& info : kGgmlTypes) {
+    if (!info.dtype.has_value()) continue;
+    if (!names.empty()) names += ", ";
+    names += info.name;
+  }
+  return names;
 }
 
 std::optional<uint32_t> GgmlTypeIdOf(DType t) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "formats/dtype.h"
@@ -27,6 +28,9 @@ struct GgmlTypeInfo {
 
 // nullptr for ids ggml never assigned (or has since removed).
 const GgmlTypeInfo* FindGgmlType(uint32_t id);
+
+// "F32, F16, Q4_0, ...": the ggml types that map to a DType, in id order, for error messages.
+std::string DecodedGgmlTypeNames();
 
 // The ggml id a DType is stored under in GGUF; nullopt for F8E4M3 (not a ggml type).
 std::optional<uint32_t> GgmlTypeIdOf(DType t);

@@ -203,8 +203,7 @@ absl::StatusOr<TensorView> GgufFile::Find(std::string_view name) const {
   if (!type->dtype.has_value()) {
     return absl::UnimplementedError(
         StrCat(source_->name(), ": tensor '", name, "' has ggml type ", type->name, " (", type->id,
-               "), which is not decoded here (supported: F32, F16, BF16, Q8_0, "
-               "Q4_0, Q4_1)"));
+               "), which is not decoded here (supported: ", DecodedGgmlTypeNames(), ")"));
   }
   TensorView view;
   view.name = info.name;

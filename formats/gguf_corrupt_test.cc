@@ -75,6 +75,14 @@ std::string NestedArrays(int depth) {
   return GgufTestBuilder().AddRawKv("deep", GgufValueType::kArray, value).Build();
 }
 
+// One K-quant tensor "kq" of ggml `type` (12 Q4_K, 13 Q5_K, 14 Q6_K) with `data_bytes` of data.
+std::function<std::string()> KQuantFile(uint32_t type, std::vector<uint64_t> dims,
+                                        size_t data_bytes) {
+  return [=] {
+    return GgufTestBuilder().AddTensor("kq", type, dims, std::string(data_bytes, '\x11')).Build();
+  };
+}
+
 std::vector<CorruptCase> Cases() {
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   const auto kUnimpl = absl::StatusCode::kUnimplemented;
@@ -148,6 +156,20 @@ std::vector<CorruptCase> Cases() {
        kUnimpl, "tensor 'norm' has unknown ggml type 4"},
       {"RowNotWholeBlocks", Patch<uint32_t>([](const L& l) { return l.tensors[0].type_field; }, 8),
        kInvalid, "tensor 'tok' row length 4 is not a multiple of the Q8_0 block of 32 elements"},
+      // K-quants: rows are whole 256-element super-blocks, and the data holds every byte of
+      // them. 576 is a whole number of 32-element blocks but not of super-blocks.
+      {"Q4_KRowNotWholeSuperBlocks", KQuantFile(12, {576, 2}, 2 * 144 * 3), kInvalid,
+       "tensor 'kq' row length 576 is not a multiple of the Q4_K block of 256 elements"},
+      {"Q5_KRowNotWholeSuperBlocks", KQuantFile(13, {128, 4}, 176 * 2), kInvalid,
+       "tensor 'kq' row length 128 is not a multiple of the Q5_K block of 256 elements"},
+      {"Q6_KRowNotWholeSuperBlocks", KQuantFile(14, {32}, 210), kInvalid,
+       "tensor 'kq' row length 32 is not a multiple of the Q6_K block of 256 elements"},
+      {"Q4_KDataOneByteShort", KQuantFile(12, {512, 3}, 6 * 144 - 1), kInvalid,
+       "tensor 'kq' at data offset 0 with 864 bytes ends past the data section (863 bytes)"},
+      {"Q5_KDataOneByteShort", KQuantFile(13, {256, 1}, 175), kInvalid,
+       "tensor 'kq' at data offset 0 with 176 bytes ends past the data section (175 bytes)"},
+      {"Q6_KDataOneByteShort", KQuantFile(14, {768, 2}, 6 * 210 - 1), kInvalid,
+       "tensor 'kq' at data offset 0 with 1260 bytes ends past the data section (1259 bytes)"},
       {"MisalignedOffset",
        Patch<uint64_t>([](const L& l) { return l.tensors[1].offset_field; }, 68), kInvalid,
        "tensor 'norm' offset 68 is not a multiple of the alignment 32"},

@@ -1,5 +1,6 @@
 // Dequantization of every decoded GGUF type must be bit-identical to the gguf Python package
-// (tests/golden/formats/make_gguf_golden.py wrote the file and the reference values).
+// (tests/golden/formats/make_gguf_golden.py and make_kquant_golden.py wrote the files and the
+// reference values).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -54,6 +55,33 @@ TEST(GgufGoldenTest, EveryTypeDequantizesBitIdenticalToTheGgufPackage) {
     EXPECT_EQ(view->shape, e.shape);
     absl::StatusOr<std::vector<float>> want =
         ReadF32File(GoldenPath(std::string("quant_types.") + e.name + ".f32"));
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_EQ(static_cast<int64_t>(want->size()), view->num_elements());
+    EXPECT_THAT(Bits(DequantizeAll(*view)), ElementsAreArray(Bits(*want)));
+  }
+}
+
+// Random but valid super-blocks (the gguf package has no K-quant encoder), including fp16
+// scales of zero, -0, a subnormal, 65504 and negative values.
+TEST(GgufGoldenTest, KQuantsDequantizeBitIdenticalToTheGgufPackage) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> file =
+      GgufFile::Open(GoldenPath("kquant_types.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::vector<Expected> tensors = {
+      {"q4_k", DType::kQ4_K, {3, 512}},
+      {"q5_k", DType::kQ5_K, {2, 768}},
+      {"q6_k", DType::kQ6_K, {3, 512}},
+  };
+  ASSERT_EQ((*file)->TensorNames().size(), tensors.size());
+  for (const Expected& e : tensors) {
+    SCOPED_TRACE(e.name);
+    absl::StatusOr<TensorView> view = (*file)->Find(e.name);
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(view->dtype, e.dtype);
+    EXPECT_EQ(view->shape, e.shape);
+    EXPECT_EQ(view->nbytes, e.shape[0] * *RowBytes(e.dtype, e.shape[1]));
+    absl::StatusOr<std::vector<float>> want =
+        ReadF32File(GoldenPath(std::string("kquant_types.") + e.name + ".f32"));
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_EQ(static_cast<int64_t>(want->size()), view->num_elements());
     EXPECT_THAT(Bits(DequantizeAll(*view)), ElementsAreArray(Bits(*want)));

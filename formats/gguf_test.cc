@@ -230,14 +230,15 @@ TEST(GgufFileTest, MissingTensorIsNotFoundNamingTensorAndFile) {
 }
 
 TEST(GgufFileTest, KnownButUndecodedTypeIsListedButFindIsUnimplemented) {
-  // Q6_K (ggml type 14): 256-element blocks of 210 bytes.
+  // Q3_K (ggml type 11): 256-element blocks of 110 bytes.
   auto file =
-      ParseBytes(GgufTestBuilder().AddTensor("q6", 14, {256, 2}, std::string(420, '\0')).Build());
+      ParseBytes(GgufTestBuilder().AddTensor("q3", 11, {256, 2}, std::string(220, '\0')).Build());
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_THAT((*file)->TensorNames(), ElementsAre("q6"));
-  absl::Status s = (*file)->Find("q6").status();
+  EXPECT_THAT((*file)->TensorNames(), ElementsAre("q3"));
+  absl::Status s = (*file)->Find("q3").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(s.message(), HasSubstr("tensor 'q6' has ggml type Q6_K (14)"));
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'q3' has ggml type Q3_K (11), which is not decoded "
+                                     "here (supported: F32, F16, Q4_0"));
 }
 
 TEST(GgufFileTest, FileWithoutTensorsNeedsNoDataSection) {

@@ -1,5 +1,7 @@
 #include "formats/tensor_format.h"
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -10,31 +12,40 @@
 namespace tpserve {
 namespace {
 
-constexpr int64_t kGgmlBlockValues = 32;  // ggml-common.h QK8_0 / QK4_0 / QK4_1
-constexpr int64_t kFp8TileSize = 128;     // DeepSeek-V3 "weight_block_size": [128, 128]
+constexpr int64_t kFp8TileSize = 128;  // DeepSeek-V3 "weight_block_size": [128, 128]
 constexpr int64_t kFp32ScaleBytes = 4;
 constexpr int64_t kInt4ScaleZeroBytes = 2 + 2;  // fp16 scale + fp16 zero point per group
 constexpr int64_t kDefaultInt4Group = 128;
 
 constexpr std::string_view kAcceptedNames =
-    "f32, f16, bf16, fp8-e4m3, fp8, fp8-block, int4, int4-g<N>, q8_0, q4_0, q4_1";
+    "f32, f16, bf16, fp8-e4m3, fp8, fp8-block, int4, int4-g<N>, q8_0, q4_0, q4_1, q4_k, q5_k, "
+    "q6_k";
 
-// Bytes per 32-value block, from the readers' own layout table (formats/dtype.h), so the plan
-// and the loader can never disagree on a GGML type's size.
-int64_t GgmlBlockBytes(FormatKind kind) {
+// The reader's element type of a GGML kind: block values and bytes come from its layout table
+// (formats/dtype.h), so the plan and the loader can never disagree on a GGML type's size.
+std::optional<DType> GgmlDType(FormatKind kind) {
   switch (kind) {
     case FormatKind::kQ8_0:
-      return BlockBytes(DType::kQ8_0);
+      return DType::kQ8_0;
     case FormatKind::kQ4_0:
-      return BlockBytes(DType::kQ4_0);
+      return DType::kQ4_0;
     case FormatKind::kQ4_1:
-      return BlockBytes(DType::kQ4_1);
+      return DType::kQ4_1;
+    case FormatKind::kQ4_K:
+      return DType::kQ4_K;
+    case FormatKind::kQ5_K:
+      return DType::kQ5_K;
+    case FormatKind::kQ6_K:
+      return DType::kQ6_K;
     default:
-      return 0;
+      return std::nullopt;
   }
 }
 
-bool IsGgml(FormatKind kind) { return GgmlBlockBytes(kind) != 0; }
+bool IsGgml(FormatKind kind) { return GgmlDType(kind).has_value(); }
+// REQUIRES: IsGgml(kind).
+int64_t GgmlBlockBytes(FormatKind kind) { return BlockBytes(*GgmlDType(kind)); }
+int64_t GgmlBlockValues(FormatKind kind) { return BlockElems(*GgmlDType(kind)); }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -57,6 +68,9 @@ absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name) {
   if (name == "q8_0") return TensorFormat::Of(FormatKind::kQ8_0);
   if (name == "q4_0") return TensorFormat::Of(FormatKind::kQ4_0);
   if (name == "q4_1") return TensorFormat::Of(FormatKind::kQ4_1);
+  if (name == "q4_k") return TensorFormat::Of(FormatKind::kQ4_K);
+  if (name == "q5_k") return TensorFormat::Of(FormatKind::kQ5_K);
+  if (name == "q6_k") return TensorFormat::Of(FormatKind::kQ6_K);
   if (name == "int4") return TensorFormat::Int4(kDefaultInt4Group);
   if (name.starts_with("int4-g")) {
     const std::string_view digits = name.substr(6);
@@ -95,6 +109,12 @@ std::string TensorFormatName(const TensorFormat& format) {
       return "q4_0";
     case FormatKind::kQ4_1:
       return "q4_1";
+    case FormatKind::kQ4_K:
+      return "q4_k";
+    case FormatKind::kQ5_K:
+      return "q5_k";
+    case FormatKind::kQ6_K:
+      return "q6_k";
   }
   return "?";
 }
@@ -117,13 +137,15 @@ bool IsPlainFormat(FormatKind kind) { return PlainElementBytes(kind) != 0; }
 
 double BitsPerValue(const TensorFormat& format) {
   if (IsPlainFormat(format.kind)) return 8.0 * PlainElementBytes(format.kind);
-  if (IsGgml(format.kind)) return 8.0 * GgmlBlockBytes(format.kind) / kGgmlBlockValues;
+  if (IsGgml(format.kind)) {
+    return 8.0 * GgmlBlockBytes(format.kind) / GgmlBlockValues(format.kind);
+  }
   if (format.kind == FormatKind::kInt4Group) return 4.0;
   return 8.0;  // fp8 with separate scales
 }
 
 int64_t InputBlockValues(const TensorFormat& format) {
-  if (IsGgml(format.kind)) return kGgmlBlockValues;
+  if (IsGgml(format.kind)) return GgmlBlockValues(format.kind);
   if (format.kind == FormatKind::kInt4Group) return format.group_size;
   if (format.kind == FormatKind::kFp8Block128) return kFp8TileSize;
   return 1;
@@ -184,16 +206,11 @@ std::optional<DType> ElementDType(const TensorFormat& format) {
     case FormatKind::kFp8PerChannel:
     case FormatKind::kFp8Block128:
       return DType::kF8E4M3;
-    case FormatKind::kQ8_0:
-      return DType::kQ8_0;
-    case FormatKind::kQ4_0:
-      return DType::kQ4_0;
-    case FormatKind::kQ4_1:
-      return DType::kQ4_1;
     case FormatKind::kInt4Group:
       return std::nullopt;
+    default:
+      return GgmlDType(format.kind);
   }
-  return std::nullopt;
 }
 
 TensorFormat FormatOfDType(DType dtype) {
@@ -212,13 +229,19 @@ TensorFormat FormatOfDType(DType dtype) {
       return TensorFormat::Of(FormatKind::kQ4_0);
     case DType::kQ4_1:
       return TensorFormat::Of(FormatKind::kQ4_1);
+    case DType::kQ4_K:
+      return TensorFormat::Of(FormatKind::kQ4_K);
+    case DType::kQ5_K:
+      return TensorFormat::Of(FormatKind::kQ5_K);
+    case DType::kQ6_K:
+      return TensorFormat::Of(FormatKind::kQ6_K);
   }
   return TensorFormat::Of(FormatKind::kF32);
 }
 
 int64_t DenseValueBytes(const TensorFormat& format, int64_t num_values) {
   if (IsGgml(format.kind)) {
-    return CeilDiv(num_values, kGgmlBlockValues) * GgmlBlockBytes(format.kind);
+    return CeilDiv(num_values, GgmlBlockValues(format.kind)) * GgmlBlockBytes(format.kind);
   }
   if (format.kind == FormatKind::kInt4Group) return CeilDiv(num_values, 2);
   if (IsPlainFormat(format.kind)) return num_values * PlainElementBytes(format.kind);

@@ -32,6 +32,9 @@ enum class FormatKind : uint8_t {
   kQ8_0,           // GGML: 32 values in 34 bytes (fp16 d, int8 q[32])
   kQ4_0,           // GGML: 32 values in 18 bytes (fp16 d, 16 bytes of nibbles)
   kQ4_1,           // GGML: 32 values in 20 bytes (fp16 d, fp16 m, 16 bytes of nibbles)
+  kQ4_K,           // GGML K-quant: 256 values in 144 bytes (scales inside the super-block)
+  kQ5_K,           // GGML K-quant: 256 values in 176 bytes
+  kQ6_K,           // GGML K-quant: 256 values in 210 bytes
 };
 
 struct TensorFormat {
@@ -46,7 +49,8 @@ struct TensorFormat {
 };
 
 // Accepts "f32", "f16"/"fp16", "bf16", "fp8-e4m3" (plain), "fp8" (per-channel),
-// "fp8-block" (128x128 tiles), "int4" (group 128) / "int4-g<N>" (N a multiple of 32), "q8_0", "q4_0", "q4_1".
+// "fp8-block" (128x128 tiles), "int4" (group 128) / "int4-g<N>" (N a multiple of 32), "q8_0",
+// "q4_0", "q4_1", "q4_k", "q5_k", "q6_k".
 // INVALID_ARGUMENT lists the accepted names.
 absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name);
 // The canonical name ParseTensorFormat accepts back ("int4-g64", "fp8", ...).
@@ -57,11 +61,13 @@ int64_t PlainElementBytes(FormatKind kind);
 bool IsPlainFormat(FormatKind kind);
 
 // Storage bits per weight value, excluding scales: 32, 16, 8, 4; GGML types by block average
-// (q8_0: 8.5, q4_0: 4.5, q4_1: 5.0 - their scales live inside the block).
+// (q8_0: 8.5, q4_0: 4.5, q4_1: 5.0, q4_k: 4.5, q5_k: 5.5, q6_k: 6.5625 - their scales live
+// inside the block).
 double BitsPerValue(const TensorFormat& format);
 
 // Input values that share a scale (and must not be split between ranks): the int4 group,
-// the GGML block (32), the fp8 tile (128); 1 for formats with no grouping along inputs.
+// the GGML block (32; 256 for the K-quants), the fp8 tile (128); 1 for formats with no
+// grouping along inputs.
 int64_t InputBlockValues(const TensorFormat& format);
 // Output rows that share a scale: 128 for fp8 tiles, 1 otherwise.
 int64_t OutputBlockRows(const TensorFormat& format);
@@ -71,7 +77,7 @@ int64_t OutputBlockRows(const TensorFormat& format);
 //   fp8 channel:  rows * cols + rows * 4
 //   fp8 block:    rows * cols + ceil(rows / 128) * ceil(cols / 128) * 4
 //   int4 group g: rows * cols / 2 + rows * (cols / g) * (2 + 2)
-//   GGML:         rows * (cols / 32) * block_bytes
+//   GGML:         rows * (cols / block_values) * block_bytes   (block_values 32 or 256)
 // INVALID_ARGUMENT naming `what` when cols is not a multiple of the input block (int4 group,
 // GGML block; fp8 tiles pad instead), int4 cols are odd, a size is negative, or int64 overflows.
 absl::StatusOr<int64_t> MatrixBytes(const TensorFormat& format, int64_t rows, int64_t cols,

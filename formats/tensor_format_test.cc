@@ -17,7 +17,7 @@ int64_t Bytes(const char* format, int64_t rows, int64_t cols) {
 
 TEST(TensorFormatTest, NamesRoundTrip) {
   for (const char* name : {"f32", "f16", "bf16", "fp8-e4m3", "fp8", "fp8-block", "int4-g128",
-                           "int4-g32", "q8_0", "q4_0", "q4_1"}) {
+                           "int4-g32", "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k"}) {
     absl::StatusOr<TensorFormat> f = ParseTensorFormat(name);
     ASSERT_TRUE(f.ok()) << name;
     EXPECT_EQ(TensorFormatName(*f), name);
@@ -27,9 +27,10 @@ TEST(TensorFormatTest, NamesRoundTrip) {
 }
 
 TEST(TensorFormatTest, RejectsUnknownNamesAndOddGroups) {
-  absl::Status unknown = ParseTensorFormat("q6_k").status();
+  absl::Status unknown = ParseTensorFormat("q3_k").status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.message().find("accepted: f32"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.message().find("q4_1, q4_k, q5_k, q6_k"), std::string::npos) << unknown;
   absl::Status odd = ParseTensorFormat("int4-g3").status();
   EXPECT_NE(odd.message().find("multiple of 32"), std::string::npos) << odd;
   // Groups are whole 32-column chunks of packed codes: 48 is even but splits a chunk.
@@ -63,6 +64,21 @@ TEST(TensorFormatTest, GgmlBlocksMatchSmolLm2FileSizes) {
   EXPECT_EQ(Bytes("q4_1", 1536, 576), 552960);     // blk.0.ffn_gate
   EXPECT_EQ(Bytes("q4_1", 192, 576), 69120);       // blk.0.attn_k
   EXPECT_EQ(Bytes("q4_0", 10, 64), 10 * 2 * 18);
+}
+
+TEST(TensorFormatTest, KQuantSuperBlocksMatchGgufTensorSizes) {
+  // Llama-2-7B shapes: [rows, cols / 256 super-blocks * block bytes].
+  EXPECT_EQ(Bytes("q4_k", 4096, 4096), 9437184);     // blk.0.attn_q: 4096 * 16 * 144
+  EXPECT_EQ(Bytes("q6_k", 32000, 4096), 107520000);  // output: 32000 * 16 * 210
+  EXPECT_EQ(Bytes("q5_k", 11008, 4096), 11008 * 16 * 176);
+  // 11008 inputs are 43 super-blocks (ffn_down).
+  EXPECT_EQ(Bytes("q6_k", 4096, 11008), 4096 * 43 * 210);
+  absl::Status s = MatrixBytes(*ParseTensorFormat("q4_k"), 576, 576, "blk.0.attn_q").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("blk.0.attn_q: input dim 576 is not a multiple of the q4_k block "
+                             "of 256 values"),
+            std::string::npos)
+      << s;
 }
 
 TEST(TensorFormatTest, MisalignedInputDimNamesTensorAndBlock) {
@@ -101,6 +117,15 @@ TEST(TensorFormatTest, BlockGeometry) {
   EXPECT_EQ(OutputBlockRows(TensorFormat::Of(FormatKind::kBF16)), 1);
   EXPECT_DOUBLE_EQ(BitsPerValue(TensorFormat::Of(FormatKind::kQ4_1)), 5.0);
   EXPECT_DOUBLE_EQ(BitsPerValue(TensorFormat::Of(FormatKind::kQ8_0)), 8.5);
+  EXPECT_EQ(InputBlockValues(TensorFormat::Of(FormatKind::kQ4_K)), 256);
+  EXPECT_EQ(InputBlockValues(TensorFormat::Of(FormatKind::kQ6_K)), 256);
+  EXPECT_DOUBLE_EQ(BitsPerValue(TensorFormat::Of(FormatKind::kQ4_K)), 4.5);
+  EXPECT_DOUBLE_EQ(BitsPerValue(TensorFormat::Of(FormatKind::kQ5_K)), 5.5);
+  EXPECT_DOUBLE_EQ(BitsPerValue(TensorFormat::Of(FormatKind::kQ6_K)), 6.5625);
+  // Dense bytes round up to whole super-blocks: 7e9 values are 27343750 of them.
+  EXPECT_EQ(DenseValueBytes(TensorFormat::Of(FormatKind::kQ4_K), 7'000'000'000),
+            27'343'750 * int64_t{144});
+  EXPECT_EQ(DenseValueBytes(TensorFormat::Of(FormatKind::kQ6_K), 257), 2 * 210);
 }
 
 }  // namespace

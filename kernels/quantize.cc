@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "formats/k_quant.h"
 #include "kernels/check.h"
 
 namespace tpserve {
@@ -67,6 +68,124 @@ void QuantizeBlockQ4_1(const float* x, uint8_t* dst) {
     const int q1 =
         std::min(15, static_cast<int>(static_cast<int8_t>((x[j + 16] - lo) * id + 0.5f)));
     dst[4 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
+  }
+}
+
+// The smallest fp16 at or above v (v >= 0): a scale rounded up never shrinks the range it has
+// to cover. Returns the half's bits; stores its value in *value.
+uint16_t F16AtLeast(float v, float* value) {
+  uint16_t h = F32ToF16(v);
+  if (F16ToF32(h) < v) ++h;  // the next half up (positive halves order like their bits)
+  *value = F16ToF32(h);
+  return h;
+}
+
+// ceil(need / unit) clamped to [0, max_level]; 0 when unit is 0 (nothing to cover).
+int LevelsToCover(float need, float unit, int max_level) {
+  if (unit <= 0.0f || need <= 0.0f) return 0;
+  return std::min(max_level, static_cast<int>(std::ceil(need / unit)));
+}
+
+// Q4_K / Q5_K super-block (layout: formats/k_quant.h) with levels 0..max_q. Per sub-block j
+// of 32: the offset must reach down to min(0, min x) and the step up to max x, so
+//   min_need = -min(0, min x),  dmin = fp16_up(max_j min_need / 63),  m = ceil(min_need / dmin)
+//   scale_need = (max x + dmin * m) / max_q,  d = fp16_up(max_j scale_need / 63),
+//   s = ceil(scale_need / d),  q = clamp(round((x + dmin * m) / (d * s)), 0, max_q).
+// Rounding the 6-bit codes up keeps every x inside the sub-block's grid, so the error is at
+// most half of its step d * s.
+void QuantizeScaleMinSuperBlock(const float* x, int max_q, uint8_t* block, uint8_t* levels) {
+  float min_need[8], hi[8];
+  float max_min_need = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0.0f;
+    hi[j] = x[32 * j];
+    for (int i = 0; i < 32; ++i) {
+      lo = std::min(lo, x[32 * j + i]);
+      hi[j] = std::max(hi[j], x[32 * j + i]);
+    }
+    min_need[j] = -lo;
+    max_min_need = std::max(max_min_need, min_need[j]);
+  }
+  float dmin, d;
+  const uint16_t dmin_bits = F16AtLeast(max_min_need / 63.0f, &dmin);
+  uint8_t scales[8], mins[8];
+  float offset[8], scale_need[8];
+  float max_scale_need = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    mins[j] = static_cast<uint8_t>(LevelsToCover(min_need[j], dmin, 63));
+    offset[j] = dmin * static_cast<float>(mins[j]);
+    scale_need[j] = std::max(0.0f, (hi[j] + offset[j]) / static_cast<float>(max_q));
+    max_scale_need = std::max(max_scale_need, scale_need[j]);
+  }
+  const uint16_t d_bits = F16AtLeast(max_scale_need / 63.0f, &d);
+  for (int j = 0; j < 8; ++j) {
+    scales[j] = static_cast<uint8_t>(LevelsToCover(scale_need[j], d, 63));
+    const float step = d * static_cast<float>(scales[j]);
+    const float inv_step = step > 0.0f ? 1.0f / step : 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      const float q = std::nearbyint((x[32 * j + i] + offset[j]) * inv_step);
+      levels[32 * j + i] = static_cast<uint8_t>(std::clamp(q, 0.0f, static_cast<float>(max_q)));
+    }
+  }
+  std::memcpy(block, &d_bits, 2);
+  std::memcpy(block + 2, &dmin_bits, 2);
+  PackKScaleMins(scales, mins, block + kQ4_KScalesOffset);
+}
+
+void QuantizeBlockQ4_K(const float* x, uint8_t* dst) {
+  uint8_t levels[256];
+  std::memset(dst, 0, kQ4_KBlockBytes);
+  QuantizeScaleMinSuperBlock(x, 15, dst, levels);
+  for (int j = 0; j < 8; ++j) {
+    for (int i = 0; i < 32; ++i) {
+      dst[kQ4_KQsOffset + (j / 2) * 32 + i] |= levels[32 * j + i] << (4 * (j % 2));
+    }
+  }
+}
+
+void QuantizeBlockQ5_K(const float* x, uint8_t* dst) {
+  uint8_t levels[256];
+  std::memset(dst, 0, kQ5_KBlockBytes);
+  QuantizeScaleMinSuperBlock(x, 31, dst, levels);
+  for (int j = 0; j < 8; ++j) {
+    for (int i = 0; i < 32; ++i) {
+      const uint8_t q = levels[32 * j + i];
+      dst[kQ5_KQsOffset + (j / 2) * 32 + i] |= (q & 0x0F) << (4 * (j % 2));
+      dst[kQ5_KQhOffset + i] |= (q >> 4) << j;
+    }
+  }
+}
+
+// Q6_K super-block (layout: formats/k_quant.h), symmetric per 16 values:
+//   step_need = max|x| / 31,  d = fp16_up(max step_need / 127),  s = ceil(step_need / d),
+//   q = clamp(round(x / (d * s)), -32, 31) stored as q + 32.
+// Level -32 goes unused so both signs reach max|x|; the error is at most half of d * s.
+void QuantizeBlockQ6_K(const float* x, uint8_t* dst) {
+  std::memset(dst, 0, kQ6_KBlockBytes);
+  float step_need[16];
+  float max_step_need = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    float amax = 0.0f;
+    for (int i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(x[16 * s + i]));
+    step_need[s] = amax / 31.0f;
+    max_step_need = std::max(max_step_need, step_need[s]);
+  }
+  float d;
+  const uint16_t d_bits = F16AtLeast(max_step_need / 127.0f, &d);
+  std::memcpy(dst + kQ6_KDOffset, &d_bits, 2);
+  for (int s = 0; s < 16; ++s) {
+    const int scale = LevelsToCover(step_need[s], d, 127);
+    dst[kQ6_KScalesOffset + s] = static_cast<uint8_t>(scale);
+    const float step = d * static_cast<float>(scale);
+    const float inv_step = step > 0.0f ? 1.0f / step : 0.0f;
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * s + i;
+      const int q = static_cast<int>(std::clamp(std::nearbyint(x[e] * inv_step), -32.0f, 31.0f));
+      const int level = q + 32;  // 0..63
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      dst[kQ6_KQlOffset + 64 * h + l + 32 * (k & 1)] |= (level & 0x0F) << (k < 2 ? 0 : 4);
+      dst[kQ6_KQhOffset + 32 * h + l] |= (level >> 4) << (2 * k);
+    }
   }
 }
 
@@ -134,6 +253,21 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
       return;
     case DType::kQ4_1:
       for (int64_t b = 0; b < n / kBlock; ++b) QuantizeBlockQ4_1(src + b * kBlock, out + b * 20);
+      return;
+    case DType::kQ4_K:
+      for (int64_t b = 0; b < n / kKQuantBlockElems; ++b) {
+        QuantizeBlockQ4_K(src + b * kKQuantBlockElems, out + b * kQ4_KBlockBytes);
+      }
+      return;
+    case DType::kQ5_K:
+      for (int64_t b = 0; b < n / kKQuantBlockElems; ++b) {
+        QuantizeBlockQ5_K(src + b * kKQuantBlockElems, out + b * kQ5_KBlockBytes);
+      }
+      return;
+    case DType::kQ6_K:
+      for (int64_t b = 0; b < n / kKQuantBlockElems; ++b) {
+        QuantizeBlockQ6_K(src + b * kKQuantBlockElems, out + b * kQ6_KBlockBytes);
+      }
       return;
   }
   TP_CHECK(false, "unknown dtype");

@@ -1,5 +1,6 @@
 #include "kernels/quantize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -54,6 +55,88 @@ TEST(QuantizeTest, GgmlRoundTripsWithinHalfAStep) {
       EXPECT_LE(std::fabs(q40[i] - x[i]), 1.01f * step40 + 1e-3f * std::fabs(x[i])) << i;
       EXPECT_LE(std::fabs(q41[i] - x[i]), 0.51f * step41 + 1e-3f * std::fabs(x[i])) << i;
     }
+  }
+}
+
+// A row of `super_blocks` * 256 values with the hard cases planted: a zero sub-block, a
+// constant negative one, an all-positive one, one 1e3 times larger than the rest and one 1e-6
+// times smaller.
+std::vector<float> KQuantTestRow(int super_blocks, uint32_t seed) {
+  std::vector<float> x = RandomRow(256 * super_blocks, seed, 1.0f);
+  std::fill(x.begin(), x.begin() + 32, 0.0f);
+  std::fill(x.begin() + 32, x.begin() + 64, -3.5f);
+  for (int i = 64; i < 96; ++i) x[i] = std::fabs(x[i]) + 0.5f;
+  for (int i = 256; i < 288; ++i) x[i] *= 1e3f;
+  for (int i = 320; i < 352; ++i) x[i] *= 1e-6f;
+  return x;
+}
+
+// The bound stated in quantize.h, computed from x alone: half the sub-block's step, where the
+// step is at most (span + dmin) / L + d for the super-block's dmin and d.
+std::vector<float> ScaleMinBound(const std::vector<float>& x, int levels) {
+  std::vector<float> bound(x.size());
+  const double fp16_up = 1.0 + std::ldexp(1.0, -10);
+  for (size_t sb = 0; sb < x.size() / 256; ++sb) {
+    double lo[8], hi[8], r = 0;
+    for (int j = 0; j < 8; ++j) {
+      const float* v = x.data() + 256 * sb + 32 * j;
+      lo[j] = std::min(0.0f, *std::min_element(v, v + 32));
+      hi[j] = *std::max_element(v, v + 32);
+      r = std::max(r, std::max(hi[j], 0.0) - lo[j]);
+    }
+    const double dmin = r / 63 * fp16_up;
+    const double d = (r + dmin) / (63.0 * levels) * fp16_up;
+    for (int j = 0; j < 8; ++j) {
+      const double step = (hi[j] - lo[j] + dmin) / levels + d;
+      for (int i = 0; i < 32; ++i) {
+        // Slack for f32 rounding in the encoder's divisions and the decoder's subtraction.
+        bound[256 * sb + 32 * j + i] = static_cast<float>(0.5 * step * 1.0001 + 1e-6 * r);
+      }
+    }
+  }
+  return bound;
+}
+
+std::vector<float> Q6KBound(const std::vector<float>& x) {
+  std::vector<float> bound(x.size());
+  for (size_t sb = 0; sb < x.size() / 256; ++sb) {
+    double amax[16], max_amax = 0;
+    for (int s = 0; s < 16; ++s) {
+      amax[s] = 0;
+      for (int i = 0; i < 16; ++i) amax[s] = std::max<double>(amax[s], std::fabs(x[256 * sb + 16 * s + i]));
+      max_amax = std::max(max_amax, amax[s]);
+    }
+    const double d = max_amax / (31.0 * 127) * (1.0 + std::ldexp(1.0, -10));
+    for (int s = 0; s < 16; ++s) {
+      const double step = amax[s] / 31 + d;
+      for (int i = 0; i < 16; ++i) {
+        bound[256 * sb + 16 * s + i] = static_cast<float>(0.5 * step * 1.0001 + 1e-6 * max_amax);
+      }
+    }
+  }
+  return bound;
+}
+
+TEST(QuantizeTest, KQuantsRoundTripWithinTheStatedBound) {
+  const std::vector<float> x = KQuantTestRow(3, 11);
+  struct Case {
+    DType t;
+    std::vector<float> bound;
+  };
+  const Case cases[] = {{DType::kQ4_K, ScaleMinBound(x, 15)},
+                        {DType::kQ5_K, ScaleMinBound(x, 31)},
+                        {DType::kQ6_K, Q6KBound(x)}};
+  for (const Case& c : cases) {
+    const std::vector<float> y = RoundTrip(c.t, x);
+    double max_ratio = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_LE(std::fabs(y[i] - x[i]), c.bound[i]) << DTypeName(c.t) << " " << i << " x=" << x[i];
+      max_ratio = std::max<double>(max_ratio, std::fabs(y[i] - x[i]) / c.bound[i]);
+    }
+    // A zero sub-block comes back exactly (q = 0 and an offset of 0).
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], 0.0f) << DTypeName(c.t);
+    // The bound is tight enough to mean something: some value uses most of it.
+    EXPECT_GT(max_ratio, 0.5) << DTypeName(c.t);
   }
 }
 

@@ -111,7 +111,8 @@ absl::StatusOr<WeightFormats> WeightFormatsPreset(std::string_view name) {
   if (name == "fp8-block") {
     return Uniform(name, bf16, TensorFormat::Of(FormatKind::kFp8Block128), bf16);
   }
-  if (name == "q8_0" || name == "q4_0" || name == "q4_1") {
+  if (name == "q8_0" || name == "q4_0" || name == "q4_1" || name == "q4_k" || name == "q5_k" ||
+      name == "q6_k") {
     TP_ASSIGN_OR_RETURN(TensorFormat ggml, ParseTensorFormat(name));
     return Uniform(name, ggml, ggml, f32);
   }
@@ -124,7 +125,8 @@ absl::StatusOr<WeightFormats> WeightFormatsPreset(std::string_view name) {
 }
 
 std::vector<std::string> WeightFormatsPresetNames() {
-  return {"f32", "fp16", "bf16", "fp8", "fp8-block", "int4", "int4-g<N>", "q8_0", "q4_0", "q4_1"};
+  return {"f32",  "fp16", "bf16", "fp8",  "fp8-block", "int4", "int4-g<N>",
+          "q8_0", "q4_0", "q4_1", "q4_k", "q5_k",      "q6_k"};
 }
 
 absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(

@@ -69,7 +69,8 @@ struct WeightFormats {
 //   fp8-block            projections fp8 128x128 tiles; embedding, LM head, norms bf16
 //   int4, int4-g<N>      projections int4 group N (default 128); embedding, LM head, norms
 //                        fp16 (GPTQ/AWQ exports)
-//   q8_0, q4_0, q4_1     every matrix in that GGML type, norms f32 (llama-quantize --pure)
+//   q8_0, q4_0, q4_1,    every matrix in that GGML type, norms f32 (llama-quantize --pure)
+//   q4_k, q5_k, q6_k
 // INVALID_ARGUMENT lists the preset names.
 absl::StatusOr<WeightFormats> WeightFormatsPreset(std::string_view name);
 std::vector<std::string> WeightFormatsPresetNames();
@@ -82,7 +83,8 @@ struct NamedTensorType {
 
 // The per-role formats of a GGUF checkpoint from its tensor list (preset "gguf"). Names
 // outside the Llama set are ignored. UNIMPLEMENTED names the tensor when its type has no
-// TensorFormat (e.g. Q6_K) or one role mixes types across layers; INVALID_ARGUMENT names a
+// TensorFormat (e.g. Q3_K, IQ4_XS) or one role mixes types across layers (as llama.cpp's
+// Q4_K_M mixes Q4_K and Q6_K in attn_v and ffn_down); INVALID_ARGUMENT names a
 // role with no tensor (a missing "output.weight" is fine when `tied_embeddings`).
 absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
     const std::vector<NamedTensorType>& tensors, bool tied_embeddings);

@@ -24,12 +24,18 @@ TEST(WeightFormatsTest, GgmlAndInt4Presets) {
   EXPECT_EQ(int4[TensorRole::kUp], TensorFormat::Int4(64));
   EXPECT_EQ(int4[TensorRole::kEmbedding].kind, FormatKind::kF16);
   EXPECT_EQ(WeightFormatsPreset("int4")->preset, "int4-g128");
+  WeightFormats q6k = *WeightFormatsPreset("q6_k");
+  EXPECT_EQ(q6k[TensorRole::kDown].kind, FormatKind::kQ6_K);
+  EXPECT_EQ(q6k[TensorRole::kLmHead].kind, FormatKind::kQ6_K);
+  EXPECT_EQ(q6k[TensorRole::kAttnNorm].kind, FormatKind::kF32);
+  EXPECT_EQ(WeightFormatsPreset("q4_k")->preset, "q4_k");
 }
 
 TEST(WeightFormatsTest, UnknownPresetListsNames) {
   absl::Status s = WeightFormatsPreset("int3").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("accepted: f32, fp16, bf16, fp8"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("q4_1, q4_k, q5_k, q6_k"), std::string::npos) << s;
 }
 
 TEST(WeightFormatsTest, NormsMustBePlainFloats) {
@@ -81,12 +87,38 @@ TEST(WeightFormatsTest, FromTensorTypesTiedAndUntied) {
   EXPECT_NE(untied.message().find("no tensor for role lm_head"), std::string::npos) << untied;
 }
 
+TEST(WeightFormatsTest, FromTensorTypesReadsKQuants) {
+  // llama.cpp's Q4_K_S on a small model: Q4_K projections, Q6_K output, Q4_K embedding.
+  std::vector<NamedTensorType> t = SmallLlamaTensors("Q4_K");
+  t[0].type_name = "Q4_K";
+  t.push_back({"output.weight", "Q6_K"});
+  absl::StatusOr<WeightFormats> f = WeightFormatsFromTensorTypes(t, false);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)[TensorRole::kEmbedding].kind, FormatKind::kQ4_K);
+  EXPECT_EQ((*f)[TensorRole::kDown].kind, FormatKind::kQ4_K);
+  EXPECT_EQ((*f)[TensorRole::kLmHead].kind, FormatKind::kQ6_K);
+  EXPECT_EQ((*f)[TensorRole::kFinalNorm].kind, FormatKind::kF32);
+  EXPECT_TRUE(f->Validate().ok());
+  absl::StatusOr<WeightFormats> q5 = WeightFormatsFromTensorTypes(SmallLlamaTensors("Q5_K"), true);
+  ASSERT_TRUE(q5.ok()) << q5.status();
+  EXPECT_EQ((*q5)[TensorRole::kUp].kind, FormatKind::kQ5_K);
+}
+
 TEST(WeightFormatsTest, FromTensorTypesRejectsUnsizedAndMixedTypes) {
-  std::vector<NamedTensorType> k_quant = SmallLlamaTensors("Q4_1");
-  k_quant.push_back({"output.weight", "Q6_K"});
-  absl::Status s = WeightFormatsFromTensorTypes(k_quant, false).status();
+  std::vector<NamedTensorType> unsized = SmallLlamaTensors("Q4_1");
+  unsized.push_back({"output.weight", "Q3_K"});
+  absl::Status s = WeightFormatsFromTensorTypes(unsized, false).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("output.weight is stored as Q6_K"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("output.weight is stored as Q3_K"), std::string::npos) << s;
+
+  // Q4_K_M keeps some layers' ffn_down in Q6_K: one type per role cannot describe it.
+  std::vector<NamedTensorType> q4_k_m = SmallLlamaTensors("Q4_K");
+  q4_k_m[3 + 6].type_name = "Q6_K";  // blk.0.ffn_down
+  s = WeightFormatsFromTensorTypes(q4_k_m, true).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("blk.0.ffn_down.weight is Q6_K, blk.1.ffn_down.weight is Q4_K"),
+            std::string::npos)
+      << s;
 
   std::vector<NamedTensorType> mixed = SmallLlamaTensors("Q4_1");
   mixed.push_back({"blk.2.attn_q.weight", "Q8_0"});

@@ -72,7 +72,8 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
       {Llama31_405B(), "fp8", 8, 1},       {Llama31_405B(), "int4", 4, 2},
       {Llama31_405B(), "fp8-block", 8, 3}, {Llama33_70B(), "bf16", 2, 5},
       {SmolLM2_135M(), "q4_1", 3, 1},      {SmolLM2_135M(), "f32", 3, 2},
-      {Width768(), "int4-g128", 2, 1},     {Width768(), "q8_0", 4, 4}};
+      {Width768(), "int4-g128", 2, 1},     {Width768(), "q8_0", 4, 4},
+      {Llama33_70B(), "q4_k", 8, 2},       {Llama31_8B(), "q6_k", 4, 1}};
   for (const auto& [config, format, tp, pp] : cases) {
     SCOPED_TRACE(config.name + " " + format + " tp=" + std::to_string(tp) +
                  " pp=" + std::to_string(pp));
@@ -136,6 +137,12 @@ TEST(ShardingPlanTest, SplitThroughQuantizationGroupIsRefused) {
                                 "multiple of the fp8-block tile of 128 rows"),
             std::string::npos)
       << tile;
+  // K-quant super-blocks of 256 values are split units too.
+  absl::Status k_quant = PlanSharding(Width768(), Preset("q4_k"), 2, 1).status();
+  EXPECT_NE(k_quant.message().find("o is row-parallel: its input dim 768 / tp 2 = 384 is not a "
+                                   "multiple of the q4_k block of 256 values"),
+            std::string::npos)
+      << k_quant;
   // Unsplit, SmolLM2's 576-wide rows are not a multiple of 128 either.
   absl::Status whole = PlanSharding(SmolLM2_135M(), Preset("int4-g128"), 1, 1).status();
   EXPECT_NE(whole.message().find("input dim 576 is not a multiple of the int4-g128 block"),

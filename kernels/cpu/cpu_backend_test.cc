@@ -146,6 +146,54 @@ TEST_F(CpuBackendParityTest, MatMulEveryTypeAndShape) {
   }
 }
 
+// K-quant weights: rows of 1..6 super-blocks, odd row counts and token counts (decode, a
+// partial 4-row dot group, more than one token tile's worth of dot groups), against f64 on the
+// dequantized weights with the same activation-rounding threshold as the other GGML types.
+TEST_F(CpuBackendParityTest, MatMulKQuantsOddShapes) {
+  for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    ASSERT_TRUE(ref_.SupportsWeight(FormatOfDType(t)) && opt_.SupportsWeight(FormatOfDType(t)))
+        << DTypeName(t);
+    for (int64_t k : {256, 768, 1536}) {
+      for (int64_t n : {1, 5, 31}) {
+        const std::vector<float> w = Random(n * k, 2000 + k + n, 0.2f);
+        const std::vector<uint8_t> wq = QuantizeMatrix(t, w.data(), n, k);
+        const WeightMatrix wm = Wm(t, wq.data(), n, k, RowBytes(t, k).value());
+        std::vector<float> wd(n * k);
+        for (int64_t r = 0; r < n; ++r) {
+          DequantizeRow(t, wq.data() + r * wm.row_bytes, wd.data() + r * k, k);
+        }
+        for (int64_t m : {1, 7, 33}) {
+          const std::vector<float> x = Random(m * k, 11 * m + k);
+          Guarded y_ref(m * n), y_opt(m * n);
+          ref_.MatMul(x.data(), m, wm, y_ref.data(), DType::kF32);
+          opt_.MatMul(x.data(), m, wm, y_opt.data(), DType::kF32);
+          std::vector<double> exact(m * n, 0.0);
+          double magnitude = 0.0;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              for (int64_t c = 0; c < k; ++c) {
+                const double p = double{x[i * k + c]} * wd[j * k + c];
+                exact[i * n + j] += p;
+                magnitude += p * p;
+              }
+            }
+          }
+          const std::string where = std::string(DTypeName(t)) + " m=" + std::to_string(m) +
+                                    " k=" + std::to_string(k) + " n=" + std::to_string(n);
+          ASSERT_TRUE(y_ref.GuardsIntact() && y_opt.GuardsIntact()) << where;
+          ASSERT_TRUE(AllFinite(y_opt.values()) && AllFinite(y_ref.values())) << where;
+          EXPECT_LT(Nmse(y_opt.values(), y_ref.values()), 1e-10) << where;
+          for (const std::vector<float>& got : {y_ref.values(), y_opt.values()}) {
+            double err = 0.0;
+            for (int64_t i = 0; i < m * n; ++i) err += (got[i] - exact[i]) * (got[i] - exact[i]);
+            EXPECT_LT(err / magnitude, MatMulThresholdVsF64(t)) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CpuBackendParityTest, MatMulHonoursRowStride) {
   const int64_t n = 5, k = 64;
   const std::vector<float> w = Random(n * k, 3);
@@ -167,9 +215,11 @@ TEST_F(CpuBackendParityTest, MatMulHonoursRowStride) {
 // contiguous copy of its input columns and a strided view of its weight columns), for every
 // weight type, on both backends, at decode and prefill sizes.
 TEST_F(CpuBackendParityTest, MatMulChunkedEqualsEachChunkAlone) {
-  const int64_t n = 19, k = 192, chunks = 3, kc = k / chunks;
+  const int64_t n = 19, chunks = 3;
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                  DType::kQ4_1}) {
+                  DType::kQ4_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    // Chunks are whole weight blocks: 64 values, or one 256-value K-quant super-block.
+    const int64_t kc = std::max<int64_t>(64, BlockElems(t)), k = chunks * kc;
     const std::vector<float> w = Random(n * k, 7);
     const std::vector<uint8_t> wq = QuantizeMatrix(t, w.data(), n, k);
     const int64_t row_bytes = RowBytes(t, k).value();
@@ -281,10 +331,12 @@ TEST_F(CpuBackendParityTest, SiluMulAndAdd) {
 }
 
 TEST_F(CpuBackendParityTest, EmbeddingRowsDequantizeAndZeroOutsideTheShard) {
-  const int64_t rows = 20, cols = 96, first_row = 10;
-  const std::vector<float> table = Random(rows * cols, 8);
+  const int64_t rows = 20, first_row = 10;
   const std::vector<int32_t> ids = {5, 10, 29, 30, 17, 17};
-  for (DType t : kAllTypes) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kQ8_0,
+                  DType::kQ4_0, DType::kQ4_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const int64_t cols = BlockElems(t) > 32 ? 512 : 96;  // whole blocks; K-quants: 2 of 256
+    const std::vector<float> table = Random(rows * cols, 8);
     const std::vector<uint8_t> tq = QuantizeMatrix(t, table.data(), rows, cols);
     const WeightMatrix wm = Wm(t, tq.data(), rows, cols, RowBytes(t, cols).value());
     Guarded out(ids.size() * cols, 123.0f);

@@ -17,9 +17,11 @@ namespace tpserve {
 // 32 activations quantized to int8 with one scale: x ~= d * q. The llama.cpp Q8_0 / Q8_1
 // activation blocks, widened to f32 fields for speed but holding the same fp16-rounded values:
 // d = fp16(max|x| / 127) and s = fp16(d * sum(q)) (what a Q4_1 weight's offset multiplies).
+// `sum` is sum(q) exactly, for the K-quants' per-sub-block mins (d * sum, unrounded).
 struct Q8Block {
   float d;
   float s;
+  int32_t sum;
   int8_t q[32];
 };
 
@@ -45,12 +47,23 @@ struct CpuKernels {
   void (*quantize_q8)(const float* x, int64_t k, Q8Block* out);
 
   // out[j] = dot(weight row w, activation row x[j]) for j < num_x (1..kMaxDotRows), both
-  // num_blocks blocks long. w points at the weight row's GGML blocks (Q8_0 / Q4_0 / Q4_1).
+  // num_blocks blocks of 32 long. w points at the weight row's GGML blocks (Q8_0 / Q4_0 / Q4_1).
   void (*dot_q8_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
   void (*dot_q4_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
   void (*dot_q4_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  // The K-quants: num_blocks counts 256-value super-blocks of w, each against 8 consecutive
+  // Q8 blocks of every x[j]. Integer sums are exact; per 32-value sub-block the float part is
+  //   Q4_K/Q5_K: d * dx * (scale * sum(q * qx)) - dmin * dx * (min * sum(qx))
+  //   Q6_K:      d * dx * (scale_lo * sum_lo((q - 32) * qx) + scale_hi * sum_hi(...))
+  // with dx the activation block's d and sum(qx) its exact `sum` (not the fp16-rounded s).
+  void (*dot_q4_K)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  void (*dot_q5_K)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  void (*dot_q6_K)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
 
   // out[j] = dot(w, x[j]) over n f32 elements for j < num_x (1..kMaxDotRows).

@@ -2,6 +2,7 @@
 // with shapes and threads is cpu_backend_test.cc.)
 #include "kernels/cpu/cpu_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -39,7 +40,11 @@ TEST_F(CpuKernelsTest, QuantizeQ8MatchesReferenceBitForBit) {
   for (int i = 0; i < 48; ++i) {
     EXPECT_EQ(a[i].d, b[i].d) << i;
     EXPECT_EQ(a[i].s, b[i].s) << i;
+    EXPECT_EQ(a[i].sum, b[i].sum) << i;
     EXPECT_EQ(std::memcmp(a[i].q, b[i].q, 32), 0) << i;
+    int sum = 0;
+    for (int8_t q : a[i].q) sum += q;
+    EXPECT_EQ(a[i].sum, sum) << i;
   }
   // The scale is fp16-representable and the codes reach +-127 at the block maximum.
   EXPECT_EQ(F16ToF32(F32ToF16(a[0].d)), a[0].d);
@@ -67,6 +72,133 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
       for (int j = 0; j < num_x; ++j) {
         EXPECT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
             << DTypeName(t) << " num_x=" << num_x << " row " << j;
+      }
+    }
+  }
+}
+
+using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
+
+QuantDotFn KQuantDot(const CpuKernels& ks, DType t) {
+  return t == DType::kQ4_K ? ks.dot_q4_K : t == DType::kQ5_K ? ks.dot_q5_K : ks.dot_q6_K;
+}
+
+constexpr DType kKQuantTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// A K-quant weight row of `super_blocks` super-blocks: either encoded from Gaussian values, or
+// random bytes with finite fp16 scale fields, which reach every level, 6-bit scale/min pattern,
+// negative d/dmin and negative Q6_K scale.
+std::vector<uint8_t> KQuantRow(DType t, int64_t super_blocks, uint32_t seed, bool random_bytes) {
+  const int64_t n = 256 * super_blocks;
+  std::vector<uint8_t> row(RowBytes(t, n).value());
+  if (!random_bytes) {
+    QuantizeRow(t, Random(n, seed, 0.1f).data(), row.data(), n);
+    return row;
+  }
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> scale(0.0f, 0.01f);
+  for (uint8_t& byte : row) byte = static_cast<uint8_t>(rng());
+  const int64_t block_bytes = BlockBytes(t);
+  for (int64_t b = 0; b < super_blocks; ++b) {
+    uint8_t* block = row.data() + b * block_bytes;
+    for (int offset : t == DType::kQ6_K ? std::vector<int>{208} : std::vector<int>{0, 2}) {
+      const uint16_t h = F32ToF16(scale(rng));
+      std::memcpy(block + offset, &h, 2);
+    }
+  }
+  return row;
+}
+
+struct QuantizedActivations {
+  std::vector<std::vector<float>> x;         // [kMaxDotRows][k]
+  std::vector<std::vector<Q8Block>> blocks;  // [kMaxDotRows][k / 32]
+  const Q8Block* rows[kMaxDotRows];
+};
+
+QuantizedActivations Activations(const CpuKernels& ks, int64_t k, uint32_t seed) {
+  QuantizedActivations a;
+  for (int j = 0; j < kMaxDotRows; ++j) {
+    a.x.push_back(Random(k, seed + j, 1.0f + j));
+    a.blocks.emplace_back(k / 32);
+    ks.quantize_q8(a.x[j].data(), k, a.blocks[j].data());
+    a.rows[j] = a.blocks[j].data();
+  }
+  return a;
+}
+
+// The optimized kernels compute the same integers as the reference and differ only in float
+// order, so they agree to f32 rounding of the magnitude sum(|w * x|).
+TEST_F(CpuKernelsTest, KQuantDotsMatchReferenceOnOddSizes) {
+  for (DType t : kKQuantTypes) {
+    for (int64_t nb = 1; nb <= 3; ++nb) {
+      const QuantizedActivations a = Activations(ref_, 256 * nb, 40 + nb);
+      for (bool random_bytes : {false, true}) {
+        const std::vector<uint8_t> w = KQuantRow(t, nb, 50 + nb, random_bytes);
+        std::vector<float> wd(256 * nb);
+        DequantizeRow(t, w.data(), wd.data(), 256 * nb);
+        for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+          float want[kMaxDotRows], got[kMaxDotRows];
+          KQuantDot(ref_, t)(w.data(), a.rows, num_x, nb, want);
+          KQuantDot(simd_, t)(w.data(), a.rows, num_x, nb, got);
+          for (int j = 0; j < num_x; ++j) {
+            double magnitude = 0;
+            for (int64_t i = 0; i < 256 * nb; ++i) {
+              magnitude += std::fabs(double{wd[i]} * a.blocks[j][i / 32].d * a.blocks[j][i / 32].q[i % 32]);
+            }
+            EXPECT_LE(std::fabs(got[j] - want[j]), 1e-6 * magnitude)
+                << DTypeName(t) << " blocks=" << nb << " random=" << random_bytes
+                << " num_x=" << num_x << " row " << j << ": " << got[j] << " vs " << want[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Against the f32 dot of the dequantized weights with the unquantized activations, every
+// kernel table may only add the activation rounding: |x - d * q| <= max|x| * (1/254 + 2^-11)
+// per block of 32 (half a step, plus the fp16 rounding of d times |q| <= 127), weighted by
+// sum |w| over the block; plus f32 summation error. Against the same dot with the activations
+// as quantized (d * q), only f32 rounding remains: the integer sums, min terms included
+// (exact sum(q) times d, not the fp16-rounded s), are exact.
+TEST(CpuKernelsKQuantTest, DotsStayWithinTheActivationRoundingOfTheF32Dot) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    const CpuKernels& ks = CpuKernelsFor(isa);
+    for (DType t : kKQuantTypes) {
+      for (int64_t nb = 1; nb <= 3; ++nb) {
+        const int64_t k = 256 * nb;
+        const QuantizedActivations a = Activations(ks, k, 60 + nb);
+        for (bool random_bytes : {false, true}) {
+          const std::vector<uint8_t> w = KQuantRow(t, nb, 70 + nb, random_bytes);
+          std::vector<float> wd(k);
+          DequantizeRow(t, w.data(), wd.data(), k);
+          float got[kMaxDotRows];
+          KQuantDot(ks, t)(w.data(), a.rows, kMaxDotRows, nb, got);
+          for (int j = 0; j < kMaxDotRows; ++j) {
+            double exact = 0, bound = 0, magnitude = 0, exact_q = 0, magnitude_q = 0;
+            for (int64_t b = 0; b < k / 32; ++b) {
+              double amax = 0, w_abs = 0;
+              for (int i = 0; i < 32; ++i) {
+                const double wi = wd[32 * b + i], xi = a.x[j][32 * b + i];
+                const double xq = double{a.blocks[j][b].d} * a.blocks[j][b].q[i];
+                exact += wi * xi;
+                magnitude += std::fabs(wi * xi);
+                exact_q += wi * xq;
+                magnitude_q += std::fabs(wi * xq);
+                amax = std::max(amax, std::fabs(xi));
+                w_abs += std::fabs(wi);
+              }
+              bound += amax * (1.0 / 254 + std::ldexp(1.0, -11)) * w_abs;
+            }
+            EXPECT_LE(std::fabs(got[j] - exact), 1.001 * bound + 1e-5 * magnitude)
+                << CpuIsaName(isa) << " " << DTypeName(t) << " blocks=" << nb
+                << " random=" << random_bytes << " row " << j;
+            EXPECT_LE(std::fabs(got[j] - exact_q), 1e-6 * magnitude_q)
+                << CpuIsaName(isa) << " " << DTypeName(t) << " blocks=" << nb
+                << " random=" << random_bytes << " row " << j << " (quantized activations)";
+          }
+        }
       }
     }
   }

@@ -30,6 +30,9 @@ WeightMatrix ChunkOf(const WeightMatrix& w, int64_t c, int64_t kc) {
   return wc;
 }
 
+// Values per Q8Block: activations are quantized in blocks of 32 whatever the weight block is.
+constexpr int64_t kActivationBlock = 32;
+
 }  // namespace
 
 CpuMatMul::CpuMatMul(const CpuKernels& kernels, ThreadPool* pool)
@@ -46,6 +49,9 @@ bool CpuMatMul::Supports(const TensorFormat& format) {
     case FormatKind::kQ8_0:
     case FormatKind::kQ4_0:
     case FormatKind::kQ4_1:
+    case FormatKind::kQ4_K:
+    case FormatKind::kQ5_K:
+    case FormatKind::kQ6_K:
       return true;
     case FormatKind::kInt4Group:
       return format.group_size > 0 && format.group_size % 32 == 0;
@@ -66,7 +72,7 @@ CpuMatMul::Tiling CpuMatMul::ChooseTiling(int64_t m, int64_t n) const {
 }
 
 void CpuMatMul::QuantizeActivations(const float* x, int64_t m, int64_t k) {
-  const int64_t blocks_per_row = k / 32;
+  const int64_t blocks_per_row = k / kActivationBlock;
   if (static_cast<int64_t>(x_q8_.size()) < m * blocks_per_row) x_q8_.resize(m * blocks_per_row);
   Q8Block* out = x_q8_.data();
   const int64_t rows_per_task = std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1));
@@ -86,9 +92,14 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
     case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
     case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
     case FormatKind::kQ4_1: dot = kernels_.dot_q4_1; break;
+    case FormatKind::kQ4_K: dot = kernels_.dot_q4_K; break;
+    case FormatKind::kQ5_K: dot = kernels_.dot_q5_K; break;
+    case FormatKind::kQ6_K: dot = kernels_.dot_q6_K; break;
     default: TP_CHECK(false, "not a quantized weight type");
   }
-  const int64_t num_blocks = w.cols / 32;
+  // Weight blocks (32 values, or 256 for the K-quants); x_block0 and x_row_blocks count
+  // activation blocks, always 32 values.
+  const int64_t num_blocks = w.cols / InputBlockValues(w.format);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const Q8Block* rows[kMaxDotRows];
   float out[kMaxDotRows];
@@ -172,7 +183,8 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
     const WeightMatrix wc = ChunkOf(w, c, kc);
     float* yc = y + c * m * w.rows;
     if (quantized) {
-      RunQuantizedTile(wc, n0, n1, m0, m1, yc, c * (kc / 32), w.cols / 32);
+      RunQuantizedTile(wc, n0, n1, m0, m1, yc, c * (kc / kActivationBlock),
+                       w.cols / kActivationBlock);
     } else {
       RunFloatTile(x + c * kc, w.cols, wc, n0, n1, m0, m1, yc, row_scratch_[thread].data());
     }

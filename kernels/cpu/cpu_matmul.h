@@ -6,7 +6,9 @@
 //
 // Quantized weights: x is quantized once per call into 8-bit blocks (Q8Block) and each tile
 // multiplies one unpacked weight row against up to kMaxDotRows activation rows at a time, so
-// prefill re-uses both the quantized activations and each unpacked weight block.
+// prefill re-uses both the quantized activations and each unpacked weight block. Every GGML
+// block type (Q8_0/Q4_0/Q4_1 blocks of 32, Q4_K/Q5_K/Q6_K super-blocks of 256) multiplies
+// against the same Q8 blocks of 32; a super-block spans 8 of them.
 // Float weights (f32/f16/bf16/fp8, and int4 groups): each weight row is decoded to f32 once
 // per tile (scales and zero points applied) and dotted with f32 activations. An int4 act-order
 // permutation gathers x into stored column order once per call.

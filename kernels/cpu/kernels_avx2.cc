@@ -1,4 +1,5 @@
-// AVX2 + FMA + F16C activation quantization and dot products. The file is compiled for that
+// AVX2 + FMA + F16C activation quantization and dot products (the K-quant dots are in
+// kernels_avx2_kquant.cc). The file is compiled for that
 // target via the pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must
 // only be used after DetectCpuIsa() says the CPU has these extensions.
 #if defined(__x86_64__)
@@ -19,12 +20,6 @@ namespace tpserve {
 namespace avx2_internal {
 namespace {
 
-float LoadF16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
 float RoundThroughF16(float f) { return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
 
 // Sum of adjacent byte products in groups of 4 -> 8 floats. `u` is read as unsigned bytes,
@@ -39,10 +34,6 @@ __m256i UnpackNibbles(const uint8_t* qs) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
-__m256i LoadQ(const Q8Block& b) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
 }
 
 }  // namespace
@@ -79,7 +70,8 @@ void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
     q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), q8);
     out[b].d = RoundThroughF16(max_abs / 127.0f);
-    out[b].s = RoundThroughF16(out[b].d * static_cast<float>(_mm_cvtsi128_si32(s4)));
+    out[b].sum = _mm_cvtsi128_si32(s4);
+    out[b].s = RoundThroughF16(out[b].d * static_cast<float>(out[b].sum));
   }
 }
 
@@ -272,6 +264,9 @@ const CpuKernels& Avx2CpuKernels() {
       .dot_q8_0 = avx2_internal::DotQ8_0,
       .dot_q4_0 = avx2_internal::DotQ4_0,
       .dot_q4_1 = avx2_internal::DotQ4_1,
+      .dot_q4_K = avx2_internal::DotQ4_K,
+      .dot_q5_K = avx2_internal::DotQ5_K,
+      .dot_q6_K = avx2_internal::DotQ6_K,
       .dot_f32 = avx2_internal::DotF32,
       .f16_to_f32 = avx2_internal::F16ToF32Row,
       .bf16_to_f32 = avx2_internal::BF16ToF32Row,

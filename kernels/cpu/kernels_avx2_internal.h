@@ -1,5 +1,6 @@
-// Internal to the CPU backend: the AVX2 kernels split over two files (dot products and
-// quantization in kernels_avx2.cc, vector and attention kernels in kernels_avx2_vector.cc).
+// Internal to the CPU backend: the AVX2 kernels split over three files (dot products and
+// quantization in kernels_avx2.cc, K-quant dot products in kernels_avx2_kquant.cc, vector and
+// attention kernels in kernels_avx2_vector.cc).
 // Every function here requires AVX2 + FMA + F16C; only Avx2CpuKernels() hands them out.
 //
 //   avx2_internal::DotF32(k_row, q_heads, 3, 64, dots);
@@ -13,6 +14,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -20,6 +22,16 @@
 #pragma GCC target("avx2,fma,f16c")
 
 namespace tpserve::avx2_internal {
+
+inline float LoadF16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m256i LoadQ(const Q8Block& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q));
+}
 
 inline float HorizontalSum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -34,6 +46,11 @@ void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
 void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out);
+
+// kernels_avx2_kquant.cc
+void DotQ4_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ5_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ6_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 
 // kernels_avx2_vector.cc
 void F16ToF32Row(const uint16_t* src, float* dst, int64_t n);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "formats/dtype.h"
+#include "formats/k_quant.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace tpserve {
@@ -33,6 +34,7 @@ void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
     }
     out[b].d = RoundThroughF16(amax / 127.0f);
     out[b].s = RoundThroughF16(out[b].d * static_cast<float>(sum));
+    out[b].sum = sum;
   }
 }
 
@@ -85,6 +87,66 @@ void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_b
              F16ToF32(LoadU16(block + 2)) * x[j][b].s;
     }
     out[j] = sum;
+  }
+}
+
+// Q4_K / Q5_K (layout: formats/k_quant.h): super-block b spans activation blocks 8b..8b+7, one
+// per 32-value sub-block. The integer parts are exact in f32 (|scale * sum(q * qx)| < 2^23).
+template <bool kFiveBit>
+void DotScaleMinK(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                  float* out) {
+  constexpr int kBlockBytes = kFiveBit ? kQ5_KBlockBytes : kQ4_KBlockBytes;
+  constexpr int kQsOffset = kFiveBit ? kQ5_KQsOffset : kQ4_KQsOffset;
+  for (int r = 0; r < num_x; ++r) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * kBlockBytes;
+      const float d = F16ToF32(LoadU16(block));
+      const float dmin = F16ToF32(LoadU16(block + 2));
+      uint8_t scales[8], mins[8];
+      UnpackKScaleMins(block + kQ4_KScalesOffset, scales, mins);
+      for (int j = 0; j < 8; ++j) {
+        const Q8Block& xb = x[r][8 * b + j];
+        int isum = 0;
+        for (int i = 0; i < 32; ++i) {
+          const uint8_t byte = block[kQsOffset + (j / 2) * 32 + i];
+          int q = (j % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+          if (kFiveBit) q |= ((block[kQ5_KQhOffset + i] >> j) & 1) << 4;
+          isum += q * xb.q[i];
+        }
+        sum += d * xb.d * static_cast<float>(scales[j] * isum) -
+               dmin * xb.d * static_cast<float>(mins[j] * xb.sum);
+      }
+    }
+    out[r] = sum;
+  }
+}
+
+// Q6_K: activation block j of a super-block covers its elements 32j..32j+31, i.e. half h = j / 4,
+// quarter k = j % 4, and the two 16-value scales 2j and 2j + 1.
+void DotQ6_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+             float* out) {
+  for (int r = 0; r < num_x; ++r) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * kQ6_KBlockBytes;
+      const float d = F16ToF32(LoadU16(block + kQ6_KDOffset));
+      const auto* scales = reinterpret_cast<const int8_t*>(block + kQ6_KScalesOffset);
+      for (int j = 0; j < 8; ++j) {
+        const Q8Block& xb = x[r][8 * b + j];
+        const int h = j / 4, k = j % 4;
+        int half_sums[2] = {0, 0};
+        for (int i = 0; i < 32; ++i) {
+          const uint8_t low_byte = block[kQ6_KQlOffset + 64 * h + i + 32 * (k & 1)];
+          const int low = k < 2 ? (low_byte & 0x0F) : (low_byte >> 4);
+          const int high = (block[kQ6_KQhOffset + 32 * h + i] >> (2 * k)) & 3;
+          half_sums[i / 16] += ((low | (high << 4)) - 32) * xb.q[i];
+        }
+        const int isum = scales[2 * j] * half_sums[0] + scales[2 * j + 1] * half_sums[1];
+        sum += d * xb.d * static_cast<float>(isum);
+      }
+    }
+    out[r] = sum;
   }
 }
 
@@ -188,6 +250,9 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_q8_0 = DotQ8_0,
       .dot_q4_0 = DotQ4_0,
       .dot_q4_1 = DotQ4_1,
+      .dot_q4_K = DotScaleMinK<false>,
+      .dot_q5_K = DotScaleMinK<true>,
+      .dot_q6_K = DotQ6_K,
       .dot_f32 = DotF32,
       .f16_to_f32 = F16ToF32Row,
       .bf16_to_f32 = BF16ToF32Row,
