@@ -97,7 +97,7 @@ class ShardedWriter:
     """
 
     def __init__(self, out_dir, specs, max_shard_bytes=None, num_shards=None,
-                 metadata=None):
+                 metadata=None, file_name=SINGLE_FILE):
         names = [s.name for s in specs]
         if len(set(names)) != len(names):
             raise ValueError("duplicate tensor names in plan")
@@ -105,14 +105,14 @@ class ShardedWriter:
         self._specs = {s.name: s for s in specs}
         shard_of = assign_shards(specs, max_shard_bytes, num_shards)
         count = max(shard_of) + 1 if specs else 1
-        self.files = ([SINGLE_FILE] if count == 1 else
+        self.files = ([file_name] if count == 1 else
                       [f"model-{i + 1:05d}-of-{count:05d}.safetensors" for i in range(count)])
         self._out_dir = out_dir
         self._where = {}  # name -> (file index, absolute byte offset)
         self._remaining = {s.name: s.nbytes for s in specs}
         self._handles = []
         metadata = metadata or {"format": "pt"}
-        for index, file_name in enumerate(self.files):
+        for index, shard_name in enumerate(self.files):
             members = [s for s, shard in zip(specs, shard_of) if shard == index]
             members.sort(key=lambda s: -s.itemsize)  # stable: plan order within a size
             entries, offset = {}, 0
@@ -121,7 +121,7 @@ class ShardedWriter:
                                    "data_offsets": [offset, offset + s.nbytes]}
                 offset += s.nbytes
             header = _header_bytes(entries, metadata)
-            handle = open(os.path.join(out_dir, file_name), "wb")
+            handle = open(os.path.join(out_dir, shard_name), "wb")
             handle.write(struct.pack("<Q", len(header)) + header)
             handle.truncate(8 + len(header) + offset)
             self._handles.append(handle)
@@ -172,11 +172,12 @@ class ShardedWriter:
                 handle.close()
 
 
-def write_tensors(path_dir, tensors, metadata=None):
-    """Writes a dict name -> numpy array (dtypes of NUMPY_DTYPES) as one model.safetensors."""
+def write_tensors(path, tensors, metadata=None):
+    """Writes a dict name -> numpy array (dtypes of NUMPY_DTYPES) as one safetensors file."""
     by_dtype = {v: k for k, v in NUMPY_DTYPES.items()}
     specs = [TensorSpec(n, by_dtype[a.dtype], tuple(a.shape)) for n, a in tensors.items()]
-    with ShardedWriter(path_dir, specs, metadata=metadata) as writer:
+    directory, file_name = os.path.split(os.path.abspath(path))
+    with ShardedWriter(directory, specs, metadata=metadata, file_name=file_name) as writer:
         for name, array in tensors.items():
             writer.write(name, array)
 
