@@ -22,7 +22,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_quant  # noqa: E402
-from safetensors_stream import INDEX_FILE, SINGLE_FILE, read_checkpoint_tensors, read_header  # noqa: E402,E501
+from safetensors_stream import (INDEX_FILE, SINGLE_FILE, read_checkpoint_tensors,  # noqa: E402
+                                read_header)
 
 DENSE_DTYPES = ("F32", "BF16", "F16")
 METHODS = ("awq", "gptq", "fbgemm_fp8", "compressed-tensors")

@@ -58,28 +58,27 @@ class TensorSpec:
 
 
 def assign_shards(specs, max_shard_bytes=None, num_shards=None):
-    """Returns one shard index per spec, in plan order, numbered 0..N-1 with none empty.
+    """Returns one shard index per spec, in plan order: contiguous runs numbered 0..N-1.
 
-    num_shards splits by each tensor's starting byte; max_shard_bytes fills greedily (a tensor
-    larger than the limit gets a shard of its own). Neither: one shard.
+    num_shards: exactly min(num_shards, len(specs)) shards, a new one starting at the first
+    tensor past each 1/num_shards of the bytes. max_shard_bytes: greedy fill (a tensor larger
+    than the limit gets a shard of its own). Neither: one shard.
     """
     if max_shard_bytes and num_shards:
         raise ValueError("give max_shard_bytes or num_shards, not both")
     total = sum(s.nbytes for s in specs)
-    raw, start, current, used = [], 0, 0, 0
-    for spec in specs:
-        if num_shards:
-            raw.append(min(num_shards - 1, start * num_shards // max(total, 1)))
-        elif max_shard_bytes:
-            if used and used + spec.nbytes > max_shard_bytes:
-                current, used = current + 1, 0
-            used += spec.nbytes
-            raw.append(current)
-        else:
-            raw.append(0)
+    shards, current, used, start = [], 0, 0, 0
+    for i, spec in enumerate(specs):
+        if used and num_shards and current < num_shards - 1 and (
+                start * num_shards >= (current + 1) * total
+                or len(specs) - i <= num_shards - 1 - current):
+            current, used = current + 1, 0
+        elif used and max_shard_bytes and used + spec.nbytes > max_shard_bytes:
+            current, used = current + 1, 0
+        shards.append(current)
+        used += spec.nbytes
         start += spec.nbytes
-    renumber = {old: new for new, old in enumerate(sorted(set(raw)))}
-    return [renumber[r] for r in raw]
+    return shards
 
 
 def _header_bytes(entries, metadata):

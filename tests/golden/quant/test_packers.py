@@ -306,7 +306,8 @@ def _forward_last_logits(config, state, ids):
 
     def rope(v):
         half = head_dim // 2
-        return v * np.cos(angle) + np.concatenate([-v[..., half:], v[..., :half]], -1) * np.sin(angle)
+        rotated = np.concatenate([-v[..., half:], v[..., :half]], -1)
+        return v * np.cos(angle) + rotated * np.sin(angle)
     for layer in range(config["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         h = rms(x, state[p + "input_layernorm.weight"])
