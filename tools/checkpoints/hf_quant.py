@@ -16,7 +16,10 @@ Formats (names as accepted by parse_format and the --format flags):
   fp8-ct-channel[-bf16scale]  compressed-tensors "float-quantized", FP8_DYNAMIC preset: weight
                               F8_E4M3 + weight_scale [out, 1] (F32, or BF16 as llm-compressor
                               writes for bf16 models); ignore ["lm_head"]
-  fp8-ct-block[-bf16scale]    FP8_BLOCK preset: weight_scale [ceil(out/128), ceil(in/128)]
+  fp8-ct-block[-bf16scale]    FP8_BLOCK preset: weight_scale [ceil(out/128), ceil(in/128)];
+                              edge tiles are written partial and unpadded (recent
+                              compressed-tensors pads such weights and adds an I64
+                              weight_shape_original; vLLM needs in % 128 == 0)
   awq-g{32,64,128}            AutoAWQ GEMM, zero point (see packing.py); the rest float16
   gptq-g{32,64,128}-{sym,asym}[-descact]   GPTQ v1 (see packing.py); the rest float16
 Unquantized tensors (embeddings, norms, lm_head) are bf16 for FP8 formats and float16 for
