@@ -28,6 +28,7 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
         continue;
       }
     }
+    // Layer 0's format is the role's; layers stored otherwise (Q4_K_M) become overrides.
     const int64_t layers = IsPerLayerRole(role) ? config.num_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
       const std::string module = ModuleName(source.format(), role, l);
@@ -36,10 +37,7 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
       if (l == 0) {
         formats[role] = m.format();
       } else if (!(m.format() == formats[role])) {
-        return absl::UnimplementedError(StrCat(
-            module, " is stored as ", TensorFormatName(m.format()), " but layer 0's ",
-            TensorRoleName(role), " as ", TensorFormatName(formats[role]),
-            "; one format per role is supported"));
+        formats.layer_overrides[{role, l}] = m.format();
       }
     }
   }

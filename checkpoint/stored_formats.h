@@ -16,8 +16,8 @@
 
 namespace tpserve {
 
-// Preset "checkpoint". The stored errors of StoredMatrix::Open (a missing or malformed
-// tensor); UNIMPLEMENTED naming the tensor when one role mixes formats across layers.
+// Preset "checkpoint"; layers stored differently from layer 0 become per-layer overrides.
+// The errors of StoredMatrix::Open (a missing or malformed tensor).
 absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
                                                   const QuantScheme& scheme,
                                                   const LlamaConfig& config);

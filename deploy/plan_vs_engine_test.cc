@@ -7,7 +7,10 @@
 
 #include "deploy/cluster_plan.h"
 #include "model/model_files.h"
+#include "kernels/backend.h"
+#include "model/sharding.h"
 #include "worker/local_executor.h"
+#include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
 namespace {
@@ -19,6 +22,30 @@ std::string ModelPath() {
     return "";
   }
   return *path;
+}
+
+// What each rank of `exec` really holds, role by role and buffer by buffer, against what
+// `plan` promised rank 0 (the largest share: later ranks may hold fewer vocab rows).
+void ExpectRanksMatchThePlan(const MemoryPlan& plan, LocalExecutor& exec, int tp,
+                             int64_t num_kv_blocks, const std::string& where) {
+  const StageMemory& stage = plan.stages.at(0);
+  const StageShards& shards = plan.sharding.stages.at(0);
+  for (int rank = 0; rank < tp; ++rank) {
+    SCOPED_TRACE(where + " rank " + std::to_string(rank));
+    const MemoryFootprint fp = exec.footprint(rank);
+    for (const RoleShard& r : shards.roles) {
+      const int64_t held = fp.weight_bytes_by_role[static_cast<int>(r.role)];
+      if (rank == 0 || ShardKindFor(r.role) != ShardKind::kVocab) {
+        EXPECT_EQ(held, r.bytes_per_rank) << TensorRoleName(r.role);
+      } else {
+        EXPECT_LE(held, r.bytes_per_rank) << TensorRoleName(r.role);
+      }
+    }
+    if (rank == 0) EXPECT_EQ(fp.weight_bytes_resident, stage.weight_bytes);
+    EXPECT_EQ(exec.kv_cache_bytes(rank), num_kv_blocks * stage.kv_bytes_per_block);
+    // The workspace is the plan's step buffers, allocated one for one.
+    EXPECT_EQ(fp.workspace_bytes, stage.activations.step.Total());
+  }
 }
 
 class PlanVsEngine : public ::testing::TestWithParam<int> {};
@@ -34,31 +61,114 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
   request.max_tokens_per_step = 256;
   absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  const StageMemory& stage = plan->memory.stages.at(0);
   EXPECT_EQ(plan->num_kv_blocks, 2 * 1024 / 16);
 
   LocalExecutorOptions options;
   options.tp_degree = tp;
   options.num_kv_blocks = plan->num_kv_blocks;
   options.block_size_tokens = plan->block_size_tokens;
+  options.kv_dtype = request.kv_dtype;
   options.max_step_tokens = request.max_tokens_per_step;
   options.max_logit_rows = request.max_seqs;
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
       LocalExecutor::Create(files->config, files->weights, options);
   ASSERT_TRUE(exec.ok()) << exec.status();
-  for (int rank = 0; rank < tp; ++rank) {
-    const MemoryFootprint fp = (*exec)->footprint(rank);
-    EXPECT_EQ(fp.weight_bytes_resident, stage.weight_bytes) << "rank " << rank;
-    EXPECT_EQ((*exec)->kv_cache_bytes(rank), int64_t{plan->num_kv_blocks} * stage.kv_bytes_per_block)
-        << "rank " << rank;
-    // The plan budgets step buffers by role (including fully materialised attention scores);
-    // the CPU engine's buffers must fit inside that budget.
-    EXPECT_GT(fp.workspace_bytes, 0);
-    EXPECT_LE(fp.workspace_bytes, stage.activations.Total()) << "rank " << rank;
-  }
+  ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks, "SmolLM2");
 }
 
 INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine, ::testing::Values(1, 3));
+
+// A model that splits three ways on whole blocks of every format (6 heads and 3 KV heads of
+// 128, FFN 1536 = 3 x 512) but whose vocabulary (1001) does not: the last rank holds fewer
+// rows.
+LlamaConfig SplitsInThree(bool tied) {
+  LlamaConfig c;
+  c.name = "splits-in-three";
+  c.vocab_size = 1001;
+  c.hidden_size = 768;
+  c.intermediate_size = 1536;
+  c.num_layers = 2;
+  c.num_heads = 6;
+  c.num_kv_heads = 3;
+  c.head_dim = 128;
+  c.max_context_tokens = 256;
+  c.rope_theta = 10000;
+  c.rms_norm_eps = 1e-5;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+PlanInputs HostInputs(const LlamaConfig& c, const WeightFormats& formats, int tp, DType kv) {
+  PlanInputs in;
+  in.model = c;
+  in.weights = formats;
+  in.kv_cache_dtype = FormatOfDType(kv).kind;
+  in.activation_dtype = FormatKind::kF32;
+  in.tp = tp;
+  in.device = HostCpuSpecFromMemTotal(int64_t{4} << 30, 10e9, 100e9);
+  in.max_context_tokens = 256;
+  in.max_tokens_per_step = 32;
+  in.max_sequences_per_step = 4;
+  in.target_concurrent_sequences = 2;
+  in.kv_block_size_tokens = 16;
+  return in;
+}
+
+// Every weight format the engine holds, quantized on load from an f32 checkpoint, at one and
+// three ranks, tied and untied: each role's bytes on each rank, the KV pool and the workspace
+// are what the planner says.
+TEST(PlanVsEngineFormats, EveryFormatEveryRoleAtOneAndThreeRanks) {
+  for (bool tied : {false, true}) {
+    const LlamaConfig c = SplitsInThree(tied);
+    const std::shared_ptr<const WeightSource> source =
+        MakeTinyLlama(c, {.format = CheckpointFormat::kSafetensors, .separate_lm_head = !tied});
+    for (const char* preset : {"f32", "fp16", "bf16", "fp8", "fp8-block", "int4", "int4-g64",
+                               "q8_0", "q4_0", "q4_1", "q4_k", "q5_k", "q6_k"}) {
+      if (tied && std::string(preset) != "fp8" && std::string(preset) != "q4_k") continue;
+      const WeightFormats formats = *WeightFormatsPreset(preset);
+      for (int tp : {1, 3}) {
+        const std::string where = std::string(preset) + " tp=" + std::to_string(tp) +
+                                  (tied ? " tied" : " untied");
+        absl::StatusOr<MemoryPlan> plan = PlanMemory(HostInputs(c, formats, tp, DType::kF16));
+        ASSERT_TRUE(plan.ok()) << where << ": " << plan.status();
+        LocalExecutorOptions options;
+        options.tp_degree = tp;
+        options.num_kv_blocks = 32;
+        options.kv_dtype = DType::kF16;
+        options.max_step_tokens = 32;
+        options.max_logit_rows = 4;
+        options.formats = formats;
+        absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
+            LocalExecutor::Create(c, source, options);
+        ASSERT_TRUE(exec.ok()) << where << ": " << exec.status();
+        ExpectRanksMatchThePlan(*plan, **exec, tp, 32, where);
+      }
+    }
+  }
+}
+
+TEST(PlanVsEngineFormats, EveryKvDtype) {
+  const LlamaConfig c = SplitsInThree(false);
+  const std::shared_ptr<const WeightSource> source =
+      MakeTinyLlama(c, {.format = CheckpointFormat::kSafetensors, .separate_lm_head = true});
+  for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
+    absl::StatusOr<MemoryPlan> plan =
+        PlanMemory(HostInputs(c, *WeightFormatsPreset("bf16"), 3, kv));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    LocalExecutorOptions options;
+    options.tp_degree = 3;
+    options.num_kv_blocks = 32;
+    options.kv_dtype = kv;
+    options.max_step_tokens = 32;
+    options.max_logit_rows = 4;
+    options.formats = *WeightFormatsPreset("bf16");
+    absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(c, source, options);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    ExpectRanksMatchThePlan(*plan, **exec, 3, 32, std::string(KvDtypeName(kv)));
+    // 2 layers x K and V x 1 local KV head x 128 x the element size, per token.
+    EXPECT_EQ(plan->stages[0].kv_bytes_per_token, 2 * 2 * 128 * BlockBytes(kv));
+  }
+}
 
 TEST(PlanCluster, RefusesAConfigurationThatCannotFitWithThePlansVerdict) {
   absl::StatusOr<ModelFiles> files = OpenModelFiles(ModelPath());

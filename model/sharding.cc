@@ -51,7 +51,9 @@ absl::Status CheckAlignment(const LlamaConfig& config, const TensorFormat& f, Te
 
 absl::Status CheckAllAlignment(const LlamaConfig& config, const WeightFormats& formats, int tp) {
   for (TensorRole role : kAllTensorRoles) {
-    TP_RETURN_IF_ERROR(CheckAlignment(config, formats[role], role, tp));
+    for (const TensorFormat& f : formats.AllOf(role)) {
+      TP_RETURN_IF_ERROR(CheckAlignment(config, f, role, tp));
+    }
   }
   return absl::OkStatus();
 }

@@ -12,9 +12,17 @@ int64_t StepBufferSizes::Total() const {
          logits_local + logits_gathered;
 }
 
-int64_t ReductionChunks(const LlamaConfig& c, const ShardingPlan& p, int64_t input_block_values) {
+int64_t ReductionChunks(const LlamaConfig& c, const ShardingPlan& p,
+                        const WeightFormats& formats) {
   const int64_t g = c.num_kv_heads;
-  const int64_t block = std::max<int64_t>(32, input_block_values);
+  // A chunk must hold whole quantization blocks of every format o and down use, and whole
+  // 8-bit activation blocks (32) of the CPU's GGML path.
+  int64_t block = 32;
+  for (TensorRole role : {TensorRole::kO, TensorRole::kDown}) {
+    for (const TensorFormat& f : formats.AllOf(role)) {
+      block = std::max(block, InputBlockValues(f));
+    }
+  }
   const bool aligned = c.intermediate_size % g == 0 && (c.num_heads / g * c.head_dim) % block == 0 &&
                        (c.intermediate_size / g) % block == 0;
   return aligned ? g : p.shard().world_size;

@@ -24,6 +24,7 @@
 #include "formats/dtype.h"
 #include "model/config.h"
 #include "model/sharding.h"
+#include "model/weight_formats.h"
 
 namespace tpserve {
 
@@ -49,7 +50,7 @@ struct StepBufferSizes {
 // tensor-parallel degree, one per KV-head group, so that every degree gives the same floats
 // (docs/ARCHITECTURE.md); one chunk per rank when a group would split a quantization block.
 int64_t ReductionChunks(const LlamaConfig& config, const ShardingPlan& plan,
-                        int64_t input_block_values);
+                        const WeightFormats& formats);
 
 StepBufferSizes StepBuffersFor(const LlamaConfig& config, const ShardingPlan& plan,
                                int64_t max_step_tokens, int64_t max_logit_rows,

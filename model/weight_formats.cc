@@ -1,5 +1,8 @@
 #include "model/weight_formats.h"
 
+#include <algorithm>
+#include <string>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -83,7 +86,34 @@ std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name) {
   return std::nullopt;
 }
 
+const TensorFormat& WeightFormats::At(TensorRole role, int64_t layer) const {
+  const auto it = layer_overrides.find({role, layer});
+  return it == layer_overrides.end() ? (*this)[role] : it->second;
+}
+
+std::vector<TensorFormat> WeightFormats::AllOf(TensorRole role) const {
+  std::vector<TensorFormat> out = {(*this)[role]};
+  for (const auto& [key, format] : layer_overrides) {
+    if (key.first == role && std::find(out.begin(), out.end(), format) == out.end()) {
+      out.push_back(format);
+    }
+  }
+  return out;
+}
+
+void WeightFormats::Set(TensorRole role, const TensorFormat& format) {
+  (*this)[role] = format;
+  std::erase_if(layer_overrides, [role](const auto& entry) { return entry.first.first == role; });
+}
+
 absl::Status WeightFormats::Validate() const {
+  for (const auto& [key, f] : layer_overrides) {
+    if (IsNormRole(key.first) || !IsPerLayerRole(key.first)) {
+      return absl::InvalidArgumentError(StrCat("weight format override of ",
+                                               TensorRoleName(key.first), " in layer ",
+                                               key.second, ": only per-layer matrices can vary"));
+    }
+  }
   for (TensorRole role : kAllTensorRoles) {
     const TensorFormat& f = (*this)[role];
     if (IsNormRole(role) && !(f.kind == FormatKind::kF32 || f.kind == FormatKind::kF16 ||
@@ -133,7 +163,8 @@ absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
     const std::vector<NamedTensorType>& tensors, bool tied_embeddings) {
   WeightFormats formats;
   formats.preset = "gguf";
-  std::array<const NamedTensorType*, kNumTensorRoles> first_of_role{};
+  // Per role: the format of each layer, and how many layers use each format.
+  std::array<std::map<int64_t, TensorFormat>, kNumTensorRoles> by_layer;
   for (const NamedTensorType& t : tensors) {
     const std::optional<TensorRole> role = TensorRoleFromGgufName(t.name);
     if (!role.has_value()) continue;
@@ -142,24 +173,42 @@ absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
       return absl::UnimplementedError(StrCat("tensor ", t.name, " is stored as ", t.type_name,
                                              ", which the planner cannot size"));
     }
-    const NamedTensorType*& first = first_of_role[static_cast<int>(*role)];
-    if (first == nullptr) {
-      first = &t;
-      formats[*role] = *format;
-    } else if (!(formats[*role] == *format)) {
-      return absl::UnimplementedError(StrCat(
-          "tensors of one role have different types: ", first->name, " is ", first->type_name, ", ",
-          t.name, " is ", t.type_name, "; the planner needs one type per role"));
+    int64_t layer = 0;
+    if (IsPerLayerRole(*role)) {
+      const std::string_view digits = std::string_view(t.name).substr(4);
+      layer = std::stoll(std::string(digits.substr(0, digits.find('.'))));
     }
+    by_layer[static_cast<int>(*role)][layer] = *format;
   }
   for (TensorRole role : kAllTensorRoles) {
-    if (first_of_role[static_cast<int>(role)] != nullptr) continue;
-    if (role == TensorRole::kLmHead && tied_embeddings) {
-      formats[role] = formats[TensorRole::kEmbedding];
-      continue;
+    const std::map<int64_t, TensorFormat>& layers = by_layer[static_cast<int>(role)];
+    if (layers.empty()) {
+      if (role == TensorRole::kLmHead && tied_embeddings) {
+        formats[role] = formats[TensorRole::kEmbedding];
+        continue;
+      }
+      return absl::InvalidArgumentError(
+          StrCat("no tensor for role ", TensorRoleName(role), " in the checkpoint"));
     }
-    return absl::InvalidArgumentError(
-        StrCat("no tensor for role ", TensorRoleName(role), " in the checkpoint"));
+    // The most common format is the role's; the other layers are overrides.
+    std::vector<std::pair<TensorFormat, int>> counts;
+    for (const auto& [layer, f] : layers) {
+      auto it = std::find_if(counts.begin(), counts.end(),
+                             [&](const auto& c) { return c.first == f; });
+      if (it == counts.end()) {
+        counts.push_back({f, 1});
+      } else {
+        ++it->second;
+      }
+    }
+    const auto most = std::max_element(counts.begin(), counts.end(),
+                                       [](const auto& a, const auto& b) {
+                                         return a.second < b.second;
+                                       });
+    formats[role] = most->first;
+    for (const auto& [layer, f] : layers) {
+      if (!(f == most->first)) formats.layer_overrides[{role, layer}] = f;
+    }
   }
   return formats;
 }

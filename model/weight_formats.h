@@ -11,6 +11,8 @@
 #define TPSERVE_MODEL_WEIGHT_FORMATS_H_
 
 #include <array>
+#include <map>
+#include <utility>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,9 +57,18 @@ std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name);
 struct WeightFormats {
   std::string preset;  // what the defaults came from, e.g. "fp8" (for display)
   std::array<TensorFormat, kNumTensorRoles> by_role;
+  // Layers whose tensor of a role is stored differently from by_role (llama.cpp's Q4_K_M keeps
+  // some layers' attn_v and ffn_down in Q6_K).
+  std::map<std::pair<TensorRole, int64_t>, TensorFormat> layer_overrides;
 
   TensorFormat& operator[](TensorRole role) { return by_role[static_cast<int>(role)]; }
   const TensorFormat& operator[](TensorRole role) const { return by_role[static_cast<int>(role)]; }
+  // The format of `role` in layer `layer` (the override if there is one).
+  const TensorFormat& At(TensorRole role, int64_t layer) const;
+  // Every format `role` uses in some layer, by_role's first.
+  std::vector<TensorFormat> AllOf(TensorRole role) const;
+  // Sets `role` to `format` in every layer (dropping its overrides).
+  void Set(TensorRole role, const TensorFormat& format);
   // INVALID_ARGUMENT naming the role when a norm is not a plain float format (f32/f16/bf16).
   absl::Status Validate() const;
 };

@@ -104,28 +104,38 @@ TEST(WeightFormatsTest, FromTensorTypesReadsKQuants) {
   EXPECT_EQ((*q5)[TensorRole::kUp].kind, FormatKind::kQ5_K);
 }
 
-TEST(WeightFormatsTest, FromTensorTypesRejectsUnsizedAndMixedTypes) {
+TEST(WeightFormatsTest, FromTensorTypesRejectsUnsizedTypes) {
   std::vector<NamedTensorType> unsized = SmallLlamaTensors("Q4_1");
   unsized.push_back({"output.weight", "Q3_K"});
   absl::Status s = WeightFormatsFromTensorTypes(unsized, false).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("output.weight is stored as Q3_K"), std::string::npos) << s;
+}
 
-  // Q4_K_M keeps some layers' ffn_down in Q6_K: one type per role cannot describe it.
+TEST(WeightFormatsTest, LayersThatDifferBecomeOverrides) {
+  // Q4_K_M keeps some layers' ffn_down (and attn_v) in Q6_K.
   std::vector<NamedTensorType> q4_k_m = SmallLlamaTensors("Q4_K");
   q4_k_m[3 + 6].type_name = "Q6_K";  // blk.0.ffn_down
-  s = WeightFormatsFromTensorTypes(q4_k_m, true).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("blk.0.ffn_down.weight is Q6_K, blk.1.ffn_down.weight is Q4_K"),
-            std::string::npos)
-      << s;
-
+  absl::StatusOr<WeightFormats> f = WeightFormatsFromTensorTypes(q4_k_m, true);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->At(TensorRole::kDown, 0).kind, FormatKind::kQ6_K);
+  EXPECT_EQ(f->At(TensorRole::kDown, 1).kind, FormatKind::kQ4_K);
+  EXPECT_EQ(f->At(TensorRole::kUp, 0).kind, FormatKind::kQ4_K);
+  EXPECT_EQ(f->AllOf(TensorRole::kDown).size(), 2u);
+  EXPECT_EQ(f->AllOf(TensorRole::kUp).size(), 1u);
+  EXPECT_TRUE(f->Validate().ok());
+  // The majority is the role's format: two of three layers in Q8_0.
   std::vector<NamedTensorType> mixed = SmallLlamaTensors("Q4_1");
-  mixed.push_back({"blk.2.attn_q.weight", "Q8_0"});
-  s = WeightFormatsFromTensorTypes(mixed, true).status();
-  EXPECT_NE(s.message().find("blk.0.attn_q.weight is Q4_1, blk.2.attn_q.weight is Q8_0"),
-            std::string::npos)
-      << s;
+  mixed.push_back({"blk.2.attn_q.weight", "Q4_1"});
+  mixed[3].type_name = "Q8_0";  // blk.0.attn_q
+  f = WeightFormatsFromTensorTypes(mixed, true);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)[TensorRole::kQ].kind, FormatKind::kQ4_1);
+  EXPECT_EQ(f->At(TensorRole::kQ, 0).kind, FormatKind::kQ8_0);
+  ASSERT_EQ(f->layer_overrides.size(), 1u);
+  f->Set(TensorRole::kQ, TensorFormat::Of(FormatKind::kBF16));  // a preset replaces them all
+  EXPECT_TRUE(f->layer_overrides.empty());
+  EXPECT_EQ(f->At(TensorRole::kQ, 0).kind, FormatKind::kBF16);
 }
 
 }  // namespace

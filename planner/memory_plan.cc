@@ -63,7 +63,8 @@ absl::Status ValidateInputs(const PlanInputs& in) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-StageMemory FixedStageMemory(const PlanInputs& in, const ShardingTable& shards, int stage) {
+StageMemory FixedStageMemory(const PlanInputs& in, const ShardingTable& shards,
+                             const ShardingPlan& rank0, int stage) {
   StageMemory m;
   m.stage = stage;
   m.device_bytes = in.device.memory_bytes;
@@ -73,7 +74,7 @@ StageMemory FixedStageMemory(const PlanInputs& in, const ShardingTable& shards, 
       static_cast<int64_t>(std::ceil(safety * static_cast<double>(std::max<int64_t>(
                                                   0, m.device_bytes - m.runtime_reserve_bytes))));
   m.weight_bytes = shards.stages[stage].weight_bytes_per_rank;
-  m.activations = ActivationBuffersFor(in, shards.vocab_padded, stage == in.pp - 1);
+  m.activations = ActivationBuffersFor(in, rank0, stage == in.pp - 1);
   m.comm = CommBuffersFor(in);
   m.kv_bytes_per_token = KvBytesPerToken(in);
   m.kv_bytes_per_block = m.kv_bytes_per_token * in.kv_block_size_tokens;
@@ -123,35 +124,22 @@ std::string Verdict(const MemoryPlan& plan) {
 
 }  // namespace
 
-int64_t ActivationBuffers::Total() const {
-  return residual_bytes + normed_bytes + qkv_bytes + attn_out_bytes + scores_bytes + mlp_bytes +
-         logits_local_bytes + logits_full_bytes;
-}
-
 int64_t CommBuffers::Total() const { return allreduce_bytes + pipeline_bytes + fixed_bytes; }
 
 int64_t StageMemory::FixedBytes() const {
   return runtime_reserve_bytes + safety_bytes + weight_bytes + activations.Total() + comm.Total();
 }
 
-ActivationBuffers ActivationBuffersFor(const PlanInputs& in, int64_t vocab_padded,
+ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan& rank0,
                                        bool last_stage) {
   const LlamaConfig& c = in.model;
-  const int64_t a = PlainElementBytes(in.activation_dtype);
   const int64_t t = in.max_tokens_per_step;
-  const int64_t q_heads = c.num_heads / in.tp, kv_heads = c.num_kv_heads / in.tp;
   ActivationBuffers b;
-  b.residual_bytes = t * c.hidden_size * a;
-  b.normed_bytes = t * c.hidden_size * a;
-  b.qkv_bytes = t * (q_heads + 2 * kv_heads) * c.head_dim * a;
-  b.attn_out_bytes = t * q_heads * c.head_dim * a;
-  b.scores_bytes = in.flash_attention ? 0 : q_heads * t * in.max_context_tokens * kF32Bytes;
-  b.mlp_bytes = 2 * t * (c.intermediate_size / in.tp) * a;
-  if (last_stage) {
-    const int64_t s = in.max_sequences_per_step;
-    b.logits_local_bytes = s * (vocab_padded / in.tp) * kF32Bytes;
-    b.logits_full_bytes = s * vocab_padded * kF32Bytes;
-  }
+  b.step = StepBuffersFor(c, rank0, t, last_stage ? in.max_sequences_per_step : 0,
+                          PlainElementBytes(in.activation_dtype),
+                          ReductionChunks(c, rank0, in.weights));
+  b.scores_bytes =
+      in.flash_attention ? 0 : rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
   return b;
 }
 
@@ -167,8 +155,8 @@ CommBuffers CommBuffersFor(const PlanInputs& in) {
 
 int64_t KvBytesPerToken(const PlanInputs& in) {
   const LlamaConfig& c = in.model;
-  return 2 * (c.num_layers / in.pp) * (c.num_kv_heads / in.tp) * c.head_dim *
-         PlainElementBytes(in.kv_cache_dtype);
+  return KvBytesPerToken(c.num_layers / in.pp, c.num_kv_heads / in.tp, c.head_dim,
+                         *ElementDType(TensorFormat::Of(in.kv_cache_dtype)));
 }
 
 absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
@@ -177,12 +165,14 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
   plan.inputs = inputs;
   TP_ASSIGN_OR_RETURN(plan.sharding,
                       PlanSharding(inputs.model, inputs.weights, inputs.tp, inputs.pp));
+  TP_ASSIGN_OR_RETURN(const ShardingPlan rank0,
+                      ShardingPlan::Create(inputs.model, inputs.weights, {0, inputs.tp}));
   plan.num_ranks = int64_t{inputs.tp} * inputs.pp;
   plan.blocks_per_sequence = CeilDiv(inputs.max_context_tokens, inputs.kv_block_size_tokens);
   plan.weights_fit = plan.buffers_fit = true;
   plan.num_kv_blocks = INT64_MAX;
   for (int s = 0; s < inputs.pp; ++s) {
-    StageMemory m = FixedStageMemory(inputs, plan.sharding, s);
+    StageMemory m = FixedStageMemory(inputs, plan.sharding, rank0, s);
     m.kv_target_bytes =
         inputs.target_concurrent_sequences * plan.blocks_per_sequence * m.kv_bytes_per_block;
     plan.weights_fit &= m.runtime_reserve_bytes + m.safety_bytes + m.weight_bytes <= m.device_bytes;

@@ -7,16 +7,11 @@
 //   TP_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(inputs));
 //   BlockManager blocks(plan.num_kv_blocks, plan.inputs.kv_block_size_tokens);
 //
-// Per rank of stage s (T = max_tokens_per_step, S = max_sequences_per_step, C = context,
-// a = activation bytes, h = hidden, hd = head_dim, local = per-rank heads/ffn/vocab):
-//   residual, normed  T * h * a                      each
-//   qkv               T * (q_heads + 2 * kv_heads)_local * hd * a
-//   attn_out          T * q_heads_local * hd * a
-//   scores            q_heads_local * T * C * 4      (fp32; 0 with flash attention)
-//   mlp               2 * T * ffn_local * a          (gate, up; SwiGLU overwrites gate)
-//   logits            S * vocab_padded / tp * 4 + S * vocab_padded * 4   (last stage only)
-//   all-reduce        T * h * a (tp > 1);   pipeline  2 * T * h * a (pp > 1)
-//   kv per token      2 * layers_on_stage * kv_heads_local * hd * kv_bytes
+// Per rank of stage s, the step buffers are exactly what the engine allocates (one function,
+// StepBuffersFor in model/step_buffers.h: residual, normed, proj, q, k, v, attn, gate, up, the
+// row-parallel chunk sums, the logits), plus an attention-scratch line: the f32 scores of a
+// non-flash attention, q_heads_local * T * C * 4 (0 with flash attention), an upper bound on
+// any backend's attention workspace. KV per token: KvBytesPerToken (the KV cache's own).
 // Thread-safe: value types and pure functions.
 #ifndef TPSERVE_PLANNER_MEMORY_PLAN_H_
 #define TPSERVE_PLANNER_MEMORY_PLAN_H_
@@ -29,6 +24,8 @@
 #include "absl/status/statusor.h"
 #include "model/config.h"
 #include "planner/gpu_spec.h"
+#include "model/sharding.h"
+#include "model/step_buffers.h"
 #include "planner/sharding_table.h"
 #include "formats/tensor_format.h"
 #include "model/weight_formats.h"
@@ -55,15 +52,9 @@ struct PlanInputs {
 
 // One step's buffers on one rank, each allocated once at start-up.
 struct ActivationBuffers {
-  int64_t residual_bytes = 0;
-  int64_t normed_bytes = 0;
-  int64_t qkv_bytes = 0;
-  int64_t attn_out_bytes = 0;
-  int64_t scores_bytes = 0;
-  int64_t mlp_bytes = 0;
-  int64_t logits_local_bytes = 0;
-  int64_t logits_full_bytes = 0;
-  int64_t Total() const;
+  StepBufferSizes step;      // the engine's workspace, buffer by buffer
+  int64_t scores_bytes = 0;  // attention scratch (see above)
+  int64_t Total() const { return step.Total() + scores_bytes; }
 };
 
 struct CommBuffers {
@@ -118,8 +109,9 @@ struct MemoryPlan {
 // passing through PlanSharding's errors. A plan that does not fit is a result, not an error.
 absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs);
 
-// The per-rank buffers of one stage, exposed so the engine allocates exactly these.
-ActivationBuffers ActivationBuffersFor(const PlanInputs& inputs, int64_t vocab_padded,
+// The per-rank buffers of one stage: StepBuffersFor of rank 0's plan (the logits only on the
+// last stage) plus the attention scratch.
+ActivationBuffers ActivationBuffersFor(const PlanInputs& inputs, const ShardingPlan& rank0,
                                        bool last_stage);
 CommBuffers CommBuffersFor(const PlanInputs& inputs);
 int64_t KvBytesPerToken(const PlanInputs& inputs);  // per rank of any stage (layers / pp)

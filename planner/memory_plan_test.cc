@@ -42,25 +42,37 @@ TEST(MemoryPlanTest, KvBytesPerTokenFollowsLocalKvHeads) {
 
 TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
   const PlanInputs in = SmolOnHost();
-  const ActivationBuffers b = ActivationBuffersFor(in, 49152, /*last_stage=*/true);
-  EXPECT_EQ(b.residual_bytes, 64 * 576 * 4);
-  EXPECT_EQ(b.normed_bytes, 64 * 576 * 4);
-  EXPECT_EQ(b.qkv_bytes, 64 * (9 + 2 * 3) * 64 * 4);
-  EXPECT_EQ(b.attn_out_bytes, 64 * 9 * 64 * 4);
+  const ShardingPlan rank0 = *ShardingPlan::Create(in.model, in.weights, {0, 1});
+  const ActivationBuffers b = ActivationBuffersFor(in, rank0, /*last_stage=*/true);
+  // 64 tokens, f32: the residual stream and its two companions, 9 query and 3 KV heads of 64,
+  // the FFN of 1536, one chunk sum per KV group (3 groups of 192 q4_1 columns), 8 rows of
+  // logits; one rank gathers nothing.
+  EXPECT_EQ(b.step.residual, 64 * 576 * 4);
+  EXPECT_EQ(b.step.normed, 64 * 576 * 4);
+  EXPECT_EQ(b.step.proj, 64 * 576 * 4);
+  EXPECT_EQ(b.step.q + b.step.attn, 2 * 64 * 9 * 64 * 4);
+  EXPECT_EQ(b.step.k + b.step.v, 2 * 64 * 3 * 64 * 4);
+  EXPECT_EQ(b.step.gate + b.step.up, 2 * 64 * 1536 * 4);
+  EXPECT_EQ(b.step.partials, 3 * 64 * 576 * 4);
+  EXPECT_EQ(b.step.all_partials, 0);
+  EXPECT_EQ(b.step.logits_local, 8 * 49152 * 4);
+  EXPECT_EQ(b.step.logits_gathered, 0);
   EXPECT_EQ(b.scores_bytes, 9 * 64 * 512 * 4);
-  EXPECT_EQ(b.mlp_bytes, 2 * 64 * 1536 * 4);
-  EXPECT_EQ(b.logits_local_bytes, 8 * 49152 * 4);
-  EXPECT_EQ(b.logits_full_bytes, 8 * 49152 * 4);
-  EXPECT_EQ(ActivationBuffersFor(in, 49152, /*last_stage=*/false).logits_full_bytes, 0);
+  EXPECT_EQ(ActivationBuffersFor(in, rank0, /*last_stage=*/false).step.logits_local, 0);
   PlanInputs flash = in;
   flash.flash_attention = true;
-  EXPECT_EQ(ActivationBuffersFor(flash, 49152, true).scores_bytes, 0);
+  EXPECT_EQ(ActivationBuffersFor(flash, rank0, true).scores_bytes, 0);
   EXPECT_EQ(CommBuffersFor(in).Total(), 0);  // one rank, no communicator
 
   PlanInputs tp3 = in;
   tp3.tp = 3;
   tp3.device = *GpuPreset("l40s");
-  EXPECT_EQ(ActivationBuffersFor(tp3, 49152, true).qkv_bytes, 64 * (3 + 2 * 1) * 64 * 4);
+  const ShardingPlan rank0_of_3 = *ShardingPlan::Create(in.model, in.weights, {0, 3});
+  const ActivationBuffers b3 = ActivationBuffersFor(tp3, rank0_of_3, true);
+  EXPECT_EQ(b3.step.q, 64 * 3 * 64 * 4);
+  EXPECT_EQ(b3.step.k, 64 * 1 * 64 * 4);
+  EXPECT_EQ(b3.step.all_partials, 3 * 64 * 576 * 4);  // every rank's chunk, gathered
+  EXPECT_EQ(b3.step.logits_gathered, 3 * 8 * 16384 * 4);
   EXPECT_EQ(CommBuffersFor(tp3).allreduce_bytes, 64 * 576 * 4);
   EXPECT_EQ(CommBuffersFor(tp3).fixed_bytes, int64_t{512} << 20);
 }
@@ -127,8 +139,8 @@ TEST(MemoryPlanTest, PipelineStagesShareOneBlockCount) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->stages.size(), 2u);
   EXPECT_EQ(plan->num_ranks, 8);
-  EXPECT_EQ(plan->stages[0].activations.logits_full_bytes, 0);
-  EXPECT_GT(plan->stages[1].activations.logits_full_bytes, 0);
+  EXPECT_EQ(plan->stages[0].activations.step.logits_local, 0);
+  EXPECT_GT(plan->stages[1].activations.step.logits_local, 0);
   EXPECT_EQ(plan->stages[0].comm.pipeline_bytes, 2 * 2048 * 16384 * 2);
   EXPECT_EQ(plan->num_kv_blocks,
             std::min(plan->stages[0].kv_blocks_fit, plan->stages[1].kv_blocks_fit));

@@ -70,34 +70,37 @@ std::string WeightLines(const StageShards& stage, const WeightFormats& formats) 
 }
 
 std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t vocab_padded) {
-  const ActivationBuffers& a = m.activations;
+  const StepBufferSizes& b = m.activations.step;
   const LlamaConfig& c = in.model;
   const int64_t t = in.max_tokens_per_step;
   const std::string act = TensorFormatName(TensorFormat::Of(in.activation_dtype));
-  std::string out = Line("step buffers", StrCat("for ", t, " tokens per step"), a.Total());
-  out +=
-      SubLine("residual", absl::StrFormat("[%d x %d] %s", t, c.hidden_size, act), a.residual_bytes);
-  out += SubLine("normed", absl::StrFormat("[%d x %d] %s", t, c.hidden_size, act), a.normed_bytes);
-  out += SubLine("qkv",
-                 absl::StrFormat("[%d x %d heads x %d] %s", t,
-                                 (c.num_heads + 2 * c.num_kv_heads) / in.tp, c.head_dim, act),
-                 a.qkv_bytes);
-  out +=
-      SubLine("attn_out", absl::StrFormat("[%d x %d] %s", t, c.num_heads / in.tp * c.head_dim, act),
-              a.attn_out_bytes);
+  const int64_t q_cols = c.num_heads / in.tp * c.head_dim;
+  const int64_t kv_cols = c.num_kv_heads / in.tp * c.head_dim;
+  std::string out =
+      Line("step buffers", StrCat("for ", t, " tokens per step"), m.activations.Total());
+  out += SubLine("residual, normed, proj",
+                 absl::StrFormat("3 x [%d x %d] %s", t, c.hidden_size, act),
+                 b.residual + b.normed + b.proj);
+  out += SubLine("q, attn", absl::StrFormat("2 x [%d x %d] %s", t, q_cols, act), b.q + b.attn);
+  out += SubLine("k, v", absl::StrFormat("2 x [%d x %d] %s", t, kv_cols, act), b.k + b.v);
+  out += SubLine("gate, up",
+                 absl::StrFormat("2 x [%d x %d] %s", t, c.intermediate_size / in.tp, act),
+                 b.gate + b.up);
+  if (b.partials + b.all_partials > 0) {
+    out += SubLine("chunk sums", "row-parallel reduction in a fixed order (f32)",
+                   b.partials + b.all_partials);
+  }
   out +=
       SubLine("scores",
               in.flash_attention ? std::string("flash attention: not materialised")
                                  : absl::StrFormat("[%d heads x %d x %d ctx] f32",
                                                    c.num_heads / in.tp, t, in.max_context_tokens),
-              a.scores_bytes);
-  out += SubLine("mlp", absl::StrFormat("2 x [%d x %d] %s", t, c.intermediate_size / in.tp, act),
-                 a.mlp_bytes);
-  if (a.logits_local_bytes > 0) {
+              m.activations.scores_bytes);
+  if (b.logits_local > 0) {
     out += SubLine("logits",
-                   absl::StrFormat("[%d x %d] + gathered [%d x %d] f32", in.max_sequences_per_step,
-                                   vocab_padded / in.tp, in.max_sequences_per_step, vocab_padded),
-                   a.logits_local_bytes + a.logits_full_bytes);
+                   absl::StrFormat("[%d x %d] + gathered f32", in.max_sequences_per_step,
+                                   vocab_padded / in.tp),
+                   b.logits_local + b.logits_gathered);
   }
   return out;
 }

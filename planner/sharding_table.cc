@@ -26,43 +26,50 @@ std::array<int64_t, 2> LocalShape(const ShardingPlan& rank0, TensorRole role) {
   return {s.num_rows, s.num_cols};
 }
 
-// Bytes every rank holds beyond its share because the tensor (or its scales) is replicated.
-int64_t ReplicaBytesPerTensor(const LlamaConfig& config, const WeightFormats& formats,
-                              TensorRole role, int tp, int64_t tensor_bytes) {
-  const ShardKind kind = ShardKindFor(role);
-  if (kind == ShardKind::kReplicated) return (tp - 1) * tensor_bytes;
-  if (kind == ShardKind::kRow && formats[role].kind == FormatKind::kFp8PerChannel) {
+// Extra bytes every rank holds for one row-parallel tensor whose scales are per output row:
+// each rank needs all of them.
+int64_t RowScaleReplicaBytes(const LlamaConfig& config, const TensorFormat& f, TensorRole role,
+                             int tp) {
+  if (ShardKindFor(role) == ShardKind::kRow && f.kind == FormatKind::kFp8PerChannel) {
     return (tp - 1) * FullShape(config, role)[0] * 4;  // fp32 scale per output row
   }
   return 0;
 }
 
-// Fills one role's tensors on a stage; `tied_copy` marks a tied LM head that this stage
-// must store itself because the embedding lives on another stage.
+// Fills one role's tensors on a stage (layers [first_layer, first_layer + num_tensors) for a
+// per-layer role, each in its own format); `tied_copy` marks a tied LM head that this stage
+// must store itself because the embedding lives on another stage. The engine holds norm
+// weights as f32 whatever the checkpoint stores, so that is what a rank's bytes count.
 absl::StatusOr<RoleShard> ShardRole(const LlamaConfig& config, const WeightFormats& formats,
                                     const ShardingPlan& rank0, TensorRole role,
-                                    int64_t num_tensors, int64_t vocab_padded, bool tied_copy) {
+                                    int64_t first_layer, int64_t num_tensors,
+                                    int64_t vocab_padded, bool tied_copy) {
   const int tp = rank0.shard().world_size;
   RoleShard r{role, ShardKindFor(role)};
   r.num_tensors = num_tensors;
   const std::array<int64_t, 2> full = FullShape(config, role);
   r.local_shape = LocalShape(rank0, role);
-  const TensorFormat& f = formats[role];
   const std::string what = std::string(TensorRoleName(role));
-  TP_ASSIGN_OR_RETURN(int64_t full_bytes, MatrixBytes(f, full[0], full[1], what));
-  TP_ASSIGN_OR_RETURN(int64_t local_bytes,
-                      MatrixBytes(f, r.local_shape[0], r.local_shape[1], what));
-  r.bytes_per_rank = local_bytes * num_tensors;
-  if (tied_copy) {
-    r.replica_bytes = local_bytes * tp;  // the whole (padded) copy; the checkpoint has none
-    return r;
+  for (int64_t i = 0; i < num_tensors; ++i) {
+    const TensorFormat& f =
+        IsPerLayerRole(role) ? formats.At(role, first_layer + i) : formats[role];
+    const TensorFormat& held = IsNormRole(role) ? TensorFormat::Of(FormatKind::kF32) : f;
+    TP_ASSIGN_OR_RETURN(int64_t full_bytes, MatrixBytes(f, full[0], full[1], what));
+    TP_ASSIGN_OR_RETURN(int64_t local_bytes,
+                        MatrixBytes(held, r.local_shape[0], r.local_shape[1], what));
+    r.bytes_per_rank += local_bytes;
+    if (tied_copy) {
+      r.replica_bytes += local_bytes * tp;  // the whole (padded) copy; the checkpoint has none
+      continue;
+    }
+    r.unsharded_bytes += full_bytes;
+    if (r.kind == ShardKind::kVocab) {
+      TP_ASSIGN_OR_RETURN(int64_t pad, MatrixBytes(f, vocab_padded - full[0], full[1], what));
+      r.padding_bytes += pad;
+    }
+    r.replica_bytes += r.kind == ShardKind::kReplicated ? tp * local_bytes - full_bytes
+                                                        : RowScaleReplicaBytes(config, f, role, tp);
   }
-  r.unsharded_bytes = full_bytes * num_tensors;
-  if (r.kind == ShardKind::kVocab) {
-    TP_ASSIGN_OR_RETURN(int64_t pad, MatrixBytes(f, vocab_padded - full[0], full[1], what));
-    r.padding_bytes = pad * num_tensors;
-  }
-  r.replica_bytes = ReplicaBytesPerTensor(config, formats, role, tp, full_bytes) * num_tensors;
   return r;
 }
 
@@ -86,8 +93,8 @@ absl::StatusOr<StageShards> ShardStage(const LlamaConfig& config, const WeightFo
       continue;
     }
     const bool tied_copy = role == TensorRole::kLmHead && config.tie_word_embeddings;
-    TP_ASSIGN_OR_RETURN(RoleShard r,
-                        ShardRole(config, formats, rank0, role, count, vocab_padded, tied_copy));
+    TP_ASSIGN_OR_RETURN(RoleShard r, ShardRole(config, formats, rank0, role, s.first_layer,
+                                                count, vocab_padded, tied_copy));
     s.weight_bytes_per_rank += r.bytes_per_rank;
     s.roles.push_back(r);
   }

@@ -86,7 +86,10 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
     EXPECT_EQ(all_ranks, split->checkpoint_bytes + split->padding_bytes + split->replica_bytes);
     EXPECT_EQ(split->checkpoint_bytes, whole->checkpoint_bytes);
     EXPECT_EQ(whole->padding_bytes, 0);
-    EXPECT_EQ(whole->replica_bytes, 0);
+    // One rank holds one copy of everything, but norms as the f32 the engine computes with.
+    const TensorFormat& norm = Preset(format)[TensorRole::kAttnNorm];
+    EXPECT_EQ(whole->replica_bytes, (2 * config.num_layers + 1) * config.hidden_size *
+                                        (4 - PlainElementBytes(norm.kind)));
   }
 }
 
@@ -99,12 +102,13 @@ TEST(ShardingPlanTest, VocabPaddedToMultipleOfTpAndPaddingCounted) {
 }
 
 TEST(ShardingPlanTest, ReplicatedNormsAndPerChannelScalesCounted) {
-  // 405B, tp=8: every rank holds all 2*126+1 norms (16384 bf16 values) and, for the
-  // row-parallel o and down, the fp32 scale of every one of their 16384 output rows.
+  // 405B, tp=8: every rank holds all 2*126+1 norms (16384 values, stored bf16, held as f32)
+  // and, for the row-parallel o and down, the fp32 scale of every one of their 16384 output
+  // rows.
   ShardingTable p = *PlanSharding(Llama31_405B(), Preset("fp8"), 8, 1);
-  const int64_t norms = (2 * 126 + 1) * int64_t{16384} * 2;
+  const int64_t norm_values = (2 * 126 + 1) * int64_t{16384};
   const int64_t scales = 2 * 126 * int64_t{16384} * 4;
-  EXPECT_EQ(p.replica_bytes, 7 * (norms + scales));
+  EXPECT_EQ(p.replica_bytes, 8 * norm_values * 4 - norm_values * 2 + 7 * scales);
 }
 
 TEST(ShardingPlanTest, TiedLmHeadSharesOrCopiesTheEmbedding) {

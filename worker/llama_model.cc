@@ -64,10 +64,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan,
       ws_(std::make_unique<Workspace>()) {}
 
 absl::Status LlamaModel::Init() {
-  reduction_chunks_ = ReductionChunks(
-      config_, plan_,
-      std::max(InputBlockValues(formats_[TensorRole::kO]),
-               InputBlockValues(formats_[TensorRole::kDown])));
+  reduction_chunks_ = ReductionChunks(config_, plan_, formats_);
   sizes_ = StepBuffersFor(config_, plan_, max_step_tokens_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);
   const std::pair<DeviceBuffer*, int64_t> buffers[] = {

@@ -82,7 +82,7 @@ class Loader {
     TP_ASSIGN_OR_RETURN(StoredMatrix stored,
                         StoredMatrix::Open(s_, q_, module, full[0], full[1], &used_));
     TP_ASSIGN_OR_RETURN(HostMatrix host, stored.Read(p_.Slice(role)));
-    TP_ASSIGN_OR_RETURN(host, ConvertMatrix(std::move(host), f_[role], module));
+    TP_ASSIGN_OR_RETURN(host, ConvertMatrix(std::move(host), f_.At(role, layer), module));
     if (!b_.SupportsWeight(host.matrix.format)) {
       return absl::UnimplementedError(StrCat(module, ": format ",
                                              TensorFormatName(host.matrix.format),
