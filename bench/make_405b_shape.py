@@ -78,6 +78,43 @@ class RandomSource:
         return out
 
 
+def byte_level_tokenizer(vocab_size, bos_id, eos_id):
+    """A tokenizer.json the engine can serve with: GPT-2 byte-level BPE over the 256 byte
+    tokens (no merges), unused filler tokens up to `vocab_size`, and the Llama 3 begin/end
+    special tokens at their ids. Random weights make the text meaningless; this only lets the
+    coordinator tokenize a prompt and decode what the ranks produce."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    vocab = {chars[b]: b for b in range(256)}
+    specials = {bos_id: "<|begin_of_text|>", eos_id: "<|end_of_text|>"}
+    for i in range(256, vocab_size):
+        if i not in specials:
+            vocab[f"<|filler_{i}|>"] = i
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, t in sorted(specials.items())]
+    for i, t in specials.items():
+        vocab[t] = i
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                          "use_regex": True},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": False,
+                  "byte_fallback": False, "ignore_merges": False, "vocab": vocab, "merges": []},
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
@@ -88,6 +125,8 @@ def main():
     parser.add_argument("--shrink", type=int, default=1,
                         help="divide hidden, FFN, vocab and head counts by this (1, 2, 4, 8)")
     parser.add_argument("--dry_run", action="store_true", help="print the plan, write nothing")
+    parser.add_argument("--tokenizer", action="store_true",
+                        help="also write a byte-level tokenizer.json so the engine can serve it")
     args = parser.parse_args()
 
     config = llama_405b_config(args.shrink)
@@ -110,7 +149,12 @@ def main():
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"wrote {args.out} in {time.time() - start:.1f} s, peak RSS {peak_mb:.0f} MB")
     with open(os.path.join(args.out, "config.json")) as f:
-        assert json.load(f)["quantization_config"]["quant_method"] == "fbgemm_fp8"
+        written = json.load(f)
+        assert written["quantization_config"]["quant_method"] == "fbgemm_fp8"
+    if args.tokenizer:
+        with open(os.path.join(args.out, "tokenizer.json"), "w") as f:
+            json.dump(byte_level_tokenizer(written["vocab_size"], written.get("bos_token_id", 128000),
+                                           written.get("eos_token_id", 128001)), f)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ int Main() {
     return 1;
   }
   const LlamaConfig* config = &files->config;
-  auto formats = ResolveWeightFormats(files->stored_formats, absl::GetFlag(FLAGS_weights));
+  auto formats = ResolveWeightFormats(files->stored_formats, absl::GetFlag(FLAGS_weights),
+                                      files->config, 1);
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!formats.ok() || !kv_dtype.ok()) {
     std::fprintf(stderr, "%s\n", std::string((formats.ok() ? kv_dtype.status()

@@ -45,9 +45,12 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
 }
 
 absl::StatusOr<WeightFormats> ResolveWeightFormats(const WeightFormats& stored,
-                                                   std::string_view preset) {
+                                                   std::string_view preset,
+                                                   const LlamaConfig& config, int tp) {
   if (preset.empty() || preset == "checkpoint") return stored;
-  return WeightFormatsPreset(preset);
+  TP_ASSIGN_OR_RETURN(WeightFormats formats, WeightFormatsPreset(preset));
+  FitInt4Groups(config, tp, &formats);
+  return formats;
 }
 
 }  // namespace tpserve

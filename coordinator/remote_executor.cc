@@ -84,6 +84,10 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_rank(r);
     req.set_world_size(world);
     req.set_model_path(options.model_path);
+    req.set_backend(options.backend);
+    req.set_device_ordinal(r);
+    req.set_weights(options.weights);
+    req.set_kv_dtype(options.kv_dtype);
     req.set_comm_kind(world == 1 ? "single" : options.comm_kind);
     req.set_rendezvous_dir(options.rendezvous_dir);
     req.set_rendezvous_prefix(options.rendezvous_prefix);

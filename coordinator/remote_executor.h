@@ -24,6 +24,9 @@ namespace tpserve {
 
 struct RemoteExecutorOptions {
   std::string model_path;
+  std::string backend = "cpu";  // "cuda": rank r runs on GPU r of its host
+  std::string weights;          // "" = as stored; a preset quantizes on load (fp8, int4, ...)
+  std::string kv_dtype;         // "" = f16; f32, bf16, fp8
   std::string comm_kind = "gloo";
   std::string rendezvous_dir;
   std::string rendezvous_prefix = "tpserve";

@@ -17,6 +17,7 @@
 #include "coordinator/model_bundle.h"
 #include "coordinator/validation.h"
 #include "deploy/cluster_plan.h"
+#include "kernels/backend.h"
 #include "worker/local_executor.h"
 
 ABSL_FLAG(std::string, model, "", "a .gguf file or a Hugging Face model directory");
@@ -31,6 +32,10 @@ ABSL_FLAG(int, top_k, 0, "0 = off");
 ABSL_FLAG(double, repetition_penalty, 1.1, "1 = off");
 ABSL_FLAG(int64_t, seed, 0, "sampling seed");
 ABSL_FLAG(int, context, 2048, "context window of this session, tokens");
+ABSL_FLAG(std::string, weights, "",
+          "hold weights as stored (default) or quantize on load: a preset of //deploy:vram's "
+          "--weights (fp8, fp8-block, int4, int4-g64, bf16, q8_0, ...)");
+ABSL_FLAG(std::string, kv_dtype, "f16", "KV cache dtype: f32, f16, bf16 or fp8");
 
 namespace tpserve {
 namespace {
@@ -54,6 +59,10 @@ int Main() {
   want.ranks = absl::GetFlag(FLAGS_tp);
   want.context_tokens = absl::GetFlag(FLAGS_context);
   want.max_seqs = 1;
+  want.weights = absl::GetFlag(FLAGS_weights);
+  absl::StatusOr<DType> kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+  want.kv_dtype = *kv_dtype;
   absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
   if (!plan.ok()) return Fail(plan.status());
   const int64_t context = plan->engine.context_length;
@@ -64,11 +73,16 @@ int Main() {
   exec_options.num_kv_blocks = plan->num_kv_blocks;
   exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
   exec_options.max_logit_rows = 1;
+  exec_options.kv_dtype = want.kv_dtype;
+  exec_options.formats = plan->formats;
+  exec_options.scheme = bundle->files.scheme;
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
       LocalExecutor::Create(bundle->files.config, bundle->files.weights, exec_options);
   if (!exec.ok()) return Fail(exec.status());
-  std::fprintf(stderr, "chat: %s, %s, %s\n", bundle->files.config.name.c_str(),
-               bundle->files.weight_format.c_str(), (*exec)->Describe().c_str());
+  std::fprintf(stderr, "chat: %s, %s held as %s, KV %s, %s\n",
+               bundle->files.config.name.c_str(), bundle->files.weight_format.c_str(),
+               plan->formats.preset.c_str(), std::string(KvDtypeName(want.kv_dtype)).c_str(),
+               (*exec)->Describe().c_str());
 
   EngineOptions engine_options = plan->engine;
   engine_options.eos_token_ids = bundle->EosTokenIds();

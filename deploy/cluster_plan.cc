@@ -36,7 +36,8 @@ absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
 absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterRequest& request) {
   PlanInputs in;
   in.model = files.config;
-  TP_ASSIGN_OR_RETURN(in.weights, ResolveWeightFormats(files.stored_formats, request.weights));
+  TP_ASSIGN_OR_RETURN(in.weights, ResolveWeightFormats(files.stored_formats, request.weights,
+                                                       files.config, request.ranks));
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.activation_dtype = FormatKind::kF32;
   in.tp = request.ranks;
@@ -88,6 +89,54 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
       plan.num_kv_blocks, plan.block_size_tokens,
       FormatBytes(int64_t{plan.num_kv_blocks} * s.kv_bytes_per_block), request.max_seqs,
       inputs.max_context_tokens);
+  return plan;
+}
+
+absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightFormats& formats,
+                                    int gpus, const std::string& gpu,
+                                    const ClusterRequest& request) {
+  PlanInputs in;
+  in.model = config;
+  in.weights = formats;
+  in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
+  in.activation_dtype = FormatKind::kBF16;  // the CUDA backend's activations
+  in.tp = gpus;
+  in.pp = 1;
+  TP_ASSIGN_OR_RETURN(in.device, GpuPreset(gpu));
+  in.max_context_tokens = std::min(request.context_tokens, config.max_context_tokens);
+  in.max_tokens_per_step = request.max_tokens_per_step;
+  in.max_sequences_per_step = std::min<int64_t>(request.max_seqs, request.max_tokens_per_step);
+  in.target_concurrent_sequences = request.max_seqs;
+  in.kv_block_size_tokens = request.block_size_tokens;
+  in.flash_attention = true;  // the CUDA attention kernels never materialise scores
+  return PlanMemory(in);
+}
+
+absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan memory, const ClusterRequest& request) {
+  if (!memory.meets_target) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this configuration does not fit: ", memory.verdict,
+        " (plan it with `bazel run //deploy:vram`)"));
+  }
+  ClusterPlan plan;
+  plan.formats = memory.inputs.weights;
+  // GPU ranks take every block the plan fits: KV is what a GPU's memory is for.
+  plan.num_kv_blocks = static_cast<int32_t>(std::min<int64_t>(memory.num_kv_blocks, INT32_MAX));
+  plan.block_size_tokens = static_cast<int32_t>(memory.inputs.kv_block_size_tokens);
+  plan.threads_per_rank = 1;
+  plan.engine.num_kv_blocks = plan.num_kv_blocks;
+  plan.engine.block_size_tokens = plan.block_size_tokens;
+  plan.engine.context_length = memory.inputs.max_context_tokens;
+  plan.engine.scheduler.max_num_seqs = request.max_seqs;
+  plan.engine.scheduler.max_tokens_per_step = static_cast<int32_t>(request.max_tokens_per_step);
+  const StageMemory& s = memory.stages[0];
+  plan.summary = absl::StrFormat(
+      "plan: %d x %s, per GPU: weights %s, step buffers %s, KV cache %d blocks x %d tokens = "
+      "%s\n",
+      memory.inputs.tp, memory.inputs.device.name, FormatBytes(s.weight_bytes),
+      FormatBytes(s.activations.Total() + s.comm.Total()), plan.num_kv_blocks,
+      plan.block_size_tokens, FormatBytes(s.kv_pool_bytes));
+  plan.memory = std::move(memory);
   return plan;
 }
 

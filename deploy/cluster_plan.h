@@ -50,6 +50,17 @@ absl::StatusOr<std::string> ResolveModelPath(const std::string& name);
 // with the plan's verdict when the weights, buffers or KV for max_seqs do not fit.
 absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRequest& request);
 
+// The memory plan of `config` held as `formats` on `gpus` GPUs of kind `gpu` (a planner
+// preset such as "h200"): bf16 activations, the requested KV dtype, KV for max_seqs sequences
+// of context_tokens. A plan that does not fit is a result (see MemoryPlan::meets_target).
+absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightFormats& formats,
+                                    int gpus, const std::string& gpu,
+                                    const ClusterRequest& request);
+
+// For the plan's GPUs: the KV blocks and engine options, as PlanCluster gives for CPU ranks.
+// FAILED_PRECONDITION with the verdict when the plan does not meet its target.
+absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan plan, const ClusterRequest& request);
+
 // The plan's inputs for CPU ranks (f32 activations, the requested KV dtype, weights as stored
 // or as the --weights preset says): shared by PlanCluster and the test that checks real
 // allocations against the plan.

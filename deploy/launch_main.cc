@@ -5,7 +5,7 @@
 //
 //   bazel run //deploy:launch                          # bundled SmolLM2 on 1 CPU rank
 //   bazel run //deploy:launch -- --ranks=3 --port=50051
-//   bazel run //deploy:launch -- --gpus=8 --model=405b-fp8
+//   bazel run //deploy:launch -- --gpus=8 --model=405b-fp8 --checkpoint=/models/405b-fp8
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,13 +33,24 @@
 #include "deploy/cluster_plan.h"
 #include "deploy/stream_client.h"
 #include "kernels/backend_factory.h"
+#include "checkpoint/stored_formats.h"
+#include "planner/plan_report.h"
+#include "planner/roofline.h"
 #include "model/sharding.h"
 #include "worker/worker_service.h"
 
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
 ABSL_FLAG(int, gpus, 0, "GPU ranks: one per GPU (needs that many CUDA devices)");
 ABSL_FLAG(std::string, model, "smollm2",
-          "a .gguf file, a Hugging Face directory, or 'smollm2' for the bundled model");
+          "a .gguf file, a Hugging Face directory, 'smollm2' for the bundled model, or with "
+          "--gpus a shape preset with its weights, e.g. 405b-fp8, 70b-bf16, 8b-int4");
+ABSL_FLAG(std::string, checkpoint, "",
+          "with --gpus and a shape preset: the checkpoint directory that holds its weights");
+ABSL_FLAG(std::string, gpu, "h200", "with --gpus: the GPU kind the plan sizes for (see vram)");
+ABSL_FLAG(std::string, weights, "",
+          "hold weights as stored (default) or quantize on load: fp8, fp8-block, int4, "
+          "int4-g64, bf16, ... (the presets of //deploy:vram --weights)");
+ABSL_FLAG(std::string, kv_dtype, "f16", "KV cache dtype: f32, f16, bf16 or fp8");
 ABSL_FLAG(std::string, listen, "127.0.0.1", "host for the public API");
 ABSL_FLAG(int, port, 50051, "port for the public API (0 = any free port)");
 ABSL_FLAG(int, threads_per_rank, 0, "CPU threads per rank (default: cores / ranks)");
@@ -125,24 +137,35 @@ void StopChildren(const std::vector<pid_t>& pids) {
   }
 }
 
-int CheckGpus(int gpus) {
-  const absl::StatusOr<int> devices = CudaDevices();
-  const int count = devices.ok() ? *devices : 0;
-  if (!devices.ok() || count < gpus) {
-    const std::string why = !devices.ok() ? std::string(devices.status().message())
-                                          : absl::StrCat("found ", count, " CUDA device(s)");
-    return Fail(absl::StrCat("--gpus=", gpus, " needs ", gpus, " CUDA devices on this machine; ",
-                             why, ". Run on CPU ranks with --ranks=N instead."),
-                2);
-  }
-  return Fail(absl::StrCat(
-                  "found ", count, " CUDA devices, but the CUDA backend is not built yet: GPU "
-                  "ranks cannot run. Use --ranks=N for CPU ranks."),
-              2);
+// Everything a launch has decided before it starts processes.
+struct LaunchSetup {
+  std::string model_path;
+  ModelBundle* bundle = nullptr;
+  ClusterPlan plan;
+  int ranks = 1;
+  std::string backend = "cpu";
+  std::string comm_kind = "gloo";
+};
+
+int Serve(const char* argv0, const LaunchSetup& setup);
+
+// The shapes that decide which slices ranks load (names and context may differ).
+bool SameShape(const LlamaConfig& a, const LlamaConfig& b) {
+  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
+         a.intermediate_size == b.intermediate_size && a.num_layers == b.num_layers &&
+         a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads &&
+         a.head_dim == b.head_dim;
 }
 
-int Main(const char* argv0) {
-  if (absl::GetFlag(FLAGS_gpus) > 0) return CheckGpus(absl::GetFlag(FLAGS_gpus));
+absl::StatusOr<DType> KvDtypeFlag() {
+  absl::StatusOr<DType> kv = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", kv.status().message()));
+  }
+  return kv;
+}
+
+int CpuMain(const char* argv0) {
   const int ranks = absl::GetFlag(FLAGS_ranks);
   if (ranks < 1 || ranks > 64) {
     return Fail(absl::StrCat("--ranks = ", ranks, " must be in [1, 64]"), 2);
@@ -151,15 +174,31 @@ int Main(const char* argv0) {
   if (!model_path.ok()) return Fail(std::string(model_path.status().message()), 2);
   absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*model_path);
   if (!bundle.ok()) return Fail(std::string(bundle.status().message()));
+  absl::StatusOr<DType> kv_dtype = KvDtypeFlag();
+  if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()), 2);
 
   ClusterRequest want;
   want.ranks = ranks;
   want.context_tokens = absl::GetFlag(FLAGS_context);
   want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
+  want.weights = absl::GetFlag(FLAGS_weights);
+  want.kv_dtype = *kv_dtype;
   absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
   if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
   std::fprintf(stderr, "%s", plan->summary.c_str());
+  LaunchSetup setup;
+  setup.model_path = *model_path;
+  setup.bundle = &*bundle;
+  setup.plan = *std::move(plan);
+  setup.ranks = ranks;
+  return Serve(argv0, setup);
+}
 
+int Serve(const char* argv0, const LaunchSetup& setup) {
+  const int ranks = setup.ranks;
+  const ClusterPlan* plan = &setup.plan;
+  ModelBundle* bundle = setup.bundle;
+  const std::string* model_path = &setup.model_path;
   const std::string worker_bin = FindWorkerBinary(argv0);
   if (worker_bin.empty()) return Fail("cannot find the worker binary (set TPSERVE_WORKER_BIN)");
   const std::string run_dir =
@@ -192,6 +231,10 @@ int Main(const char* argv0) {
   }
   RemoteExecutorOptions exec_options;
   exec_options.model_path = *model_path;
+  exec_options.backend = setup.backend;
+  exec_options.comm_kind = setup.comm_kind;
+  exec_options.weights = absl::GetFlag(FLAGS_weights);
+  exec_options.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   exec_options.rendezvous_dir = run_dir + "/rendezvous";
   exec_options.rendezvous_prefix = absl::StrCat("run", getpid());
   exec_options.num_kv_blocks = plan->num_kv_blocks;
@@ -216,8 +259,11 @@ int Main(const char* argv0) {
   absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec = RemoteExecutor::Connect(
       *addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {
         if (p.ready()) {
-          std::fprintf(stderr, "launch: rank %d ready: weights %.1f MiB, KV cache %.1f MiB (%.1f s)\n",
-                       p.rank(), p.weight_bytes() / 1048576.0, p.kv_cache_bytes() / 1048576.0,
+          std::fprintf(stderr,
+                       "launch: rank %d ready: weights %s B (%.1f MiB), KV cache %.1f MiB "
+                       "(%.1f s)\n",
+                       p.rank(), WithThousands(p.weight_bytes()).c_str(),
+                       p.weight_bytes() / 1048576.0, p.kv_cache_bytes() / 1048576.0,
                        absl::ToDoubleSeconds(absl::Now() - load_start));
         } else {
           std::fprintf(stderr, "launch: rank %d loading its shard of %d layers...\n", p.rank(),
@@ -235,7 +281,10 @@ int Main(const char* argv0) {
   options.engine = plan->engine;
   options.engine.eos_token_ids = bundle->EosTokenIds();
   options.info.name = bundle->files.config.name;
-  options.info.weight_format = bundle->files.weight_format;
+  options.info.weight_format = plan->formats.preset == "checkpoint"
+                                   ? bundle->files.weight_format
+                                   : plan->formats.preset;
+  options.info.backend = setup.backend;
   options.info.tensor_parallel_degree = ranks;
   options.info.num_parameters = bundle->files.config.NumParameters();
   options.info.kv_cache_tokens = int64_t{plan->num_kv_blocks} * plan->block_size_tokens;
@@ -246,8 +295,9 @@ int Main(const char* argv0) {
     StopChildren(pids);
     return Fail(std::string(gateway.status().message()));
   }
-  std::printf("tpserve: serving %s on %s (tpserve.v1.TpServe, %d rank(s))\n",
-              bundle->files.config.name.c_str(), (*gateway)->address().c_str(), ranks);
+  std::printf("tpserve: serving %s on %s (tpserve.v1.TpServe, %d %s rank(s))\n",
+              bundle->files.config.name.c_str(), (*gateway)->address().c_str(), ranks,
+              setup.backend.c_str());
   std::fflush(stdout);
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     const std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
@@ -302,6 +352,90 @@ int Main(const char* argv0) {
   std::error_code ec;
   std::filesystem::remove_all(run_dir, ec);
   return exit_code;
+}
+
+// --gpus=N: plan the model on N GPUs, say what is missing (devices, a checkpoint) with the
+// plan in hand, or start N CUDA ranks joined by NCCL.
+int GpuMain(const char* argv0) {
+  const int gpus = absl::GetFlag(FLAGS_gpus);
+  if (gpus > 64) return Fail(absl::StrCat("--gpus = ", gpus, " must be in [1, 64]"), 2);
+  absl::StatusOr<DType> kv_dtype = KvDtypeFlag();
+  if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()), 2);
+  // The model: a checkpoint path, or a shape preset such as "405b-fp8" (shape, then weights).
+  const std::string model = absl::GetFlag(FLAGS_model);
+  std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  std::string weights = absl::GetFlag(FLAGS_weights);
+  absl::StatusOr<LlamaConfig> config = absl::NotFoundError("");
+  WeightFormats formats;
+  std::optional<ModelBundle> bundle;
+  if (checkpoint.empty() && std::filesystem::exists(model)) checkpoint = model;
+  if (!std::filesystem::exists(model)) {
+    const size_t dash = model.find('-');
+    config = LlamaConfigPreset(model.substr(0, dash));
+    if (!config.ok()) return Fail(std::string(config.status().message()), 2);
+    if (weights.empty()) weights = dash == std::string::npos ? "bf16" : model.substr(dash + 1);
+    absl::StatusOr<WeightFormats> preset = WeightFormatsPreset(weights);
+    if (!preset.ok()) return Fail(absl::StrCat("--model=", model, ": ", preset.status().message()), 2);
+    formats = *preset;
+    FitInt4Groups(*config, gpus, &formats);
+  }
+  if (!checkpoint.empty()) {
+    absl::StatusOr<ModelBundle> loaded = LoadModelBundle(checkpoint);
+    if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+    bundle.emplace(*std::move(loaded));
+    if (config.ok() && !SameShape(*config, bundle->files.config)) {
+      return Fail(absl::StrCat("--checkpoint=", checkpoint, " holds ", bundle->files.config.name,
+                               ", not the ", config->name, " shape --model names"), 2);
+    }
+    config = bundle->files.config;
+    absl::StatusOr<WeightFormats> held = ResolveWeightFormats(
+        bundle->files.stored_formats, weights, bundle->files.config, gpus);
+    if (!held.ok()) return Fail(std::string(held.status().message()), 2);
+    formats = *held;
+  }
+  ClusterRequest want;
+  want.context_tokens = absl::GetFlag(FLAGS_context);
+  want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
+  want.kv_dtype = *kv_dtype;
+  absl::StatusOr<MemoryPlan> memory =
+      PlanGpus(*config, formats, gpus, absl::GetFlag(FLAGS_gpu), want);
+  if (!memory.ok()) return Fail(std::string(memory.status().message()), 2);
+  std::fprintf(stderr, "%s", RenderPlanTable(*memory, EstimateRoofline(*memory, {})).c_str());
+
+  const absl::StatusOr<int> devices = CudaDevices();
+  if (!devices.ok() || *devices < gpus) {
+    const std::string why = devices.ok() ? absl::StrCat("found ", *devices, " CUDA device(s)")
+                                         : std::string(devices.status().message());
+    return Fail(absl::StrCat("--gpus=", gpus, " needs ", gpus, " CUDA devices on this machine; ",
+                             why, ". Above is the plan for ", gpus, " x ",
+                             absl::GetFlag(FLAGS_gpu), "; run on CPU ranks with --ranks=N."),
+                2);
+  }
+  if (!bundle.has_value()) {
+    return Fail(absl::StrCat(
+                    "--model=", model, " names a shape, not weights: pass --checkpoint=DIR, a "
+                    "Hugging Face Llama directory with that shape (config.json and safetensors; ",
+                    weights == "fp8" ? "for fp8, e.g. Meta's Llama-3.1-*-FP8 (fbgemm_fp8) or a "
+                                       "compressed-tensors FP8 export, or any bf16 checkpoint "
+                                       "quantized on load with --weights=fp8)"
+                                     : "stored as it is, or quantized on load with --weights)"),
+                2);
+  }
+  absl::StatusOr<ClusterPlan> plan = GpuClusterPlan(*std::move(memory), want);
+  if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
+  std::fprintf(stderr, "%s", plan->summary.c_str());
+  LaunchSetup setup;
+  setup.model_path = checkpoint;
+  setup.bundle = &*bundle;
+  setup.plan = *std::move(plan);
+  setup.ranks = gpus;
+  setup.backend = "cuda";
+  setup.comm_kind = "nccl";
+  return Serve(argv0, setup);
+}
+
+int Main(const char* argv0) {
+  return absl::GetFlag(FLAGS_gpus) > 0 ? GpuMain(argv0) : CpuMain(argv0);
 }
 
 }  // namespace

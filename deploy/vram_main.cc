@@ -16,12 +16,13 @@ ABSL_FLAG(std::string, model, "",
           "or a .gguf file");
 ABSL_FLAG(std::string, weights, "",
           "weight format preset: f32, fp16, bf16, fp8, fp8-block, int4, int4-g<N>, q8_0, q4_0, "
-          "q4_1 (default bf16; a .gguf defaults to its own tensor types)");
+          "q4_1, q4_k, q5_k, q6_k (default bf16; a .gguf defaults to its own tensor types); the "
+          "same names as the engine's --weights");
 ABSL_FLAG(std::string, role_formats, "",
           "per-role overrides, e.g. embedding=q8_0,lm_head=bf16 (roles: embedding, attn_norm, "
           "q, k, v, o, ffn_norm, gate, up, down, final_norm, lm_head)");
-ABSL_FLAG(std::string, kv, "",
-          "KV cache dtype: f32, f16, bf16, fp8 (default bf16; f32 on cpu-host)");
+ABSL_FLAG(std::string, kv_dtype, "f16",
+          "KV cache dtype: f32, f16, bf16, fp8 (the engine's --kv_dtype; default f16)");
 ABSL_FLAG(std::string, activations, "",
           "activation dtype: f32, f16, bf16 (default bf16; f32 on cpu-host)");
 ABSL_FLAG(int64_t, gpus, 1, "devices in total = tensor-parallel degree x --pp");
@@ -60,7 +61,7 @@ tpserve::VramRequest RequestFromFlags() {
   r.model = absl::GetFlag(FLAGS_model);
   r.weights = absl::GetFlag(FLAGS_weights);
   r.role_formats = absl::GetFlag(FLAGS_role_formats);
-  r.kv = absl::GetFlag(FLAGS_kv);
+  r.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   r.activations = absl::GetFlag(FLAGS_activations);
   r.gpus = absl::GetFlag(FLAGS_gpus);
   r.pp = absl::GetFlag(FLAGS_pp);

@@ -239,6 +239,33 @@ TensorFormat FormatOfDType(DType dtype) {
   return TensorFormat::Of(FormatKind::kF32);
 }
 
+bool IsKvDtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+         dtype == DType::kF8E4M3;
+}
+
+absl::StatusOr<DType> ParseKvDtype(std::string_view name) {
+  if (name.empty() || name == "f16") return DType::kF16;
+  if (name == "f32") return DType::kF32;
+  if (name == "bf16") return DType::kBF16;
+  if (name == "fp8") return DType::kF8E4M3;
+  return absl::InvalidArgumentError(
+      StrCat("kv_dtype = \"", name, "\" is not one of f32, f16, bf16, fp8"));
+}
+
+std::string_view KvDtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "fp8";
+    default:
+      return "f16";
+  }
+}
+
 int64_t DenseValueBytes(const TensorFormat& format, int64_t num_values) {
   if (IsGgml(format.kind)) {
     return CeilDiv(num_values, GgmlBlockValues(format.kind)) * GgmlBlockBytes(format.kind);

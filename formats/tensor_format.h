@@ -89,6 +89,13 @@ std::optional<DType> ElementDType(const TensorFormat& format);
 // The format of a checkpoint tensor stored plainly as `dtype` (F8_E4M3 -> plain fp8-e4m3).
 TensorFormat FormatOfDType(DType dtype);
 
+// KV cache element types: f32, f16, bf16, or fp8 e4m3 (stored as value / scale).
+bool IsKvDtype(DType dtype);
+// "f32", "f16", "bf16", "fp8" (the names of --kv_dtype in every program) and back. "" is the
+// default, f16. INVALID_ARGUMENT lists the names.
+absl::StatusOr<DType> ParseKvDtype(std::string_view name);
+std::string_view KvDtypeName(DType dtype);
+
 // The part of MatrixBytes that stores the values themselves (no scales or zero points):
 // rows * cols * bits / 8, the figure "7B params at INT4 = 3.5 GB" write-ups quote.
 int64_t DenseValueBytes(const TensorFormat& format, int64_t num_values);

@@ -94,12 +94,7 @@ struct StepInputs {
   absl::Span<const int32_t> logit_rows;       // rows whose hidden state feeds the LM head
 };
 
-// KV cache element types: f32, f16, bf16, or fp8 e4m3 stored as value / scale.
-bool IsKvDtype(DType dtype);
-// "f32", "f16", "bf16", "fp8" (the names of --kv_dtype everywhere) and back. "" is the
-// default, f16. INVALID_ARGUMENT lists the names.
-absl::StatusOr<DType> ParseKvDtype(std::string_view name);
-std::string_view KvDtypeName(DType dtype);
+// KV cache dtypes (IsKvDtype, ParseKvDtype, KvDtypeName): formats/tensor_format.h.
 
 // A paged KV pool of one layer: [num_blocks][block_size_tokens][num_kv_heads][head_dim] of
 // `dtype`, in backend memory.

@@ -148,6 +148,24 @@ absl::Status ValidateTpDegree(const LlamaConfig& config, int tp) {
       config.intermediate_size, ") are: ", absl::StrJoin(ValidTpDegrees(config), ", ")));
 }
 
+void FitInt4Groups(const LlamaConfig& config, int tp, WeightFormats* formats) {
+  if (formats->preset != "int4" || tp < 1) return;
+  for (int64_t group = 128; group >= 32; group -= 32) {
+    bool fits = true;
+    for (TensorRole role : kAllTensorRoles) {
+      if ((*formats)[role].kind != FormatKind::kInt4Group) continue;
+      const std::array<int64_t, 2> full = FullShape(config, role);
+      const int64_t cols = ShardKindFor(role) == ShardKind::kRow ? full[1] / tp : full[1];
+      fits = fits && full[1] % tp == 0 && cols % group == 0;
+    }
+    if (!fits) continue;
+    for (TensorRole role : kAllTensorRoles) {
+      if ((*formats)[role].kind == FormatKind::kInt4Group) formats->Set(role, TensorFormat::Int4(group));
+    }
+    return;
+  }
+}
+
 absl::StatusOr<ShardingPlan> ShardingPlan::Create(const LlamaConfig& config,
                                                   const WeightFormats& formats, ShardSpec shard) {
   if (shard.world_size < 1) {

@@ -117,5 +117,28 @@ TEST(ShardingPlanTest, ValidDegreesDivideHeadsKvHeadsAndTheFfn) {
   EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 2, 4, 8}));
 }
 
+TEST(FitInt4GroupsTest, PlainInt4TakesTheLargestGroupThatFitsEveryRank) {
+  // SmolLM2: every input is 576 wide (1536 for down): 128 does not divide 576, 64 does.
+  WeightFormats f = Formats("int4");
+  EXPECT_EQ(f[TensorRole::kQ].group_size, 128);
+  FitInt4Groups(SmolLm2Shapes(), 1, &f);
+  EXPECT_EQ(f[TensorRole::kQ].group_size, 64);
+  EXPECT_EQ(f[TensorRole::kDown].group_size, 64);
+  EXPECT_TRUE(ShardingPlan::Create(SmolLm2Shapes(), f, {0, 3}).ok());
+  // 405B-like widths keep 128 at 8 ranks; an explicit group is never changed.
+  LlamaConfig big = SmolLm2Shapes();
+  big.hidden_size = 16384;
+  big.num_heads = 128;
+  big.num_kv_heads = 8;
+  big.head_dim = 128;
+  big.intermediate_size = 53248;
+  WeightFormats g = Formats("int4");
+  FitInt4Groups(big, 8, &g);
+  EXPECT_EQ(g[TensorRole::kO].group_size, 128);
+  WeightFormats explicit128 = Formats("int4-g128");
+  FitInt4Groups(SmolLm2Shapes(), 1, &explicit128);
+  EXPECT_EQ(explicit128[TensorRole::kQ].group_size, 128);
+}
+
 }  // namespace
 }  // namespace tpserve

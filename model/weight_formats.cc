@@ -148,7 +148,8 @@ absl::StatusOr<WeightFormats> WeightFormatsPreset(std::string_view name) {
   }
   if (name == "int4" || name.starts_with("int4-g")) {
     TP_ASSIGN_OR_RETURN(TensorFormat int4, ParseTensorFormat(name));
-    return Uniform(TensorFormatName(int4), f16, int4, f16);
+    // Plain "int4" keeps its name: FitInt4Groups (model/sharding.h) may pick a smaller group.
+    return Uniform(name == "int4" ? "int4" : TensorFormatName(int4), f16, int4, f16);
   }
   return absl::InvalidArgumentError(StrCat("unknown weight format \"", name, "\"; accepted: ",
                                            absl::StrJoin(WeightFormatsPresetNames(), ", ")));

@@ -78,8 +78,9 @@ struct WeightFormats {
 //   fp8                  projections fp8 per-channel; embedding, LM head, norms bf16
 //                        (Meta's Llama-3.1-*-FP8, FBGEMM row-wise scales)
 //   fp8-block            projections fp8 128x128 tiles; embedding, LM head, norms bf16
-//   int4, int4-g<N>      projections int4 group N (default 128); embedding, LM head, norms
-//                        fp16 (GPTQ/AWQ exports)
+//   int4, int4-g<N>      projections int4 group N; embedding, LM head, norms fp16 (GPTQ/AWQ
+//                        exports). Plain "int4" is group 128 where the model's widths allow
+//                        it, else the largest group that fits (FitInt4Groups, model/sharding.h)
 //   q8_0, q4_0, q4_1,    every matrix in that GGML type, norms f32 (llama-quantize --pure)
 //   q4_k, q5_k, q6_k
 // INVALID_ARGUMENT lists the preset names.

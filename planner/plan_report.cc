@@ -78,8 +78,8 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
   const int64_t kv_cols = c.num_kv_heads / in.tp * c.head_dim;
   std::string out =
       Line("step buffers", StrCat("for ", t, " tokens per step"), m.activations.Total());
-  out += SubLine("residual, normed, proj",
-                 absl::StrFormat("3 x [%d x %d] %s", t, c.hidden_size, act),
+  out += SubLine("residual x3",
+                 absl::StrFormat("x, h, proj: 3 x [%d x %d] %s", t, c.hidden_size, act),
                  b.residual + b.normed + b.proj);
   out += SubLine("q, attn", absl::StrFormat("2 x [%d x %d] %s", t, q_cols, act), b.q + b.attn);
   out += SubLine("k, v", absl::StrFormat("2 x [%d x %d] %s", t, kv_cols, act), b.k + b.v);

@@ -14,6 +14,8 @@
 #include "formats/gguf.h"
 #include "formats/str_cat.h"
 #include "model/config.h"
+#include "model/model_files.h"
+#include "model/sharding.h"
 #include "planner/fit.h"
 #include "planner/plan_json.h"
 #include "planner/plan_report.h"
@@ -34,7 +36,7 @@ absl::Status FlagError(std::string_view flag, const Value& value, const Bound& b
 
 struct LoadedModel {
   LlamaConfig config;
-  std::optional<WeightFormats> file_formats;  // a .gguf's own tensor types
+  std::optional<WeightFormats> file_formats;  // a checkpoint's own formats (.gguf or safetensors)
   std::optional<int64_t> checkpoint_tensor_bytes;
 };
 
@@ -64,14 +66,37 @@ absl::StatusOr<LoadedModel> LoadGguf(const std::string& path) {
   return m;
 }
 
-// --model: a .gguf file, a config.json (or a directory holding one), or a preset name.
+// A Hugging Face directory with its weights: the formats they are stored in (quantized
+// layouts included), read as the engine reads them.
+absl::StatusOr<LoadedModel> LoadCheckpointDirectory(const std::string& dir) {
+  TP_ASSIGN_OR_RETURN(ModelFiles files, OpenModelFiles(dir));
+  LoadedModel m;
+  m.config = files.config;
+  m.file_formats = files.stored_formats;
+  int64_t bytes = 0;
+  for (const std::string& name : files.weights->TensorNames()) {
+    absl::StatusOr<TensorView> t = files.weights->Find(name);
+    if (t.ok()) bytes += t->nbytes;
+  }
+  m.checkpoint_tensor_bytes = bytes;
+  return m;
+}
+
+// --model: a .gguf file, a checkpoint directory, a config.json (or a directory holding only
+// one), or a preset name.
 absl::StatusOr<LoadedModel> LoadModel(const std::string& spec) {
   if (spec.empty())
     return FlagError("model", "\"\"", "required: a preset name, config.json or .gguf");
   if (absl::EndsWith(spec, ".gguf")) return LoadGguf(spec);
   std::string json_path = spec;
   std::error_code not_a_directory;
-  if (std::filesystem::is_directory(spec, not_a_directory)) json_path = spec + "/config.json";
+  if (std::filesystem::is_directory(spec, not_a_directory)) {
+    if (std::filesystem::exists(spec + "/model.safetensors") ||
+        std::filesystem::exists(spec + "/model.safetensors.index.json")) {
+      return LoadCheckpointDirectory(spec);
+    }
+    json_path = spec + "/config.json";
+  }
   if (absl::EndsWith(json_path, ".json")) {
     TP_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
     LoadedModel m;
@@ -99,7 +124,7 @@ absl::Status ApplyRoleFormats(std::string_view spec, WeightFormats& formats) {
     if (!role) return FlagError("role_formats", item, "unknown role (embedding, q, ..., lm_head)");
     absl::StatusOr<TensorFormat> format = ParseTensorFormat(kv.second);
     if (!format.ok()) return FlagError("role_formats", item, format.status().message());
-    formats[*role] = *format;
+    formats.Set(*role, *format);
     formats.preset = StrCat(formats.preset, "+", kv.first, "=", kv.second);
   }
   return formats.Validate();
@@ -181,9 +206,12 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
   } else {
     in.weights = *model.file_formats;
   }
+  FitInt4Groups(in.model, static_cast<int>(r.gpus / std::max<int64_t>(r.pp, 1)), &in.weights);
   TP_RETURN_IF_ERROR(ApplyRoleFormats(r.role_formats, in.weights));
   const FormatKind host_default = in.device.is_host ? FormatKind::kF32 : FormatKind::kBF16;
-  TP_ASSIGN_OR_RETURN(in.kv_cache_dtype, PlainKind("kv", r.kv, host_default));
+  absl::StatusOr<DType> kv = ParseKvDtype(r.kv_dtype);
+  if (!kv.ok()) return FlagError("kv_dtype", r.kv_dtype, "must be one of f32, f16, bf16, fp8");
+  in.kv_cache_dtype = FormatOfDType(*kv).kind;
   TP_ASSIGN_OR_RETURN(in.activation_dtype, PlainKind("activations", r.activations, host_default));
   if (in.activation_dtype == FormatKind::kF8E4M3) {
     return FlagError("activations", r.activations, "must be one of f32, f16, bf16");

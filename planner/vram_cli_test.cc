@@ -105,8 +105,8 @@ TEST(VramCliTest, BadFlagValuesNameFlagValueAndBound) {
        "vram: --context=200000: must be <= 131072, the model's context length\n"},
       {[](VramRequest& r) { r.max_seqs_per_step = 4096; },
        "vram: --max_seqs_per_step=4096: must be in [1, --max_tokens_per_step=2048]\n"},
-      {[](VramRequest& r) { r.kv = "q4_0"; },
-       "vram: --kv=q4_0: must be one of f32, f16, bf16, fp8\n"},
+      {[](VramRequest& r) { r.kv_dtype = "q4_0"; },
+       "vram: --kv_dtype=q4_0: must be one of f32, f16, bf16, fp8\n"},
       {[](VramRequest& r) { r.safety = 1.5; }, "vram: --safety=1.5: must be in [0, 1)\n"},
   };
   for (const auto& [mutate, expected] : cases) {
@@ -170,9 +170,10 @@ TEST(VramCliTest, CpuHostNeedsBandwidthAndReadsMeminfo) {
   const nlohmann::json j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["plan"]["device"]["memory_bytes"], int64_t{8} << 30);
   EXPECT_EQ(j["plan"]["device"]["runtime_reserve_bytes"], 0);
-  EXPECT_EQ(j["plan"]["inputs"]["kv_cache_dtype"], "f32");
+  // The engine's defaults on a CPU host: f16 KV cache, f32 activations.
+  EXPECT_EQ(j["plan"]["inputs"]["kv_cache_dtype"], "f16");
   EXPECT_EQ(j["plan"]["inputs"]["activation_dtype"], "f32");
-  EXPECT_EQ(j["plan"]["stages"][0]["kv_bytes_per_token"], 2 * 30 * 3 * 64 * 4);
+  EXPECT_EQ(j["plan"]["stages"][0]["kv_bytes_per_token"], 2 * 30 * 3 * 64 * 2);
   EXPECT_DOUBLE_EQ(j["plan"]["roofline"]["memory_bandwidth_bytes_per_s"].get<double>(), 20e9);
 }
 

@@ -27,9 +27,10 @@ if ((${#missing[@]})); then
 fi
 
 # Python packages for the end-to-end tests (a client in another language, as internal services
-# would call us) and for reading the GGUF vocabulary independently of our tokenizer.
-PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy)
-if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy" 2>/dev/null; then
+# would call us), for reading the GGUF vocabulary independently of our tokenizer, and for the
+# reference packers of quantized checkpoints (ml_dtypes' fp8, Hugging Face safetensors).
+PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors)
+if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors" 2>/dev/null; then
   echo "setup: pip installing ${PY_PACKAGES[*]}" >&2
   python3 -m pip install --quiet "${PY_PACKAGES[@]}"
 fi

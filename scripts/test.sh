@@ -9,19 +9,33 @@ export TPSERVE_MODEL_DIR="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
 bazel test //... "$@"
 rc=$?
 
-# End-to-end: real launcher and worker processes, driven from Python gRPC.
+# End-to-end: real launcher and worker processes, driven from Python gRPC; and the reference
+# packers of quantized checkpoints (Python, from the public specifications).
 rm -rf bazel-e2e-report && mkdir -p bazel-e2e-report
 if bazel build //deploy:launch //worker:worker; then
-  python3 -m pytest -q tests/e2e --junitxml=bazel-e2e-report/test.xml || rc=1
+  python3 -m pytest -q tests/e2e tests/golden/quant --junitxml=bazel-e2e-report/test.xml || rc=1
 else
   rc=1
   echo '<testsuite><testcase name="e2e-build"><failure/></testcase></testsuite>' > bazel-e2e-report/test.xml
 fi
 
-python3 - <<'PY'
+# A machine without the CUDA toolkit must build and pass too: the same suite with the toolkit
+# hidden (--config=nocuda), in an output base of its own so the two builds do not evict each
+# other. TPSERVE_SKIP_NOCUDA=1 skips it (a quicker local run).
+nocuda_logs=""
+if [ "${TPSERVE_SKIP_NOCUDA:-0}" != "1" ]; then
+  nocuda_base="${TPSERVE_NOCUDA_OUTPUT_BASE:-$HOME/.cache/tpserve-bazel-nocuda}"
+  bazel --output_base="$nocuda_base" test --config=nocuda --symlink_prefix=/ //... || rc=1
+  nocuda_logs=$(bazel --output_base="$nocuda_base" info --config=nocuda bazel-testlogs 2>/dev/null)
+fi
+
+NOCUDA_LOGS="$nocuda_logs" python3 - <<'PY'
 import glob, os, xml.etree.ElementTree as ET
 passed = failed = skipped = 0
-for path in glob.glob("bazel-testlogs/**/test.xml", recursive=True) + ["bazel-e2e-report/test.xml"]:
+reports = glob.glob("bazel-testlogs/**/test.xml", recursive=True) + ["bazel-e2e-report/test.xml"]
+if os.environ.get("NOCUDA_LOGS"):
+    reports += glob.glob(os.path.join(os.environ["NOCUDA_LOGS"], "**/test.xml"), recursive=True)
+for path in reports:
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError:

@@ -40,7 +40,8 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   // The coordinator said which slices to load; this rank's own plan must agree, or the two
   // were built from different models or code.
   TP_ASSIGN_OR_RETURN(WeightFormats formats,
-                      ResolveWeightFormats(files_.stored_formats, request.weights()));
+                      ResolveWeightFormats(files_.stored_formats, request.weights(),
+                                           files_.config, request.world_size()));
   TP_ASSIGN_OR_RETURN(ShardingPlan plan,
                       ShardingPlan::Create(files_.config, formats,
                                            {request.rank(), request.world_size()}));
