@@ -48,9 +48,9 @@ std::vector<int> ValidTpDegrees(const LlamaConfig& config);
 absl::Status ValidateTpDegree(const LlamaConfig& config, int tp);
 
 // For weights from the plain "int4" preset: group 128 where every rank's input width is a
-// whole number of groups, else the largest multiple of 32 below 128 that is (SmolLM2's 576-wide
-// inputs get 64). Explicit "int4-g<N>" and other presets are left as asked; the planner and
-// the engine both call this, so "int4" means the same to both.
+// whole number of groups, else the largest multiple of 32 below 128 that is (SmolLM2's
+// 576-wide inputs get 96 on one rank, 64 on three). Explicit "int4-g<N>" and other presets are
+// left as asked; the planner and the engine both call this, so "int4" means the same to both.
 void FitInt4Groups(const LlamaConfig& config, int tp, WeightFormats* formats);
 
 struct ShardSpec {

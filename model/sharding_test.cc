@@ -118,13 +118,17 @@ TEST(ShardingPlanTest, ValidDegreesDivideHeadsKvHeadsAndTheFfn) {
 }
 
 TEST(FitInt4GroupsTest, PlainInt4TakesTheLargestGroupThatFitsEveryRank) {
-  // SmolLM2: every input is 576 wide (1536 for down): 128 does not divide 576, 64 does.
+  // SmolLM2: inputs are 576 wide (1536 for down): 128 does not divide 576, 96 divides both; at
+  // three ranks down's 512 columns per rank take 64.
   WeightFormats f = Formats("int4");
   EXPECT_EQ(f[TensorRole::kQ].group_size, 128);
   FitInt4Groups(SmolLm2Shapes(), 1, &f);
-  EXPECT_EQ(f[TensorRole::kQ].group_size, 64);
-  EXPECT_EQ(f[TensorRole::kDown].group_size, 64);
-  EXPECT_TRUE(ShardingPlan::Create(SmolLm2Shapes(), f, {0, 3}).ok());
+  EXPECT_EQ(f[TensorRole::kQ].group_size, 96);
+  EXPECT_EQ(f[TensorRole::kDown].group_size, 96);
+  WeightFormats three = Formats("int4");
+  FitInt4Groups(SmolLm2Shapes(), 3, &three);
+  EXPECT_EQ(three[TensorRole::kDown].group_size, 64);
+  EXPECT_TRUE(ShardingPlan::Create(SmolLm2Shapes(), three, {0, 3}).ok());
   // 405B-like widths keep 128 at 8 ranks; an explicit group is never changed.
   LlamaConfig big = SmolLm2Shapes();
   big.hidden_size = 16384;
