@@ -23,9 +23,7 @@ const Json* Get(const Json& object, std::string_view key) {
   return it == object.end() || it->is_null() ? nullptr : &*it;
 }
 
-std::string Path(std::string_view prefix, std::string_view key) {
-  return StrCat(prefix, ".", key);
-}
+std::string Path(std::string_view prefix, std::string_view key) { return StrCat(prefix, ".", key); }
 
 absl::Status NotImplemented(const std::string& path, const Json& value,
                             std::string_view supported) {
@@ -90,8 +88,7 @@ absl::Status ParseInt4Shape(const Json& q, QuantScheme* scheme) {
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> bits, GetInt(q, "quantization_config", "bits"));
   if (!bits.has_value()) return absl::InvalidArgumentError("quantization_config.bits is missing");
   if (*bits != 4) return NotImplemented("quantization_config.bits", *bits, "4");
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> group,
-                      GetInt(q, "quantization_config", "group_size"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> group, GetInt(q, "quantization_config", "group_size"));
   if (!group.has_value()) {
     return absl::InvalidArgumentError("quantization_config.group_size is missing");
   }
@@ -141,7 +138,8 @@ absl::Status ParseGptq(const Json& q, QuantScheme* scheme) {
   scheme->symmetric = sym.value_or(true);
   // v2 stores zero points without the "- 1"; marlin, bitblas and others repack the codes.
   for (std::string_view key : {"checkpoint_format", "format"}) {
-    TP_ASSIGN_OR_RETURN(std::optional<std::string> format, GetString(q, "quantization_config", key));
+    TP_ASSIGN_OR_RETURN(std::optional<std::string> format,
+                        GetString(q, "quantization_config", key));
     if (format.has_value() && *format != "gptq") {
       return NotImplemented(Path("quantization_config", key), *format, "\"gptq\" (v1)");
     }
@@ -203,8 +201,7 @@ absl::Status ParseCtWeights(const Json& w, const std::string& prefix, QuantSchem
     scheme->fp8_block = false;
   } else if (strategy == "block") {
     if (block == nullptr || *block != Json::array({128, 128})) {
-      return NotImplemented(Path(prefix, "block_structure"), block ? *block : Json(),
-                            "[128, 128]");
+      return NotImplemented(Path(prefix, "block_structure"), block ? *block : Json(), "[128, 128]");
     }
     scheme->fp8_block = true;
   } else {
@@ -257,10 +254,9 @@ absl::Status ParseCompressedTensors(const Json& q, QuantScheme* scheme) {
     return NotImplemented("quantization_config.config_groups", groups ? *groups : Json(),
                           "exactly one group");
   }
-  TP_RETURN_IF_ERROR(ParseCtGroup(groups->begin().value(),
-                                  StrCat("quantization_config.config_groups.",
-                                         groups->begin().key()),
-                                  scheme));
+  TP_RETURN_IF_ERROR(
+      ParseCtGroup(groups->begin().value(),
+                   StrCat("quantization_config.config_groups.", groups->begin().key()), scheme));
   // KV-cache scales, sparsity masks and rotations would all change the math.
   for (std::string_view key : {"kv_cache_scheme", "sparsity_config", "transform_config"}) {
     const Json* v = Get(q, key);

@@ -65,8 +65,8 @@ TEST(QuantSchemeTest, AwqAndGptqParseGroupsAndKeepEmbeddingAndHeadFloat) {
   EXPECT_FALSE(gptq->Quantizes("lm_head"));
 
   // checkpoint_format absent: an older export, v1.
-  absl::StatusOr<QuantScheme> v1 = ParseQuantizationConfig(
-      Config(Replace(kGptq, R"("checkpoint_format": "gptq",)", "")));
+  absl::StatusOr<QuantScheme> v1 =
+      ParseQuantizationConfig(Config(Replace(kGptq, R"("checkpoint_format": "gptq",)", "")));
   ASSERT_TRUE(v1.ok()) << v1.status();
 }
 
@@ -87,10 +87,10 @@ TEST(QuantSchemeTest, CompressedTensorsChannelAndBlock) {
   EXPECT_TRUE(block->fp8_block);
   EXPECT_FALSE(block->Quantizes("lm_head"));
   EXPECT_TRUE(block->Quantizes("model.layers.0.mlp.down_proj"));
-  const std::string channel = Replace(
-      Replace(kCtBlock, R"("strategy": "block", "block_structure": [128, 128])",
-              R"("strategy": "channel", "block_structure": null)"),
-      R"("ignore": ["lm_head"])", R"("ignore": [])");
+  const std::string channel =
+      Replace(Replace(kCtBlock, R"("strategy": "block", "block_structure": [128, 128])",
+                      R"("strategy": "channel", "block_structure": null)"),
+              R"("ignore": ["lm_head"])", R"("ignore": [])");
   absl::StatusOr<QuantScheme> c = ParseQuantizationConfig(Config(channel));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->fp8_block);
@@ -126,8 +126,8 @@ TEST(QuantSchemeTest, EveryUnimplementedOptionIsRefusedByKeyAndValue) {
        "quantization_config.version = \"gemv\" is not implemented (supported: \"gemm\")"},
       {Replace(kAwq, R"("zero_point": true)", R"("zero_point": false)"), kUnimpl,
        "quantization_config.zero_point = false is not implemented"},
-      {Replace(kAwq, R"("version": "gemm")", R"("version": "gemm", "backend": "llm-awq")"),
-       kUnimpl, "quantization_config.backend = \"llm-awq\" is not implemented"},
+      {Replace(kAwq, R"("version": "gemm")", R"("version": "gemm", "backend": "llm-awq")"), kUnimpl,
+       "quantization_config.backend = \"llm-awq\" is not implemented"},
       {Replace(kGptq, R"("checkpoint_format": "gptq")", R"("checkpoint_format": "gptq_v2")"),
        kUnimpl, "quantization_config.checkpoint_format = \"gptq_v2\" is not implemented"},
       {Replace(kGptq, R"("sym": false)", R"("sym": false, "lm_head": true)"), kUnimpl,
