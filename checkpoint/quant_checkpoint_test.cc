@@ -17,6 +17,7 @@
 #include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
+#include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 namespace {
@@ -42,15 +43,43 @@ std::vector<float> Dequantize(const WeightMatrix& w) {
   return out;
 }
 
+std::vector<float> Floats(const TensorView& t) {
+  std::vector<float> v(t.nbytes / 4);
+  std::memcpy(v.data(), t.data, t.nbytes);
+  return v;
+}
+
 // Index of the first element whose bits differ (signed zeros and NaNs count), or -1.
-int64_t FirstBitDifference(const std::vector<float>& got, const TensorView& want) {
-  if (static_cast<int64_t>(got.size()) * 4 != want.nbytes) return 0;
+int64_t FirstBitDifference(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    uint32_t w;
-    std::memcpy(&w, want.data + 4 * i, 4);
-    if (std::bit_cast<uint32_t>(got[i]) != w) return static_cast<int64_t>(i);
+    if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(want[i])) return i;
   }
   return -1;
+}
+
+// Reads `stored` in halves along rows (column-parallel) or columns (row-parallel), as TP 2
+// ranks do, and puts the dequantized halves back together. nullopt with `error` set when a
+// half is refused.
+std::optional<std::vector<float>> ReadHalves(const StoredMatrix& stored, bool by_rows,
+                                             absl::Status* error) {
+  const int64_t rows = stored.rows(), cols = stored.cols();
+  std::vector<float> full(rows * cols);
+  for (int rank = 0; rank < 2; ++rank) {
+    const TensorSlice s = by_rows ? TensorSlice{rank * rows / 2, rows / 2, 0, cols}
+                                  : TensorSlice{0, rows, rank * cols / 2, cols / 2};
+    absl::StatusOr<HostMatrix> half = stored.Read(s);
+    if (!half.ok()) {
+      *error = half.status();
+      return std::nullopt;
+    }
+    const std::vector<float> part = Dequantize(half->matrix);
+    for (int64_t r = 0; r < s.num_rows; ++r) {
+      std::memcpy(&full[(s.row_begin + r) * cols + s.col_begin], &part[r * s.num_cols],
+                  s.num_cols * sizeof(float));
+    }
+  }
+  return full;
 }
 
 struct Fixture {
@@ -58,6 +87,8 @@ struct Fixture {
   TensorFormat linear;  // the format of every quantized linear
   TensorFormat plain;   // embedding, lm_head, norms and unquantized linears
 };
+
+void PrintTo(const Fixture& f, std::ostream* os) { *os << f.name; }
 
 const Fixture kFixtures[] = {
     {"awq_g32", TensorFormat::Int4(32), TensorFormat::Of(FormatKind::kF16)},
@@ -103,30 +134,6 @@ class QuantCheckpointTest : public ::testing::TestWithParam<Fixture> {
     return *std::move(m);
   }
 
-  // Reads `stored` in halves along rows (column-parallel) or columns (row-parallel), as TP 2
-  // ranks do, and puts the dequantized halves back together. nullopt with `error` set when a
-  // half is refused.
-  std::optional<std::vector<float>> ReadHalves(const StoredMatrix& stored, bool by_rows,
-                                               absl::Status* error) {
-    const int64_t rows = stored.rows(), cols = stored.cols();
-    std::vector<float> full(rows * cols);
-    for (int rank = 0; rank < 2; ++rank) {
-      const TensorSlice s = by_rows ? TensorSlice{rank * rows / 2, rows / 2, 0, cols}
-                                    : TensorSlice{0, rows, rank * cols / 2, cols / 2};
-      absl::StatusOr<HostMatrix> half = stored.Read(s);
-      if (!half.ok()) {
-        *error = half.status();
-        return std::nullopt;
-      }
-      const std::vector<float> part = Dequantize(half->matrix);
-      for (int64_t r = 0; r < s.num_rows; ++r) {
-        std::memcpy(&full[(s.row_begin + r) * cols + s.col_begin], &part[r * s.num_cols],
-                    s.num_cols * sizeof(float));
-      }
-    }
-    return full;
-  }
-
   // Whether halving the columns keeps every act-order group of `module` on one side, from the
   // stored g_idx directly.
   bool GroupsStayWhole(const std::string& module, int64_t cols) {
@@ -160,7 +167,7 @@ TEST_P(QuantCheckpointTest, WholeMatricesDequantizeBitForBit) {
     permuted += whole->matrix.input_perm != nullptr;
     EXPECT_EQ(whole->matrix.activation_scale_ub,
               scheme_.method == QuantMethod::kFbgemmFp8 ? 1200.0f : 0.0f);
-    EXPECT_EQ(FirstBitDifference(Dequantize(whole->matrix), *expect_->Find(name)), -1);
+    EXPECT_EQ(FirstBitDifference(Dequantize(whole->matrix), Floats(*expect_->Find(name))), -1);
   }
   // Only the act-order fixture stores a permuted g_idx; the others read without input_perm.
   EXPECT_EQ(permuted > 0, std::string(GetParam().name) == "gptq_g32_asym_descact");
@@ -188,7 +195,7 @@ TEST_P(QuantCheckpointTest, TensorParallelHalvesDequantizeBitForBit) {
         continue;
       }
       ASSERT_TRUE(full.has_value()) << error;
-      EXPECT_EQ(FirstBitDifference(*full, *expect_->Find(name)), -1);
+      EXPECT_EQ(FirstBitDifference(*full, Floats(*expect_->Find(name))), -1);
     }
   }
 }
@@ -202,6 +209,74 @@ TEST_P(QuantCheckpointTest, StoredFormatsPerRole) {
     EXPECT_EQ((*formats)[role], quantized ? GetParam().linear : GetParam().plain)
         << TensorRoleName(role) << ": " << TensorFormatName((*formats)[role]);
   }
+}
+
+// The act-order fixture's groups are scattered over all input columns, so its row-parallel
+// halves are refused above. Moving whole columns (codes, g_idx and the expected values
+// together) so that groups 0 and 1 interleave in the first half and 2 and 3 in the second
+// keeps the math and gives a permuted g_idx that TP 2 can load.
+TEST(QuantActOrderTest, HalvesThatKeepGroupsWholeDequantizeBitForBit) {
+  const std::string dir = FixtureDir("gptq_g32_asym_descact");
+  const std::string down = "model.layers.0.mlp.down_proj";
+  const int64_t rows = 64, cols = 128, group = 32;
+  absl::StatusOr<QuantScheme> scheme = ParseQuantizationConfig(ReadText(dir + "/config.json"));
+  ASSERT_TRUE(scheme.ok()) << scheme.status();
+  auto file = SafetensorsFile::Open(dir + "/model.safetensors");
+  auto expect = SafetensorsFile::Open(dir + "/expect.safetensors");
+  ASSERT_TRUE(file.ok() && expect.ok());
+  const TensorView qweight = *(*file)->Find(down + ".qweight");  // [cols / 8, rows]
+  const TensorView g_idx_view = *(*file)->Find(down + ".g_idx");
+  std::vector<int32_t> g_idx(cols);
+  std::memcpy(g_idx.data(), g_idx_view.data, cols * 4);
+  const std::vector<float> want = Floats(*(*expect)->Find(down + ".weight"));
+
+  std::vector<std::vector<int64_t>> members(cols / group);
+  for (int64_t c = 0; c < cols; ++c) members[g_idx[c]].push_back(c);
+  std::vector<int64_t> from(cols);  // new column c takes old column from[c]
+  for (int64_t i = 0; i < group; ++i) {
+    from[2 * i] = members[0][i];
+    from[2 * i + 1] = members[1][i];
+    from[cols / 2 + 2 * i] = members[2][i];
+    from[cols / 2 + 2 * i + 1] = members[3][i];
+  }
+  std::vector<uint32_t> words(cols / 8 * rows, 0);
+  std::vector<int32_t> new_g_idx(cols);
+  std::vector<float> new_want(rows * cols);
+  for (int64_t c = 0; c < cols; ++c) {
+    const int64_t k = from[c];
+    new_g_idx[c] = g_idx[k];
+    for (int64_t o = 0; o < rows; ++o) {
+      uint32_t word;
+      std::memcpy(&word, qweight.data + 4 * ((k / 8) * rows + o), 4);
+      words[(c / 8) * rows + o] |= ((word >> (4 * (k % 8))) & 0xF) << (4 * (c % 8));
+      new_want[o * cols + c] = want[o * cols + k];
+    }
+  }
+  InMemoryWeightSource source(CheckpointFormat::kSafetensors);
+  auto raw = [](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return std::vector<uint8_t>(b, b + n);
+  };
+  source.AddRaw(down + ".qweight", qweight.shape, DType::kI32, raw(words.data(), words.size() * 4));
+  source.AddRaw(down + ".g_idx", {cols}, DType::kI32, raw(new_g_idx.data(), cols * 4));
+  for (const char* part : {".qzeros", ".scales"}) {
+    const TensorView t = *(*file)->Find(down + part);
+    source.AddRaw(down + part, t.shape, t.dtype, raw(t.data, t.nbytes));
+  }
+  TensorUse used;
+  absl::StatusOr<StoredMatrix> stored =
+      StoredMatrix::Open(source, *scheme, down, rows, cols, &used);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(used.CheckAllUsed(source).ok());
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<HostMatrix> half = stored->Read({0, rows, rank * cols / 2, cols / 2});
+    ASSERT_TRUE(half.ok()) << half.status();
+    EXPECT_NE(half->matrix.input_perm, nullptr) << "interleaved groups need a permutation";
+  }
+  absl::Status error;
+  const std::optional<std::vector<float>> full = ReadHalves(*stored, /*by_rows=*/false, &error);
+  ASSERT_TRUE(full.has_value()) << error;
+  EXPECT_EQ(FirstBitDifference(*full, new_want), -1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QuantCheckpointTest, ::testing::ValuesIn(kFixtures),
