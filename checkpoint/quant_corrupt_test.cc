@@ -2,6 +2,7 @@
 // one defect each (a scale count that does not match, a packed size that does not divide, a
 // wrong dtype, a bad g_idx, a missing tensor, a slice that cuts a group). Each is refused
 // with its code and a message naming the tensor, the value and the bound; none crashes.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -300,6 +301,96 @@ TEST(QuantCorruptSliceTest, SlicesThatCutAGroupOrTileAreRefused) {
             std::string::npos)
       << s;
   EXPECT_TRUE(gate->Read({128, 128, 0, 128}).ok());
+}
+
+// Dequantized rows of `m` (stored column order), for comparing two reads.
+std::vector<float> Values(const WeightMatrix& m) {
+  std::vector<float> out(m.rows * m.cols);
+  for (int64_t r = 0; r < m.rows; ++r) DequantizeWeightRow(m, r, out.data() + r * m.cols);
+  return out;
+}
+
+// Overwrites bytes [begin, end) of every `stride`-byte record of `name` with 0xA5.
+void Poison(Checkpoint& c, const std::string& name, int64_t stride, int64_t begin, int64_t end) {
+  std::vector<uint8_t> bytes = c.Bytes(name);
+  for (int64_t at = 0; at < static_cast<int64_t>(bytes.size()); at += stride) {
+    std::fill(bytes.begin() + at + begin, bytes.begin() + at + end, 0xA5);
+  }
+  const TensorView t = *c.source->Find(name);
+  c.source->AddRaw(name, t.shape, t.dtype, std::move(bytes));
+}
+
+// Read(slice) uses only the slice's words: poisoning every other byte of the values, scales
+// and zeros changes nothing (g_idx is checked whole at Open, so it stays).
+TEST(QuantCorruptSliceTest, ReadsOnlyTheSlicesBytes) {
+  struct SliceCase {
+    const char* fixture;
+    std::string module;
+    int64_t rows, cols;
+    TensorSlice slice;
+    std::function<void(Checkpoint&)> poison_the_rest;
+  };
+  const std::vector<SliceCase> cases = {
+      // AWQ, column-parallel rank 1 of 2: output rows [64, 128) are words [8, 16) of each
+      // qweight / qzeros row and scales columns [64, 128).
+      {"awq_g32",
+       kGate,
+       128,
+       64,
+       {64, 64, 0, 64},
+       [](Checkpoint& c) {
+         Poison(c, kGate + ".qweight", 64, 0, 32);
+         Poison(c, kGate + ".qzeros", 64, 0, 32);
+         Poison(c, kGate + ".scales", 256, 0, 128);
+       }},
+      // GPTQ, row-parallel rank 1 of 2: input columns [64, 128) are qweight rows [8, 16) and
+      // groups [2, 4).
+      {"gptq_g32_sym",
+       kDown,
+       64,
+       128,
+       {0, 64, 64, 64},
+       [](Checkpoint& c) {
+         Poison(c, kDown + ".qweight", 16 * 64 * 4, 0, 8 * 64 * 4);
+         Poison(c, kDown + ".qzeros", 4 * 8 * 4, 0, 4 * 8 * 4 / 2);
+         Poison(c, kDown + ".scales", 4 * 64 * 2, 0, 4 * 64 * 2 / 2);
+       }},
+      // FP8 per channel, column-parallel rank 1 of 2, and a row-parallel column range.
+      {"fp8_ct_channel",
+       kGate,
+       128,
+       64,
+       {64, 64, 0, 64},
+       [](Checkpoint& c) {
+         Poison(c, kGate + ".weight", 128 * 64, 0, 64 * 64);
+         Poison(c, kGate + ".weight_scale", 128 * 4, 0, 64 * 4);
+       }},
+      {"fp8_ct_channel",
+       kDown,
+       64,
+       128,
+       {0, 64, 64, 64},
+       [](Checkpoint& c) { Poison(c, kDown + ".weight", 128, 0, 64); }},
+  };
+  for (const SliceCase& sc : cases) {
+    SCOPED_TRACE(sc.module);
+    Checkpoint clean = Load(sc.fixture), poisoned = Load(sc.fixture);
+    sc.poison_the_rest(poisoned);
+    TensorUse used;
+    absl::StatusOr<StoredMatrix> a =
+        StoredMatrix::Open(*clean.source, clean.scheme, sc.module, sc.rows, sc.cols, &used);
+    absl::StatusOr<StoredMatrix> b =
+        StoredMatrix::Open(*poisoned.source, poisoned.scheme, sc.module, sc.rows, sc.cols, &used);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    absl::StatusOr<HostMatrix> want = a->Read(sc.slice), got = b->Read(sc.slice);
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+    const std::vector<float> w = Values(want->matrix), g = Values(got->matrix);
+    EXPECT_EQ(std::memcmp(w.data(), g.data(), w.size() * 4), 0);
+    // and the poison is real: the whole matrix reads differently
+    const std::vector<float> whole = Values(b->Read({0, sc.rows, 0, sc.cols})->matrix);
+    const std::vector<float> clean_whole = Values(a->Read({0, sc.rows, 0, sc.cols})->matrix);
+    EXPECT_NE(std::memcmp(whole.data(), clean_whole.data(), whole.size() * 4), 0);
+  }
 }
 
 // GPTQ v1 stores zero - 1 in a nibble; a stored 15 is read as 16, as the layout's definition
