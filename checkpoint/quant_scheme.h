@@ -33,11 +33,15 @@ struct QuantScheme {
   QuantMethod method = QuantMethod::kNone;
   int bits = 0;
   int64_t group_size = 0;         // int4: input values per scale
-  bool symmetric = false;         // gptq: sym; awq: !zero_point
-  bool desc_act = false;          // gptq act-order (permuted g_idx)
+  bool symmetric = false;         // gptq: sym (awq is always asymmetric: zero_point true)
+  // gptq act-order, as the config says. Informational: the stored g_idx decides the groups
+  // (an identity g_idx reads as plain groups either way).
+  bool desc_act = false;
   bool fp8_block = false;         // compressed-tensors: 128x128 tiles instead of per channel
   float activation_scale_ub = 0;  // fbgemm: clamp for dynamic activation scales
-  // Module name prefixes left unquantized (fbgemm modules_to_not_convert, ct ignore).
+  // Modules stored unquantized, by name or prefix: fbgemm/awq modules_to_not_convert, ct
+  // ignore, and those no method here quantizes: the embedding always, and lm_head for awq,
+  // gptq and fbgemm_fp8 (transformers keeps their output head in full precision).
   std::vector<std::string> unquantized_modules;
 
   // Whether the linear `module` (e.g. "model.layers.0.mlp.down_proj") is stored quantized.
@@ -45,8 +49,15 @@ struct QuantScheme {
 };
 
 // From the text of a Hugging Face config.json: the scheme of its "quantization_config", or
-// kNone when it has none. UNIMPLEMENTED naming the key and value for a method or option this
-// engine does not implement; INVALID_ARGUMENT for malformed values.
+// kNone when it has none. Accepted: awq (bits 4, group_size a multiple of 32, zero_point,
+// version gemm), gptq (bits 4, group_size, desc_act, sym, checkpoint_format gptq or absent),
+// fbgemm_fp8 (activation_scale_ub, modules_to_not_convert), compressed-tensors
+// (float-quantized, one group of 8-bit float symmetric static weights, strategy channel or
+// block [128, 128], dynamic or no input activations, ignore). Keys that do not change the
+// stored layout or the math (damp_percent, true_sequential, ...) are ignored.
+// UNIMPLEMENTED naming the key and value (`quantization_config.bits = 3 ...`) for any other
+// method, version, bit width, strategy or math-changing option; INVALID_ARGUMENT naming the key
+// for a value of the wrong type or range.
 absl::StatusOr<QuantScheme> ParseQuantizationConfig(std::string_view config_json);
 
 }  // namespace tpserve

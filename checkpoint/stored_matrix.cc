@@ -3,31 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "checkpoint/stored_tensors.h"
 #include "formats/str_cat.h"
 #include "kernels/quantize_weights.h"
 
 namespace tpserve {
 namespace {
 
+using stored_internal::ShapeString;
+
 constexpr int64_t kConvertRows = 128;  // rows re-encoded at a time (one fp8 tile row)
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
-absl::StatusOr<TensorView> FindShaped(const WeightSource& source, const std::string& name,
-                                      const std::vector<int64_t>& shape, TensorUse* used) {
-  TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
-  if (t.shape != shape) {
-    return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", source.Describe(),
-                                             ": shape ", ShapeString(t.shape), ", expected ",
-                                             ShapeString(shape), " from the model config"));
-  }
-  used->Mark(name);
-  return t;
-}
 
 absl::Status CheckSlice(const std::string& module, const TensorSlice& s, int64_t rows,
                         int64_t cols) {
@@ -101,18 +87,58 @@ absl::StatusOr<StoredMatrix> StoredMatrix::Open(const WeightSource& source,
   m.scheme_ = scheme;
   m.rows_ = rows;
   m.cols_ = cols;
-  if (scheme.method != QuantMethod::kNone && scheme.Quantizes(module)) {
-    return absl::UnimplementedError(StrCat(module, ": ", QuantMethodName(scheme.method),
-                                           " checkpoints are not readable yet"));
+  if (!scheme.Quantizes(module)) {
+    TP_RETURN_IF_ERROR(m.OpenPlain(source, used));
+    return m;
   }
-  TP_ASSIGN_OR_RETURN(m.values_, FindShaped(source, module + ".weight", {rows, cols}, used));
-  m.format_ = FormatOfDType(m.values_.dtype);
+  switch (scheme.method) {
+    case QuantMethod::kFbgemmFp8:
+    case QuantMethod::kCompressedFp8:
+      TP_RETURN_IF_ERROR(m.OpenFp8(source, used));
+      break;
+    case QuantMethod::kAwq:
+    case QuantMethod::kGptq:
+      TP_RETURN_IF_ERROR(m.OpenInt4(source, used));
+      break;
+    case QuantMethod::kNone:
+      break;  // Quantizes() is false
+  }
   return m;
+}
+
+absl::Status StoredMatrix::OpenPlain(const WeightSource& source, TensorUse* used) {
+  layout_ = Layout::kPlain;
+  const std::string name = module_ + ".weight";
+  TP_ASSIGN_OR_RETURN(values_, source.Find(name));
+  if (IsIntegerDType(values_.dtype)) {
+    return absl::InvalidArgumentError(StrCat(
+        "tensor ", name, " in ", source.Describe(), ": dtype ", DTypeName(values_.dtype),
+        " holds integers, not weights (a quantized layout the config does not declare?)"));
+  }
+  if (values_.shape != std::vector<int64_t>{rows_, cols_}) {
+    return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", source.Describe(),
+                                             ": shape ", ShapeString(values_.shape),
+                                             ", expected ", ShapeString({rows_, cols_}),
+                                             " from the model config"));
+  }
+  used->Mark(name);
+  format_ = FormatOfDType(values_.dtype);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<HostMatrix> StoredMatrix::Read(const TensorSlice& slice) const {
   TP_RETURN_IF_ERROR(CheckSlice(module_, slice, rows_, cols_));
-  return ReadPlain(slice);
+  switch (layout_) {
+    case Layout::kPlain:
+      return ReadPlain(slice);
+    case Layout::kFp8Channel:
+    case Layout::kFp8Block:
+      return ReadFp8(slice);
+    case Layout::kAwq:
+    case Layout::kGptq:
+      return ReadInt4(slice);
+  }
+  return absl::InternalError("unknown layout");
 }
 
 absl::StatusOr<HostMatrix> StoredMatrix::ReadPlain(const TensorSlice& s) const {

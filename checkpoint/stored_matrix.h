@@ -44,12 +44,29 @@ class TensorUse {
 // this plus ".weight", ".weight_scale", ".qweight", ...
 std::string ModuleName(CheckpointFormat format, TensorRole role, int64_t layer);
 
+// Layouts read (per linear `P`, W = [rows = out, cols = in]; shapes outermost first):
+//   plain        P.weight [out, in], any float or GGML type                -> that format
+//   fp8          P.weight F8_E4M3 [out, in], P.weight_scale F32/BF16/F16 [out, 1]
+//                (+ fbgemm's optional P.input_scale_ub F32 [1])             -> fp8
+//   fp8-block    P.weight F8_E4M3, P.weight_scale [ceil(out/128), ceil(in/128)]
+//                                                                           -> fp8-block
+//   awq          P.qweight I32 [in, out/8] (nibble i of word [k][c] is row 8c + (0 2 4 6 1 3
+//                5 7)[i]), P.qzeros I32 [in/G, out/8] (same order), P.scales F16 [in/G, out]
+//                                                                           -> int4-g<G>
+//   gptq (v1)    P.qweight I32 [in/8, out] (nibble i of word [r][o] is column 8r + i),
+//                P.qzeros I32 [in/G, out/8] holding zero - 1 (nibble i: row 8c + i),
+//                P.scales F16 [in/G, out], P.g_idx I32 [in]                 -> int4-g<G>
+// Nibble i is bits 4i..4i+3 of the little-endian word. int4 values are (q - zero) * scale
+// exactly as the checkpoint means them; a GPTQ g_idx that is not sequential (act-order) is
+// read as input_perm (checkpoint/act_order.h).
 class StoredMatrix {
  public:
-  // Finds the tensors of `module` under `scheme`, checks that together they describe a
-  // [rows, cols] matrix (shapes, dtypes, scale counts, packed sizes), and marks them in `used`.
-  // NOT_FOUND naming the tensor when one is missing; INVALID_ARGUMENT naming tensor, value and
-  // bound when one is malformed; UNIMPLEMENTED for a dtype no format here covers.
+  // Finds the tensors of `module` under `scheme` (plain when the scheme leaves the module
+  // unquantized), checks that together they describe a [rows, cols] matrix (dtypes, exact
+  // shapes, scale and zero counts, packed sizes that divide, g_idx values and group sizes),
+  // and marks them in `used`. NOT_FOUND naming the tensor when one is missing;
+  // INVALID_ARGUMENT naming tensor, value and bound when one is malformed; UNIMPLEMENTED for
+  // a dtype no format here covers.
   static absl::StatusOr<StoredMatrix> Open(const WeightSource& source, const QuantScheme& scheme,
                                            const std::string& module, int64_t rows, int64_t cols,
                                            TensorUse* used);
@@ -60,25 +77,35 @@ class StoredMatrix {
   int64_t cols() const { return cols_; }
   const std::string& module() const { return module_; }
 
-  // The slice in format(): a view into the checkpoint when its bytes already are the layout
-  // (contiguous rows of a plain or fp8 per-channel tensor), otherwise a copy of just the
-  // slice. INVALID_ARGUMENT naming the tensor when the slice cuts a block, group or tile.
+  // The slice in format(), converting only the slice's bytes: a view into the checkpoint
+  // where its bytes already are the layout (whole rows of a plain or fp8 tensor, F32 scales),
+  // otherwise a copy. INVALID_ARGUMENT naming the tensor when the slice cuts a block, group or
+  // tile (act-order: when a group is not whole in the slice's columns).
   absl::StatusOr<HostMatrix> Read(const TensorSlice& slice) const;
 
  private:
+  enum class Layout : uint8_t { kPlain, kFp8Channel, kFp8Block, kAwq, kGptq };
+
   StoredMatrix() = default;
+  absl::Status OpenPlain(const WeightSource& source, TensorUse* used);
+  absl::Status OpenFp8(const WeightSource& source, TensorUse* used);   // stored_matrix_fp8.cc
+  absl::Status OpenInt4(const WeightSource& source, TensorUse* used);  // stored_matrix_int4.cc
   absl::StatusOr<HostMatrix> ReadPlain(const TensorSlice& slice) const;
+  absl::StatusOr<HostMatrix> ReadFp8(const TensorSlice& slice) const;
+  absl::StatusOr<HostMatrix> ReadInt4(const TensorSlice& slice) const;
 
   std::string module_;
   QuantScheme scheme_;
+  Layout layout_ = Layout::kPlain;
   TensorFormat format_;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   // The tensors that make up the matrix (unused ones stay empty).
-  TensorView values_;
-  TensorView scales_;
-  TensorView zeros_;
-  TensorView group_index_;
+  TensorView values_;       // weight, or qweight
+  TensorView scales_;       // weight_scale, or scales
+  TensorView zeros_;        // qzeros
+  // GPTQ g_idx when it is not sequential (act-order); empty otherwise.
+  std::vector<int32_t> group_index_;
   float activation_scale_ub_ = 0.0f;
 };
 

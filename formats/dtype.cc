@@ -97,9 +97,13 @@ std::string_view DTypeName(DType t) {
       return "Q5_K";
     case DType::kQ6_K:
       return "Q6_K";
+    case DType::kI32:
+      return "I32";
   }
   return "UNKNOWN";
 }
+
+bool IsIntegerDType(DType t) { return t == DType::kI32; }
 
 int64_t BlockElems(DType t) {
   switch (t) {
@@ -138,6 +142,8 @@ int64_t BlockBytes(DType t) {
       return kQ5_KBlockBytes;
     case DType::kQ6_K:
       return kQ6_KBlockBytes;
+    case DType::kI32:
+      return 4;
   }
   return 0;
 }
@@ -183,6 +189,13 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
       return;
     case DType::kQ6_K:
       DequantizeQ6_K(bytes, dst, n / kKQuantBlockElems);
+      return;
+    case DType::kI32:
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v;
+        std::memcpy(&v, bytes + 4 * i, 4);
+        dst[i] = static_cast<float>(v);
+      }
       return;
   }
 }

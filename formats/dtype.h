@@ -27,9 +27,16 @@ enum class DType : uint8_t {
   kQ4_K,  // 8 x 32: fp16 d, dmin, 6-bit scales/mins, nibbles; x = d*s*q - dmin*m.  144 bytes
   kQ5_K,  // as Q4_K plus one high bit per element; q in 0..31.                       176 bytes
   kQ6_K,  // 16 x 16: 6-bit q, int8 scales, fp16 d; x = d * s * (q - 32).             210 bytes
+  // Little-endian int32: not weight values but what quantized checkpoints store beside them
+  // (AWQ/GPTQ packed 4-bit codes and zero points, GPTQ g_idx). IsIntegerDType says so.
+  kI32,
 };
 
 std::string_view DTypeName(DType t);
+
+// True for kI32: integers (packed codes, indices) that a weight or norm must never be read as.
+// Every other type decodes to weight values.
+bool IsIntegerDType(DType t);
 
 // Elements per block (1 for the plain float types) and bytes per block.
 int64_t BlockElems(DType t);
@@ -40,7 +47,8 @@ int64_t BlockBytes(DType t);
 std::optional<int64_t> RowBytes(DType t, int64_t n);
 
 // Decodes `n` elements (a multiple of BlockElems) starting at `src` into fp32. Bit-exact with
-// the gguf Python package for the GGML types, and with torch for F16, BF16 and F8E4M3.
+// the gguf Python package for the GGML types, and with torch for F16, BF16 and F8E4M3; I32
+// gives each integer's value (exact up to 2^24 in magnitude, rounded to nearest beyond).
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
 
 // Scalar conversions, exposed for kernels and tests.

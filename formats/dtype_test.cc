@@ -34,6 +34,21 @@ TEST(DTypeTest, BlockGeometryMatchesGgmlLayouts) {
   EXPECT_EQ(BlockBytes(DType::kQ4_1), 20);
   EXPECT_EQ(DTypeName(DType::kQ4_1), "Q4_1");
   EXPECT_EQ(DTypeName(DType::kF8E4M3), "F8_E4M3");
+  EXPECT_EQ(BlockElems(DType::kI32), 1);
+  EXPECT_EQ(BlockBytes(DType::kI32), 4);
+  EXPECT_EQ(DTypeName(DType::kI32), "I32");
+}
+
+TEST(DTypeTest, OnlyI32IsAnIntegerTypeAndItDecodesToValues) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kQ8_0,
+                  DType::kQ4_0, DType::kQ4_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    EXPECT_FALSE(IsIntegerDType(t)) << DTypeName(t);
+  }
+  EXPECT_TRUE(IsIntegerDType(DType::kI32));
+  const int32_t words[4] = {-7, 0, 16777216, 16777217};
+  std::vector<float> out(4);
+  DequantizeRow(DType::kI32, words, out.data(), 4);
+  EXPECT_EQ(out, (std::vector<float>{-7.0f, 0.0f, 16777216.0f, 16777216.0f}));  // 2^24 + 1 rounds
 }
 
 TEST(DTypeTest, RowBytesChecksMultiplesAndOverflow) {

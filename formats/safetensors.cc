@@ -30,7 +30,7 @@ constexpr DTypeSpec kDTypes[] = {
     {"F32", 4, DType::kF32},        {"F16", 2, DType::kF16},   {"BF16", 2, DType::kBF16},
     {"F8_E4M3", 1, DType::kF8E4M3}, {"F64", 8, std::nullopt},  {"F8_E5M2", 1, std::nullopt},
     {"F8_E8M0", 1, std::nullopt},   {"C64", 8, std::nullopt},  {"I64", 8, std::nullopt},
-    {"I32", 4, std::nullopt},       {"I16", 2, std::nullopt},  {"I8", 1, std::nullopt},
+    {"I32", 4, DType::kI32},         {"I16", 2, std::nullopt},  {"I8", 1, std::nullopt},
     {"U64", 8, std::nullopt},       {"U32", 4, std::nullopt},  {"U16", 2, std::nullopt},
     {"U8", 1, std::nullopt},        {"BOOL", 1, std::nullopt},
 };
@@ -199,7 +199,7 @@ absl::StatusOr<TensorView> SafetensorsFile::Find(std::string_view name) const {
   if (!info.dtype.has_value()) {
     return absl::UnimplementedError(
         StrCat(source_->name(), ": tensor '", name, "' has dtype ", info.dtype_name,
-               ", which is not decoded here (supported: F32, F16, BF16, F8_E4M3)"));
+               ", which is not decoded here (supported: F32, F16, BF16, F8_E4M3, I32)"));
   }
   TensorView view;
   view.name = info.name;

@@ -17,7 +17,8 @@
 // malformed entry, begin > end, bytes outside the data section, nbytes != elements * element
 // size, overlapping tensors, and data-section bytes no tensor covers (as the reference
 // implementation does). An unknown dtype is UNIMPLEMENTED naming the tensor; a known one that
-// cannot be decoded here (I32, F64, ...) is listed, but Find() returns UNIMPLEMENTED for it.
+// cannot be decoded here (I64, F64, ...) is listed, but Find() returns UNIMPLEMENTED for it.
+// I32 tensors (packed INT4 words, GPTQ g_idx) are found as DType::kI32.
 // Thread-safety: immutable after Open; all methods are const and safe to call concurrently.
 #ifndef TPSERVE_FORMATS_SAFETENSORS_H_
 #define TPSERVE_FORMATS_SAFETENSORS_H_
@@ -39,7 +40,7 @@ namespace tpserve {
 struct SafetensorsTensorInfo {
   std::string name;
   std::string dtype_name;      // as written: "BF16", "F8_E4M3", "I64", ...
-  std::optional<DType> dtype;  // set when DequantizeRow handles it
+  std::optional<DType> dtype;  // set when DequantizeRow handles it (I32 included)
   std::vector<int64_t> shape;  // outermost first; may be empty (a scalar) or hold zeros
   uint64_t begin_bytes = 0;    // [begin, end) within the data section
   uint64_t end_bytes = 0;

@@ -90,6 +90,22 @@ TEST(SafetensorsFileTest, ScalarsAndEmptyTensorsAreAllowed) {
   EXPECT_EQ(empty->nbytes, 0);
 }
 
+// AWQ/GPTQ store packed 4-bit codes and g_idx as I32: found as raw little-endian words.
+TEST(SafetensorsFileTest, I32TensorsAreFoundAsRawWords) {
+  SafetensorsTestBuilder b;
+  const int32_t words[3] = {0x75316420, -1, 7};
+  b.Add("qweight", "I32", {1, 3}, std::string(reinterpret_cast<const char*>(words), 12));
+  auto file = ParseBytes(b.Build());
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<TensorView> v = (*file)->Find("qweight");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->dtype, DType::kI32);
+  EXPECT_EQ(v->shape, (std::vector<int64_t>{1, 3}));
+  ASSERT_EQ(v->nbytes, 12);
+  EXPECT_EQ(std::memcmp(v->data, words, 12), 0);
+  EXPECT_TRUE(IsIntegerDType(v->dtype));
+}
+
 TEST(SafetensorsFileTest, UndecodedDtypeIsListedButFindIsUnimplemented) {
   SafetensorsTestBuilder b;
   b.Add("ids", "I64", {2}, std::string(16, '\0'));

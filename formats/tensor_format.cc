@@ -235,6 +235,8 @@ TensorFormat FormatOfDType(DType dtype) {
       return TensorFormat::Of(FormatKind::kQ5_K);
     case DType::kQ6_K:
       return TensorFormat::Of(FormatKind::kQ6_K);
+    case DType::kI32:
+      break;  // no format holds integers: excluded by the REQUIRES
   }
   return TensorFormat::Of(FormatKind::kF32);
 }

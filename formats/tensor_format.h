@@ -87,6 +87,7 @@ absl::StatusOr<int64_t> MatrixBytes(const TensorFormat& format, int64_t rows, in
 // block type for GGML kinds); nullopt for int4 groups, whose 4-bit codes are no DType.
 std::optional<DType> ElementDType(const TensorFormat& format);
 // The format of a checkpoint tensor stored plainly as `dtype` (F8_E4M3 -> plain fp8-e4m3).
+// REQUIRES: !IsIntegerDType(dtype) (I32 words are parts of a quantized matrix, never one).
 TensorFormat FormatOfDType(DType dtype);
 
 // KV cache element types: f32, f16, bf16, or fp8 e4m3 (stored as value / scale).

@@ -13,6 +13,15 @@ namespace {
 
 constexpr int kBlock = 32;
 
+// Nearest integer, ties away from zero, saturated to the int32 range (NaN gives 0).
+int32_t RoundToInt32(float f) {
+  if (std::isnan(f)) return 0;
+  const double r = std::round(static_cast<double>(f));
+  if (r >= 2147483647.0) return 2147483647;
+  if (r <= -2147483648.0) return -2147483647 - 1;
+  return static_cast<int32_t>(r);
+}
+
 void StoreF16(uint8_t* dst, float f) {
   const uint16_t h = F32ToF16(f);
   std::memcpy(dst, &h, 2);
@@ -267,6 +276,12 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
     case DType::kQ6_K:
       for (int64_t b = 0; b < n / kKQuantBlockElems; ++b) {
         QuantizeBlockQ6_K(src + b * kKQuantBlockElems, out + b * kQ6_KBlockBytes);
+      }
+      return;
+    case DType::kI32:
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t v = RoundToInt32(src[i]);
+        std::memcpy(out + 4 * i, &v, 4);
       }
       return;
   }

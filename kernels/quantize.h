@@ -37,6 +37,7 @@ namespace tpserve {
 //     step_s <= max|x|_s / 31 + d.
 //   K types REQUIRE finite x small enough for d and dmin to stay finite in fp16 (|x| < 4e6).
 //   F16/BF16/F8E4M3: round to nearest even (F8 saturates at +-448).
+//   I32: nearest integer, ties away from zero, saturated to the int32 range; NaN gives 0.
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 
 // Encodes a row-major [rows, cols] matrix; returns rows * RowBytes(t, cols) bytes.

@@ -163,6 +163,13 @@ TEST(QuantizeTest, FloatTypesRoundToNearest) {
   }
 }
 
+TEST(QuantizeTest, I32RoundsAwayFromZeroAndSaturates) {
+  const std::vector<float> x = {2.5f, -2.5f, 7.0f, 3e9f, -3e9f, std::nanf("")};
+  std::vector<int32_t> q(x.size());
+  QuantizeRow(DType::kI32, x.data(), q.data(), x.size());
+  EXPECT_EQ(q, (std::vector<int32_t>{3, -3, 7, 2147483647, -2147483647 - 1, 0}));
+}
+
 TEST(QuantizeTest, F8E4M3EncodesEveryFiniteValueExactlyAndSaturates) {
   for (int c = 0; c < 256; ++c) {
     if ((c & 0x7F) == 0x7F) continue;  // the NaN codes

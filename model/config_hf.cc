@@ -122,11 +122,26 @@ absl::Status ParseShapes(const Json& j, LlamaConfig& c) {
   return absl::OkStatus();
 }
 
+// Only the Llama architecture is implemented. Look-alikes (mistral's sliding window, qwen2's
+// QKV biases, gemma's norms) would load but compute something else. An absent model_type is
+// accepted: hand-written configs, as in tests, often leave it out.
+absl::Status CheckModelType(const Json& j) {
+  auto it = j.find("model_type");
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_string()) return BadKey("model_type", StrCat("must be a string, got ", it->dump()));
+  if (it->get<std::string>() != "llama") {
+    return absl::UnimplementedError(StrCat("config.json model_type = ", it->dump(),
+                                           " is not implemented (supported: \"llama\")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LlamaConfig> LlamaConfigFromHfJson(std::string_view json_text) {
   TP_ASSIGN_OR_RETURN(Json j, ParseJsonStrict(json_text, "config.json"));
   if (!j.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+  TP_RETURN_IF_ERROR(CheckModelType(j));
   LlamaConfig c;
   auto name = j.find("_name_or_path");
   c.name = (name != j.end() && name->is_string()) ? name->get<std::string>() : "hf-config";

@@ -225,6 +225,10 @@ TEST(LlamaConfigFromHfJsonTest, ErrorsNameTheKey) {
            "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 2048})",
        absl::StatusCode::kInvalidArgument,
        "config.json key 'num_attention_heads' 4 must divide hidden_size 250"},
+      {"{" + base + R"(, "model_type": "mistral"})", absl::StatusCode::kUnimplemented,
+       "config.json model_type = \"mistral\" is not implemented (supported: \"llama\")"},
+      {"{" + base + R"(, "model_type": 7})", absl::StatusCode::kInvalidArgument,
+       "config.json key 'model_type' must be a string, got 7"},
   };
   for (const Case& c : cases) {
     absl::Status s = LlamaConfigFromHfJson(c.json).status();

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "checkpoint/stored_formats.h"
+#include "formats/str_cat.h"
 
 namespace tpserve {
 namespace {
@@ -69,9 +70,14 @@ absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path) {
   TP_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> weights, OpenWeightSource(path));
   files.weights = std::shared_ptr<const WeightSource>(std::move(weights));
   files.hf_directory = path;
-  files.weight_format = DominantWeightType(*files.weights, "safetensors:");
   TP_ASSIGN_OR_RETURN(files.stored_formats,
                       StoredWeightFormats(*files.weights, files.scheme, files.config));
+  // A quantized checkpoint's dominant dtype would be I32 (AWQ/GPTQ words): name the scheme.
+  files.weight_format =
+      files.scheme.method == QuantMethod::kNone
+          ? DominantWeightType(*files.weights, "safetensors:")
+          : StrCat("safetensors:", QuantMethodName(files.scheme.method), " ",
+                   TensorFormatName(files.stored_formats[TensorRole::kDown]));
   return files;
 }
 

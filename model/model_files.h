@@ -29,7 +29,8 @@ struct ModelFiles {
   std::shared_ptr<const GgufFile> gguf;
   // Set for a Hugging Face directory: where tokenizer.json is.
   std::string hf_directory;
-  // "gguf:Q4_1" style summary of the dominant weight type, for reports.
+  // "gguf:Q4_1" style summary of the dominant weight type, for reports; for a quantized
+  // Hugging Face checkpoint the method and the FFN's format ("safetensors:awq int4-g128").
   std::string weight_format;
   // How the checkpoint stores quantized linears (its quantization_config; none for GGUF).
   QuantScheme scheme;

@@ -131,7 +131,7 @@ class Loader {
       return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", s_.Describe(),
                                                ": expected a vector of ", size, " values"));
     }
-    if (BlockElems(t.dtype) != 1) {
+    if (BlockElems(t.dtype) != 1 || IsIntegerDType(t.dtype)) {
       return absl::InvalidArgumentError(StrCat("tensor ", name, ": vector of type ",
                                                DTypeName(t.dtype), ", expected a float type"));
     }

@@ -16,6 +16,11 @@ void InMemoryWeightSource::AddFloat(const std::string& name, std::vector<int64_t
       Stored{dtype, std::move(shape), QuantizeMatrix(dtype, values.data(), rows, cols)};
 }
 
+void InMemoryWeightSource::AddRaw(const std::string& name, std::vector<int64_t> shape,
+                                  DType dtype, std::vector<uint8_t> bytes) {
+  tensors_[name] = Stored{dtype, std::move(shape), std::move(bytes)};
+}
+
 absl::StatusOr<TensorView> InMemoryWeightSource::Find(std::string_view name) const {
   const auto it = tensors_.find(name);
   if (it == tensors_.end()) {

@@ -25,6 +25,11 @@ class InMemoryWeightSource final : public WeightSource {
   // REQUIRES: the last dim is a multiple of BlockElems(dtype); values has prod(shape) entries.
   void AddFloat(const std::string& name, std::vector<int64_t> shape,
                 const std::vector<float>& values, DType dtype);
+  // Stores `bytes` as they are (packed words, or deliberately malformed tensors), with no
+  // check that they fit `shape` and `dtype`.
+  void AddRaw(const std::string& name, std::vector<int64_t> shape, DType dtype,
+              std::vector<uint8_t> bytes);
+  void Remove(const std::string& name) { tensors_.erase(name); }
 
   CheckpointFormat format() const override { return format_; }
   absl::StatusOr<TensorView> Find(std::string_view name) const override;
