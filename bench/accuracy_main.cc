@@ -136,6 +136,10 @@ absl::Status ScoreWindow(const std::vector<int32_t>& tokens, Scored& ref,
   return absl::OkStatus();
 }
 
+std::vector<std::string> List(const std::string& comma_separated) {
+  return absl::StrSplit(comma_separated, ',', absl::SkipEmpty());
+}
+
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError("cannot read --text file " + path);
@@ -156,13 +160,12 @@ absl::Status Run() {
                       Load("reference " + absl::GetFlag(FLAGS_reference), bundle.files, ref_w,
                            ref_kv, window));
   std::vector<std::unique_ptr<Scored>> others;
-  for (const std::string& c : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty())) {
+  for (const std::string& c : List(absl::GetFlag(FLAGS_configs))) {
     const auto [w, kv] = split_config(c);
     TP_ASSIGN_OR_RETURN(std::unique_ptr<Scored> s, Load(c, bundle.files, w, kv, window));
     others.push_back(std::move(s));
   }
-  for (const std::string& m :
-       absl::StrSplit(absl::GetFlag(FLAGS_extra_models), ',', absl::SkipEmpty())) {
+  for (const std::string& m : List(absl::GetFlag(FLAGS_extra_models))) {
     const std::vector<std::string> kv = absl::StrSplit(m, absl::MaxSplits('=', 1));
     TP_ASSIGN_OR_RETURN(ModelFiles files, OpenModelFiles(kv.at(1)));
     TP_ASSIGN_OR_RETURN(std::unique_ptr<Scored> s, Load(kv.at(0), files, "", ref_kv, window));
@@ -170,7 +173,7 @@ absl::Status Run() {
   }
   std::printf("%-28s %-10s %8s %10s %9s %12s %8s\n", "config", "text", "tokens", "ppl",
               "ppl vs", "mean KL", "top-1");
-  for (const std::string& path : absl::StrSplit(absl::GetFlag(FLAGS_text), ',', absl::SkipEmpty())) {
+  for (const std::string& path : List(absl::GetFlag(FLAGS_text))) {
     TP_ASSIGN_OR_RETURN(std::string text, ReadText(path));
     EncodeOptions options;
     TP_ASSIGN_OR_RETURN(std::vector<int32_t> ids, bundle.tokenizer->Encode(text, options));

@@ -4,6 +4,7 @@
 // and zero points transposed to [out][groups] f16, reading only the slice's words.
 #include <array>
 #include <cstring>
+#include <numeric>
 
 #include "base/status_macros.h"
 #include "checkpoint/act_order.h"
@@ -112,6 +113,9 @@ absl::Status StoredMatrix::OpenInt4(const WeightSource& source, TensorUse* used)
   std::memcpy(group_index_.data(), g_idx.data, cols_ * sizeof(int32_t));
   TP_RETURN_IF_ERROR(ValidateGroupIndex(g_idx_name, group_index_, group));
   if (IsSequentialGroupIndex(group_index_, group)) group_index_.clear();
+  // A permuted index makes the format act-order: every slice then carries its permutation
+  // (even one that happens to be the identity), so what a rank holds is what the plan counts.
+  format_.act_order = !group_index_.empty();
   return absl::OkStatus();
 }
 
@@ -148,8 +152,12 @@ absl::StatusOr<HostMatrix> StoredMatrix::ReadInt4(const TensorSlice& s) const {
       zeros[r * m.scale_stride + t] = zero_f16[z + zero_offset];
     }
   }
-  if (!grouped.perm.empty()) {
+  if (format_.act_order) {
     out.perm = std::move(grouped.perm);
+    if (out.perm.empty()) {  // this slice's groups already run in column order
+      out.perm.resize(s.num_cols);
+      std::iota(out.perm.begin(), out.perm.end(), 0);
+    }
     m.input_perm = out.perm.data();
   }
   return out;

@@ -18,8 +18,8 @@ constexpr int64_t kInt4ScaleZeroBytes = 2 + 2;  // fp16 scale + fp16 zero point 
 constexpr int64_t kDefaultInt4Group = 128;
 
 constexpr std::string_view kAcceptedNames =
-    "f32, f16, bf16, fp8-e4m3, fp8, fp8-block, int4, int4-g<N>, q8_0, q4_0, q4_1, q4_k, q5_k, "
-    "q6_k";
+    "f32, f16, bf16, fp8-e4m3, fp8, fp8-block, int4, int4-g<N>[-act], q8_0, q4_0, q4_1, q4_k, "
+    "q5_k, q6_k";
 
 // The reader's element type of a GGML kind: block values and bytes come from its layout table
 // (formats/dtype.h), so the plan and the loader can never disagree on a GGML type's size.
@@ -73,7 +73,9 @@ absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name) {
   if (name == "q6_k") return TensorFormat::Of(FormatKind::kQ6_K);
   if (name == "int4") return TensorFormat::Int4(kDefaultInt4Group);
   if (name.starts_with("int4-g")) {
-    const std::string_view digits = name.substr(6);
+    const bool act_order = name.ends_with("-act");
+    const std::string_view digits =
+        name.substr(6, name.size() - 6 - (act_order ? std::string_view("-act").size() : 0));
     int64_t group = 0;
     // Codes are packed in 32-column chunks (GGML nibble order), so groups are whole chunks.
     if (!absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &group) ||
@@ -81,7 +83,7 @@ absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name) {
       return absl::InvalidArgumentError(StrCat(
           "weight format \"", name, "\": int4 group size must be a positive multiple of 32"));
     }
-    return TensorFormat::Int4(group);
+    return TensorFormat::Int4(group, act_order);
   }
   return absl::InvalidArgumentError(
       StrCat("unknown tensor format \"", name, "\"; accepted: ", kAcceptedNames));
@@ -102,7 +104,7 @@ std::string TensorFormatName(const TensorFormat& format) {
     case FormatKind::kFp8Block128:
       return "fp8-block";
     case FormatKind::kInt4Group:
-      return StrCat("int4-g", format.group_size);
+      return StrCat("int4-g", format.group_size, format.act_order ? "-act" : "");
     case FormatKind::kQ8_0:
       return "q8_0";
     case FormatKind::kQ4_0:
@@ -184,7 +186,8 @@ absl::StatusOr<int64_t> MatrixBytes(const TensorFormat& format, int64_t rows, in
     ok = MulAdd(rows, cols, tiles * kFp32ScaleBytes, &bytes);
   } else {  // int4 group: two values per byte, so the packed row needs an even length
     int64_t groups_bytes = 0;
-    ok = MulAdd(rows, (cols / block) * kInt4ScaleZeroBytes, 0, &groups_bytes) &&
+    ok = MulAdd(rows, (cols / block) * kInt4ScaleZeroBytes, format.act_order ? cols * 4 : 0,
+                &groups_bytes) &&
          MulAdd(rows, cols / 2, groups_bytes, &bytes);
   }
   if (!ok) {

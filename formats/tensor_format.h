@@ -40,10 +40,13 @@ enum class FormatKind : uint8_t {
 struct TensorFormat {
   FormatKind kind = FormatKind::kBF16;
   int64_t group_size = 0;  // kInt4Group only: input values per scale/zero pair
+  // kInt4Group only: columns are stored grouped in GPTQ act-order, with a permutation of the
+  // input (one int32 per input column) to apply: "int4-g128-act".
+  bool act_order = false;
 
-  static TensorFormat Of(FormatKind kind) { return TensorFormat{kind, 0}; }
-  static TensorFormat Int4(int64_t group_size) {
-    return TensorFormat{FormatKind::kInt4Group, group_size};
+  static TensorFormat Of(FormatKind kind) { return TensorFormat{kind, 0, false}; }
+  static TensorFormat Int4(int64_t group_size, bool act_order = false) {
+    return TensorFormat{FormatKind::kInt4Group, group_size, act_order};
   }
   friend bool operator==(const TensorFormat&, const TensorFormat&) = default;
 };
@@ -76,7 +79,7 @@ int64_t OutputBlockRows(const TensorFormat& format);
 //   plain:        rows * cols * elem_bytes
 //   fp8 channel:  rows * cols + rows * 4
 //   fp8 block:    rows * cols + ceil(rows / 128) * ceil(cols / 128) * 4
-//   int4 group g: rows * cols / 2 + rows * (cols / g) * (2 + 2)
+//   int4 group g: rows * cols / 2 + rows * (cols / g) * (2 + 2) (+ cols * 4 with act-order)
 //   GGML:         rows * (cols / block_values) * block_bytes   (block_values 32 or 256)
 // INVALID_ARGUMENT naming `what` when cols is not a multiple of the input block (int4 group,
 // GGML block; fp8 tiles pad instead), int4 cols are odd, a size is negative, or int64 overflows.

@@ -39,6 +39,17 @@ TEST(TensorFormatTest, RejectsUnknownNamesAndOddGroups) {
   EXPECT_FALSE(ParseTensorFormat("int4-gx").ok());
 }
 
+TEST(TensorFormatTest, ActOrderInt4CountsItsPermutation) {
+  const TensorFormat act = *ParseTensorFormat("int4-g128-act");
+  EXPECT_TRUE(act.act_order);
+  EXPECT_EQ(act.group_size, 128);
+  EXPECT_EQ(TensorFormatName(act), "int4-g128-act");
+  EXPECT_FALSE(act == TensorFormat::Int4(128));
+  // One int32 per input column on top of the packed codes, scales and zero points.
+  EXPECT_EQ(*MatrixBytes(act, 64, 256, "o"), *MatrixBytes(TensorFormat::Int4(128), 64, 256, "o") +
+                                                 256 * 4);
+}
+
 TEST(TensorFormatTest, PlainFormatsAreElementsTimesWidth) {
   EXPECT_EQ(Bytes("bf16", 4096, 4096), 4096 * 4096 * 2);
   EXPECT_EQ(Bytes("f32", 3, 5), 60);
