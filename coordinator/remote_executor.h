@@ -24,7 +24,14 @@ namespace tpserve {
 
 struct RemoteExecutorOptions {
   std::string model_path;
+  // "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent "single". For
+  // "nccl" Connect makes one NCCL unique id (NewNcclUniqueId, worker/comm/nccl_unique_id.h) and
+  // sends it to every rank; NCCL's bootstrap root then listens in this process.
   std::string comm_kind = "gloo";
+  // LoadRequest.backend of every rank: "cpu" or "cuda".
+  std::string backend = "cpu";
+  // backend "cuda": rank r runs on GPU device_ordinals[r] of its host; empty: on GPU r.
+  std::vector<int32_t> device_ordinals;
   std::string rendezvous_dir;
   std::string rendezvous_prefix = "tpserve";
   int32_t num_kv_blocks = 0;
@@ -45,6 +52,9 @@ using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadP
 class RemoteExecutor final : public ModelExecutor {
  public:
   // Connects to every rank (addresses[r] serves rank r) and loads the model on all of them.
+  // INVALID_ARGUMENT when assignments or device_ordinals do not have one entry per rank; the
+  // NCCL id's error (UNIMPLEMENTED in a build without CUDA) for comm_kind "nccl"; else the
+  // first rank's failure, as UNAVAILABLE naming it.
   static absl::StatusOr<std::unique_ptr<RemoteExecutor>> Connect(
       const std::vector<std::string>& addresses, const RemoteExecutorOptions& options,
       const LoadProgressCallback& on_progress);
