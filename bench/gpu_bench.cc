@@ -5,8 +5,8 @@
 // is loaded, measured and freed in turn. Prints a table; --json writes a summary.
 //
 //   gpu_bench --json=/tmp/bench.json                                   # H200: 8B shapes
-//   gpu_bench --backend=cpu --layers=2 --hidden=256 --heads=4 --kv_heads=2 --head_dim=64 \
-//             --ffn=512 --vocab=1024 --prefill_tokens=64 --context=32 --batch=4 \
+//   gpu_bench --backend=cpu --layers=2 --hidden=256 --heads=4 --kv_heads=2 --head_dim=64
+//             --ffn=512 --vocab=1024 --prefill_tokens=64 --context=32 --batch=4
 //             --decode_steps=2 --runs=2 --warmup=1 --copy_mib=64      # the code path, on a CPU
 //
 // HBM roofline: bytes a decode step must read (bench/roofline_counts.h) / median step time,

@@ -4,7 +4,8 @@
 #
 #   bash tests/gpu/build_bundle.sh            # then: run(command=..., carry=["gpu-bundle"])
 #
-# gpu-bundle/bin/   the binaries (stripped): cuda_parity_test, nccl_communicator_test, gpu_bench
+# gpu-bundle/bin/   the binaries, stripped and xz-compressed: cuda_parity_test.xz,
+#                   nccl_communicator_test.xz, gpu_bench.xz (device_checks.sh unpacks them)
 # gpu-bundle/lib/   Debian's Abseil (and anything else ldd finds outside glibc), libcudart
 # gpu-bundle/lib-compat/  this machine's libstdc++/libgcc_s, used there only if its own are
 #                   older than the binaries need (device_checks.sh decides with ldd)
@@ -68,6 +69,9 @@ glibc_max=$(objdump -T "$OUT"/bin/* "$OUT"/lib/*.so* 2>/dev/null | grep -o 'GLIB
             sort -uV | tail -1)
 glibcxx_max=$(objdump -T "$OUT"/bin/* "$OUT"/lib/*.so* 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' |
               sort -uV | tail -1)
+# The CUDA binaries are mostly fatbins (sm_90a, sm_90, compute_90 PTX) that xz shrinks about
+# 13 times (17 MB -> 1.3 MB each); device_checks.sh unpacks them there.
+xz -9 -T0 -f "$OUT"/bin/*
 {
   echo "gpu-bundle built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!gpu-bundle' || echo ' (+ uncommitted changes)')"

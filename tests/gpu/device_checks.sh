@@ -28,6 +28,7 @@ main() {
 
   step_environment
   setup_libraries
+  unpack_binaries
   run_gtest nccl_communicator_test 90
   run_gtest cuda_parity_test 150
   run_bench fp8 150
@@ -143,6 +144,26 @@ setup_libraries() {
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 }
 
+# The bundle's binaries are xz-compressed: unpack them into $BIN (xz, or python's lzma).
+unpack_binaries() {
+  BIN="$WORK/bin"
+  mkdir -p "$BIN"
+  local f name
+  for f in "$BUNDLE"/bin/*; do
+    [[ -f "$f" ]] || continue
+    name=$(basename "$f" .xz)
+    if [[ "$f" == *.xz ]]; then
+      xz -dc "$f" > "$BIN/$name" 2>/dev/null ||
+        python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+          "$f" "$BIN/$name" || echo "cannot unpack $f"
+    else
+      cp "$f" "$BIN/$name"
+    fi
+    chmod +x "$BIN/$name"
+  done
+  echo "binaries: $(ls "$BIN" | tr '\n' ' ')"
+}
+
 # Sets RUN_ENV for `bin`: lib-compat first when the machine's libstdc++ is too old. Prints ldd
 # and returns 1 when a library still cannot be resolved.
 can_start() {
@@ -174,7 +195,7 @@ explain_start_failure() {
 }
 
 run_gtest() {
-  local name=$1 cap=$2 bin="$BUNDLE/bin/$1"
+  local name=$1 cap=$2 bin="$BIN/$1"
   if [[ ! -x "$bin" ]]; then record "$name" skipped 0 gtest "" "not in the bundle"; return; fi
   if (( $(seconds_left) < 20 )); then record "$name" skipped 0 gtest "" "time budget used"; return; fi
   if ! can_start "$bin"; then
@@ -201,7 +222,7 @@ run_gtest() {
 }
 
 run_bench() {
-  local format=$1 cap=$2 name="gpu_bench_$1" bin="$BUNDLE/bin/gpu_bench"
+  local format=$1 cap=$2 name="gpu_bench_$1" bin="$BIN/gpu_bench"
   local json="$OUT_DIR/bench_$1.json"
   if [[ ! -x "$bin" ]]; then record "$name" skipped 0 bench "" "not in the bundle"; return; fi
   if (( $(seconds_left) < 30 )); then record "$name" skipped 0 bench "" "time budget used"; return; fi
