@@ -25,7 +25,7 @@ absl::StatusOr<ncclDataType_t> NcclType(DType dtype, const char* collective) {
     default:
       return absl::InvalidArgumentError(absl::StrCat(collective, " of ",
                                                      std::string(DTypeName(dtype)),
-                                                     ": NCCL collectives take f32, bf16 or f16"));
+                                                     ": NCCL collectives here take F32, BF16 or F16"));
   }
 }
 

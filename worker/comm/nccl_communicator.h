@@ -72,7 +72,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
 
-  // Typed forms: `data`, `in`, `out` are device memory of `dtype` (f32, bf16 or f16;
+  // Typed forms: `data`, `in`, `out` are device memory of `dtype` (F32, BF16 or F16;
   // INVALID_ARGUMENT naming the dtype otherwise). Enqueued; see the ordering note above.
   absl::Status AllReduceSum(void* data, int64_t count, DType dtype) override;
   absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out) override;

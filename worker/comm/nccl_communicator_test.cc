@@ -182,7 +182,7 @@ TEST(NcclCommunicator, TypedCollectivesAreEnqueuedInOrderOnTheCallersStream) {
     }
     absl::Status q8 = (*comm)->AllReduceSum(nullptr, 32, DType::kQ8_0);
     EXPECT_EQ(q8.code(), absl::StatusCode::kInvalidArgument) << q8;
-    EXPECT_EQ(q8.message(), "AllReduceSum of q8_0: NCCL collectives take f32, bf16 or f16");
+    EXPECT_EQ(q8.message(), "AllReduceSum of Q8_0: NCCL collectives here take F32, BF16 or F16");
   }
   cudaStreamDestroy(stream);
 }
@@ -196,17 +196,19 @@ TEST(NcclCommunicator, AwaitTimesOutAbortsAndNamesTheRankAndCollective) {
     ASSERT_TRUE(comm.ok()) << comm.status();
     DeviceArray<uint16_t> data(Bits16(DType::kBF16, 1024, 1));
     Watchdog watchdog(absl::Seconds(60), "AwaitCollectives on a stuck stream");
-    StreamGate gate(stream);  // a collective that never completes, as with a dead peer
+    // The collective runs; the gate behind it holds the stream as work stuck on a dead peer
+    // would. (Not the other way round: after the abort NCCL's own queued work must not run.)
+    ASSERT_TRUE((*comm)->AllReduceSum(data.data(), 1024, DType::kBF16).ok());
+    StreamGate gate(stream);
     // Opened later in any case, in case ncclCommAbort waits for the device.
     std::thread opener([&gate] {
       std::this_thread::sleep_for(std::chrono::seconds(4));
       gate.Open();
     });
-    ASSERT_TRUE((*comm)->AllReduceSum(data.data(), 1024, DType::kBF16).ok());
     const absl::Status waited = (*comm)->AwaitCollectives();
     EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
     EXPECT_EQ(waited.message(),
-              "AllReduceSum of 1024 bf16 on nccl rank 0/1 on cuda:0 did not complete within "
+              "AllReduceSum of 1024 BF16 on nccl rank 0/1 on cuda:0 did not complete within "
               "1s; NCCL communicator aborted");
     const absl::Status after = (*comm)->AllGather(data.data(), 1, DType::kBF16, data.data());
     EXPECT_EQ(after.code(), absl::StatusCode::kUnavailable) << after;
@@ -229,18 +231,18 @@ TEST(NcclCommunicator, RequestAbortEndsTheWaitWithUnavailable) {
     ASSERT_TRUE(comm.ok()) << comm.status();
     DeviceArray<float> data(Values(0, 64));
     Watchdog watchdog(absl::Seconds(60), "RequestAbort during AwaitCollectives");
-    StreamGate gate(stream);
+    ASSERT_TRUE((*comm)->AllReduceSum(data.span()).ok());
+    StreamGate gate(stream);  // as above: holds the stream after the collective
     std::thread supervisor([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       (*comm)->RequestAbort();  // e.g. the coordinator saw a peer process exit
       std::this_thread::sleep_for(std::chrono::seconds(3));
       gate.Open();
     });
-    ASSERT_TRUE((*comm)->AllReduceSum(data.span()).ok());
     const absl::Status waited = (*comm)->AwaitCollectives();
     EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
     EXPECT_EQ(waited.message(),
-              "AllReduceSum of 64 f32 on nccl rank 0/1 on cuda:0: aborted on request");
+              "AllReduceSum of 64 F32 on nccl rank 0/1 on cuda:0: aborted on request");
     supervisor.join();
     EXPECT_EQ((*comm)->Barrier().code(), absl::StatusCode::kUnavailable);
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
