@@ -30,7 +30,8 @@ main() {
   setup_libraries
   unpack_binaries
   run_gtest nccl_communicator_test 90
-  run_gtest cuda_parity_test 150
+  # TPSERVE_CUDA_CHECK=1: the CUDA backend checks every op at once, so a fault names its op.
+  run_gtest cuda_parity_test 150 TPSERVE_CUDA_CHECK=1
   run_bench fp8 150
   run_bench bf16 90
   run_smoke 60
@@ -194,8 +195,9 @@ explain_start_failure() {
   fi
 }
 
-run_gtest() {
+run_gtest() {  # name cap [VAR=value ...]
   local name=$1 cap=$2 bin="$BIN/$1"
+  local extra=("${@:3}")
   if [[ ! -x "$bin" ]]; then record "$name" skipped 0 gtest "" "not in the bundle"; return; fi
   if (( $(seconds_left) < 20 )); then record "$name" skipped 0 gtest "" "time budget used"; return; fi
   if ! can_start "$bin"; then
@@ -203,7 +205,7 @@ run_gtest() {
     record "$name" failed 0 gtest "" "cannot start (see ldd above)"
     return
   fi
-  timed "$name" "$cap" env "$RUN_ENV" "$bin" --gtest_output="json:$WORK/$name.json"
+  timed "$name" "$cap" env "$RUN_ENV" "${extra[@]}" "$bin" --gtest_output="json:$WORK/$name.json"
   explain_start_failure "$bin"
   local skips; skips=$(grep -m1 -o '^\[  SKIPPED \] [0-9]* test' "$OUTFILE" | grep -o '[0-9]*')
   if (( RC == 0 )); then
