@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "coordinator/grpc_status.h"
+#include "worker/comm/nccl_unique_id.h"
 
 namespace tpserve {
 namespace {
@@ -70,6 +71,18 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     return absl::InvalidArgumentError(absl::StrCat("sharding plan has ", options.assignments.size(),
                                                    " assignments for ", world, " ranks"));
   }
+  if (!options.device_ordinals.empty() && options.device_ordinals.size() != addresses.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("device_ordinals has ",
+                                                   options.device_ordinals.size(),
+                                                   " entries for ", world, " ranks"));
+  }
+  const std::string comm_kind = world == 1 ? "single" : options.comm_kind;
+  std::string nccl_unique_id;  // one per group: every rank must get the same bytes
+  if (comm_kind == "nccl") {
+    absl::StatusOr<std::string> id = NewNcclUniqueId();
+    if (!id.ok()) return id.status();
+    nccl_unique_id = *std::move(id);
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   for (const std::string& address : addresses) {
@@ -84,11 +97,12 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_rank(r);
     req.set_world_size(world);
     req.set_model_path(options.model_path);
+    req.set_comm_kind(comm_kind);
+    req.set_nccl_unique_id(nccl_unique_id);
     req.set_backend(options.backend);
-    req.set_device_ordinal(r);
+    req.set_device_ordinal(options.device_ordinals.empty() ? r : options.device_ordinals[r]);
     req.set_weights(options.weights);
     req.set_kv_dtype(options.kv_dtype);
-    req.set_comm_kind(world == 1 ? "single" : options.comm_kind);
     req.set_rendezvous_dir(options.rendezvous_dir);
     req.set_rendezvous_prefix(options.rendezvous_prefix);
     req.set_num_kv_blocks(options.num_kv_blocks);

@@ -24,10 +24,16 @@ namespace tpserve {
 
 struct RemoteExecutorOptions {
   std::string model_path;
-  std::string backend = "cpu";  // "cuda": rank r runs on GPU r of its host
-  std::string weights;          // "" = as stored; a preset quantizes on load (fp8, int4, ...)
-  std::string kv_dtype;         // "" = f16; f32, bf16, fp8
+  // "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent "single". For
+  // "nccl" Connect makes one NCCL unique id (NewNcclUniqueId, worker/comm/nccl_unique_id.h) and
+  // sends it to every rank; NCCL's bootstrap root then listens in this process.
   std::string comm_kind = "gloo";
+  // LoadRequest.backend of every rank: "cpu" or "cuda".
+  std::string backend = "cpu";
+  // backend "cuda": rank r runs on GPU device_ordinals[r] of its host; empty: on GPU r.
+  std::vector<int32_t> device_ordinals;
+  std::string weights;   // "" = as stored; a preset quantizes on load (fp8, int4, ...)
+  std::string kv_dtype;  // "" = f16; f32, bf16, fp8
   std::string rendezvous_dir;
   std::string rendezvous_prefix = "tpserve";
   int32_t num_kv_blocks = 0;
@@ -48,6 +54,9 @@ using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadP
 class RemoteExecutor final : public ModelExecutor {
  public:
   // Connects to every rank (addresses[r] serves rank r) and loads the model on all of them.
+  // INVALID_ARGUMENT when assignments or device_ordinals do not have one entry per rank; the
+  // NCCL id's error (UNIMPLEMENTED in a build without CUDA) for comm_kind "nccl"; else the
+  // first rank's failure, as UNAVAILABLE naming it.
   static absl::StatusOr<std::unique_ptr<RemoteExecutor>> Connect(
       const std::vector<std::string>& addresses, const RemoteExecutorOptions& options,
       const LoadProgressCallback& on_progress);

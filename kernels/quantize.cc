@@ -198,16 +198,6 @@ void QuantizeBlockQ6_K(const float* x, uint8_t* dst) {
   }
 }
 
-// Positive finite E4M3 values in code order (codes 0x00..0x7E); monotonic in the code.
-const std::array<float, 127>& F8PositiveTable() {
-  static const std::array<float, 127> table = [] {
-    std::array<float, 127> t{};
-    for (int c = 0; c < 127; ++c) t[c] = F8E4M3ToF32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table;
-}
-
 }  // namespace
 
 uint16_t F32ToBF16(float f) {
@@ -219,20 +209,28 @@ uint16_t F32ToBF16(float f) {
 }
 
 uint8_t F32ToF8E4M3(float f) {
-  if (std::isnan(f)) return 0x7F;
-  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
-  const float a = std::min(std::fabs(f), 448.0f);
-  const auto& table = F8PositiveTable();
-  const auto it = std::lower_bound(table.begin(), table.end(), a);
-  int code = static_cast<int>(it - table.begin());
-  if (code == 127) return sign | 0x7E;
-  if (code > 0) {
-    const float above = table[code] - a;
-    const float below = a - table[code - 1];
-    // Ties go to the even code (even mantissa), as IEEE round-to-nearest-even does.
-    if (below < above || (below == above && (code - 1) % 2 == 0)) --code;
+  // Bit arithmetic, not a search: quantize-on-load encodes billions of values (an 8B model's
+  // projections), and this is most of its time. The result is the nearest E4M3 value, ties to
+  // the even code, saturating at +-448 (kernels/quantize_test.cc checks it against the search).
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t magnitude = bits & 0x7FFFFFFF;
+  if (magnitude > 0x7F800000) return 0x7F;           // NaN
+  if (magnitude >= 0x43E00000) return sign | 0x7E;   // >= 448 (infinity too): saturate
+  if (magnitude < 0x3C800000) {                      // < 2^-6: subnormal codes, steps of 2^-9
+    float a;
+    std::memcpy(&a, &magnitude, 4);
+    const float steps = a * 512.0f;  // exact: a power-of-two scaling below 8
+    int code = static_cast<int>(steps);
+    const float frac = steps - static_cast<float>(code);
+    if (frac > 0.5f || (frac == 0.5f && code % 2 == 1)) ++code;  // code 8 is 2^-6, normal
+    return sign | static_cast<uint8_t>(code);
   }
-  return sign | static_cast<uint8_t>(code);
+  // Normal: keep 3 of the 23 mantissa bits, rounding to nearest even (a carry moves into the
+  // exponent), then rebias the exponent from 127 to 7. Below 448 the result is at most 0x7E.
+  const uint32_t rounded = magnitude + 0x7FFFF + ((magnitude >> 20) & 1);
+  return sign | static_cast<uint8_t>((rounded >> 20) - ((127 - 7) << 3));
 }
 
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {

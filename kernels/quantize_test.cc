@@ -1,6 +1,8 @@
 #include "kernels/quantize.h"
 
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -179,6 +181,51 @@ TEST(QuantizeTest, F8E4M3EncodesEveryFiniteValueExactlyAndSaturates) {
   }
   EXPECT_EQ(F8E4M3ToF32(F32ToF8E4M3(1000.0f)), 448.0f);
   EXPECT_EQ(F8E4M3ToF32(F32ToF8E4M3(-1000.0f)), -448.0f);
+}
+
+// The definition F32ToF8E4M3 must meet: the nearest of the finite E4M3 values, ties to the
+// even code, saturating at +-448, NaN to 0x7F; found by searching the decoded values.
+uint8_t NearestF8E4M3BySearch(float f) {
+  if (std::isnan(f)) return 0x7F;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::min(std::fabs(f), 448.0f);
+  std::array<float, 127> table;
+  for (int c = 0; c < 127; ++c) table[c] = F8E4M3ToF32(static_cast<uint8_t>(c));
+  int code = static_cast<int>(std::lower_bound(table.begin(), table.end(), a) - table.begin());
+  if (code > 0) {
+    const float above = table[code] - a, below = a - table[code - 1];
+    if (below < above || (below == above && (code - 1) % 2 == 0)) --code;
+  }
+  return sign | static_cast<uint8_t>(code);
+}
+
+TEST(QuantizeTest, F8E4M3EncoderMatchesTheNearestEvenSearch) {
+  std::vector<float> probes = {0.0f, -0.0f, 448.0f, 464.0f, 480.0f, 1e30f, -1e-30f,
+                               std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::denorm_min()};
+  // Every code, every midpoint between neighbours, and one float step either side of both.
+  for (int c = 0; c < 127; ++c) {
+    const float v = F8E4M3ToF32(static_cast<uint8_t>(c));
+    const float next = c < 126 ? F8E4M3ToF32(static_cast<uint8_t>(c + 1)) : 480.0f;
+    const float mid = 0.5f * (v + next);
+    for (float x : {v, mid}) {
+      for (float y : {x, std::nextafter(x, 0.0f), std::nextafter(x, 1e9f)}) {
+        probes.push_back(y);
+        probes.push_back(-y);
+      }
+    }
+  }
+  for (float x : probes) {
+    ASSERT_EQ(F32ToF8E4M3(x), NearestF8E4M3BySearch(x)) << x;
+  }
+  // And a stride through every float bit pattern (NaNs included).
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 65521) {
+    const uint32_t b = static_cast<uint32_t>(bits);
+    float x;
+    std::memcpy(&x, &b, 4);
+    ASSERT_EQ(F32ToF8E4M3(x), NearestF8E4M3BySearch(x)) << std::hex << b;
+  }
 }
 
 TEST(QuantizeTest, QuantizeMatrixLaysOutRowsBackToBack) {

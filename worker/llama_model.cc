@@ -345,6 +345,9 @@ absl::Status LlamaModel::LmHead(const StepPlan& step, float* logits) {
                    rows);
   TP_RETURN_IF_ERROR(comm_->AllGather(ws.logits_local.data(), rows * per_rank, DType::kF32,
                                       ws.logits_gathered.data()));
+  // The step's one wait for its collectives, before the host reads: with NCCL they were only
+  // enqueued, and this is where a dead peer or a timeout surfaces (the copy below would hang).
+  TP_RETURN_IF_ERROR(comm_->AwaitCollectives());
   TP_RETURN_IF_ERROR(backend_->CopyToHost(ws.host_gathered.data(), ws.logits_gathered.data(),
                                           world * rows * per_rank * f32));
   for (int64_t r = 0; r < rows; ++r) {

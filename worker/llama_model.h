@@ -9,7 +9,9 @@
 // loads its own slice and all ranks call Forward with the same batch; each layer reduces twice
 // (after O and after down), the embedding all-reduces once, and the LM head all-gathers, so
 // every rank ends with the full logits. All activations live in backend memory (the model never
-// assumes host memory); only the final logits are copied to the host.
+// assumes host memory); only the final logits are copied to the host. Collectives may be only
+// enqueued (NCCL, on the backend's stream): Forward waits for them once, through
+// Communicator::AwaitCollectives(), right before that copy, and returns its error.
 // Threading: Forward is not reentrant; one call at a time per model (and per Backend).
 #ifndef TPSERVE_WORKER_LLAMA_MODEL_H_
 #define TPSERVE_WORKER_LLAMA_MODEL_H_

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -255,6 +256,68 @@ TEST_F(LlamaModelTest, FootprintCountsViewsCopiesAndWorkspace) {
   const int64_t t = 32, h = c.hidden_size;
   const int64_t workspace = 4 * t * (3 * h + 2 * q + 2 * kv + 2 * f + 4 * h) + 4 * 32 * c.vocab_size;
   EXPECT_EQ(fp.workspace_bytes, workspace);
+}
+
+// Forwards to an in-process communicator and counts the step's waits; `wait_error` replaces
+// what the wait returns, as an asynchronous communicator (NCCL) reports a dead peer there.
+class AwaitProbe final : public Communicator {
+ public:
+  AwaitProbe(Communicator* inner, absl::Status wait_error)
+      : inner_(inner), wait_error_(std::move(wait_error)) {}
+  using Communicator::AllGather;
+  using Communicator::AllReduceSum;
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  absl::Status AllReduceSum(absl::Span<float> d) override { return inner_->AllReduceSum(d); }
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override {
+    return inner_->AllGather(in, out);
+  }
+  absl::Status Broadcast(absl::Span<uint8_t> d, int root) override {
+    return inner_->Broadcast(d, root);
+  }
+  absl::Status Barrier() override { return inner_->Barrier(); }
+  absl::Status AwaitCollectives() override {
+    ++waits;
+    return wait_error_;
+  }
+  int waits = 0;
+
+ private:
+  Communicator* inner_;
+  absl::Status wait_error_;
+};
+
+TEST(LlamaModelWait, ForwardAwaitsCollectivesOnceAndReturnsTheWaitError) {
+  const LlamaConfig config = TinyLlamaConfig();
+  auto source = MakeTinyLlama(config, {});
+  auto group = std::make_shared<InProcessGroup>(2);
+  const absl::Status dead_peer = absl::UnavailableError("AllGather on nccl rank 1/2: peer died");
+  std::vector<int> waits(2);
+  std::vector<absl::Status> first(2), second(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      CpuBackend backend(CpuBackendOptions{.num_threads = 1});
+      InProcessCommunicator inner(group, r);
+      AwaitProbe comm(&inner, r == 1 ? dead_peer : absl::OkStatus());
+      auto model = LlamaModel::Load(config, *source, {r, 2}, &backend, &comm);
+      ASSERT_TRUE(model.ok()) << model.status();
+      auto cache = KvCache::Create((*model)->KvShape(8, 4, DType::kF32), backend);
+      ASSERT_TRUE(cache.ok()) << cache.status();
+      StepBatch b;
+      b.sequences.push_back({{1, 2, 3}, 0, {0}, false});
+      std::vector<float> logits(config.vocab_size);
+      first[r] = (*model)->Forward(b, cache->get(), logits.data());
+      b.sequences[0] = {{4}, 3, {0}, false};
+      second[r] = (*model)->Forward(b, cache->get(), logits.data());
+      waits[r] = comm.waits;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(waits, (std::vector<int>{2, 2}));  // once per step, on every rank
+  EXPECT_TRUE(first[0].ok()) << first[0];
+  EXPECT_EQ(first[1], dead_peer);
+  EXPECT_EQ(second[1], dead_peer);
 }
 
 }  // namespace

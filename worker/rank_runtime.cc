@@ -10,6 +10,26 @@ absl::Status WithRank(int rank, const absl::Status& s) {
   return absl::Status(s.code(), StrCat("rank ", rank, ": ", s.message()));
 }
 
+// Collectives work on the memory the model's activations live in: host memory for the
+// in-process and Gloo communicators, device memory (of the backend's GPU) for NCCL.
+absl::Status CheckPairing(const RankRuntimeOptions& options, const Backend& backend) {
+  const CommunicatorKind kind = options.comm.kind;
+  const bool host_comm = kind == CommunicatorKind::kInProcess || kind == CommunicatorKind::kGloo;
+  if ((kind == CommunicatorKind::kNccl && backend.host_memory()) ||
+      (host_comm && !backend.host_memory())) {
+    return absl::InvalidArgumentError(StrCat(
+        "communicator ", CommunicatorKindName(kind), " cannot serve the ", backend.name(),
+        " backend: nccl needs a GPU backend, gloo and in_process a CPU one"));
+  }
+  if (kind == CommunicatorKind::kNccl &&
+      options.comm.device_ordinal != options.backend.device_ordinal) {
+    return absl::InvalidArgumentError(
+        StrCat("communicator device_ordinal ", options.comm.device_ordinal,
+               " differs from the backend's ", options.backend.device_ordinal));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 RankRuntime::~RankRuntime() {
@@ -27,7 +47,13 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(options.backend);
   if (!backend.ok()) return WithRank(rt->rank_, backend.status());
   rt->backend_ = *std::move(backend);
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(options.comm);
+  if (absl::Status s = CheckPairing(options, *rt->backend_); !s.ok()) {
+    return WithRank(rt->rank_, s);
+  }
+  // NCCL enqueues on the backend's stream, in order with the model's ops (no per-call sync).
+  CommunicatorOptions comm_options = options.comm;
+  if (comm_options.cuda_stream == nullptr) comm_options.cuda_stream = rt->backend_->stream();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(comm_options);
   if (!comm.ok()) return WithRank(rt->rank_, comm.status());
   rt->comm_ = std::make_unique<TimedCommunicator>(*std::move(comm));
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(

@@ -10,8 +10,12 @@
 //   TP_ASSIGN_OR_RETURN(auto rank, RankRuntime::Create(config, weights, o));
 //   TP_RETURN_IF_ERROR(rank->Step(batch, logits.data()));
 //
-// Create blocks until the communicator has joined its peers. Threading: Step is not
-// reentrant; one step at a time per runtime (ranks of a group run their steps concurrently).
+// Create blocks until the communicator has joined its peers. A GPU rank's NCCL communicator
+// enqueues its collectives on the backend's stream (CommunicatorOptions.cuda_stream is set from
+// Backend::stream()), and the step waits for them once, with the collective deadline, before it
+// reads logits (Communicator::AwaitCollectives, called by LlamaModel::Forward).
+// Threading: Step is not reentrant; one step at a time per runtime (ranks of a group run their
+// steps concurrently).
 #ifndef TPSERVE_WORKER_RANK_RUNTIME_H_
 #define TPSERVE_WORKER_RANK_RUNTIME_H_
 
@@ -41,7 +45,9 @@ struct RankRuntimeOptions {
 
 class RankRuntime {
  public:
-  // The backend's, communicator's, loader's and KV cache's errors, prefixed with the rank.
+  // The backend's, communicator's, loader's and KV cache's errors, prefixed with the rank;
+  // INVALID_ARGUMENT when the communicator cannot work on the backend's memory (nccl with a
+  // CPU backend, gloo or in_process with a GPU one) or names another GPU than the backend.
   static absl::StatusOr<std::unique_ptr<RankRuntime>> Create(
       const LlamaConfig& config, std::shared_ptr<const WeightSource> weights,
       const RankRuntimeOptions& options);

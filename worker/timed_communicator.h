@@ -4,6 +4,9 @@
 //   TimedCommunicator comm(std::move(gloo));
 //   model->Forward(...);  double collective_s = comm.TakeSeconds();
 //
+// With an asynchronous communicator (NCCL) the collectives only enqueue, so this measures the
+// host time to enqueue them; AwaitCollectives() is forwarded untimed, as its wait covers the
+// compute still queued before the collectives too.
 // Threading: as the wrapped communicator (one thread at a time).
 #ifndef TPSERVE_WORKER_TIMED_COMMUNICATOR_H_
 #define TPSERVE_WORKER_TIMED_COMMUNICATOR_H_
@@ -42,6 +45,7 @@ class TimedCommunicator final : public Communicator {
   absl::Status Barrier() override {
     return Timed([&] { return inner_->Barrier(); });
   }
+  absl::Status AwaitCollectives() override { return inner_->AwaitCollectives(); }
 
   // Seconds spent in collectives since the last call.
   double TakeSeconds() {

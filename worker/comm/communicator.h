@@ -7,6 +7,15 @@
 // Implementations: in-process (threads; tests), Gloo over TCP (CPU ranks), NCCL (GPU ranks).
 // Every collective has a deadline: a peer that stops answering yields DEADLINE_EXCEEDED or
 // UNAVAILABLE naming the collective and the rank, never a hang.
+// Completion: the host implementations (in-process, Gloo) finish each collective inside the
+// call. NCCL only enqueues it on the backend's stream, in order with the compute ops around it
+// (so a step can later be captured as a CUDA graph), and its deadline runs in
+// AwaitCollectives(), which a step calls once, before it first reads a result on the host:
+//
+//   comm.AllGather(partials, n, DType::kF32, gathered);   // enqueued, returns at once
+//   backend.SumChunks(gathered, ...);                     // same stream: runs after it
+//   TP_RETURN_IF_ERROR(comm.AwaitCollectives());          // the watchdog: done, or an error
+//   backend.CopyToHost(...);
 // Threading: one Communicator belongs to one rank and is called from one thread at a time; all
 // ranks must call the same collectives in the same order with the same sizes.
 // Argument errors one rank can see alone (AllGather `out` size, Broadcast root out of range)
@@ -43,7 +52,14 @@ class Communicator {
   virtual absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out);
   // `data` on every rank becomes root's `data` (used for token ids as floats-free bytes too).
   virtual absl::Status Broadcast(absl::Span<uint8_t> data, int root) = 0;
+  // Returns once every rank has called it, with every collective before it complete.
   virtual absl::Status Barrier() = 0;
+
+  // Blocks until every collective this communicator has enqueued is complete (for NCCL: the
+  // stream has run past them), or fails with DEADLINE_EXCEEDED / UNAVAILABLE naming the rank
+  // and the collective, after which the communicator is broken. Host implementations have
+  // nothing in flight between calls: the default returns OK at once.
+  virtual absl::Status AwaitCollectives() { return absl::OkStatus(); }
 
   // One line for logs and error messages, e.g. "gloo rank 1/2 via 127.0.0.1".
   virtual std::string Describe() const;

@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(const CommunicatorOptions
   nccl_options.device_ordinal = options.device_ordinal;
   nccl_options.unique_id = options.nccl_unique_id;
   nccl_options.timeout = options.timeout;
+  nccl_options.stream = static_cast<CUstream_st*>(options.cuda_stream);
   TP_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
                       NcclCommunicator::Create(nccl_options));
   return std::unique_ptr<Communicator>(std::move(comm));

@@ -52,6 +52,9 @@ struct CommunicatorOptions {
   // kNccl: this rank's GPU and the id from NewNcclUniqueId() (kNcclUniqueIdBytes bytes).
   int device_ordinal = 0;
   std::string nccl_unique_id;
+  // kNccl: the cudaStream_t collectives are enqueued on, in order with the compute ops: the
+  // rank backend's stream() (RankRuntime passes it). Null: NCCL makes a stream of its own.
+  void* cuda_stream = nullptr;
 };
 
 // INVALID_ARGUMENT naming the field for options that cannot work; errors of the chosen

@@ -12,13 +12,26 @@
 #include "worker/comm/cuda_status.h"
 
 namespace tpserve {
+namespace {
 
-absl::StatusOr<std::string> NewNcclUniqueId() {
-  static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes);
-  ncclUniqueId id;
-  TP_RETURN_IF_ERROR(TP_NCCL_CALL(ncclGetUniqueId(&id)));
-  return std::string(id.internal, sizeof(id.internal));
+absl::StatusOr<ncclDataType_t> NcclType(DType dtype, const char* collective) {
+  switch (dtype) {
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(collective, " of ",
+                                                     std::string(DTypeName(dtype)),
+                                                     ": NCCL collectives here take F32, BF16 or F16"));
+  }
 }
+
+}  // namespace
+
+bool NcclSupportsDType(DType dtype) { return NcclType(dtype, "").ok(); }
 
 absl::Status ValidateNcclOptions(const NcclOptions& options) {
   if (options.world_size < 1) {
@@ -57,9 +70,14 @@ NcclCommunicator::NcclCommunicator(const NcclOptions& options) : options_(option
 
 absl::Status NcclCommunicator::Init() {
   TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaSetDevice(options_.device_ordinal)));
-  cudaStream_t stream = nullptr;
-  TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)));
-  stream_ = stream;
+  if (options_.stream != nullptr) {
+    stream_ = options_.stream;
+  } else {
+    cudaStream_t stream = nullptr;
+    TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)));
+    stream_ = stream;
+    owns_stream_ = true;
+  }
   TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaMalloc(&barrier_scratch_, sizeof(float))));
   TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaMemset(barrier_scratch_, 0, sizeof(float))));
   ncclUniqueId id;
@@ -75,7 +93,7 @@ absl::Status NcclCommunicator::Init() {
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ != nullptr || stream_ != nullptr || barrier_scratch_ != nullptr) {
+  if (comm_ != nullptr || owns_stream_ || barrier_scratch_ != nullptr) {
     cudaSetDevice(options_.device_ordinal);
   }
   if (comm_ != nullptr) {
@@ -99,12 +117,12 @@ NcclCommunicator::~NcclCommunicator() {
     }
   }
   if (barrier_scratch_ != nullptr) cudaFree(barrier_scratch_);
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (owns_stream_) cudaStreamDestroy(stream_);
 }
 
 absl::Status NcclCommunicator::Fail(absl::Status status) {
   if (comm_ != nullptr) {
-    ncclCommAbort(comm_);  // frees the communicator; pending kernels are stopped
+    ncclCommAbort(comm_);  // frees the communicator; NCCL kernels waiting on peers exit
     comm_ = nullptr;
   }
   if (broken_reason_.empty()) broken_reason_ = std::string(status.message());
@@ -120,77 +138,121 @@ absl::Status NcclCommunicator::CheckUsable(const char* collective) const {
   return absl::OkStatus();
 }
 
-absl::Status NcclCommunicator::WaitForCompletion(const char* collective, bool query_stream) {
+absl::Status NcclCommunicator::BeginCall(const char* collective) {
+  TP_RETURN_IF_ERROR(CheckUsable(collective));
+  if (abort_requested_.load()) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat(collective, " on ", Describe(), ": aborted on request")));
+  }
+  return TP_CUDA_CALL(cudaSetDevice(options_.device_ordinal));
+}
+
+absl::Status NcclCommunicator::Enqueued(absl::Status call, std::string what) {
+  if (!call.ok()) {
+    return Fail(
+        absl::Status(call.code(), absl::StrCat(what, " on ", Describe(), ": ", call.message())));
+  }
+  ++num_pending_;
+  last_enqueued_ = std::move(what);
+  // A non-blocking communicator may still be enqueueing in the background (the first
+  // collective connects to the peers); the stream holds the work only once that is done.
+  ncclResult_t state = ncclSuccess;
+  absl::Status polled = TP_NCCL_CALL(ncclCommGetAsyncError(comm_, &state));
+  if (!polled.ok()) return Fail(polled);
+  if (state == ncclSuccess) return absl::OkStatus();
+  return WaitForCompletion(last_enqueued_, /*query_stream=*/false);
+}
+
+absl::Status NcclCommunicator::WaitForCompletion(const std::string& what, bool query_stream) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   while (true) {
     if (abort_requested_.load()) {
-      return Fail(absl::UnavailableError(
-          absl::StrCat(collective, " on ", Describe(), ": aborted on request")));
+      return Fail(
+          absl::UnavailableError(absl::StrCat(what, " on ", Describe(), ": aborted on request")));
     }
     ncclResult_t state = ncclSuccess;
     absl::Status polled = TP_NCCL_CALL(ncclCommGetAsyncError(comm_, &state));
     if (!polled.ok()) return Fail(polled);
     if (state != ncclInProgress) {
       if (state != ncclSuccess) {
-        absl::Status failed = NcclStatus(state, collective, __FILE__, __LINE__);
-        return Fail(absl::Status(failed.code(), absl::StrCat(failed.message(), " on ", Describe(),
-                                                             ": ", ncclGetLastError(comm_))));
+        // ncclRemoteError / ncclSystemError (a peer died, a link broke) map to UNAVAILABLE.
+        absl::Status failed = NcclStatus(state, "ncclCommGetAsyncError", __FILE__, __LINE__);
+        return Fail(absl::Status(
+            failed.code(), absl::StrCat(what, " on ", Describe(), ": ", failed.message(), ": ",
+                                        ncclGetLastError(comm_), "; NCCL communicator aborted")));
       }
       if (!query_stream) return absl::OkStatus();
       const cudaError_t done = cudaStreamQuery(stream_);
       if (done == cudaSuccess) return absl::OkStatus();
       if (done != cudaErrorNotReady) {
-        return Fail(CudaStatus(done, "cudaStreamQuery(stream_)", __FILE__, __LINE__));
+        absl::Status failed = CudaStatus(done, "cudaStreamQuery", __FILE__, __LINE__);
+        return Fail(absl::Status(failed.code(),
+                                 absl::StrCat(what, " on ", Describe(), ": ", failed.message())));
       }
     }
     if (absl::Now() >= deadline) {
       return Fail(absl::DeadlineExceededError(
-          absl::StrCat(collective, " on ", Describe(), " did not complete within ",
+          absl::StrCat(what, " on ", Describe(), " did not complete within ",
                        absl::FormatDuration(options_.timeout), "; NCCL communicator aborted")));
     }
     std::this_thread::yield();
   }
 }
 
+absl::Status NcclCommunicator::AllReduceSum(void* data, int64_t count, DType dtype) {
+  TP_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(dtype, "AllReduceSum"));
+  TP_RETURN_IF_ERROR(BeginCall("AllReduceSum"));
+  if (count == 0) return absl::OkStatus();
+  return Enqueued(TP_NCCL_CALL(ncclAllReduce(data, data, count, type, ncclSum, comm_, stream_)),
+                  absl::StrCat("AllReduceSum of ", count, " ", std::string(DTypeName(dtype))));
+}
+
+absl::Status NcclCommunicator::AllGather(const void* in, int64_t in_count, DType dtype, void* out) {
+  TP_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(dtype, "AllGather"));
+  TP_RETURN_IF_ERROR(BeginCall("AllGather"));
+  if (in_count == 0) return absl::OkStatus();
+  return Enqueued(
+      TP_NCCL_CALL(ncclAllGather(in, out, in_count, type, comm_, stream_)),
+      absl::StrCat("AllGather of ", in_count, " ", std::string(DTypeName(dtype)), " per rank"));
+}
+
 absl::Status NcclCommunicator::AllReduceSum(absl::Span<float> data) {
-  TP_RETURN_IF_ERROR(CheckUsable("AllReduceSum"));
-  if (data.empty()) return absl::OkStatus();
-  TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaSetDevice(options_.device_ordinal)));
-  absl::Status enqueued = TP_NCCL_CALL(
-      ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm_, stream_));
-  if (!enqueued.ok()) return Fail(enqueued);
-  return WaitForCompletion("ncclAllReduce", /*query_stream=*/true);
+  return AllReduceSum(data.data(), static_cast<int64_t>(data.size()), DType::kF32);
 }
 
 absl::Status NcclCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out) {
   TP_RETURN_IF_ERROR(CheckAllGatherSizes(world_size(), in.size(), out.size()));
-  TP_RETURN_IF_ERROR(CheckUsable("AllGather"));
-  if (in.empty()) return absl::OkStatus();
-  TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaSetDevice(options_.device_ordinal)));
-  absl::Status enqueued =
-      TP_NCCL_CALL(ncclAllGather(in.data(), out.data(), in.size(), ncclFloat32, comm_, stream_));
-  if (!enqueued.ok()) return Fail(enqueued);
-  return WaitForCompletion("ncclAllGather", /*query_stream=*/true);
+  return AllGather(in.data(), static_cast<int64_t>(in.size()), DType::kF32, out.data());
 }
 
 absl::Status NcclCommunicator::Broadcast(absl::Span<uint8_t> data, int root) {
   TP_RETURN_IF_ERROR(CheckBroadcastRoot(world_size(), root));
-  TP_RETURN_IF_ERROR(CheckUsable("Broadcast"));
+  TP_RETURN_IF_ERROR(BeginCall("Broadcast"));
   if (data.empty()) return absl::OkStatus();
-  TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaSetDevice(options_.device_ordinal)));
-  absl::Status enqueued = TP_NCCL_CALL(
-      ncclBroadcast(data.data(), data.data(), data.size(), ncclUint8, root, comm_, stream_));
-  if (!enqueued.ok()) return Fail(enqueued);
-  return WaitForCompletion("ncclBroadcast", /*query_stream=*/true);
+  return Enqueued(TP_NCCL_CALL(ncclBroadcast(data.data(), data.data(), data.size(), ncclUint8, root,
+                                             comm_, stream_)),
+                  absl::StrCat("Broadcast of ", data.size(), " bytes from rank ", root));
 }
 
 absl::Status NcclCommunicator::Barrier() {
-  TP_RETURN_IF_ERROR(CheckUsable("Barrier"));
-  TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaSetDevice(options_.device_ordinal)));
-  absl::Status enqueued = TP_NCCL_CALL(
-      ncclAllReduce(barrier_scratch_, barrier_scratch_, 1, ncclFloat32, ncclSum, comm_, stream_));
-  if (!enqueued.ok()) return Fail(enqueued);
-  return WaitForCompletion("Barrier (ncclAllReduce of 1 float)", /*query_stream=*/true);
+  TP_RETURN_IF_ERROR(BeginCall("Barrier"));
+  TP_RETURN_IF_ERROR(Enqueued(TP_NCCL_CALL(ncclAllReduce(barrier_scratch_, barrier_scratch_, 1,
+                                                         ncclFloat32, ncclSum, comm_, stream_)),
+                              "Barrier (AllReduceSum of 1 f32)"));
+  return AwaitCollectives();
+}
+
+absl::Status NcclCommunicator::AwaitCollectives() {
+  TP_RETURN_IF_ERROR(CheckUsable("AwaitCollectives"));
+  if (num_pending_ == 0 && !abort_requested_.load()) return absl::OkStatus();
+  const std::string what = num_pending_ == 0 ? std::string("AwaitCollectives")
+                           : num_pending_ == 1
+                               ? last_enqueued_
+                               : absl::StrCat(last_enqueued_, " (the last of ", num_pending_,
+                                              " collectives enqueued since the previous wait)");
+  TP_RETURN_IF_ERROR(WaitForCompletion(what, /*query_stream=*/true));
+  num_pending_ = 0;
+  return absl::OkStatus();
 }
 
 std::string NcclCommunicator::Describe() const {

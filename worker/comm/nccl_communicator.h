@@ -1,23 +1,33 @@
-// Collectives between GPU ranks with NCCL. For this implementation every span passed to a
-// collective is DEVICE memory on `device_ordinal` (cudaMalloc'd), not host memory; Broadcast's
-// bytes likewise. Collectives are enqueued on the communicator's own stream and each call
-// returns once its work is complete, like every Communicator.
+// Collectives between GPU ranks with NCCL. Every pointer passed to a collective is DEVICE
+// memory on `device_ordinal` (cudaMalloc'd), not host memory; Broadcast's bytes likewise.
 //
-//   std::string id = *NewNcclUniqueId();  // on rank 0; the control plane sends it to all ranks
+//   std::string id = *NewNcclUniqueId();  // by the coordinator; sent to every rank
 //   auto comm = NcclCommunicator::Create({.rank = r, .world_size = 2, .device_ordinal = r,
-//                                         .unique_id = id});
+//                                         .unique_id = id, .stream = backend->stream()});
+//   comm->AllReduceSum(x, n, DType::kBF16);   // enqueued on the backend's stream
+//   ...                                        // more ops and collectives, same stream
+//   TP_RETURN_IF_ERROR(comm->AwaitCollectives());  // the step's one wait, with the deadline
 //
-// Deadlines: the communicator is non-blocking (ncclConfig_t.blocking = 0). Create and every
-// collective poll ncclCommGetAsyncError / the stream until done or `timeout`; on timeout the
-// NCCL communicator is aborted (ncclCommAbort) and the call returns DEADLINE_EXCEEDED. Other
-// CUDA/NCCL failures return a Status naming the call, file and line (cuda_status.h). After any
-// failure, or RequestAbort(), the communicator is broken: later calls return UNAVAILABLE.
+// Ordering: collectives are enqueued on `stream` (the rank backend's compute stream, so they
+// run in order with its ops and a step can be captured as a CUDA graph) and return without
+// waiting. Their results may be read by later work on the same stream at once, and by the host
+// after AwaitCollectives() returns OK. Barrier() waits like AwaitCollectives().
+//
+// Deadlines: the communicator is non-blocking (ncclConfig_t.blocking = 0). Create and
+// AwaitCollectives poll ncclCommGetAsyncError and the stream until done or `timeout`. On
+// timeout the NCCL communicator is aborted (ncclCommAbort, which also stops NCCL kernels stuck
+// on the stream waiting for a peer) and the call returns DEADLINE_EXCEEDED; an asynchronous NCCL
+// error (a peer process died, a link broke) aborts it too and returns UNAVAILABLE. Both name
+// this rank and the collective that was outstanding. Other CUDA/NCCL failures return a Status
+// naming the call, file and line (cuda_status.h). After any failure, or RequestAbort(), the
+// communicator is broken: later calls return UNAVAILABLE.
 // Threading: one thread at a time per communicator; RequestAbort() may be called from any
 // thread. Each rank needs its own GPU (NCCL refuses two ranks on one device).
 #ifndef TPSERVE_WORKER_COMM_NCCL_COMMUNICATOR_H_
 #define TPSERVE_WORKER_COMM_NCCL_COMMUNICATOR_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -25,8 +35,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "formats/dtype.h"
 #include "kernels/cuda/cuda_device.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/nccl_unique_id.h"
 
 // Opaque CUDA/NCCL handles, so this header needs no CUDA include.
 struct ncclComm;
@@ -34,22 +46,23 @@ struct CUstream_st;
 
 namespace tpserve {
 
-inline constexpr size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
-
 struct NcclOptions {
   int rank = 0;
   int world_size = 1;
   int device_ordinal = 0;
   std::string unique_id;  // kNcclUniqueIdBytes bytes from NewNcclUniqueId(), same on all ranks
-  absl::Duration timeout = absl::Seconds(30);
+  absl::Duration timeout = absl::Seconds(30);  // init, and each AwaitCollectives / Barrier
+  // The stream collectives are enqueued on (a cudaStream_t on `device_ordinal`, normally the
+  // rank backend's stream()); it must outlive the communicator. Null: the communicator makes
+  // and owns a stream of its own.
+  CUstream_st* stream = nullptr;
 };
-
-
-// A fresh NCCL unique id (ncclGetUniqueId) as kNcclUniqueIdBytes bytes.
-absl::StatusOr<std::string> NewNcclUniqueId();
 
 // INVALID_ARGUMENT naming the field unless rank/world/device/timeout/unique_id are sane.
 absl::Status ValidateNcclOptions(const NcclOptions& options);
+
+// The dtypes NCCL collectives here accept: f32, bf16, f16.
+bool NcclSupportsDType(DType dtype);
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -58,36 +71,53 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
-  // `data` is device memory.
+
+  // Typed forms: `data`, `in`, `out` are device memory of `dtype` (F32, BF16 or F16;
+  // INVALID_ARGUMENT naming the dtype otherwise). Enqueued; see the ordering note above.
+  absl::Status AllReduceSum(void* data, int64_t count, DType dtype) override;
+  absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out) override;
+  // The f32 span forms, through the typed ones.
   absl::Status AllReduceSum(absl::Span<float> data) override;
-  // `in` and `out` are device memory.
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
-  // `data` is device memory.
+  // `data` is device memory. Enqueued.
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
-  // An all-reduce of one float on a scratch device buffer (NCCL has no barrier).
+  // An all-reduce of one float on a scratch device buffer (NCCL has no barrier), then
+  // AwaitCollectives().
   absl::Status Barrier() override;
+  absl::Status AwaitCollectives() override;
   std::string Describe() const override;
 
-  // Makes the collective in flight (or the next one) abort the NCCL communicator and return
+  // Makes the wait in progress (or the next call) abort the NCCL communicator and return
   // UNAVAILABLE; for a supervisor that learned a peer died. Safe from any thread.
   void RequestAbort() { abort_requested_.store(true); }
 
-  // The stream collectives run on (a cudaStream_t).
+  // The stream collectives run on (a cudaStream_t): options.stream, or the communicator's own.
   CUstream_st* stream() const { return stream_; }
+  // Collectives enqueued since the last successful wait.
+  int64_t num_pending() const { return num_pending_; }
 
  private:
   explicit NcclCommunicator(const NcclOptions& options);
   absl::Status Init();
-  // Polls until the enqueued work is done, a failure shows, or the deadline passes.
-  absl::Status WaitForCompletion(const char* collective, bool query_stream);
+  // Checks that the communicator is usable and selects its device.
+  absl::Status BeginCall(const char* collective);
+  // Bookkeeping after an ncclXxx call that enqueues `what`: a failure breaks the
+  // communicator; ncclInProgress (a non-blocking communicator still connecting) is waited out.
+  absl::Status Enqueued(absl::Status call, std::string what);
+  // Polls until the enqueued work is done (query_stream: the stream too), a failure shows, or
+  // the deadline passes. `what` names the outstanding work in errors.
+  absl::Status WaitForCompletion(const std::string& what, bool query_stream);
   absl::Status Fail(absl::Status status);
   absl::Status CheckUsable(const char* collective) const;
 
   const NcclOptions options_;
   ncclComm* comm_ = nullptr;
   CUstream_st* stream_ = nullptr;
+  bool owns_stream_ = false;
   float* barrier_scratch_ = nullptr;  // [1] on the device
   std::string broken_reason_;         // empty while healthy
+  int64_t num_pending_ = 0;
+  std::string last_enqueued_;  // e.g. "AllGather of 4096 bf16", for error messages
   std::atomic<bool> abort_requested_{false};
 };
 

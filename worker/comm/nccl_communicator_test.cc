@@ -1,11 +1,18 @@
+// NCCL on the GPUs of this machine: option checks (anywhere), single-rank collectives in every
+// dtype on a caller's stream, their ordering (enqueued, not waited for), the deadline and the
+// abort paths that one GPU can reach, and two ranks on two GPUs. Tests that need a device
+// skip with "no CUDA device: ..." elsewhere.
 #include "worker/comm/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 
+#include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "worker/comm/comm_test_util.h"
 
@@ -26,32 +33,85 @@ namespace {
     }                                                                          \
   } while (0)
 
-// Device copy of host floats; freed on destruction.
-class DeviceFloats {
+// A device copy of host values; freed on destruction.
+template <typename T>
+class DeviceArray {
  public:
-  explicit DeviceFloats(const std::vector<float>& host) : count_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&ptr_, std::max<size_t>(1, count_) * sizeof(float)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(ptr_, host.data(), count_ * sizeof(float), cudaMemcpyHostToDevice),
+  explicit DeviceArray(const std::vector<T>& host) : count_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&ptr_, std::max<size_t>(1, count_) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice),
               cudaSuccess);
   }
-  ~DeviceFloats() { cudaFree(ptr_); }
-  absl::Span<float> span() { return absl::MakeSpan(ptr_, count_); }
-  std::vector<float> ToHost() const {
-    std::vector<float> host(count_);
-    EXPECT_EQ(cudaMemcpy(host.data(), ptr_, count_ * sizeof(float), cudaMemcpyDeviceToHost),
+  ~DeviceArray() { cudaFree(ptr_); }
+  T* data() { return ptr_; }
+  absl::Span<T> span() { return absl::MakeSpan(ptr_, count_); }
+  // Waits for the whole device (the legacy-stream copy does not order after other streams).
+  std::vector<T> ToHost() const {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<T> host(count_);
+    EXPECT_EQ(cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost),
               cudaSuccess);
     return host;
   }
 
  private:
-  float* ptr_ = nullptr;
+  T* ptr_ = nullptr;
   size_t count_;
+};
+
+// Holds a stream at this point (a host function that waits) until Open(); stands in for a
+// collective stuck on a dead peer. The state is shared with the callback, which may outlive us.
+class StreamGate {
+ public:
+  explicit StreamGate(cudaStream_t stream) : open_(std::make_shared<absl::Notification>()) {
+    auto* state = new std::shared_ptr<absl::Notification>(open_);
+    EXPECT_EQ(cudaLaunchHostFunc(stream, &Wait, state), cudaSuccess);
+  }
+  ~StreamGate() { Open(); }
+  void Open() {
+    if (!open_->HasBeenNotified()) open_->Notify();
+  }
+
+ private:
+  static void Wait(void* arg) {
+    auto* state = static_cast<std::shared_ptr<absl::Notification>*>(arg);
+    (*state)->WaitForNotification();
+    delete state;
+  }
+  std::shared_ptr<absl::Notification> open_;
 };
 
 std::vector<float> Values(int rank, size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = RankValue(rank, i);
   return v;
+}
+
+// Finite 16-bit patterns (bf16: upper halves of floats; f16: 1.0 plus mantissa steps).
+std::vector<uint16_t> Bits16(DType dtype, size_t n, int salt) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (dtype == DType::kBF16) {
+      uint32_t bits;
+      const float f = RankValue(salt, i);
+      std::memcpy(&bits, &f, sizeof(bits));
+      v[i] = static_cast<uint16_t>(bits >> 16);
+    } else {
+      v[i] = static_cast<uint16_t>(0x3C00 + (i * 7 + salt) % 1024);
+    }
+  }
+  return v;
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> OneRank(cudaStream_t stream,
+                                                          absl::Duration timeout) {
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
+  if (!id.ok()) return id.status();
+  NcclOptions options;
+  options.unique_id = *id;
+  options.timeout = timeout;
+  options.stream = stream;
+  return NcclCommunicator::Create(options);
 }
 
 TEST(NcclCommunicator, RejectsBadOptionsWithoutTouchingTheDevice) {
@@ -64,30 +124,130 @@ TEST(NcclCommunicator, RejectsBadOptionsWithoutTouchingTheDevice) {
   options.rank = 1;
   EXPECT_EQ(NcclCommunicator::Create(options).status().message(),
             "NcclOptions.rank is 1, must be in [0, 1)");
+  EXPECT_TRUE(NcclSupportsDType(DType::kBF16));
+  EXPECT_TRUE(NcclSupportsDType(DType::kF16));
+  EXPECT_FALSE(NcclSupportsDType(DType::kQ8_0));
 }
 
-TEST(NcclCommunicator, SingleRankCollectivesOnOneGpu) {
+TEST(NcclCommunicator, SingleRankF32CollectivesOnItsOwnStream) {
   SKIP_UNLESS_DEVICES(1);
-  absl::StatusOr<std::string> id = NewNcclUniqueId();
-  ASSERT_TRUE(id.ok()) << id.status();
-  NcclOptions options;
-  options.unique_id = *id;
-  options.timeout = absl::Seconds(60);
-  auto comm = NcclCommunicator::Create(options);
+  auto comm = OneRank(nullptr, absl::Seconds(60));
   ASSERT_TRUE(comm.ok()) << comm.status();
   constexpr size_t kN = 1001;
-  DeviceFloats data(Values(0, kN));
+  DeviceArray<float> data(Values(0, kN));
   ASSERT_TRUE((*comm)->AllReduceSum(data.span()).ok());
-  EXPECT_EQ(data.ToHost(), Values(0, kN));
-  DeviceFloats gathered(std::vector<float>(kN, -1.0f));
+  DeviceArray<float> gathered(std::vector<float>(kN, -1.0f));
   ASSERT_TRUE((*comm)->AllGather(data.span(), gathered.span()).ok());
-  EXPECT_EQ(gathered.ToHost(), Values(0, kN));
-  DeviceFloats bytes(Values(0, 8));
-  auto byte_span = absl::MakeSpan(reinterpret_cast<uint8_t*>(bytes.span().data()), 32);
+  DeviceArray<float> bytes(Values(0, 8));
+  auto byte_span = absl::MakeSpan(reinterpret_cast<uint8_t*>(bytes.data()), 32);
   ASSERT_TRUE((*comm)->Broadcast(byte_span, 0).ok());
+  ASSERT_TRUE((*comm)->AwaitCollectives().ok());
+  EXPECT_EQ((*comm)->num_pending(), 0);
+  EXPECT_EQ(data.ToHost(), Values(0, kN));
+  EXPECT_EQ(gathered.ToHost(), Values(0, kN));
   EXPECT_EQ(bytes.ToHost(), Values(0, 8));
   EXPECT_TRUE((*comm)->Barrier().ok());
   EXPECT_EQ((*comm)->Describe(), "nccl rank 0/1 on cuda:0");
+}
+
+TEST(NcclCommunicator, TypedCollectivesAreEnqueuedInOrderOnTheCallersStream) {
+  SKIP_UNLESS_DEVICES(1);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    auto comm = OneRank(stream, absl::Seconds(60));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    EXPECT_EQ(static_cast<void*>((*comm)->stream()), static_cast<void*>(stream));
+    Watchdog watchdog(absl::Seconds(60), "typed collectives behind a gate");
+    constexpr size_t kN = 4099;
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)));
+      const std::vector<uint16_t> values = Bits16(dtype, kN, 3);
+      const std::vector<uint16_t> poison(kN, 0x7BFF);
+      DeviceArray<uint16_t> data(values), gathered(poison);
+      StreamGate gate(stream);
+      // Both calls return with the stream held: enqueued, not waited for.
+      ASSERT_TRUE((*comm)->AllReduceSum(data.data(), kN, dtype).ok());
+      ASSERT_TRUE((*comm)->AllGather(data.data(), kN, dtype, gathered.data()).ok());
+      EXPECT_EQ((*comm)->num_pending(), 2);
+      std::vector<uint16_t> early(kN);
+      ASSERT_EQ(cudaMemcpy(early.data(), gathered.data(), kN * 2, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      EXPECT_EQ(early, poison) << "the gather ran before the work queued ahead of it";
+      gate.Open();
+      ASSERT_TRUE((*comm)->AwaitCollectives().ok());
+      EXPECT_EQ((*comm)->num_pending(), 0);
+      EXPECT_EQ(data.ToHost(), values);  // one rank: the sum is the identity
+      EXPECT_EQ(gathered.ToHost(), values);
+    }
+    absl::Status q8 = (*comm)->AllReduceSum(nullptr, 32, DType::kQ8_0);
+    EXPECT_EQ(q8.code(), absl::StatusCode::kInvalidArgument) << q8;
+    EXPECT_EQ(q8.message(), "AllReduceSum of Q8_0: NCCL collectives here take F32, BF16 or F16");
+  }
+  cudaStreamDestroy(stream);
+}
+
+TEST(NcclCommunicator, AwaitTimesOutAbortsAndNamesTheRankAndCollective) {
+  SKIP_UNLESS_DEVICES(1);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    auto comm = OneRank(stream, absl::Seconds(1));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    DeviceArray<uint16_t> data(Bits16(DType::kBF16, 1024, 1));
+    Watchdog watchdog(absl::Seconds(60), "AwaitCollectives on a stuck stream");
+    // The collective runs; the gate behind it holds the stream as work stuck on a dead peer
+    // would. (Not the other way round: after the abort NCCL's own queued work must not run.)
+    ASSERT_TRUE((*comm)->AllReduceSum(data.data(), 1024, DType::kBF16).ok());
+    StreamGate gate(stream);
+    // Opened later in any case, in case ncclCommAbort waits for the device.
+    std::thread opener([&gate] {
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      gate.Open();
+    });
+    const absl::Status waited = (*comm)->AwaitCollectives();
+    EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+    EXPECT_EQ(waited.message(),
+              "AllReduceSum of 1024 BF16 on nccl rank 0/1 on cuda:0 did not complete within "
+              "1s; NCCL communicator aborted");
+    const absl::Status after = (*comm)->AllGather(data.data(), 1, DType::kBF16, data.data());
+    EXPECT_EQ(after.code(), absl::StatusCode::kUnavailable) << after;
+    EXPECT_NE(after.message().find("AllGather on nccl rank 0/1 on cuda:0: communicator is "
+                                   "broken by an earlier failure"),
+              std::string::npos)
+        << after;
+    opener.join();
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
+  cudaStreamDestroy(stream);
+}
+
+TEST(NcclCommunicator, RequestAbortEndsTheWaitWithUnavailable) {
+  SKIP_UNLESS_DEVICES(1);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    auto comm = OneRank(stream, absl::Seconds(60));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    DeviceArray<float> data(Values(0, 64));
+    Watchdog watchdog(absl::Seconds(60), "RequestAbort during AwaitCollectives");
+    ASSERT_TRUE((*comm)->AllReduceSum(data.span()).ok());
+    StreamGate gate(stream);  // as above: holds the stream after the collective
+    std::thread supervisor([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      (*comm)->RequestAbort();  // e.g. the coordinator saw a peer process exit
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      gate.Open();
+    });
+    const absl::Status waited = (*comm)->AwaitCollectives();
+    EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
+    EXPECT_EQ(waited.message(),
+              "AllReduceSum of 64 F32 on nccl rank 0/1 on cuda:0: aborted on request");
+    supervisor.join();
+    EXPECT_EQ((*comm)->Barrier().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
+  cudaStreamDestroy(stream);
 }
 
 TEST(NcclCommunicator, InitTimesOutAndAbortsWhenAPeerNeverJoins) {
@@ -131,12 +291,12 @@ TEST(NcclCommunicator, TwoRanksOnTwoGpusAgreeWithRankOrderSum) {
         statuses[rank] = comm.status();
         return;
       }
-      DeviceFloats data(Values(rank, kN));
-      DeviceFloats all(std::vector<float>(kWorld * kN));
-      DeviceFloats bytes(Values(rank, 8));
+      DeviceArray<float> data(Values(rank, kN));
+      DeviceArray<float> all(std::vector<float>(kWorld * kN));
+      DeviceArray<float> bytes(Values(rank, 8));
       absl::Status s = (*comm)->AllGather(data.span(), all.span());
       if (s.ok()) s = (*comm)->AllReduceSum(data.span());
-      auto byte_span = absl::MakeSpan(reinterpret_cast<uint8_t*>(bytes.span().data()), 32);
+      auto byte_span = absl::MakeSpan(reinterpret_cast<uint8_t*>(bytes.data()), 32);
       if (s.ok()) s = (*comm)->Broadcast(byte_span, /*root=*/1);
       if (s.ok()) s = (*comm)->Barrier();
       statuses[rank] = s;

@@ -1,0 +1,128 @@
+// What RemoteExecutor::Connect sends each rank in its LoadRequest, seen by fake workers over
+// loopback gRPC: the communicator kind, the backend and GPU of each rank, and for NCCL one
+// unique id shared by every rank of the group.
+#include "coordinator/remote_executor.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/mutex.h"
+#include "worker/comm/nccl_unique_id.h"
+
+namespace tpserve {
+namespace {
+
+namespace wpb = ::tpserve::worker::v1;
+
+// Records the LoadRequest and answers "ready" at once.
+class FakeWorker final : public wpb::Worker::Service {
+ public:
+  grpc::Status Load(grpc::ServerContext*, const wpb::LoadRequest* request,
+                    grpc::ServerWriter<wpb::LoadProgress>* writer) override {
+    {
+      absl::MutexLock lock(&mu_);
+      request_ = *request;
+    }
+    wpb::LoadProgress ready;
+    ready.set_rank(request->rank());
+    ready.set_ready(true);
+    writer->Write(ready);
+    return grpc::Status::OK;
+  }
+  wpb::LoadRequest request() {
+    absl::MutexLock lock(&mu_);
+    return request_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  wpb::LoadRequest request_;
+};
+
+class RemoteExecutorTest : public ::testing::Test {
+ protected:
+  void StartRanks(int world) {
+    for (int r = 0; r < world; ++r) {
+      workers_.push_back(std::make_unique<FakeWorker>());
+      grpc::ServerBuilder builder;
+      int port = 0;
+      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+      builder.RegisterService(workers_.back().get());
+      servers_.push_back(builder.BuildAndStart());
+      ASSERT_NE(servers_.back(), nullptr);
+      addresses_.push_back("127.0.0.1:" + std::to_string(port));
+      options_.assignments.emplace_back();
+    }
+  }
+  void TearDown() override {
+    for (auto& s : servers_) s->Shutdown();
+  }
+
+  RemoteExecutorOptions options_;
+  std::vector<std::unique_ptr<FakeWorker>> workers_;
+  std::vector<std::unique_ptr<grpc::Server>> servers_;
+  std::vector<std::string> addresses_;
+};
+
+TEST_F(RemoteExecutorTest, GlooRanksGetNoNcclIdAndTheCpuBackend) {
+  StartRanks(2);
+  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  for (int r = 0; r < 2; ++r) {
+    const wpb::LoadRequest req = workers_[r]->request();
+    EXPECT_EQ(req.rank(), r);
+    EXPECT_EQ(req.comm_kind(), "gloo");
+    EXPECT_EQ(req.backend(), "cpu");
+    EXPECT_EQ(req.nccl_unique_id(), "");
+  }
+}
+
+TEST_F(RemoteExecutorTest, NcclRanksShareOneUniqueIdAndGetTheirGpus) {
+  StartRanks(2);
+  options_.comm_kind = "nccl";
+  options_.backend = "cuda";
+  options_.device_ordinals = {3, 1};
+  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+#if TPSERVE_WITH_CUDA
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const std::string id = workers_[0]->request().nccl_unique_id();
+  EXPECT_EQ(id.size(), kNcclUniqueIdBytes);
+  for (int r = 0; r < 2; ++r) {
+    const wpb::LoadRequest req = workers_[r]->request();
+    EXPECT_EQ(req.comm_kind(), "nccl");
+    EXPECT_EQ(req.backend(), "cuda");
+    EXPECT_EQ(req.nccl_unique_id(), id) << "rank " << r;
+  }
+  EXPECT_EQ(workers_[0]->request().device_ordinal(), 3);
+  EXPECT_EQ(workers_[1]->request().device_ordinal(), 1);
+#else
+  EXPECT_EQ(exec.status().code(), absl::StatusCode::kUnimplemented) << exec.status();
+#endif
+}
+
+TEST_F(RemoteExecutorTest, OneRankIsSingleWithoutAnId) {
+  StartRanks(1);
+  options_.comm_kind = "nccl";
+  options_.backend = "cuda";
+  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const wpb::LoadRequest req = workers_[0]->request();
+  EXPECT_EQ(req.comm_kind(), "single");
+  EXPECT_EQ(req.nccl_unique_id(), "");
+  EXPECT_EQ(req.device_ordinal(), 0);
+}
+
+TEST_F(RemoteExecutorTest, RefusesDeviceOrdinalsOfAnotherWorldSize) {
+  StartRanks(2);
+  options_.device_ordinals = {0};
+  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  EXPECT_EQ(exec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(exec.status().message(), "device_ordinals has 1 entries for 2 ranks");
+}
+
+}  // namespace
+}  // namespace tpserve
