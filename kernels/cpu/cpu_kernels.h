@@ -66,6 +66,24 @@ struct CpuKernels {
   void (*dot_q6_K)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
 
+  // int4 groups (layout: kernels/weight_matrix.h): num_chunks chunks of 32 4-bit codes (16
+  // bytes each, GGML Q4_0 nibble order) of one weight row against the Q8 blocks of x[j];
+  // scales and zeros are the row's f16 pairs, one per group_size columns (a multiple of 32).
+  // Per chunk, with exact integer sums and the activation block's exact sum(qx):
+  //   scale * dx * (sum(code * qx) - zero * sum(qx))
+  void (*dot_int4)(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
+                   int64_t group_size, const Q8Block* const* x, int num_x, int64_t num_chunks,
+                   float* out);
+
+  // fp8 e4m3 weights (decoded as F8E4M3ToF32 in formats/dtype.h, subnormals included; the NaN
+  // codes 0x7F / 0xFF are never stored) against f32 activations, nothing rounded on the way:
+  //   out[j] = sum over tiles t of scales[t] * sum over columns c of tile t of w[c] * x[j][c]
+  // over n columns in tiles of tile_cols (the last one may be shorter), j < num_x
+  // (1..kMaxDotRows). Per-channel fp8: one tile of n columns and the row's scale; 128x128
+  // blocks: tile_cols = 128 and the row's line of tile scales.
+  void (*dot_fp8)(const uint8_t* w, const float* scales, int64_t tile_cols,
+                  const float* const* x, int num_x, int64_t n, float* out);
+
   // out[j] = dot(w, x[j]) over n f32 elements for j < num_x (1..kMaxDotRows).
   void (*dot_f32)(const float* w, const float* const* x, int num_x, int64_t n, float* out);
 
