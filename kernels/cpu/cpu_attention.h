@@ -7,7 +7,8 @@
 // scores of all query heads sharing that KV head together, so every K/V row it reads is used
 // num_heads / num_kv_heads times. When that makes too few tasks for the threads (decode of a
 // small batch), the query heads of a group become separate tasks. Keys are visited block by
-// block through the block table, contiguous within a block.
+// block through the block table, contiguous within a block. f16 caches are read in place (the
+// kernels widen in registers); bf16 and fp8 blocks are widened to f32 once per block and head.
 // Threading: not thread-safe (owns per-thread score buffers); one call at a time.
 #ifndef TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_
 #define TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_

@@ -230,6 +230,44 @@ TEST_F(CpuKernelsTest, F32DotAndConversionsMatch) {
   }
 }
 
+// Attention straight over f16 cache rows gives the very floats of widening the rows to f32
+// first (what CpuAttention did before), in every table: odd head dims exercise the scalar
+// tails, a stride wider than head_dim the pool layout, 1..4 query heads every dot shape.
+TEST(CpuKernelsF16AttentionTest, F16RowsGiveTheSameFloatsAsWideningFirst) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    const CpuKernels& ks = CpuKernelsFor(isa);
+    for (int64_t head_dim : {8, 12, 64, 72, 128}) {
+      const int64_t count = 17, stride = 3 * head_dim + 5;
+      std::vector<uint16_t> rows(count * stride);
+      const std::vector<float> values = Random(count * stride, 80 + head_dim);
+      QuantizeRow(DType::kF16, values.data(), rows.data(), count * stride);
+      std::vector<float> widened(count * head_dim);  // contiguous, as CpuAttention's scratch
+      for (int64_t t = 0; t < count; ++t) {
+        ks.f16_to_f32(rows.data() + t * stride, widened.data() + t * head_dim, head_dim);
+      }
+      std::vector<std::vector<float>> q;
+      const float* q_rows[kMaxDotRows];
+      for (int h = 0; h < kMaxDotRows; ++h) q.push_back(Random(head_dim, 90 + h));
+      for (int h = 0; h < kMaxDotRows; ++h) q_rows[h] = q[h].data();
+      for (int num_q = 1; num_q <= kMaxDotRows; ++num_q) {
+        std::vector<float> want(kMaxDotRows * count), got(kMaxDotRows * count);
+        ks.attn_scores(q_rows, num_q, widened.data(), head_dim, count, head_dim, 0.125f,
+                       want.data(), count);
+        ks.attn_scores_f16(q_rows, num_q, rows.data(), stride, count, head_dim, 0.125f,
+                           got.data(), count);
+        EXPECT_EQ(got, want) << CpuIsaName(isa) << " head_dim=" << head_dim
+                             << " num_q=" << num_q;
+      }
+      const std::vector<float> p = Random(count, 99);
+      std::vector<float> want = Random(head_dim, 98), got = want;
+      ks.attn_accumulate(p.data(), widened.data(), head_dim, count, head_dim, want.data());
+      ks.attn_accumulate_f16(p.data(), rows.data(), stride, count, head_dim, got.data());
+      EXPECT_EQ(got, want) << CpuIsaName(isa) << " head_dim=" << head_dim;
+    }
+  }
+}
+
 TEST_F(CpuKernelsTest, ElementwiseKernelsMatch) {
   const int64_t n = 1539;  // not a multiple of 8: exercises the tails
   const std::vector<float> a = Random(n, 31, 4.0f), b = Random(n, 32), w = Random(n, 33);

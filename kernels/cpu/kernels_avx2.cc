@@ -273,6 +273,8 @@ const CpuKernels& Avx2CpuKernels() {
       .exp_sub_sum = avx2_internal::ExpSubSum,
       .attn_scores = avx2_internal::AttnScores,
       .attn_accumulate = avx2_internal::AttnAccumulate,
+      .attn_scores_f16 = avx2_internal::AttnScoresF16,
+      .attn_accumulate_f16 = avx2_internal::AttnAccumulateF16,
   };
   return kernels;
 }

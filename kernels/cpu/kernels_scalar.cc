@@ -266,6 +266,25 @@ void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t coun
   }
 }
 
+void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
+                   int64_t count, int64_t head_dim, float scale, float* scores,
+                   int64_t scores_stride) {
+  for (int64_t t = 0; t < count; ++t) {
+    for (int h = 0; h < num_q; ++h) {
+      float dot = 0.0f;
+      for (int64_t d = 0; d < head_dim; ++d) dot += q[h][d] * F16ToF32(k[t * stride + d]);
+      scores[h * scores_stride + t] = dot * scale;
+    }
+  }
+}
+
+void AttnAccumulateF16(const float* p, const uint16_t* v, int64_t stride, int64_t count,
+                       int64_t head_dim, float* out) {
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += p[t] * F16ToF32(v[t * stride + d]);
+  }
+}
+
 }  // namespace
 
 std::string_view CpuIsaName(CpuIsa isa) {
@@ -315,6 +334,8 @@ const CpuKernels& ScalarCpuKernels() {
       .exp_sub_sum = ExpSubSum,
       .attn_scores = AttnScores,
       .attn_accumulate = AttnAccumulate,
+      .attn_scores_f16 = AttnScoresF16,
+      .attn_accumulate_f16 = AttnAccumulateF16,
   };
   return kernels;
 }
