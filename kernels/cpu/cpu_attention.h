@@ -45,7 +45,7 @@ class CpuAttention {
   void RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
                absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out,
                std::vector<float>* scores, std::vector<float>* kv) const;
-  // Widens `count` rows of head_dim elements of a non-f32 pool, starting at element `offset`
+  // Widens `count` rows of head_dim elements of a bf16 or fp8 pool, starting at element `offset`
   // and `stride` elements apart, into out [count, head_dim] f32.
   void RowsToF32(const KvPoolView& pool, const void* base, int64_t offset, int64_t count,
                  int64_t stride, float scale, float* out) const;
