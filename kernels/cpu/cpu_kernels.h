@@ -86,6 +86,10 @@ struct CpuKernels {
 
   // out[j] = dot(w, x[j]) over n f32 elements for j < num_x (1..kMaxDotRows).
   void (*dot_f32)(const float* w, const float* const* x, int num_x, int64_t n, float* out);
+  // The same with w in f16 / bf16, widened in registers where used: the same floats as
+  // widening w to f32 and calling dot_f32.
+  void (*dot_f16)(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
+  void (*dot_bf16)(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 
   // Widen n weight elements to f32.
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n);

@@ -230,6 +230,37 @@ TEST_F(CpuKernelsTest, F32DotAndConversionsMatch) {
   }
 }
 
+// dot_f16 / dot_bf16 give the very floats of widening the row and calling dot_f32, in every
+// table, for every row count and odd lengths (the scalar tails).
+TEST(CpuKernelsHalfDotTest, HalfDotsGiveTheSameFloatsAsWideningFirst) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    const CpuKernels& ks = CpuKernelsFor(isa);
+    for (int64_t n : {1, 7, 8, 33, 64, 100, 1000}) {
+      std::vector<std::vector<float>> xs;
+      const float* rows[kMaxDotRows];
+      for (int j = 0; j < kMaxDotRows; ++j) xs.push_back(Random(n, 60 + j));
+      for (int j = 0; j < kMaxDotRows; ++j) rows[j] = xs[j].data();
+      const std::vector<float> w = Random(n, 70);
+      for (DType t : {DType::kF16, DType::kBF16}) {
+        std::vector<uint16_t> half(n);
+        QuantizeRow(t, w.data(), half.data(), n);
+        std::vector<float> widened(n);
+        (t == DType::kF16 ? ks.f16_to_f32 : ks.bf16_to_f32)(half.data(), widened.data(), n);
+        for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+          float want[kMaxDotRows], got[kMaxDotRows];
+          ks.dot_f32(widened.data(), rows, num_x, n, want);
+          (t == DType::kF16 ? ks.dot_f16 : ks.dot_bf16)(half.data(), rows, num_x, n, got);
+          for (int j = 0; j < num_x; ++j) {
+            EXPECT_EQ(got[j], want[j]) << CpuIsaName(isa) << " " << DTypeName(t) << " n=" << n
+                                       << " num_x=" << num_x << " row " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Attention straight over f16 cache rows gives the very floats of widening the rows to f32
 // first (what CpuAttention did before), in every table: odd head dims exercise the scalar
 // tails, a stride wider than head_dim the pool layout, 1..4 query heads every dot shape.

@@ -170,25 +170,36 @@ void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatri
                              float* row_scratch) const {
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t k = w.cols;
+  // 16-bit rows: up to kMaxDotRows activation rows (decode) take one dot call per weight row,
+  // widening in registers; more rows widen the weight row once and re-use it. The two give the
+  // same floats (dot_f16 / dot_bf16 mirror dot_f32).
+  const bool widen_once = m1 - m0 > kMaxDotRows;
   const float* rows[kMaxDotRows];
   float out[kMaxDotRows];
   for (int64_t i = n0; i < n1; ++i) {
     const uint8_t* src = base + i * w.row_bytes;
+    const auto* half = reinterpret_cast<const uint16_t*>(src);
     const float* w_row = row_scratch;
     switch (w.format.kind) {
       case FormatKind::kF32: w_row = reinterpret_cast<const float*>(src); break;
       case FormatKind::kF16:
-        kernels_.f16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
+        if (widen_once) kernels_.f16_to_f32(half, row_scratch, k);
         break;
       case FormatKind::kBF16:
-        kernels_.bf16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
+        if (widen_once) kernels_.bf16_to_f32(half, row_scratch, k);
         break;
       default: TP_CHECK(false, "not a float weight type");
     }
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
       const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
       for (int t = 0; t < num_x; ++t) rows[t] = x + (j + t) * x_stride;
-      kernels_.dot_f32(w_row, rows, num_x, k, out);
+      if (w.format.kind == FormatKind::kF16 && !widen_once) {
+        kernels_.dot_f16(half, rows, num_x, k, out);
+      } else if (w.format.kind == FormatKind::kBF16 && !widen_once) {
+        kernels_.dot_bf16(half, rows, num_x, k, out);
+      } else {
+        kernels_.dot_f32(w_row, rows, num_x, k, out);
+      }
       for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
     }
   }

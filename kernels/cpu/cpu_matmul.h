@@ -13,8 +13,9 @@
 // per call, before quantizing.
 // fp8 weights (e4m3, per-channel, 128x128 tiles): decoded in registers inside the dot kernel
 // and multiplied against f32 activations, scales applied per row or per 128-column tile.
-// Float weights (f32/f16/bf16): each weight row is widened to f32 once per tile and dotted
-// with f32 activations.
+// Float weights (f32/f16/bf16): dotted with f32 activations; a 16-bit row is widened in
+// registers at decode sizes (up to kMaxDotRows activation rows per tile), and to f32 scratch
+// once per tile for more rows.
 // Threading: not thread-safe (owns scratch buffers); one Run at a time.
 #ifndef TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
 #define TPSERVE_KERNELS_CPU_CPU_MATMUL_H_

@@ -263,6 +263,8 @@ const CpuKernels& Avx2CpuKernels() {
       .dot_int4 = avx2_internal::DotInt4,
       .dot_fp8 = avx2_internal::DotFp8,
       .dot_f32 = avx2_internal::DotF32,
+      .dot_f16 = avx2_internal::DotF16,
+      .dot_bf16 = avx2_internal::DotBF16,
       .f16_to_f32 = avx2_internal::F16ToF32Row,
       .bf16_to_f32 = avx2_internal::BF16ToF32Row,
       .rms_norm = avx2_internal::RmsNorm,

@@ -1,8 +1,8 @@
 // Internal to the CPU backend: the AVX2 kernels split over six files (dot products and
 // quantization in kernels_avx2.cc, K-quant dot products in kernels_avx2_kquant.cc, int4 group
 // and fp8 dot products in kernels_avx2_int4.cc and kernels_avx2_fp8.cc, vector and attention
-// kernels in kernels_avx2_vector.cc, attention over f16 rows in kernels_avx2_attention_f16.cc),
-// and the helpers they share.
+// kernels in kernels_avx2_vector.cc, dots over f16 / bf16 rows in kernels_avx2_half.cc), and
+// the helpers they share.
 // Every function here requires AVX2 + FMA + F16C; only Avx2CpuKernels() hands them out.
 //
 //   avx2_internal::DotF32(k_row, q_heads, 3, 64, dots);
@@ -111,7 +111,9 @@ void AttnScores(const float* const* q, int num_q, const float* k, int64_t stride
 void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
                     int64_t head_dim, float* out);
 
-// kernels_avx2_attention_f16.cc
+// kernels_avx2_half.cc
+void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
+void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
                    int64_t count, int64_t head_dim, float scale, float* scores,
                    int64_t scores_stride);

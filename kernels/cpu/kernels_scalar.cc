@@ -207,6 +207,22 @@ void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* 
   }
 }
 
+void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += F16ToF32(w[i]) * x[j][i];
+    out[j] = sum;
+  }
+}
+
+void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += BF16ToF32(w[i]) * x[j][i];
+    out[j] = sum;
+  }
+}
+
 void F16ToF32Row(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = F16ToF32(src[i]);
 }
@@ -324,6 +340,8 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_int4 = DotInt4,
       .dot_fp8 = DotFp8,
       .dot_f32 = DotF32,
+      .dot_f16 = DotF16,
+      .dot_bf16 = DotBF16,
       .f16_to_f32 = F16ToF32Row,
       .bf16_to_f32 = BF16ToF32Row,
       .rms_norm = RmsNorm,
