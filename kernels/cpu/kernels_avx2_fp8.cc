@@ -39,20 +39,37 @@ inline void DecodeFp8x16(const uint8_t* codes, __m256* lo, __m256* hi) {
   *hi = _mm256_cvtph_ps(h1);
 }
 
-// Two accumulators per activation row keep two FMA chains in flight even at one row (decode).
+// Per activation row, two accumulators (four at one row, i.e. decode, where the FMA latency
+// chains would otherwise be the limit on long per-channel tiles).
 template <int NX>
 void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const float* const* x,
              int64_t n, float* out) {
+  constexpr int kGroups = NX == 1 ? 2 : 1;  // 16-code groups per step
   __m256 total[NX];
 #pragma GCC unroll 4
   for (int j = 0; j < NX; ++j) total[j] = _mm256_setzero_ps();
   for (int64_t t0 = 0, t = 0; t0 < n; t0 += tile_cols, ++t) {
     const int64_t len = std::min(tile_cols, n - t0);
     const uint8_t* codes = w + t0;
-    __m256 acc[NX][2];
+    __m256 acc[NX][2 * kGroups];
 #pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int j = 0; j < NX; ++j) {
+      for (int a = 0; a < 2 * kGroups; ++a) acc[j][a] = _mm256_setzero_ps();
+    }
     int64_t i = 0;
+    for (; i + 16 * kGroups <= len; i += 16 * kGroups) {
+#pragma GCC unroll 2
+      for (int g = 0; g < kGroups; ++g) {
+        __m256 lo, hi;
+        DecodeFp8x16(codes + i + 16 * g, &lo, &hi);
+#pragma GCC unroll 4
+        for (int j = 0; j < NX; ++j) {
+          const float* xj = x[j] + t0 + i + 16 * g;
+          acc[j][2 * g] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xj), acc[j][2 * g]);
+          acc[j][2 * g + 1] = _mm256_fmadd_ps(hi, _mm256_loadu_ps(xj + 8), acc[j][2 * g + 1]);
+        }
+      }
+    }
     for (; i + 16 <= len; i += 16) {
       __m256 lo, hi;
       DecodeFp8x16(codes + i, &lo, &hi);
@@ -79,7 +96,11 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
     const __m256 scale = _mm256_set1_ps(scales[t] * kDecodeScale);
 #pragma GCC unroll 4
     for (int j = 0; j < NX; ++j) {
-      total[j] = _mm256_fmadd_ps(scale, _mm256_add_ps(acc[j][0], acc[j][1]), total[j]);
+      __m256 tile_sum = _mm256_add_ps(acc[j][0], acc[j][1]);
+      if constexpr (kGroups == 2) {
+        tile_sum = _mm256_add_ps(tile_sum, _mm256_add_ps(acc[j][2], acc[j][3]));
+      }
+      total[j] = _mm256_fmadd_ps(scale, tile_sum, total[j]);
     }
   }
 #pragma GCC unroll 4
