@@ -107,6 +107,12 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
       for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
         const int64_t count = std::min(bs, num_keys - t0);
         const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
+        if (pool.dtype == DType::kF16) {  // widened in registers, no f32 copy of the block
+          kernels_.attn_scores_f16(q_heads, nq, static_cast<const uint16_t*>(pool.k) + at,
+                                   stride, count, head_dim, scale,
+                                   scores->data() + h0 * context + t0, context);
+          continue;
+        }
         const float* k = static_cast<const float*>(pool.k) + at;
         int64_t k_stride = stride;
         if (pool.dtype != DType::kF32) {  // widen this block's rows of the head once
@@ -128,6 +134,11 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
       for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
         const int64_t count = std::min(bs, num_keys - t0);
         const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
+        if (pool.dtype == DType::kF16) {
+          kernels_.attn_accumulate_f16(p + t0, static_cast<const uint16_t*>(pool.v) + at, stride,
+                                       count, head_dim, o);
+          continue;
+        }
         const float* v = static_cast<const float*>(pool.v) + at;
         int64_t v_stride = stride;
         if (pool.dtype != DType::kF32) {

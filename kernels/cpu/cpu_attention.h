@@ -7,7 +7,8 @@
 // scores of all query heads sharing that KV head together, so every K/V row it reads is used
 // num_heads / num_kv_heads times. When that makes too few tasks for the threads (decode of a
 // small batch), the query heads of a group become separate tasks. Keys are visited block by
-// block through the block table, contiguous within a block.
+// block through the block table, contiguous within a block. f16 caches are read in place (the
+// kernels widen in registers); bf16 and fp8 blocks are widened to f32 once per block and head.
 // Threading: not thread-safe (owns per-thread score buffers); one call at a time.
 #ifndef TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_
 #define TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_
@@ -44,7 +45,7 @@ class CpuAttention {
   void RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
                absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out,
                std::vector<float>* scores, std::vector<float>* kv) const;
-  // Widens `count` rows of head_dim elements of a non-f32 pool, starting at element `offset`
+  // Widens `count` rows of head_dim elements of a bf16 or fp8 pool, starting at element `offset`
   // and `stride` elements apart, into out [count, head_dim] f32.
   void RowsToF32(const KvPoolView& pool, const void* base, int64_t offset, int64_t count,
                  int64_t stride, float scale, float* out) const;

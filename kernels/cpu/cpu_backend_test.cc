@@ -12,63 +12,18 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/quantize.h"
 #include "kernels/rope_table.h"
 
 namespace tpserve {
 namespace {
 
-constexpr uint32_t kGuardBits = 0x7FC0DEAD;  // a NaN no kernel produces
-constexpr int kGuardWords = 16;
+using parity_test::AllFinite;
+using parity_test::Guarded;
+using parity_test::Nmse;
+using parity_test::Random;
 
-// A float buffer with guard words on both sides to catch out-of-bounds writes.
-class Guarded {
- public:
-  explicit Guarded(int64_t n, float fill = 0.0f) : n_(n), buf_(n + 2 * kGuardWords) {
-    float guard;
-    std::memcpy(&guard, &kGuardBits, 4);
-    std::fill(buf_.begin(), buf_.end(), guard);
-    std::fill(data(), data() + n, fill);
-  }
-  float* data() { return buf_.data() + kGuardWords; }
-  std::vector<float> values() const {
-    return std::vector<float>(buf_.begin() + kGuardWords, buf_.begin() + kGuardWords + n_);
-  }
-  bool GuardsIntact() const {
-    for (int i = 0; i < kGuardWords; ++i) {
-      uint32_t a, b;
-      std::memcpy(&a, &buf_[i], 4);
-      std::memcpy(&b, &buf_[kGuardWords + n_ + i], 4);
-      if (a != kGuardBits || b != kGuardBits) return false;
-    }
-    return true;
-  }
-
- private:
-  int64_t n_;
-  std::vector<float> buf_;
-};
-
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-// sum((a - b)^2) / sum(b^2): the normalized error test-backend-ops uses.
-double Nmse(const std::vector<float>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return den == 0 ? num : num / den;
-}
-double Nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  return Nmse(a, std::vector<double>(b.begin(), b.end()));
-}
 WeightMatrix Wm(DType t, const void* data, int64_t rows, int64_t cols, int64_t row_bytes) {
   WeightMatrix w;
   w.format = FormatOfDType(t);
@@ -77,10 +32,6 @@ WeightMatrix Wm(DType t, const void* data, int64_t rows, int64_t cols, int64_t r
   w.cols = cols;
   w.row_bytes = row_bytes;
   return w;
-}
-
-bool AllFinite(const std::vector<float>& v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
 }
 
 class CpuBackendParityTest : public ::testing::Test {

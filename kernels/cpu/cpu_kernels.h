@@ -66,8 +66,30 @@ struct CpuKernels {
   void (*dot_q6_K)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
 
+  // int4 groups (layout: kernels/weight_matrix.h): num_chunks chunks of 32 4-bit codes (16
+  // bytes each, GGML Q4_0 nibble order) of one weight row against the Q8 blocks of x[j];
+  // scales and zeros are the row's f16 pairs, one per group_size columns (a multiple of 32).
+  // Per chunk, with exact integer sums and the activation block's exact sum(qx):
+  //   scale * dx * (sum(code * qx) - zero * sum(qx))
+  void (*dot_int4)(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
+                   int64_t group_size, const Q8Block* const* x, int num_x, int64_t num_chunks,
+                   float* out);
+
+  // fp8 e4m3 weights (decoded as F8E4M3ToF32 in formats/dtype.h, subnormals included; the NaN
+  // codes 0x7F / 0xFF are never stored) against f32 activations, nothing rounded on the way:
+  //   out[j] = sum over tiles t of scales[t] * sum over columns c of tile t of w[c] * x[j][c]
+  // over n columns in tiles of tile_cols (the last one may be shorter), j < num_x
+  // (1..kMaxDotRows). Per-channel fp8: one tile of n columns and the row's scale; 128x128
+  // blocks: tile_cols = 128 and the row's line of tile scales.
+  void (*dot_fp8)(const uint8_t* w, const float* scales, int64_t tile_cols,
+                  const float* const* x, int num_x, int64_t n, float* out);
+
   // out[j] = dot(w, x[j]) over n f32 elements for j < num_x (1..kMaxDotRows).
   void (*dot_f32)(const float* w, const float* const* x, int num_x, int64_t n, float* out);
+  // The same with w in f16 / bf16, widened in registers where used: the same floats as
+  // widening w to f32 and calling dot_f32.
+  void (*dot_f16)(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
+  void (*dot_bf16)(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 
   // Widen n weight elements to f32.
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n);
@@ -94,6 +116,14 @@ struct CpuKernels {
   // out[d] += sum over t < count of p[t] * v[t * stride + d], for d < head_dim.
   void (*attn_accumulate)(const float* p, const float* v, int64_t stride, int64_t count,
                           int64_t head_dim, float* out);
+  // The same two over f16 cache rows, each element widened in registers where it is used
+  // rather than the block first copied to f32: the same products and the same sums, in the
+  // same order, as widening the rows and calling attn_scores / attn_accumulate.
+  void (*attn_scores_f16)(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
+                          int64_t count, int64_t head_dim, float scale, float* scores,
+                          int64_t scores_stride);
+  void (*attn_accumulate_f16)(const float* p, const uint16_t* v, int64_t stride, int64_t count,
+                              int64_t head_dim, float* out);
 };
 
 const CpuKernels& ScalarCpuKernels();

@@ -230,6 +230,75 @@ TEST_F(CpuKernelsTest, F32DotAndConversionsMatch) {
   }
 }
 
+// dot_f16 / dot_bf16 give the very floats of widening the row and calling dot_f32, in every
+// table, for every row count and odd lengths (the scalar tails).
+TEST(CpuKernelsHalfDotTest, HalfDotsGiveTheSameFloatsAsWideningFirst) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    const CpuKernels& ks = CpuKernelsFor(isa);
+    for (int64_t n : {1, 7, 8, 33, 64, 100, 1000}) {
+      std::vector<std::vector<float>> xs;
+      const float* rows[kMaxDotRows];
+      for (int j = 0; j < kMaxDotRows; ++j) xs.push_back(Random(n, 60 + j));
+      for (int j = 0; j < kMaxDotRows; ++j) rows[j] = xs[j].data();
+      const std::vector<float> w = Random(n, 70);
+      for (DType t : {DType::kF16, DType::kBF16}) {
+        std::vector<uint16_t> half(n);
+        QuantizeRow(t, w.data(), half.data(), n);
+        std::vector<float> widened(n);
+        (t == DType::kF16 ? ks.f16_to_f32 : ks.bf16_to_f32)(half.data(), widened.data(), n);
+        for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+          float want[kMaxDotRows], got[kMaxDotRows];
+          ks.dot_f32(widened.data(), rows, num_x, n, want);
+          (t == DType::kF16 ? ks.dot_f16 : ks.dot_bf16)(half.data(), rows, num_x, n, got);
+          for (int j = 0; j < num_x; ++j) {
+            EXPECT_EQ(got[j], want[j]) << CpuIsaName(isa) << " " << DTypeName(t) << " n=" << n
+                                       << " num_x=" << num_x << " row " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Attention straight over f16 cache rows gives the very floats of widening the rows to f32
+// first (what CpuAttention did before), in every table: odd head dims exercise the scalar
+// tails, a stride wider than head_dim the pool layout, 1..4 query heads every dot shape.
+TEST(CpuKernelsF16AttentionTest, F16RowsGiveTheSameFloatsAsWideningFirst) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    const CpuKernels& ks = CpuKernelsFor(isa);
+    for (int64_t head_dim : {8, 12, 64, 72, 128}) {
+      const int64_t count = 17, stride = 3 * head_dim + 5;
+      std::vector<uint16_t> rows(count * stride);
+      const std::vector<float> values = Random(count * stride, 80 + head_dim);
+      QuantizeRow(DType::kF16, values.data(), rows.data(), count * stride);
+      std::vector<float> widened(count * head_dim);  // contiguous, as CpuAttention's scratch
+      for (int64_t t = 0; t < count; ++t) {
+        ks.f16_to_f32(rows.data() + t * stride, widened.data() + t * head_dim, head_dim);
+      }
+      std::vector<std::vector<float>> q;
+      const float* q_rows[kMaxDotRows];
+      for (int h = 0; h < kMaxDotRows; ++h) q.push_back(Random(head_dim, 90 + h));
+      for (int h = 0; h < kMaxDotRows; ++h) q_rows[h] = q[h].data();
+      for (int num_q = 1; num_q <= kMaxDotRows; ++num_q) {
+        std::vector<float> want(kMaxDotRows * count), got(kMaxDotRows * count);
+        ks.attn_scores(q_rows, num_q, widened.data(), head_dim, count, head_dim, 0.125f,
+                       want.data(), count);
+        ks.attn_scores_f16(q_rows, num_q, rows.data(), stride, count, head_dim, 0.125f,
+                           got.data(), count);
+        EXPECT_EQ(got, want) << CpuIsaName(isa) << " head_dim=" << head_dim
+                             << " num_q=" << num_q;
+      }
+      const std::vector<float> p = Random(count, 99);
+      std::vector<float> want = Random(head_dim, 98), got = want;
+      ks.attn_accumulate(p.data(), widened.data(), head_dim, count, head_dim, want.data());
+      ks.attn_accumulate_f16(p.data(), rows.data(), stride, count, head_dim, got.data());
+      EXPECT_EQ(got, want) << CpuIsaName(isa) << " head_dim=" << head_dim;
+    }
+  }
+}
+
 TEST_F(CpuKernelsTest, ElementwiseKernelsMatch) {
   const int64_t n = 1539;  // not a multiple of 8: exercises the tails
   const std::vector<float> a = Random(n, 31, 4.0f), b = Random(n, 32), w = Random(n, 33);

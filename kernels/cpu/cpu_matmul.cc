@@ -11,6 +11,11 @@ using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t,
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Values per Q8Block: activations are quantized in blocks of 32 whatever the weight block is.
+constexpr int64_t kActivationBlock = 32;
+
+constexpr int64_t kFp8Tile = 128;  // fp8-block: columns (and rows) per scale
+
 // Activation rows per task for prefill-sized m: 64 rows of quantized activations (a few tens
 // of KiB for k up to a few thousand) stay in L2 while a tile's weight rows stream past.
 constexpr int64_t kTokensPerTile = 64;
@@ -25,13 +30,10 @@ WeightMatrix ChunkOf(const WeightMatrix& w, int64_t c, int64_t kc) {
     wc.scales = static_cast<const uint16_t*>(w.scales) + c * (kc / w.format.group_size);
     wc.zeros = static_cast<const uint16_t*>(w.zeros) + c * (kc / w.format.group_size);
   } else if (w.format.kind == FormatKind::kFp8Block128) {
-    wc.scales = static_cast<const float*>(w.scales) + c * (kc / 128);
+    wc.scales = static_cast<const float*>(w.scales) + c * (kc / kFp8Tile);
   }
   return wc;
 }
-
-// Values per Q8Block: activations are quantized in blocks of 32 whatever the weight block is.
-constexpr int64_t kActivationBlock = 32;
 
 }  // namespace
 
@@ -84,9 +86,32 @@ void CpuMatMul::QuantizeActivations(const float* x, int64_t m, int64_t k) {
   });
 }
 
+void CpuMatMul::RunInt4Tile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
+                            int64_t m1, float* y, int64_t x_block0, int64_t x_row_blocks) const {
+  const int64_t num_chunks = w.cols / kActivationBlock;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const uint16_t*>(w.scales);
+  const auto* zeros = static_cast<const uint16_t*>(w.zeros);
+  const Q8Block* rows[kMaxDotRows];
+  float out[kMaxDotRows];
+  for (int64_t i = n0; i < n1; ++i) {
+    for (int64_t j = m0; j < m1; j += kMaxDotRows) {
+      const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
+      for (int t = 0; t < num_x; ++t) rows[t] = x_q8_.data() + (j + t) * x_row_blocks + x_block0;
+      kernels_.dot_int4(base + i * w.row_bytes, scales + i * w.scale_stride,
+                        zeros + i * w.scale_stride, w.format.group_size, rows, num_x, num_chunks,
+                        out);
+      for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
+    }
+  }
+}
+
 void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
                                  int64_t m1, float* y, int64_t x_block0,
                                  int64_t x_row_blocks) const {
+  if (w.format.kind == FormatKind::kInt4Group) {
+    return RunInt4Tile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
+  }
   QuantDotFn dot = nullptr;
   switch (w.format.kind) {
     case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
@@ -114,30 +139,67 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
   }
 }
 
+void CpuMatMul::RunFp8Tile(const float* x, int64_t x_stride, const WeightMatrix& w, int64_t n0,
+                           int64_t n1, int64_t m0, int64_t m1, float* y) const {
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const float*>(w.scales);
+  static constexpr float kUnitScale = 1.0f;  // plain e4m3: no scale
+  const float* rows[kMaxDotRows];
+  float out[kMaxDotRows];
+  for (int64_t i = n0; i < n1; ++i) {
+    // Per-channel: one tile spanning the row; 128x128 blocks: the row's line of tile scales.
+    const float* row_scales = &kUnitScale;
+    int64_t tile_cols = w.cols;
+    if (w.format.kind == FormatKind::kFp8PerChannel) {
+      row_scales = scales + i;
+    } else if (w.format.kind == FormatKind::kFp8Block128) {
+      row_scales = scales + (i / kFp8Tile) * w.scale_stride;
+      tile_cols = kFp8Tile;
+    }
+    for (int64_t j = m0; j < m1; j += kMaxDotRows) {
+      const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
+      for (int t = 0; t < num_x; ++t) rows[t] = x + (j + t) * x_stride;
+      kernels_.dot_fp8(base + i * w.row_bytes, row_scales, tile_cols, rows, num_x, w.cols, out);
+      for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
+    }
+  }
+}
+
 void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatrix& w, int64_t n0,
                              int64_t n1, int64_t m0, int64_t m1, float* y,
                              float* row_scratch) const {
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t k = w.cols;
+  // 16-bit rows: up to kMaxDotRows activation rows (decode) take one dot call per weight row,
+  // widening in registers; more rows widen the weight row once and re-use it. The two give the
+  // same floats (dot_f16 / dot_bf16 mirror dot_f32).
+  const bool widen_once = m1 - m0 > kMaxDotRows;
   const float* rows[kMaxDotRows];
   float out[kMaxDotRows];
   for (int64_t i = n0; i < n1; ++i) {
     const uint8_t* src = base + i * w.row_bytes;
+    const auto* half = reinterpret_cast<const uint16_t*>(src);
     const float* w_row = row_scratch;
     switch (w.format.kind) {
       case FormatKind::kF32: w_row = reinterpret_cast<const float*>(src); break;
       case FormatKind::kF16:
-        kernels_.f16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
+        if (widen_once) kernels_.f16_to_f32(half, row_scratch, k);
         break;
       case FormatKind::kBF16:
-        kernels_.bf16_to_f32(reinterpret_cast<const uint16_t*>(src), row_scratch, k);
+        if (widen_once) kernels_.bf16_to_f32(half, row_scratch, k);
         break;
-      default: DequantizeWeightRow(w, i, row_scratch); break;
+      default: TP_CHECK(false, "not a float weight type");
     }
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
       const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
       for (int t = 0; t < num_x; ++t) rows[t] = x + (j + t) * x_stride;
-      kernels_.dot_f32(w_row, rows, num_x, k, out);
+      if (w.format.kind == FormatKind::kF16 && !widen_once) {
+        kernels_.dot_f16(half, rows, num_x, k, out);
+      } else if (w.format.kind == FormatKind::kBF16 && !widen_once) {
+        kernels_.dot_bf16(half, rows, num_x, k, out);
+      } else {
+        kernels_.dot_f32(w_row, rows, num_x, k, out);
+      }
       for (int t = 0; t < num_x; ++t) y[(j + t) * w.rows + i] = out[t];
     }
   }
@@ -148,10 +210,18 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
   TP_CHECK(Supports(w.format), "unsupported weight format for CPU matmul");
   TP_CHECK(num_chunks >= 1 && w.cols % num_chunks == 0, "k is not a whole number of chunks");
   const int64_t kc = w.cols / num_chunks;
-  TP_CHECK(kc % InputBlockValues(w.format) == 0, "a chunk is not a whole number of weight blocks");
+  // Chunk boundaries must fall on weight-block boundaries. A single chunk may end in a partial
+  // 128-column fp8 tile: its scales cover ceil(cols / 128) tiles.
+  const int64_t block =
+      num_chunks == 1 && w.format.kind == FormatKind::kFp8Block128 ? 1 : InputBlockValues(w.format);
+  TP_CHECK(kc % block == 0, "a chunk is not a whole number of weight blocks");
   if (m <= 0 || w.rows <= 0) return;
   const std::optional<DType> element = ElementDType(w.format);
-  const bool quantized = element.has_value() && BlockElems(*element) > 1;
+  const bool quantized = w.format.kind == FormatKind::kInt4Group ||
+                         (element.has_value() && BlockElems(*element) > 1);
+  const bool fp8 = w.format.kind == FormatKind::kF8E4M3 ||
+                   w.format.kind == FormatKind::kFp8PerChannel ||
+                   w.format.kind == FormatKind::kFp8Block128;
   if (w.input_perm != nullptr) {  // act-order: gather x into the stored column order once
     if (static_cast<int64_t>(x_perm_.size()) < m * w.cols) x_perm_.resize(m * w.cols);
     for (int64_t r = 0; r < m; ++r) {
@@ -161,7 +231,7 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
   }
   if (quantized) {
     QuantizeActivations(x, m, w.cols);  // once for the full rows: chunks share the blocks
-  } else if (w.format.kind != FormatKind::kF32) {
+  } else if (w.format.kind != FormatKind::kF32 && !fp8) {
     for (auto& s : row_scratch_) {
       if (static_cast<int64_t>(s.size()) < kc) s.resize(kc);
     }
@@ -185,6 +255,8 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
     if (quantized) {
       RunQuantizedTile(wc, n0, n1, m0, m1, yc, c * (kc / kActivationBlock),
                        w.cols / kActivationBlock);
+    } else if (fp8) {
+      RunFp8Tile(x + c * kc, w.cols, wc, n0, n1, m0, m1, yc);
     } else {
       RunFloatTile(x + c * kc, w.cols, wc, n0, n1, m0, m1, yc, row_scratch_[thread].data());
     }

@@ -4,14 +4,18 @@
 //   CpuMatMul matmul(CpuKernelsFor(CpuIsa::kAvx2), &pool);
 //   matmul.Run(x, m, w, y);
 //
-// Quantized weights: x is quantized once per call into 8-bit blocks (Q8Block) and each tile
-// multiplies one unpacked weight row against up to kMaxDotRows activation rows at a time, so
-// prefill re-uses both the quantized activations and each unpacked weight block. Every GGML
-// block type (Q8_0/Q4_0/Q4_1 blocks of 32, Q4_K/Q5_K/Q6_K super-blocks of 256) multiplies
-// against the same Q8 blocks of 32; a super-block spans 8 of them.
-// Float weights (f32/f16/bf16/fp8, and int4 groups): each weight row is decoded to f32 once
-// per tile (scales and zero points applied) and dotted with f32 activations. An int4 act-order
-// permutation gathers x into stored column order once per call.
+// Quantized weights (GGML blocks, int4 groups): x is quantized once per call into 8-bit blocks
+// (Q8Block) and each tile multiplies one unpacked weight row against up to kMaxDotRows
+// activation rows at a time, so prefill re-uses both the quantized activations and each
+// unpacked weight block. Every GGML block type (Q8_0/Q4_0/Q4_1 blocks of 32, Q4_K/Q5_K/Q6_K
+// super-blocks of 256) and every int4 group (a multiple of 32 columns) multiplies against the
+// same Q8 blocks of 32. An int4 act-order permutation gathers x into stored column order once
+// per call, before quantizing.
+// fp8 weights (e4m3, per-channel, 128x128 tiles): decoded in registers inside the dot kernel
+// and multiplied against f32 activations, scales applied per row or per 128-column tile.
+// Float weights (f32/f16/bf16): dotted with f32 activations; a 16-bit row is widened in
+// registers at decode sizes (up to kMaxDotRows activation rows per tile), and to f32 scratch
+// once per tile for more rows.
 // Threading: not thread-safe (owns scratch buffers); one Run at a time.
 #ifndef TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
 #define TPSERVE_KERNELS_CPU_CPU_MATMUL_H_
@@ -32,7 +36,7 @@ class CpuMatMul {
   static bool Supports(const TensorFormat& format);
 
   // REQUIRES: Supports(w.format), x [m, w.cols], y [m, w.rows], w.cols a multiple of
-  // InputBlockValues(w.format).
+  // InputBlockValues(w.format), except that fp8-block rows may end in a partial 128-column tile.
   void Run(const float* x, int64_t m, const WeightMatrix& w, float* y) { Run(x, m, w, 1, y); }
 
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
@@ -52,7 +56,11 @@ class CpuMatMul {
   // its activation blocks start at x_block0 in rows of x_row_blocks blocks.
   void RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0, int64_t m1,
                         float* y, int64_t x_block0, int64_t x_row_blocks) const;
+  void RunInt4Tile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0, int64_t m1,
+                   float* y, int64_t x_block0, int64_t x_row_blocks) const;
   // x rows are x_stride floats apart (w may be a column chunk of x's full width).
+  void RunFp8Tile(const float* x, int64_t x_stride, const WeightMatrix& w, int64_t n0,
+                  int64_t n1, int64_t m0, int64_t m1, float* y) const;
   void RunFloatTile(const float* x, int64_t x_stride, const WeightMatrix& w, int64_t n0,
                     int64_t n1, int64_t m0, int64_t m1, float* y, float* row_scratch) const;
 

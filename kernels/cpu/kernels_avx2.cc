@@ -29,13 +29,6 @@ __m256 MulSumU8I8(__m256i u, __m256i s) {
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-// 16 bytes of nibbles -> 32 bytes: elements 0..15 (low nibbles) then 16..31 (high nibbles).
-__m256i UnpackNibbles(const uint8_t* qs) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
 }  // namespace
 
 void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
@@ -267,7 +260,11 @@ const CpuKernels& Avx2CpuKernels() {
       .dot_q4_K = avx2_internal::DotQ4_K,
       .dot_q5_K = avx2_internal::DotQ5_K,
       .dot_q6_K = avx2_internal::DotQ6_K,
+      .dot_int4 = avx2_internal::DotInt4,
+      .dot_fp8 = avx2_internal::DotFp8,
       .dot_f32 = avx2_internal::DotF32,
+      .dot_f16 = avx2_internal::DotF16,
+      .dot_bf16 = avx2_internal::DotBF16,
       .f16_to_f32 = avx2_internal::F16ToF32Row,
       .bf16_to_f32 = avx2_internal::BF16ToF32Row,
       .rms_norm = avx2_internal::RmsNorm,
@@ -278,6 +275,8 @@ const CpuKernels& Avx2CpuKernels() {
       .exp_sub_sum = avx2_internal::ExpSubSum,
       .attn_scores = avx2_internal::AttnScores,
       .attn_accumulate = avx2_internal::AttnAccumulate,
+      .attn_scores_f16 = avx2_internal::AttnScoresF16,
+      .attn_accumulate_f16 = avx2_internal::AttnAccumulateF16,
   };
   return kernels;
 }

@@ -1,6 +1,8 @@
-// Internal to the CPU backend: the AVX2 kernels split over three files (dot products and
-// quantization in kernels_avx2.cc, K-quant dot products in kernels_avx2_kquant.cc, vector and
-// attention kernels in kernels_avx2_vector.cc).
+// Internal to the CPU backend: the AVX2 kernels split over six files (dot products and
+// quantization in kernels_avx2.cc, K-quant dot products in kernels_avx2_kquant.cc, int4 group
+// and fp8 dot products in kernels_avx2_int4.cc and kernels_avx2_fp8.cc, vector and attention
+// kernels in kernels_avx2_vector.cc, dots over f16 / bf16 rows in kernels_avx2_half.cc), and
+// the helpers they share.
 // Every function here requires AVX2 + FMA + F16C; only Avx2CpuKernels() hands them out.
 //
 //   avx2_internal::DotF32(k_row, q_heads, 3, 64, dots);
@@ -40,6 +42,40 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// 16 bytes of nibbles -> 32 bytes: elements 0..15 (low nibbles) then 16..31 (high nibbles).
+inline __m256i UnpackNibbles(const uint8_t* qs) {
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// 32 unsigned levels u times signed activations s: 8 exact int32 partial sums, lanes 0..3 from
+// elements 0..15 and lanes 4..7 from elements 16..31. |u * s| pair sums stay below 2^15.
+inline __m256i DotU8I8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// Partial sums of four blocks -> per 128-bit half, one lane per block:
+// [v0 lo, v1 lo, v2 lo, v3 lo | v0 hi, v1 hi, v2 hi, v3 hi], lo/hi = elements 0..15 / 16..31.
+inline __m256i HalfSums(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
+}
+
+// HalfSums of blocks 0..3 and 4..7 -> lane j: the whole sum of block j.
+inline __m256i BlockSums(__m256i half_sums_0123, __m256i half_sums_4567) {
+  return _mm256_add_epi32(_mm256_permute2x128_si256(half_sums_0123, half_sums_4567, 0x20),
+                          _mm256_permute2x128_si256(half_sums_0123, half_sums_4567, 0x31));
+}
+
+// d and exact sum(q) of 8 consecutive activation blocks, lane j = block j.
+inline __m256 BlockScales(const Q8Block* xb) {
+  return _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
+}
+inline __m256i BlockQSums(const Q8Block* xb) {
+  return _mm256_setr_epi32(xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum,
+                           xb[6].sum, xb[7].sum);
+}
+
 // kernels_avx2.cc
 void QuantizeQ8(const float* x, int64_t k, Q8Block* out);
 void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
@@ -51,6 +87,15 @@ void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* 
 void DotQ4_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotQ5_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotQ6_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+
+// kernels_avx2_int4.cc
+void DotInt4(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
+             int64_t group_size, const Q8Block* const* x, int num_x, int64_t num_chunks,
+             float* out);
+
+// kernels_avx2_fp8.cc
+void DotFp8(const uint8_t* w, const float* scales, int64_t tile_cols, const float* const* x,
+            int num_x, int64_t n, float* out);
 
 // kernels_avx2_vector.cc
 void F16ToF32Row(const uint16_t* src, float* dst, int64_t n);
@@ -65,6 +110,15 @@ void AttnScores(const float* const* q, int num_q, const float* k, int64_t stride
                 int64_t head_dim, float scale, float* scores, int64_t scores_stride);
 void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
                     int64_t head_dim, float* out);
+
+// kernels_avx2_half.cc
+void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
+void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
+void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
+                   int64_t count, int64_t head_dim, float scale, float* scores,
+                   int64_t scores_stride);
+void AttnAccumulateF16(const float* p, const uint16_t* v, int64_t stride, int64_t count,
+                       int64_t head_dim, float* out);
 
 }  // namespace tpserve::avx2_internal
 

@@ -21,33 +21,6 @@
 namespace tpserve::avx2_internal {
 namespace {
 
-// 32 unsigned levels u times signed activations s: 8 exact int32 partial sums, lanes 0..3 from
-// elements 0..15 and lanes 4..7 from elements 16..31. |u * s| pair sums stay below 2^15.
-__m256i DotU8I8(__m256i u, __m256i s) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
-// Partial sums of four blocks -> per 128-bit half, one lane per block:
-// [v0 lo, v1 lo, v2 lo, v3 lo | v0 hi, v1 hi, v2 hi, v3 hi], lo/hi = elements 0..15 / 16..31.
-__m256i HalfSums(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-  return _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-}
-
-// HalfSums of blocks 0..3 and 4..7 -> lane j: the whole sum of block j.
-__m256i BlockSums(__m256i half_sums_0123, __m256i half_sums_4567) {
-  return _mm256_add_epi32(_mm256_permute2x128_si256(half_sums_0123, half_sums_4567, 0x20),
-                          _mm256_permute2x128_si256(half_sums_0123, half_sums_4567, 0x31));
-}
-
-// d and exact sum(q) of the 8 activation blocks of one super-block, lane j = block j.
-__m256 BlockScales(const Q8Block* xb) {
-  return _mm256_setr_ps(xb[0].d, xb[1].d, xb[2].d, xb[3].d, xb[4].d, xb[5].d, xb[6].d, xb[7].d);
-}
-__m256i BlockQSums(const Q8Block* xb) {
-  return _mm256_setr_epi32(xb[0].sum, xb[1].sum, xb[2].sum, xb[3].sum, xb[4].sum, xb[5].sum,
-                           xb[6].sum, xb[7].sum);
-}
-
 __m256i LoadU8x8AsI32(const uint8_t* p) {
   return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }

@@ -150,10 +150,75 @@ void DotQ6_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_b
   }
 }
 
+// int4 groups: byte i of a 32-column chunk holds column i (low nibble) and i + 16 (high).
+// sum((code - zero) * qx) = sum(code * qx) - zero * sum(qx): both integer sums are exact, and
+// so is the difference for integer zero points (|zero * sum(qx)| <= 15 * 32 * 127 < 2^24).
+void DotInt4(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
+             int64_t group_size, const Q8Block* const* x, int num_x, int64_t num_chunks,
+             float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_chunks; ++b) {
+      const uint8_t* codes = w + b * 16;
+      const Q8Block& xb = x[j][b];
+      int isum = 0;
+      for (int i = 0; i < 16; ++i) {
+        isum += (codes[i] & 0x0F) * xb.q[i] + (codes[i] >> 4) * xb.q[i + 16];
+      }
+      const int64_t g = b * 32 / group_size;
+      const float scale = F16ToF32(scales[g]), zero = F16ToF32(zeros[g]);
+      sum += (scale * xb.d) * (static_cast<float>(isum) - zero * static_cast<float>(xb.sum));
+    }
+    out[j] = sum;
+  }
+}
+
+// Every e4m3 code as F8E4M3ToF32 decodes it (a table: the reference path stays usable at
+// model sizes).
+const float* Fp8Table() {
+  static const float* table = [] {
+    static float values[256];
+    for (int c = 0; c < 256; ++c) values[c] = F8E4M3ToF32(static_cast<uint8_t>(c));
+    return values;
+  }();
+  return table;
+}
+
+void DotFp8(const uint8_t* w, const float* scales, int64_t tile_cols, const float* const* x,
+            int num_x, int64_t n, float* out) {
+  const float* decode = Fp8Table();
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t t0 = 0; t0 < n; t0 += tile_cols) {
+      const int64_t t1 = std::min(n, t0 + tile_cols);
+      float tile_sum = 0.0f;
+      for (int64_t c = t0; c < t1; ++c) tile_sum += decode[w[c]] * x[j][c];
+      sum += scales[t0 / tile_cols] * tile_sum;
+    }
+    out[j] = sum;
+  }
+}
+
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
   for (int j = 0; j < num_x; ++j) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n; ++i) sum += w[i] * x[j][i];
+    out[j] = sum;
+  }
+}
+
+void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += F16ToF32(w[i]) * x[j][i];
+    out[j] = sum;
+  }
+}
+
+void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += BF16ToF32(w[i]) * x[j][i];
     out[j] = sum;
   }
 }
@@ -217,6 +282,25 @@ void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t coun
   }
 }
 
+void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
+                   int64_t count, int64_t head_dim, float scale, float* scores,
+                   int64_t scores_stride) {
+  for (int64_t t = 0; t < count; ++t) {
+    for (int h = 0; h < num_q; ++h) {
+      float dot = 0.0f;
+      for (int64_t d = 0; d < head_dim; ++d) dot += q[h][d] * F16ToF32(k[t * stride + d]);
+      scores[h * scores_stride + t] = dot * scale;
+    }
+  }
+}
+
+void AttnAccumulateF16(const float* p, const uint16_t* v, int64_t stride, int64_t count,
+                       int64_t head_dim, float* out) {
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += p[t] * F16ToF32(v[t * stride + d]);
+  }
+}
+
 }  // namespace
 
 std::string_view CpuIsaName(CpuIsa isa) {
@@ -253,7 +337,11 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_q4_K = DotScaleMinK<false>,
       .dot_q5_K = DotScaleMinK<true>,
       .dot_q6_K = DotQ6_K,
+      .dot_int4 = DotInt4,
+      .dot_fp8 = DotFp8,
       .dot_f32 = DotF32,
+      .dot_f16 = DotF16,
+      .dot_bf16 = DotBF16,
       .f16_to_f32 = F16ToF32Row,
       .bf16_to_f32 = BF16ToF32Row,
       .rms_norm = RmsNorm,
@@ -264,6 +352,8 @@ const CpuKernels& ScalarCpuKernels() {
       .exp_sub_sum = ExpSubSum,
       .attn_scores = AttnScores,
       .attn_accumulate = AttnAccumulate,
+      .attn_scores_f16 = AttnScoresF16,
+      .attn_accumulate_f16 = AttnAccumulateF16,
   };
   return kernels;
 }

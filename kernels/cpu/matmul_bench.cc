@@ -1,0 +1,138 @@
+// Micro-benchmark of CpuBackend::MatMul for each weight format: time per call, the weight
+// bytes streamed per second and GFLOP/s, at decode (m = 1) and small-prefill (m = 16) batch
+// sizes, for each thread count. Not a test: timings are only printed (docs/PERFORMANCE.md).
+//
+//   bazel run -c opt //kernels/cpu:matmul_bench -- --threads=1,2 --shapes=4096x4096,576x1536
+//
+// Each figure is the best of --repeats timed runs of at least --min_seconds each (the machine is
+// shared; the best run is the least disturbed one). Beside wall time per call, cpu_us is the
+// process CPU time per call summed over threads: on a machine shared with other jobs it
+// stays close to the undisturbed cost, where wall time also counts the waits for a core.
+// Weights are Gaussian, quantized by QuantizeWeights, so every format multiplies the same
+// matrix.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/quantize_weights.h"
+
+ABSL_FLAG(std::string, formats, "f32,bf16,q4_1,q4_k,fp8,fp8-block,int4-g128",
+          "comma-separated weight formats (names as ParseTensorFormat)");
+ABSL_FLAG(std::string, shapes, "4096x4096,576x1536", "comma-separated NxK (out x in features)");
+ABSL_FLAG(std::string, tokens, "1,16", "comma-separated activation row counts m");
+ABSL_FLAG(std::string, threads, "1,2", "comma-separated thread counts");
+ABSL_FLAG(int, repeats, 5, "timed runs per figure; the best is reported");
+ABSL_FLAG(double, min_seconds, 0.2, "minimum length of one timed run");
+
+namespace tpserve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> out;
+  for (absl::string_view t : absl::StrSplit(s, ',')) {
+    int64_t v = 0;
+    if (absl::SimpleAtoi(t, &v) && v > 0) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct PerCall {
+  double wall_s = 1e30;  // best run's wall time per call
+  double cpu_s = 1e30;   // best run's process CPU time per call
+};
+
+// The best of `repeats` runs, each long enough to time reliably.
+PerCall TimePerCall(CpuBackend& backend, const float* x, int64_t m, const WeightMatrix& w,
+                    float* y) {
+  backend.MatMul(x, m, w, y, DType::kF32);  // warm up: scratch buffers, caches, pages
+  PerCall best;
+  for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
+    int64_t calls = 0;
+    const Clock::time_point t0 = Clock::now();
+    const double cpu0 = ProcessCpuSeconds();
+    double elapsed = 0;
+    do {
+      backend.MatMul(x, m, w, y, DType::kF32);
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (elapsed < absl::GetFlag(FLAGS_min_seconds));
+    best.wall_s = std::min(best.wall_s, elapsed / calls);
+    best.cpu_s = std::min(best.cpu_s, (ProcessCpuSeconds() - cpu0) / calls);
+  }
+  return best;
+}
+
+int Main() {
+  const std::vector<int64_t> tokens = ParseList(absl::GetFlag(FLAGS_tokens));
+  const std::vector<int64_t> threads = ParseList(absl::GetFlag(FLAGS_threads));
+  std::printf("%-10s %-10s %4s %3s %10s %8s %8s %10s\n", "shape", "format", "m", "thr",
+              "us/call", "GB/s", "GFLOP/s", "cpu_us");
+  for (absl::string_view shape : absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',')) {
+    const std::vector<std::string> dims = absl::StrSplit(shape, 'x');
+    int64_t n = 0, k = 0;
+    if (dims.size() != 2 || !absl::SimpleAtoi(dims[0], &n) || !absl::SimpleAtoi(dims[1], &k)) {
+      std::fprintf(stderr, "bad --shapes entry \"%s\"\n", std::string(shape).c_str());
+      return 1;
+    }
+    const std::vector<float> w = Random(n * k, 1, 0.02f);
+    const int64_t max_m = *std::max_element(tokens.begin(), tokens.end());
+    const std::vector<float> x = Random(max_m * k, 2, 1.0f);
+    std::vector<float> y(max_m * n);
+    for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_formats), ',')) {
+      const absl::StatusOr<TensorFormat> format = ParseTensorFormat(std::string(name));
+      if (!format.ok() || !MatrixBytes(*format, n, k, "bench").ok() ||
+          k % InputBlockValues(*format) != 0) {
+        std::printf("%-10s %-10s skipped: not a valid format for this shape\n",
+                    std::string(shape).c_str(), std::string(name).c_str());
+        continue;
+      }
+      const HostMatrix wq = QuantizeWeights(*format, w.data(), n, k);
+      const double bytes = static_cast<double>(WeightMatrixBytes(wq.matrix));
+      for (int64_t t : threads) {
+        CpuBackend backend(CpuBackendOptions{.num_threads = static_cast<int>(t)});
+        for (int64_t m : tokens) {
+          const PerCall p = TimePerCall(backend, x.data(), m, wq.matrix, y.data());
+          std::printf("%-10s %-10s %4lld %3lld %10.1f %8.2f %8.2f %10.1f\n",
+                      std::string(shape).c_str(), std::string(name).c_str(),
+                      static_cast<long long>(m), static_cast<long long>(t), p.wall_s * 1e6,
+                      bytes / p.wall_s * 1e-9, 2.0 * m * n * k / p.wall_s * 1e-9, p.cpu_s * 1e6);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return tpserve::Main();
+}
