@@ -159,7 +159,8 @@ class Backend {
   // y[m, n] = x[m, k] * W^T (n = w.rows, k = w.cols); y is `y_dtype`, which is
   // activation_dtype() or kF32 (logits). x and y must not overlap. Backends may quantize x
   // internally (the CPU multiplies GGML weights against 8-bit activation blocks).
-  // REQUIRES: SupportsWeight(w.format), m >= 0, k a multiple of InputBlockValues(w.format).
+  // REQUIRES: SupportsWeight(w.format), m >= 0, k a multiple of InputBlockValues(w.format)
+  // (fp8-block excepted: its last 128-column tile may be partial, as checkpoints store it).
   virtual void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y,
                       DType y_dtype) = 0;
 

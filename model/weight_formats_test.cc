@@ -23,7 +23,10 @@ TEST(WeightFormatsTest, GgmlAndInt4Presets) {
   EXPECT_EQ(int4.preset, "int4-g64");
   EXPECT_EQ(int4[TensorRole::kUp], TensorFormat::Int4(64));
   EXPECT_EQ(int4[TensorRole::kEmbedding].kind, FormatKind::kF16);
-  EXPECT_EQ(WeightFormatsPreset("int4")->preset, "int4-g128");
+  // Plain "int4" keeps its name (FitInt4Groups may shrink its group to fit a model) and
+  // starts at group 128.
+  EXPECT_EQ(WeightFormatsPreset("int4")->preset, "int4");
+  EXPECT_EQ((*WeightFormatsPreset("int4"))[TensorRole::kQ], TensorFormat::Int4(128));
   WeightFormats q6k = *WeightFormatsPreset("q6_k");
   EXPECT_EQ(q6k[TensorRole::kDown].kind, FormatKind::kQ6_K);
   EXPECT_EQ(q6k[TensorRole::kLmHead].kind, FormatKind::kQ6_K);

@@ -112,10 +112,13 @@ TEST_P(QuantGoldenTest, LogitsMatchTheDequantizedReference) {
     max_diff = std::max(max_diff, std::fabs((*got)[i] - (*want)[i]));
     max_logit = std::max(max_logit, std::fabs((*want)[i]));
   }
-  // The same weights in f32 either way: only the order of f32 sums differs (act-order
-  // multiplies permuted columns), so the bound is f32 rounding, not quantization error.
+  // The same weights either way. FP8 multiplies f32 activations (W8A32): only the order of f32
+  // sums differs, so the bound is f32 rounding. INT4 multiplies 8-bit activation blocks, as the
+  // GGML types do (kernels/cpu/cpu_kernels.h), so its bound is that rounding: observed 0.7-1.0%
+  // of the largest logit here, 1.0-1.3% for Q4_0/Q4_1 in llama_model_test.
+  const bool int4 = files->stored_formats[TensorRole::kQ].kind == FormatKind::kInt4Group;
   EXPECT_GT(max_logit, 0.0f);
-  EXPECT_LE(max_diff, 1e-4f * max_logit) << "max |logit| " << max_logit;
+  EXPECT_LE(max_diff, (int4 ? 3e-2f : 1e-4f) * max_logit) << "max |logit| " << max_logit;
   std::printf("%s: max |logit| %g, max |diff| %g\n", GetParam().c_str(), max_logit, max_diff);
 }
 
