@@ -40,11 +40,14 @@ const char* TypeName(GemmType t) {
   return "?";
 }
 
-// Largest power of two (at most 256) that divides the address: the alignment cuBLASLt may
-// assume (its default assumption is 256, which a pointer into the middle of a buffer breaks).
+// The alignment cuBLASLt may assume for a pointer: the largest power of two dividing the
+// address, capped at 16 bytes. cuBLASLt's default assumption (256) is wrong for a pointer into
+// the middle of a buffer; and the cap keeps the plan, and with it the floats, independent of
+// where a 16-byte-aligned operand sits (a chunk of a row-parallel reduction must give the same
+// bits wherever its output lands). 16 bytes is all the tensor-core kernels' vector loads need.
 int Alignment(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
-  int a = 256;
+  int a = 16;
   while (a > 1 && address % a != 0) a /= 2;
   return a;
 }

@@ -2,6 +2,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <string>
+
 #include "base/status_macros.h"
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_status.h"
@@ -175,8 +178,14 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
         return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, y, y_f32, stream));
       }
       // cuBLASLt's fp8 kernels want 16-byte aligned rows and sizes.
-      if (k % 16 == 0 && n % 16 == 0 && w.row_bytes % 16 == 0 && Aligned16(w.data)) {
-        return Fp8Gemm(x, m, w, y, y_f32, stream);
+      if (k % 16 == 0 && n % 16 == 0 && w.row_bytes % 16 == 0 && Aligned16(w.data) &&
+          fp8_gemm_works_) {
+        const absl::Status st = Fp8Gemm(x, m, w, y, y_f32, stream);
+        if (st.code() != absl::StatusCode::kUnimplemented) return st;
+        // This cuBLASLt offers no fp8 -> f32 algorithm here: say so once, then decode to bf16.
+        std::fprintf(stderr, "CudaMatMul: fp8 GEMM unavailable (%s); using bf16 GEMMs\n",
+                     std::string(st.message()).c_str());
+        fp8_gemm_works_ = false;
       }
       return DecodedGemm(x, m, w, y, y_f32, stream);
     case FormatKind::kFp8Block128:
@@ -208,14 +217,20 @@ absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix
     x = x_perm_.data();
     whole.input_perm = nullptr;
   }
+  // Each chunk runs from and into buffers of its own (aligned, dense), so its floats do not
+  // depend on where its input columns and output rows sit: the same chunk gives the same bits
+  // at every tensor-parallel degree.
   TP_RETURN_IF_ERROR(x_chunk_.Reserve(m * kc * kBf16Bytes, stream));
+  TP_RETURN_IF_ERROR(y_chunk_.Reserve(m * n * 4, stream));
+  const auto s = static_cast<cudaStream_t>(stream);
   for (int64_t c = 0; c < num_chunks; ++c) {
     TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpy2DAsync(
         x_chunk_.data(), kc * kBf16Bytes, static_cast<const uint8_t*>(x) + c * kc * kBf16Bytes,
-        k * kBf16Bytes, kc * kBf16Bytes, m, cudaMemcpyDeviceToDevice,
-        static_cast<cudaStream_t>(stream))));
-    TP_RETURN_IF_ERROR(Run(x_chunk_.data(), m, ChunkOf(whole, c, kc), y + c * m * n, DType::kF32,
-                           stream));
+        k * kBf16Bytes, kc * kBf16Bytes, m, cudaMemcpyDeviceToDevice, s)));
+    TP_RETURN_IF_ERROR(
+        Run(x_chunk_.data(), m, ChunkOf(whole, c, kc), y_chunk_.data(), DType::kF32, stream));
+    TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpyAsync(y + c * m * n, y_chunk_.data(), m * n * 4,
+                                                cudaMemcpyDeviceToDevice, s)));
   }
   return absl::OkStatus();
 }

@@ -56,8 +56,10 @@ class CudaMatMul {
                            void* stream);
 
   std::unique_ptr<CublasLtGemm> gemm_;
+  bool fp8_gemm_works_ = true;  // false once cuBLASLt had no fp8 algorithm (then bf16 GEMMs)
   DeviceScratch x_perm_{"act-order activations"};
   DeviceScratch x_chunk_{"chunk activations"};
+  DeviceScratch y_chunk_{"chunk output"};
   DeviceScratch x_wide_{"f16/f32 activations"};
   DeviceScratch x_fp8_{"fp8 activations"};
   DeviceScratch x_scales_{"fp8 activation scales"};
