@@ -16,6 +16,9 @@
 #include "kernels/cuda/attention_kernels.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "kernels/cuda/device_math.cuh"
 
@@ -70,6 +73,7 @@ __global__ void WriteKvKernel(const bf16* k_new, const bf16* v_new, DeviceKvPool
   const int32_t seq = step.row_seq[row];
   if (seq < 0) return;
   const DeviceSeq s = step.seqs[seq];
+  if (s.table_offset < 0) return;  // a padding row owns no slot
   const int64_t position = s.start_position + (row - s.first_row);
   const int64_t base = SlotOffset(pool, step.block_tables + s.table_offset, position, 0);
   const int64_t row_elems = pool.num_kv_heads * pool.head_dim;
@@ -127,6 +131,15 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnArgs a) {
 
   const int64_t item = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
   const DeviceSeq s = a.step.seqs[a.step.decode_seqs[item]];
+  if (s.table_offset < 0) {  // padding row: zeros (with splits, the combine pass writes them)
+    if (a.num_splits == 1) {
+      for (int64_t i = threadIdx.x; i < group * hd; i += blockDim.x) {
+        a.out[(static_cast<int64_t>(s.first_row) * a.num_heads + g * group) * hd + i] =
+            F32ToBf16(0.0f);
+      }
+    }
+    return;
+  }
   const int64_t row = s.first_row, context = s.start_position + 1;
   const int64_t chunk = (context + a.num_splits - 1) / a.num_splits;
   const int64_t begin = split * chunk;
@@ -211,6 +224,11 @@ __global__ void __launch_bounds__(kDecodeThreads) CombineKernel(AttnArgs a) {
   __shared__ float scratch[32];
   const int64_t item = blockIdx.x, head = blockIdx.y, hd = a.pool.head_dim;
   const DeviceSeq s = a.step.seqs[a.step.decode_seqs[item]];
+  bf16* out = a.out + (static_cast<int64_t>(s.first_row) * a.num_heads + head) * hd;
+  if (s.table_offset < 0) {  // padding row
+    for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) out[d] = F32ToBf16(0.0f);
+    return;
+  }
   const int64_t part0 = (item * a.num_heads + head) * a.num_splits;
   float mx = -INFINITY;
   for (int sp = threadIdx.x; sp < a.num_splits; sp += blockDim.x) {
@@ -227,7 +245,7 @@ __global__ void __launch_bounds__(kDecodeThreads) CombineKernel(AttnArgs a) {
   for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
     float acc = 0.0f;
     for (int sp = 0; sp < a.num_splits; ++sp) acc = fmaf(weights[sp], a.part_out[(part0 + sp) * hd + d], acc);
-    a.out[(static_cast<int64_t>(s.first_row) * a.num_heads + head) * hd + d] = F32ToBf16(acc / total);
+    out[d] = F32ToBf16(acc / total);
   }
 }
 
@@ -335,24 +353,34 @@ int64_t KeysCap(int64_t group, int64_t hd) {
   return 0;
 }
 
-template <typename Kernel>
-cudaError_t AllowSmem(Kernel kernel, int64_t bytes) {
+// Raises a kernel's dynamic shared memory limit past the default 48 KiB, once per kernel,
+// device and size (so not while a stream is being captured, after the first eager run).
+cudaError_t AllowSmem(const void* kernel, int64_t bytes) {
   if (bytes <= kDefaultSmem) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(bytes));
+  int device = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int64_t> allowed;
+  std::lock_guard<std::mutex> lock(mu);
+  int64_t& have = allowed[{kernel, device}];
+  if (have >= bytes) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(bytes));
+  if (e == cudaSuccess) have = bytes;
+  return e;
 }
 
 template <KvKind kKv>
 cudaError_t LaunchDecode(const AttnArgs& a, cudaStream_t stream) {
   const int64_t bytes = DecodeLayout(a.group, a.pool.head_dim, a.keys_cap).bytes;
-  if (cudaError_t e = AllowSmem(DecodeKernel<kKv>, bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = AllowSmem(reinterpret_cast<const void*>(DecodeKernel<kKv>), bytes); e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(a.step.num_decode),
                   static_cast<unsigned>(a.pool.num_kv_heads), static_cast<unsigned>(a.num_splits));
   DecodeKernel<kKv><<<grid, kDecodeThreads, bytes, stream>>>(a);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess || a.num_splits == 1) return e;
   const dim3 combine(static_cast<unsigned>(a.step.num_decode), static_cast<unsigned>(a.num_heads));
   const int64_t combine_bytes = a.num_splits * 4;
-  if (cudaError_t e = AllowSmem(CombineKernel, combine_bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = AllowSmem(reinterpret_cast<const void*>(CombineKernel), combine_bytes); e != cudaSuccess) return e;
   CombineKernel<<<combine, kDecodeThreads, combine_bytes, stream>>>(a);
   return cudaGetLastError();
 }
@@ -360,7 +388,7 @@ cudaError_t LaunchDecode(const AttnArgs& a, cudaStream_t stream) {
 template <KvKind kKv, int kDims>
 cudaError_t LaunchPrefillDims(const AttnArgs& a, cudaStream_t stream) {
   const int64_t bytes = PrefillSmemBytes(a.pool.head_dim);
-  if (cudaError_t e = AllowSmem(PrefillKernel<kKv, kDims>, bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = AllowSmem(reinterpret_cast<const void*>(PrefillKernel<kKv, kDims>), bytes); e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(a.step.num_prefill_tiles),
                   static_cast<unsigned>(a.num_heads));
   PrefillKernel<kKv, kDims><<<grid, kPrefillThreads, bytes, stream>>>(a);
@@ -402,23 +430,23 @@ bool AttentionFits(int64_t num_heads, const DeviceKvPool& pool) {
   return KeysCap(num_heads / pool.num_kv_heads, pool.head_dim) > 0;
 }
 
-AttentionPlan PlanAttention(int64_t num_heads, const DeviceKvPool& pool, const DeviceStep& step,
-                            int num_sms) {
+AttentionPlan PlanAttention(int64_t num_heads, const DeviceKvPool& pool, int64_t num_decode,
+                            int64_t context_bound, int num_sms) {
   AttentionPlan plan;
   const int64_t group = num_heads / pool.num_kv_heads;
   plan.keys_per_split = static_cast<int32_t>(KeysCap(group, pool.head_dim));
-  if (step.num_decode == 0 || step.max_decode_context <= 0) return plan;
-  const int64_t context = step.max_decode_context;
+  if (num_decode == 0 || context_bound <= 0) return plan;
+  const int64_t context = context_bound;
   // Enough splits that no split holds more keys than shared memory, and, for few decode rows,
   // about two waves of blocks over the GPU, but never under 64 keys per split.
   const int64_t needed = (context + plan.keys_per_split - 1) / plan.keys_per_split;
-  const int64_t blocks = static_cast<int64_t>(step.num_decode) * pool.num_kv_heads;
+  const int64_t blocks = num_decode * pool.num_kv_heads;
   const int64_t for_occupancy = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
   const int64_t most = std::max<int64_t>(1, (context + 63) / 64);
   plan.num_splits = static_cast<int32_t>(std::max(needed, std::min(for_occupancy, most)));
   if (plan.num_splits > 1) {
     plan.scratch_floats =
-        static_cast<int64_t>(step.num_decode) * num_heads * plan.num_splits * (pool.head_dim + 2);
+        num_decode * num_heads * plan.num_splits * (pool.head_dim + 2);
   }
   return plan;
 }

@@ -2,7 +2,8 @@
 // ("flash-decoding") kernel for one-token rows plus a tiled online-softmax kernel for prompt
 // tiles. Plain C++ (see device_types.h); the work lists come from the step (step_metadata.h).
 //
-//   const AttentionPlan plan = PlanAttention(num_heads, pool, step, num_sms);
+//   const AttentionPlan plan =
+//       PlanAttention(num_heads, pool, step.num_decode, step.max_decode_context, num_sms);
 //   scratch.resize(plan.scratch_floats);
 //   TPK_LAUNCH(LaunchPagedAttention(q, num_heads, scale, pool, step, plan, scratch, out, s));
 //
@@ -29,18 +30,22 @@ struct AttentionPlan {
 // positive multiple of the pool's KV heads, and a KV group small enough for shared memory.
 bool AttentionFits(int64_t num_heads, const DeviceKvPool& pool);
 
-// REQUIRES: AttentionFits. num_sms: the device's multiprocessors (splits fill them).
-AttentionPlan PlanAttention(int64_t num_heads, const DeviceKvPool& pool, const DeviceStep& step,
-                            int num_sms);
+// The split plan for `num_decode` one-token rows of at most `context_bound` keys each (the
+// step's max_decode_context, or a larger bound that keeps the plan fixed across steps, as a
+// captured step needs). REQUIRES: AttentionFits. num_sms: the device's multiprocessors (splits
+// fill them).
+AttentionPlan PlanAttention(int64_t num_heads, const DeviceKvPool& pool, int64_t num_decode,
+                            int64_t context_bound, int num_sms);
 
 // Stores bf16 k_new / v_new [rows, num_kv_heads, head_dim] at each row's position through its
 // sequence's block table, converted to the pool's type (fp8: value / scale, RNE, saturating).
-// Rows no sequence covers are skipped.
+// Rows no sequence covers, and padding rows, are skipped.
 LaunchResult LaunchWriteKv(const void* k_new, const void* v_new, const DeviceKvPool& pool,
                            const DeviceStep& step, void* stream);
 
 // out (bf16 [rows, num_heads, head_dim]) = causal softmax(scale * q.k) v per query head (KV
-// head h / group) for every row of the step's sequences; q bf16 like out. `scratch` holds
+// head h / group) for every row of the step's sequences (zeros for padding rows); q bf16 like
+// out. `scratch` holds
 // plan.scratch_floats floats. REQUIRES: AttentionFits; plan from PlanAttention for this step.
 LaunchResult LaunchPagedAttention(const void* q, int64_t num_heads, float scale,
                                   const DeviceKvPool& pool, const DeviceStep& step,

@@ -25,10 +25,7 @@ TEST(AttentionPlan, SplitsNeverExceedTheSharedMemoryCap) {
     ASSERT_TRUE(AttentionFits(heads, pool));
     for (int32_t decode : {1, 3, 64, 512}) {
       for (int32_t context : {1, 2, 63, 64, 65, 1000, 4096, 131072}) {
-        DeviceStep step;
-        step.num_decode = decode;
-        step.max_decode_context = context;
-        const AttentionPlan plan = PlanAttention(heads, pool, step, 132);
+        const AttentionPlan plan = PlanAttention(heads, pool, decode, context, 132);
         ASSERT_GE(plan.num_splits, 1);
         ASSERT_GT(plan.keys_per_split, 0);
         const int64_t chunk = (context + plan.num_splits - 1) / plan.num_splits;
@@ -47,10 +44,7 @@ TEST(AttentionPlan, SplitsNeverExceedTheSharedMemoryCap) {
 }
 
 TEST(AttentionPlan, OneLongDecodeRowFillsTheGpu) {
-  DeviceStep step;
-  step.num_decode = 1;
-  step.max_decode_context = 8192;
-  const AttentionPlan plan = PlanAttention(32, Pool(8, 128), step, 132);
+  const AttentionPlan plan = PlanAttention(32, Pool(8, 128), 1, 8192, 132);
   EXPECT_GE(plan.num_splits * 8, 132);  // at least one block per multiprocessor
 }
 

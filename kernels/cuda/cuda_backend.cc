@@ -3,7 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <utility>
 #include <cstring>
 #include <string>
 
@@ -55,6 +58,13 @@ bool CheckEachOpFromEnv() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// TPSERVE_CUDA_GRAPHS=1: RunCaptured records CUDA graphs (off by default until measured on a
+// GPU; see README.md). Check mode turns them off: it waits after every op.
+bool GraphsFromEnv() {
+  const char* v = std::getenv("TPSERVE_CUDA_GRAPHS");
+  return v != nullptr && std::string(v) == "1" && !CheckEachOpFromEnv();
+}
+
 class CudaBackend final : public Backend {
  public:
   static absl::StatusOr<std::unique_ptr<Backend>> Create(int ordinal);
@@ -96,14 +106,28 @@ class CudaBackend final : public Backend {
   void PagedAttention(const void* q, int64_t num_heads, float scale, const KvPoolView& pool,
                       void* out) override;
   absl::Status Synchronize() override;
+  bool SupportsStepCapture() const override { return graphs_enabled_; }
+  absl::Status RunCaptured(int64_t key, absl::FunctionRef<absl::Status()> body) override;
 
  private:
+  // One recording per (caller's key, context bucket).
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    int64_t generation = -1;  // scratch_generation_ when recorded
+    bool warm = false;        // ran once eagerly: buffers and GEMM plans exist
+  };
+
   CudaBackend(int ordinal, std::string name, int num_sms)
       : ordinal_(ordinal), name_(std::move(name)), num_sms_(num_sms),
-        check_each_op_(CheckEachOpFromEnv()) {}
+        check_each_op_(CheckEachOpFromEnv()), graphs_enabled_(GraphsFromEnv()) {}
 
   // Makes this backend's device current for the calling thread (ranks may share a process).
-  void Enter() { Record("cudaSetDevice", TPK_CUDA(cudaSetDevice(ordinal_))); }
+  // Not while recording: the capture is this thread's, on this device already.
+  void Enter() {
+    if (!recording_) Record("cudaSetDevice", TPK_CUDA(cudaSetDevice(ordinal_)));
+  }
+  // A recording that failed: say so once, run eagerly from then on.
+  void DisableGraphs(const absl::Status& why);
   // Keeps the first failure; every later Synchronize and CopyToHost reports it.
   void Record(const char* op, const absl::Status& status);
   // In check mode, waits for `op` and records a device error under its name.
@@ -114,6 +138,13 @@ class CudaBackend final : public Backend {
   const std::string name_;
   const int num_sms_;
   const bool check_each_op_;
+  bool graphs_enabled_;
+  bool recording_ = false;     // inside cudaStreamBeginCapture .. EndCapture
+  absl::Status record_error_;  // the first failure while recording (not the backend's)
+  bool fixed_plan_ = false;    // inside RunCaptured: attention plans use context_bucket_
+  int64_t context_bucket_ = 0;
+  int64_t scratch_generation_ = 0;  // bumped whenever a scratch buffer moves
+  std::map<std::pair<int64_t, int64_t>, Graph> graphs_;
   void* stream_ = nullptr;  // cudaStream_t
   cudaEvent_t upload_done_ = nullptr;  // the step metadata copy has read the staging buffer
   std::unique_ptr<cuda::CudaMatMul> matmul_;
@@ -123,9 +154,9 @@ class CudaBackend final : public Backend {
   cuda::PackedStep packed_;
   void* staging_ = nullptr;
   int64_t staging_bytes_ = 0;
-  DeviceScratch step_words_{"step metadata"};
+  DeviceScratch step_words_{"step metadata", &scratch_generation_};
   cuda::DeviceStep step_;
-  DeviceScratch attention_scratch_{"attention split partials"};
+  DeviceScratch attention_scratch_{"attention split partials", &scratch_generation_};
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal) {
@@ -151,13 +182,16 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal) {
   TP_RETURN_IF_ERROR(
       TPK_CUDA(cudaEventCreateWithFlags(&be->upload_done_, cudaEventDisableTiming)));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CublasLtGemm> gemm, cuda::CublasLtGemm::Create());
-  be->matmul_ = std::make_unique<cuda::CudaMatMul>(std::move(gemm));
+  be->matmul_ = std::make_unique<cuda::CudaMatMul>(std::move(gemm), &be->scratch_generation_);
   return std::unique_ptr<Backend>(std::move(be));
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(ordinal_);
   if (stream_ != nullptr) cudaStreamSynchronize(s());
+  for (auto& [key, graph] : graphs_) {
+    if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+  }
   matmul_.reset();
   if (staging_ != nullptr) cudaFreeHost(staging_);
   if (upload_done_ != nullptr) cudaEventDestroy(upload_done_);
@@ -165,12 +199,13 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::Record(const char* op, const absl::Status& status) {
-  if (status.ok() || !first_error_.ok()) return;
-  first_error_ = absl::Status(status.code(), StrCat(name_, " ", op, ": ", status.message()));
+  absl::Status& first = recording_ ? record_error_ : first_error_;
+  if (status.ok() || !first.ok()) return;
+  first = absl::Status(status.code(), StrCat(name_, " ", op, ": ", status.message()));
 }
 
 void CudaBackend::Done(const char* op) {
-  if (!check_each_op_) return;
+  if (!check_each_op_ || recording_) return;
   Record(op, TPK_CUDA(cudaStreamSynchronize(s())));
   Record(op, TPK_CUDA(cudaGetLastError()));
 }
@@ -249,7 +284,8 @@ void CudaBackend::BeginStep(const StepInputs& step) {
     }
     staging_bytes_ = size;
   }
-  const absl::Status reserved = step_words_.Reserve(std::max<int64_t>(bytes, 4), s());
+  // 1 MiB at least: a move of this buffer invalidates every recorded step.
+  const absl::Status reserved = step_words_.Reserve(std::max<int64_t>(bytes, 1 << 20), s());
   Record("BeginStep", reserved);
   if (!reserved.ok()) return;
   if (bytes > 0) {
@@ -343,7 +379,11 @@ void CudaBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
   TP_CHECK(cuda::AttentionFits(num_heads, dp),
            "attention shape not supported by the CUDA backend (head_dim <= 256, whole groups)");
   Enter();
-  const cuda::AttentionPlan plan = cuda::PlanAttention(num_heads, dp, step_, num_sms_);
+  // A recorded step keeps its grid, so inside RunCaptured the plan is sized for the context
+  // bucket rather than for this step's longest context.
+  const int64_t context_bound = fixed_plan_ ? context_bucket_ : step_.max_decode_context;
+  const cuda::AttentionPlan plan =
+      cuda::PlanAttention(num_heads, dp, step_.num_decode, context_bound, num_sms_);
   float* scratch = nullptr;
   if (plan.scratch_floats > 0) {
     const absl::Status st = attention_scratch_.Reserve(plan.scratch_floats * 4, stream_);
@@ -354,6 +394,74 @@ void CudaBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
   Record("PagedAttention", TPK_LAUNCH(cuda::LaunchPagedAttention(q, num_heads, scale, dp, step_,
                                                                  plan, scratch, out, stream_)));
   Done("PagedAttention");
+}
+
+void CudaBackend::DisableGraphs(const absl::Status& why) {
+  std::fprintf(stderr, "%s: recording a CUDA graph failed (%s); running steps eagerly\n",
+               name_.c_str(), why.ToString().c_str());
+  graphs_enabled_ = false;
+  cudaGetLastError();  // a refused capture call must not surface at the next launch check
+}
+
+absl::Status CudaBackend::RunCaptured(int64_t key, absl::FunctionRef<absl::Status()> body) {
+  if (!graphs_enabled_ || !first_error_.ok()) return body();
+  Enter();
+  // One recording serves every step whose longest decode context is in the same power-of-two
+  // bucket (the attention grid is baked into the graph; per-row lengths are read from the step).
+  int64_t bucket = 256;
+  while (bucket < step_.max_decode_context) bucket *= 2;
+  Graph& g = graphs_[{key, bucket}];
+  if (g.exec != nullptr && g.generation != scratch_generation_) {  // a buffer it baked moved
+    cudaGraphExecDestroy(g.exec);
+    g = Graph{};
+  }
+  fixed_plan_ = true;
+  context_bucket_ = bucket;
+  struct Unfix {
+    bool* flag;
+    ~Unfix() { *flag = false; }
+  } unfix{&fixed_plan_};
+  if (g.exec == nullptr && !g.warm) {  // first run eagerly: grows scratch, makes GEMM plans
+    g.warm = true;
+    return body();
+  }
+  if (g.exec == nullptr) {
+    const int64_t generation = scratch_generation_;
+    record_error_ = absl::OkStatus();
+    const absl::Status begin =
+        TPK_CUDA(cudaStreamBeginCapture(s(), cudaStreamCaptureModeThreadLocal));
+    if (!begin.ok()) {
+      DisableGraphs(begin);
+      return body();
+    }
+    recording_ = true;
+    const absl::Status body_status = body();
+    cudaGraph_t graph = nullptr;
+    const absl::Status end = TPK_CUDA(cudaStreamEndCapture(s(), &graph));
+    recording_ = false;
+    absl::Status problem = !end.ok() ? end : record_error_;
+    if (problem.ok() && scratch_generation_ != generation) {
+      problem = absl::InternalError("a scratch buffer moved while recording");
+    }
+    if (problem.ok() && body_status.ok()) {
+      problem = TPK_CUDA(cudaGraphInstantiate(&g.exec, graph, 0));
+    }
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!body_status.ok()) {  // the caller's own error: nothing ran
+      if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+      g.exec = nullptr;
+      return body_status;
+    }
+    if (!problem.ok()) {
+      g.exec = nullptr;
+      DisableGraphs(problem);
+      return body();
+    }
+    g.generation = scratch_generation_;
+  }
+  Record("RunCaptured", TPK_CUDA(cudaGraphLaunch(g.exec, s())));
+  Done("RunCaptured");
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Synchronize() {

@@ -10,6 +10,7 @@
 // than L2 so that GEMV numbers are HBM numbers. Random inputs (no zeros).
 //
 //   cuda_bench [--device=0] [--quick]
+//   TPSERVE_CUDA_GRAPHS=1 cuda_bench      # adds the decode step recorded as a CUDA graph
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -182,12 +183,18 @@ void GemvBench(Backend& be, Timer& t, double copy_gbs) {
 // per sequence), through the Backend ops in the order LlamaModel::Forward issues them.
 struct DecodeModel {
   std::vector<Fp8Matrices> layers;  // [kind] with kLayers copies each
-  DeviceBuffer norm, inv_freq, embedding, kv, x, h, q, k, v, attn, gate, up, proj, logits;
+  DeviceBuffer norm, inv_freq, embedding, kv, x, h, q, k, v, attn, gate, up, proj, partials,
+      logits;
   WeightMatrix embed, head;
   std::vector<float> host_logits;
 };
 
-void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, int steps) {
+// Row-parallel layers reduce over one chunk per KV-head group even on one rank (LlamaModel's
+// ReductionChunks): 8 for the 8B shape.
+constexpr int64_t kReductionChunks = kKvHeads;
+
+void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, int steps,
+                 bool captured) {
   DecodeModel d;
   for (const MatrixShape& shape : kLayerMatrices) {
     d.layers.push_back(MakeFp8(be, shape.n, shape.k, kLayers, 11));
@@ -228,6 +235,7 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
   alloc(&d.gate, batch * kFfn * 2);
   alloc(&d.up, batch * kFfn * 2);
   alloc(&d.proj, batch * kHidden * 2);
+  alloc(&d.partials, kReductionChunks * batch * kHidden * 4);
   alloc(&d.logits, batch * kVocab * 4);
   d.host_logits.resize(batch * kVocab);
 
@@ -242,8 +250,8 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
     }
     seqs[b] = AttentionSequence{b, 1, context, tables[b]};
   }
-  auto step = [&]() {
-    be.BeginStep(StepInputs{ids, positions, seqs, rows});
+  // The ops of one step after BeginStep, as LlamaModel::Forward queues them on one rank.
+  auto ops = [&]() -> absl::Status {
     be.EmbeddingRows(d.embed, 0, d.x.data());
     for (int64_t l = 0; l < kLayers; ++l) {
       auto w = [&](int kind) -> const WeightMatrix& { return d.layers[kind].copies[l]; };
@@ -258,19 +266,36 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
       be.Rope(d.k.data(), kKvHeads, kHeadDim, d.inv_freq.as<float>(), RopeLayout::kRotateHalf);
       be.WriteKv(d.k.data(), d.v.data(), view);
       be.PagedAttention(d.q.data(), kHeads, 1.0f / std::sqrt(float(kHeadDim)), view, d.attn.data());
-      be.MatMul(d.attn.data(), batch, w(3), d.proj.data(), DType::kBF16);
+      be.MatMulChunked(d.attn.data(), batch, w(3), kReductionChunks, d.partials.as<float>());
+      be.SumChunks(d.partials.as<float>(), kReductionChunks, batch * kHidden, d.proj.data());
       be.Add(d.x.data(), d.proj.data(), batch * kHidden, d.x.data());
       be.RmsNorm(d.x.data(), d.norm.as<float>(), batch, kHidden, 1e-5f, d.h.data());
       be.MatMul(d.h.data(), batch, w(4), d.gate.data(), DType::kBF16);
       be.MatMul(d.h.data(), batch, w(5), d.up.data(), DType::kBF16);
       be.SiluMul(d.gate.data(), d.up.data(), batch * kFfn, d.gate.data());
-      be.MatMul(d.gate.data(), batch, w(6), d.proj.data(), DType::kBF16);
+      be.MatMulChunked(d.gate.data(), batch, w(6), kReductionChunks, d.partials.as<float>());
+      be.SumChunks(d.partials.as<float>(), kReductionChunks, batch * kHidden, d.proj.data());
       be.Add(d.x.data(), d.proj.data(), batch * kHidden, d.x.data());
     }
     be.GatherLogitRows(d.x.data(), kHidden, d.h.data());
     be.RmsNorm(d.h.data(), d.norm.as<float>(), batch, kHidden, 1e-5f, d.h.data());
     be.MatMul(d.h.data(), batch, d.head, d.logits.data(), DType::kF32);
+    return absl::OkStatus();
   };
+  auto step = [&]() {
+    be.BeginStep(StepInputs{ids, positions, seqs, rows});
+    if (captured) {
+      BENCH_CHECK(be.RunCaptured(batch, ops));
+    } else {
+      BENCH_CHECK(ops());
+    }
+  };
+  // Eager logits of this step (the same KV slot is rewritten with the same values every step),
+  // the reference a recorded replay must reproduce.
+  std::vector<float> eager(batch * kVocab);
+  be.BeginStep(StepInputs{ids, positions, seqs, rows});
+  BENCH_CHECK(ops());
+  BENCH_CHECK(be.CopyToHost(eager.data(), d.logits.data(), batch * kVocab * 4));
   using Clock = std::chrono::steady_clock;
   for (int i = 0; i < 3; ++i) {
     step();
@@ -286,17 +311,24 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
   }
   const double step_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / steps;
+  double max_diff = 0.0, max_logit = 0.0;
+  for (int64_t i = 0; i < batch * kVocab; ++i) {
+    max_diff = std::max(max_diff, double{std::fabs(d.host_logits[i] - eager[i])});
+    max_logit = std::max(max_logit, double{std::fabs(eager[i])});
+  }
   double weight_bytes = static_cast<double>(kVocab) * kHidden * 2;
   for (const MatrixShape& s : kLayerMatrices) weight_bytes += double(kLayers) * s.n * s.k;
   const double kv_bytes = double(batch) * kLayers * 2 * (context + 1) * kKvHeads * kHeadDim * 2;
   const double floor_ms = (weight_bytes + kv_bytes) / (copy_gbs * 1e9) * 1e3;
-  std::printf("decode step, 8B fp8 (bf16 head, bf16 KV), batch %lld, context %lld: %.3f ms/step "
-              "(host enqueue %.3f ms); bytes %.2f GB; roofline at copy bandwidth %.3f ms = "
-              "%.0f%% of roofline; at 4.8 TB/s %.3f ms = %.0f%%\n",
-              static_cast<long long>(batch), static_cast<long long>(context), step_ms,
+  std::printf("decode step %s, 8B fp8 (bf16 head, bf16 KV), batch %lld, context %lld: %.3f "
+              "ms/step (host enqueue %.3f ms); bytes %.2f GB; roofline at copy bandwidth %.3f ms "
+              "= %.0f%% of roofline; at 4.8 TB/s %.3f ms = %.0f%%; logits vs eager max |diff| "
+              "%.3g (max |logit| %.3g)\n",
+              captured ? "(CUDA graph)" : "(eager)", static_cast<long long>(batch),
+              static_cast<long long>(context), step_ms,
               enqueue_ms / steps, (weight_bytes + kv_bytes) / 1e9, floor_ms,
               100.0 * floor_ms / step_ms, (weight_bytes + kv_bytes) / 4.8e12 * 1e3,
-              100.0 * (weight_bytes + kv_bytes) / 4.8e12 * 1e3 / step_ms);
+              100.0 * (weight_bytes + kv_bytes) / 4.8e12 * 1e3 / step_ms, max_diff, max_logit);
 }
 
 void GemmBench(Backend& be, Timer& t) {
@@ -374,8 +406,12 @@ int main(int argc, char** argv) {
   tpserve::GemvBench(**be, timer, copy_gbs);
   tpserve::GemmBench(**be, timer);
   std::printf("\n");
-  for (int64_t batch : {1, 8}) {
-    tpserve::DecodeBench(**be, copy_gbs, batch, 1024, quick ? 5 : 20);
+  // TPSERVE_CUDA_GRAPHS=1: also the recorded (CUDA graph) step, checked against eager logits.
+  for (bool captured : {false, true}) {
+    if (captured && !(*be)->SupportsStepCapture()) continue;
+    for (int64_t batch : {1, 8}) {
+      tpserve::DecodeBench(**be, copy_gbs, batch, 1024, quick ? 5 : 20, captured);
+    }
   }
   return 0;
 }

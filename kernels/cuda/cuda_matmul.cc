@@ -76,7 +76,16 @@ DeviceWeight ToDeviceWeight(const WeightMatrix& w) {
   return d;
 }
 
-CudaMatMul::CudaMatMul(std::unique_ptr<CublasLtGemm> gemm) : gemm_(std::move(gemm)) {}
+CudaMatMul::CudaMatMul(std::unique_ptr<CublasLtGemm> gemm, int64_t* scratch_generation)
+    : gemm_(std::move(gemm)),
+      x_perm_("act-order activations", scratch_generation),
+      x_chunk_("chunk activations", scratch_generation),
+      y_chunk_("chunk output", scratch_generation),
+      x_wide_("f16/f32 activations", scratch_generation),
+      x_fp8_("fp8 activations", scratch_generation),
+      x_scales_("fp8 activation scales", scratch_generation),
+      out_f32_("f32 GEMM output", scratch_generation),
+      w_bf16_("decoded weights", scratch_generation) {}
 
 absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const void* x, int64_t m,
                               int64_t n, int64_t k, void* y, bool y_f32, void* stream) {
@@ -175,7 +184,7 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
     case FormatKind::kF8E4M3:
     case FormatKind::kFp8PerChannel:
       if (m <= kGemvMaxRows && Fp8GemvFits(dw, m, x)) {
-        return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, y, y_f32, stream));
+        return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, 1, y, y_f32, stream));
       }
       // cuBLASLt's fp8 kernels want 16-byte aligned rows and sizes.
       if (k % 16 == 0 && n % 16 == 0 && w.row_bytes % 16 == 0 && Aligned16(w.data) &&
@@ -190,12 +199,12 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
       return DecodedGemm(x, m, w, y, y_f32, stream);
     case FormatKind::kFp8Block128:
       if (m <= kGemvMaxRows && Fp8GemvFits(dw, m, x)) {
-        return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, y, y_f32, stream));
+        return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, 1, y, y_f32, stream));
       }
       return DecodedGemm(x, m, w, y, y_f32, stream);
     case FormatKind::kInt4Group:
       if (m <= kGemvMaxRows && Int4GemvFits(dw, m, x)) {
-        return TPK_LAUNCH(LaunchInt4Gemv(x, m, dw, y, y_f32, stream));
+        return TPK_LAUNCH(LaunchInt4Gemv(x, m, dw, 1, y, y_f32, stream));
       }
       return DecodedGemm(x, m, w, y, y_f32, stream);
     default:
@@ -216,6 +225,15 @@ absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix
         TPK_LAUNCH(LaunchGatherColumns(x, m, k, w.input_perm, x_perm_.data(), stream)));
     x = x_perm_.data();
     whole.input_perm = nullptr;
+  }
+  // Decode-sized batches of fp8 and int4 weights: one GEMV launch streams the whole matrix and
+  // sums each chunk exactly as a call on that chunk alone does (gemv_kernels.h).
+  const DeviceWeight dw = ToDeviceWeight(whole);
+  if (Fp8GemvFits(dw, m, x, num_chunks)) {
+    return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, num_chunks, y, /*y_f32=*/true, stream));
+  }
+  if (Int4GemvFits(dw, m, x, num_chunks)) {
+    return TPK_LAUNCH(LaunchInt4Gemv(x, m, dw, num_chunks, y, /*y_f32=*/true, stream));
   }
   // Each chunk runs from and into buffers of its own (aligned, dense), so its floats do not
   // depend on where its input columns and output rows sit: the same chunk gives the same bits

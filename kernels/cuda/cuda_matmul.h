@@ -36,7 +36,8 @@ DeviceWeight ToDeviceWeight(const WeightMatrix& w);
 
 class CudaMatMul {
  public:
-  explicit CudaMatMul(std::unique_ptr<CublasLtGemm> gemm);
+  // `scratch_generation` (may be null) counts moves of this object's scratch buffers.
+  CudaMatMul(std::unique_ptr<CublasLtGemm> gemm, int64_t* scratch_generation);
 
   // y (y_dtype: kBF16 or kF32) [m, w.rows] = x (bf16 [m, w.cols]) * W^T, queued on `stream`.
   absl::Status Run(const void* x, int64_t m, const WeightMatrix& w, void* y, DType y_dtype,
@@ -57,14 +58,14 @@ class CudaMatMul {
 
   std::unique_ptr<CublasLtGemm> gemm_;
   bool fp8_gemm_works_ = true;  // false once cuBLASLt had no fp8 algorithm (then bf16 GEMMs)
-  DeviceScratch x_perm_{"act-order activations"};
-  DeviceScratch x_chunk_{"chunk activations"};
-  DeviceScratch y_chunk_{"chunk output"};
-  DeviceScratch x_wide_{"f16/f32 activations"};
-  DeviceScratch x_fp8_{"fp8 activations"};
-  DeviceScratch x_scales_{"fp8 activation scales"};
-  DeviceScratch out_f32_{"f32 GEMM output"};
-  DeviceScratch w_bf16_{"decoded weights"};
+  DeviceScratch x_perm_;
+  DeviceScratch x_chunk_;
+  DeviceScratch y_chunk_;
+  DeviceScratch x_wide_;
+  DeviceScratch x_fp8_;
+  DeviceScratch x_scales_;
+  DeviceScratch out_f32_;
+  DeviceScratch w_bf16_;
 };
 
 }  // namespace tpserve::cuda

@@ -21,8 +21,9 @@ TPSERVE_CUDA_CHECK=1 timeout "${PARITY_TIMEOUT:-300}" "$here/cuda_parity" --fail
 parity=$?
 echo "== parity exit status $parity"
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
-  echo "== bench (copy ceiling, fp8 GEMV, 2048-row GEMMs, 8B decode step)"
-  timeout "${BENCH_TIMEOUT:-240}" "$here/cuda_bench" 2>&1 | tee "$out/bench.txt"
+  echo "== bench (copy ceiling, fp8 GEMV, 2048-row GEMMs, 8B decode step eager and as a graph)"
+  TPSERVE_CUDA_GRAPHS=1 timeout "${BENCH_TIMEOUT:-300}" "$here/cuda_bench" 2>&1 |
+    tee "$out/bench.txt"
   echo "== bench exit status ${PIPESTATUS[0]}"
 fi
 exit $parity

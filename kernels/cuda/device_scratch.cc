@@ -32,6 +32,7 @@ absl::Status DeviceScratch::Reserve(int64_t bytes, void* stream) {
                                                      size, " bytes: ", cudaGetErrorString(err)));
   }
   capacity_ = size;
+  if (generation_ != nullptr) ++*generation_;
   return absl::OkStatus();
 }
 

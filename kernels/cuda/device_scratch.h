@@ -19,7 +19,10 @@ namespace tpserve::cuda {
 
 class DeviceScratch {
  public:
-  explicit DeviceScratch(std::string what) : what_(std::move(what)) {}
+  // `generation`, when given, is incremented whenever the buffer moves (captured work that
+  // baked the old address must then be recorded again).
+  explicit DeviceScratch(std::string what, int64_t* generation = nullptr)
+      : what_(std::move(what)), generation_(generation) {}
   ~DeviceScratch();
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
@@ -36,6 +39,7 @@ class DeviceScratch {
 
  private:
   std::string what_;
+  int64_t* generation_;
   void* data_ = nullptr;
   int64_t capacity_ = 0;
 };

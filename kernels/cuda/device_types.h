@@ -61,7 +61,8 @@ struct DeviceSeq {
   int32_t first_row;
   int32_t num_tokens;
   int32_t start_position;
-  int32_t table_offset;  // index of its logical block 0 in DeviceStep::block_tables
+  int32_t table_offset;  // index of its logical block 0 in DeviceStep::block_tables; -1: a
+                         // padding row (no KV write, zero attention output)
 };
 
 // Device pointers into the step's metadata buffer (see step_metadata.h for the packing) and
@@ -79,10 +80,11 @@ struct DeviceStep {
   const int32_t* logit_rows = nullptr;  // [num_logit_rows]
   int32_t num_logit_rows = 0;
   const int32_t* decode_seqs = nullptr;  // [num_decode]: sequences with one query token
+                                         // (padding ones included)
   int32_t num_decode = 0;
   const int32_t* prefill_tiles = nullptr;  // [num_prefill_tiles][2]: (sequence, first query)
   int32_t num_prefill_tiles = 0;
-  int32_t max_decode_context = 0;  // most keys a decode row attends to
+  int32_t max_decode_context = 0;  // most keys a (non-padding) decode row attends to
 };
 
 // Query rows per prefill attention tile (the packer cuts multi-token sequences into these).

@@ -62,6 +62,9 @@ PackedStep PackStep(const StepInputs& step) {
     }
   }
 
+  // Fixed-size arrays first and the block tables last: for steps with the same counts every
+  // array but the tables starts at the same offset, so a captured step's baked pointers stay
+  // right when it replays over a later step (tables are reached through table_offset).
   p.offset_seqs = static_cast<int64_t>(w.size());
   c.num_seqs = ToWord(static_cast<int64_t>(step.seqs.size()), "too many sequences");
   int64_t table_words = 0;
@@ -69,26 +72,24 @@ PackedStep PackStep(const StepInputs& step) {
     w.push_back(ToWord(s.first_row, "first_row"));
     w.push_back(ToWord(s.num_query_tokens, "num_query_tokens"));
     w.push_back(ToWord(s.start_position, "start_position"));
-    w.push_back(ToWord(table_words, "block tables too long"));
-    table_words += static_cast<int64_t>(s.block_table.size());
-  }
-  p.offset_tables = static_cast<int64_t>(w.size());
-  for (const AttentionSequence& s : step.seqs) {
-    w.insert(w.end(), s.block_table.begin(), s.block_table.end());
+    w.push_back(s.padding ? -1 : ToWord(table_words, "block tables too long"));
+    if (!s.padding) table_words += static_cast<int64_t>(s.block_table.size());
   }
 
   p.offset_logit_rows = static_cast<int64_t>(w.size());
   w.insert(w.end(), step.logit_rows.begin(), step.logit_rows.end());
   c.num_logit_rows = ToWord(static_cast<int64_t>(step.logit_rows.size()), "too many logit rows");
 
-  // Attention work lists: one-token sequences go to the split-K decode kernel, longer ones
-  // are cut into tiles of kPrefillTileRows query rows for the prefill kernel.
+  // Attention work lists: one-token sequences go to the split-K decode kernel (padding rows
+  // too, which write zeros), longer ones are cut into tiles of kPrefillTileRows query rows.
   p.offset_decode = static_cast<int64_t>(w.size());
   int64_t max_context = 0;
   for (size_t s = 0; s < step.seqs.size(); ++s) {
     if (step.seqs[s].num_query_tokens != 1) continue;
     w.push_back(static_cast<int32_t>(s));
-    max_context = std::max(max_context, step.seqs[s].start_position + 1);
+    if (!step.seqs[s].padding) {
+      max_context = std::max(max_context, step.seqs[s].start_position + 1);
+    }
   }
   c.num_decode = ToWord(static_cast<int64_t>(w.size()) - p.offset_decode, "decode list");
   c.max_decode_context = ToWord(max_context, "context too long");
@@ -97,6 +98,7 @@ PackedStep PackStep(const StepInputs& step) {
   for (size_t s = 0; s < step.seqs.size(); ++s) {
     const int64_t n = step.seqs[s].num_query_tokens;
     if (n < 2) continue;
+    TP_CHECK(!step.seqs[s].padding, "padding sequences have one token");
     for (int64_t i = 0; i < n; i += kPrefillTileRows) {
       w.push_back(static_cast<int32_t>(s));
       w.push_back(static_cast<int32_t>(i));
@@ -104,6 +106,11 @@ PackedStep PackStep(const StepInputs& step) {
   }
   c.num_prefill_tiles =
       ToWord((static_cast<int64_t>(w.size()) - p.offset_prefill) / 2, "prefill tiles");
+
+  p.offset_tables = static_cast<int64_t>(w.size());
+  for (const AttentionSequence& s : step.seqs) {
+    if (!s.padding) w.insert(w.end(), s.block_table.begin(), s.block_table.end());
+  }
   return p;
 }
 

@@ -20,8 +20,9 @@
 namespace tpserve::cuda {
 
 struct PackedStep {
-  // Layout, in words: token_ids | positions | row_seq | seqs (4 words each) | block tables |
-  // logit_rows | decode_seqs | prefill_tiles (2 words each).
+  // Layout, in words: token_ids | positions | row_seq | seqs (4 words each) | logit_rows |
+  // decode_seqs | prefill_tiles (2 words each) | block tables. Padding sequences have
+  // table_offset -1 and no table.
   std::vector<int32_t> words;
   DeviceStep counts;  // counts filled in, pointers null
   int64_t offset_token_ids = 0;

@@ -39,7 +39,7 @@ TEST(PackStep, LaysOutEveryArrayAndTheAttentionWorkLists) {
   EXPECT_EQ(w[p.offset_tables + 5], 2);
   EXPECT_EQ(w[p.offset_logit_rows + 2], 42);
   EXPECT_EQ(w[p.offset_decode], 1);
-  const std::vector<int32_t> tiles(w.begin() + p.offset_prefill, w.end());
+  const std::vector<int32_t> tiles(w.begin() + p.offset_prefill, w.begin() + p.offset_tables);
   EXPECT_EQ(tiles, (std::vector<int32_t>{0, 0, 0, 32, 2, 0}));
 
   // Resolve points into a copy of the words at the same offsets.
@@ -57,6 +57,29 @@ TEST(PackStep, RowsWithoutTokenIdsComeFromTheSequences) {
   EXPECT_EQ(p.counts.num_rows, 4);
   EXPECT_EQ(p.words[p.offset_row_seq + 2], -1);
   EXPECT_EQ(p.words[p.offset_row_seq + 3], 1);
+}
+
+TEST(PackStep, PaddingRowsDecodeWithoutTablesAndOffsetsDependOnlyOnCounts) {
+  // Two steps of the same shape (2 real decode rows + 2 padding rows) whose block tables have
+  // different lengths: every array but the tables starts at the same offset, as a recorded
+  // step replaying over the second needs.
+  const std::vector<int32_t> ids = {5, 6, 0, 0}, positions = {3, 9, 0, 0}, rows = {0, 1, 2, 3};
+  const std::vector<int32_t> short_table = {7}, long_table = {7, 8, 9};
+  auto step = [&](const std::vector<int32_t>& table) {
+    const std::vector<AttentionSequence> seqs = {{0, 1, 3, table}, {1, 1, 9, table},
+                                                 {2, 1, 0, {}, true}, {3, 1, 0, {}, true}};
+    return PackStep(StepInputs{ids, positions, seqs, rows});
+  };
+  const PackedStep a = step(short_table), b = step(long_table);
+  EXPECT_EQ(a.counts.num_decode, 4);  // padding rows are decode rows: the grid stays the same
+  EXPECT_EQ(a.counts.max_decode_context, 10);  // from the real rows only
+  EXPECT_EQ(a.words[a.offset_seqs + 4 * 2 + 3], -1);  // padding: no table
+  EXPECT_EQ(a.words[a.offset_seqs + 4 * 1 + 3], 1);   // the second real row's table follows
+  EXPECT_EQ(a.offset_logit_rows, b.offset_logit_rows);
+  EXPECT_EQ(a.offset_decode, b.offset_decode);
+  EXPECT_EQ(a.offset_prefill, b.offset_prefill);
+  EXPECT_EQ(a.offset_tables, b.offset_tables);
+  EXPECT_EQ(a.words.size() + 4, b.words.size());  // only the tables grew
 }
 
 TEST(PackStep, EmptyStepPacksNothing) {

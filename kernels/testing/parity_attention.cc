@@ -1,7 +1,8 @@
 // Parity cases of WriteKv and PagedAttention: every KV dtype (fp8 with a scale of 0.25), GQA
 // groups of 3 and 4 and plain MHA, head dims 64, 80, 128 and 256, block sizes 7, 16 and 32,
 // shuffled physical blocks, and batches of decode rows (contexts up to 3000, so decode splits
-// its keys), one prompt, chunked prefill and mixes of all of them.
+// its keys), one prompt, chunked prefill, mixes of all of them, and decode rows padded with
+// padding rows (no KV writes, zero output).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -23,6 +24,7 @@ struct Shape {
 
 struct Seq {
   int64_t start, count;  // tokens already cached, new query tokens
+  bool padding = false;  // a padding row (AttentionSequence::padding): one token, no KV
 };
 
 // One batch and its data, the same for both backends.
@@ -40,7 +42,7 @@ struct Batch {
       const int64_t total = q_seq.start + q_seq.count;
       k.push_back(RandomBf16(total * kv_row, ++seed));
       v.push_back(RandomBf16(total * kv_row, ++seed));
-      num_blocks += (total + s.block_size - 1) / s.block_size;
+      if (!q_seq.padding) num_blocks += (total + s.block_size - 1) / s.block_size;
       rows += q_seq.count;
     }
     num_blocks += 3;  // blocks nobody owns: they must keep their poison
@@ -49,7 +51,8 @@ struct Batch {
     std::shuffle(physical.begin(), physical.end(), std::mt19937(seed));
     int64_t next = 0;
     for (const Seq& q_seq : seqs) {
-      const int64_t n = (q_seq.start + q_seq.count + s.block_size - 1) / s.block_size;
+      const int64_t n =
+          q_seq.padding ? 0 : (q_seq.start + q_seq.count + s.block_size - 1) / s.block_size;
       tables.emplace_back(physical.begin() + next, physical.begin() + next + n);
       next += n;
     }
@@ -62,6 +65,7 @@ struct Batch {
   std::vector<bool> OwnedSlots() const {
     std::vector<bool> owned(num_blocks * shape.block_size, false);
     for (size_t s = 0; s < seqs.size(); ++s) {
+      if (seqs[s].padding) continue;
       for (int64_t p = 0; p < seqs[s].start + seqs[s].count; ++p) {
         owned[tables[s][p / shape.block_size] * shape.block_size + p % shape.block_size] = true;
       }
@@ -93,7 +97,7 @@ absl::StatusOr<Result> RunBatch(Backend& be, const Batch& b, DType dtype, float 
                         s.head_dim};
   const int64_t kv_row = s.num_kv_heads * s.head_dim;
   for (size_t i = 0; i < b.seqs.size(); ++i) {
-    if (b.seqs[i].start == 0) continue;
+    if (b.seqs[i].start == 0 || b.seqs[i].padding) continue;
     const std::vector<float> k(b.k[i].begin(), b.k[i].begin() + b.seqs[i].start * kv_row);
     const std::vector<float> v(b.v[i].begin(), b.v[i].begin() + b.seqs[i].start * kv_row);
     TP_ASSIGN_OR_RETURN(DeviceBuffer kb, UploadActs(be, k));
@@ -107,7 +111,7 @@ absl::StatusOr<Result> RunBatch(Backend& be, const Batch& b, DType dtype, float 
   std::vector<float> k_new, v_new;
   int64_t row = 0;
   for (size_t i = 0; i < b.seqs.size(); ++i) {
-    step_seqs.push_back({row, b.seqs[i].count, b.seqs[i].start, b.tables[i]});
+    step_seqs.push_back({row, b.seqs[i].count, b.seqs[i].start, b.tables[i], b.seqs[i].padding});
     const int64_t from = b.seqs[i].start * kv_row, to = from + b.seqs[i].count * kv_row;
     k_new.insert(k_new.end(), b.k[i].begin() + from, b.k[i].begin() + to);
     v_new.insert(v_new.end(), b.v[i].begin() + from, b.v[i].begin() + to);
@@ -164,7 +168,8 @@ std::string ShapeName(const Shape& s, const std::vector<Seq>& seqs) {
   std::string out = StrCat("heads=", s.num_heads, "/", s.num_kv_heads, " hd=", s.head_dim,
                            " bs=", s.block_size, " seqs(start+n)=");
   for (size_t i = 0; i < seqs.size(); ++i) {
-    out += StrCat(i == 0 ? "" : ",", seqs[i].start, "+", seqs[i].count);
+    out += seqs[i].padding ? StrCat(i == 0 ? "" : ",", "pad")
+                           : StrCat(i == 0 ? "" : ",", seqs[i].start, "+", seqs[i].count);
   }
   return out;
 }
@@ -208,6 +213,7 @@ void RunAttentionCases(ParityContext& ctx) {
       {{0, 33}},                                    // one prompt, two query tiles
       {{50, 7}},                                    // a prompt chunk after cached tokens
       {{0, 7}, {100, 1}, {20, 33}, {5, 2}},         // prefill, decode and chunks together
+      {{40, 1}, {0, 1, true}, {700, 1}, {0, 1, true}},  // decode padded with padding rows
   };
   uint32_t seed = 5000;
   for (const Shape& shape : shapes) {
