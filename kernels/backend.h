@@ -230,18 +230,23 @@ class Backend {
   virtual bool SupportsStepCapture() const { return false; }
 
   // Runs `body`, which queues the current step's ops, possibly from a recording. A backend that
-  // captures runs body as usual the first time for a `key` (and step shape), records it the
-  // next time, and from then on replays the recording instead of calling body; the replay reads
-  // the metadata of the current BeginStep. So for one key, body must queue the same ops on the
-  // same buffers with the same sizes, every step must have the same numbers of token ids,
-  // positions, sequences and logit rows, with one query token per sequence (pad with
-  // `padding` sequences), and body must not call CopyToHost, Synchronize, Allocate, Free or
-  // BeginStep. Errors of body (a communicator's, say) are returned; a failed recording falls
-  // back to running body.
-  virtual absl::Status RunCaptured(int64_t key, absl::FunctionRef<absl::Status()> body) {
+  // captures runs body as usual the first time for (`owner`, `key`), records it the next time,
+  // and from then on replays the recording instead of calling body; the replay reads the
+  // metadata of the current BeginStep. So for one (owner, key), body must queue the same ops on
+  // the same buffers with the same sizes, every step must have the same numbers of token ids,
+  // positions, sequences and logit rows, with one query token per sequence (pad with `padding`
+  // sequences), and body must not call CopyToHost, Synchronize, Allocate, Free or BeginStep.
+  // Errors of body (a communicator's, say) are returned; a failed recording falls back to
+  // running body.
+  virtual absl::Status RunCaptured(const void* owner, int64_t key,
+                                   absl::FunctionRef<absl::Status()> body) {
+    (void)owner;
     (void)key;
     return body();
   }
+  // Drops the recordings of `owner`: call it before any buffer they use changes or is freed
+  // (recordings hold addresses), e.g. from the owner's destructor.
+  virtual void ForgetCaptured(const void* owner) { (void)owner; }
 };
 
 // Bytes of one activation element of `backend`.

@@ -101,7 +101,7 @@ absl::Status LlamaModel::Init() {
   return absl::OkStatus();
 }
 
-LlamaModel::~LlamaModel() = default;
+LlamaModel::~LlamaModel() { backend_->ForgetCaptured(this); }
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& config,
                                                              const WeightSource& source,
@@ -254,7 +254,13 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, KvCache* cache, float* 
   step.num_tokens = std::max(step.num_tokens, bucket);
   backend_->BeginStep(StepInputs{step.token_ids, step.positions, step.seqs, step.logit_rows});
   if (bucket > 0) {  // one rank: no collectives inside, the logits stay in logits_local
-    TP_RETURN_IF_ERROR(backend_->RunCaptured(bucket, [&]() -> absl::Status {
+    const void* pool = cache->layer(0).k;
+    if (pool != captured_pool_ || cache->bytes() != captured_pool_bytes_) {
+      backend_->ForgetCaptured(this);  // recordings of another cache's pools
+      captured_pool_ = pool;
+      captured_pool_bytes_ = cache->bytes();
+    }
+    TP_RETURN_IF_ERROR(backend_->RunCaptured(this, bucket, [&]() -> absl::Status {
       TP_RETURN_IF_ERROR(RunLayers(step, cache));
       QueueLocalLogits(bucket, ws_->logits_local.data());
       return absl::OkStatus();

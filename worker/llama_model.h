@@ -136,6 +136,10 @@ class LlamaModel {
   int64_t max_step_tokens_;
   int64_t max_logit_rows_;
   int64_t reduction_chunks_ = 1;
+  // The KV pools the backend's recordings of this model's steps write (RunCaptured bakes
+  // addresses): another cache makes the model drop them first.
+  const void* captured_pool_ = nullptr;
+  int64_t captured_pool_bytes_ = 0;
   StepBufferSizes sizes_;
   DeviceBuffer inv_freq_;  // f32 [head_dim / 2]
   std::unique_ptr<Workspace> ws_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <cstring>
 #include <string>
@@ -107,10 +108,12 @@ class CudaBackend final : public Backend {
                       void* out) override;
   absl::Status Synchronize() override;
   bool SupportsStepCapture() const override { return graphs_enabled_; }
-  absl::Status RunCaptured(int64_t key, absl::FunctionRef<absl::Status()> body) override;
+  absl::Status RunCaptured(const void* owner, int64_t key,
+                           absl::FunctionRef<absl::Status()> body) override;
+  void ForgetCaptured(const void* owner) override;
 
  private:
-  // One recording per (caller's key, context bucket).
+  // One recording per (owner, caller's key, context bucket).
   struct Graph {
     cudaGraphExec_t exec = nullptr;
     int64_t generation = -1;  // scratch_generation_ when recorded
@@ -144,7 +147,7 @@ class CudaBackend final : public Backend {
   bool fixed_plan_ = false;    // inside RunCaptured: attention plans use context_bucket_
   int64_t context_bucket_ = 0;
   int64_t scratch_generation_ = 0;  // bumped whenever a scratch buffer moves
-  std::map<std::pair<int64_t, int64_t>, Graph> graphs_;
+  std::map<std::tuple<const void*, int64_t, int64_t>, Graph> graphs_;
   void* stream_ = nullptr;  // cudaStream_t
   cudaEvent_t upload_done_ = nullptr;  // the step metadata copy has read the staging buffer
   std::unique_ptr<cuda::CudaMatMul> matmul_;
@@ -403,14 +406,30 @@ void CudaBackend::DisableGraphs(const absl::Status& why) {
   cudaGetLastError();  // a refused capture call must not surface at the next launch check
 }
 
-absl::Status CudaBackend::RunCaptured(int64_t key, absl::FunctionRef<absl::Status()> body) {
+void CudaBackend::ForgetCaptured(const void* owner) {
+  for (auto it = graphs_.begin(); it != graphs_.end();) {
+    if (std::get<0>(it->first) != owner) {
+      ++it;
+      continue;
+    }
+    if (it->second.exec != nullptr) {
+      // A replay may still be queued: it must finish before its executable goes.
+      Record("ForgetCaptured", TPK_CUDA(cudaStreamSynchronize(s())));
+      Record("ForgetCaptured", TPK_CUDA(cudaGraphExecDestroy(it->second.exec)));
+    }
+    it = graphs_.erase(it);
+  }
+}
+
+absl::Status CudaBackend::RunCaptured(const void* owner, int64_t key,
+                                      absl::FunctionRef<absl::Status()> body) {
   if (!graphs_enabled_ || !first_error_.ok()) return body();
   Enter();
   // One recording serves every step whose longest decode context is in the same power-of-two
   // bucket (the attention grid is baked into the graph; per-row lengths are read from the step).
   int64_t bucket = 256;
   while (bucket < step_.max_decode_context) bucket *= 2;
-  Graph& g = graphs_[{key, bucket}];
+  Graph& g = graphs_[{owner, key, bucket}];
   if (g.exec != nullptr && g.generation != scratch_generation_) {  // a buffer it baked moved
     cudaGraphExecDestroy(g.exec);
     g = Graph{};

@@ -285,7 +285,7 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
   auto step = [&]() {
     be.BeginStep(StepInputs{ids, positions, seqs, rows});
     if (captured) {
-      BENCH_CHECK(be.RunCaptured(batch, ops));
+      BENCH_CHECK(be.RunCaptured(&d, batch, ops));
     } else {
       BENCH_CHECK(ops());
     }
@@ -329,6 +329,7 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
               enqueue_ms / steps, (weight_bytes + kv_bytes) / 1e9, floor_ms,
               100.0 * floor_ms / step_ms, (weight_bytes + kv_bytes) / 4.8e12 * 1e3,
               100.0 * (weight_bytes + kv_bytes) / 4.8e12 * 1e3 / step_ms, max_diff, max_logit);
+  be.ForgetCaptured(&d);  // its buffers go with `d`
 }
 
 void GemmBench(Backend& be, Timer& t) {
