@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "formats/dtype.h"
 #include "formats/tensor_format.h"
@@ -84,6 +85,9 @@ struct AttentionSequence {
   // Logical block -> physical block in the KV pools (host memory). Must cover positions
   // [0, start_position + num_query_tokens).
   absl::Span<const int32_t> block_table;
+  // A row the batch was padded with to reach a captured batch size (RunCaptured): one query
+  // token, no KV write, zeros as its attention output; its block table may be empty.
+  bool padding = false;
 };
 
 // What every op of one step shares; host memory that must stay valid until the next BeginStep.
@@ -215,6 +219,30 @@ class Backend {
   // Waits for queued work; reports asynchronous failures (naming the call that failed). The
   // CPU backend runs ops to completion inside each call, so it always returns OK.
   virtual absl::Status Synchronize() = 0;
+
+  // ---- Step capture (optional: CUDA graphs for decode) ----
+
+  // Whether RunCaptured records and replays (false: it just calls `body`).
+  virtual bool SupportsStepCapture() const { return false; }
+
+  // Runs `body`, which queues the current step's ops, possibly from a recording. A backend that
+  // captures runs body as usual the first time for (`owner`, `key`), records it the next time,
+  // and from then on replays the recording instead of calling body; the replay reads the
+  // metadata of the current BeginStep. So for one (owner, key), body must queue the same ops on
+  // the same buffers with the same sizes, every step must have the same numbers of token ids,
+  // positions, sequences and logit rows, with one query token per sequence (pad with `padding`
+  // sequences), and body must not call CopyToHost, Synchronize, Allocate, Free or BeginStep.
+  // Errors of body (a communicator's, say) are returned; a failed recording falls back to
+  // running body.
+  virtual absl::Status RunCaptured(const void* owner, int64_t key,
+                                   absl::FunctionRef<absl::Status()> body) {
+    (void)owner;
+    (void)key;
+    return body();
+  }
+  // Drops the recordings of `owner`: call it before any buffer they use changes or is freed
+  // (recordings hold addresses), e.g. from the owner's destructor.
+  virtual void ForgetCaptured(const void* owner) { (void)owner; }
 };
 
 // Bytes of one activation element of `backend`.

@@ -98,7 +98,7 @@ absl::Status LlamaModel::Init() {
   return absl::OkStatus();
 }
 
-LlamaModel::~LlamaModel() = default;
+LlamaModel::~LlamaModel() { backend_->ForgetCaptured(this); }
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& config,
                                                              const WeightSource& source,
@@ -239,14 +239,56 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, KvCache* cache, float* 
     }
     step.num_tokens += n;
   }
+  const int64_t logit_rows = static_cast<int64_t>(step.logit_rows.size());
+  const int64_t bucket = CaptureBucket(batch);
+  // Padding rows up to the bucket: token 0 at position 0, no KV, their logits dropped.
+  for (int64_t row = step.num_tokens; row < bucket; ++row) {
+    step.seqs.push_back(AttentionSequence{row, 1, 0, {}, /*padding=*/true});
+    step.token_ids.push_back(0);
+    step.positions.push_back(0);
+    step.logit_rows.push_back(static_cast<int32_t>(row));
+  }
+  step.num_tokens = std::max(step.num_tokens, bucket);
   backend_->BeginStep(StepInputs{step.token_ids, step.positions, step.seqs, step.logit_rows});
+  if (bucket > 0) {  // one rank: no collectives inside, the logits stay in logits_local
+    const void* pool = cache->layer(0).k;
+    if (pool != captured_pool_ || cache->bytes() != captured_pool_bytes_) {
+      backend_->ForgetCaptured(this);  // recordings of another cache's pools
+      captured_pool_ = pool;
+      captured_pool_bytes_ = cache->bytes();
+    }
+    TP_RETURN_IF_ERROR(backend_->RunCaptured(this, bucket, [&]() -> absl::Status {
+      TP_RETURN_IF_ERROR(RunLayers(step, cache));
+      QueueLocalLogits(bucket, ws_->logits_local.data());
+      return absl::OkStatus();
+    }));
+    TP_RETURN_IF_ERROR(backend_->CopyToHost(
+        logits, ws_->logits_local.data(),
+        logit_rows * config_.vocab_size * static_cast<int64_t>(sizeof(float))));
+    return backend_->Synchronize();
+  }
+  TP_RETURN_IF_ERROR(RunLayers(step, cache));
+  TP_RETURN_IF_ERROR(LmHead(step, logits));
+  return backend_->Synchronize();
+}
+
+int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
+  if (!backend_->SupportsStepCapture() || plan_.shard().world_size != 1) return 0;
+  for (const SequenceStep& s : batch.sequences) {
+    if (s.token_ids.size() != 1) return 0;
+  }
+  int64_t bucket = 1;  // powers of two: few recordings, at most 2x the rows
+  while (bucket < static_cast<int64_t>(batch.sequences.size())) bucket *= 2;
+  return bucket <= std::min(max_step_tokens_, max_logit_rows_) ? bucket : 0;
+}
+
+absl::Status LlamaModel::RunLayers(const StepPlan& step, KvCache* cache) {
   TP_RETURN_IF_ERROR(Embed(step));
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     TP_RETURN_IF_ERROR(AttentionBlock(l, step, cache));
     TP_RETURN_IF_ERROR(FeedForwardBlock(l, step));
   }
-  TP_RETURN_IF_ERROR(LmHead(step, logits));
-  return backend_->Synchronize();
+  return absl::OkStatus();
 }
 
 absl::Status LlamaModel::Embed(const StepPlan& step) {
@@ -318,17 +360,23 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::LmHead(const StepPlan& step, float* logits) {
-  const int64_t rows = static_cast<int64_t>(step.logit_rows.size());
-  const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
+void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {
+  const int64_t hidden = config_.hidden_size;
   Workspace& ws = *ws_;
   // Only the rows that need logits go through the final norm and the (large) LM head.
   backend_->GatherLogitRows(ws.x.data(), hidden, ws.h.data());
   backend_->RmsNorm(ws.h.data(), weights_.output_norm.as<float>(), rows, hidden,
                     static_cast<float>(config_.rms_norm_eps), ws.h.data());
+  backend_->MatMul(ws.h.data(), rows, weights_.LmHead(), out, DType::kF32);
+}
+
+absl::Status LlamaModel::LmHead(const StepPlan& step, float* logits) {
+  const int64_t rows = static_cast<int64_t>(step.logit_rows.size());
+  const int64_t vocab = config_.vocab_size;
+  Workspace& ws = *ws_;
   const int world = plan_.shard().world_size;
   if (world == 1) {
-    backend_->MatMul(ws.h.data(), rows, weights_.LmHead(), ws.logits_local.data(), DType::kF32);
+    QueueLocalLogits(rows, ws.logits_local.data());
     return backend_->CopyToHost(logits, ws.logits_local.data(),
                                 rows * vocab * static_cast<int64_t>(sizeof(float)));
   }
@@ -337,9 +385,7 @@ absl::Status LlamaModel::LmHead(const StepPlan& step, float* logits) {
   const int64_t per_rank = plan_.vocab_rows_per_rank(), local = plan_.num_local_vocab_rows();
   const int64_t f32 = sizeof(float);
   float* scratch = ws.logits_gathered.as<float>();  // [rows, local] before the gather
-  if (local > 0) {
-    backend_->MatMul(ws.h.data(), rows, weights_.LmHead(), scratch, DType::kF32);
-  }
+  if (local > 0) QueueLocalLogits(rows, scratch);
   backend_->FillZero(ws.logits_local.data(), rows * per_rank * f32);
   backend_->Copy2D(ws.logits_local.data(), per_rank * f32, scratch, local * f32, local * f32,
                    rows);

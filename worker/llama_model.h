@@ -111,10 +111,17 @@ class LlamaModel {
   absl::Status Init();
 
   absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
+  // The padded batch size a decode step is recorded and replayed at (Backend::RunCaptured), or
+  // 0 to run it op by op: one rank, one new token per sequence, a backend that records.
+  int64_t CaptureBucket(const StepBatch& batch) const;
+  // Embedding and every decoder layer.
+  absl::Status RunLayers(const StepPlan& step, KvCache* cache);
   absl::Status Embed(const StepPlan& step);
   absl::Status AttentionBlock(int64_t layer, const StepPlan& step, KvCache* cache);
   absl::Status FeedForwardBlock(int64_t layer, const StepPlan& step);
   absl::Status LmHead(const StepPlan& step, float* logits);
+  // Final norm of the logit rows and this rank's LM head rows into `out` (f32 [rows, local]).
+  void QueueLocalLogits(int64_t rows, void* out);
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank, in a fixed chunk order
   // (ReductionChunks, model/step_buffers.h): the same floats at every tensor-parallel degree.
   absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
@@ -131,6 +138,10 @@ class LlamaModel {
   int64_t max_step_tokens_;
   int64_t max_logit_rows_;
   int64_t reduction_chunks_ = 1;
+  // The KV pools the backend's recordings of this model's steps write (RunCaptured bakes
+  // addresses): another cache makes the model drop them first.
+  const void* captured_pool_ = nullptr;
+  int64_t captured_pool_bytes_ = 0;
   StepBufferSizes sizes_;
   DeviceBuffer inv_freq_;  // f32 [head_dim / 2]
   std::unique_ptr<Workspace> ws_;

@@ -320,5 +320,44 @@ TEST(LlamaModelWait, ForwardAwaitsCollectivesOnceAndReturnsTheWaitError) {
   EXPECT_EQ(second[1], dead_peer);
 }
 
+// A backend that records steps (Backend::RunCaptured; here the CPU emulating one) gets decode
+// batches padded to a power of two with padding rows: the real rows' logits, and the KV they
+// leave for later steps, are those of unpadded steps. (A padding row writing KV would abort on
+// its empty block table.)
+TEST_F(LlamaModelTest, PaddedRecordedDecodeMatchesPlainDecode) {
+  Build({.linear = DType::kQ4_1, .embedding = DType::kQ8_0});
+  CpuBackend recorder(CpuBackendOptions{.num_threads = 2, .emulate_step_capture = true});
+  ASSERT_TRUE(recorder.SupportsStepCapture());
+  auto padded_model = LlamaModel::Load(config_, *source_, {0, 1}, &recorder, &comm_,
+                                       LlamaLoadOptions{64});
+  ASSERT_TRUE(padded_model.ok()) << padded_model.status();
+  auto padded_cache = KvCache::Create((*padded_model)->KvShape(32, 4, DType::kF32), recorder);
+  ASSERT_TRUE(padded_cache.ok()) << padded_cache.status();
+
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 17, 42}, {5, 98, 0, 63, 63}, {12, 77}};
+  const std::vector<std::vector<int32_t>> tables = {Table(0, 3), Table(3, 3), Table(6, 3)};
+  std::vector<int64_t> length(3);
+  for (int s = 0; s < 3; ++s) {  // prompts run unpadded on both (more than one token)
+    StepBatch batch;
+    batch.sequences.push_back({prompts[s], 0, tables[s], false});
+    std::vector<float> a(config_.vocab_size), b(config_.vocab_size);
+    ASSERT_TRUE(model_->Forward(batch, cache_.get(), a.data()).ok());
+    ASSERT_TRUE((*padded_model)->Forward(batch, padded_cache->get(), b.data()).ok());
+    length[s] = static_cast<int64_t>(prompts[s].size());
+  }
+  for (int step = 0; step < 4; ++step) {  // 3 decode rows: padded to 4
+    StepBatch batch;
+    for (int s = 0; s < 3; ++s) {
+      batch.sequences.push_back({{static_cast<int32_t>(7 * step + s)}, length[s], tables[s], false});
+      ++length[s];
+    }
+    std::vector<float> plain(3 * config_.vocab_size), padded(3 * config_.vocab_size);
+    ASSERT_TRUE(model_->Forward(batch, cache_.get(), plain.data()).ok());
+    ASSERT_TRUE((*padded_model)->Forward(batch, padded_cache->get(), padded.data()).ok());
+    EXPECT_LT(MaxAbsDiff(padded, plain), 1e-5f * MaxAbs(plain)) << "decode step " << step;
+  }
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -74,6 +74,7 @@ void CpuAttention::WriteKv(const float* k_new, const float* v_new,
     QuantizeRow(pool.dtype, src, out, row_elems);
   };
   for (const AttentionSequence& s : seqs) {
+    if (s.padding) continue;  // padding rows own no KV slots
     for (int64_t i = 0; i < s.num_query_tokens; ++i) {
       const int64_t dst = SlotOffset(pool, s.block_table, s.start_position + i, 0);
       const int64_t src = (s.first_row + i) * row_elems;
@@ -167,6 +168,12 @@ void CpuAttention::Run(const float* q, int64_t num_heads, float scale,
   // 8-bit activation rounding then amplified.
   tasks_.clear();
   for (int64_t s = 0; s < static_cast<int64_t>(seqs.size()); ++s) {
+    if (seqs[s].padding) {  // zeros, and no task
+      const int64_t row_floats = num_heads * pool.head_dim;
+      std::fill(out + seqs[s].first_row * row_floats,
+                out + (seqs[s].first_row + seqs[s].num_query_tokens) * row_floats, 0.0f);
+      continue;
+    }
     for (int64_t g = 0; g < pool.num_kv_heads; ++g) {
       for (int64_t r = 0; r < seqs[s].num_query_tokens; r += kRowsPerTask) {
         tasks_.push_back(

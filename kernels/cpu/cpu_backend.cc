@@ -36,6 +36,7 @@ void RotateHead(float* x, int64_t head_dim, const float* cos_table, const float*
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : isa_(options.isa.value_or(DetectCpuIsa())),
+      emulate_step_capture_(options.emulate_step_capture),
       name_("cpu-" + std::string(CpuIsaName(isa_))),
       kernels_(CpuKernelsFor(isa_)),
       pool_(options.num_threads),

@@ -23,6 +23,9 @@ namespace tpserve {
 struct CpuBackendOptions {
   int num_threads = 1;         // >= 1; 1 runs every op on the calling thread
   std::optional<CpuIsa> isa;   // default: DetectCpuIsa()
+  // Tests of callers of Backend::RunCaptured: SupportsStepCapture() says true, and RunCaptured
+  // runs body every time (the CPU records nothing), so the padded-batch logic runs on the CPU.
+  bool emulate_step_capture = false;
 };
 
 class CpuBackend final : public Backend {
@@ -67,6 +70,7 @@ class CpuBackend final : public Backend {
   void PagedAttention(const void* q, int64_t num_heads, float scale, const KvPoolView& pool,
                       void* out) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
+  bool SupportsStepCapture() const override { return emulate_step_capture_; }
 
  private:
   // Runs fn(begin, end) over [0, count) in chunks worth a thread wake-up.
@@ -74,6 +78,7 @@ class CpuBackend final : public Backend {
                       absl::FunctionRef<void(int64_t, int64_t)> fn);
 
   const CpuIsa isa_;
+  const bool emulate_step_capture_;
   const std::string name_;
   const CpuKernels& kernels_;
   ThreadPool pool_;

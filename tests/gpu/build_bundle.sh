@@ -19,7 +19,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-TARGETS=(//kernels/cuda:cuda_parity_test //worker/comm:nccl_communicator_test //bench:gpu_bench)
+TARGETS=(//kernels/cuda:cuda_parity_test //worker/comm:nccl_communicator_test //bench:gpu_bench
+         //kernels/cuda:cuda_bench)
 OUT=gpu-bundle
 LIMIT_MIB=48  # the device tool carries 64 MiB with the source tree
 

@@ -5,7 +5,8 @@
 #
 # Steps, each under `timeout`, none stopping the others: the environment (nvidia-smi, driver,
 # libraries), the NCCL communicator test, the CUDA backend parity test, the GPU benchmark in
-# FP8 and in BF16, and a CUDA smoke test built with the machine's own nvcc. Everything is
+# FP8 and in BF16, the CUDA kernels against the GPU's ceilings (cuda_bench), and a CUDA smoke
+# test built with the machine's own nvcc. Everything is
 # tee'd to $OUT/device_checks.log; $OUT/summary.json has each step's status (ok / failed /
 # skipped), seconds and key figures; the benchmarks' own JSON lands in $OUT/bench_*.json.
 # The last line is "device_checks: N passed, M failed". Exit status 1 if any step failed.
@@ -34,6 +35,7 @@ main() {
   run_gtest cuda_parity_test 150 TPSERVE_CUDA_CHECK=1
   run_bench fp8 150
   run_bench bf16 90
+  run_kernel_bench 60
   run_smoke 60
 
   local passed failed skipped
@@ -242,6 +244,26 @@ run_bench() {
     0) record "$name" ok "$TOOK" bench "$json" ;;
     77) record "$name" skipped "$TOOK" bench "$json" "$why" ;;
     *) record "$name" failed "$TOOK" bench "$json" "exit status $RC${why:+: $why}" ;;
+  esac
+}
+
+# The CUDA backend against the GPU's two ceilings, kernel by kernel (kernels/cuda/README.md):
+# copy bandwidth, fp8 GEMV GB/s per matrix of an 8B layer, one decode step through the ops, and
+# 2048-row GEMM TFLOP/s (fp8 path, cuBLASLt fp8 alone, bf16).
+run_kernel_bench() {
+  local cap=$1 name=cuda_bench bin="$BIN/cuda_bench"
+  if [[ ! -x "$bin" ]]; then record "$name" skipped 0 bench "" "not in the bundle"; return; fi
+  if (( $(seconds_left) < 30 )); then record "$name" skipped 0 bench "" "time budget used"; return; fi
+  if ! can_start "$bin"; then
+    START_FAILURES=$(( ${START_FAILURES:-0} + 1 ))
+    record "$name" failed 0 bench "" "cannot start (see ldd above)"
+    return
+  fi
+  timed "$name" "$cap" env "$RUN_ENV" "$bin" --quick
+  explain_start_failure "$bin"
+  case $RC in
+    0) record "$name" ok "$TOOK" bench "$OUTFILE" ;;
+    *) record "$name" failed "$TOOK" bench "$OUTFILE" "exit status $RC" ;;
   esac
 }
 

@@ -5,23 +5,7 @@
 namespace tpserve {
 
 absl::Status CudaStatus(cudaError_t error, const char* call, const char* file, int line) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      absl::StrCat(call, " failed at ", file, ":", line, ": ", cudaGetErrorName(error), " (",
-                   cudaGetErrorString(error), ")");
-  switch (error) {
-    case cudaErrorInvalidValue:
-    case cudaErrorInvalidDevice:
-    case cudaErrorInvalidDevicePointer:
-      return absl::InvalidArgumentError(message);
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-      return absl::FailedPreconditionError(message);
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::InternalError(message);
-  }
+  return cuda::CudaCallStatus(static_cast<int>(error), call, file, line);
 }
 
 absl::Status NcclStatus(ncclResult_t result, const char* call, const char* file, int line) {

@@ -1,4 +1,5 @@
-// CUDA and NCCL return codes as absl::Status, carrying the failed call, file and line.
+// CUDA and NCCL return codes as absl::Status, carrying the failed call, file and line. CUDA
+// codes map as the kernels' own (kernels/cuda/cuda_status.h, the one mapping); NCCL's are here.
 //
 //   TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaSetDevice(device_ordinal)));
 //   TP_RETURN_IF_ERROR(TP_NCCL_CALL(ncclGetUniqueId(&id)));
@@ -15,6 +16,7 @@
 #include <nccl.h>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/cuda_status.h"
 
 namespace tpserve {
 

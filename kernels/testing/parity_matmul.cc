@@ -1,0 +1,216 @@
+// Parity cases of MatMul and MatMulChunked: every weight format the backends know, aligned and
+// unaligned sizes (n = 33, k = 72), and batch sizes on both sides of the GEMV / GEMM switch.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "base/status_macros.h"
+#include "formats/dtype.h"
+#include "formats/str_cat.h"
+#include "kernels/quantize_weights.h"
+#include "kernels/testing/parity_bounds.h"
+#include "kernels/testing/parity_cases.h"
+#include "kernels/testing/parity_util.h"
+
+namespace tpserve::parity {
+namespace {
+
+struct WeightCase {
+  TensorFormat format;
+  bool act_order = false;  // int4 with a column permutation
+  std::string Name() const {
+    return TensorFormatName(format) + (act_order ? "+perm" : "");
+  }
+};
+
+std::vector<WeightCase> AllWeightCases() {
+  std::vector<WeightCase> cases;
+  for (FormatKind k : {FormatKind::kF32, FormatKind::kF16, FormatKind::kBF16, FormatKind::kF8E4M3,
+                       FormatKind::kFp8PerChannel, FormatKind::kFp8Block128}) {
+    cases.push_back({TensorFormat::Of(k)});
+  }
+  cases.push_back({TensorFormat::Int4(32)});
+  cases.push_back({TensorFormat::Int4(128)});
+  cases.push_back({TensorFormat::Int4(128), true});
+  for (FormatKind k : {FormatKind::kQ8_0, FormatKind::kQ4_0, FormatKind::kQ4_1, FormatKind::kQ4_K,
+                       FormatKind::kQ5_K, FormatKind::kQ6_K}) {
+    cases.push_back({TensorFormat::Of(k)});
+  }
+  return cases;
+}
+
+bool IsGgml(const TensorFormat& f) {
+  const std::optional<DType> t = ElementDType(f);
+  return t.has_value() && BlockElems(*t) > 1;
+}
+
+bool FitsInputs(const TensorFormat& f, int64_t k) {
+  return k % InputBlockValues(f) == 0 && PackedRowBytes(f, k) > 0;
+}
+
+// See parity_bounds.h.
+double MatMulBound(const ParityContext& ctx, const TensorFormat& f, int64_t m) {
+  if (!ctx.candidate_bf16()) return kF32OrderBound;
+  if (IsGgml(f)) return kQ8ActivationBound;
+  const bool fp8_rows = f.kind == FormatKind::kFp8PerChannel || f.kind == FormatKind::kF8E4M3;
+  if (fp8_rows && m > kFp8QuantizedRowsAbove) return kFp8ActivationBound;
+  return kBf16TwiceBound;
+}
+
+HostMatrix MakeWeight(const WeightCase& wc, int64_t n, int64_t k, uint32_t seed) {
+  const std::vector<float> w = RandomF32(n * k, seed, 0.2f);
+  HostMatrix host = QuantizeWeights(wc.format, w.data(), n, k);
+  if (wc.act_order) {
+    host.perm.resize(k);
+    std::iota(host.perm.begin(), host.perm.end(), 0);
+    std::shuffle(host.perm.begin(), host.perm.end(), std::mt19937(seed));
+    host.matrix.input_perm = host.perm.data();
+  }
+  return host;
+}
+
+struct Output {
+  std::vector<double> values;
+  std::vector<uint8_t> bytes;
+  bool guards_ok = false;
+};
+
+absl::StatusOr<Output> RunMatMul(Backend& be, const WeightMatrix& w, const std::vector<float>& x,
+                                 int64_t m, DType y_dtype) {
+  const std::vector<uint8_t> xb = EncodeActivations(be, x);
+  TP_ASSIGN_OR_RETURN(GuardedBuffer xbuf,
+                      GuardedBuffer::Filled(be, xb.data(), static_cast<int64_t>(xb.size())));
+  TP_ASSIGN_OR_RETURN(GuardedBuffer ybuf,
+                      GuardedBuffer::Poisoned(be, m * w.rows * BlockBytes(y_dtype)));
+  be.MatMul(xbuf.data(), m, w, ybuf.data(), y_dtype);
+  TP_RETURN_IF_ERROR(be.Synchronize());
+  Output out;
+  TP_RETURN_IF_ERROR(ybuf.Read(&out.bytes, &out.guards_ok));
+  out.values = y_dtype == DType::kF32 ? DecodeF32(out.bytes) : DecodeActivations(be, out.bytes);
+  return out;
+}
+
+void MatMulCases(ParityContext& ctx) {
+  const std::pair<int64_t, int64_t> shapes[] = {{256, 96}, {512, 33}, {1024, 272}, {72, 40}};
+  const int64_t batches[] = {1, 2, 7, 16, 17, 33, 64};
+  uint32_t seed = 100;
+  for (const WeightCase& wc : AllWeightCases()) {
+    if (!ctx.candidate().SupportsWeight(wc.format)) {
+      ctx.NotSupported({"MatMul", wc.Name(), "all shapes"}, "SupportsWeight is false");
+      continue;
+    }
+    for (const auto& [k, n] : shapes) {
+      if (!FitsInputs(wc.format, k)) continue;
+      const HostMatrix host = MakeWeight(wc, n, k, ++seed);
+      const CaseName upload{"MatMul", wc.Name(), StrCat("k=", k, " n=", n)};
+      absl::StatusOr<UploadedWeight> cw = UploadWeight(ctx.candidate(), host);
+      absl::StatusOr<UploadedWeight> rw = UploadWeight(ctx.reference(), host);
+      if (!ctx.Check(upload, cw.status()) || !ctx.Check(upload, rw.status())) continue;
+      for (int64_t m : batches) {
+        const std::vector<float> x = RandomBf16(m * k, ++seed);
+        const std::string shape = StrCat("m=", m, " k=", k, " n=", n);
+        absl::StatusOr<Output> ref = RunMatMul(ctx.reference(), rw->matrix, x, m, DType::kF32);
+        if (!ctx.Check({"MatMul", wc.Name(), shape}, ref.status())) continue;
+        std::vector<DType> outputs = {ctx.candidate().activation_dtype()};
+        if (outputs[0] != DType::kF32 && (m == 1 || m == 33)) outputs.push_back(DType::kF32);
+        for (DType y : outputs) {
+          const CaseName name{"MatMul", StrCat(wc.Name(), " -> ", DTypeName(y)), shape};
+          absl::StatusOr<Output> got = RunMatMul(ctx.candidate(), cw->matrix, x, m, y);
+          if (!ctx.Check(name, got.status())) continue;
+          ctx.Compare(name, got->values, ref->values, MatMulBound(ctx, wc.format, m),
+                      got->guards_ok, ref->guards_ok);
+        }
+      }
+    }
+  }
+}
+
+absl::StatusOr<Output> RunChunked(Backend& be, const WeightMatrix& w, const std::vector<float>& x,
+                                  int64_t m, int64_t chunks) {
+  const std::vector<uint8_t> xb = EncodeActivations(be, x);
+  TP_ASSIGN_OR_RETURN(GuardedBuffer xbuf,
+                      GuardedBuffer::Filled(be, xb.data(), static_cast<int64_t>(xb.size())));
+  TP_ASSIGN_OR_RETURN(GuardedBuffer ybuf, GuardedBuffer::Poisoned(be, chunks * m * w.rows * 4));
+  be.MatMulChunked(xbuf.data(), m, w, chunks, static_cast<float*>(ybuf.data()));
+  TP_RETURN_IF_ERROR(be.Synchronize());
+  Output out;
+  TP_RETURN_IF_ERROR(ybuf.Read(&out.bytes, &out.guards_ok));
+  out.values = DecodeF32(out.bytes);
+  return out;
+}
+
+// Chunk c of the chunked product must be bit for bit what MatMul gives for that chunk alone:
+// x's columns of the chunk (after any act-order permutation) as a dense input, and a view of
+// W's columns. Returns the number of floats that differ.
+absl::StatusOr<int64_t> ChunkMismatches(Backend& be, const UploadedWeight& w, const HostMatrix& host,
+                                        const std::vector<float>& x, int64_t m, int64_t chunks,
+                                        const std::vector<uint8_t>& chunked) {
+  const int64_t k = w.matrix.cols, kc = k / chunks, n = w.matrix.rows;
+  int64_t mismatches = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::vector<float> xc(m * kc);
+    for (int64_t t = 0; t < m; ++t) {
+      for (int64_t j = 0; j < kc; ++j) {
+        const int64_t col = c * kc + j;
+        xc[t * kc + j] = x[t * k + (host.perm.empty() ? col : host.perm[col])];
+      }
+    }
+    TP_ASSIGN_OR_RETURN(Output alone, RunMatMul(be, ColumnChunk(w.matrix, c, kc), xc, m,
+                                                DType::kF32));
+    for (int64_t i = 0; i < m * n; ++i) {
+      if (std::memcmp(alone.bytes.data() + 4 * i, chunked.data() + 4 * (c * m * n + i), 4) != 0) {
+        ++mismatches;
+      }
+    }
+  }
+  return mismatches;
+}
+
+void MatMulChunkedCases(ParityContext& ctx) {
+  const int64_t chunks = 3, kc = 256, k = chunks * kc, n = 48;
+  uint32_t seed = 900;
+  for (const WeightCase& wc :
+       {WeightCase{TensorFormat::Of(FormatKind::kBF16)}, WeightCase{TensorFormat::Of(FormatKind::kF16)},
+        WeightCase{TensorFormat::Of(FormatKind::kFp8PerChannel)},
+        WeightCase{TensorFormat::Of(FormatKind::kFp8Block128)}, WeightCase{TensorFormat::Int4(128)},
+        WeightCase{TensorFormat::Int4(128), true}, WeightCase{TensorFormat::Of(FormatKind::kQ4_0)},
+        WeightCase{TensorFormat::Of(FormatKind::kQ4_K)}}) {
+    if (!ctx.candidate().SupportsWeight(wc.format)) {
+      ctx.NotSupported({"MatMulChunked", wc.Name(), "all shapes"}, "SupportsWeight is false");
+      continue;
+    }
+    const HostMatrix host = MakeWeight(wc, n, k, ++seed);
+    const CaseName upload{"MatMulChunked", wc.Name(), StrCat("k=", k, " n=", n)};
+    absl::StatusOr<UploadedWeight> cw = UploadWeight(ctx.candidate(), host);
+    absl::StatusOr<UploadedWeight> rw = UploadWeight(ctx.reference(), host);
+    if (!ctx.Check(upload, cw.status()) || !ctx.Check(upload, rw.status())) continue;
+    for (int64_t m : {1, 7, 33}) {
+      const std::vector<float> x = RandomBf16(m * k, ++seed);
+      const std::string shape = StrCat("m=", m, " k=", k, " n=", n, " chunks=", chunks);
+      const CaseName name{"MatMulChunked", wc.Name() + " -> f32", shape};
+      absl::StatusOr<Output> got = RunChunked(ctx.candidate(), cw->matrix, x, m, chunks);
+      absl::StatusOr<Output> ref = RunChunked(ctx.reference(), rw->matrix, x, m, chunks);
+      if (!ctx.Check(name, got.status()) || !ctx.Check(name, ref.status())) continue;
+      ctx.Compare(name, got->values, ref->values, MatMulBound(ctx, wc.format, m), got->guards_ok,
+                  ref->guards_ok);
+      const CaseName same{"MatMulChunked==MatMul", wc.Name() + " -> f32", shape};
+      absl::StatusOr<int64_t> diff = ChunkMismatches(ctx.candidate(), *cw, host, x, m, chunks,
+                                                     got->bytes);
+      if (!ctx.Check(same, diff.status())) continue;
+      ParityResult r{same.op, same.dtype, same.shape, static_cast<double>(*diff), 0.0,
+                     *diff == 0 ? ParityOutcome::kOk : ParityOutcome::kFailed,
+                     *diff == 0 ? "" : "floats differ from MatMul of the chunk alone"};
+      ctx.Add(std::move(r));
+    }
+  }
+}
+
+}  // namespace
+
+void RunMatMulCases(ParityContext& ctx) {
+  if (ctx.Wants("MatMul")) MatMulCases(ctx);
+  if (ctx.Wants("MatMulChunked")) MatMulChunkedCases(ctx);
+}
+
+}  // namespace tpserve::parity
