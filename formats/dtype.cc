@@ -17,6 +17,8 @@ constexpr int kQBlockElems = 32;
 constexpr int kQ8_0BlockBytes = 2 + 32;
 constexpr int kQ4_0BlockBytes = 2 + 16;
 constexpr int kQ4_1BlockBytes = 2 + 2 + 16;
+constexpr int kQ5_0BlockBytes = 2 + 4 + 16;
+constexpr int kQ5_1BlockBytes = 2 + 2 + 4 + 16;
 
 uint16_t LoadU16(const uint8_t* p) {
   uint16_t v;
@@ -73,6 +75,34 @@ void DequantizeQ4_1(const uint8_t* src, float* dst, int64_t num_blocks) {
   }
 }
 
+// Q5_0 (fp16 d, u32 qh, 16 bytes qs) and Q5_1 (fp16 d, fp16 m, u32 qh, qs): element j's
+// fifth bit is bit j of qh (j < 32), its low four bits the Q4 nibble order above. Q5_0 is
+// d * (q - 16); Q5_1 is d * q + m with two roundings, like the gguf package.
+void DequantizeQ5(const uint8_t* src, float* dst, int64_t num_blocks, bool with_min) {
+  const int block_bytes = with_min ? kQ5_1BlockBytes : kQ5_0BlockBytes;
+  for (int64_t b = 0; b < num_blocks; ++b, src += block_bytes, dst += kQBlockElems) {
+    const float d = F16ToF32(LoadU16(src));
+    const float m = with_min ? F16ToF32(LoadU16(src + 2)) : 0.0f;
+    const uint8_t* qh_bytes = src + (with_min ? 4 : 2);
+    const uint32_t qh = static_cast<uint32_t>(qh_bytes[0]) | (uint32_t{qh_bytes[1]} << 8) |
+                        (uint32_t{qh_bytes[2]} << 16) | (uint32_t{qh_bytes[3]} << 24);
+    const uint8_t* qs = qh_bytes + 4;
+    for (int j = 0; j < kQBlockElems / 2; ++j) {
+      const int lo = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) & 1u) << 4);
+      const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+      if (with_min) {
+        const float a = d * static_cast<float>(lo);
+        const float c = d * static_cast<float>(hi);
+        dst[j] = a + m;
+        dst[j + 16] = c + m;
+      } else {
+        dst[j] = d * static_cast<float>(lo - 16);
+        dst[j + 16] = d * static_cast<float>(hi - 16);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view DTypeName(DType t) {
@@ -91,6 +121,10 @@ std::string_view DTypeName(DType t) {
       return "Q4_0";
     case DType::kQ4_1:
       return "Q4_1";
+    case DType::kQ5_0:
+      return "Q5_0";
+    case DType::kQ5_1:
+      return "Q5_1";
     case DType::kQ4_K:
       return "Q4_K";
     case DType::kQ5_K:
@@ -110,6 +144,8 @@ int64_t BlockElems(DType t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
       return kQBlockElems;
     case DType::kQ4_K:
     case DType::kQ5_K:
@@ -136,6 +172,10 @@ int64_t BlockBytes(DType t) {
       return kQ4_0BlockBytes;
     case DType::kQ4_1:
       return kQ4_1BlockBytes;
+    case DType::kQ5_0:
+      return kQ5_0BlockBytes;
+    case DType::kQ5_1:
+      return kQ5_1BlockBytes;
     case DType::kQ4_K:
       return kQ4_KBlockBytes;
     case DType::kQ5_K:
@@ -180,6 +220,12 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
       return;
     case DType::kQ4_1:
       DequantizeQ4_1(bytes, dst, n / kQBlockElems);
+      return;
+    case DType::kQ5_0:
+      DequantizeQ5(bytes, dst, n / kQBlockElems, /*with_min=*/false);
+      return;
+    case DType::kQ5_1:
+      DequantizeQ5(bytes, dst, n / kQBlockElems, /*with_min=*/true);
       return;
     case DType::kQ4_K:
       DequantizeQ4_K(bytes, dst, n / kKQuantBlockElems);

@@ -23,6 +23,8 @@ enum class DType : uint8_t {
   kQ8_0,    // GGML: 32 elems, fp16 scale d, int8 q[32]; x = d * q.                 34 bytes
   kQ4_0,    // GGML: 32 elems, fp16 d, 16 bytes of nibbles; x = d * (q - 8).         18 bytes
   kQ4_1,    // GGML: 32 elems, fp16 d, fp16 m, 16 bytes of nibbles; x = d * q + m.   20 bytes
+  kQ5_0,    // GGML: 32 elems, fp16 d, 4 bytes of high bits, nibbles; x = d * (q - 16). 22 bytes
+  kQ5_1,    // GGML: 32 elems, fp16 d, fp16 m, high bits, nibbles; x = d * q + m.      24 bytes
   // GGML K-quants: super-blocks of 256 elems with per-sub-block scales (layout: k_quant.h).
   kQ4_K,  // 8 x 32: fp16 d, dmin, 6-bit scales/mins, nibbles; x = d*s*q - dmin*m.  144 bytes
   kQ5_K,  // as Q4_K plus one high bit per element; q in 0..31.                       176 bytes

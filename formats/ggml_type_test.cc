@@ -38,7 +38,7 @@ TEST(GgmlTypeTest, KnowsUndecodableGeometryAndRejectsRetiredIds) {
 }
 
 TEST(GgmlTypeTest, DecodedNamesListEveryTypeWithADType) {
-  EXPECT_EQ(DecodedGgmlTypeNames(), "F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16");
+  EXPECT_EQ(DecodedGgmlTypeNames(), "F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, BF16");
 }
 
 }  // namespace

@@ -71,6 +71,8 @@ TEST(GgufGoldenTest, KQuantsDequantizeBitIdenticalToTheGgufPackage) {
       {"q4_k", DType::kQ4_K, {3, 512}},
       {"q5_k", DType::kQ5_K, {2, 768}},
       {"q6_k", DType::kQ6_K, {3, 512}},
+      {"q5_0", DType::kQ5_0, {3, 160}},
+      {"q5_1", DType::kQ5_1, {2, 224}},
   };
   ASSERT_EQ((*file)->TensorNames().size(), tensors.size());
   for (const Expected& e : tensors) {

@@ -18,8 +18,8 @@ constexpr int64_t kInt4ScaleZeroBytes = 2 + 2;  // fp16 scale + fp16 zero point 
 constexpr int64_t kDefaultInt4Group = 128;
 
 constexpr std::string_view kAcceptedNames =
-    "f32, f16, bf16, fp8-e4m3, fp8, fp8-block, int4, int4-g<N>[-act], q8_0, q4_0, q4_1, q4_k, "
-    "q5_k, q6_k";
+    "f32, f16, bf16, fp8-e4m3, fp8, fp8-block, int4, int4-g<N>[-act], q8_0, q4_0, q4_1, q5_0, "
+    "q5_1, q4_k, q5_k, q6_k";
 
 // The reader's element type of a GGML kind: block values and bytes come from its layout table
 // (formats/dtype.h), so the plan and the loader can never disagree on a GGML type's size.
@@ -37,6 +37,10 @@ std::optional<DType> GgmlDType(FormatKind kind) {
       return DType::kQ5_K;
     case FormatKind::kQ6_K:
       return DType::kQ6_K;
+    case FormatKind::kQ5_0:
+      return DType::kQ5_0;
+    case FormatKind::kQ5_1:
+      return DType::kQ5_1;
     default:
       return std::nullopt;
   }
@@ -71,6 +75,8 @@ absl::StatusOr<TensorFormat> ParseTensorFormat(std::string_view name) {
   if (name == "q4_k") return TensorFormat::Of(FormatKind::kQ4_K);
   if (name == "q5_k") return TensorFormat::Of(FormatKind::kQ5_K);
   if (name == "q6_k") return TensorFormat::Of(FormatKind::kQ6_K);
+  if (name == "q5_0") return TensorFormat::Of(FormatKind::kQ5_0);
+  if (name == "q5_1") return TensorFormat::Of(FormatKind::kQ5_1);
   if (name == "int4") return TensorFormat::Int4(kDefaultInt4Group);
   if (name.starts_with("int4-g")) {
     const bool act_order = name.ends_with("-act");
@@ -117,6 +123,10 @@ std::string TensorFormatName(const TensorFormat& format) {
       return "q5_k";
     case FormatKind::kQ6_K:
       return "q6_k";
+    case FormatKind::kQ5_0:
+      return "q5_0";
+    case FormatKind::kQ5_1:
+      return "q5_1";
   }
   return "?";
 }
@@ -238,6 +248,10 @@ TensorFormat FormatOfDType(DType dtype) {
       return TensorFormat::Of(FormatKind::kQ5_K);
     case DType::kQ6_K:
       return TensorFormat::Of(FormatKind::kQ6_K);
+    case DType::kQ5_0:
+      return TensorFormat::Of(FormatKind::kQ5_0);
+    case DType::kQ5_1:
+      return TensorFormat::Of(FormatKind::kQ5_1);
     case DType::kI32:
       break;  // no format holds integers: excluded by the REQUIRES
   }

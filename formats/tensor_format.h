@@ -35,6 +35,8 @@ enum class FormatKind : uint8_t {
   kQ4_K,           // GGML K-quant: 256 values in 144 bytes (scales inside the super-block)
   kQ5_K,           // GGML K-quant: 256 values in 176 bytes
   kQ6_K,           // GGML K-quant: 256 values in 210 bytes
+  kQ5_0,           // GGML: 32 values in 22 bytes (llama.cpp's fallback for Q4_K rows not of 256)
+  kQ5_1,           // GGML: 32 values in 24 bytes
 };
 
 struct TensorFormat {

@@ -30,7 +30,8 @@ TEST(TensorFormatTest, RejectsUnknownNamesAndOddGroups) {
   absl::Status unknown = ParseTensorFormat("q3_k").status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.message().find("accepted: f32"), std::string::npos) << unknown;
-  EXPECT_NE(unknown.message().find("q4_1, q4_k, q5_k, q6_k"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.message().find("q4_1, q5_0, q5_1, q4_k, q5_k, q6_k"), std::string::npos)
+      << unknown;
   absl::Status odd = ParseTensorFormat("int4-g3").status();
   EXPECT_NE(odd.message().find("multiple of 32"), std::string::npos) << odd;
   // Groups are whole 32-column chunks of packed codes: 48 is even but splits a chunk.

@@ -198,6 +198,50 @@ void QuantizeBlockQ6_K(const float* x, uint8_t* dst) {
   }
 }
 
+// Q5_0: d = (the x of largest magnitude) / -16, q = min(31, trunc(x / d + 16.5)); Q5_1: d =
+// (max - min) / 31, m = min, q = round((x - m) / d). Layout: formats/dtype.cc (DequantizeQ5).
+void QuantizeBlockQ5(const float* x, uint8_t* dst, bool with_min) {
+  float d, m = 0.0f;
+  int q[kBlock];
+  if (with_min) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < kBlock; ++j) {
+      lo = std::min(lo, x[j]);
+      hi = std::max(hi, x[j]);
+    }
+    d = (hi - lo) / 31.0f;
+    m = lo;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < kBlock; ++j) {
+      q[j] = std::clamp(static_cast<int>(std::nearbyint((x[j] - m) * id)), 0, 31);
+    }
+  } else {
+    float amax = 0.0f, signed_max = 0.0f;
+    for (int j = 0; j < kBlock; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        signed_max = x[j];
+      }
+    }
+    d = signed_max / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < kBlock; ++j) {
+      q[j] = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+    }
+  }
+  StoreF16(dst, d);
+  if (with_min) StoreF16(dst + 2, m);
+  uint8_t* qh = dst + (with_min ? 4 : 2);
+  uint8_t* qs = qh + 4;
+  uint32_t high = 0;
+  for (int j = 0; j < kBlock / 2; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 0x0F) | ((q[j + 16] & 0x0F) << 4));
+    high |= static_cast<uint32_t>(q[j] >> 4) << j;
+    high |= static_cast<uint32_t>(q[j + 16] >> 4) << (j + 16);
+  }
+  std::memcpy(qh, &high, 4);
+}
+
 }  // namespace
 
 uint16_t F32ToBF16(float f) {
@@ -260,6 +304,12 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
       return;
     case DType::kQ4_1:
       for (int64_t b = 0; b < n / kBlock; ++b) QuantizeBlockQ4_1(src + b * kBlock, out + b * 20);
+      return;
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+      for (int64_t b = 0; b < n / kBlock; ++b) {
+        QuantizeBlockQ5(src + b * kBlock, out + b * BlockBytes(t), t == DType::kQ5_1);
+      }
       return;
     case DType::kQ4_K:
       for (int64_t b = 0; b < n / kKQuantBlockElems; ++b) {

@@ -44,7 +44,8 @@ class CpuBackendParityTest : public ::testing::Test {
 };
 
 constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kF8E4M3,
-                               DType::kQ8_0, DType::kQ4_0, DType::kQ4_1};
+                               DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                               DType::kQ5_1};
 
 // Optimized vs reference: same arithmetic up to summation order. Against f64 on the
 // dequantized weights, relative to the squared products: float types only see summation

@@ -54,6 +54,8 @@ bool CpuMatMul::Supports(const TensorFormat& format) {
     case FormatKind::kQ4_K:
     case FormatKind::kQ5_K:
     case FormatKind::kQ6_K:
+    case FormatKind::kQ5_0:  // no Q8 dot kernel: each row is dequantized and dotted in f32
+    case FormatKind::kQ5_1:
       return true;
     case FormatKind::kInt4Group:
       return format.group_size > 0 && format.group_size % 32 == 0;
@@ -188,6 +190,10 @@ void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatri
       case FormatKind::kBF16:
         if (widen_once) kernels_.bf16_to_f32(half, row_scratch, k);
         break;
+      case FormatKind::kQ5_0:
+      case FormatKind::kQ5_1:
+        DequantizeWeightRow(w, i, row_scratch);  // no dot kernel of their own: decode, then f32
+        break;
       default: TP_CHECK(false, "not a float weight type");
     }
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
@@ -217,8 +223,11 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
   TP_CHECK(kc % block == 0, "a chunk is not a whole number of weight blocks");
   if (m <= 0 || w.rows <= 0) return;
   const std::optional<DType> element = ElementDType(w.format);
+  // Q5_0/Q5_1 (llama.cpp's fallbacks for K-quant rows that are not whole super-blocks) have
+  // no 8-bit-activation dot kernel: they take the float path below.
+  const bool q5 = w.format.kind == FormatKind::kQ5_0 || w.format.kind == FormatKind::kQ5_1;
   const bool quantized = w.format.kind == FormatKind::kInt4Group ||
-                         (element.has_value() && BlockElems(*element) > 1);
+                         (element.has_value() && BlockElems(*element) > 1 && !q5);
   const bool fp8 = w.format.kind == FormatKind::kF8E4M3 ||
                    w.format.kind == FormatKind::kFp8PerChannel ||
                    w.format.kind == FormatKind::kFp8Block128;

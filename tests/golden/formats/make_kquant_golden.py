@@ -23,6 +23,10 @@ TENSORS = {
     "q4_k": (T.Q4_K, 3, 2, (0, 2)),  # d, dmin
     "q5_k": (T.Q5_K, 2, 3, (0, 2)),  # d, dmin
     "q6_k": (T.Q6_K, 3, 2, (208,)),  # d
+    # llama.cpp's fallbacks for K-quant rows that are not whole super-blocks (Q4_K_M on
+    # models 576 wide): blocks of 32.
+    "q5_0": (T.Q5_0, 3, 5, (0,)),  # d
+    "q5_1": (T.Q5_1, 2, 7, (0, 2)),  # d, m
 }
 
 # Planted in the first blocks' scale fields, in order: zero, negative zero, the smallest
@@ -32,7 +36,7 @@ SPECIAL_HALVES = [0.0, -0.0, 2.0**-24, 65504.0, -0.75, 1.0]
 
 def random_blocks(rng: np.random.Generator, qtype: T, count: int, f16_offsets) -> np.ndarray:
     block_elems, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
-    assert block_elems == 256
+    assert block_elems in (32, 256)
     blocks = rng.integers(0, 256, size=(count, block_bytes), dtype=np.uint8)
     halves = (rng.standard_normal((count, len(f16_offsets))) * 0.05).astype(np.float16)
     flat = halves.reshape(-1)
@@ -53,7 +57,8 @@ def main() -> None:
         packed = blocks.reshape(rows, -1)  # byte-shaped: the writer recovers [rows, cols]
         writer.add_tensor(name, packed, raw_dtype=qtype)
         ref = gguf.quants.dequantize(packed, qtype).astype("<f4")
-        assert ref.shape == (rows, 256 * blocks_per_row) and np.all(np.isfinite(ref))
+        block_elems = gguf.GGML_QUANT_SIZES[qtype][0]
+        assert ref.shape == (rows, block_elems * blocks_per_row) and np.all(np.isfinite(ref))
         references[name] = ref
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
