@@ -74,6 +74,20 @@ int64_t WeightMatrixBytes(const WeightMatrix& w) {
   return bytes;
 }
 
+WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc) {
+  WeightMatrix wc = w;
+  wc.cols = kc;
+  wc.input_perm = nullptr;
+  wc.data = static_cast<const uint8_t*>(w.data) + c * PackedRowBytes(w.format, kc);
+  if (w.format.kind == FormatKind::kInt4Group) {
+    wc.scales = static_cast<const uint16_t*>(w.scales) + c * (kc / w.format.group_size);
+    wc.zeros = static_cast<const uint16_t*>(w.zeros) + c * (kc / w.format.group_size);
+  } else if (w.format.kind == FormatKind::kFp8Block128) {
+    wc.scales = static_cast<const float*>(w.scales) + c * (kc / kFp8Tile);
+  }
+  return wc;
+}
+
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out) {
   TP_CHECK(row >= 0 && row < w.rows, "DequantizeWeightRow: row out of range");
   const auto* src = static_cast<const uint8_t*>(w.data) + row * w.row_bytes;

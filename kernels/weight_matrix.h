@@ -70,6 +70,12 @@ int64_t PackedRowBytes(const TensorFormat& format, int64_t cols);
 // points and the permutation its format carries. What a rank really holds for it.
 int64_t WeightMatrixBytes(const WeightMatrix& w);
 
+// The part of `w` that multiplies input columns [c * kc, (c + 1) * kc): its values and the
+// scales and zero points of those columns (per-row scales are shared by every chunk), the
+// act-order permutation dropped (a chunked matmul gathers x once for the whole width).
+// REQUIRES: kc a multiple of InputBlockValues(w.format), (c + 1) * kc <= w.cols.
+WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc);
+
 // Decodes row `row` of `w` (host memory) into out[w.cols] f32, in stored column order (an
 // input_perm is not applied). The reference for every backend's matmul.
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out);

@@ -20,20 +20,6 @@ constexpr int64_t kFp8Tile = 128;  // fp8-block: columns (and rows) per scale
 // of KiB for k up to a few thousand) stay in L2 while a tile's weight rows stream past.
 constexpr int64_t kTokensPerTile = 64;
 
-// The part of `w` that multiplies input columns [c * kc, (c + 1) * kc): its values and the
-// scales of those columns (per-row scales are shared by every chunk).
-WeightMatrix ChunkOf(const WeightMatrix& w, int64_t c, int64_t kc) {
-  WeightMatrix wc = w;
-  wc.cols = kc;
-  wc.data = static_cast<const uint8_t*>(w.data) + c * PackedRowBytes(w.format, kc);
-  if (w.format.kind == FormatKind::kInt4Group) {
-    wc.scales = static_cast<const uint16_t*>(w.scales) + c * (kc / w.format.group_size);
-    wc.zeros = static_cast<const uint16_t*>(w.zeros) + c * (kc / w.format.group_size);
-  } else if (w.format.kind == FormatKind::kFp8Block128) {
-    wc.scales = static_cast<const float*>(w.scales) + c * (kc / kFp8Tile);
-  }
-  return wc;
-}
 
 }  // namespace
 
@@ -259,7 +245,7 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
     const int64_t n1 = std::min(w.rows, n0 + tiling.rows_per_tile);
     const int64_t m0 = tt * tiling.tokens_per_tile;
     const int64_t m1 = std::min(m, m0 + tiling.tokens_per_tile);
-    const WeightMatrix wc = ChunkOf(w, c, kc);
+    const WeightMatrix wc = ColumnChunk(w, c, kc);
     float* yc = y + c * m * w.rows;
     if (quantized) {
       RunQuantizedTile(wc, n0, n1, m0, m1, yc, c * (kc / kActivationBlock),

@@ -21,19 +21,6 @@ constexpr int64_t kFp8RowPad = 16;
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// The part of `w` that multiplies input columns [c * kc, (c + 1) * kc) (as CpuMatMul's ChunkOf).
-WeightMatrix ChunkOf(const WeightMatrix& w, int64_t c, int64_t kc) {
-  WeightMatrix wc = w;
-  wc.cols = kc;
-  wc.data = static_cast<const uint8_t*>(w.data) + c * PackedRowBytes(w.format, kc);
-  if (w.format.kind == FormatKind::kInt4Group) {
-    wc.scales = static_cast<const uint16_t*>(w.scales) + c * (kc / w.format.group_size);
-    wc.zeros = static_cast<const uint16_t*>(w.zeros) + c * (kc / w.format.group_size);
-  } else if (w.format.kind == FormatKind::kFp8Block128) {
-    wc.scales = static_cast<const float*>(w.scales) + c * (kc / 128);
-  }
-  return wc;
-}
 
 }  // namespace
 
@@ -246,7 +233,7 @@ absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix
         x_chunk_.data(), kc * kBf16Bytes, static_cast<const uint8_t*>(x) + c * kc * kBf16Bytes,
         k * kBf16Bytes, kc * kBf16Bytes, m, cudaMemcpyDeviceToDevice, s)));
     TP_RETURN_IF_ERROR(
-        Run(x_chunk_.data(), m, ChunkOf(whole, c, kc), y_chunk_.data(), DType::kF32, stream));
+        Run(x_chunk_.data(), m, ColumnChunk(whole, c, kc), y_chunk_.data(), DType::kF32, stream));
     TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpyAsync(y + c * m * n, y_chunk_.data(), m * n * 4,
                                                 cudaMemcpyDeviceToDevice, s)));
   }

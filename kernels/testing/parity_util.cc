@@ -135,19 +135,6 @@ absl::StatusOr<UploadedWeight> UploadWeight(Backend& backend, const HostMatrix& 
   return out;
 }
 
-WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc) {
-  WeightMatrix wc = w;
-  wc.cols = kc;
-  wc.input_perm = nullptr;
-  wc.data = static_cast<const uint8_t*>(w.data) + c * PackedRowBytes(w.format, kc);
-  if (w.format.kind == FormatKind::kInt4Group) {
-    wc.scales = static_cast<const uint16_t*>(w.scales) + c * (kc / w.format.group_size);
-    wc.zeros = static_cast<const uint16_t*>(w.zeros) + c * (kc / w.format.group_size);
-  } else if (w.format.kind == FormatKind::kFp8Block128) {
-    wc.scales = static_cast<const float*>(w.scales) + c * (kc / 128);
-  }
-  return wc;
-}
 
 double NormalisedError(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0.0, den = 0.0;

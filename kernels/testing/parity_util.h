@@ -69,8 +69,6 @@ struct UploadedWeight {
 };
 absl::StatusOr<UploadedWeight> UploadWeight(Backend& backend, const HostMatrix& host);
 
-// The part of `w` that multiplies input columns [c * kc, (c + 1) * kc) (no permutation).
-WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc);
 
 // What identifies one result.
 struct CaseName {
