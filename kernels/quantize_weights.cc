@@ -71,18 +71,18 @@ void QuantizeInt4(const float* src, HostMatrix& out) {
         lo = std::min(lo, x[j]);
         hi = std::max(hi, x[j]);
       }
-      lo = std::min(lo, 0.0f);  // zero is exactly representable: padding and ReLU-like rows
-      hi = std::max(hi, 0.0f);
-      // The scale is rounded to f16 first, so the codes are chosen against the scale the
-      // matmul will really use.
+      // The scale and the zero point are rounded to f16 first, so the codes are chosen against
+      // the values the matmul will really use. The zero point is fractional (stored f16), so
+      // the group's min maps to code 0 exactly as GGML's Q4_1 does, not to the nearest grid
+      // point of an integer zero.
       float s = F16ToF32(F32ToF16((hi - lo) / 15.0f));
-      if (s == 0.0f) s = 1.0f;
-      const float zero = std::clamp(std::nearbyint(-lo / s), 0.0f, 15.0f);
+      if (s == 0.0f) s = 1.0f;  // a constant group: code 0, zero -lo
+      const float zero = F16ToF32(F32ToF16(-lo / s));
       StoreF16(out.scales, r * m.scale_stride + gi, s);
       StoreF16(out.zeros, r * m.scale_stride + gi, zero);
       for (int64_t j = 0; j < g; ++j) {
         codes[gi * g + j] =
-            static_cast<int>(std::clamp(std::nearbyint(x[j] / s) + zero, 0.0f, 15.0f));
+            static_cast<int>(std::clamp(std::nearbyint(x[j] / s + zero), 0.0f, 15.0f));
       }
     }
     uint8_t* packed = out.values.data() + r * m.row_bytes;

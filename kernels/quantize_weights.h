@@ -8,9 +8,10 @@
 // Schemes (the ones serving engines use for round-to-nearest quantization):
 //   fp8 (per-channel)  s[r] = max|W[r, :]| / 448 (1 for an all-zero row); code = e4m3(W / s)
 //   fp8-block          s[tile] = max|W[tile]| / 448 over each 128x128 tile
-//   int4-g<G>          per row and group of G: s = fp16((max - min) / 15), zero = round(-min / s)
-//                      clamped to [0, 15], code = clamp(round(W / s) + zero, 0, 15); asymmetric,
-//                      so the group's min and max are both representable (AWQ's scheme)
+//   int4-g<G>          per row and group of G: s = fp16((max - min) / 15), zero = fp16(-min / s)
+//                      (fractional: the layout stores zero points as f16), code = clamp(round(W / s
+//                      + zero), 0, 15); asymmetric, so the group's min and max are both on the
+//                      grid (GGML Q4_1's scheme; AWQ/GPTQ exports round the zero to an integer)
 //   f32/f16/bf16/fp8-e4m3 and GGML types: QuantizeRow (kernels/quantize.h)
 // Thread-safe: pure functions.
 #ifndef TPSERVE_KERNELS_QUANTIZE_WEIGHTS_H_
