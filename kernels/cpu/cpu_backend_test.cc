@@ -20,8 +20,11 @@ namespace tpserve {
 namespace {
 
 using parity_test::AllFinite;
+using parity_test::ErrorVsProducts;
 using parity_test::Guarded;
+using parity_test::MatMulF64;
 using parity_test::Nmse;
+using parity_test::ProductF64;
 using parity_test::Random;
 
 WeightMatrix Wm(DType t, const void* data, int64_t rows, int64_t cols, int64_t row_bytes) {
@@ -70,28 +73,16 @@ TEST_F(CpuBackendParityTest, MatMulEveryTypeAndShape) {
           Guarded y_ref(m * n), y_opt(m * n);
           ref_.MatMul(x.data(), m, wm, y_ref.data(), DType::kF32);
           opt_.MatMul(x.data(), m, wm, y_opt.data(), DType::kF32);
-          // exact: f64 products; magnitude: sum of squared products, the scale that rounding
-          // errors of the inputs grow with (unlike the dot itself, which may cancel to ~0).
-          std::vector<double> exact(m * n, 0.0);
-          double magnitude = 0.0;
-          for (int64_t i = 0; i < m; ++i) {
-            for (int64_t j = 0; j < n; ++j) {
-              for (int64_t c = 0; c < k; ++c) {
-                const double p = double{x[i * k + c]} * wd[j * k + c];
-                exact[i * n + j] += p;
-                magnitude += p * p;
-              }
-            }
-          }
+          const ProductF64 exact = MatMulF64(x, wd, m, n, k);
           const std::string where = std::string(DTypeName(t)) + " m=" + std::to_string(m) +
                                     " k=" + std::to_string(k) + " n=" + std::to_string(n);
           ASSERT_TRUE(y_ref.GuardsIntact() && y_opt.GuardsIntact()) << where;
           ASSERT_TRUE(AllFinite(y_opt.values())) << where;
-          EXPECT_LT(Nmse(y_opt.values(), y_ref.values()), 1e-10) << where;
-          const std::vector<float> got = y_ref.values();
-          double err = 0.0;
-          for (int64_t i = 0; i < m * n; ++i) err += (got[i] - exact[i]) * (got[i] - exact[i]);
-          EXPECT_LT(err / magnitude, MatMulThresholdVsF64(t)) << where;
+          EXPECT_LT(ErrorVsProducts(y_opt.values(), y_ref.values(), exact.magnitude), 1e-10)
+              << where;
+          EXPECT_LT(ErrorVsProducts(y_ref.values(), exact.y, exact.magnitude),
+                    MatMulThresholdVsF64(t))
+              << where;
         }
       }
     }
@@ -119,26 +110,16 @@ TEST_F(CpuBackendParityTest, MatMulKQuantsOddShapes) {
           Guarded y_ref(m * n), y_opt(m * n);
           ref_.MatMul(x.data(), m, wm, y_ref.data(), DType::kF32);
           opt_.MatMul(x.data(), m, wm, y_opt.data(), DType::kF32);
-          std::vector<double> exact(m * n, 0.0);
-          double magnitude = 0.0;
-          for (int64_t i = 0; i < m; ++i) {
-            for (int64_t j = 0; j < n; ++j) {
-              for (int64_t c = 0; c < k; ++c) {
-                const double p = double{x[i * k + c]} * wd[j * k + c];
-                exact[i * n + j] += p;
-                magnitude += p * p;
-              }
-            }
-          }
+          const ProductF64 exact = MatMulF64(x, wd, m, n, k);
           const std::string where = std::string(DTypeName(t)) + " m=" + std::to_string(m) +
                                     " k=" + std::to_string(k) + " n=" + std::to_string(n);
           ASSERT_TRUE(y_ref.GuardsIntact() && y_opt.GuardsIntact()) << where;
           ASSERT_TRUE(AllFinite(y_opt.values()) && AllFinite(y_ref.values())) << where;
-          EXPECT_LT(Nmse(y_opt.values(), y_ref.values()), 1e-10) << where;
+          EXPECT_LT(ErrorVsProducts(y_opt.values(), y_ref.values(), exact.magnitude), 1e-10)
+              << where;
           for (const std::vector<float>& got : {y_ref.values(), y_opt.values()}) {
-            double err = 0.0;
-            for (int64_t i = 0; i < m * n; ++i) err += (got[i] - exact[i]) * (got[i] - exact[i]);
-            EXPECT_LT(err / magnitude, MatMulThresholdVsF64(t)) << where;
+            EXPECT_LT(ErrorVsProducts(got, exact.y, exact.magnitude), MatMulThresholdVsF64(t))
+                << where;
           }
         }
       }

@@ -56,6 +56,42 @@ inline std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+// y = x W^T in f64 for x [m, k] and dequantized W [n, k], and its error scale: the sum of
+// squared products, which rounding of the inputs and reordering of the f32 sums grow with
+// (unlike sum(y^2): one dot product can cancel to ~0). With `perm`, stored column c multiplies
+// input column perm[c] (GPTQ act-order).
+struct ProductF64 {
+  std::vector<double> y;
+  double magnitude = 0.0;
+};
+inline ProductF64 MatMulF64(const std::vector<float>& x, const std::vector<float>& w, int64_t m,
+                            int64_t n, int64_t k, const int32_t* perm = nullptr) {
+  ProductF64 out{std::vector<double>(m * n, 0.0)};
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t c = 0; c < k; ++c) {
+        const double p = double{x[i * k + (perm ? perm[c] : c)]} * w[j * k + c];
+        out.y[i * n + j] += p;
+        out.magnitude += p * p;
+      }
+    }
+  }
+  return out;
+}
+
+// sum((got - want)^2) / magnitude: the error of a matmul output against `want`, on the scale
+// of the products that made it (see ProductF64).
+inline double ErrorVsProducts(const std::vector<float>& got, const std::vector<double>& want,
+                              double magnitude) {
+  double err = 0;
+  for (size_t i = 0; i < got.size(); ++i) err += (got[i] - want[i]) * (got[i] - want[i]);
+  return err / magnitude;
+}
+inline double ErrorVsProducts(const std::vector<float>& got, const std::vector<float>& want,
+                              double magnitude) {
+  return ErrorVsProducts(got, std::vector<double>(want.begin(), want.end()), magnitude);
+}
+
 // sum((a - b)^2) / sum(b^2): the normalized error test-backend-ops uses.
 inline double Nmse(const std::vector<float>& a, const std::vector<double>& b) {
   double num = 0, den = 0;
