@@ -6,8 +6,8 @@
 #      from the public layouts: no calibration) and FP8 (fbgemm) Hugging Face checkpoints of the
 #      F32 weights;
 #   3. //bench:accuracy scores, against our F32 model of those weights: quantize-on-load fp8,
-X
-#      bf16; the KV dtypes; the AWQ/GPTQ/FP8 checkpoints; the llama.cpp GGUFs run by us;
+#      fp8-block, int4 (g96 here: SmolLM2's 576 columns do not divide into 128), int4-g64,
+#      int4-g32, bf16; the KV dtypes; the AWQ/GPTQ/FP8 checkpoints; the llama.cpp GGUFs run by us;
 #   4. bench/llama_cpp_accuracy.py scores the same GGUFs in llama.cpp against its F32 GGUF.
 #   bash bench/run_accuracy.sh [--windows=4]      (~15 minutes on 2 cores)
 set -euo pipefail
