@@ -184,44 +184,6 @@ void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* o
   *out = HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
 
-template <int NX>
-void DotF32N(const float* w, const float* const* x, int64_t n, float* out) {
-  __m256 acc[NX];
-#pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 wv = _mm256_loadu_ps(w + i);
-#pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[j]);
-  }
-  for (int j = 0; j < NX; ++j) {
-    float sum = HorizontalSum(acc[j]);
-    for (int64_t t = i; t < n; ++t) sum += w[t] * x[j][t];
-    out[j] = sum;
-  }
-}
-
-// One row: four independent accumulators hide the FMA latency.
-void DotF32One(const float* w, const float* x, int64_t n, float* out) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int u = 0; u < 4; ++u) {
-      acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8 * u), _mm256_loadu_ps(x + i + 8 * u),
-                               acc[u]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) {
-    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc[0]);
-  }
-  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
-                                          _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) sum += w[i] * x[i];
-  *out = sum;
-}
-
 }  // namespace
 
 #define TP_DISPATCH_NX(FN, w, x, num_x, len, out) \
@@ -243,11 +205,17 @@ void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
   if (num_x == 1) return DotQ4_1One(w, x[0], nb, out);
   TP_DISPATCH_NX(DotQ4_1N, w, x, num_x, nb, out);
 }
-void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
-  if (num_x == 1) return DotF32One(w, x[0], n, out);
-  TP_DISPATCH_NX(DotF32N, w, x, num_x, n, out);
-}
 #undef TP_DISPATCH_NX
+
+void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
+  DotRow<F32Lanes>(w, x, num_x, n, out);
+}
+void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out) {
+  DotRow<F16Lanes>(w, x, num_x, n, out);
+}
+void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out) {
+  DotRow<BF16Lanes>(w, x, num_x, n, out);
+}
 
 }  // namespace avx2_internal
 

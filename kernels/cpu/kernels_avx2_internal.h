@@ -1,8 +1,8 @@
-// Internal to the CPU backend: the AVX2 kernels split over six files (dot products and
+// Internal to the CPU backend: the AVX2 kernels split over five files (dot products and
 // quantization in kernels_avx2.cc, K-quant dot products in kernels_avx2_kquant.cc, int4 group
 // and fp8 dot products in kernels_avx2_int4.cc and kernels_avx2_fp8.cc, vector and attention
-// kernels in kernels_avx2_vector.cc, dots over f16 / bf16 rows in kernels_avx2_half.cc), and
-// the helpers they share.
+// kernels in kernels_avx2_vector.cc), and the helpers they share, among them one dot product
+// and one attention loop over rows of f32, f16 or bf16 elements.
 // Every function here requires AVX2 + FMA + F16C; only Avx2CpuKernels() hands them out.
 //
 //   avx2_internal::DotF32(k_row, q_heads, 3, 64, dots);
@@ -76,12 +76,134 @@ inline __m256i BlockQSums(const Q8Block* xb) {
                            xb[6].sum, xb[7].sum);
 }
 
+// Element types of the rows the f32-accumulating kernels read (weights, KV cache): Load8 widens
+// 8 stored elements to f32 lanes, Load1 one element. f16 and bf16 are widened in registers
+// where they are used, so a kernel over them does the f32 kernel's arithmetic exactly.
+struct F32Lanes {
+  using Elem = float;
+  static __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float Load1(float v) { return v; }
+};
+struct F16Lanes {
+  using Elem = uint16_t;
+  static __m256 Load8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float Load1(uint16_t h) { return _cvtsh_ss(h); }
+};
+struct BF16Lanes {
+  using Elem = uint16_t;
+  static __m256 Load8(const uint16_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float Load1(uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+};
+
+// NX f32 vectors against one row: the row is loaded once per 8 elements for all of them.
+template <typename L, int NX>
+void DotRowN(const typename L::Elem* w, const float* const* x, int64_t n, float* out) {
+  __m256 acc[NX];
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 wv = L::Load8(w + i);
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[j]);
+  }
+  for (int j = 0; j < NX; ++j) {
+    float sum = HorizontalSum(acc[j]);
+    for (int64_t t = i; t < n; ++t) sum += L::Load1(w[t]) * x[j][t];
+    out[j] = sum;
+  }
+}
+
+// One vector against one row: four independent accumulators hide the FMA latency.
+template <typename L>
+void DotRowOne(const typename L::Elem* w, const float* x, int64_t n, float* out) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int u = 0; u < 4; ++u) {
+      acc[u] = _mm256_fmadd_ps(L::Load8(w + i + 8 * u), _mm256_loadu_ps(x + i + 8 * u), acc[u]);
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc[0] = _mm256_fmadd_ps(L::Load8(w + i), _mm256_loadu_ps(x + i), acc[0]);
+  }
+  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
+                                          _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) sum += L::Load1(w[i]) * x[i];
+  *out = sum;
+}
+
+// out[j] = dot(w, x[j]) for j < num_x (at most kMaxDotRows): the dot_f32/f16/bf16 kernels.
+template <typename L>
+void DotRow(const typename L::Elem* w, const float* const* x, int num_x, int64_t n, float* out) {
+  switch (num_x) {
+    case 1: DotRowOne<L>(w, x[0], n, out); break;
+    case 2: DotRowN<L, 2>(w, x, n, out); break;
+    case 3: DotRowN<L, 3>(w, x, n, out); break;
+    default: DotRowN<L, 4>(w, x, n, out); break;
+  }
+}
+
+// scores[h * scores_stride + t] = scale * dot(q[h], k row t): one K row serves every query
+// head of the group.
+template <typename L>
+void AttnScoresRows(const float* const* q, int num_q, const typename L::Elem* k, int64_t stride,
+                    int64_t count, int64_t head_dim, float scale, float* scores,
+                    int64_t scores_stride) {
+  float dots[kMaxDotRows];
+  for (int64_t t = 0; t < count; ++t) {
+    DotRow<L>(k + t * stride, q, num_q, head_dim, dots);
+    for (int h = 0; h < num_q; ++h) scores[h * scores_stride + t] = dots[h] * scale;
+  }
+}
+
+// out[d] += sum_t p[t] * v[t * stride + d]: 32 output floats live in registers across all
+// rows.
+template <typename L>
+void AttnAccumulateRows(const float* p, const typename L::Elem* v, int64_t stride,
+                        int64_t count, int64_t head_dim, float* out) {
+  int64_t d = 0;
+  for (; d + 32 <= head_dim; d += 32) {
+    __m256 acc[4];
+    for (int u = 0; u < 4; ++u) acc[u] = _mm256_loadu_ps(out + d + 8 * u);
+    for (int64_t t = 0; t < count; ++t) {
+      const __m256 pt = _mm256_set1_ps(p[t]);
+      const typename L::Elem* row = v + t * stride + d;
+      for (int u = 0; u < 4; ++u) acc[u] = _mm256_fmadd_ps(pt, L::Load8(row + 8 * u), acc[u]);
+    }
+    for (int u = 0; u < 4; ++u) _mm256_storeu_ps(out + d + 8 * u, acc[u]);
+  }
+  for (; d + 8 <= head_dim; d += 8) {
+    __m256 acc = _mm256_loadu_ps(out + d);
+    for (int64_t t = 0; t < count; ++t) {
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(p[t]), L::Load8(v + t * stride + d), acc);
+    }
+    _mm256_storeu_ps(out + d, acc);
+  }
+  for (; d < head_dim; ++d) {
+    for (int64_t t = 0; t < count; ++t) out[d] += p[t] * L::Load1(v[t * stride + d]);
+  }
+}
+
 // kernels_avx2.cc
 void QuantizeQ8(const float* x, int64_t k, Q8Block* out);
 void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out);
+void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
+void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 
 // kernels_avx2_kquant.cc
 void DotQ4_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
@@ -110,10 +232,6 @@ void AttnScores(const float* const* q, int num_q, const float* k, int64_t stride
                 int64_t head_dim, float scale, float* scores, int64_t scores_stride);
 void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
                     int64_t head_dim, float* out);
-
-// kernels_avx2_half.cc
-void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
-void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
                    int64_t count, int64_t head_dim, float scale, float* scores,
                    int64_t scores_stride);

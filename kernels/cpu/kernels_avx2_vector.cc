@@ -140,40 +140,21 @@ float ExpSubSum(float* x, int64_t n, float max) {
 
 void AttnScores(const float* const* q, int num_q, const float* k, int64_t stride, int64_t count,
                 int64_t head_dim, float scale, float* scores, int64_t scores_stride) {
-  float dots[kMaxDotRows];
-  for (int64_t t = 0; t < count; ++t) {
-    // One K row serves every query head of the group.
-    DotF32(k + t * stride, q, num_q, head_dim, dots);
-    for (int h = 0; h < num_q; ++h) scores[h * scores_stride + t] = dots[h] * scale;
-  }
+  AttnScoresRows<F32Lanes>(q, num_q, k, stride, count, head_dim, scale, scores, scores_stride);
+}
+void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
+                   int64_t count, int64_t head_dim, float scale, float* scores,
+                   int64_t scores_stride) {
+  AttnScoresRows<F16Lanes>(q, num_q, k, stride, count, head_dim, scale, scores, scores_stride);
 }
 
 void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
                     int64_t head_dim, float* out) {
-  int64_t d = 0;
-  // 32 output floats live in registers across all rows.
-  for (; d + 32 <= head_dim; d += 32) {
-    __m256 acc[4];
-    for (int u = 0; u < 4; ++u) acc[u] = _mm256_loadu_ps(out + d + 8 * u);
-    for (int64_t t = 0; t < count; ++t) {
-      const __m256 pt = _mm256_set1_ps(p[t]);
-      const float* row = v + t * stride + d;
-      for (int u = 0; u < 4; ++u) {
-        acc[u] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(row + 8 * u), acc[u]);
-      }
-    }
-    for (int u = 0; u < 4; ++u) _mm256_storeu_ps(out + d + 8 * u, acc[u]);
-  }
-  for (; d + 8 <= head_dim; d += 8) {
-    __m256 acc = _mm256_loadu_ps(out + d);
-    for (int64_t t = 0; t < count; ++t) {
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(v + t * stride + d), acc);
-    }
-    _mm256_storeu_ps(out + d, acc);
-  }
-  for (; d < head_dim; ++d) {
-    for (int64_t t = 0; t < count; ++t) out[d] += p[t] * v[t * stride + d];
-  }
+  AttnAccumulateRows<F32Lanes>(p, v, stride, count, head_dim, out);
+}
+void AttnAccumulateF16(const float* p, const uint16_t* v, int64_t stride, int64_t count,
+                       int64_t head_dim, float* out) {
+  AttnAccumulateRows<F16Lanes>(p, v, stride, count, head_dim, out);
 }
 
 }  // namespace tpserve::avx2_internal
