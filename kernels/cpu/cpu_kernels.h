@@ -54,6 +54,12 @@ struct CpuKernels {
                    float* out);
   void (*dot_q4_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
+  // Q5_0 / Q5_1 (llama.cpp's fallbacks in K-quant files for rows that are not whole
+  // super-blocks): the fifth bits come from the block's 32-bit qh, then as Q4_0 / Q4_1.
+  void (*dot_q5_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  void (*dot_q5_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
   // The K-quants: num_blocks counts 256-value super-blocks of w, each against 8 consecutive
   // Q8 blocks of every x[j]. Integer sums are exact; per 32-value sub-block the float part is
   //   Q4_K/Q5_K: d * dx * (scale * sum(q * qx)) - dmin * dx * (min * sum(qx))

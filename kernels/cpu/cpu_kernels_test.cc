@@ -59,11 +59,17 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
     rows[j] = xq[j].data();
   }
   const std::vector<float> w = Random(k, 5, 0.1f);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
     std::vector<uint8_t> wq(RowBytes(t, k).value());
     QuantizeRow(t, w.data(), wq.data(), k);
     auto pick = [t](const CpuKernels& ks) {
-      return t == DType::kQ8_0 ? ks.dot_q8_0 : t == DType::kQ4_0 ? ks.dot_q4_0 : ks.dot_q4_1;
+      switch (t) {
+        case DType::kQ8_0: return ks.dot_q8_0;
+        case DType::kQ4_0: return ks.dot_q4_0;
+        case DType::kQ4_1: return ks.dot_q4_1;
+        case DType::kQ5_0: return ks.dot_q5_0;
+        default: return ks.dot_q5_1;
+      }
     };
     for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
       float want[kMaxDotRows], got[kMaxDotRows];

@@ -40,7 +40,7 @@ bool CpuMatMul::Supports(const TensorFormat& format) {
     case FormatKind::kQ4_K:
     case FormatKind::kQ5_K:
     case FormatKind::kQ6_K:
-    case FormatKind::kQ5_0:  // no Q8 dot kernel: each row is dequantized and dotted in f32
+    case FormatKind::kQ5_0:
     case FormatKind::kQ5_1:
       return true;
     case FormatKind::kInt4Group:
@@ -105,6 +105,8 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
     case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
     case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
     case FormatKind::kQ4_1: dot = kernels_.dot_q4_1; break;
+    case FormatKind::kQ5_0: dot = kernels_.dot_q5_0; break;
+    case FormatKind::kQ5_1: dot = kernels_.dot_q5_1; break;
     case FormatKind::kQ4_K: dot = kernels_.dot_q4_K; break;
     case FormatKind::kQ5_K: dot = kernels_.dot_q5_K; break;
     case FormatKind::kQ6_K: dot = kernels_.dot_q6_K; break;
@@ -176,10 +178,6 @@ void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatri
       case FormatKind::kBF16:
         if (widen_once) kernels_.bf16_to_f32(half, row_scratch, k);
         break;
-      case FormatKind::kQ5_0:
-      case FormatKind::kQ5_1:
-        DequantizeWeightRow(w, i, row_scratch);  // no dot kernel of their own: decode, then f32
-        break;
       default: TP_CHECK(false, "not a float weight type");
     }
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
@@ -209,11 +207,8 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
   TP_CHECK(kc % block == 0, "a chunk is not a whole number of weight blocks");
   if (m <= 0 || w.rows <= 0) return;
   const std::optional<DType> element = ElementDType(w.format);
-  // Q5_0/Q5_1 (llama.cpp's fallbacks for K-quant rows that are not whole super-blocks) have
-  // no 8-bit-activation dot kernel: they take the float path below.
-  const bool q5 = w.format.kind == FormatKind::kQ5_0 || w.format.kind == FormatKind::kQ5_1;
   const bool quantized = w.format.kind == FormatKind::kInt4Group ||
-                         (element.has_value() && BlockElems(*element) > 1 && !q5);
+                         (element.has_value() && BlockElems(*element) > 1);
   const bool fp8 = w.format.kind == FormatKind::kF8E4M3 ||
                    w.format.kind == FormatKind::kFp8PerChannel ||
                    w.format.kind == FormatKind::kFp8Block128;

@@ -161,6 +161,98 @@ void DotQ4_1One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* o
   *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
 }
 
+// Bit i of qh -> byte i of the result: 0x10 where the bit is set, 0 elsewhere (the fifth bit
+// of Q5 element i, in UnpackNibbles' element order).
+__m256i FifthBits(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(qh)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                       3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// One Q5 block's 32 levels: 0..31 for Q5_1, q - 16 (signed) for Q5_0.
+template <bool kWithMin>
+__m256i Q5Levels(const uint8_t* block) {
+  const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
+  const __m256i q = _mm256_or_si256(UnpackNibbles(qh_bytes + 4), FifthBits(qh_bytes));
+  return kWithMin ? q : _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+}
+
+// sum(level * qx) per lane pair group: unsigned levels directly, signed ones by moving their
+// sign onto the activations (as Q8_0).
+template <bool kWithMin>
+__m256 Q5Products(__m256i levels, __m256i qx) {
+  if (kWithMin) return MulSumU8I8(levels, qx);
+  return MulSumU8I8(_mm256_sign_epi8(levels, levels), _mm256_sign_epi8(qx, levels));
+}
+
+template <bool kWithMin, int NX>
+void DotQ5N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  constexpr int kBlockBytes = kWithMin ? 24 : 22;
+  __m256 acc[NX];
+  float offsets[NX];
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) {
+    acc[j] = _mm256_setzero_ps();
+    offsets[j] = 0.0f;
+  }
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = w + b * kBlockBytes;
+    const float dw = LoadF16(block);
+    const __m256i levels = Q5Levels<kWithMin>(block);
+#pragma GCC unroll 4
+    for (int j = 0; j < NX; ++j) {
+      const __m256 p = Q5Products<kWithMin>(levels, LoadQ(x[j][b]));
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
+      if (kWithMin) offsets[j] += LoadF16(block + 2) * x[j][b].s;
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]) + offsets[j];
+}
+
+// Single activation row (decode): two blocks per iteration with separate accumulators.
+template <bool kWithMin>
+void DotQ5One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
+  constexpr int kBlockBytes = kWithMin ? 24 : 22;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float off0 = 0.0f, off1 = 0.0f;
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    const uint8_t* b0 = w + b * kBlockBytes;
+    const uint8_t* b1 = b0 + kBlockBytes;
+    const __m256 p0 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b0), LoadQ(x[b]));
+    const __m256 p1 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b1), LoadQ(x[b + 1]));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
+    if (kWithMin) {
+      off0 += LoadF16(b0 + 2) * x[b].s;
+      off1 += LoadF16(b1 + 2) * x[b + 1].s;
+    }
+  }
+  for (; b < num_blocks; ++b) {
+    const uint8_t* b0 = w + b * kBlockBytes;
+    const __m256 p0 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b0), LoadQ(x[b]));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    if (kWithMin) off0 += LoadF16(b0 + 2) * x[b].s;
+  }
+  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
+}
+
+template <int NX>
+void DotQ5_0N(const uint8_t* w, const Q8Block* const* x, int64_t nb, float* out) {
+  DotQ5N<false, NX>(w, x, nb, out);
+}
+template <int NX>
+void DotQ5_1N(const uint8_t* w, const Q8Block* const* x, int64_t nb, float* out) {
+  DotQ5N<true, NX>(w, x, nb, out);
+}
+
 void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int64_t b = 0;
@@ -205,6 +297,14 @@ void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
   if (num_x == 1) return DotQ4_1One(w, x[0], nb, out);
   TP_DISPATCH_NX(DotQ4_1N, w, x, num_x, nb, out);
 }
+void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ5One<false>(w, x[0], nb, out);
+  TP_DISPATCH_NX(DotQ5_0N, w, x, num_x, nb, out);
+}
+void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ5One<true>(w, x[0], nb, out);
+  TP_DISPATCH_NX(DotQ5_1N, w, x, num_x, nb, out);
+}
 #undef TP_DISPATCH_NX
 
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
@@ -225,6 +325,8 @@ const CpuKernels& Avx2CpuKernels() {
       .dot_q8_0 = avx2_internal::DotQ8_0,
       .dot_q4_0 = avx2_internal::DotQ4_0,
       .dot_q4_1 = avx2_internal::DotQ4_1,
+      .dot_q5_0 = avx2_internal::DotQ5_0,
+      .dot_q5_1 = avx2_internal::DotQ5_1,
       .dot_q4_K = avx2_internal::DotQ4_K,
       .dot_q5_K = avx2_internal::DotQ5_K,
       .dot_q6_K = avx2_internal::DotQ6_K,

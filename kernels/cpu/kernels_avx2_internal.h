@@ -201,6 +201,8 @@ void QuantizeQ8(const float* x, int64_t k, Q8Block* out);
 void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);

@@ -90,6 +90,36 @@ void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_b
   }
 }
 
+// Q5_0 / Q5_1 (layout: formats/dtype.cc): element i's fifth bit is bit i of the block's qh,
+// its low four bits the Q4 nibble order. Q5_0: w = d * (q - 16), the offset folded into the
+// exact integer sum; Q5_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * s, as Q4_1.
+template <bool kWithMin>
+void DotQ5(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+           float* out) {
+  constexpr int kBlockBytes = kWithMin ? 24 : 22;
+  constexpr int kOffset = kWithMin ? 0 : 16;
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * kBlockBytes;
+      const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
+      uint32_t qh;
+      std::memcpy(&qh, qh_bytes, 4);  // little-endian, as GGUF stores it
+      const uint8_t* qs = qh_bytes + 4;
+      const int8_t* q = x[j][b].q;
+      int isum = 0;
+      for (int i = 0; i < 16; ++i) {
+        const int lo = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
+        const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
+        isum += (lo - kOffset) * q[i] + (hi - kOffset) * q[i + 16];
+      }
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
+      if (kWithMin) sum += F16ToF32(LoadU16(block + 2)) * x[j][b].s;
+    }
+    out[j] = sum;
+  }
+}
+
 // Q4_K / Q5_K (layout: formats/k_quant.h): super-block b spans activation blocks 8b..8b+7, one
 // per 32-value sub-block. The integer parts are exact in f32 (|scale * sum(q * qx)| < 2^23).
 template <bool kFiveBit>
@@ -334,6 +364,8 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_q8_0 = DotQ8_0,
       .dot_q4_0 = DotQ4_0,
       .dot_q4_1 = DotQ4_1,
+      .dot_q5_0 = DotQ5<false>,
+      .dot_q5_1 = DotQ5<true>,
       .dot_q4_K = DotScaleMinK<false>,
       .dot_q5_K = DotScaleMinK<true>,
       .dot_q6_K = DotQ6_K,
