@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Batch-1 decode and 512-token prefill of SmolLM2 for each weight format, llama.cpp beside it in
-# the same run wherever llama.cpp has the format (docs/PERFORMANCE.md, "Every weight format beside llama.cpp").
+# the same run wherever llama.cpp has the format (docs/PERFORMANCE.md, "Every weight format
+# beside llama.cpp").
 # The GGUFs are llama.cpp's own quantizations of an F32 GGUF of the bundled weights
 # (bench/llama_cpp_accuracy.py --make_quants, also run by bench/run_accuracy.sh); fp8, fp8-block,
 # int4 and bf16 have no GGUF type, so tpserve quantizes the F32 weights on load and llama.cpp
