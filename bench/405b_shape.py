@@ -105,8 +105,9 @@ def main():
         print("405b-shape:", "OK" if ok else "MISMATCH")
         return 0 if ok else 1
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
 
 
 if __name__ == "__main__":

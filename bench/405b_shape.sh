@@ -11,6 +11,8 @@ dir="${1:-/tmp/tpserve-405b-shape}"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  cpu: $(lscpu | sed -n 's/^Model name: *//p')  cores: $(nproc)  memory: $(free -g | awk '/Mem:/{print $2}') GiB"
 if [ ! -f "$dir/model.safetensors.index.json" ]; then
   python3 bench/make_405b_shape.py --out "$dir" --tokenizer
+elif [ ! -f "$dir/tokenizer.json" ]; then
+  python3 bench/make_405b_shape.py --out "$dir" --tokenizer_only
 fi
 bazel build -c opt --symlink_prefix=/ //deploy:launch //deploy:vram //worker:worker >&2
 bin="$(bazel info -c opt bazel-bin 2>/dev/null)"

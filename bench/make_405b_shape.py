@@ -78,10 +78,10 @@ class RandomSource:
         return out
 
 
-def byte_level_tokenizer(vocab_size, bos_id, eos_id):
+def byte_level_tokenizer(vocab_size, bos_id, eos_ids):
     """A tokenizer.json the engine can serve with: GPT-2 byte-level BPE over the 256 byte
-    tokens (no merges), unused filler tokens up to `vocab_size`, and the Llama 3 begin/end
-    special tokens at their ids. Random weights make the text meaningless; this only lets the
+    tokens (no merges), unused filler tokens up to `vocab_size`, and the Llama 3 special tokens
+    at their ids (`eos_ids`: config.json's eos_token_id, one id or Llama 3.1's list). Random weights make the text meaningless; this only lets the
     coordinator tokenize a prompt and decode what the ranks produce."""
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
         list(range(ord("\xae"), ord("\xff") + 1))
@@ -93,7 +93,10 @@ def byte_level_tokenizer(vocab_size, bos_id, eos_id):
             chars[b] = chr(256 + extra)
             extra += 1
     vocab = {chars[b]: b for b in range(256)}
-    specials = {bos_id: "<|begin_of_text|>", eos_id: "<|end_of_text|>"}
+    names = {128001: "<|end_of_text|>", 128008: "<|eom_id|>", 128009: "<|eot_id|>"}
+    eos_ids = eos_ids if isinstance(eos_ids, list) else [eos_ids]
+    specials = {bos_id: "<|begin_of_text|>"}
+    specials.update({i: names.get(i, f"<|eos_{i}|>") for i in eos_ids})
     for i in range(256, vocab_size):
         if i not in specials:
             vocab[f"<|filler_{i}|>"] = i
@@ -127,7 +130,12 @@ def main():
     parser.add_argument("--dry_run", action="store_true", help="print the plan, write nothing")
     parser.add_argument("--tokenizer", action="store_true",
                         help="also write a byte-level tokenizer.json so the engine can serve it")
+    parser.add_argument("--tokenizer_only", action="store_true",
+                        help="write only tokenizer.json, for a checkpoint already in --out")
     args = parser.parse_args()
+    if args.tokenizer_only:
+        write_tokenizer(args.out)
+        return
 
     config = llama_405b_config(args.shrink)
     fmt = "fp8-fbgemm-all" if args.quantize_attention else "fp8-fbgemm"
@@ -149,12 +157,19 @@ def main():
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"wrote {args.out} in {time.time() - start:.1f} s, peak RSS {peak_mb:.0f} MB")
     with open(os.path.join(args.out, "config.json")) as f:
-        written = json.load(f)
-        assert written["quantization_config"]["quant_method"] == "fbgemm_fp8"
+        assert json.load(f)["quantization_config"]["quant_method"] == "fbgemm_fp8"
     if args.tokenizer:
-        with open(os.path.join(args.out, "tokenizer.json"), "w") as f:
-            json.dump(byte_level_tokenizer(written["vocab_size"], written.get("bos_token_id", 128000),
-                                           written.get("eos_token_id", 128001)), f)
+        write_tokenizer(args.out)
+
+
+def write_tokenizer(out):
+    """tokenizer.json beside the config.json in `out` (byte_level_tokenizer)."""
+    with open(os.path.join(out, "config.json")) as f:
+        config = json.load(f)
+    tokenizer = byte_level_tokenizer(config["vocab_size"], config.get("bos_token_id", 128000),
+                                     config.get("eos_token_id", 128001))
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump(tokenizer, f)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #include "planner/plan_report.h"
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -58,12 +60,15 @@ std::string Header(const MemoryPlan& plan) {
 std::string WeightLines(const StageShards& stage, const WeightFormats& formats) {
   std::string out;
   for (const RoleShard& r : stage.roles) {
+    // Every format the role is stored in ("q4_k+q6_k" for a Q4_K_M ffn_down).
+    std::vector<std::string> names;
+    for (const TensorFormat& f : formats.AllOf(r.role)) names.push_back(TensorFormatName(f));
     const std::string detail =
         r.tied_to_embedding
             ? std::string("tied: shares the embedding shard")
             : absl::StrFormat("%-10s %-17s %-9s x%d", ShardKindName(r.kind),
                               absl::StrFormat("[%d x %d]", r.local_shape[0], r.local_shape[1]),
-                              TensorFormatName(formats[r.role]), r.num_tensors);
+                              absl::StrJoin(names, "+"), r.num_tensors);
     out += SubLine(TensorRoleName(r.role), detail, r.bytes_per_rank);
   }
   return out;

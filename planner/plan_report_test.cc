@@ -51,6 +51,23 @@ TEST(PlanReportTest, TableShowsEveryLineAndTheTotals) {
   EXPECT_TRUE(Contains(table, "tokens/s per user")) << table;
 }
 
+// A role stored in several formats (llama.cpp's Q4_K_M keeps some layers' ffn_down in Q6_K)
+// names all of them, not only the default.
+TEST(PlanReportTest, WeightLinesNameEveryFormatOfARole) {
+  PlanInputs in;
+  in.model = Llama31_405B();
+  in.weights = *WeightFormatsPreset("fp8");
+  in.weights.layer_overrides[{TensorRole::kDown, 3}] = TensorFormat::Of(FormatKind::kBF16);
+  in.tp = 8;
+  in.device = *GpuPreset("h100-80g");
+  in.max_context_tokens = 8192;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string table = RenderPlanTable(*plan, EstimateRoofline(*plan, {}));
+  EXPECT_TRUE(Contains(table, "[16384 x 6656]    fp8+bf16  x126")) << table;
+  EXPECT_TRUE(Contains(table, "[6656 x 16384]    fp8       x126")) << table;  // gate: one format
+}
+
 TEST(PlanReportTest, TableSaysWhatIsOver) {
   const MemoryPlan plan = Plan405B(4, "fp8");
   const std::string table = RenderPlanTable(plan, EstimateRoofline(plan, {}));
