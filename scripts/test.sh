@@ -25,7 +25,13 @@ fi
 nocuda_logs=""
 if [ "${TPSERVE_SKIP_NOCUDA:-0}" != "1" ]; then
   nocuda_base="${TPSERVE_NOCUDA_OUTPUT_BASE:-$HOME/.cache/tpserve-bazel-nocuda}"
-  bazel --output_base="$nocuda_base" test --config=nocuda --symlink_prefix=/ //... || rc=1
+  # Not //...: the first build's convenience symlink bazel-<this directory's name> points into
+  # its output base, which that build skips but a second output base would descend into (and
+  # fail on bazel_tools' packages). So every top-level package tree git knows, by name.
+  packages=$(git ls-files | grep -E '(^|/)BUILD(\.bazel)?$' |
+             awk -F/ '{ print (NF == 1 ? "//:all" : "//" $1 "/...") }' | sort -u)
+  # shellcheck disable=SC2086  # one pattern per word
+  bazel --output_base="$nocuda_base" test --config=nocuda --symlink_prefix=/ $packages || rc=1
   nocuda_logs=$(bazel --output_base="$nocuda_base" info --config=nocuda bazel-testlogs 2>/dev/null)
 fi
 
