@@ -4,19 +4,14 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/quantize.h"
 #include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 0.1f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using parity_test::Random;
 
 std::vector<float> Rows(const WeightMatrix& w) {
   std::vector<float> out(w.rows * w.cols);
@@ -26,7 +21,7 @@ std::vector<float> Rows(const WeightMatrix& w) {
 
 class StoredMatrixTest : public ::testing::Test {
  protected:
-  StoredMatrixTest() : src_(CheckpointFormat::kGguf), w_(Random(4 * 128, 3)) {
+  StoredMatrixTest() : src_(CheckpointFormat::kGguf), w_(Random(4 * 128, 3, 0.1f)) {
     src_.AddFloat("blk.0.ffn_down.weight", {4, 128}, w_, DType::kQ4_1);
     src_.AddFloat("blk.0.ffn_up.weight", {4, 128}, w_, DType::kF32);
   }

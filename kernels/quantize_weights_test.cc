@@ -6,18 +6,13 @@
 
 #include "formats/dtype.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/weight_matrix.h"
 
 namespace tpserve {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using parity_test::Random;
 
 std::vector<float> Dequantize(const WeightMatrix& w) {
   std::vector<float> out(w.rows * w.cols);

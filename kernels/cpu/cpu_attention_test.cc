@@ -9,18 +9,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace tpserve {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using parity_test::Random;
+using parity_test::Nmse;
 
 struct SeqSpec {
   int64_t start;   // tokens already cached
@@ -156,15 +152,6 @@ class AttentionHarness {
   int64_t num_rows_ = 0;
   std::vector<float> q_;
 };
-
-double Nmse(const std::vector<float>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return num / den;
-}
 
 TEST(CpuAttentionTest, PagedGqaMatchesNaiveForMixedBatches) {
   CpuBackend ref(CpuBackendOptions{.num_threads = 1, .isa = CpuIsa::kScalar});

@@ -9,18 +9,13 @@
 
 #include "formats/dtype.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace tpserve {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using parity_test::Random;
 
 std::vector<const CpuKernels*> SupportedTables() {
   std::vector<const CpuKernels*> tables = {&ScalarCpuKernels()};

@@ -10,18 +10,13 @@
 
 #include "formats/dtype.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/quantize.h"
 
 namespace tpserve {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using parity_test::Random;
 
 class CpuKernelsTest : public ::testing::Test {
  protected:
