@@ -103,6 +103,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_device_ordinal(options.device_ordinals.empty() ? r : options.device_ordinals[r]);
     req.set_weights(options.weights);
     req.set_kv_dtype(options.kv_dtype);
+    req.set_deterministic_tp(options.deterministic_tp);
     req.set_rendezvous_dir(options.rendezvous_dir);
     req.set_rendezvous_prefix(options.rendezvous_prefix);
     req.set_num_kv_blocks(options.num_kv_blocks);

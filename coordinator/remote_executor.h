@@ -34,6 +34,7 @@ struct RemoteExecutorOptions {
   std::vector<int32_t> device_ordinals;
   std::string weights;   // "" = as stored; a preset quantizes on load (fp8, int4, ...)
   std::string kv_dtype;  // "" = f16; f32, bf16, fp8
+  bool deterministic_tp = false;  // LoadRequest.deterministic_tp of every rank
   std::string rendezvous_dir;
   std::string rendezvous_prefix = "tpserve";
   int32_t num_kv_blocks = 0;

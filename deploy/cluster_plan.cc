@@ -39,6 +39,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
   TP_ASSIGN_OR_RETURN(in.weights, ResolveWeightFormats(files.stored_formats, request.weights,
                                                        files.config, request.ranks));
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
+  in.deterministic_tp = request.deterministic_tp;
   in.activation_dtype = FormatKind::kF32;
   in.tp = request.ranks;
   in.pp = 1;
@@ -99,6 +100,7 @@ absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightForma
   in.model = config;
   in.weights = formats;
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
+  in.deterministic_tp = request.deterministic_tp;
   in.activation_dtype = FormatKind::kBF16;  // the CUDA backend's activations
   in.tp = gpus;
   in.pp = 1;

@@ -29,6 +29,7 @@ struct ClusterRequest {
   // "" = weights as the checkpoint stores them; a preset ("fp8", "int4", ...) quantizes on load.
   std::string weights;
   DType kv_dtype = DType::kF16;
+  bool deterministic_tp = false;  // --deterministic_tp: sizes its step buffers and collectives
 };
 
 struct ClusterPlan {

@@ -56,6 +56,9 @@ ABSL_FLAG(int, port, 50051, "port for the public API (0 = any free port)");
 ABSL_FLAG(int, threads_per_rank, 0, "CPU threads per rank (default: cores / ranks)");
 ABSL_FLAG(int, context, 4096, "context window served, tokens (capped by the model's)");
 ABSL_FLAG(int, max_seqs, 8, "sequences batched per step");
+ABSL_FLAG(bool, deterministic_tp, false,
+          "row-parallel layers reduce in fixed chunks (f32 all-gather) so every --ranks gives "
+          "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md)");
 ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
 ABSL_FLAG(std::string, ready_file, "", "write the API address here once serving (for scripts)");
 ABSL_FLAG(std::string, demo_prompt, "",
@@ -183,6 +186,7 @@ int CpuMain(const char* argv0) {
   want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
   want.weights = absl::GetFlag(FLAGS_weights);
   want.kv_dtype = *kv_dtype;
+  want.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
   if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
   std::fprintf(stderr, "%s", plan->summary.c_str());
@@ -235,6 +239,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   exec_options.comm_kind = setup.comm_kind;
   exec_options.weights = absl::GetFlag(FLAGS_weights);
   exec_options.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  exec_options.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   exec_options.rendezvous_dir = run_dir + "/rendezvous";
   exec_options.rendezvous_prefix = absl::StrCat("run", getpid());
   exec_options.num_kv_blocks = plan->num_kv_blocks;
@@ -397,6 +402,7 @@ int GpuMain(const char* argv0) {
   want.context_tokens = absl::GetFlag(FLAGS_context);
   want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
   want.kv_dtype = *kv_dtype;
+  want.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   absl::StatusOr<MemoryPlan> memory =
       PlanGpus(*config, formats, gpus, absl::GetFlag(FLAGS_gpu), want);
   if (!memory.ok()) return Fail(std::string(memory.status().message()), 2);

@@ -48,10 +48,11 @@ void ExpectRanksMatchThePlan(const MemoryPlan& plan, LocalExecutor& exec, int tp
   }
 }
 
-class PlanVsEngine : public ::testing::TestWithParam<int> {};
+// (ranks, --deterministic_tp): the two reductions allocate different step buffers.
+class PlanVsEngine : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
-  const int tp = GetParam();
+  const auto [tp, deterministic] = GetParam();
   absl::StatusOr<ModelFiles> files = OpenModelFiles(ModelPath());
   ASSERT_TRUE(files.ok()) << files.status();
   ClusterRequest request;
@@ -59,6 +60,7 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
   request.context_tokens = 1024;
   request.max_seqs = 2;
   request.max_tokens_per_step = 256;
+  request.deterministic_tp = deterministic;
   absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->num_kv_blocks, 2 * 1024 / 16);
@@ -70,13 +72,16 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
   options.kv_dtype = request.kv_dtype;
   options.max_step_tokens = request.max_tokens_per_step;
   options.max_logit_rows = request.max_seqs;
+  options.reduction = deterministic ? TpReduction::kDeterministic : TpReduction::kAllReduce;
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
       LocalExecutor::Create(files->config, files->weights, options);
   ASSERT_TRUE(exec.ok()) << exec.status();
-  ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks, "SmolLM2");
+  ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks,
+                          deterministic ? "SmolLM2 deterministic" : "SmolLM2");
 }
 
-INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine, ::testing::Values(1, 3));
+INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
+                         ::testing::Combine(::testing::Values(1, 3), ::testing::Bool()));
 
 // A model that splits three ways on whole blocks of every format (6 heads and 3 KV heads of
 // 128, FFN 1536 = 3 x 512) but whose vocabulary (1001) does not: the last rank holds fewer

@@ -13,7 +13,8 @@ int64_t StepBufferSizes::Total() const {
 }
 
 int64_t ReductionChunks(const LlamaConfig& c, const ShardingPlan& p,
-                        const WeightFormats& formats) {
+                        const WeightFormats& formats, TpReduction mode) {
+  if (mode == TpReduction::kAllReduce) return 1;
   const int64_t g = c.num_kv_heads;
   // A chunk must hold whole quantization blocks of every format o and down use, and whole
   // 8-bit activation blocks (32) of the CPU's GGML path.
@@ -37,7 +38,7 @@ StepBufferSizes StepBuffersFor(const LlamaConfig& c, const ShardingPlan& p, int6
   s.k = s.v = t * p.num_local_kv_heads() * c.head_dim * a;
   s.gate = s.up = t * p.local_intermediate_size() * a;
   s.partials = chunks > 1 ? chunks / world * t * c.hidden_size * kF32 : 0;
-  s.all_partials = world > 1 ? chunks * t * c.hidden_size * kF32 : 0;
+  s.all_partials = world > 1 && chunks > 1 ? chunks * t * c.hidden_size * kF32 : 0;
   s.logits_local = logit_rows * p.vocab_rows_per_rank() * kF32;
   s.logits_gathered = world > 1 ? world * logit_rows * p.vocab_rows_per_rank() * kF32 : 0;
   return s;

@@ -11,8 +11,8 @@
 //   q, attn                  T * local_heads * hd * a each
 //   k, v                     T * local_kv_heads * hd * a
 //   gate, up                 T * local_ffn * a        each
-//   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32)
-//   all_partials             C * T * hidden * 4       gathered chunks (W > 1)
+//   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32; C > 1)
+//   all_partials             C * T * hidden * 4       gathered chunks (W > 1, C > 1)
 //   logits_local             S * Vr * 4               this rank's LM head rows (f32)
 //   logits_gathered          W * S * Vr * 4           all ranks' (W > 1)
 // Thread-safe: pure functions.
@@ -46,11 +46,23 @@ struct StepBufferSizes {
   int64_t Total() const;
 };
 
-// Row-parallel layers (o, down) reduce over their input dimension in the same chunks at every
-// tensor-parallel degree, one per KV-head group, so that every degree gives the same floats
-// (docs/ARCHITECTURE.md); one chunk per rank when a group would split a quantization block.
+// How row-parallel layers (o, down) combine the ranks' partial sums.
+enum class TpReduction {
+  // One all-reduce of the layer output in the activation dtype (two per layer): the fewest
+  // bytes, as every serving engine does. The floats depend on the degree (summation order).
+  kAllReduce,
+  // --deterministic_tp: the input dimension is cut into the same chunks at every degree, one
+  // per KV-head group; each rank computes its chunks' f32 sums, all ranks all-gather them and
+  // add them in chunk order, so every degree gives the same floats (docs/ARCHITECTURE.md).
+  // Each collective moves C * T * hidden * 4 bytes: C / (a / 4) times an all-reduce's.
+  kDeterministic,
+};
+
+// The chunks a row-parallel layer's input dimension is cut into: 1 for kAllReduce; for
+// kDeterministic one per KV-head group, or one per rank when a group would split a
+// quantization block.
 int64_t ReductionChunks(const LlamaConfig& config, const ShardingPlan& plan,
-                        const WeightFormats& formats);
+                        const WeightFormats& formats, TpReduction mode);
 
 StepBufferSizes StepBuffersFor(const LlamaConfig& config, const ShardingPlan& plan,
                                int64_t max_step_tokens, int64_t max_logit_rows,

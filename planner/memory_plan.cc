@@ -137,7 +137,7 @@ ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan&
   ActivationBuffers b;
   b.step = StepBuffersFor(c, rank0, t, last_stage ? in.max_sequences_per_step : 0,
                           PlainElementBytes(in.activation_dtype),
-                          ReductionChunks(c, rank0, in.weights));
+                          ReductionChunks(c, rank0, in.weights, Reduction(in)));
   b.scores_bytes =
       in.flash_attention ? 0 : rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
   return b;

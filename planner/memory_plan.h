@@ -46,11 +46,19 @@ struct PlanInputs {
   int64_t target_concurrent_sequences = 1;  // each at max_context_tokens
   int64_t kv_block_size_tokens = 16;
   bool flash_attention = false;                  // true: attention scores never materialised
+  // Row-parallel reduction (model/step_buffers.h): false = one all-reduce per layer in the
+  // activation dtype; true = the chunked all-gather of --deterministic_tp.
+  bool deterministic_tp = false;
   std::optional<int64_t> runtime_reserve_bytes;  // overrides device.runtime_reserve_bytes
   std::optional<double> safety_fraction;         // overrides device.safety_fraction
 };
 
 // One step's buffers on one rank, each allocated once at start-up.
+// The row-parallel reduction the engine runs for these inputs.
+inline TpReduction Reduction(const PlanInputs& in) {
+  return in.deterministic_tp ? TpReduction::kDeterministic : TpReduction::kAllReduce;
+}
+
 struct ActivationBuffers {
   StepBufferSizes step;      // the engine's workspace, buffer by buffer
   int64_t scores_bytes = 0;  // attention scratch (see above)

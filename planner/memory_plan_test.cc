@@ -45,15 +45,15 @@ TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
   const ShardingPlan rank0 = *ShardingPlan::Create(in.model, in.weights, {0, 1});
   const ActivationBuffers b = ActivationBuffersFor(in, rank0, /*last_stage=*/true);
   // 64 tokens, f32: the residual stream and its two companions, 9 query and 3 KV heads of 64,
-  // the FFN of 1536, one chunk sum per KV group (3 groups of 192 q4_1 columns), 8 rows of
-  // logits; one rank gathers nothing.
+  // the FFN of 1536, no chunk sums (the default all-reduce), 8 rows of logits; one rank
+  // gathers nothing.
   EXPECT_EQ(b.step.residual, 64 * 576 * 4);
   EXPECT_EQ(b.step.normed, 64 * 576 * 4);
   EXPECT_EQ(b.step.proj, 64 * 576 * 4);
   EXPECT_EQ(b.step.q + b.step.attn, 2 * 64 * 9 * 64 * 4);
   EXPECT_EQ(b.step.k + b.step.v, 2 * 64 * 3 * 64 * 4);
   EXPECT_EQ(b.step.gate + b.step.up, 2 * 64 * 1536 * 4);
-  EXPECT_EQ(b.step.partials, 3 * 64 * 576 * 4);
+  EXPECT_EQ(b.step.partials, 0);
   EXPECT_EQ(b.step.all_partials, 0);
   EXPECT_EQ(b.step.logits_local, 8 * 49152 * 4);
   EXPECT_EQ(b.step.logits_gathered, 0);
@@ -71,10 +71,22 @@ TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
   const ActivationBuffers b3 = ActivationBuffersFor(tp3, rank0_of_3, true);
   EXPECT_EQ(b3.step.q, 64 * 3 * 64 * 4);
   EXPECT_EQ(b3.step.k, 64 * 1 * 64 * 4);
-  EXPECT_EQ(b3.step.all_partials, 3 * 64 * 576 * 4);  // every rank's chunk, gathered
+  EXPECT_EQ(b3.step.partials, 0);      // the all-reduce sums proj in place
+  EXPECT_EQ(b3.step.all_partials, 0);
   EXPECT_EQ(b3.step.logits_gathered, 3 * 8 * 16384 * 4);
   EXPECT_EQ(CommBuffersFor(tp3).allreduce_bytes, 64 * 576 * 4);
   EXPECT_EQ(CommBuffersFor(tp3).fixed_bytes, int64_t{512} << 20);
+
+  // --deterministic_tp: one chunk sum per KV group (3 groups of 192 q4_1 columns), at one
+  // rank too (so TP=1 sums in the same order); TP=3 gathers every rank's chunk.
+  PlanInputs det = in;
+  det.deterministic_tp = true;
+  EXPECT_EQ(ActivationBuffersFor(det, rank0, true).step.partials, 3 * 64 * 576 * 4);
+  EXPECT_EQ(ActivationBuffersFor(det, rank0, true).step.all_partials, 0);
+  PlanInputs det3 = tp3;
+  det3.deterministic_tp = true;
+  EXPECT_EQ(ActivationBuffersFor(det3, rank0_of_3, true).step.partials, 64 * 576 * 4);
+  EXPECT_EQ(ActivationBuffersFor(det3, rank0_of_3, true).step.all_partials, 3 * 64 * 576 * 4);
 }
 
 TEST(MemoryPlanTest, EveryByteOfTheDeviceIsAccountedFor) {

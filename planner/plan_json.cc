@@ -55,7 +55,8 @@ json InputsJson(const PlanInputs& in) {
           {"max_sequences_per_step", in.max_sequences_per_step},
           {"target_concurrent_sequences", in.target_concurrent_sequences},
           {"kv_block_size_tokens", in.kv_block_size_tokens},
-          {"flash_attention", in.flash_attention}};
+          {"flash_attention", in.flash_attention},
+          {"deterministic_tp", in.deterministic_tp}};
 }
 
 json StageJson(const MemoryPlan& plan, const StageMemory& m) {
@@ -118,10 +119,13 @@ json RooflineJson(const Roofline& r) {
           {"prompt_tokens", r.prompt_tokens},
           {"weight_bytes_read", r.weight_bytes_read},
           {"kv_bytes_read", r.kv_bytes_read},
-          {"allreduces_per_step", r.allreduces_per_step},
-          {"allreduce_bytes", r.allreduce_bytes},
+          {"reduction", r.reduction},
+          {"reduction_chunks", r.reduction_chunks},
+          {"collectives_per_step", r.collectives_per_step},
+          {"row_parallel_bytes", r.row_parallel_bytes},
+          {"logits_gather_bytes", r.logits_gather_bytes},
           {"memory_time_s", r.memory_time_s},
-          {"allreduce_time_s", r.allreduce_time_s},
+          {"collective_time_s", r.collective_time_s},
           {"pipeline_time_s", r.pipeline_time_s},
           {"decode_step_s", r.decode_step_s},
           {"tokens_per_s_per_user", r.tokens_per_s_per_user},

@@ -178,9 +178,11 @@ std::string RooflineBlock(const Roofline& r, const MemoryPlan& plan) {
   absl::StrAppendFormat(
       &out,
       "  decode step: (%.2f GB weights + %.2f GB KV) per rank / bandwidth = %.3f ms; "
-      "%d all-reduces of %s B = %.3f ms; pipeline %.3f ms; total %.3f ms\n",
+      "%d collectives (row-parallel: %s of %s B) = %.3f ms; pipeline %.3f ms; "
+      "total %.3f ms\n",
       r.weight_bytes_read / 1e9, r.kv_bytes_read / 1e9, r.memory_time_s * 1e3,
-      r.allreduces_per_step, WithThousands(r.allreduce_bytes), r.allreduce_time_s * 1e3,
+      r.collectives_per_step, r.reduction, WithThousands(r.row_parallel_bytes),
+      r.collective_time_s * 1e3,
       r.pipeline_time_s * 1e3, r.decode_step_s * 1e3);
   absl::StrAppendFormat(&out, "  => %.1f tokens/s per user, %.1f tokens/s aggregate\n",
                         r.tokens_per_s_per_user, r.tokens_per_s_aggregate);

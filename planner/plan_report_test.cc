@@ -96,7 +96,8 @@ TEST(PlanReportTest, JsonHasEveryFieldAndAddsUp) {
   EXPECT_EQ(sum, s["device_bytes"].get<int64_t>());
   EXPECT_EQ(j["totals"]["checkpoint_bytes"], plan.sharding.checkpoint_bytes);
   EXPECT_GT(j["roofline"]["tokens_per_s_per_user"].get<double>(), 0);
-  EXPECT_EQ(j["roofline"]["allreduces_per_step"], 2 * 126);
+  EXPECT_EQ(j["roofline"]["collectives_per_step"], 2 * 126 + 2);
+  EXPECT_EQ(j["roofline"]["reduction"], "all-reduce");
 }
 
 TEST(PlanReportTest, FitAndSuggestionsRender) {

@@ -1,5 +1,9 @@
 #include "planner/roofline.h"
 
+#include "absl/status/statusor.h"
+#include "model/sharding.h"
+#include "model/step_buffers.h"
+
 namespace tpserve {
 namespace {
 
@@ -33,10 +37,15 @@ void EstimatePrefill(const MemoryPlan& plan, Roofline& r) {
                     2.0 * static_cast<double>(c.vocab_size) * c.hidden_size +
                     2.0 * c.num_layers * c.num_heads * c.head_dim * p * p;
   r.prefill_compute_s = r.prefill_flops / (in.tp * r.peak_flops * r.prefill_efficiency);
-  const int64_t bytes = r.prompt_tokens * c.hidden_size * PlainElementBytes(in.activation_dtype);
-  r.prefill_allreduce_s =
-      2.0 * c.num_layers *
-      RingAllReduceSeconds(bytes, in.tp, r.link_bandwidth_bytes_per_s, r.link_latency_s);
+  const double bw = r.link_bandwidth_bytes_per_s, lat = r.link_latency_s;
+  const double one =
+      Reduction(in) == TpReduction::kDeterministic
+          ? RingAllGatherSeconds(r.reduction_chunks * r.prompt_tokens * c.hidden_size * 4, in.tp,
+                                 bw, lat)
+          : RingAllReduceSeconds(r.prompt_tokens * c.hidden_size *
+                                     PlainElementBytes(in.activation_dtype),
+                                 in.tp, bw, lat);
+  r.prefill_allreduce_s = 2.0 * c.num_layers * one;
   r.prefill_s = r.prefill_compute_s + r.prefill_allreduce_s;
 }
 
@@ -46,6 +55,13 @@ double RingAllReduceSeconds(int64_t bytes, int ranks, double bandwidth_bytes_per
                             double latency_s) {
   if (ranks <= 1) return 0;
   return latency_s + 2.0 * (ranks - 1) / ranks * static_cast<double>(bytes) / bandwidth_bytes_per_s;
+}
+
+double RingAllGatherSeconds(int64_t bytes, int ranks, double bandwidth_bytes_per_s,
+                            double latency_s) {
+  if (ranks <= 1) return 0;
+  return latency_s + static_cast<double>(ranks - 1) / ranks * static_cast<double>(bytes) /
+                         bandwidth_bytes_per_s;
 }
 
 Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& assumptions) {
@@ -71,14 +87,30 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
   r.memory_time_s =
       static_cast<double>(r.weight_bytes_read + r.kv_bytes_read) / r.memory_bandwidth_bytes_per_s;
   const int64_t a = PlainElementBytes(in.activation_dtype);
-  r.allreduce_bytes = r.concurrency * c.hidden_size * a;
-  r.allreduces_per_step = in.tp > 1 ? 2 * c.num_layers : 0;
-  r.allreduce_time_s =
-      r.allreduces_per_step * RingAllReduceSeconds(r.allreduce_bytes, in.tp,
-                                                   r.link_bandwidth_bytes_per_s, r.link_latency_s);
-  r.pipeline_time_s = (in.pp - 1) * (r.link_latency_s + static_cast<double>(r.allreduce_bytes) /
+  const int64_t hidden_bytes = r.concurrency * c.hidden_size * a;
+  const bool deterministic = Reduction(in) == TpReduction::kDeterministic;
+  r.reduction = deterministic ? "chunked all-gather" : "all-reduce";
+  if (absl::StatusOr<ShardingPlan> rank0 = ShardingPlan::Create(c, in.weights, {0, in.tp});
+      rank0.ok()) {
+    r.reduction_chunks = ReductionChunks(c, *rank0, in.weights, Reduction(in));
+    r.logits_gather_bytes = in.tp * r.concurrency * rank0->vocab_rows_per_rank() * 4;
+  }
+  r.row_parallel_bytes =
+      deterministic ? r.reduction_chunks * r.concurrency * c.hidden_size * 4 : hidden_bytes;
+  if (in.tp > 1) {
+    const double bw = r.link_bandwidth_bytes_per_s, lat = r.link_latency_s;
+    const int64_t row_parallel = 2 * c.num_layers / in.pp;  // per stage; stages run in turn
+    r.collectives_per_step = in.pp * (row_parallel + 2);
+    const double one = deterministic
+                           ? RingAllGatherSeconds(r.row_parallel_bytes, in.tp, bw, lat)
+                           : RingAllReduceSeconds(r.row_parallel_bytes, in.tp, bw, lat);
+    r.collective_time_s = in.pp * (row_parallel * one +
+                                   RingAllReduceSeconds(hidden_bytes, in.tp, bw, lat) +
+                                   RingAllGatherSeconds(r.logits_gather_bytes, in.tp, bw, lat));
+  }
+  r.pipeline_time_s = (in.pp - 1) * (r.link_latency_s + static_cast<double>(hidden_bytes) /
                                                             r.link_bandwidth_bytes_per_s);
-  r.decode_step_s = r.memory_time_s + r.allreduce_time_s + r.pipeline_time_s;
+  r.decode_step_s = r.memory_time_s + r.collective_time_s + r.pipeline_time_s;
   r.tokens_per_s_per_user = 1.0 / r.decode_step_s;
   r.tokens_per_s_aggregate = r.concurrency / r.decode_step_s;
   EstimatePrefill(plan, r);

@@ -8,13 +8,20 @@
 //   bytes read per rank = weights on the rank (embedding lookups excluded)
 //                       + concurrency * context * kv_bytes_per_token
 //   step = sum over stages of bytes / memory_bandwidth
-//        + 2 * num_layers * (latency + 2 (tp-1)/tp * concurrency * hidden * a / link_bandwidth)
+//        + collectives (tp > 1), each latency + its bytes' share over link_bandwidth:
+//            2 * num_layers row-parallel reductions (o, down), the engine's mode:
+//              all-reduce (default): ring, 2 (tp-1)/tp * concurrency * hidden * a bytes
+//              --deterministic_tp: all-gather of C chunks of f32 partial sums,
+//                                  (tp-1)/tp * C * concurrency * hidden * 4 bytes
+//            1 all-reduce of the embedding rows (concurrency * hidden * a)
+//            1 all-gather of the logits (concurrency * vocab_rows_per_rank * 4 per rank)
 //        + (pp - 1) * (latency + concurrency * hidden * a / link_bandwidth)
 // Prefill (one prompt of P tokens alone):
 //   FLOPs = 2 * layer_params * P + 2 * vocab * hidden (logits of the last token only)
 //         + 2 * num_layers * num_heads * head_dim * P^2 (causal QK^T and PV)
-//   time  = FLOPs / (tp * peak_flops * prefill_efficiency) + 2 * num_layers all-reduces of
-//           P * hidden * a bytes
+//   time  = FLOPs / (tp * peak_flops * prefill_efficiency) + 2 * num_layers row-parallel
+//           reductions of P tokens (all-reduce of P * hidden * a bytes, or --deterministic_tp's
+//           all-gather of C * P * hidden * 4)
 // Thread-safe: pure function.
 #ifndef TPSERVE_PLANNER_ROOFLINE_H_
 #define TPSERVE_PLANNER_ROOFLINE_H_
@@ -46,10 +53,13 @@ struct Roofline {
   // Decode, per step.
   int64_t weight_bytes_read = 0;  // one rank, all stages summed
   int64_t kv_bytes_read = 0;      // one rank, all stages summed
-  int64_t allreduces_per_step = 0;
-  int64_t allreduce_bytes = 0;  // one all-reduce
+  const char* reduction = "";        // "all-reduce" or "chunked all-gather"
+  int64_t reduction_chunks = 1;      // C above (1 for all-reduce)
+  int64_t collectives_per_step = 0;  // row-parallel reductions + embedding + logits
+  int64_t row_parallel_bytes = 0;    // payload of one row-parallel reduction, all ranks
+  int64_t logits_gather_bytes = 0;   // payload of the logits all-gather, all ranks
   double memory_time_s = 0;
-  double allreduce_time_s = 0;
+  double collective_time_s = 0;
   double pipeline_time_s = 0;
   double decode_step_s = 0;
   double tokens_per_s_per_user = 0;
@@ -66,6 +76,10 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
 // One ring all-reduce of `bytes` over `ranks`: latency + 2 (ranks-1)/ranks * bytes / bandwidth;
 // 0 for a single rank.
 double RingAllReduceSeconds(int64_t bytes, int ranks, double bandwidth_bytes_per_s,
+                            double latency_s);
+// One ring all-gather whose result has `bytes`: latency + (ranks-1)/ranks * bytes / bandwidth;
+// 0 for a single rank.
+double RingAllGatherSeconds(int64_t bytes, int ranks, double bandwidth_bytes_per_s,
                             double latency_s);
 
 }  // namespace tpserve

@@ -34,8 +34,8 @@ TEST(RooflineTest, DecodeIsBytesOverBandwidthOnOneGpu) {
   EXPECT_EQ(r.weight_bytes_read, 15'010'381'824);
   EXPECT_EQ(r.kv_bytes_read, 134'217'728);
   EXPECT_NEAR(r.memory_time_s, 4.5207760e-3, 1e-9);
-  EXPECT_EQ(r.allreduces_per_step, 0);
-  EXPECT_EQ(r.allreduce_time_s, 0);
+  EXPECT_EQ(r.collectives_per_step, 0);
+  EXPECT_EQ(r.collective_time_s, 0);
   EXPECT_NEAR(r.tokens_per_s_per_user, 221.2010, 1e-3);
   EXPECT_DOUBLE_EQ(r.tokens_per_s_aggregate, r.tokens_per_s_per_user);
   EXPECT_DOUBLE_EQ(r.memory_bandwidth_bytes_per_s, 3.35e12);
@@ -54,18 +54,47 @@ TEST(RooflineTest, PrefillFlopsAndTime) {
   EXPECT_EQ(r.context_tokens, 4096);
 }
 
+TEST(RooflineTest, RingAllGatherModel) {
+  EXPECT_DOUBLE_EQ(RingAllGatherSeconds(1'000'000, 8, 1e9, 1e-5), 1e-5 + 0.875e-3);
+  EXPECT_EQ(RingAllGatherSeconds(1'000'000, 1, 1e9, 1e-5), 0);
+}
+
+// 70B on 8 H100s, 10 users: two row-parallel all-reduces per layer of 10 hidden states in
+// bf16, one all-reduce of the embedding rows, one all-gather of 10 x 16,032 f32 logits per
+// rank (128,256 / 8).
 TEST(RooflineTest, TensorParallelAddsTwoAllReducesPerLayer) {
   const MemoryPlan plan = Plan(Llama33_70B(), 8, 10, 8192);
   const Roofline r = EstimateRoofline(plan, RooflineAssumptions{});
-  EXPECT_EQ(r.allreduces_per_step, 2 * 80);
-  EXPECT_EQ(r.allreduce_bytes, 10 * 8192 * 2);  // 10 users' hidden states in bf16
-  EXPECT_NEAR(r.allreduce_time_s, 160 * (10e-6 + 2.0 * 7 / 8 * 163840 / 450e9), 1e-12);
+  EXPECT_STREQ(r.reduction, "all-reduce");
+  EXPECT_EQ(r.reduction_chunks, 1);
+  EXPECT_EQ(r.collectives_per_step, 2 * 80 + 2);
+  EXPECT_EQ(r.row_parallel_bytes, 10 * 8192 * 2);
+  EXPECT_EQ(r.logits_gather_bytes, 8 * 10 * 16032 * 4);
+  const double all_reduce = 10e-6 + 2.0 * 7 / 8 * 163840 / 450e9;
+  EXPECT_NEAR(r.collective_time_s,
+              161 * all_reduce + 10e-6 + 7.0 / 8 * (8 * 10 * 16032 * 4) / 450e9, 1e-12);
   // Each rank reads its own shard: the 70B weights minus the embedding, over 8.
   const int64_t embedding = plan.sharding.stages[0].Find(TensorRole::kEmbedding)->bytes_per_rank;
   EXPECT_EQ(r.weight_bytes_read, plan.stages[0].weight_bytes - embedding);
   EXPECT_EQ(r.kv_bytes_read, 10 * 8192 * int64_t{2 * 80 * 1 * 128 * 2});
-  EXPECT_NEAR(r.decode_step_s, r.memory_time_s + r.allreduce_time_s, 1e-15);
+  EXPECT_NEAR(r.decode_step_s, r.memory_time_s + r.collective_time_s, 1e-15);
   EXPECT_NEAR(r.tokens_per_s_aggregate, 10 * r.tokens_per_s_per_user, 1e-9);
+}
+
+// --deterministic_tp: each row-parallel reduction all-gathers one f32 partial sum per KV-head
+// group (8 for 70B): 8 x 10 x 8192 x 4 bytes, 16 times the bf16 all-reduce's payload.
+TEST(RooflineTest, DeterministicReductionAllGathersChunks) {
+  PlanInputs in = Plan(Llama33_70B(), 8, 10, 8192).inputs;
+  in.deterministic_tp = true;
+  const Roofline r = EstimateRoofline(*PlanMemory(in), RooflineAssumptions{});
+  EXPECT_STREQ(r.reduction, "chunked all-gather");
+  EXPECT_EQ(r.reduction_chunks, 8);
+  EXPECT_EQ(r.row_parallel_bytes, 8 * 10 * 8192 * 4);
+  const double all_reduce = 10e-6 + 2.0 * 7 / 8 * 163840 / 450e9;
+  const double chunk_gather = 10e-6 + 7.0 / 8 * (8 * 10 * 8192 * 4) / 450e9;
+  EXPECT_NEAR(r.collective_time_s,
+              160 * chunk_gather + all_reduce + 10e-6 + 7.0 / 8 * (8 * 10 * 16032 * 4) / 450e9,
+              1e-12);
 }
 
 TEST(RooflineTest, TiedLmHeadReadsTheEmbeddingTable) {

@@ -59,6 +59,27 @@ TEST(VramCliTest, JsonParsesAndHasThePlan) {
   EXPECT_TRUE(j["suggestions"].empty());
 }
 
+// --deterministic_tp plans the engine's chunked reduction: one f32 chunk sum per KV group
+// (8 for 405B) for 2048 tokens, on the rank and gathered (1,207,959,552 B more step buffers),
+// and row-parallel collectives of 8 x 10 users x 16384 x 4 bytes instead of 10 x 16384 x 2.
+TEST(VramCliTest, DeterministicTpPlansItsChunkSumsAndCollectives) {
+  VramRequest r = Request405B();
+  r.json = true;
+  const nlohmann::json fast = nlohmann::json::parse(RunWith(r).out);
+  r.deterministic_tp = true;
+  const nlohmann::json det = nlohmann::json::parse(RunWith(r).out);
+  EXPECT_EQ(fast["plan"]["roofline"]["reduction"], "all-reduce");
+  EXPECT_EQ(det["plan"]["roofline"]["reduction"], "chunked all-gather");
+  EXPECT_EQ(fast["plan"]["roofline"]["row_parallel_bytes"], 10 * 16384 * 2);
+  EXPECT_EQ(det["plan"]["roofline"]["row_parallel_bytes"], 8 * 10 * 16384 * 4);
+  const auto step = [](const nlohmann::json& j) {
+    return j["plan"]["stages"][0]["activations"]["total_bytes"].get<int64_t>();
+  };
+  EXPECT_EQ(step(det) - step(fast), (1 + 8) * 2048 * 16384 * 4);
+  EXPECT_GT(det["plan"]["roofline"]["decode_step_s"].get<double>(),
+            fast["plan"]["roofline"]["decode_step_s"].get<double>());
+}
+
 TEST(VramCliTest, InvalidTpExitsTwoWithValidDegreesAndCapacityCheck) {
   VramRequest r = Request405B();
   r.gpus = 6;

@@ -51,7 +51,7 @@ int64_t NumLogitRows(const StepBatch& batch) {
 LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan,
                        const WeightFormats& formats, LlamaWeights weights, RopeLayout rope_layout,
                        Backend* backend, Communicator* comm, int64_t max_step_tokens,
-                       int64_t max_logit_rows)
+                       int64_t max_logit_rows, TpReduction reduction)
     : config_(config),
       plan_(plan),
       formats_(formats),
@@ -61,10 +61,11 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan,
       comm_(comm),
       max_step_tokens_(max_step_tokens),
       max_logit_rows_(max_logit_rows),
+      reduction_(reduction),
       ws_(std::make_unique<Workspace>()) {}
 
 absl::Status LlamaModel::Init() {
-  reduction_chunks_ = ReductionChunks(config_, plan_, formats_);
+  reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_);
   sizes_ = StepBuffersFor(config_, plan_, max_step_tokens_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);
   const std::pair<DeviceBuffer*, int64_t> buffers[] = {
@@ -132,7 +133,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& 
                                 : RopeLayout::kRotateHalf;
   std::unique_ptr<LlamaModel> model(new LlamaModel(config, plan, formats, std::move(weights),
                                                    layout, backend, comm,
-                                                   options.max_step_tokens, max_logit_rows));
+                                                   options.max_step_tokens, max_logit_rows,
+                                                   options.reduction));
   TP_RETURN_IF_ERROR(model->Init());
   return model;
 }
@@ -343,9 +345,11 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
   const int world = plan_.shard().world_size;
   const int64_t chunks = reduction_chunks_, local_chunks = chunks / world;
   const int64_t n = w.rows;  // hidden
-  if (chunks == 1) {  // one rank, one chunk: nothing to put in order
-    backend_->MatMul(x, t, w, ws.proj.data(), backend_->activation_dtype());
-    return absl::OkStatus();
+  if (chunks == 1) {  // TpReduction::kAllReduce: this rank's partial sum, then one all-reduce
+    const DType act = backend_->activation_dtype();
+    backend_->MatMul(x, t, w, ws.proj.data(), act);
+    if (world == 1) return absl::OkStatus();
+    return comm_->AllReduceSum(ws.proj.data(), t * n, act);
   }
   // This rank's chunk sums: [local_chunks, t, n], each exactly what that chunk alone gives.
   backend_->MatMulChunked(x, t, w, local_chunks, ws.partials.as<float>());

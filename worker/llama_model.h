@@ -71,6 +71,9 @@ struct LlamaLoadOptions {
   std::optional<WeightFormats> formats;
   // How the checkpoint stores quantized linears (its quantization_config).
   QuantScheme scheme;
+  // How row-parallel layers combine ranks (model/step_buffers.h): one all-reduce in the
+  // activation dtype, or --deterministic_tp's same-floats-at-every-degree chunked reduction.
+  TpReduction reduction = TpReduction::kAllReduce;
 };
 
 class LlamaModel {
@@ -97,6 +100,7 @@ class LlamaModel {
 
   const LlamaConfig& config() const { return config_; }
   const ShardingPlan& plan() const { return plan_; }
+  TpReduction reduction() const { return reduction_; }
   const WeightFormats& formats() const { return formats_; }
   int64_t max_step_tokens() const { return max_step_tokens_; }
   MemoryFootprint footprint() const;
@@ -107,7 +111,7 @@ class LlamaModel {
 
   LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, const WeightFormats& formats,
              LlamaWeights weights, RopeLayout rope_layout, Backend* backend, Communicator* comm,
-             int64_t max_step_tokens, int64_t max_logit_rows);
+             int64_t max_step_tokens, int64_t max_logit_rows, TpReduction reduction);
   absl::Status Init();
 
   absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
@@ -122,8 +126,8 @@ class LlamaModel {
   absl::Status LmHead(const StepPlan& step, float* logits);
   // Final norm of the logit rows and this rank's LM head rows into `out` (f32 [rows, local]).
   void QueueLocalLogits(int64_t rows, void* out);
-  // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank, in a fixed chunk order
-  // (ReductionChunks, model/step_buffers.h): the same floats at every tensor-parallel degree.
+  // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank: one all-reduce, or (with
+  // TpReduction::kDeterministic) in a fixed chunk order, the same floats at every degree.
   absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
   // Element offset `elems` into an activation buffer.
   void* Act(const DeviceBuffer& buffer, int64_t elems) const;
@@ -137,6 +141,7 @@ class LlamaModel {
   Communicator* comm_;
   int64_t max_step_tokens_;
   int64_t max_logit_rows_;
+  TpReduction reduction_;
   int64_t reduction_chunks_ = 1;
   // The KV pools the backend's recordings of this model's steps write (RunCaptured bakes
   // addresses): another cache makes the model drop them first.

@@ -251,10 +251,10 @@ TEST_F(LlamaModelTest, FootprintCountsViewsCopiesAndWorkspace) {
   const MemoryFootprint fp = model_->footprint();
   EXPECT_EQ(fp.weight_bytes_copied, copied);
   EXPECT_EQ(fp.weight_bytes_resident, viewed + copied);
-  // 32 tokens of f32: x, h, proj; q, attn; k, v; gate, up; the row-parallel chunk sums (one
-  // chunk per KV group, 4 here); 32 rows of logits.
+  // 32 tokens of f32: x, h, proj; q, attn; k, v; gate, up; 32 rows of logits. The default
+  // all-reduce needs no row-parallel chunk sums (--deterministic_tp adds one per KV group).
   const int64_t t = 32, h = c.hidden_size;
-  const int64_t workspace = 4 * t * (3 * h + 2 * q + 2 * kv + 2 * f + 4 * h) + 4 * 32 * c.vocab_size;
+  const int64_t workspace = 4 * t * (3 * h + 2 * q + 2 * kv + 2 * f) + 4 * 32 * c.vocab_size;
   EXPECT_EQ(fp.workspace_bytes, workspace);
 }
 

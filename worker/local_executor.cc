@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
         o.load.max_logit_rows = options.max_logit_rows;
         o.load.formats = options.formats;
         o.load.scheme = options.scheme;
+        o.load.reduction = options.reduction;
         o.num_kv_blocks = options.num_kv_blocks;
         o.block_size_tokens = options.block_size_tokens;
         o.kv_dtype = options.kv_dtype;

@@ -33,6 +33,7 @@ struct LocalExecutorOptions {
   int64_t max_logit_rows = 0;  // sequences per step; 0 = max_step_tokens
   std::optional<WeightFormats> formats;  // unset: as stored; a preset quantizes on load
   QuantScheme scheme;                    // how the checkpoint stores quantized linears
+  TpReduction reduction = TpReduction::kAllReduce;  // see model/step_buffers.h
 };
 
 class LocalExecutor final : public ModelExecutor {

@@ -1,7 +1,7 @@
-// The serving engine over in-process ranks on the real SmolLM2 (9 heads, 3 KV heads): greedy
-// and seeded sampling give the same tokens at TP=1 and TP=3.
+// The serving engine over in-process ranks on the real SmolLM2 (9 heads, 3 KV heads): with
+// --deterministic_tp, greedy and seeded sampling give the same tokens at TP=1 and TP=3.
 //
-// The logits are bitwise equal at every degree that divides the KV heads: row-parallel
+// The logits are then bitwise equal at every degree that divides the KV heads: row-parallel
 // reductions always use the same per-KV-group chunks summed in chunk order, and attention
 // computes each head alone (worker/llama_model.cc, kernels/cpu/cpu_attention.cc). Without that,
 // a different association of the all-reduce, amplified by the next layer's 8-bit activation
@@ -28,6 +28,7 @@ std::vector<int32_t> Generate(const ModelBundle& bundle, int tp, const std::stri
   options.block_size_tokens = 16;
   options.max_step_tokens = 256;
   options.max_logit_rows = 1;
+  options.reduction = TpReduction::kDeterministic;
   auto exec = LocalExecutor::Create(bundle.files.config, bundle.files.weights, options);
   EXPECT_TRUE(exec.ok()) << exec.status();
   if (!exec.ok()) return {};

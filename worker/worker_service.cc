@@ -70,6 +70,8 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   o.load.max_logit_rows = request.max_logit_rows();
   o.load.formats = formats;
   o.load.scheme = files_.scheme;
+  o.load.reduction =
+      request.deterministic_tp() ? TpReduction::kDeterministic : TpReduction::kAllReduce;
   o.num_kv_blocks = request.num_kv_blocks();
   o.block_size_tokens = request.block_size_tokens();
   TP_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDtype(request.kv_dtype()));
