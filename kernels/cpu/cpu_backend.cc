@@ -34,9 +34,23 @@ void RotateHead(float* x, int64_t head_dim, const float* cos_table, const float*
 
 }  // namespace
 
+const char* CpuOpProfile::Name(int op) {
+  static constexpr const char* kNames[kNumOps] = {
+      "matmul", "matmul_chunked", "sum_chunks", "rms_norm", "rope", "silu_mul", "add",
+      "embedding", "gather_logit_rows", "write_kv", "attention"};
+  return op >= 0 && op < kNumOps ? kNames[op] : "?";
+}
+
+double CpuOpProfile::TotalSeconds() const {
+  double total = 0;
+  for (double s : seconds) total += s;
+  return total;
+}
+
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : isa_(options.isa.value_or(DetectCpuIsa())),
       emulate_step_capture_(options.emulate_step_capture),
+      profiling_(options.profile),
       name_("cpu-" + std::string(CpuIsaName(isa_))),
       kernels_(CpuKernelsFor(isa_)),
       pool_(options.num_threads),
@@ -102,24 +116,33 @@ void CpuBackend::ParallelChunks(int64_t count, int64_t min_chunk,
 
 void CpuBackend::MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y,
                         DType y_dtype) {
+  OpTimer timer(this, CpuOpProfile::kMatMul);
   TP_CHECK(y_dtype == DType::kF32, "the CPU backend writes f32 outputs");
   matmul_.Run(static_cast<const float*>(x), m, w, static_cast<float*>(y));
 }
 
 void CpuBackend::MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                                int64_t num_chunks, float* y) {
+  OpTimer timer(this, CpuOpProfile::kMatMulChunked);
   matmul_.Run(static_cast<const float*>(x), m, w, num_chunks, y);
 }
 
 void CpuBackend::SumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out) {
+  OpTimer timer(this, CpuOpProfile::kSumChunks);
   float* o = static_cast<float*>(out);
   std::memcpy(o, chunks, count * sizeof(float));
   // ((c0 + c1) + c2) + ...: one pass per chunk, each element-wise and in place.
-  for (int64_t c = 1; c < num_chunks; ++c) Add(o, chunks + c * count, count, o);
+  for (int64_t c = 1; c < num_chunks; ++c) {
+    const float* chunk = chunks + c * count;
+    ParallelChunks(count, kMinParallelElements, [&](int64_t i0, int64_t i1) {
+      kernels_.add(o + i0, chunk + i0, i1 - i0, o + i0);
+    });
+  }
 }
 
 void CpuBackend::RmsNorm(const void* xv, const float* weight, int64_t rows, int64_t dim,
                          float eps, void* yv) {
+  OpTimer timer(this, CpuOpProfile::kRmsNorm);
   const float* x = static_cast<const float*>(xv);
   float* y = static_cast<float*>(yv);
   const int64_t min_rows = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(dim, 1));
@@ -130,6 +153,7 @@ void CpuBackend::RmsNorm(const void* xv, const float* weight, int64_t rows, int6
 
 void CpuBackend::Rope(void* xv, int64_t num_heads, int64_t head_dim, const float* inv_freq,
                       RopeLayout layout) {
+  OpTimer timer(this, CpuOpProfile::kRope);
   TP_CHECK(head_dim % 2 == 0, "RoPE needs an even head_dim");
   float* x = static_cast<float*>(xv);
   const int64_t rows = static_cast<int64_t>(step_.positions.size());
@@ -154,6 +178,7 @@ void CpuBackend::Rope(void* xv, int64_t num_heads, int64_t head_dim, const float
 }
 
 void CpuBackend::SiluMul(const void* gate, const void* up, int64_t count, void* out) {
+  OpTimer timer(this, CpuOpProfile::kSiluMul);
   const float* g = static_cast<const float*>(gate);
   const float* u = static_cast<const float*>(up);
   float* o = static_cast<float*>(out);
@@ -163,6 +188,7 @@ void CpuBackend::SiluMul(const void* gate, const void* up, int64_t count, void* 
 }
 
 void CpuBackend::Add(const void* a, const void* b, int64_t count, void* out) {
+  OpTimer timer(this, CpuOpProfile::kAdd);
   const float* pa = static_cast<const float*>(a);
   const float* pb = static_cast<const float*>(b);
   float* o = static_cast<float*>(out);
@@ -172,6 +198,7 @@ void CpuBackend::Add(const void* a, const void* b, int64_t count, void* out) {
 }
 
 void CpuBackend::EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* outv) {
+  OpTimer timer(this, CpuOpProfile::kEmbedding);
   float* out = static_cast<float*>(outv);
   const int32_t* ids = step_.token_ids.data();
   const int64_t num_ids = static_cast<int64_t>(step_.token_ids.size());
@@ -191,6 +218,7 @@ void CpuBackend::EmbeddingRows(const WeightMatrix& table, int64_t first_row, voi
 }
 
 void CpuBackend::GatherLogitRows(const void* x, int64_t row_elems, void* out) {
+  OpTimer timer(this, CpuOpProfile::kGatherLogitRows);
   const int64_t row_bytes = row_elems * static_cast<int64_t>(sizeof(float));
   for (size_t i = 0; i < step_.logit_rows.size(); ++i) {
     std::memcpy(static_cast<uint8_t*>(out) + i * row_bytes,
@@ -199,6 +227,7 @@ void CpuBackend::GatherLogitRows(const void* x, int64_t row_elems, void* out) {
 }
 
 void CpuBackend::WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) {
+  OpTimer timer(this, CpuOpProfile::kWriteKv);
   TP_CHECK(SupportsKvDtype(pool.dtype), "KV dtype not supported by the CPU backend");
   attention_.WriteKv(static_cast<const float*>(k_new), static_cast<const float*>(v_new),
                      step_.seqs, pool);
@@ -206,6 +235,7 @@ void CpuBackend::WriteKv(const void* k_new, const void* v_new, const KvPoolView&
 
 void CpuBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
                                 const KvPoolView& pool, void* out) {
+  OpTimer timer(this, CpuOpProfile::kAttention);
   TP_CHECK(SupportsKvDtype(pool.dtype), "KV dtype not supported by the CPU backend");
   attention_.Run(static_cast<const float*>(q), num_heads, scale, step_.seqs, pool,
                  static_cast<float*>(out));

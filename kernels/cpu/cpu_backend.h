@@ -9,6 +9,8 @@
 #ifndef TPSERVE_KERNELS_CPU_CPU_BACKEND_H_
 #define TPSERVE_KERNELS_CPU_CPU_BACKEND_H_
 
+#include <array>
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -26,6 +28,19 @@ struct CpuBackendOptions {
   // Tests of callers of Backend::RunCaptured: SupportsStepCapture() says true, and RunCaptured
   // runs body every time (the CPU records nothing), so the padded-batch logic runs on the CPU.
   bool emulate_step_capture = false;
+  // Time every op (wall clock, calling thread) into profile(): where a step's time goes. Off
+  // by default; on, it costs two clock reads per op.
+  bool profile = false;
+};
+
+// Wall time and calls per op kind, summed since the last ResetProfile().
+struct CpuOpProfile {
+  enum Op { kMatMul, kMatMulChunked, kSumChunks, kRmsNorm, kRope, kSiluMul, kAdd, kEmbedding,
+            kGatherLogitRows, kWriteKv, kAttention, kNumOps };
+  static const char* Name(int op);
+  std::array<double, kNumOps> seconds{};
+  std::array<int64_t, kNumOps> calls{};
+  double TotalSeconds() const;
 };
 
 class CpuBackend final : public Backend {
@@ -34,6 +49,9 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options);
 
   CpuIsa isa() const { return isa_; }
+  // With CpuBackendOptions::profile: what the ops took since the last reset (else all zero).
+  const CpuOpProfile& profile() const { return profile_; }
+  void ResetProfile() { profile_ = CpuOpProfile{}; }
   int num_threads() const { return pool_.num_threads(); }
 
   std::string_view name() const override { return name_; }
@@ -73,12 +91,34 @@ class CpuBackend final : public Backend {
   bool SupportsStepCapture() const override { return emulate_step_capture_; }
 
  private:
+  // Adds the scope's wall time to profile_ (when profiling).
+  class OpTimer {
+   public:
+    OpTimer(CpuBackend* backend, CpuOpProfile::Op op)
+        : profile_(backend->profiling_ ? &backend->profile_ : nullptr), op_(op) {
+      if (profile_ != nullptr) start_ = std::chrono::steady_clock::now();
+    }
+    ~OpTimer() {
+      if (profile_ == nullptr) return;
+      profile_->seconds[op_] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      ++profile_->calls[op_];
+    }
+
+   private:
+    CpuOpProfile* profile_;
+    CpuOpProfile::Op op_;
+    std::chrono::steady_clock::time_point start_;
+  };
+
   // Runs fn(begin, end) over [0, count) in chunks worth a thread wake-up.
   void ParallelChunks(int64_t count, int64_t min_chunk,
                       absl::FunctionRef<void(int64_t, int64_t)> fn);
 
   const CpuIsa isa_;
   const bool emulate_step_capture_;
+  const bool profiling_;
+  CpuOpProfile profile_;
   const std::string name_;
   const CpuKernels& kernels_;
   ThreadPool pool_;
