@@ -168,6 +168,20 @@ class Backend {
   virtual void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y,
                       DType y_dtype) = 0;
 
+  // Several matrices against the same x in one op (Q/K/V, gate/up): outs[i].y = x * outs[i].w^T.
+  // Each output is bit-identical to MatMul of that matrix alone; a backend may share the work
+  // of x between them (the CPU quantizes x once and runs every matrix's tiles in one parallel
+  // pass). The default runs MatMul per matrix.
+  // REQUIRES: as MatMul for each, and every w has the same cols.
+  struct MatMulOut {
+    const WeightMatrix* w;
+    void* y;
+  };
+  virtual void MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
+                          DType y_dtype) {
+    for (const MatMulOut& o : outs) MatMul(x, m, *o.w, o.y, y_dtype);
+  }
+
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
   // y[c, m, n] = x[:, chunk c] * W[:, chunk c]^T in f32. Chunk c's result must be
   // bit-identical to MatMul of that chunk alone: row-parallel layers sum chunks in a fixed

@@ -310,9 +310,10 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepPlan& step, KvC
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Workspace& ws = *ws_;
   backend_->RmsNorm(ws.x.data(), w.attn_norm.as<float>(), t, hidden, eps, ws.h.data());
-  backend_->MatMul(ws.h.data(), t, w.q.matrix, ws.q.data(), act);  // [t, heads * hd]
-  backend_->MatMul(ws.h.data(), t, w.k.matrix, ws.k.data(), act);  // [t, kv_heads * hd]
-  backend_->MatMul(ws.h.data(), t, w.v.matrix, ws.v.data(), act);  // [t, kv_heads * hd]
+  // q [t, heads * hd], k and v [t, kv_heads * hd]: one op, x read (and quantized) once.
+  const Backend::MatMulOut qkv[] = {
+      {&w.q.matrix, ws.q.data()}, {&w.k.matrix, ws.k.data()}, {&w.v.matrix, ws.v.data()}};
+  backend_->MatMulMany(ws.h.data(), t, qkv, act);
   backend_->Rope(ws.q.data(), heads, hd, inv_freq_.as<float>(), rope_layout_);
   backend_->Rope(ws.k.data(), kv_heads, hd, inv_freq_.as<float>(), rope_layout_);
   const KvPoolView pool = cache->layer(layer);
@@ -332,8 +333,9 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepPlan& step) {
   Workspace& ws = *ws_;
   backend_->RmsNorm(ws.x.data(), w.ffn_norm.as<float>(), t, hidden,
                     static_cast<float>(config_.rms_norm_eps), ws.h.data());
-  backend_->MatMul(ws.h.data(), t, w.gate.matrix, ws.gate.data(), act);  // [t, ffn]
-  backend_->MatMul(ws.h.data(), t, w.up.matrix, ws.up.data(), act);      // [t, ffn]
+  const Backend::MatMulOut gate_up[] = {{&w.gate.matrix, ws.gate.data()},   // [t, ffn]
+                                         {&w.up.matrix, ws.up.data()}};      // [t, ffn]
+  backend_->MatMulMany(ws.h.data(), t, gate_up, act);
   backend_->SiluMul(ws.gate.data(), ws.up.data(), t * ffn, ws.gate.data());
   TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj
   backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());

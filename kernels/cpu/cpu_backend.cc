@@ -121,6 +121,16 @@ void CpuBackend::MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y
   matmul_.Run(static_cast<const float*>(x), m, w, static_cast<float*>(y));
 }
 
+void CpuBackend::MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
+                            DType y_dtype) {
+  OpTimer timer(this, CpuOpProfile::kMatMul);
+  TP_CHECK(y_dtype == DType::kF32, "the CPU backend writes f32 outputs");
+  std::vector<CpuMatMul::Output> parts;
+  parts.reserve(outs.size());
+  for (const MatMulOut& o : outs) parts.push_back({o.w, static_cast<float*>(o.y)});
+  matmul_.RunMany(static_cast<const float*>(x), m, parts);
+}
+
 void CpuBackend::MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                                int64_t num_chunks, float* y) {
   OpTimer timer(this, CpuOpProfile::kMatMulChunked);

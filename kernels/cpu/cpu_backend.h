@@ -73,6 +73,8 @@ class CpuBackend final : public Backend {
   void BeginStep(const StepInputs& step) override { step_ = step; }
 
   void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y, DType y_dtype) override;
+  void MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
+                  DType y_dtype) override;
   void MatMulChunked(const void* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                      float* y) override;
   void SumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out) override;

@@ -181,6 +181,40 @@ TEST_F(CpuBackendParityTest, MatMulChunkedEqualsEachChunkAlone) {
   }
 }
 
+// Q/K/V and gate/up run as one op: every output must be the floats MatMul gives for its
+// matrix alone, whatever mix of formats (quantized x shared, 16-bit scratch, fp8) and shapes.
+TEST_F(CpuBackendParityTest, MatMulManyEqualsEachMatMulAlone) {
+  const int64_t k = 128;
+  const std::vector<std::pair<DType, int64_t>> mats = {
+      {DType::kQ4_1, 40}, {DType::kQ8_0, 8}, {DType::kF16, 13}, {DType::kF8E4M3, 5},
+      {DType::kQ5_0, 17}, {DType::kF32, 3}};
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<WeightMatrix> ws;
+  for (size_t i = 0; i < mats.size(); ++i) {
+    const auto [t, n] = mats[i];
+    const std::vector<float> w = Random(n * k, 40 + i, 0.2f);
+    data.push_back(QuantizeMatrix(t, w.data(), n, k));
+    ws.push_back(Wm(t, data.back().data(), n, k, RowBytes(t, k).value()));
+  }
+  for (int64_t m : {1, 3, 70}) {
+    const std::vector<float> x = Random(m * k, 9 + m);
+    for (Backend* be : {static_cast<Backend*>(&ref_), static_cast<Backend*>(&opt_)}) {
+      std::vector<Guarded> ys;
+      for (const WeightMatrix& w : ws) ys.emplace_back(m * w.rows);
+      std::vector<Backend::MatMulOut> outs;
+      for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], ys[i].data()});
+      be->MatMulMany(x.data(), m, outs, DType::kF32);
+      for (size_t i = 0; i < ws.size(); ++i) {
+        ASSERT_TRUE(ys[i].GuardsIntact());
+        Guarded alone(m * ws[i].rows);
+        be->MatMul(x.data(), m, ws[i], alone.data(), DType::kF32);
+        EXPECT_EQ(ys[i].values(), alone.values())
+            << DTypeName(*ElementDType(ws[i].format)) << " m=" << m << " " << be->name();
+      }
+    }
+  }
+}
+
 TEST_F(CpuBackendParityTest, RmsNormInAndOutOfPlace) {
   for (int64_t rows : {1, 3, 64}) {
     for (int64_t dim : {32, 576, 1539}) {

@@ -195,6 +195,60 @@ void CpuMatMul::RunFloatTile(const float* x, int64_t x_stride, const WeightMatri
   }
 }
 
+namespace {
+
+enum class Path { kQuantized, kFp8, kFloat };
+
+Path PathOf(const TensorFormat& format) {
+  const std::optional<DType> element = ElementDType(format);
+  if (format.kind == FormatKind::kInt4Group || (element.has_value() && BlockElems(*element) > 1)) {
+    return Path::kQuantized;
+  }
+  if (format.kind == FormatKind::kF8E4M3 || format.kind == FormatKind::kFp8PerChannel ||
+      format.kind == FormatKind::kFp8Block128) {
+    return Path::kFp8;
+  }
+  return Path::kFloat;
+}
+
+}  // namespace
+
+void CpuMatMul::Prepare(const WeightMatrix& w, int64_t m, int64_t kc, const float** x) {
+  if (w.input_perm != nullptr) {  // act-order: gather x into the stored column order once
+    if (static_cast<int64_t>(x_perm_.size()) < m * w.cols) x_perm_.resize(m * w.cols);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < w.cols; ++j) {
+        x_perm_[r * w.cols + j] = (*x)[r * w.cols + w.input_perm[j]];
+      }
+    }
+    *x = x_perm_.data();
+  }
+  const Path path = PathOf(w.format);
+  if (path == Path::kQuantized) {
+    QuantizeActivations(*x, m, w.cols);  // once for the full rows: chunks share the blocks
+  } else if (path == Path::kFloat && w.format.kind != FormatKind::kF32) {
+    for (auto& s : row_scratch_) {
+      if (static_cast<int64_t>(s.size()) < kc) s.resize(kc);
+    }
+  }
+}
+
+void CpuMatMul::RunTile(const float* x, const WeightMatrix& w, int64_t chunk, int64_t kc,
+                        int64_t n0, int64_t n1, int64_t m0, int64_t m1, float* y,
+                        int thread) const {
+  const WeightMatrix wc = ColumnChunk(w, chunk, kc);
+  switch (PathOf(w.format)) {
+    case Path::kQuantized:
+      return RunQuantizedTile(wc, n0, n1, m0, m1, y, chunk * (kc / kActivationBlock),
+                              w.cols / kActivationBlock);
+    case Path::kFp8:
+      return RunFp8Tile(x + chunk * kc, w.cols, wc, n0, n1, m0, m1, y);
+    case Path::kFloat:
+      return RunFloatTile(x + chunk * kc, w.cols, wc, n0, n1, m0, m1, y,
+                          row_scratch_[thread].data());
+  }
+}
+
 void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                     float* y) {
   TP_CHECK(Supports(w.format), "unsupported weight format for CPU matmul");
@@ -206,26 +260,7 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
       num_chunks == 1 && w.format.kind == FormatKind::kFp8Block128 ? 1 : InputBlockValues(w.format);
   TP_CHECK(kc % block == 0, "a chunk is not a whole number of weight blocks");
   if (m <= 0 || w.rows <= 0) return;
-  const std::optional<DType> element = ElementDType(w.format);
-  const bool quantized = w.format.kind == FormatKind::kInt4Group ||
-                         (element.has_value() && BlockElems(*element) > 1);
-  const bool fp8 = w.format.kind == FormatKind::kF8E4M3 ||
-                   w.format.kind == FormatKind::kFp8PerChannel ||
-                   w.format.kind == FormatKind::kFp8Block128;
-  if (w.input_perm != nullptr) {  // act-order: gather x into the stored column order once
-    if (static_cast<int64_t>(x_perm_.size()) < m * w.cols) x_perm_.resize(m * w.cols);
-    for (int64_t r = 0; r < m; ++r) {
-      for (int64_t j = 0; j < w.cols; ++j) x_perm_[r * w.cols + j] = x[r * w.cols + w.input_perm[j]];
-    }
-    x = x_perm_.data();
-  }
-  if (quantized) {
-    QuantizeActivations(x, m, w.cols);  // once for the full rows: chunks share the blocks
-  } else if (w.format.kind != FormatKind::kF32 && !fp8) {
-    for (auto& s : row_scratch_) {
-      if (static_cast<int64_t>(s.size()) < kc) s.resize(kc);
-    }
-  }
+  Prepare(w, m, kc, &x);
   const Tiling tiling = ChooseTiling(m, w.rows);
   const int64_t row_tiles = CeilDiv(w.rows, tiling.rows_per_tile);
   const int64_t token_tiles = CeilDiv(m, tiling.tokens_per_tile);
@@ -237,19 +272,61 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
     const int64_t tt = in_chunk / row_tiles;
     const int64_t rt = in_chunk % row_tiles;
     const int64_t n0 = rt * tiling.rows_per_tile;
-    const int64_t n1 = std::min(w.rows, n0 + tiling.rows_per_tile);
     const int64_t m0 = tt * tiling.tokens_per_tile;
-    const int64_t m1 = std::min(m, m0 + tiling.tokens_per_tile);
-    const WeightMatrix wc = ColumnChunk(w, c, kc);
-    float* yc = y + c * m * w.rows;
-    if (quantized) {
-      RunQuantizedTile(wc, n0, n1, m0, m1, yc, c * (kc / kActivationBlock),
-                       w.cols / kActivationBlock);
-    } else if (fp8) {
-      RunFp8Tile(x + c * kc, w.cols, wc, n0, n1, m0, m1, yc);
-    } else {
-      RunFloatTile(x + c * kc, w.cols, wc, n0, n1, m0, m1, yc, row_scratch_[thread].data());
+    RunTile(x, w, c, kc, n0, std::min(w.rows, n0 + tiling.rows_per_tile), m0,
+            std::min(m, m0 + tiling.tokens_per_tile), y + c * m * w.rows, thread);
+  });
+}
+
+void CpuMatMul::RunMany(const float* x, int64_t m, absl::Span<const Output> outs) {
+  if (outs.empty() || m <= 0) return;
+  const int64_t k = outs[0].w->cols;
+  bool shared = true;  // act-order matrices gather x in their own order: those run alone
+  for (const Output& o : outs) {
+    TP_CHECK(Supports(o.w->format), "unsupported weight format for CPU matmul");
+    TP_CHECK(k % InputBlockValues(o.w->format) == 0 ||
+                 o.w->format.kind == FormatKind::kFp8Block128,
+             "k is not a whole number of weight blocks");
+    TP_CHECK(o.w->cols == k, "MatMulMany needs matrices with the same cols");
+    shared &= o.w->input_perm == nullptr;
+  }
+  if (!shared || outs.size() == 1) {
+    for (const Output& o : outs) Run(x, m, *o.w, 1, o.y);
+    return;
+  }
+  // x is prepared once per path the matrices need (quantized once, scratch sized once).
+  bool quantized = false, wide = false;
+  int64_t total_rows = 0;
+  for (const Output& o : outs) {
+    const Path path = PathOf(o.w->format);
+    if (path == Path::kQuantized && !quantized) {
+      Prepare(*o.w, m, k, &x);
+      quantized = true;
+    } else if (path == Path::kFloat && o.w->format.kind != FormatKind::kF32 && !wide) {
+      Prepare(*o.w, m, k, &x);
+      wide = true;
     }
+    total_rows += o.w->rows;
+  }
+  // One tiling for all rows together, so the tasks (and thread hand-offs) are those of one
+  // matrix of total_rows.
+  const Tiling tiling = ChooseTiling(m, total_rows);
+  const int64_t token_tiles = CeilDiv(m, tiling.tokens_per_tile);
+  std::vector<int64_t> first_task(outs.size() + 1, 0);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    first_task[i + 1] =
+        first_task[i] + CeilDiv(outs[i].w->rows, tiling.rows_per_tile) * token_tiles;
+  }
+  pool_->ParallelFor(first_task.back(), [&](int64_t task, int thread) {
+    size_t i = 0;
+    while (task >= first_task[i + 1]) ++i;
+    const WeightMatrix& w = *outs[i].w;
+    const int64_t row_tiles = CeilDiv(w.rows, tiling.rows_per_tile);
+    const int64_t in_matrix = task - first_task[i];
+    const int64_t n0 = (in_matrix % row_tiles) * tiling.rows_per_tile;
+    const int64_t m0 = (in_matrix / row_tiles) * tiling.tokens_per_tile;
+    RunTile(x, w, 0, k, n0, std::min(w.rows, n0 + tiling.rows_per_tile), m0,
+            std::min(m, m0 + tiling.tokens_per_tile), outs[i].y, thread);
   });
 }
 

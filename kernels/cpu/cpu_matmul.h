@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/thread_pool.h"
@@ -45,12 +46,26 @@ class CpuMatMul {
   // REQUIRES: as Run, and (w.cols / num_chunks) % InputBlockValues(w.format) == 0.
   void Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks, float* y);
 
+  // Several matrices with the same cols against the same x, in one parallel pass over all
+  // their tiles (x quantized once): outs[i].y = x * outs[i].w^T, each bit-identical to Run.
+  struct Output {
+    const WeightMatrix* w;
+    float* y;
+  };
+  void RunMany(const float* x, int64_t m, absl::Span<const Output> outs);
+
  private:
   struct Tiling {
     int64_t rows_per_tile;   // weight rows (output columns) per task
     int64_t tokens_per_tile;  // activation rows per task
   };
   Tiling ChooseTiling(int64_t m, int64_t n) const;
+  // Readies x for w's kernels: an act-order gather (then *x points at it), 8-bit blocks for
+  // quantized weights, row scratch of kc floats for 16-bit ones.
+  void Prepare(const WeightMatrix& w, int64_t m, int64_t kc, const float** x);
+  // Rows [n0, n1) x activation rows [m0, m1) of column chunk `chunk` (kc wide) of w into y.
+  void RunTile(const float* x, const WeightMatrix& w, int64_t chunk, int64_t kc, int64_t n0,
+               int64_t n1, int64_t m0, int64_t m1, float* y, int thread) const;
   void QuantizeActivations(const float* x, int64_t m, int64_t k);
   // `w` may be a chunk (a column range) of the matrix whose full rows x was quantized for:
   // its activation blocks start at x_block0 in rows of x_row_blocks blocks.
@@ -68,7 +83,8 @@ class CpuMatMul {
   ThreadPool* pool_;
   std::vector<Q8Block> x_q8_;                   // [m, k / 32]
   std::vector<float> x_perm_;                   // [m, k]: x in an act-order's column order
-  std::vector<std::vector<float>> row_scratch_;  // per thread: one widened weight row
+  // Per thread: one widened weight row (tiles run in const methods, each on its own).
+  mutable std::vector<std::vector<float>> row_scratch_;
 };
 
 }  // namespace tpserve
