@@ -9,18 +9,26 @@
 // wall-clock rates, *_cpu_ms_tok is the process CPU time per token (all threads): on a machine
 // shared with other jobs it stays near the undisturbed cost, where wall time counts the waits
 // for a core too.
+//
+// Beside each thread count: the DRAM ceiling measured in the same run (a streaming read of
+// --stream_mib by that many threads; decode cannot beat bytes per token / that bandwidth), and
+// with --batches, aggregate decode of B sequences at --batch_context cached positions each
+// (random KV, bench/model_timings.h) against batch 1 at the same context.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "bench/model_timings.h"
 #include "checkpoint/stored_formats.h"
 #include "model/model_files.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -38,6 +46,9 @@ ABSL_FLAG(int, repeats, 3, "runs per figure; the best is reported");
 ABSL_FLAG(std::string, weights, "",
           "weight format: as stored (default) or a preset to quantize on load (fp8, int4, bf16...)");
 ABSL_FLAG(std::string, kv_dtype, "f16", "KV cache dtype: f32, f16, bf16 or fp8 (the engine's default: f16)");
+ABSL_FLAG(int64_t, stream_mib, 1024, "buffer of the DRAM streaming-read ceiling (0: skip)");
+ABSL_FLAG(std::string, batches, "", "comma-separated batch sizes for aggregate decode (e.g. 8,16)");
+ABSL_FLAG(int64_t, batch_context, 256, "cached positions of each sequence in the batched decode");
 ABSL_FLAG(bool, profile, false,
           "also time every backend op and print where a decode step's time goes");
 
@@ -62,6 +73,45 @@ double ProcessCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Bytes per second `threads` threads read from a `bytes` buffer, best of three passes: what
+// one decode step's weights and KV could stream at most.
+double StreamReadBytesPerSecond(int threads, int64_t bytes) {
+  const int64_t words = bytes / 8;
+  std::vector<uint64_t> buffer(words);
+  for (int64_t i = 0; i < words; ++i) buffer[i] = static_cast<uint64_t>(i);  // touch every page
+  double best = 0;
+  std::vector<uint64_t> sink(threads);
+  for (int pass = 0; pass < 3; ++pass) {
+    const Clock::time_point start = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const int64_t begin = words * t / threads, end = words * (t + 1) / threads;
+        uint64_t a = 0, b = 0, c = 0, d = 0;  // four independent chains
+        for (int64_t i = begin; i + 4 <= end; i += 4) {
+          a ^= buffer[i];
+          b ^= buffer[i + 1];
+          c ^= buffer[i + 2];
+          d ^= buffer[i + 3];
+        }
+        sink[t] = a ^ b ^ c ^ d;
+      });
+    }
+    for (std::thread& t : pool) t.join();
+    best = std::max(best, static_cast<double>(words * 8) / Seconds(start, Clock::now()));
+  }
+  return sink[0] == 42 ? best * (1 + 1e-12) : best;  // the sink keeps the reads alive
+}
+
+// Weight bytes a decode step reads on this rank: all but the embedding table, of which it
+// reads one row per token (unless the LM head is the same table).
+int64_t DecodeWeightBytes(const LlamaModel& model) {
+  const MemoryFootprint fp = model.footprint();
+  if (model.config().tie_word_embeddings) return fp.weight_bytes_resident;
+  return fp.weight_bytes_resident -
+         fp.weight_bytes_by_role[static_cast<int>(TensorRole::kEmbedding)];
 }
 
 struct Figures {
@@ -117,6 +167,35 @@ absl::StatusOr<Figures> RunOnce(LlamaModel& model, CpuBackend& backend, DType kv
   return Figures{prompt.size() / Seconds(t0, t1),         decode_tokens / Seconds(t1, t2),
                  1e3 * (cpu1 - cpu0) / prompt.size(),     1e3 * (cpu2 - cpu1) / decode_tokens,
                  Seconds(t1, t2),                          backend.profile()};
+}
+
+// Aggregate decode of `batch` sequences against one, each at `context` cached positions.
+absl::Status PrintBatchedDecode(const LlamaConfig& config, const ModelFiles& files,
+                                const WeightFormats& formats, DType kv_dtype, int threads,
+                                int64_t batch, int64_t context) {
+  CpuBackend backend(CpuBackendOptions{.num_threads = threads});
+  SingleRankCommunicator comm;
+  TimingOptions t{.prefill_tokens = 16, .context_tokens = context, .batch = batch,
+                  .decode_steps = 16, .warmup = 1, .runs = 3};
+  LlamaLoadOptions load;
+  load.max_step_tokens = TimingMaxStepTokens(t);
+  load.max_logit_rows = TimingMaxLogitRows(t);
+  load.formats = formats;
+  load.scheme = files.scheme;
+  TP_ASSIGN_OR_RETURN(auto model,
+                      LlamaModel::Load(config, *files.weights, {0, 1}, &backend, &comm, load));
+  TP_ASSIGN_OR_RETURN(auto cache, KvCache::Create(model->KvShape(TimingKvBlocks(t),
+                                                                 t.block_size_tokens, kv_dtype),
+                                                  backend));
+  TP_RETURN_IF_ERROR(FillKvCache(backend, *cache, 1));
+  TP_ASSIGN_OR_RETURN(ModelTimings times, TimeModel(*model, backend, *cache, t));
+  const double one = 1.0 / times.decode_one.Median();
+  const double many = batch / times.decode_batch.Median();
+  std::printf("  batched decode threads=%d context=%lld: batch 1 %.1f tok/s, batch %lld %.1f "
+              "tok/s aggregate (%.2fx)\n",
+              threads, static_cast<long long>(context), one, static_cast<long long>(batch),
+              many, many / one);
+  return absl::OkStatus();
 }
 
 int Main() {
@@ -185,6 +264,36 @@ int Main() {
                 best.decode_tokens_per_s, best.prefill_cpu_ms_per_token,
                 best.decode_cpu_ms_per_token);
     if (absl::GetFlag(FLAGS_profile)) PrintProfile(best, absl::GetFlag(FLAGS_decode_tokens));
+    const int64_t stream_bytes = absl::GetFlag(FLAGS_stream_mib) << 20;
+    if (stream_bytes > 0) {
+      // Mean context of the decode run: the prompt plus half the decoded tokens.
+      const int64_t context = prompt_len + absl::GetFlag(FLAGS_decode_tokens) / 2;
+      const int64_t kv_bytes = context * KvBytesPerToken(config->num_layers,
+                                                         config->num_kv_heads, config->head_dim,
+                                                         *kv_dtype);
+      const int64_t step_bytes = DecodeWeightBytes(**model) + kv_bytes;
+      const double bw = StreamReadBytesPerSecond(threads, stream_bytes);
+      std::printf("  dram ceiling: streaming read %.2f GB/s with %d thread(s); a decode step "
+                  "reads %.1f MB (weights %.1f + KV %.1f at %lld positions) -> at most %.1f "
+                  "tok/s; measured %.1f = %.0f%%\n",
+                  bw / 1e9, threads, step_bytes / 1e6, DecodeWeightBytes(**model) / 1e6,
+                  kv_bytes / 1e6, static_cast<long long>(context), bw / step_bytes,
+                  best.decode_tokens_per_s, 100 * best.decode_tokens_per_s * step_bytes / bw);
+    }
+    for (absl::string_view b : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',',
+                                              absl::SkipEmpty())) {
+      int64_t batch = 0;
+      if (!absl::SimpleAtoi(b, &batch) || batch < 1) {
+        std::fprintf(stderr, "bad --batches entry\n");
+        return 1;
+      }
+      if (absl::Status s = PrintBatchedDecode(*config, *files, *formats, *kv_dtype, threads,
+                                              batch, absl::GetFlag(FLAGS_batch_context));
+          !s.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+    }
   }
   return 0;
 }

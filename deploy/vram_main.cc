@@ -50,6 +50,9 @@ ABSL_FLAG(double, host_peak_gflops, 0,
           "cpu-host: peak GFLOP/s (0: cores x 2.5 GHz x 32 FLOP/cycle, an assumption)");
 ABSL_FLAG(std::string, meminfo, "/proc/meminfo", "cpu-host: where MemTotal is read from");
 ABSL_FLAG(double, prefill_efficiency, 0.5, "fraction of peak FLOP/s a prefill reaches");
+ABSL_FLAG(double, decode_efficiency, 1.0,
+          "fraction of the memory bandwidth decode reaches (1 = roofline; measure it: "
+          "bench/model_bench prints it for a CPU rank)");
 ABSL_FLAG(int64_t, prompt_tokens, 0, "prompt length for the prefill estimate (0: --context)");
 ABSL_FLAG(bool, fit, false, "find the fewest devices of --gpu that meet the target");
 ABSL_FLAG(int64_t, max_gpus, 64, "--fit: largest device count considered");
@@ -86,6 +89,7 @@ tpserve::VramRequest RequestFromFlags() {
   r.host_peak_gflops = absl::GetFlag(FLAGS_host_peak_gflops);
   r.meminfo = absl::GetFlag(FLAGS_meminfo);
   r.prefill_efficiency = absl::GetFlag(FLAGS_prefill_efficiency);
+  r.decode_efficiency = absl::GetFlag(FLAGS_decode_efficiency);
   r.prompt_tokens = absl::GetFlag(FLAGS_prompt_tokens);
   r.fit = absl::GetFlag(FLAGS_fit);
   r.max_gpus = absl::GetFlag(FLAGS_max_gpus);

@@ -112,6 +112,7 @@ json RooflineJson(const Roofline& r) {
   return {{"memory_bandwidth_bytes_per_s", r.memory_bandwidth_bytes_per_s},
           {"peak_flops", r.peak_flops},
           {"prefill_efficiency", r.prefill_efficiency},
+          {"decode_efficiency", r.decode_efficiency},
           {"link_bandwidth_bytes_per_s", r.link_bandwidth_bytes_per_s},
           {"link_latency_s", r.link_latency_s},
           {"concurrency", r.concurrency},

@@ -177,10 +177,11 @@ std::string RooflineBlock(const Roofline& r, const MemoryPlan& plan) {
       in.device.interconnect.name, r.link_bandwidth_bytes_per_s / 1e9, r.link_latency_s * 1e6);
   absl::StrAppendFormat(
       &out,
-      "  decode step: (%.2f GB weights + %.2f GB KV) per rank / bandwidth = %.3f ms; "
+      "  decode step: (%.2f GB weights + %.2f GB KV) per rank / (bandwidth x %.2f) = %.3f ms; "
       "%d collectives (row-parallel: %s of %s B) = %.3f ms; pipeline %.3f ms; "
       "total %.3f ms\n",
-      r.weight_bytes_read / 1e9, r.kv_bytes_read / 1e9, r.memory_time_s * 1e3,
+      r.weight_bytes_read / 1e9, r.kv_bytes_read / 1e9, r.decode_efficiency,
+      r.memory_time_s * 1e3,
       r.collectives_per_step, r.reduction, WithThousands(r.row_parallel_bytes),
       r.collective_time_s * 1e3,
       r.pipeline_time_s * 1e3, r.decode_step_s * 1e3);

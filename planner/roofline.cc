@@ -71,6 +71,7 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
   r.memory_bandwidth_bytes_per_s = in.device.memory_bandwidth_bytes_per_s;
   r.peak_flops = in.device.peak_flops;
   r.prefill_efficiency = assumptions.prefill_efficiency;
+  r.decode_efficiency = assumptions.decode_efficiency;
   r.link_bandwidth_bytes_per_s = in.device.interconnect.bandwidth_bytes_per_s;
   r.link_latency_s = in.device.interconnect.latency_s;
   r.concurrency =
@@ -85,7 +86,8 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
     r.kv_bytes_read += r.concurrency * r.context_tokens * plan.stages[s].kv_bytes_per_token;
   }
   r.memory_time_s =
-      static_cast<double>(r.weight_bytes_read + r.kv_bytes_read) / r.memory_bandwidth_bytes_per_s;
+      static_cast<double>(r.weight_bytes_read + r.kv_bytes_read) /
+      (r.memory_bandwidth_bytes_per_s * r.decode_efficiency);
   const int64_t a = PlainElementBytes(in.activation_dtype);
   const int64_t hidden_bytes = r.concurrency * c.hidden_size * a;
   const bool deterministic = Reduction(in) == TpReduction::kDeterministic;

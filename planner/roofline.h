@@ -7,7 +7,7 @@
 // Decode (one step = one token for each of `concurrency` users, stages run one after another):
 //   bytes read per rank = weights on the rank (embedding lookups excluded)
 //                       + concurrency * context * kv_bytes_per_token
-//   step = sum over stages of bytes / memory_bandwidth
+//   step = sum over stages of bytes / (memory_bandwidth * decode_efficiency)
 //        + collectives (tp > 1), each latency + its bytes' share over link_bandwidth:
 //            2 * num_layers row-parallel reductions (o, down), the engine's mode:
 //              all-reduce (default): ring, 2 (tp-1)/tp * concurrency * hidden * a bytes
@@ -35,6 +35,9 @@ namespace tpserve {
 struct RooflineAssumptions {
   // Fraction of peak FLOP/s a large prefill GEMM reaches; 0.5 is a typical serving-engine MFU.
   double prefill_efficiency = 0.5;
+  // Fraction of the memory bandwidth decode's kernels reach (1 = the roofline). Measured, not
+  // assumed: bench/model_bench prints it for one CPU rank as "= N%" of the DRAM ceiling.
+  double decode_efficiency = 1.0;
   int64_t prompt_tokens = 0;   // 0: max_context_tokens
   int64_t context_tokens = 0;  // KV length each user reads per decode step; 0: max_context_tokens
   int64_t concurrency = 0;     // users decoding together; 0: target_concurrent_sequences
@@ -45,6 +48,7 @@ struct Roofline {
   double memory_bandwidth_bytes_per_s = 0;
   double peak_flops = 0;
   double prefill_efficiency = 0;
+  double decode_efficiency = 0;
   double link_bandwidth_bytes_per_s = 0;
   double link_latency_s = 0;
   int64_t concurrency = 0;

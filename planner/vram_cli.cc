@@ -141,6 +141,14 @@ absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r) {
                                                : std::max(1u, std::thread::hardware_concurrency()) *
                                                      kHostAssumedHz * kHostFlopsPerCycle;
     TP_ASSIGN_OR_RETURN(d, HostCpuSpec(r.meminfo, r.host_bandwidth_gbs * 1e9, peak));
+    if (r.gpus > 1) {  // the ranks share this host: each plans against its share
+      const GpuSpec whole = d;
+      d = HostCpuSpecFromMemTotal(whole.memory_bytes / r.gpus,
+                                  whole.memory_bandwidth_bytes_per_s / r.gpus,
+                                  whole.peak_flops / r.gpus);
+      d.interconnect = whole.interconnect;  // shared memory runs at the host's speed
+      d.description = StrCat(whole.description, ", shared by ", r.gpus, " ranks");
+    }
   } else {
     absl::StatusOr<GpuSpec> preset = GpuPreset(r.gpu);
     if (!preset.ok()) return FlagError("gpu", r.gpu, preset.status().message());
@@ -170,6 +178,9 @@ absl::Status CheckNumericFlags(const VramRequest& r) {
   }
   if (r.block_size < 1) return FlagError("block_size", r.block_size, "must be >= 1");
   if (r.safety >= 1) return FlagError("safety", r.safety, "must be in [0, 1)");
+  if (!(r.decode_efficiency > 0 && r.decode_efficiency <= 1)) {
+    return FlagError("decode_efficiency", r.decode_efficiency, "must be in (0, 1]");
+  }
   if (!(r.prefill_efficiency > 0 && r.prefill_efficiency <= 1)) {
     return FlagError("prefill_efficiency", r.prefill_efficiency, "must be in (0, 1]");
   }
@@ -242,6 +253,7 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
 RooflineAssumptions RooflineAssumptionsFor(const VramRequest& r) {
   RooflineAssumptions a;
   a.prefill_efficiency = r.prefill_efficiency;
+  a.decode_efficiency = r.decode_efficiency;
   a.prompt_tokens = r.prompt_tokens;
   return a;
 }

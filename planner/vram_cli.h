@@ -51,6 +51,7 @@ struct VramRequest {
   double host_peak_gflops = 0;    // 0 = cores * 2.5 GHz * 32 FLOP/cycle (stated assumption)
   std::string meminfo = "/proc/meminfo";
   double prefill_efficiency = 0.5;
+  double decode_efficiency = 1.0;  // fraction of memory bandwidth decode reaches (measured)
   int64_t prompt_tokens = 0;  // 0 = context
   bool fit = false;
   int64_t max_gpus = 64;

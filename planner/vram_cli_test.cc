@@ -198,6 +198,34 @@ TEST(VramCliTest, CpuHostNeedsBandwidthAndReadsMeminfo) {
   EXPECT_DOUBLE_EQ(j["plan"]["roofline"]["memory_bandwidth_bytes_per_s"].get<double>(), 20e9);
 }
 
+// Three CPU ranks share the host: each plans against a third of its memory and bandwidth, so
+// tensor parallelism cannot promise more bandwidth than the host has; shared memory between
+// them still runs at the host's speed. A measured decode efficiency scales the memory time.
+TEST(VramCliTest, CpuHostRanksShareMemoryAndBandwidth) {
+  VramRequest r;
+  r.model = "smollm2";
+  r.gpu = "cpu-host";
+  r.gpus = 3;
+  r.context = 2048;
+  r.host_bandwidth_gbs = 12;
+  r.meminfo = TempFile("meminfo3", "MemTotal:        3145728 kB\n");
+  r.json = true;
+  Result run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["plan"]["device"]["memory_bytes"], int64_t{1} << 30);
+  EXPECT_DOUBLE_EQ(j["plan"]["roofline"]["memory_bandwidth_bytes_per_s"].get<double>(), 4e9);
+  EXPECT_DOUBLE_EQ(j["plan"]["roofline"]["link_bandwidth_bytes_per_s"].get<double>(), 6e9);
+  const double full = j["plan"]["roofline"]["memory_time_s"].get<double>();
+  r.decode_efficiency = 0.5;
+  j = nlohmann::json::parse(RunWith(r).out);
+  EXPECT_DOUBLE_EQ(j["plan"]["roofline"]["memory_time_s"].get<double>(), 2 * full);
+  r.decode_efficiency = 1.5;
+  run = RunWith(r);
+  EXPECT_EQ(run.code, 2);
+  EXPECT_EQ(run.err.rfind("vram: --decode_efficiency=1.5: must be in (0, 1]", 0), 0u) << run.err;
+}
+
 TEST(VramCliTest, ModelFromConfigJson) {
   // meta-llama/Llama-3.1-8B config.json.
   const std::string path = TempFile("config.json", R"({
