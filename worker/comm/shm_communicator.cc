@@ -371,36 +371,99 @@ absl::Status ShmCommunicator::Break(absl::Status status) {
   return status;
 }
 
-absl::Status ShmCommunicator::Run(const Call& call, size_t message_bytes, size_t piece_bytes,
-                                  FillFn fill, ReadFn read) {
+absl::Status ShmCommunicator::Begin(Op op, std::string* what) {
   ++collectives_;
-  const std::string what =
-      absl::StrCat("shm ", OpName(call.op), " #", collectives_, " on rank ", options_.rank);
+  *what = absl::StrCat("shm ", OpName(op), " #", collectives_, " on rank ", options_.rank);
   if (!broken_reason_.empty()) {
     return absl::UnavailableError(
-        absl::StrCat(what, ": communicator is broken by an earlier failure: ", broken_reason_));
+        absl::StrCat(*what, ": communicator is broken by an earlier failure: ", broken_reason_));
   }
   if (const uint32_t broken_by = layout_->header()->broken_by.load(); broken_by != 0) {
-    return Break(absl::UnavailableError(absl::StrCat(what, ": ", BrokenByText(broken_by))));
+    return Break(absl::UnavailableError(absl::StrCat(*what, ": ", BrokenByText(broken_by))));
   }
+  return absl::OkStatus();
+}
+
+void ShmCommunicator::WriteSlotHeader(const Call& call, int buffer) {
+  *layout_->slot_header(options_.rank, buffer) = SlotHeader{
+      static_cast<uint32_t>(call.op), static_cast<uint32_t>(call.dtype), call.root, call.count};
+}
+
+absl::Status ShmCommunicator::Sync(int buffer, absl::Time deadline, const std::string& what) {
+  const uint32_t step = ++step_;
+  RankControl* mine = layout_->control(options_.rank);
+  mine->published_step.store(step);  // seq_cst: pairs with a sleeper's sleepers/step loads
+  if (mine->sleepers.load() != 0) FutexWakeAll(&mine->published_step);
+  absl::Status status = WaitForAll(step, deadline, what);
+  if (!status.ok()) return status;
+  return CheckSameCall(buffer, what);
+}
+
+absl::Status ShmCommunicator::Run(const Call& call, size_t message_bytes, size_t piece_bytes,
+                                  FillFn fill, ReadFn read) {
+  std::string what;
+  absl::Status status = Begin(call.op, &what);
+  if (!status.ok()) return status;
   const absl::Time deadline = absl::Now() + options_.timeout;
   size_t offset = 0;
   do {
     const size_t bytes = std::min(piece_bytes, message_bytes - offset);
-    const uint32_t step = ++step_;
-    const int buffer = step & 1;
-    *layout_->slot_header(options_.rank, buffer) = SlotHeader{
-        static_cast<uint32_t>(call.op), static_cast<uint32_t>(call.dtype), call.root, call.count};
+    const int buffer = ++rounds_ & 1;
+    WriteSlotHeader(call, buffer);
     if (bytes > 0) fill(layout_->data(options_.rank, buffer), offset, bytes);
-    RankControl* mine = layout_->control(options_.rank);
-    mine->published_step.store(step);  // seq_cst: pairs with a sleeper's sleepers/step loads
-    if (mine->sleepers.load() != 0) FutexWakeAll(&mine->published_step);
-    absl::Status status = WaitForAll(step, deadline, what);
-    if (status.ok()) status = CheckSameCall(step, what);
+    status = Sync(buffer, deadline, what);
     if (!status.ok()) return status;
     if (bytes > 0) read(layout_->slot_data[buffer].data(), offset, bytes);
     offset += bytes;
   } while (offset < message_bytes);
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Rank `rank`'s share of `n` elements: the first n % world_size ranks get one more.
+std::pair<size_t, size_t> Slice(size_t n, int world_size, int rank) {
+  const size_t base = n / world_size;
+  const size_t extra = n % world_size;
+  const size_t r = static_cast<size_t>(rank);
+  return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+absl::Status ShmCommunicator::AllReduceSumSliced(absl::Span<float> data) {
+  const Call call{Op::kAllReduceSum, DType::kF32, data.size()};
+  std::string what;
+  absl::Status status = Begin(call.op, &what);
+  if (!status.ok()) return status;
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const int world = options_.world_size;
+  const size_t piece = layout_->slot_bytes / sizeof(float);
+  std::vector<const uint8_t*> inputs(world);
+  for (size_t offset = 0; offset < data.size(); offset += piece) {
+    const size_t n = std::min(piece, data.size() - offset);
+    float* out = data.data() + offset;
+    const int buffer = ++rounds_ & 1;
+    uint8_t* mine = layout_->data(options_.rank, buffer);
+    WriteSlotHeader(call, buffer);
+    std::memcpy(mine, out, n * sizeof(float));
+    status = Sync(buffer, deadline, what);
+    if (!status.ok()) return status;
+    // This rank sums its slice over all ranks (in rank order) and puts it back in its own slot
+    // where the slice lay: only this rank reads that part of its slot, the others read theirs.
+    const auto [lo, len] = Slice(n, world, options_.rank);
+    for (int r = 0; r < world; ++r) inputs[r] = layout_->slot_data[buffer][r] + lo * sizeof(float);
+    SumF32InRankOrder(inputs.data(), world, len, out + lo);
+    std::memcpy(mine + lo * sizeof(float), out + lo, len * sizeof(float));
+    status = Sync(buffer, deadline, what);
+    if (!status.ok()) return status;
+    for (int r = 0; r < world; ++r) {
+      if (r == options_.rank) continue;
+      const auto [their_lo, their_len] = Slice(n, world, r);
+      std::memcpy(out + their_lo, layout_->slot_data[buffer][r] + their_lo * sizeof(float),
+                  their_len * sizeof(float));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -444,8 +507,7 @@ absl::Status ShmCommunicator::WaitForAll(uint32_t step, absl::Time deadline,
   return absl::OkStatus();
 }
 
-absl::Status ShmCommunicator::CheckSameCall(uint32_t step, const std::string& what) const {
-  const int buffer = step & 1;
+absl::Status ShmCommunicator::CheckSameCall(int buffer, const std::string& what) const {
   const SlotHeader& mine = *layout_->slot_header(options_.rank, buffer);
   for (int r = 0; r < options_.world_size; ++r) {
     const SlotHeader& theirs = *layout_->slot_header(r, buffer);
@@ -471,6 +533,9 @@ absl::Status ShmCommunicator::CheckSameCall(uint32_t step, const std::string& wh
 
 absl::Status ShmCommunicator::AllReduceSum(absl::Span<float> data) {
   if (layout_ == nullptr) return absl::OkStatus();
+  if (data.size() * sizeof(float) >= options_.reduce_scatter_min_bytes) {
+    return AllReduceSumSliced(data);
+  }
   const Call call{Op::kAllReduceSum, DType::kF32, data.size()};
   auto* bytes = reinterpret_cast<uint8_t*>(data.data());
   return Run(

@@ -12,13 +12,18 @@
 //
 // Protocol: each rank owns two slots of `max_bytes` (double buffering) and a sequence counter
 // (a std::atomic<uint32_t> in the segment: lock-free, so address-free across processes). A
-// step: write this rank's piece into slot[step % 2], publish the step number, wait until every
-// rank has published it, read. A rank publishes step s+1 only after it has finished reading
-// step s, so a slot is never overwritten while a peer may still read it. Messages larger than
-// a slot go in pieces of `max_bytes`, one step each; none is refused.
-// Results: AllReduceSum adds all slots in rank order, ((x0 + x1) + x2) + ..., on every rank, so
-// every rank gets bitwise the same floats, and the same as InProcessCommunicator's. f16 and
-// bf16 are summed in f32 in that order and rounded once (NCCL rounds after every addition).
+// step: write this rank's piece into its slot, publish the step number, wait until every rank
+// has published it, read. Successive pieces alternate between the two slots, and a rank starts
+// a piece only after every rank has published the previous one, which each does only after it
+// has finished reading the piece before: so a slot is never overwritten while a peer may still
+// read it. Messages larger than a slot go in pieces of `max_bytes`; none is refused.
+// Results: AllReduceSum adds all slots in rank order, ((x0 + x1) + x2) + ..., so every rank
+// gets bitwise the same floats, and the same as InProcessCommunicator's. From
+// `reduce_scatter_min_bytes` on, each rank sums only its slice of a piece (same order, same
+// bits) and copies the other slices from their owners' slots: one more step per piece, but
+// world_size times less summing per rank, which is faster from about 32 KiB at 2-4 ranks
+// (measured with comm_bench on 2 shared cores). f16 and bf16 are summed in f32 in rank order
+// and rounded once (NCCL rounds after every addition).
 // Waiting: spin briefly (pause), yield, then sleep on the counter with FUTEX_WAIT (shared, not
 // FUTEX_PRIVATE: the word is in another process too); a publisher calls FUTEX_WAKE only when a
 // peer sleeps. With fewer cores than ranks spinning is skipped, so waiters never starve peers.
@@ -29,14 +34,16 @@
 // timeout. Ranks that pass different collectives, sizes or roots all get INVALID_ARGUMENT and
 // the group stays usable.
 //
-// Why not Open MPI's shared-memory transport (vader/sm, libopenmpi-dev 4.1.4 in Debian):
-// - Process model: MPI ranks are started by mpirun/PMIx and join at MPI_Init; our ranks are
-//   started by the coordinator, may be threads, and must meet through our own store.
-// - Failure: MPI's default error handler aborts the job and a missing peer hangs a collective;
-//   we need a per-collective deadline that names the rank and leaves the process serving.
-// - Weight: libopenmpi-dev pulls about 35 packages (gfortran, hwloc, pmix, libfabric, ucx).
-// - Latency: the same design underneath (per-peer shared-memory slots, polling), so a small
-//   all-reduce costs about the same; it would buy no speed for those costs.
+// Why not Open MPI's shared-memory transport (btl/vader, libopenmpi-dev 4.1.4 in Debian 12):
+// - Process model: MPI ranks are launched by mpirun/PMIx and meet in MPI_Init; ours are started
+//   by the coordinator (threads in tests) and meet through our own store.
+// - Failures: the default MPI error handler aborts the job and a peer that never arrives hangs
+//   MPI_Allreduce (MPI has no per-call timeout); we need a deadline that names the rank.
+// - Results: Open MPI picks its all-reduce algorithm by size and rank count, so the order of the
+//   additions, hence the bits, is not ours to fix; here it is rank order, as in-process.
+// - Weight: libopenmpi-dev pulls in about 35 Debian packages (gfortran, hwloc, pmix, ucx).
+// - Latency: vader also copies through shared memory and polls; not measured here, and there is
+//   no reason to expect one step through shared slots to lose to it for 2-64 KiB messages.
 //
 // Threading: one thread at a time per communicator, as for every Communicator. Ranks may be
 // threads of one process or separate processes of one host (same /dev/shm).
@@ -76,6 +83,9 @@ struct ShmOptions {
   // Busy-wait polls before yielding and sleeping. -1: 2000 when this process may run on at
   // least world_size CPUs, else 0 (a spinning rank would take the core its peer needs).
   int spin_iterations = -1;
+  // All-reduces of at least this many bytes are split reduce-scatter style: each rank sums one
+  // slice and copies the others' (same bits, less work per rank, one more step per piece).
+  size_t reduce_scatter_min_bytes = size_t{32} << 10;
 };
 
 // INVALID_ARGUMENT naming the field unless 0 <= rank < world_size, timeout >= 1ms and max_bytes
@@ -136,8 +146,18 @@ class ShmCommunicator final : public Communicator {
   // element size), one step each; an empty message is one step with no data (a barrier).
   absl::Status Run(const Call& call, size_t message_bytes, size_t piece_bytes, FillFn fill,
                    ReadFn read);
+  // Reduce-scatter then all-gather through the slots: each rank sums one slice of each piece
+  // (in rank order, so the same bits as Run's sum), two steps per piece.
+  absl::Status AllReduceSumSliced(absl::Span<float> data);
+  // Counts the collective and names it in `what` ("shm Barrier #3 on rank 1"); UNAVAILABLE at
+  // once if this communicator or the group is broken.
+  absl::Status Begin(Op op, std::string* what);
+  void WriteSlotHeader(const Call& call, int buffer);
+  // Publishes this rank's next step, waits until every rank has, and checks that all ranks'
+  // slot headers in `buffer` name the same call.
+  absl::Status Sync(int buffer, absl::Time deadline, const std::string& what);
   absl::Status WaitForAll(uint32_t step, absl::Time deadline, const std::string& what);
-  absl::Status CheckSameCall(uint32_t step, const std::string& what) const;
+  absl::Status CheckSameCall(int buffer, const std::string& what) const;
   // Breaks the group on error, so peers fail fast; records why for later calls.
   absl::Status Break(absl::Status status);
   // AllGather of `count` elements of `dtype` (in_bytes in all) from every rank.
@@ -148,7 +168,8 @@ class ShmCommunicator final : public Communicator {
   ShmSegment segment_;
   std::unique_ptr<ShmLayout> layout_;  // null when world_size == 1
   int spin_iterations_ = 0;
-  uint32_t step_ = 0;         // steps this rank has published
+  uint32_t step_ = 0;    // steps this rank has published
+  uint64_t rounds_ = 0;  // pieces moved; a piece uses slot buffer rounds_ % 2 for all its steps
   uint64_t collectives_ = 0;  // collectives called, for messages ("#12")
   std::string broken_reason_;
 };

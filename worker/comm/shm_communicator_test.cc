@@ -6,9 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -122,9 +124,14 @@ TEST(ShmCommunicator, SharedWorkloadMatchesInProcessBitwiseAt2To4Ranks) {
   }
 }
 
-// Many collectives back to back with changing sizes, slots far smaller than the messages and no
-// spinning: a rank that reuses a slot while a peer still reads it shows up as a wrong sum.
-TEST(ShmCommunicator, BackToBackCollectivesOfChangingSizesStayExact) {
+// Many collectives back to back with changing sizes, slots far smaller than the messages and a
+// rank that never spins: a rank that reuses a slot while a peer still reads it shows up as a
+// wrong sum.
+// Runs with both all-reduce paths: one sum per rank, and sliced (reduce-scatter style, which
+// also has ranks with empty slices when a piece has fewer floats than there are ranks).
+class ShmBackToBack : public testing::TestWithParam<size_t> {};
+
+TEST_P(ShmBackToBack, CollectivesOfChangingSizesStayExact) {
   Watchdog watchdog(absl::Seconds(60), "back-to-back collectives");
   constexpr int kWorld = 3;
   constexpr int kIterations = 1500;
@@ -133,6 +140,7 @@ TEST(ShmCommunicator, BackToBackCollectivesOfChangingSizesStayExact) {
     ShmOptions options = Options(rank, kWorld, run_id);
     options.max_bytes = 128;
     options.spin_iterations = rank == 1 ? 0 : 50;
+    options.reduce_scatter_min_bytes = GetParam();
     return options;
   });
   ASSERT_EQ(comms.size(), static_cast<size_t>(kWorld));
@@ -169,6 +177,11 @@ TEST(ShmCommunicator, BackToBackCollectivesOfChangingSizesStayExact) {
     EXPECT_EQ(wrong[r], 0) << "rank " << r;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(BothAllReducePaths, ShmBackToBack, testing::Values(SIZE_MAX, size_t{0}),
+                         [](const testing::TestParamInfo<size_t>& info) {
+                           return info.param == 0 ? std::string("Sliced") : std::string("Whole");
+                         });
 
 TEST(ShmCommunicator, HalfPrecisionSumsInF32AndGathers) {
   constexpr int kWorld = 3;
