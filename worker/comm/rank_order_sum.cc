@@ -1,19 +1,37 @@
 #include "worker/comm/rank_order_sum.h"
 
 #include <cstring>
+#include <vector>
 
 #include "kernels/quantize.h"
 
 namespace tpserve {
 namespace {
 
-// One pass over memory for the common world sizes; the rank loop is unrolled, the element loop
-// is what the compiler vectorises.
+// Eight floats per operation (two SSE registers, or one AVX one where the build allows). GCC at
+// -O2 does not vectorise the plain loop (its cheap cost model refuses the epilogue), and the
+// vector extension keeps IEEE single-precision adds per lane, so the bits stay those of the
+// scalar loop.
+using F32x8 = float __attribute__((vector_size(32)));
+
+// One pass over memory: for each block of 8 elements, add the ranks' blocks in rank order.
+// kRanks > 0 fixes the rank count at compile time (the rank loop unrolls); 0 reads num_ranks.
 template <int kRanks>
-void SumFixed(const float* const* in, size_t n, float* __restrict out) {
-  for (size_t i = 0; i < n; ++i) {
+void SumBlocks(const float* const* in, int num_ranks, size_t n, float* out) {
+  const int ranks = kRanks > 0 ? kRanks : num_ranks;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    F32x8 acc, x;
+    std::memcpy(&acc, in[0] + i, sizeof(acc));
+    for (int r = 1; r < ranks; ++r) {
+      std::memcpy(&x, in[r] + i, sizeof(x));
+      acc += x;
+    }
+    std::memcpy(out + i, &acc, sizeof(acc));
+  }
+  for (; i < n; ++i) {
     float acc = in[0][i];
-    for (int r = 1; r < kRanks; ++r) acc += in[r][i];
+    for (int r = 1; r < ranks; ++r) acc += in[r][i];
     out[i] = acc;
   }
 }
@@ -25,25 +43,23 @@ float HalfToF32(DType dtype, uint16_t h) {
 }  // namespace
 
 void SumF32InRankOrder(const uint8_t* const* inputs, int num_ranks, size_t n, float* out) {
-  const float* in[4];
-  if (num_ranks >= 2 && num_ranks <= 4) {
-    for (int r = 0; r < num_ranks; ++r) in[r] = reinterpret_cast<const float*>(inputs[r]);
+  const float* stack[16];
+  std::vector<const float*> heap;
+  const float** in = stack;
+  if (num_ranks > 16) {
+    heap.resize(num_ranks);
+    in = heap.data();
   }
+  for (int r = 0; r < num_ranks; ++r) in[r] = reinterpret_cast<const float*>(inputs[r]);
   switch (num_ranks) {
     case 2:
-      return SumFixed<2>(in, n, out);
+      return SumBlocks<2>(in, num_ranks, n, out);
     case 3:
-      return SumFixed<3>(in, n, out);
+      return SumBlocks<3>(in, num_ranks, n, out);
     case 4:
-      return SumFixed<4>(in, n, out);
+      return SumBlocks<4>(in, num_ranks, n, out);
     default:
-      break;
-  }
-  // Pass by pass: the same association ((x0 + x1) + x2) + ... as the fused loops above.
-  std::memcpy(out, inputs[0], n * sizeof(float));
-  for (int r = 1; r < num_ranks; ++r) {
-    const float* x = reinterpret_cast<const float*>(inputs[r]);
-    for (size_t i = 0; i < n; ++i) out[i] += x[i];
+      return SumBlocks<0>(in, num_ranks, n, out);
   }
 }
 

@@ -6,7 +6,8 @@
 //   const uint8_t* slots[3] = {a, b, c};   // rank 0's, 1's and 2's n floats
 //   SumF32InRankOrder(slots, 3, n, out);
 //
-// REQUIRES: `out` does not overlap any input; inputs are aligned to their element size.
+// REQUIRES: num_ranks >= 1; `out` does not overlap any input; inputs are aligned to their
+// element size.
 // Thread-safe: pure functions.
 #ifndef TPSERVE_WORKER_COMM_RANK_ORDER_SUM_H_
 #define TPSERVE_WORKER_COMM_RANK_ORDER_SUM_H_
