@@ -44,6 +44,7 @@ ABSL_FLAG(std::vector<std::string>, sizes_bytes,
 ABSL_FLAG(double, seconds_per_size, 0.3, "measuring time per message size and communicator");
 ABSL_FLAG(bool, processes, false, "ranks as processes (fork + FileStore) instead of threads");
 ABSL_FLAG(int64_t, shm_max_bytes, 1 << 20, "ShmOptions.max_bytes: slot size of the shm ranks");
+ABSL_FLAG(int, shm_spin_iterations, -1, "ShmOptions.spin_iterations (-1: by CPU count)");
 ABSL_FLAG(int64_t, shm_reduce_scatter_min_bytes, 32 << 10,
           "ShmOptions.reduce_scatter_min_bytes: all-reduces this large are split across ranks");
 
@@ -186,6 +187,7 @@ Connect MakeConnect(const std::string& kind, int world_size, bool processes,
     return [=, &hash_store](int rank) -> absl::StatusOr<std::unique_ptr<Communicator>> {
       ShmOptions options{.rank = rank, .world_size = world_size, .run_id = run_id};
       options.max_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_shm_max_bytes));
+      options.spin_iterations = absl::GetFlag(FLAGS_shm_spin_iterations);
       options.reduce_scatter_min_bytes =
           static_cast<size_t>(absl::GetFlag(FLAGS_shm_reduce_scatter_min_bytes));
       auto comm = processes ? ShmCommunicator::ConnectWithFileStore(options, store_dir, run_id)

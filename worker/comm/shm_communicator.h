@@ -26,7 +26,7 @@
 // and rounded once (NCCL rounds after every addition).
 // Waiting: spin briefly (pause), yield, then sleep on the counter with FUTEX_WAIT (shared, not
 // FUTEX_PRIVATE: the word is in another process too); a publisher calls FUTEX_WAKE only when a
-// peer sleeps. With fewer cores than ranks spinning is skipped, so waiters never starve peers.
+// peer sleeps. Without a core to spare spinning is skipped, so waiters never starve peers.
 // Deadlines: every collective must complete within `timeout`; otherwise DEADLINE_EXCEEDED, e.g.
 // "shm AllReduceSum #1234 on rank 0: rank 2 of 3 did not arrive within 5000 ms". That breaks
 // the group: this communicator fails every later call at once with UNAVAILABLE, and peers that
@@ -80,8 +80,8 @@ struct ShmOptions {
   size_t max_bytes = size_t{1} << 20;
   // Put into the segment's name (sanitised), to tell whose it is while it exists.
   std::string run_id;
-  // Busy-wait polls before yielding and sleeping. -1: 2000 when this process may run on at
-  // least world_size CPUs, else 0 (a spinning rank would take the core its peer needs).
+  // Busy-wait polls before yielding and sleeping. -1: 100 when this process may run on more
+  // CPUs than there are ranks, else 0 (a spinning rank would take the core its peer needs).
   int spin_iterations = -1;
   // All-reduces of at least this many bytes are split reduce-scatter style: each rank sums one
   // slice and copies the others' (same bits, less work per rank, one more step per piece).
