@@ -16,10 +16,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -258,6 +260,8 @@ int Main() {
       std::printf("\n");
     }
   }
+  std::error_code ignored;
+  std::filesystem::remove_all(store_dir, ignored);  // the FileStore keys of --processes
   return 0;
 }
 
