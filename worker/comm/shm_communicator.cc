@@ -1,19 +1,10 @@
 #include "worker/comm/shm_communicator.h"
 
-#include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <climits>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <filesystem>
-#include <new>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -27,149 +18,14 @@
 #include "gloo/rendezvous/store.h"
 #include "worker/comm/rank_order_sum.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 namespace tpserve {
 namespace {
 
-constexpr uint64_t kMagic = 0x314d485356525054;  // "TPRVSHM1", little-endian
-constexpr uint32_t kLayoutVersion = 1;
-constexpr size_t kLine = 64;
 constexpr char kStoreKey[] = "shm_segment";
-constexpr uint32_t kWhyFailed = 1;  // SegmentHeader::broken_by >> 16
-constexpr uint32_t kWhyLeft = 2;
-constexpr int kYields = 8;
-constexpr absl::Duration kMaxSleep = absl::Milliseconds(50);  // then re-check broken_by
-
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be lock-free");
-static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
-
-size_t RoundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
-
-// Byte layout of the segment; all offsets are multiples of 64 (one cache line):
-//   [SegmentHeader][RankControl x world_size][rank 0: slot 0, slot 1][rank 1: ...]...
-// where a slot is a SlotHeader line followed by slot_bytes of data.
-struct alignas(kLine) SegmentHeader {
-  uint64_t magic;
-  uint32_t version;
-  uint32_t world_size;
-  uint64_t slot_bytes;
-  uint64_t total_bytes;
-  std::atomic<uint32_t> attached_ranks;  // ranks that have mapped the segment
-  std::atomic<uint32_t> broken_by;       // 0, or (rank + 1) | why << 16 of who broke the group
-};
-
-// Each rank's own line, so peers polling it do not share a line with anyone's data.
-struct alignas(kLine) RankControl {
-  std::atomic<uint32_t> published_step;  // the futex word: last step this rank has published
-  std::atomic<uint32_t> sleepers;        // peers in FUTEX_WAIT on published_step
-  std::atomic<uint32_t> attached;        // 1 once this rank has mapped the segment
-};
-
-// The call a piece belongs to: every rank compares all ranks' before reading their data.
-struct alignas(kLine) SlotHeader {
-  uint32_t op;
-  uint32_t dtype;
-  uint32_t root;
-  uint64_t count;
-};
-
-}  // namespace
-
-struct ShmLayout {
-  int world_size = 0;
-  size_t slot_bytes = 0;  // data capacity of one slot
-  size_t total_bytes = 0;
-  uint8_t* base = nullptr;
-  // [buffer][rank]: the slot data pointers, in rank order, for ReadFn.
-  std::vector<const uint8_t*> slot_data[2];
-
-  // The one place segment sizes are computed: Create and the size check on Open both use it.
-  static ShmLayout For(int world_size, size_t max_bytes) {
-    ShmLayout layout;
-    layout.world_size = world_size;
-    layout.slot_bytes = RoundUp(max_bytes, kLine);
-    layout.total_bytes = sizeof(SegmentHeader) + world_size * sizeof(RankControl) +
-                         world_size * 2 * SlotStride(layout.slot_bytes);
-    return layout;
-  }
-  static size_t SlotStride(size_t slot_bytes) { return sizeof(SlotHeader) + slot_bytes; }
-
-  void Bind(void* segment) {
-    base = static_cast<uint8_t*>(segment);
-    for (int buffer = 0; buffer < 2; ++buffer) {
-      slot_data[buffer].clear();
-      for (int r = 0; r < world_size; ++r) slot_data[buffer].push_back(data(r, buffer));
-    }
-  }
-  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base); }
-  RankControl* control(int rank) const {
-    return reinterpret_cast<RankControl*>(base + sizeof(SegmentHeader)) + rank;
-  }
-  uint8_t* slot(int rank, int buffer) const {
-    return base + sizeof(SegmentHeader) + world_size * sizeof(RankControl) +
-           (2 * rank + buffer) * SlotStride(slot_bytes);
-  }
-  SlotHeader* slot_header(int rank, int buffer) const {
-    return reinterpret_cast<SlotHeader*>(slot(rank, buffer));
-  }
-  uint8_t* data(int rank, int buffer) const { return slot(rank, buffer) + sizeof(SlotHeader); }
-};
-
-namespace {
-
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
-// Shared (not FUTEX_PRIVATE): the word lives in a segment other processes map too.
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
-  const timespec ts = absl::ToTimespec(timeout);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-}
-
-bool Reached(uint32_t published, uint32_t step) {
-  return static_cast<int32_t>(published - step) >= 0;  // wrap-safe after 2^32 steps
-}
-
-int DefaultSpinIterations(int world_size) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  // A rank that spins holds a core a peer (or anyone else) may need: with only as many cores as
-  // ranks, yielding at once was faster (comm_bench, 2 ranks on 2 shared cores: p50 of 576
-  // floats 3.7 us without spinning, 26 us with 2000 polls).
-  return usable > world_size ? 100 : 0;
-}
 
 std::string RankList(const std::vector<int>& ranks, int world_size) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "), " of ",
                       world_size);
-}
-
-std::string BrokenByText(uint32_t broken_by) {
-  const int rank = static_cast<int>(broken_by & 0xffff) - 1;
-  return (broken_by >> 16) == kWhyLeft
-             ? absl::StrCat("rank ", rank, " left the group (closed its communicator)")
-             : absl::StrCat("rank ", rank, " broke the group after a timeout or an error");
-}
-
-// Marks the group broken (the first rank to do so wins) and wakes every sleeper.
-void BreakGroup(const ShmLayout& layout, int rank, uint32_t why) {
-  uint32_t expected = 0;
-  layout.header()->broken_by.compare_exchange_strong(expected,
-                                                     static_cast<uint32_t>(rank + 1) | why << 16);
-  for (int r = 0; r < layout.world_size; ++r) FutexWakeAll(&layout.control(r)->published_step);
 }
 
 absl::Status StatusFromStoreError(const std::string& what, const std::exception& e) {
@@ -191,15 +47,9 @@ absl::StatusOr<ShmSegment> CreateAndPublish(const ShmOptions& options, const Shm
     return absl::Status(segment.status().code(),
                         absl::StrCat(who, ": ", segment.status().message()));
   }
-  auto* header = new (segment->data()) SegmentHeader{};
-  header->magic = kMagic;
-  header->version = kLayoutVersion;
-  header->world_size = options.world_size;
-  header->slot_bytes = layout.slot_bytes;
-  header->total_bytes = layout.total_bytes;
   ShmLayout bound = layout;
   bound.Bind(segment->data());
-  for (int r = 0; r < options.world_size; ++r) new (bound.control(r)) RankControl{};
+  InitShmSegment(bound);
   try {
     const std::string& name = segment->name();
     store.set(kStoreKey, std::vector<char>(name.begin(), name.end()));
@@ -231,11 +81,11 @@ absl::StatusOr<ShmSegment> FindAndOpen(const ShmOptions& options, const ShmLayou
                                      " (rank 0 gave up, or the store holds a name from an earlier "
                                      "run with this run_id)"));
   }
-  const auto* header = static_cast<const SegmentHeader*>(segment->data());
-  if (segment->size() < sizeof(SegmentHeader) || header->magic != kMagic ||
-      header->version != kLayoutVersion) {
+  const auto* header = static_cast<const ShmSegmentHeader*>(segment->data());
+  if (segment->size() < sizeof(ShmSegmentHeader) || header->magic != kShmMagic ||
+      header->version != kShmLayoutVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        who, ": ", name, " is not a tpserve shm segment of layout version ", kLayoutVersion));
+        who, ": ", name, " is not a tpserve shm segment of layout version ", kShmLayoutVersion));
   }
   if (header->world_size != static_cast<uint32_t>(options.world_size) ||
       header->slot_bytes != layout.slot_bytes || header->total_bytes != segment->size() ||
@@ -244,7 +94,7 @@ absl::StatusOr<ShmSegment> FindAndOpen(const ShmOptions& options, const ShmLayou
     if (segment->size() == header->total_bytes) {
       ShmLayout theirs = ShmLayout::For(header->world_size, header->slot_bytes);
       theirs.Bind(segment->data());
-      BreakGroup(theirs, options.rank, kWhyFailed);
+      BreakShmGroup(theirs, options.rank, ShmBreak::kFailed);
     }
     return absl::InvalidArgumentError(absl::StrCat(
         who, ": rank 0 made the segment for world_size ", header->world_size, " and max_bytes ",
@@ -292,7 +142,7 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Connect(
                                            : FindAndOpen(options, *layout, store, who);
   if (!segment.ok()) return segment.status();
   layout->Bind(segment->data());
-  SegmentHeader* header = layout->header();
+  ShmSegmentHeader* header = layout->header();
   layout->control(options.rank)->attached.store(1);
   // The last rank to map the segment unlinks its name; rank 0 also does if it gives up.
   if (header->attached_ranks.fetch_add(1) + 1 == static_cast<uint32_t>(options.world_size)) {
@@ -301,7 +151,7 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Connect(
   while (header->attached_ranks.load() < static_cast<uint32_t>(options.world_size)) {
     absl::Status failed;
     if (const uint32_t broken_by = header->broken_by.load(); broken_by != 0) {
-      failed = absl::UnavailableError(absl::StrCat(who, ": ", BrokenByText(broken_by)));
+      failed = absl::UnavailableError(absl::StrCat(who, ": ", ShmBrokenByText(broken_by)));
     } else if (absl::Now() >= deadline) {
       std::vector<int> missing;
       for (int r = 0; r < options.world_size; ++r) {
@@ -310,7 +160,7 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Connect(
       failed = absl::DeadlineExceededError(
           absl::StrCat(who, ": ", RankList(missing, options.world_size), " did not arrive within ",
                        absl::ToInt64Milliseconds(options.timeout), " ms"));
-      BreakGroup(*layout, options.rank, kWhyFailed);
+      BreakShmGroup(*layout, options.rank, ShmBreak::kFailed);
     }
     if (!failed.ok()) {
       if (options.rank == 0) segment->Unlink().IgnoreError();
@@ -346,12 +196,13 @@ ShmCommunicator::ShmCommunicator(const ShmOptions& options, ShmSegment segment,
     : options_(options),
       segment_(std::move(segment)),
       layout_(std::move(layout)),
-      spin_iterations_(options.spin_iterations >= 0 ? options.spin_iterations
-                                                    : DefaultSpinIterations(options.world_size)) {}
+      spin_iterations_(options.spin_iterations >= 0
+                           ? options.spin_iterations
+                           : DefaultShmSpinIterations(options.world_size)) {}
 
 ShmCommunicator::~ShmCommunicator() {
   // Safe after a completed collective: a peer still in it waits for no one (all published).
-  if (layout_ != nullptr) BreakGroup(*layout_, options_.rank, kWhyLeft);
+  if (layout_ != nullptr) BreakShmGroup(*layout_, options_.rank, ShmBreak::kLeft);
 }
 
 const char* ShmCommunicator::OpName(Op op) {
@@ -370,7 +221,7 @@ const char* ShmCommunicator::OpName(Op op) {
 
 absl::Status ShmCommunicator::Break(absl::Status status) {
   if (broken_reason_.empty()) broken_reason_ = std::string(status.message());
-  if (layout_ != nullptr) BreakGroup(*layout_, options_.rank, kWhyFailed);
+  if (layout_ != nullptr) BreakShmGroup(*layout_, options_.rank, ShmBreak::kFailed);
   return status;
 }
 
@@ -382,21 +233,19 @@ absl::Status ShmCommunicator::Begin(Op op, std::string* what) {
         absl::StrCat(*what, ": communicator is broken by an earlier failure: ", broken_reason_));
   }
   if (const uint32_t broken_by = layout_->header()->broken_by.load(); broken_by != 0) {
-    return Break(absl::UnavailableError(absl::StrCat(*what, ": ", BrokenByText(broken_by))));
+    return Break(absl::UnavailableError(absl::StrCat(*what, ": ", ShmBrokenByText(broken_by))));
   }
   return absl::OkStatus();
 }
 
 void ShmCommunicator::WriteSlotHeader(const Call& call, int buffer) {
-  *layout_->slot_header(options_.rank, buffer) = SlotHeader{
+  *layout_->slot_header(options_.rank, buffer) = ShmSlotHeader{
       static_cast<uint32_t>(call.op), static_cast<uint32_t>(call.dtype), call.root, call.count};
 }
 
 absl::Status ShmCommunicator::Sync(int buffer, absl::Time deadline, const std::string& what) {
   const uint32_t step = ++step_;
-  RankControl* mine = layout_->control(options_.rank);
-  mine->published_step.store(step);  // seq_cst: pairs with a sleeper's sleepers/step loads
-  if (mine->sleepers.load() != 0) FutexWakeAll(&mine->published_step);
+  PublishStep(*layout_, options_.rank, step);
   absl::Status status = WaitForAll(step, deadline, what);
   if (!status.ok()) return status;
   return CheckSameCall(buffer, what);
@@ -472,53 +321,37 @@ absl::Status ShmCommunicator::AllReduceSumSliced(absl::Span<float> data) {
 
 absl::Status ShmCommunicator::WaitForAll(uint32_t step, absl::Time deadline,
                                          const std::string& what) {
-  const SegmentHeader* header = layout_->header();
   for (int r = 0; r < options_.world_size; ++r) {
-    std::atomic<uint32_t>& word = layout_->control(r)->published_step;
-    std::atomic<uint32_t>& sleepers = layout_->control(r)->sleepers;
-    auto arrived = [&] { return Reached(word.load(std::memory_order_acquire), step); };
-    if (arrived()) continue;
-    for (int i = 0; i < spin_iterations_ && !arrived(); ++i) CpuRelax();
-    for (int i = 0; i < kYields && !arrived(); ++i) sched_yield();
-    while (!arrived()) {
-      // A rank that left after this step was complete is not a failure: arrival wins.
-      if (const uint32_t broken_by = header->broken_by.load(); broken_by != 0) {
-        if (arrived()) break;
-        return Break(absl::UnavailableError(absl::StrCat(what, ": ", BrokenByText(broken_by))));
-      }
-      const absl::Time now = absl::Now();
-      if (now >= deadline) {
+    if (r == options_.rank) continue;
+    switch (WaitForStep(*layout_, r, step, deadline, spin_iterations_)) {
+      case ShmWait::kArrived:
+        break;
+      case ShmWait::kBroken:
+        return Break(absl::UnavailableError(
+            absl::StrCat(what, ": ", ShmBrokenByText(layout_->header()->broken_by.load()))));
+      case ShmWait::kTimedOut: {
         std::vector<int> missing;
         for (int m = 0; m < options_.world_size; ++m) {
-          if (!Reached(layout_->control(m)->published_step.load(), step)) missing.push_back(m);
+          if (!StepReached(*layout_, m, step)) missing.push_back(m);
         }
-        if (missing.empty()) break;
         return Break(absl::DeadlineExceededError(absl::StrCat(
             what, ": ", RankList(missing, options_.world_size), " did not arrive within ",
             absl::ToInt64Milliseconds(options_.timeout), " ms")));
       }
-      // Dekker pairing with the publisher (all seq_cst): either it sees this sleeper and wakes
-      // it, or this load sees its step and FUTEX_WAIT returns at once.
-      sleepers.fetch_add(1);
-      const uint32_t seen = word.load();
-      if (!Reached(seen, step) && header->broken_by.load() == 0) {
-        FutexWait(&word, seen, std::min(deadline - now, kMaxSleep));
-      }
-      sleepers.fetch_sub(1);
     }
   }
   return absl::OkStatus();
 }
 
 absl::Status ShmCommunicator::CheckSameCall(int buffer, const std::string& what) const {
-  const SlotHeader& mine = *layout_->slot_header(options_.rank, buffer);
+  const ShmSlotHeader& mine = *layout_->slot_header(options_.rank, buffer);
   for (int r = 0; r < options_.world_size; ++r) {
-    const SlotHeader& theirs = *layout_->slot_header(r, buffer);
+    const ShmSlotHeader& theirs = *layout_->slot_header(r, buffer);
     if (theirs.op == mine.op && theirs.dtype == mine.dtype && theirs.count == mine.count &&
         theirs.root == mine.root) {
       continue;
     }
-    auto describe = [](const SlotHeader& h) {
+    auto describe = [](const ShmSlotHeader& h) {
       const Op op = static_cast<Op>(h.op);
       if (op == Op::kBarrier) return std::string("Barrier");
       if (op == Op::kBroadcast) {
@@ -606,7 +439,7 @@ absl::Status ShmCommunicator::Broadcast(absl::Span<uint8_t> data, int root) {
   absl::Status valid_root = CheckBroadcastRoot(world_size(), root);
   if (!valid_root.ok()) return valid_root;
   if (layout_ == nullptr) return absl::OkStatus();
-  // Only the root's slot carries data; the others publish their SlotHeader alone.
+  // Only the root's slot carries data; the others publish their ShmSlotHeader alone.
   const bool is_root = root == options_.rank;
   const Call call{Op::kBroadcast, DType::kF32, data.size(), static_cast<uint32_t>(root)};
   return Run(

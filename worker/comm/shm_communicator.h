@@ -62,6 +62,7 @@
 #include "absl/types/span.h"
 #include "formats/dtype.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/shm_layout.h"
 #include "worker/comm/shm_segment.h"
 
 namespace gloo::rendezvous {
@@ -91,8 +92,6 @@ struct ShmOptions {
 // INVALID_ARGUMENT naming the field unless 0 <= rank < world_size, timeout >= 1ms and max_bytes
 // is in range.
 absl::Status ValidateShmOptions(const ShmOptions& options);
-
-struct ShmLayout;  // the segment's byte layout (shm_communicator.cc)
 
 class ShmCommunicator final : public Communicator {
  public:
