@@ -270,11 +270,11 @@ TEST(ShmCommunicator, ARankThatNeverArrivesIsNamedWithinTheTimeoutAndBreaksTheGr
   EXPECT_EQ(std::string(rank0.message()),
             "shm AllReduceSum #1 on rank 0: rank 2 of 3 did not arrive within 200 ms");
   EXPECT_GE(waited, absl::Milliseconds(200));
-  EXPECT_LT(waited, absl::Seconds(2));
+  EXPECT_LT(waited, absl::Seconds(4));
   EXPECT_EQ(rank1.code(), absl::StatusCode::kUnavailable) << rank1;
   EXPECT_EQ(std::string(rank1.message()),
             "shm AllReduceSum #1 on rank 1: rank 0 broke the group after a timeout or an error");
-  EXPECT_LT(rank1_waited, absl::Seconds(5));
+  EXPECT_LT(rank1_waited, absl::Seconds(8));
   // Broken for good: at once, on every rank, including the one that was late.
   const absl::Time later = absl::Now();
   absl::Status again = comms[0]->Barrier();
@@ -283,7 +283,7 @@ TEST(ShmCommunicator, ARankThatNeverArrivesIsNamedWithinTheTimeoutAndBreaksTheGr
             "shm Barrier #2 on rank 0: communicator is broken by an earlier failure: shm "
             "AllReduceSum #1 on rank 0: rank 2 of 3 did not arrive within 200 ms");
   EXPECT_EQ(comms[2]->Barrier().code(), absl::StatusCode::kUnavailable);
-  EXPECT_LT(absl::Now() - later, absl::Seconds(1));
+  EXPECT_LT(absl::Now() - later, absl::Seconds(4));
 }
 
 TEST(ShmCommunicator, ConnectNamesTheMissingRankAndLeavesNoSegment) {
