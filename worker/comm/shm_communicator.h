@@ -6,8 +6,9 @@
 //
 // Rendezvous: rank 0 creates the segment (shm_segment.h: random name, O_EXCL) and publishes its
 // name in a gloo::rendezvous::Store (the store Gloo would use: FileStore, HashStore, KvGlooStore);
-// the others open it. Connect returns once every rank has mapped it, and by then the name is
-// unlinked: nothing stays in /dev/shm, whatever happens to the processes later. A rank that
+// the others open it. The last rank to map it unlinks the name, and Connect returns once every
+// rank has mapped it: once all ranks' Connect calls have returned nothing is left in /dev/shm,
+// whatever happens to the processes later (rank 0 unlinks too if it gives up). A rank that
 // does not arrive within `timeout` fails every connected rank with DEADLINE_EXCEEDED naming it.
 //
 // Protocol: each rank owns two slots of `max_bytes` (double buffering) and a sequence counter
@@ -21,9 +22,9 @@
 // gets bitwise the same floats, and the same as InProcessCommunicator's. From
 // `reduce_scatter_min_bytes` on, each rank sums only its slice of a piece (same order, same
 // bits) and copies the other slices from their owners' slots: one more step per piece, but
-// world_size times less summing per rank, which is faster from about 32 KiB at 2-4 ranks
-// (measured with comm_bench on 2 shared cores). f16 and bf16 are summed in f32 in rank order
-// and rounded once (NCCL rounds after every addition).
+// world_size times less summing per rank. In alternating comm_bench runs on 2 shared cores
+// that was faster at 3-4 ranks from 64 KiB on, even at 36 KiB, slower below at 4 ranks.
+// f16 and bf16 are summed in f32 in rank order and rounded once (NCCL rounds per addition).
 // Waiting: spin briefly (pause), yield, then sleep on the counter with FUTEX_WAIT (shared, not
 // FUTEX_PRIVATE: the word is in another process too); a publisher calls FUTEX_WAKE only when a
 // peer sleeps. Without a core to spare spinning is skipped, so waiters never starve peers.
@@ -122,7 +123,8 @@ class ShmCommunicator final : public Communicator {
   // "shm rank 1/3 (same host)".
   std::string Describe() const override;
 
-  // The segment's shm_open name (already unlinked once Connect has returned); empty for one rank.
+  // The segment's shm_open name (unlinked once every rank's Connect has returned); empty for
+  // one rank.
   const std::string& segment_name() const { return segment_.name(); }
 
  private:
