@@ -50,6 +50,7 @@ absl::StatusOr<ShmSegment> CreateAndPublish(const ShmOptions& options, const Shm
   ShmLayout bound = layout;
   bound.Bind(segment->data());
   InitShmSegment(bound);
+  bound.header()->reduce_scatter_min_bytes = options.reduce_scatter_min_bytes;
   try {
     const std::string& name = segment->name();
     store.set(kStoreKey, std::vector<char>(name.begin(), name.end()));
@@ -87,19 +88,27 @@ absl::StatusOr<ShmSegment> FindAndOpen(const ShmOptions& options, const ShmLayou
     return absl::FailedPreconditionError(absl::StrCat(
         who, ": ", name, " is not a tpserve shm segment of layout version ", kShmLayoutVersion));
   }
-  if (header->world_size != static_cast<uint32_t>(options.world_size) ||
-      header->slot_bytes != layout.slot_bytes || header->total_bytes != segment->size() ||
-      header->total_bytes != layout.total_bytes) {
-    // Tell rank 0 at once (in the layout it made, which may not be ours), not at its timeout.
+  // Tell rank 0 at once (in the layout it made, which may not be ours), not at its timeout.
+  auto refuse = [&](const std::string& why) {
     if (segment->size() == header->total_bytes) {
       ShmLayout theirs = ShmLayout::For(header->world_size, header->slot_bytes);
       theirs.Bind(segment->data());
       BreakShmGroup(theirs, options.rank, ShmBreak::kFailed);
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, ": rank 0 made the segment for world_size ", header->world_size, " and max_bytes ",
-        header->slot_bytes, ", this rank has world_size ", options.world_size, " and max_bytes ",
-        layout.slot_bytes, " (rounded up to 64)"));
+    return absl::InvalidArgumentError(absl::StrCat(who, ": ", why));
+  };
+  if (header->world_size != static_cast<uint32_t>(options.world_size) ||
+      header->slot_bytes != layout.slot_bytes || header->total_bytes != segment->size() ||
+      header->total_bytes != layout.total_bytes) {
+    return refuse(absl::StrCat("rank 0 made the segment for world_size ", header->world_size,
+                               " and max_bytes ", header->slot_bytes, ", this rank has world_size ",
+                               options.world_size, " and max_bytes ", layout.slot_bytes,
+                               " (rounded up to 64)"));
+  }
+  if (header->reduce_scatter_min_bytes != options.reduce_scatter_min_bytes) {
+    return refuse(absl::StrCat("rank 0 has reduce_scatter_min_bytes ",
+                               header->reduce_scatter_min_bytes, ", this rank ",
+                               options.reduce_scatter_min_bytes, "; all ranks must agree"));
   }
   return segment;
 }

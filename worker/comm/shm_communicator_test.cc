@@ -334,7 +334,7 @@ TEST(ShmCommunicator, RanksThatDisagreeGetInvalidArgumentAndStayInStep) {
   }
 }
 
-TEST(ShmCommunicator, RejectsBadOptionsAndDisagreeingSlotSizes) {
+TEST(ShmCommunicator, RejectsBadOptionsAndRanksThatDisagreeOnThem) {
   gloo::rendezvous::HashStore store;
   ShmOptions options = Options(0, 2, "bad");
   options.max_bytes = 32;
@@ -361,6 +361,23 @@ TEST(ShmCommunicator, RejectsBadOptionsAndDisagreeingSlotSizes) {
   EXPECT_EQ(std::string(rank0.message()),
             "shm connect of rank 0 of 2: rank 1 broke the group after a timeout or an error");
   EXPECT_TRUE(SegmentsOf(run_id).empty());
+
+  // Ranks that disagree on slicing would take different numbers of steps per piece.
+  const std::string sliced_run_id = UniqueRunId("slicing");
+  gloo::rendezvous::HashStore fresh_store;  // `store` still holds the first segment's name
+  std::thread sliced_first([&] {
+    rank0 = ShmCommunicator::Connect(Options(0, 2, sliced_run_id, absl::Seconds(10)), fresh_store)
+                .status();
+  });
+  ShmOptions unsliced = Options(1, 2, sliced_run_id, absl::Seconds(10));
+  unsliced.reduce_scatter_min_bytes = SIZE_MAX;
+  rank1 = ShmCommunicator::Connect(unsliced, fresh_store).status();
+  sliced_first.join();
+  EXPECT_EQ(rank1.code(), absl::StatusCode::kInvalidArgument) << rank1;
+  EXPECT_EQ(std::string(rank1.message()),
+            "shm connect of rank 1 of 2: rank 0 has reduce_scatter_min_bytes 32768, this rank "
+            "18446744073709551615; all ranks must agree");
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kUnavailable) << rank0;
 }
 
 TEST(ShmCommunicator, PeersOfARankThatClosedFailAtOnce) {

@@ -38,6 +38,7 @@ struct alignas(kShmLine) ShmSegmentHeader {
   uint32_t world_size;
   uint64_t slot_bytes;
   uint64_t total_bytes;
+  uint64_t reduce_scatter_min_bytes;     // ranks must agree: it decides the steps per piece
   std::atomic<uint32_t> attached_ranks;  // ranks that have mapped the segment
   std::atomic<uint32_t> broken_by;       // 0, or (rank + 1) | ShmBreak << 16
 };
