@@ -1,11 +1,23 @@
 #include "worker/comm/communicator_factory.h"
 
-#include <utility>
+#include <unistd.h>
 
+#include <climits>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "gloo/rendezvous/file_store.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/shm_communicator.h"
 #if TPSERVE_WITH_CUDA
 #include "worker/comm/nccl_communicator.h"
 #endif
@@ -38,7 +50,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeInProcess(const CommunicatorOp
                                                  options.timeout);
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(const CommunicatorOptions& options) {
+GlooOptions ToGlooOptions(const CommunicatorOptions& options) {
   GlooOptions gloo_options;
   gloo_options.rank = options.rank;
   gloo_options.world_size = options.world_size;
@@ -46,23 +58,107 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(const CommunicatorOptions
   gloo_options.iface = options.gloo_iface;
   gloo_options.timeout = options.timeout;
   gloo_options.verify_collectives = options.verify_collectives;
+  return gloo_options;
+}
+
+ShmOptions ToShmOptions(const CommunicatorOptions& options) {
+  ShmOptions shm_options;
+  shm_options.rank = options.rank;
+  shm_options.world_size = options.world_size;
+  shm_options.timeout = options.timeout;
+  shm_options.max_bytes = options.shm_max_bytes;
+  shm_options.run_id = options.run_id;
+  return shm_options;
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Communicator>> Upcast(absl::StatusOr<std::unique_ptr<T>> comm) {
+  if (!comm.ok()) return comm.status();
+  return std::unique_ptr<Communicator>(*std::move(comm));
+}
+
+using ConnectFn = absl::StatusOr<std::unique_ptr<Communicator>> (*)(const CommunicatorOptions&,
+                                                                    gloo::rendezvous::Store&);
+
+// Runs `connect` with the store the options name (gloo_store, or a FileStore in store_dir),
+// prefixed by run_id so runs sharing a store stay apart.
+absl::StatusOr<std::unique_ptr<Communicator>> WithRunStore(const CommunicatorOptions& options,
+                                                           ConnectFn connect) {
+  const char* kind = CommunicatorKindName(options.kind);
   if (options.run_id.empty()) {
-    return absl::InvalidArgumentError("CommunicatorOptions.run_id is empty (needed for gloo)");
+    return absl::InvalidArgumentError(
+        absl::StrCat("CommunicatorOptions.run_id is empty (needed for ", kind, ")"));
   }
   if (options.gloo_store != nullptr) {
     gloo::rendezvous::PrefixStore store(options.run_id, *options.gloo_store);
-    TP_ASSIGN_OR_RETURN(std::unique_ptr<GlooCommunicator> comm,
-                        GlooCommunicator::Connect(gloo_options, store));
-    return std::unique_ptr<Communicator>(std::move(comm));
+    return connect(options, store);
   }
   if (options.store_dir.empty()) {
-    return absl::InvalidArgumentError(
-        "CommunicatorOptions: gloo needs gloo_store or store_dir, both are empty");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CommunicatorOptions: ", kind, " needs gloo_store or store_dir, both are empty"));
   }
-  TP_ASSIGN_OR_RETURN(
-      std::unique_ptr<GlooCommunicator> comm,
-      GlooCommunicator::ConnectWithFileStore(gloo_options, options.store_dir, options.run_id));
-  return std::unique_ptr<Communicator>(std::move(comm));
+  std::error_code error;
+  std::filesystem::create_directories(options.store_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create store directory '", options.store_dir, "': ", error.message()));
+  }
+  try {
+    gloo::rendezvous::FileStore file_store(options.store_dir);
+    gloo::rendezvous::PrefixStore store(options.run_id, file_store);
+    return connect(options, store);
+  } catch (const std::exception& e) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("FileStore in '", options.store_dir, "': ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const CommunicatorOptions& options,
+                                                          gloo::rendezvous::Store& store) {
+  return Upcast(GlooCommunicator::Connect(ToGlooOptions(options), store));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectShm(const CommunicatorOptions& options,
+                                                         gloo::rendezvous::Store& store) {
+  return Upcast(ShmCommunicator::Connect(ToShmOptions(options), store));
+}
+
+// Every rank publishes its host identity and reads all of them: the same inputs on every
+// rank, so the same choice.
+absl::StatusOr<bool> AllOnOneHost(const CommunicatorOptions& options,
+                                  gloo::rendezvous::Store& store) {
+  const std::string mine =
+      options.host_identity.empty() ? LocalHostIdentity() : options.host_identity;
+  std::vector<std::string> keys;
+  for (int r = 0; r < options.world_size; ++r) keys.push_back(absl::StrCat("auto_host_", r));
+  std::vector<std::string> identities;
+  try {
+    store.set(keys[options.rank], std::vector<char>(mine.begin(), mine.end()));
+    store.wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout)));
+    for (const std::string& key : keys) {
+      const std::vector<char> value = store.get(key);
+      identities.emplace_back(value.begin(), value.end());
+    }
+  } catch (const std::exception& e) {
+    const std::string text =
+        absl::StrCat("auto communicator choice on rank ", options.rank, " of ", options.world_size,
+                     ": exchanging host identities: ", e.what());
+    const std::string lower = absl::AsciiStrToLower(e.what());
+    if (absl::StrContains(lower, "timeout") || absl::StrContains(lower, "timed out")) {
+      return absl::DeadlineExceededError(text);
+    }
+    return absl::UnavailableError(text);
+  }
+  for (const std::string& identity : identities) {
+    if (identity != identities[0]) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectAuto(const CommunicatorOptions& options,
+                                                          gloo::rendezvous::Store& store) {
+  TP_ASSIGN_OR_RETURN(const bool one_host, AllOnOneHost(options, store));
+  return one_host ? ConnectShm(options, store) : ConnectGloo(options, store);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(const CommunicatorOptions& options) {
@@ -86,12 +182,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(const CommunicatorOptions
 }  // namespace
 
 absl::StatusOr<CommunicatorKind> ParseCommunicatorKind(absl::string_view name) {
-  for (CommunicatorKind kind : {CommunicatorKind::kSingleRank, CommunicatorKind::kInProcess,
-                                CommunicatorKind::kGloo, CommunicatorKind::kNccl}) {
+  for (CommunicatorKind kind :
+       {CommunicatorKind::kSingleRank, CommunicatorKind::kInProcess, CommunicatorKind::kGloo,
+        CommunicatorKind::kShm, CommunicatorKind::kAuto, CommunicatorKind::kNccl}) {
     if (name == CommunicatorKindName(kind)) return kind;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown communicator kind '", name,
-                                                 "'; expected single, in_process, gloo or nccl"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown communicator kind '", name,
+                   "'; expected single, in_process, gloo, shm, auto or nccl"));
 }
 
 const char* CommunicatorKindName(CommunicatorKind kind) {
@@ -102,10 +200,28 @@ const char* CommunicatorKindName(CommunicatorKind kind) {
       return "in_process";
     case CommunicatorKind::kGloo:
       return "gloo";
+    case CommunicatorKind::kShm:
+      return "shm";
+    case CommunicatorKind::kAuto:
+      return "auto";
     case CommunicatorKind::kNccl:
       return "nccl";
   }
   return "unknown";
+}
+
+bool CommunicatorUsesHostMemory(CommunicatorKind kind) { return kind != CommunicatorKind::kNccl; }
+
+std::string LocalHostIdentity() {
+  char hostname[HOST_NAME_MAX + 1] = {};
+  if (gethostname(hostname, sizeof(hostname) - 1) != 0) hostname[0] = '\0';
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  if (boot_id.empty()) {
+    // Unknown: claim a host of this process alone, so auto never assumes a shared /dev/shm.
+    boot_id = absl::StrCat("no-boot-id-pid-", getpid());
+  }
+  return absl::StrCat(hostname, "/", boot_id);
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommunicatorOptions& options) {
@@ -125,7 +241,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const Communicato
     case CommunicatorKind::kInProcess:
       return MakeInProcess(options);
     case CommunicatorKind::kGloo:
-      return MakeGloo(options);
+      return WithRunStore(options, &ConnectGloo);
+    case CommunicatorKind::kShm:
+      return WithRunStore(options, &ConnectShm);
+    case CommunicatorKind::kAuto:
+      return WithRunStore(options, &ConnectAuto);
     case CommunicatorKind::kNccl:
       return MakeNccl(options);
   }

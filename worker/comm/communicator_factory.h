@@ -5,11 +5,17 @@
 //                               .store_dir = "/tmp/tp_store", .run_id = "run-42"};
 //   TP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, MakeCommunicator(options));
 //
-// MakeCommunicator blocks until all ranks have connected (gloo, nccl) or `timeout` passes.
+// MakeCommunicator blocks until all ranks have connected (gloo, shm, auto, nccl) or `timeout`
+// passes.
+// kAuto: every rank publishes its host identity (hostname and kernel boot id) in the rendezvous
+// store Gloo uses and reads everyone's; all ranks see the same identities, so all choose the
+// same: shm when every rank is on one host, gloo otherwise. Describe() then says which ran,
+// e.g. "shm rank 1/3 (same host)" or "gloo rank 1/3 via 10.0.0.2".
 // Threading: MakeCommunicator may be called from several threads at once (one per rank).
 #ifndef TPSERVE_WORKER_COMM_COMMUNICATOR_FACTORY_H_
 #define TPSERVE_WORKER_COMM_COMMUNICATOR_FACTORY_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -25,11 +31,18 @@ class Store;
 
 namespace tpserve {
 
-enum class CommunicatorKind { kSingleRank, kInProcess, kGloo, kNccl };
+enum class CommunicatorKind { kSingleRank, kInProcess, kGloo, kShm, kAuto, kNccl };
 
-// "single", "in_process", "gloo", "nccl" (the names used in flags and configs).
+// "single", "in_process", "gloo", "shm", "auto", "nccl" (the names used in flags and configs).
 absl::StatusOr<CommunicatorKind> ParseCommunicatorKind(absl::string_view name);
 const char* CommunicatorKindName(CommunicatorKind kind);
+// True for the kinds whose collectives read and write host memory (all but kNccl): they serve
+// CPU backends only.
+bool CommunicatorUsesHostMemory(CommunicatorKind kind);
+
+// "<hostname>/<boot id>": ranks with equal identities share a kernel, hence /dev/shm. A host
+// without a readable boot id gets an identity unique to this process (auto then picks gloo).
+std::string LocalHostIdentity();
 
 struct CommunicatorOptions {
   CommunicatorKind kind = CommunicatorKind::kSingleRank;
@@ -40,14 +53,21 @@ struct CommunicatorOptions {
   // kInProcess: the group every rank's communicator joins (same world_size).
   std::shared_ptr<InProcessGroup> in_process_group;
 
-  // kGloo: where to listen, and how to meet. Either `gloo_store` (e.g. a KvGlooStore; must
-  // outlive the call) or a FileStore directory `store_dir`; `run_id` prefixes the keys.
+  // kGloo, kShm, kAuto: how to meet. Either `gloo_store` (e.g. a KvGlooStore; must outlive
+  // the call) or a FileStore directory `store_dir`; `run_id` prefixes the keys. kGloo: where
+  // to listen.
   std::string gloo_hostname = "127.0.0.1";
   std::string gloo_iface;
   gloo::rendezvous::Store* gloo_store = nullptr;
   std::string store_dir;
   std::string run_id;
   bool verify_collectives = false;  // see GlooOptions::verify_collectives
+
+  // kShm (and kAuto choosing it): capacity of each rank's slot, see ShmOptions::max_bytes.
+  size_t shm_max_bytes = size_t{1} << 20;
+  // kAuto: this rank's host identity; empty: LocalHostIdentity(). Set it to tell apart
+  // containers that share a kernel but not /dev/shm.
+  std::string host_identity;
 
   // kNccl: this rank's GPU and the id from NewNcclUniqueId() (kNcclUniqueIdBytes bytes).
   int device_ordinal = 0;
