@@ -24,10 +24,11 @@ namespace tpserve {
 
 struct RemoteExecutorOptions {
   std::string model_path;
-  // "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent "single". For
+  // "auto", "shm" or "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent
+  // "single". For
   // "nccl" Connect makes one NCCL unique id (NewNcclUniqueId, worker/comm/nccl_unique_id.h) and
   // sends it to every rank; NCCL's bootstrap root then listens in this process.
-  std::string comm_kind = "gloo";
+  std::string comm_kind = "auto";
   // LoadRequest.backend of every rank: "cpu" or "cuda".
   std::string backend = "cpu";
   // backend "cuda": rank r runs on GPU device_ordinals[r] of its host; empty: on GPU r.

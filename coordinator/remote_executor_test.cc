@@ -68,14 +68,18 @@ class RemoteExecutorTest : public ::testing::Test {
   std::vector<std::string> addresses_;
 };
 
-TEST_F(RemoteExecutorTest, GlooRanksGetNoNcclIdAndTheCpuBackend) {
+// CPU ranks default to "auto" (shared memory on one host, else Gloo); the kind is passed on.
+TEST_F(RemoteExecutorTest, CpuRanksGetNoNcclIdAndTheCpuBackend) {
   StartRanks(2);
+  EXPECT_EQ(options_.comm_kind, "auto");
+  options_.comm_kind = "gloo";
   auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   for (int r = 0; r < 2; ++r) {
     const wpb::LoadRequest req = workers_[r]->request();
     EXPECT_EQ(req.rank(), r);
     EXPECT_EQ(req.comm_kind(), "gloo");
+    EXPECT_EQ(req.deterministic_tp(), false);
     EXPECT_EQ(req.backend(), "cpu");
     EXPECT_EQ(req.nccl_unique_id(), "");
   }

@@ -56,6 +56,9 @@ ABSL_FLAG(int, port, 50051, "port for the public API (0 = any free port)");
 ABSL_FLAG(int, threads_per_rank, 0, "CPU threads per rank (default: cores / ranks)");
 ABSL_FLAG(int, context, 4096, "context window served, tokens (capped by the model's)");
 ABSL_FLAG(int, max_seqs, 8, "sequences batched per step");
+ABSL_FLAG(std::string, comm, "auto",
+          "collectives between CPU ranks: auto (shared memory when all ranks share a host, else "
+          "Gloo over TCP), shm or gloo");
 ABSL_FLAG(bool, deterministic_tp, false,
           "row-parallel layers reduce in fixed chunks (f32 all-gather) so every --ranks gives "
           "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md)");
@@ -147,7 +150,7 @@ struct LaunchSetup {
   ClusterPlan plan;
   int ranks = 1;
   std::string backend = "cpu";
-  std::string comm_kind = "gloo";
+  std::string comm_kind = "auto";
 };
 
 int Serve(const char* argv0, const LaunchSetup& setup);
@@ -170,6 +173,10 @@ absl::StatusOr<DType> KvDtypeFlag() {
 
 int CpuMain(const char* argv0) {
   const int ranks = absl::GetFlag(FLAGS_ranks);
+  const std::string comm = absl::GetFlag(FLAGS_comm);
+  if (comm != "auto" && comm != "shm" && comm != "gloo") {
+    return Fail(absl::StrCat("--comm = \"", comm, "\" must be auto, shm or gloo"), 2);
+  }
   if (ranks < 1 || ranks > 64) {
     return Fail(absl::StrCat("--ranks = ", ranks, " must be in [1, 64]"), 2);
   }
@@ -195,6 +202,7 @@ int CpuMain(const char* argv0) {
   setup.bundle = &*bundle;
   setup.plan = *std::move(plan);
   setup.ranks = ranks;
+  setup.comm_kind = comm;
   return Serve(argv0, setup);
 }
 

@@ -11,15 +11,16 @@ absl::Status WithRank(int rank, const absl::Status& s) {
 }
 
 // Collectives work on the memory the model's activations live in: host memory for the
-// in-process and Gloo communicators, device memory (of the backend's GPU) for NCCL.
+// in-process, shm and Gloo communicators (and auto's choice), device memory (of the backend's
+// GPU) for NCCL.
 absl::Status CheckPairing(const RankRuntimeOptions& options, const Backend& backend) {
   const CommunicatorKind kind = options.comm.kind;
-  const bool host_comm = kind == CommunicatorKind::kInProcess || kind == CommunicatorKind::kGloo;
+  const bool host_comm = CommunicatorUsesHostMemory(kind) && kind != CommunicatorKind::kSingleRank;
   if ((kind == CommunicatorKind::kNccl && backend.host_memory()) ||
       (host_comm && !backend.host_memory())) {
     return absl::InvalidArgumentError(StrCat(
         "communicator ", CommunicatorKindName(kind), " cannot serve the ", backend.name(),
-        " backend: nccl needs a GPU backend, gloo and in_process a CPU one"));
+        " backend: nccl needs a GPU backend, shm, gloo, auto and in_process a CPU one"));
   }
   if (kind == CommunicatorKind::kNccl &&
       options.comm.device_ordinal != options.backend.device_ordinal) {
