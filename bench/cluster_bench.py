@@ -2,7 +2,10 @@
 and where a step's time goes (rank-0 model time, collectives, control plane), for several
 tensor-parallel degrees. Not a test: numbers go to docs/PERFORMANCE.md.
 
-  python3 bench/cluster_bench.py MODEL.gguf RANKS [RANKS ...]
+  python3 bench/cluster_bench.py MODEL.gguf RANKS [RANKS ...] [-- LAUNCH_FLAGS ...]
+
+The launcher's own default splits the cores between the ranks (threads_per_rank = cores /
+ranks, at least 1); flags after "--" go to every launch (e.g. --comm=gloo).
 """
 import os
 import pathlib
@@ -22,14 +25,14 @@ NEW_TOKENS = 64
 RUNS = 3
 
 
-def bench(model, ranks):
+def bench(model, ranks, extra):
     tmp = pathlib.Path(tempfile.mkdtemp())
     ready = tmp / "ready"
     log = open(tmp / "log", "w+")
     env = dict(os.environ, TPSERVE_WORKER_BIN=str(ROOT / "bazel-bin/worker/worker"))
     proc = subprocess.Popen([str(ROOT / "bazel-bin/deploy/launch"), f"--ranks={ranks}",
                              f"--model={model}", "--port=0", f"--ready_file={ready}",
-                             "--context=1024", "--max_seqs=1"],
+                             "--context=1024", "--max_seqs=1", *extra],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     while not ready.exists():
         assert proc.poll() is None, (tmp / "log").read_text()
@@ -52,12 +55,16 @@ def bench(model, ranks):
 
 
 def main():
-    model, ranks_list = sys.argv[1], [int(r) for r in sys.argv[2:]]
-    print(f"model {pathlib.Path(model).name}; {NEW_TOKENS} greedy tokens at batch 1, {RUNS} runs after a warm-up")
+    args = sys.argv[1:]
+    extra = args[args.index("--") + 1:] if "--" in args else []
+    args = args[:args.index("--")] if "--" in args else args
+    model, ranks_list = args[0], [int(r) for r in args[1:]]
+    print(f"model {pathlib.Path(model).name}; {NEW_TOKENS} greedy tokens at batch 1, {RUNS} runs "
+          f"after a warm-up; launch flags: {' '.join(extra) or '(defaults)'}")
     print("| ranks | decode tok/s (runs) | per step: wall ms | rank-0 model ms | collectives ms | control plane ms |")
     print("|---|---|---|---|---|---|")
     for ranks in ranks_list:
-        rates, step = bench(model, ranks)
+        rates, step = bench(model, ranks, extra)
         step = step or ("?",) * 4
         print(f"| {ranks} | {' / '.join(f'{r:.1f}' for r in rates)} | {step[0]} | {step[1]} | {step[2]} | {step[3]} |")
         sys.stdout.flush()

@@ -1,4 +1,4 @@
-"""Writes a synthetic Llama GGUF whose heads split over 1, 2 and 4 ranks, for the tensor-
+"""Writes a synthetic Llama GGUF whose heads split over 1, 2, 3 and 6 ranks, for the tensor-
 parallel benchmark (SmolLM2 has 9 heads / 3 KV heads, so it splits only over 1 or 3).
 
 Random Q4_1 weights quantized by the gguf package; the tokenizer metadata is copied from the
@@ -12,7 +12,8 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
 from gguf.quants import quantize
 
-HIDDEN, HEADS, KV_HEADS, LAYERS, FFN = 1024, 16, 4, 16, 2816
+# head_dim 64; 18 / 6 heads and an FFN of 3072 (1536 or 1024 per rank) split over 1, 2, 3, 6.
+HIDDEN, HEADS, KV_HEADS, LAYERS, FFN = 1152, 18, 6, 16, 3072
 SMOLLM2 = os.path.join(os.environ.get("TPSERVE_MODEL_DIR", os.path.expanduser("~/.cache/tpserve")),
                        "SmolLM2-135M-Instruct.Q4_1.gguf")
 
