@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "coordinator/grpc_status.h"
 #include "worker/comm/nccl_unique_id.h"
 
@@ -144,11 +145,7 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChun
   }
   const int world = world_size();
   std::vector<wpb::StepResponse> responses(world);
-  absl::Status s = ForAllRanks(world, options_.step_timeout, [&](int r, grpc::ClientContext* ctx) {
-    grpc::Status st = stubs_[r]->Step(ctx, req, &responses[r]);
-    return st.ok() ? absl::OkStatus() : RankError(r, addresses_[r], st);
-  });
-  if (!s.ok()) return s;
+  TP_RETURN_IF_ERROR(StepAllRanks(req, responses));
   StepResult result;
   result.vocab_size = options_.vocab_size;
   const std::string& bytes = responses[0].logits();
@@ -162,6 +159,44 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChun
   result.compute_s = responses[0].compute_s();
   result.allreduce_s = responses[0].allreduce_s();
   return result;
+}
+
+absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
+                                          std::vector<wpb::StepResponse>& responses) {
+  // Every rank's call in flight at once through gRPC's callback API: no thread per rank and
+  // step (ForAllRanks's), whose creation a busy host delays. The first failure cancels the
+  // other calls, so nobody waits on a dead peer.
+  const int world = world_size();
+  std::vector<grpc::ClientContext> contexts(world);
+  const auto deadline = absl::ToChronoTime(absl::Now() + options_.step_timeout);
+  for (grpc::ClientContext& c : contexts) c.set_deadline(deadline);
+  absl::Mutex mu;
+  int pending = world;
+  absl::Status first_error;
+  for (int r = 0; r < world; ++r) {
+    stubs_[r]->async()->Step(&contexts[r], &req, &responses[r], [&, r](grpc::Status st) {
+      bool cancel = false;
+      {
+        absl::MutexLock lock(&mu);
+        if (!st.ok() && first_error.ok()) {
+          first_error = RankError(r, addresses_[r], st);
+          cancel = true;
+        }
+      }
+      // Outside the lock: a cancelled call's callback may run inline and take it.
+      if (cancel) {
+        for (int other = 0; other < world; ++other) {
+          if (other != r) contexts[other].TryCancel();
+        }
+      }
+      absl::MutexLock lock(&mu);
+      --pending;
+    });
+  }
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(
+      +[](int* p) { return *p == 0; }, &pending));
+  return first_error;
 }
 
 absl::Status RemoteExecutor::Ping(absl::Duration timeout) const {

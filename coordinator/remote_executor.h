@@ -79,6 +79,10 @@ class RemoteExecutor final : public ModelExecutor {
 
  private:
   RemoteExecutor(std::vector<std::string> addresses, RemoteExecutorOptions options);
+  // Sends `req` to every rank at once; responses[r] is rank r's. The first failure (as
+  // UNAVAILABLE naming the rank) cancels the other calls and is returned.
+  absl::Status StepAllRanks(const tpserve::worker::v1::StepRequest& req,
+                            std::vector<tpserve::worker::v1::StepResponse>& responses);
 
   const std::vector<std::string> addresses_;
   const RemoteExecutorOptions options_;
