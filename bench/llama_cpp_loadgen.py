@@ -1,0 +1,545 @@
+#!/usr/bin/env python3
+"""The load of //deploy:loadgen, run against llama.cpp (llama-cpp-python 0.3.36) the way
+llama.cpp's own server serves parallel requests: one llama_context with `--concurrency`
+sequences in a unified KV cache (--kv_split: one stream each); every step one llama_decode over a batch holding each
+generating sequence's last sampled token and then as many waiting prompt tokens as fit in
+--n_batch (chunked prefill); each sequence samples from the logits of its own last batch row;
+a finished sequence's slot clears its KV cells (llama_memory_seq_rm) and takes the next request
+(continuous batching).
+
+The workload (prompt text and lengths, output lengths, Poisson arrivals), the metrics, the table
+and the JSON schema are those of deploy/loadgen_workload.h, deploy/loadgen.h and
+deploy/loadgen_report.h, repeated here step for step so the two runs can be diffed. A request's
+"send" is when a slot is free for it and it has arrived; its tokens "arrive" when the step that
+sampled them returns. Prompts are the same raw text (no chat template), tokenized by the GGUF's
+own tokenizer: the table's prompt token count is what llama.cpp really prefilled.
+
+    python3 bench/llama_cpp_loadgen.py --concurrency 8 --requests 32 --threads 2 \
+        --prompt_tokens 200 --output_tokens 64 --json_out /tmp/llama.json
+    python3 bench/llama_cpp_loadgen.py --selftest
+"""
+import argparse
+import collections
+import ctypes
+import json
+import math
+import os
+import sys
+import time
+
+import llama_cpp
+import numpy as np
+
+# deploy/loadgen_workload.h: kPromptWords.
+PROMPT_WORDS = (
+    "the of and to in is was for on that with as by at from it an be this which or are his had "
+    "not but were have one all their they has been its also new more after who first two other "
+    "time when into some would there can over people only most made year between during under "
+    "three such world many these").split()
+assert len(PROMPT_WORDS) == 64
+MASK64 = (1 << 64) - 1
+
+
+class SplitMix64:
+    def __init__(self, seed):
+        self.state = seed & MASK64
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def next_unit(self):
+        return (self.next() >> 11) * 2.0 ** -53
+
+
+def parse_length_mix(spec, flag_name):
+    def bad(why):
+        raise ValueError(f'{flag_name} = "{spec}": {why} (want TOKENS or TOKENS:WEIGHT,TOKENS:WEIGHT,...)')
+    if not spec:
+        bad("is empty")
+    buckets = []
+    for item in spec.split(","):
+        tokens_text, _, weight_text = item.partition(":")
+        try:
+            tokens = int(tokens_text.strip())
+        except ValueError:
+            tokens = 0
+        if tokens <= 0:
+            bad(f'token count "{tokens_text}" is not an integer > 0')
+        weight = 1.0
+        if ":" in item:
+            try:
+                weight = float(weight_text.strip())
+            except ValueError:
+                weight = -1.0
+            if not (weight > 0) or not math.isfinite(weight):
+                bad(f'weight "{weight_text}" is not a number > 0')
+        buckets.append((tokens, weight))
+    return buckets
+
+
+def pick(buckets, unit):
+    total = 0.0
+    for _, w in buckets:
+        total += w
+    cumulative = 0.0
+    for tokens, w in buckets:
+        cumulative += w
+        if unit < cumulative / total:
+            return tokens
+    return buckets[-1][0]
+
+
+class Workload:
+    def __init__(self, prompt_mix, output_mix, rate, seed):
+        self.prompt_mix, self.output_mix, self.rate = prompt_mix, output_mix, rate
+        self.rng = SplitMix64(seed)
+        self.index = 0
+
+    def next(self):
+        r = {"index": self.index}
+        self.index += 1
+        r["prompt_tokens"] = pick(self.prompt_mix, self.rng.next_unit())
+        r["output_tokens"] = pick(self.output_mix, self.rng.next_unit())
+        u = self.rng.next_unit()
+        r["arrival_gap_s"] = -math.log1p(-u) / self.rate if self.rate > 0 else 0.0
+        r["prompt"] = " ".join(PROMPT_WORDS[self.rng.next() % 64] for _ in range(r["prompt_tokens"]))
+        return r
+
+
+# ---- deploy/loadgen.h: records and statistics ----
+
+def new_record(w):
+    return {"index": w["index"], "wanted_prompt_tokens": w["prompt_tokens"],
+            "wanted_output_tokens": w["output_tokens"], "prompt_tokens": 0, "output_tokens": 0,
+            "send_s": 0.0, "ttft_s": -1.0, "last_token_s": -1.0, "e2e_s": 0.0, "itl_s": [],
+            "multi_token_messages": 0, "status": "OK", "error": ""}
+
+
+def record_message(t_s, num_tokens, rec):
+    if num_tokens <= 0:
+        return
+    if num_tokens > 1:
+        rec["multi_token_messages"] += 1
+    if rec["ttft_s"] < 0:
+        rec["ttft_s"] = t_s
+    else:
+        gap = (t_s - rec["last_token_s"]) / num_tokens
+        rec["itl_s"].extend([gap] * num_tokens)
+    rec["last_token_s"] = t_s
+    rec["output_tokens"] += num_tokens
+
+
+def percentile(values, p):
+    if not values:
+        return math.nan
+    v = sorted(values)
+    rank = p / 100.0 * (len(v) - 1)
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (rank - lo) * (v[hi] - v[lo])
+
+
+def distribute(values):
+    return {"count": len(values), "mean": sum(values) / len(values) if values else math.nan,
+            "p50": percentile(values, 50), "p90": percentile(values, 90), "p99": percentile(values, 99)}
+
+
+def request_itl(rec, stat):
+    if not rec["itl_s"]:
+        return math.nan
+    if stat == "p90":
+        return percentile(rec["itl_s"], 90)
+    return sum(rec["itl_s"]) / len(rec["itl_s"])
+
+
+def is_good(rec, slo):
+    if rec["status"] != "OK" or rec["ttft_s"] < 0:
+        return False
+    if slo["ttft_ms"] > 0 and rec["ttft_s"] * 1000.0 > slo["ttft_ms"]:
+        return False
+    itl = request_itl(rec, slo["itl_stat"])
+    if slo["itl_ms"] > 0 and not math.isnan(itl) and itl * 1000.0 > slo["itl_ms"]:
+        return False
+    return True
+
+
+def summarize(records, window_s, slo):
+    s = {"requests": len(records), "requests_ok": 0, "requests_failed": 0, "failures": {},
+         "prompt_tokens": 0, "output_tokens": 0, "short_requests": 0, "multi_token_messages": 0,
+         "window_s": window_s, "good_requests": 0}
+    ttft, itl, e2e = [], [], []
+    for r in records:
+        if r["status"] != "OK":
+            s["requests_failed"] += 1
+            s["failures"][r["status"]] = s["failures"].get(r["status"], 0) + 1
+            continue
+        s["requests_ok"] += 1
+        s["prompt_tokens"] += r["prompt_tokens"]
+        s["output_tokens"] += r["output_tokens"]
+        s["multi_token_messages"] += r["multi_token_messages"]
+        if r["output_tokens"] < r["wanted_output_tokens"]:
+            s["short_requests"] += 1
+        if r["ttft_s"] >= 0:
+            ttft.append(r["ttft_s"] * 1000.0)
+        itl.extend(x * 1000.0 for x in r["itl_s"])
+        e2e.append(r["e2e_s"] * 1000.0)
+        if is_good(r, slo):
+            s["good_requests"] += 1
+    s["failures"] = dict(sorted(s["failures"].items()))
+    s["ttft_ms"], s["itl_ms"], s["e2e_ms"] = distribute(ttft), distribute(itl), distribute(e2e)
+    per_s = (lambda n: n / window_s) if window_s > 0 else (lambda n: 0.0)
+    s["requests_per_s"] = per_s(s["requests_ok"])
+    s["output_tokens_per_s"] = per_s(s["output_tokens"])
+    s["goodput_requests_per_s"] = per_s(s["good_requests"])
+    return s
+
+
+# ---- deploy/loadgen_report.h: table and JSON ----
+
+def render_table(info, s, slo):
+    def cell(v):
+        return f"{'-':>9}" if math.isnan(v) else f"{v:9.1f}"
+
+    def row(name, d):
+        return f"{name:<6} {cell(d['mean'])} {cell(d['p50'])} {cell(d['p90'])} {cell(d['p99'])} {d['count']:9d}\n"
+
+    def per_request(total):
+        return f"{total / s['requests_ok']:.1f}" if s["requests_ok"] > 0 else "-"
+
+    def limit(ms):
+        return "%g ms" % ms if ms > 0 else "any"
+
+    rate = "Poisson arrivals at %g requests/s" % info["rate"] if info["rate"] > 0 else "closed loop"
+    out = f"{info['tool']} -> {info['target']}\n"
+    out += (f"concurrency {info['concurrency']}, {rate}, prompt tokens {info['prompt_tokens']}, "
+            f"output tokens {info['output_tokens']}, temperature {'%g' % info['temperature']}, "
+            f"seed {info['seed']}\n")
+    out += (f"requests {s['requests']}: {s['requests_ok']} ok, {s['requests_failed']} failed; "
+            f"window {s['window_s']:.3f} s\n")
+    out += f"throughput: {s['requests_per_s']:.3f} requests/s, {s['output_tokens_per_s']:.1f} output tokens/s\n"
+    out += (f"tokens: prompt {s['prompt_tokens']} ({per_request(s['prompt_tokens'])}/request, as counted "
+            f"by the server), output {s['output_tokens']} ({per_request(s['output_tokens'])}/request); "
+            f"{s['short_requests']} short, {s['multi_token_messages']} multi-token messages\n")
+    out += f"{'ms':<6} {'mean':>9} {'p50':>9} {'p90':>9} {'p99':>9} {'count':>9}\n"
+    out += row("TTFT", s["ttft_ms"]) + row("ITL", s["itl_ms"]) + row("E2E", s["e2e_ms"])
+    out += (f"goodput: {s['good_requests']} of {s['requests']} requests good, "
+            f"{s['goodput_requests_per_s']:.3f} requests/s (TTFT <= {limit(slo['ttft_ms'])} and "
+            f"per-request {slo['itl_stat']} ITL <= {limit(slo['itl_ms'])})\n")
+    failures = ", ".join(f"{code} {n}" for code, n in s["failures"].items())
+    out += f"failures: {failures or 'none'}\n"
+    return out
+
+
+def _num(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def run_to_json(info, s, slo, records):
+    config = {k: info[k] for k in ("concurrency", "requests", "duration_s", "rate", "prompt_tokens",
+                                   "output_tokens", "temperature", "seed", "ignore_eos",
+                                   "warmup_requests")}
+    config.update(slo_ttft_ms=slo["ttft_ms"], slo_itl_ms=slo["itl_ms"], slo_itl_stat=slo["itl_stat"])
+    summary = {k: s[k] for k in ("requests", "requests_ok", "requests_failed", "failures", "window_s",
+                                 "requests_per_s", "output_tokens_per_s", "prompt_tokens",
+                                 "output_tokens", "short_requests", "multi_token_messages")}
+    for k in ("ttft_ms", "itl_ms", "e2e_ms"):
+        summary[k] = {key: _num(v) for key, v in s[k].items()}
+    summary["good_requests"] = s["good_requests"]
+    summary["goodput_requests_per_s"] = s["goodput_requests_per_s"]
+    rows = [{"index": r["index"], "status": r["status"], "error": r["error"],
+             "wanted_prompt_tokens": r["wanted_prompt_tokens"],
+             "wanted_output_tokens": r["wanted_output_tokens"], "prompt_tokens": r["prompt_tokens"],
+             "output_tokens": r["output_tokens"], "send_s": r["send_s"],
+             "ttft_ms": r["ttft_s"] * 1000 if r["ttft_s"] >= 0 else None, "e2e_ms": r["e2e_s"] * 1000,
+             "itl_mean_ms": _num(request_itl(r, "mean") * 1000),
+             "itl_p90_ms": _num(request_itl(r, "p90") * 1000), "good": is_good(r, slo)} for r in records]
+    return {"tool": info["tool"], "target": info["target"], "config": config, "summary": summary,
+            "requests": rows}
+
+
+# ---- the llama.cpp side: one context, continuous batching over `concurrency` sequences ----
+
+class Engine:
+    """One llama_context whose KV cache holds `n_seq` sequences (seq_id = slot number)."""
+
+    def __init__(self, model_path, n_seq, ctx_per_seq, n_batch, threads, kv_unified):
+        llama_cpp.llama_backend_init()
+        llama_cpp.llama_log_set(_QUIET_LOG, ctypes.c_void_p())
+        mp = llama_cpp.llama_model_default_params()
+        self.model = llama_cpp.llama_model_load_from_file(model_path.encode(), mp)
+        if not self.model:
+            raise RuntimeError(f"cannot load {model_path}")
+        cp = llama_cpp.llama_context_default_params()
+        cp.n_ctx = n_seq * ctx_per_seq
+        cp.n_batch = cp.n_ubatch = n_batch
+        cp.n_seq_max = n_seq
+        # Unified: one cell pool for all sequences, as tpserve's paged cache (and llama-server
+        # when it picks the parallelism itself); split: one stream of n_ctx / n_seq per sequence.
+        cp.kv_unified = kv_unified
+        cp.n_threads = cp.n_threads_batch = threads
+        cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        cp.type_k = cp.type_v = llama_cpp.GGML_TYPE_F16  # tpserve's default --kv_dtype=f16
+        self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
+        if not self.ctx:
+            raise RuntimeError("llama_init_from_model failed")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.mem = llama_cpp.llama_get_memory(self.ctx)
+        self.n_batch = n_batch
+        self.ctx_per_seq = llama_cpp.llama_n_ctx_seq(self.ctx)  # after llama.cpp's padding
+        self.batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+
+    def tokenize(self, text):
+        data = text.encode()
+        buf = (llama_cpp.llama_token * (len(data) + 8))()
+        # add_special: a BOS where the GGUF asks for one, as tpserve's text input does.
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, len(buf), True, False)
+        if n < 0:
+            raise RuntimeError(f"llama_tokenize needs {-n} tokens")
+        return list(buf[:n])
+
+    def decode(self, entries):
+        """entries: (token, pos, seq_id, wants_logits). Returns llama_decode's code."""
+        b = self.batch
+        for i, (tok, pos, seq, logits) in enumerate(entries):
+            b.token[i] = tok
+            b.pos[i] = pos
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = seq
+            b.logits[i] = 1 if logits else 0
+        b.n_tokens = len(entries)
+        return llama_cpp.llama_decode(self.ctx, b)
+
+    def logits(self, batch_row):
+        ptr = llama_cpp.llama_get_logits_ith(self.ctx, batch_row)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def clear(self, seq):
+        llama_cpp.llama_memory_seq_rm(self.mem, seq, -1, -1)
+
+
+@llama_cpp.llama_log_callback
+def _QUIET_LOG(level, text, user_data):
+    if level == 4:  # GGML_LOG_LEVEL_ERROR
+        sys.stderr.write(text.decode(errors="replace"))
+
+
+class Slot:
+    def __init__(self, seq):
+        self.seq, self.req, self.rec = seq, None, None
+        self.free_since = 0.0
+
+
+def sample(engine, slot, row, temperature):
+    logits = engine.logits(row)
+    if temperature <= 0:
+        return int(np.argmax(logits))
+    z = logits.astype(np.float64) / temperature
+    p = np.exp(z - z.max())
+    return int(slot.rng.choice(len(p), p=p / p.sum()))
+
+
+def run_load(engine, args, workload, max_requests, duration_s, rate):
+    """Serves the workload with continuous batching; returns (records, window_s)."""
+    slots = [Slot(i) for i in range(args.concurrency)]
+    records, issued, arrival_s, done = [], 0, 0.0, False
+    pending = None  # (request, arrival) taken from the workload, waiting for a slot
+    t0 = time.perf_counter()
+    now = lambda: time.perf_counter() - t0  # noqa: E731
+
+    def take():
+        nonlocal issued, arrival_s, done
+        if done or (max_requests > 0 and issued >= max_requests):
+            return None
+        w = workload.next()
+        arrival_s += w["arrival_gap_s"]
+        issued += 1
+        return w, arrival_s
+
+    def finish(slot, t, status="OK", error=""):
+        rec = slot.rec
+        rec["e2e_s"] = t - rec["send_s"]
+        rec["status"], rec["error"] = status, error
+        records.append(rec)
+        engine.clear(slot.seq)
+        slot.req, slot.rec, slot.free_since = None, None, t
+
+    while True:
+        # Admit arrived requests into free slots (in workload order).
+        for slot in slots:
+            if slot.req is not None:
+                continue
+            if pending is None:
+                pending = take()
+            if pending is None or pending[1] > now():
+                break
+            w, arrival = pending
+            pending = None
+            send_s = max(arrival, slot.free_since)  # as a free client stream would send it
+            if duration_s > 0 and send_s >= duration_s:  # no new sends after the duration
+                done = True
+                break
+            rec = new_record(w)
+            rec["send_s"] = send_s
+            tokens = engine.tokenize(w["prompt"])
+            rec["prompt_tokens"] = len(tokens)
+            slot.req, slot.rec = w, rec
+            slot.tokens, slot.n_past, slot.generated = tokens, 0, 0
+            slot.rng = np.random.default_rng(args.seed + w["index"])
+            if len(tokens) + w["output_tokens"] > engine.ctx_per_seq:
+                finish(slot, now(), "INVALID_ARGUMENT",
+                       f"prompt {len(tokens)} + output {w['output_tokens']} tokens > "
+                       f"{engine.ctx_per_seq} tokens per sequence")
+        active = [s for s in slots if s.req is not None]
+        if not active:
+            if pending is None:
+                pending = take()
+            if pending is None:
+                break
+            time.sleep(max(0.0, pending[1] - now()))
+            continue
+        # One batch: the decoding sequences' last tokens first, then prompt chunks.
+        entries, samplers = [], []
+        for s in active:
+            s.prefill_chunk = 0
+            if s.n_past >= len(s.tokens):
+                samplers.append((s, len(entries)))
+                entries.append((s.last, s.n_past, s.seq, True))
+        for s in active:
+            room = engine.n_batch - len(entries)
+            if s.n_past < len(s.tokens) and room > 0:
+                chunk = s.tokens[s.n_past:s.n_past + room]
+                for i, tok in enumerate(chunk):
+                    entries.append((tok, s.n_past + i, s.seq, False))
+                s.prefill_chunk = len(chunk)
+                if s.n_past + len(chunk) == len(s.tokens):
+                    entries[-1] = entries[-1][:3] + (True,)
+                    samplers.append((s, len(entries) - 1))
+        code = engine.decode(entries)
+        t = now()
+        if code != 0:
+            status = "RESOURCE_EXHAUSTED" if code == 1 else "INTERNAL"
+            for s in active:
+                finish(s, t, status, f"llama_decode returned {code}")
+            continue
+        for s in active:
+            if s.n_past < len(s.tokens):
+                s.n_past += s.prefill_chunk
+            else:
+                s.n_past += 1  # its last sampled token is now in the cache
+        for s, row in samplers:
+            tok = sample(engine, s, row, args.temperature)
+            if not args.ignore_eos and llama_cpp.llama_vocab_is_eog(engine.vocab, tok):
+                finish(s, t)  # like tpserve: the EOS token is not streamed
+                continue
+            record_message(t - s.rec["send_s"], 1, s.rec)
+            s.last = tok
+            s.generated += 1
+            if s.generated >= s.req["output_tokens"]:
+                finish(s, t)
+    records.sort(key=lambda r: r["index"])
+    if not records:
+        return records, 0.0
+    first = min(r["send_s"] for r in records)
+    last = max(r["send_s"] + r["e2e_s"] for r in records)
+    return records, last - first
+
+
+def selftest():
+    """The workload goldens deploy/loadgen_test.cc pins on the C++ side."""
+    assert SplitMix64(0).next() == 0xE220A8397B1DCDAF
+    w = Workload(parse_length_mix("200", "--prompt_tokens"), parse_length_mix("128", "--output_tokens"), 0.0, 1)
+    first = w.next()
+    assert first["prompt"].split()[:6] == SELFTEST_FIRST_WORDS, first["prompt"].split()[:6]
+    w = Workload(parse_length_mix("64:0.5,512:0.5", "p"), parse_length_mix("32:1,128:3", "o"), 2.0, 7)
+    got = [(r["prompt_tokens"], r["output_tokens"], round(r["arrival_gap_s"], 9))
+           for r in (w.next() for _ in range(4))]
+    assert got == SELFTEST_MIX, got
+    assert percentile([40, 15, 50, 35, 20], 90) == 46.0
+    print("selftest: ok")
+
+
+# The same values as WorkloadTest.* in deploy/loadgen_test.cc.
+SELFTEST_FIRST_WORDS = ["as", "during", "the", "more", "most", "first"]
+SELFTEST_MIX = [(64, 32, 1.155110489), (512, 128, 1.54048939), (512, 32, 0.259015696),
+                (64, 32, 0.042028695)]
+
+
+def main():
+    default_dir = os.environ.get("TPSERVE_MODEL_DIR", os.path.expanduser("~/.cache/tpserve"))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=os.path.join(default_dir, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    p.add_argument("--concurrency", type=int, default=1, help="parallel sequences (slots)")
+    p.add_argument("--requests", type=int, default=32, help="0 = no count limit")
+    p.add_argument("--duration_s", type=float, default=0.0, help="no new request after this; 0 = no limit")
+    p.add_argument("--rate", type=float, default=0.0, help="Poisson arrivals, requests/s; 0 = closed loop")
+    p.add_argument("--prompt_tokens", default="200")
+    p.add_argument("--output_tokens", default="128")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--ignore_eos", type=lambda v: v.lower() in ("1", "true", "yes"), default=True)
+    p.add_argument("--warmup_requests", type=int, default=1)
+    p.add_argument("--slo_ttft_ms", type=float, default=2000.0)
+    p.add_argument("--slo_itl_ms", type=float, default=200.0)
+    p.add_argument("--slo_itl_stat", choices=("mean", "p90"), default="mean")
+    p.add_argument("--json_out", default="")
+    p.add_argument("--allow_errors", action="store_true")
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="match tpserve's --threads_per_rank")
+    p.add_argument("--n_batch", type=int, default=512,
+                   help="tokens per llama_decode; 512 = tpserve's tokens per step")
+    p.add_argument("--kv_split", dest="kv_unified", action="store_false",
+                   help="one KV stream per sequence instead of one unified pool (llama-server "
+                        "without --kv-unified; much slower here on mixed prefill+decode batches)")
+    p.add_argument("--selftest", action="store_true")
+    args = p.parse_args()
+    if args.selftest:
+        selftest()
+        return 0
+    if args.concurrency < 1 or (args.requests <= 0 and args.duration_s <= 0):
+        p.error("need --concurrency >= 1 and a --requests or --duration_s limit")
+    try:
+        prompt_mix = parse_length_mix(args.prompt_tokens, "--prompt_tokens")
+        output_mix = parse_length_mix(args.output_tokens, "--output_tokens")
+    except ValueError as e:
+        p.error(str(e))
+    slo = {"ttft_ms": args.slo_ttft_ms, "itl_ms": args.slo_itl_ms, "itl_stat": args.slo_itl_stat}
+    # Room per sequence: the longest prompt (a word is one token; 16 spare) plus its output.
+    ctx_per_seq = max(b[0] for b in prompt_mix) + 16 + max(b[0] for b in output_mix)
+    engine = Engine(args.model, args.concurrency, max(ctx_per_seq, 64), args.n_batch, args.threads,
+                    args.kv_unified)
+    if args.warmup_requests > 0:
+        warm = Workload([(16, 1.0)], [(8, 1.0)], 0.0, args.seed ^ 0x5EED)
+        one = argparse.Namespace(**{**vars(args), "concurrency": 1})
+        recs, _ = run_load(engine, one, warm, args.warmup_requests, 0.0, 0.0)
+        bad = [r for r in recs if r["status"] != "OK"]
+        if bad:
+            print(f"llama_cpp_loadgen: warm-up failed: {bad[0]['status']}: {bad[0]['error']}", file=sys.stderr)
+            return 3
+    workload = Workload(prompt_mix, output_mix, args.rate, args.seed)
+    records, window_s = run_load(engine, args, workload, args.requests, args.duration_s, args.rate)
+    summary = summarize(records, window_s, slo)
+    info = {"tool": "llama.cpp", "target": args.model, "concurrency": args.concurrency,
+            "requests": args.requests, "duration_s": args.duration_s, "rate": args.rate,
+            "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
+            "temperature": args.temperature, "seed": args.seed, "ignore_eos": args.ignore_eos,
+            "warmup_requests": args.warmup_requests}
+    sys.stdout.write(render_table(info, summary, slo))
+    print(f"llama_cpp_loadgen: llama.cpp {llama_cpp.__version__}, threads {args.threads}, "
+          f"n_batch {args.n_batch}, {llama_cpp.llama_n_ctx(engine.ctx)} KV cells, "
+          f"{'unified' if args.kv_unified else 'per-sequence'} f16 KV, no flash attention",
+          file=sys.stderr)
+    for r in [r for r in records if r["status"] != "OK"][:10]:
+        print(f"llama_cpp_loadgen: request {r['index']}: {r['status']}: {r['error']}", file=sys.stderr)
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(run_to_json(info, summary, slo, records), f, indent=2, sort_keys=True)
+            f.write("\n")
+    return 1 if summary["requests_failed"] and not args.allow_errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
