@@ -92,8 +92,9 @@ int Main() {
   info.ignore_eos = o.ignore_eos;
   info.warmup_requests = o.warmup_requests;
   std::fputs(RenderTable(info, summary).c_str(), stdout);
+  int shown = 0;  // the first few failures verbatim; the table has every count
   for (const RequestRecord& r : result->records) {
-    if (!r.ok()) {
+    if (!r.ok() && shown++ < 10) {
       std::fprintf(stderr, "loadgen: request %lld: %s: %s\n", static_cast<long long>(r.index),
                    r.status.c_str(), r.error_message.c_str());
     }
