@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The load of //deploy:loadgen, run against llama.cpp (llama-cpp-python 0.3.36) the way
 llama.cpp's own server serves parallel requests: one llama_context with `--concurrency`
-sequences in a unified KV cache (--kv_split: one stream each); every step one llama_decode over a batch holding each
-generating sequence's last sampled token and then as many waiting prompt tokens as fit in
---n_batch (chunked prefill); each sequence samples from the logits of its own last batch row;
-a finished sequence's slot clears its KV cells (llama_memory_seq_rm) and takes the next request
-(continuous batching).
+sequences, each in its own KV stream (--kv_unified: one shared pool); every step one
+llama_decode over a batch holding each generating sequence's last sampled token and then as
+many waiting prompt tokens as fit in --n_batch (chunked prefill); each sequence samples from
+the logits of its own last batch row; a finished sequence's slot clears its KV cells
+(llama_memory_seq_rm) and takes the next request (continuous batching).
 
 The workload (prompt text and lengths, output lengths, Poisson arrivals), the metrics, the table
 and the JSON schema are those of deploy/loadgen_workload.h, deploy/loadgen.h and
@@ -19,7 +19,6 @@ own tokenizer: the table's prompt token count is what llama.cpp really prefilled
     python3 bench/llama_cpp_loadgen.py --selftest
 """
 import argparse
-import collections
 import ctypes
 import json
 import math
@@ -277,8 +276,9 @@ class Engine:
         cp.n_ctx = n_seq * ctx_per_seq
         cp.n_batch = cp.n_ubatch = n_batch
         cp.n_seq_max = n_seq
-        # Unified: one cell pool for all sequences, as tpserve's paged cache (and llama-server
-        # when it picks the parallelism itself); split: one stream of n_ctx / n_seq per sequence.
+        # Split (llama-server's default with an explicit --parallel N): one KV stream of
+        # n_ctx / n_seq cells per sequence, so attention reads only its own cells. Unified: one
+        # pool, and every sequence's attention spans all used cells (masked).
         cp.kv_unified = kv_unified
         cp.n_threads = cp.n_threads_batch = threads
         cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
@@ -329,9 +329,18 @@ def _QUIET_LOG(level, text, user_data):
 
 
 class Slot:
+    """One of the `concurrency` sequences; seq is its llama.cpp seq_id."""
+
     def __init__(self, seq):
-        self.seq, self.req, self.rec = seq, None, None
-        self.free_since = 0.0
+        self.seq = seq
+        self.req = self.rec = None  # the workload request and its record; None when free
+        self.free_since = 0.0       # when the last request finished (seconds since the start)
+        self.tokens = []            # the prompt's token ids
+        self.n_past = 0             # tokens in the KV cache
+        self.prefill_chunk = 0      # prompt tokens in this step's batch
+        self.generated = 0
+        self.last = 0               # the last sampled token, fed back next step
+        self.rng = None
 
 
 def sample(engine, slot, row, temperature):
@@ -343,7 +352,7 @@ def sample(engine, slot, row, temperature):
     return int(slot.rng.choice(len(p), p=p / p.sum()))
 
 
-def run_load(engine, args, workload, max_requests, duration_s, rate):
+def run_load(engine, args, workload, max_requests, duration_s):
     """Serves the workload with continuous batching; returns (records, window_s)."""
     slots = [Slot(i) for i in range(args.concurrency)]
     records, issued, arrival_s, done = [], 0, 0.0, False
@@ -491,9 +500,9 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="match tpserve's --threads_per_rank")
     p.add_argument("--n_batch", type=int, default=512,
                    help="tokens per llama_decode; 512 = tpserve's tokens per step")
-    p.add_argument("--kv_split", dest="kv_unified", action="store_false",
-                   help="one KV stream per sequence instead of one unified pool (llama-server "
-                        "without --kv-unified; much slower here on mixed prefill+decode batches)")
+    p.add_argument("--kv_unified", action="store_true",
+                   help="one KV pool for all sequences (llama-server --kv-unified) instead of one "
+                        "stream per sequence; its attention spans every sequence's cells")
     p.add_argument("--selftest", action="store_true")
     args = p.parse_args()
     if args.selftest:
@@ -514,13 +523,13 @@ def main():
     if args.warmup_requests > 0:
         warm = Workload([(16, 1.0)], [(8, 1.0)], 0.0, args.seed ^ 0x5EED)
         one = argparse.Namespace(**{**vars(args), "concurrency": 1})
-        recs, _ = run_load(engine, one, warm, args.warmup_requests, 0.0, 0.0)
+        recs, _ = run_load(engine, one, warm, args.warmup_requests, 0.0)
         bad = [r for r in recs if r["status"] != "OK"]
         if bad:
             print(f"llama_cpp_loadgen: warm-up failed: {bad[0]['status']}: {bad[0]['error']}", file=sys.stderr)
             return 3
     workload = Workload(prompt_mix, output_mix, args.rate, args.seed)
-    records, window_s = run_load(engine, args, workload, args.requests, args.duration_s, args.rate)
+    records, window_s = run_load(engine, args, workload, args.requests, args.duration_s)
     summary = summarize(records, window_s, slo)
     info = {"tool": "llama.cpp", "target": args.model, "concurrency": args.concurrency,
             "requests": args.requests, "duration_s": args.duration_s, "rate": args.rate,
