@@ -1,6 +1,6 @@
 // Load-generator statistics: what one streamed request measured, and the run's latency
 // percentiles, throughput and goodput under a latency SLO. //deploy:loadgen fills the records
-// over gRPC; bench/llama_cpp_loadgen.py computes the same figures the same way for llama.cpp.
+// over gRPC; bench/loadgen_common.py repeats these figures for the llama.cpp peer.
 //
 //   RequestRecord r;  RecordMessage(0.150, 1, &r);  RecordMessage(0.190, 1, &r);  // ...
 //   LoadSummary s = Summarize(records, /*window_s=*/12.5, slo);

@@ -1,5 +1,5 @@
-// A load run as a human table and as JSON. bench/llama_cpp_loadgen.py writes the same table
-// and the same JSON schema (only "tool" and "target" differ), so the two can be diffed.
+// A load run as a human table and as JSON. The llama.cpp peer (bench/loadgen_common.py) writes
+// the same table and JSON schema (only "tool" and "target" differ), so the two can be diffed.
 //
 //   std::fputs(RenderTable(info, summary).c_str(), stdout);
 //   std::ofstream(path) << RunToJson(info, summary, records).dump(2);

@@ -6,7 +6,7 @@
 //   Workload w(prompts, outputs, /*rate=*/2.0, /*seed=*/1);
 //   WorkloadRequest r = w.Next();  // r.prompt: r.prompt_tokens words, one token each
 //
-// The draw, which the Python peer repeats step for step: a SplitMix64 stream seeded with
+// The draw, which bench/loadgen_common.py repeats step for step: a SplitMix64 stream seeded with
 // `seed`; for each request, in order: u = next()/2^64 picks the prompt length (the first
 // bucket whose cumulative weight share exceeds u), the same for the output length, then one
 // draw for the arrival gap -ln(1 - u) / rate (drawn, and 0, when rate == 0), then one draw per
