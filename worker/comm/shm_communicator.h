@@ -82,8 +82,9 @@ struct ShmOptions {
   size_t max_bytes = size_t{1} << 20;
   // Put into the segment's name (sanitised), to tell whose it is while it exists.
   std::string run_id;
-  // Busy-wait polls before yielding and sleeping. -1: 100 when this process may run on more
-  // CPUs than there are ranks, else 0 (a spinning rank would take the core its peer needs).
+  // Busy-wait polls before yielding and sleeping. -1: 20000 (a few hundred us) when this
+  // process may run on at least as many CPUs as there are ranks, else 0 (a spinning rank
+  // would take the core its peer needs).
   int spin_iterations = -1;
   // All-reduces of at least this many bytes are split reduce-scatter style: each rank sums one
   // slice and copies the others' (same bits, less work per rank, one more step per piece).

@@ -152,10 +152,13 @@ int DefaultShmSpinIterations(int world_size) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  // A rank that spins holds a core a peer (or anyone else) may need: with only as many cores as
-  // ranks, yielding at once was faster (comm_bench, 2 ranks on 2 shared cores: p50 of 576
-  // floats 3.7 us without spinning, 26 us with 2000 polls).
-  return usable > world_size ? 100 : 0;
+  // A rank that spins holds a core a peer (or anyone else) may need, so ranks spin only when
+  // each can have a core of its own. Then they spin long enough to cover the skew between
+  // ranks' compute in a decode step (tens of microseconds): a futex sleep and wake-up cost
+  // about 100 us a collective in the TP=2 decode benchmark (2 ranks of one thread on 2 cores).
+  // More ranks than cores: a waiter yields at once (comm_bench, 2 ranks as threads on 2 cores
+  // shared with a build: p50 of 576 floats 3.7 us without spinning, 26 us with 2000 polls).
+  return usable >= world_size ? 20000 : 0;
 }
 
 }  // namespace tpserve
