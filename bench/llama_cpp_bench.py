@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """llama.cpp (llama-cpp-python) prefill and decode throughput on the same GGUF and settings as
-//bench:model_bench: batch 1, f32 KV cache, no flash attention, the same pseudo-random prompt,
+//bench:model_bench: batch 1, the same KV cache dtype (--kv_dtype, f16 by default as in both
+engines), no flash attention, the same pseudo-random prompt,
 greedy decode; best of --repeats runs per thread count.
 
     python3 bench/llama_cpp_bench.py --threads 1,2 --prompt_tokens 512 --decode_tokens 64
@@ -40,12 +41,14 @@ def main():
     p.add_argument("--prompt_tokens", type=int, default=512)
     p.add_argument("--decode_tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--kv_dtype", choices=["f16", "f32"], default="f16")
     args = p.parse_args()
+    kv_type = {"f16": llama_cpp.GGML_TYPE_F16, "f32": llama_cpp.GGML_TYPE_F32}[args.kv_dtype]
     for threads in [int(t) for t in args.threads.split(",")]:
         llm = llama_cpp.Llama(model_path=args.model, n_ctx=args.prompt_tokens + args.decode_tokens + 16,
                               n_batch=args.prompt_tokens, n_ubatch=args.prompt_tokens,
                               n_threads=threads, n_threads_batch=threads, flash_attn=False,
-                              type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32,
+                              type_k=kv_type, type_v=kv_type,
                               logits_all=False, verbose=False)
         vocab = llm.n_vocab()
         prompt = [(i * 7919 + 13) % vocab for i in range(args.prompt_tokens)]
@@ -54,7 +57,7 @@ def main():
             prefill, decode = run_once(llm, prompt, args.decode_tokens)
             best_prefill, best_decode = max(best_prefill, prefill), max(best_decode, decode)
         print(f"llama.cpp {'llama-cpp-py':10s} threads={threads} prompt={args.prompt_tokens} "
-              f"prefill_tok_s={best_prefill:.1f} decode_tok_s={best_decode:.1f}")
+              f"kv={args.kv_dtype} prefill_tok_s={best_prefill:.1f} decode_tok_s={best_decode:.1f}")
         del llm
 
 

@@ -137,28 +137,47 @@ void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
 }
 
 // Single activation row (decode): two blocks per iteration with separate accumulators, so
-// the FMA latency chains overlap.
+// the FMA latency chains overlap. A block's two f16 scalars (d, m) widen together and meet the
+// activation block's (d, s) in one multiply-add: lane 0 is the block's scale d * x.d, lane 1
+// accumulates the offsets m * x.s (the same fused operations, in the same order, as one
+// scalar each: the floats do not change).
+__attribute__((always_inline)) inline __m128 LoadDm(const uint8_t* block) {
+  uint32_t dm;
+  std::memcpy(&dm, block, 4);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
+}
+__attribute__((always_inline)) inline __m128 LoadDs(const Q8Block& x) {
+  return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&x.d)));
+}
+
 void DotQ4_1One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float off0 = 0.0f, off1 = 0.0f;
+  // Lane 1: offsets. Lane 0 is a scratch product, cleared before the final sum.
+  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
+  const __m128 lane1 = _mm_castsi128_ps(_mm_setr_epi32(0, -1, 0, 0));
   int64_t b = 0;
   for (; b + 2 <= num_blocks; b += 2) {
     const uint8_t* b0 = w + b * 20;
     const uint8_t* b1 = b0 + 20;
     const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
     const __m256 p1 = MulSumU8I8(UnpackNibbles(b1 + 4), LoadQ(x[b + 1]));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
-    off0 += LoadF16(b0 + 2) * x[b].s;
-    off1 += LoadF16(b1 + 2) * x[b + 1].s;
+    const __m128 dm0 = LoadDm(b0), ds0 = LoadDs(x[b]);
+    const __m128 dm1 = LoadDm(b1), ds1 = LoadDs(x[b + 1]);
+    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm0, ds0)), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm1, ds1)), p1, acc1);
+    off0 = _mm_fmadd_ps(dm0, _mm_and_ps(ds0, lane1), off0);
+    off1 = _mm_fmadd_ps(dm1, _mm_and_ps(ds1, lane1), off1);
   }
   for (; b < num_blocks; ++b) {
     const uint8_t* b0 = w + b * 20;
     const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
-    off0 += LoadF16(b0 + 2) * x[b].s;
+    const __m128 dm0 = LoadDm(b0), ds0 = LoadDs(x[b]);
+    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm0, ds0)), p0, acc0);
+    off0 = _mm_fmadd_ps(dm0, _mm_and_ps(ds0, lane1), off0);
   }
-  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
+  const float offsets = _mm_cvtss_f32(_mm_shuffle_ps(off0, off0, 1)) +
+                        _mm_cvtss_f32(_mm_shuffle_ps(off1, off1, 1));
+  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + offsets;
 }
 
 // Bit i of qh -> byte i of the result: 0x10 where the bit is set, 0 elsewhere (the fifth bit
