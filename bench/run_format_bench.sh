@@ -29,7 +29,7 @@ for gguf in "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" "$out/SmolLM2-135M-Instruct.Q
             "$out/SmolLM2-135M-Instruct.Q6_K.gguf" "$out/SmolLM2-135M-Instruct.Q8_0.gguf" "$f32"; do
   echo "== $(basename "$gguf")  load: $(cut -d' ' -f1-3 /proc/loadavg)"
   "$bench" --model="$gguf" --threads="$threads" --repeats="$repeats" --kv_dtype=f32
-  python3 bench/llama_cpp_bench.py --model "$gguf" --threads "$threads" --repeats "$repeats"
+  python3 bench/llama_cpp_bench.py --model "$gguf" --threads "$threads" --repeats "$repeats" --kv_dtype f32
 done
 for fmt in fp8 fp8-block int4 int4-g64 bf16; do
   echo "== F32 weights quantized on load to $fmt  load: $(cut -d' ' -f1-3 /proc/loadavg)"
