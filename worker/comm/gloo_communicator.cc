@@ -5,23 +5,21 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <filesystem>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
-#include "gloo/rendezvous/file_store.h"
-#include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
+#include "worker/comm/rendezvous_store.h"
 
 namespace tpserve {
 namespace {
@@ -103,21 +101,13 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
 
 absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::ConnectWithFileStore(
     const GlooOptions& options, const std::string& store_dir, const std::string& run_id) {
-  if (run_id.empty()) return absl::InvalidArgumentError("Gloo run_id is empty");
-  std::error_code error;
-  std::filesystem::create_directories(store_dir, error);
-  if (error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create Gloo store directory '", store_dir, "': ", error.message()));
-  }
-  try {
-    gloo::rendezvous::FileStore file_store(store_dir);
-    gloo::rendezvous::PrefixStore store(run_id, file_store);
-    return Connect(options, store);
-  } catch (const std::exception& e) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Gloo FileStore in '", store_dir, "': ", e.what()));
-  }
+  std::unique_ptr<GlooCommunicator> comm;
+  TP_RETURN_IF_ERROR(WithFileStore(store_dir, run_id, "Gloo",
+                                   [&](gloo::rendezvous::Store& store) -> absl::Status {
+                                     TP_ASSIGN_OR_RETURN(comm, Connect(options, store));
+                                     return absl::OkStatus();
+                                   }));
+  return comm;
 }
 
 GlooCommunicator::GlooCommunicator(const GlooOptions& options,

@@ -1,10 +1,14 @@
 #include "worker/comm/rendezvous_store.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gloo/common/error.h"
+#include "gloo/rendezvous/file_store.h"
+#include "gloo/rendezvous/prefix_store.h"
 
 namespace tpserve {
 
@@ -78,6 +82,26 @@ void KvGlooStore::wait(const std::vector<std::string>& keys,
                                            absl::FormatDuration(limit)));
     }
     absl::SleepFor(std::min(poll_interval_, deadline - now));
+  }
+}
+
+absl::Status WithFileStore(const std::string& store_dir, const std::string& run_id,
+                           absl::string_view who,
+                           absl::FunctionRef<absl::Status(gloo::rendezvous::Store&)> fn) {
+  if (run_id.empty()) return absl::InvalidArgumentError(absl::StrCat(who, " run_id is empty"));
+  std::error_code error;
+  std::filesystem::create_directories(store_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot create ", who, " store directory '",
+                                                      store_dir, "': ", error.message()));
+  }
+  try {
+    gloo::rendezvous::FileStore file_store(store_dir);
+    gloo::rendezvous::PrefixStore store(run_id, file_store);
+    return fn(store);
+  } catch (const std::exception& e) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, " FileStore in '", store_dir, "': ", e.what()));
   }
 }
 

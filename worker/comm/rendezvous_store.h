@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -66,6 +68,14 @@ class KvGlooStore final : public gloo::rendezvous::Store {
   const absl::Duration poll_interval_;
   const absl::Duration max_wait_;
 };
+
+// Runs fn with a store of keys prefixed by `run_id` in a FileStore directory (created if
+// missing): how same-host ranks meet. `who` ("Gloo", "shm") names the caller in errors, which
+// are INVALID_ARGUMENT for an empty run_id and FAILED_PRECONDITION for a directory that cannot
+// be made or a store that throws; fn's own status otherwise.
+absl::Status WithFileStore(const std::string& store_dir, const std::string& run_id,
+                           absl::string_view who,
+                           absl::FunctionRef<absl::Status(gloo::rendezvous::Store&)> fn);
 
 }  // namespace tpserve
 

@@ -4,8 +4,6 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
-#include <filesystem>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -13,10 +11,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gloo/rendezvous/file_store.h"
-#include "gloo/rendezvous/prefix_store.h"
+#include "base/status_macros.h"
 #include "gloo/rendezvous/store.h"
 #include "worker/comm/rank_order_sum.h"
+#include "worker/comm/rendezvous_store.h"
 
 namespace tpserve {
 namespace {
@@ -183,21 +181,13 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Connect(
 
 absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::ConnectWithFileStore(
     const ShmOptions& options, const std::string& store_dir, const std::string& run_id) {
-  if (run_id.empty()) return absl::InvalidArgumentError("shm run_id is empty");
-  std::error_code error;
-  std::filesystem::create_directories(store_dir, error);
-  if (error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create shm store directory '", store_dir, "': ", error.message()));
-  }
-  try {
-    gloo::rendezvous::FileStore file_store(store_dir);
-    gloo::rendezvous::PrefixStore store(run_id, file_store);
-    return Connect(options, store);
-  } catch (const std::exception& e) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shm FileStore in '", store_dir, "': ", e.what()));
-  }
+  std::unique_ptr<ShmCommunicator> comm;
+  TP_RETURN_IF_ERROR(WithFileStore(store_dir, run_id, "shm",
+                                   [&](gloo::rendezvous::Store& store) -> absl::Status {
+                                     TP_ASSIGN_OR_RETURN(comm, Connect(options, store));
+                                     return absl::OkStatus();
+                                   }));
+  return comm;
 }
 
 ShmCommunicator::ShmCommunicator(const ShmOptions& options, ShmSegment segment,
