@@ -1,6 +1,7 @@
 #include "coordinator/remote_executor.h"
 
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +19,10 @@ namespace tpserve {
 namespace {
 
 namespace wpb = ::tpserve::worker::v1;
+
+// Bytes of the largest StepRequest the step channel carries (larger ones go over gRPC): token
+// ids and block tables of a full step, a few bytes each.
+constexpr size_t kStepChannelRequestBytes = size_t{4} << 20;
 
 absl::Status RankError(int rank, const std::string& address, const grpc::Status& s) {
   return absl::UnavailableError(absl::StrCat("rank ", rank, " (", address, ") failed: ",
@@ -92,6 +97,15 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   }
   exec->weight_bytes_.assign(world, 0);
   exec->kv_cache_bytes_.assign(world, 0);
+  StepChannel channel;
+  if (options.step_channel && options.vocab_size > 0) {
+    // A channel that cannot be made leaves the steps on gRPC: slower, not wrong.
+    absl::StatusOr<StepChannel> made = StepChannel::Create(
+        world, kStepChannelRequestBytes,
+        static_cast<size_t>(options.max_logit_rows) * options.vocab_size * sizeof(float));
+    if (made.ok()) channel = *std::move(made);
+  }
+  std::vector<char> serves_channel(world, 0);
   absl::Mutex progress_mu;
   absl::Status loaded = ForAllRanks(world, options.load_timeout, [&](int r, grpc::ClientContext* ctx) {
     wpb::LoadRequest req;
@@ -115,6 +129,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     *req.mutable_assignment() = options.assignments[r];
     req.set_collective_timeout_ms(
         static_cast<int32_t>(absl::ToInt64Milliseconds(options.collective_timeout)));
+    if (channel.valid()) req.set_step_channel(channel.name());
     ctx->set_wait_for_ready(true);  // the rank process may still be starting its server
     auto reader = exec->stubs_[r]->Load(ctx, req);
     wpb::LoadProgress p;
@@ -122,6 +137,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
       if (p.ready()) {
         exec->weight_bytes_[r] = p.weight_bytes();
         exec->kv_cache_bytes_[r] = p.kv_cache_bytes();
+        serves_channel[r] = p.step_channel();
       }
       absl::MutexLock lock(&progress_mu);
       if (on_progress) on_progress(p);
@@ -129,6 +145,13 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     grpc::Status s = reader->Finish();
     return s.ok() ? absl::OkStatus() : RankError(r, addresses[r], s);
   });
+  if (channel.valid()) {
+    // Every rank that will ever open it has: the name can go (the memory stays mapped).
+    (void)channel.Unlink();
+    if (loaded.ok() && std::count(serves_channel.begin(), serves_channel.end(), 1) == world) {
+      exec->channel_ = std::move(channel);
+    }
+  }
   if (!loaded.ok()) return loaded;
   return exec;
 }
@@ -144,6 +167,10 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChun
     pc->mutable_block_table()->Add(c.block_table.begin(), c.block_table.end());
   }
   const int world = world_size();
+  if (channel_.valid()) {
+    const std::string bytes = req.SerializeAsString();
+    if (channel_.Fits(bytes.size())) return ExecuteOnChannel(bytes, chunks.size());
+  }
   std::vector<wpb::StepResponse> responses(world);
   TP_RETURN_IF_ERROR(StepAllRanks(req, responses));
   StepResult result;
@@ -158,6 +185,26 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChun
   std::memcpy(result.logits.data(), bytes.data(), bytes.size());
   result.compute_s = responses[0].compute_s();
   result.allreduce_s = responses[0].allreduce_s();
+  return result;
+}
+
+absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& request,
+                                                            size_t num_chunks) {
+  channel_.Post(request);
+  absl::Status s = channel_.AwaitAll(absl::Now() + options_.step_timeout,
+                                     options_.channel_heartbeat_timeout);
+  if (!s.ok()) return absl::UnavailableError(absl::StrCat("step channel: ", s.message()));
+  StepResult result;
+  result.vocab_size = options_.vocab_size;
+  const absl::Span<const float> logits = channel_.logits();
+  const size_t expected = num_chunks * static_cast<size_t>(result.vocab_size);
+  if (logits.size() != expected) {
+    return absl::InternalError(absl::StrCat("rank 0 returned ", logits.size(),
+                                            " floats of logits, expected ", expected));
+  }
+  result.logits.assign(logits.begin(), logits.end());
+  result.compute_s = channel_.compute_s(0);
+  result.allreduce_s = channel_.allreduce_s(0);
   return result;
 }
 

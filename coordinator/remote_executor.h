@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "coordinator/executor.h"
 #include "proto/worker.grpc.pb.h"
+#include "worker/comm/step_channel.h"
 
 namespace tpserve {
 
@@ -46,6 +47,11 @@ struct RemoteExecutorOptions {
   absl::Duration collective_timeout = absl::Seconds(5);
   absl::Duration load_timeout = absl::Minutes(10);
   absl::Duration step_timeout = absl::Seconds(60);
+  // Ranks on this host: send steps through a shared-memory channel (worker/comm/step_channel.h)
+  // instead of a gRPC call each, when every rank opens it; gRPC otherwise, and for a request
+  // too large for it. A rank silent on the channel for channel_heartbeat_timeout is dead.
+  bool step_channel = false;
+  absl::Duration channel_heartbeat_timeout = absl::Seconds(2);
   int64_t vocab_size = 0;
   // What each rank must load (index = rank), from the coordinator's sharding plan.
   std::vector<tpserve::worker::v1::ShardAssignment> assignments;
@@ -83,6 +89,8 @@ class RemoteExecutor final : public ModelExecutor {
   // UNAVAILABLE naming the rank) cancels the other calls and is returned.
   absl::Status StepAllRanks(const tpserve::worker::v1::StepRequest& req,
                             std::vector<tpserve::worker::v1::StepResponse>& responses);
+  // One step through channel_: `request` serialized, `num_chunks` rows of logits back.
+  absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request, size_t num_chunks);
 
   const std::vector<std::string> addresses_;
   const RemoteExecutorOptions options_;
@@ -90,6 +98,7 @@ class RemoteExecutor final : public ModelExecutor {
   std::vector<int64_t> weight_bytes_;
   std::vector<int64_t> kv_cache_bytes_;
   int64_t next_step_id_ = 1;
+  StepChannel channel_;  // valid when every rank serves it
 };
 
 }  // namespace tpserve

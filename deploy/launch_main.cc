@@ -248,6 +248,8 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   exec_options.weights = absl::GetFlag(FLAGS_weights);
   exec_options.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   exec_options.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  // The ranks are this launcher's children: steps go through shared memory, not gRPC.
+  exec_options.step_channel = true;
   exec_options.rendezvous_dir = run_dir + "/rendezvous";
   exec_options.rendezvous_prefix = absl::StrCat("run", getpid());
   exec_options.num_kv_blocks = plan->num_kv_blocks;

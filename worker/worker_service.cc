@@ -1,8 +1,11 @@
 #include "worker/worker_service.h"
 
 #include <chrono>
+#include <functional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "coordinator/grpc_status.h"
 #include "checkpoint/stored_formats.h"
@@ -82,8 +85,60 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   progress.set_ready(true);
   progress.set_weight_bytes(fp.weight_bytes_resident);
   progress.set_kv_cache_bytes(runtime_->kv_cache_bytes());
+  if (!request.step_channel().empty()) {
+    // Without it the coordinator keeps to gRPC: a channel that will not open is no failure.
+    absl::StatusOr<StepChannel> channel = StepChannel::Open(request.step_channel(), rank_);
+    if (channel.ok()) {
+      channel_ = *std::move(channel);
+      channel_thread_ = std::thread([this] { ServeChannel(); });
+      heartbeat_thread_ = std::thread([this] { BeatChannel(); });
+      progress.set_step_channel(true);
+    }
+  }
   writer->Write(progress);
   return absl::OkStatus();
+}
+
+WorkerService::~WorkerService() {
+  stop_ = true;
+  if (channel_thread_.joinable()) channel_thread_.join();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+void WorkerService::BeatChannel() {
+  while (!stop_.load()) {
+    channel_.Heartbeat();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+void WorkerService::ServeChannel() {
+  uint32_t seq = 0;
+  std::string bytes;
+  wpb::StepRequest request;
+  while (channel_.WaitRequest(&seq, &bytes, stop_)) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status s;
+    double allreduce_s = 0;
+    size_t logits_bytes = 0;
+    if (!request.ParseFromString(bytes)) {
+      s = absl::InvalidArgumentError("the step channel held an unparsable StepRequest");
+    } else {
+      absl::MutexLock lock(&mu_);
+      s = RunStepLocked(request, [&](size_t floats) -> absl::StatusOr<float*> {
+            if (floats * sizeof(float) > channel_.logits_capacity()) {
+              return absl::ResourceExhaustedError(absl::StrCat(
+                  floats, " floats of logits exceed the step channel's ",
+                  channel_.logits_capacity(), " bytes"));
+            }
+            logits_bytes = floats * sizeof(float);
+            return channel_.logits_area();
+          }, &allreduce_s);
+    }
+    channel_.Finish(seq, s, std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - start).count(),
+                    allreduce_s, logits_bytes);
+  }
 }
 
 grpc::Status WorkerService::Load(grpc::ServerContext*, const wpb::LoadRequest* request,
@@ -97,39 +152,47 @@ grpc::Status WorkerService::Load(grpc::ServerContext*, const wpb::LoadRequest* r
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* request,
-                                 wpb::StepResponse* response) {
-  absl::MutexLock lock(&mu_);
-  if (runtime_ == nullptr) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Step before Load");
-  }
-  const auto start = std::chrono::steady_clock::now();
+absl::Status WorkerService::RunStepLocked(
+    const wpb::StepRequest& request,
+    const std::function<absl::StatusOr<float*>(size_t)>& logits_for, double* allreduce_s) {
+  if (runtime_ == nullptr) return absl::FailedPreconditionError("Step before Load");
   StepBatch batch;
-  for (const wpb::SequenceChunk& c : request->chunks()) {
+  for (const wpb::SequenceChunk& c : request.chunks()) {
     SequenceStep& s = batch.sequences.emplace_back();
     s.token_ids.assign(c.token_ids().begin(), c.token_ids().end());
     s.start_position = c.start_position();
     s.block_table.assign(c.block_table().begin(), c.block_table().end());
   }
-  const int64_t vocab = files_.config.vocab_size;
-  const size_t logit_floats = static_cast<size_t>(NumLogitRows(batch)) * vocab;
-  // Rank 0 writes its logits straight into the response (no copy of ~200 KB per row).
+  const size_t logit_floats =
+      static_cast<size_t>(NumLogitRows(batch)) * static_cast<size_t>(files_.config.vocab_size);
   float* logits = nullptr;
   if (rank_ == 0) {
-    std::string* bytes = response->mutable_logits();
-    bytes->resize(logit_floats * sizeof(float));
-    logits = reinterpret_cast<float*>(bytes->data());
+    TP_ASSIGN_OR_RETURN(logits, logits_for(logit_floats));
   } else {
     logits_.resize(logit_floats);
     logits = logits_.data();
   }
   absl::Status s = runtime_->Step(batch, logits);
-  if (!s.ok()) {
-    return ToGrpcStatus(absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message())));
-  }
+  *allreduce_s = runtime_->comm().TakeSeconds();
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
+  return absl::OkStatus();
+}
+
+grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* request,
+                                 wpb::StepResponse* response) {
+  absl::MutexLock lock(&mu_);
+  const auto start = std::chrono::steady_clock::now();
+  double allreduce_s = 0;
+  // Rank 0 writes its logits straight into the response (no copy of ~200 KB per row).
+  absl::Status s = RunStepLocked(*request, [&](size_t floats) -> absl::StatusOr<float*> {
+        std::string* bytes = response->mutable_logits();
+        bytes->resize(floats * sizeof(float));
+        return reinterpret_cast<float*>(bytes->data());
+      }, &allreduce_s);
+  if (!s.ok()) return ToGrpcStatus(s);
   response->set_step_id(request->step_id());
-  response->set_vocab_size(static_cast<int32_t>(vocab));
-  response->set_allreduce_s(runtime_->comm().TakeSeconds());
+  response->set_vocab_size(static_cast<int32_t>(files_.config.vocab_size));
+  response->set_allreduce_s(allreduce_s);
   response->set_compute_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return grpc::Status::OK;

@@ -10,13 +10,16 @@
 #ifndef TPSERVE_WORKER_WORKER_SERVICE_H_
 #define TPSERVE_WORKER_WORKER_SERVICE_H_
 
+#include <atomic>
 #include <memory>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "model/model_files.h"
 #include "model/sharding.h"
 #include "proto/worker.grpc.pb.h"
+#include "worker/comm/step_channel.h"
 #include "worker/rank_runtime.h"
 
 namespace tpserve {
@@ -27,6 +30,8 @@ tpserve::worker::v1::ShardAssignment ToAssignment(const ShardingPlan& plan);
 class WorkerService final : public tpserve::worker::v1::Worker::Service {
  public:
   WorkerService() = default;
+  // Stops the step channel's threads, if any.
+  ~WorkerService() override;
 
   grpc::Status Load(grpc::ServerContext* context, const tpserve::worker::v1::LoadRequest* request,
                     grpc::ServerWriter<tpserve::worker::v1::LoadProgress>* writer) override;
@@ -43,6 +48,13 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   void WaitForShutdown() { shutdown_.WaitForNotification(); }
 
  private:
+  // One step: logits_for(floats) gives the buffer rank 0's logits go to (rank 0 only).
+  absl::Status RunStepLocked(const tpserve::worker::v1::StepRequest& request,
+                             const std::function<absl::StatusOr<float*>(size_t)>& logits_for,
+                             double* allreduce_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Serves the step channel until stop_ is set; and its heartbeat.
+  void ServeChannel();
+  void BeatChannel();
   absl::Status LoadLocked(const tpserve::worker::v1::LoadRequest& request,
                           grpc::ServerWriter<tpserve::worker::v1::LoadProgress>* writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -53,6 +65,10 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   std::unique_ptr<RankRuntime> runtime_ ABSL_GUARDED_BY(mu_);
   std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
   absl::Notification shutdown_;
+  StepChannel channel_;  // set once by Load, before the threads start
+  std::atomic<bool> stop_{false};
+  std::thread channel_thread_;
+  std::thread heartbeat_thread_;
 };
 
 }  // namespace tpserve

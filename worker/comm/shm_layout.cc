@@ -26,6 +26,12 @@ constexpr absl::Duration kMaxSleep = absl::Milliseconds(50);  // then re-check b
 size_t RoundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 size_t SlotStride(size_t slot_bytes) { return sizeof(ShmSlotHeader) + slot_bytes; }
 
+bool Reached(uint32_t published, uint32_t step) {
+  return static_cast<int32_t>(published - step) >= 0;  // wrap-safe after 2^32 steps
+}
+
+}  // namespace
+
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -43,12 +49,6 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration ti
 void FutexWakeAll(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
-
-bool Reached(uint32_t published, uint32_t step) {
-  return static_cast<int32_t>(published - step) >= 0;  // wrap-safe after 2^32 steps
-}
-
-}  // namespace
 
 ShmLayout ShmLayout::For(int world_size, size_t max_bytes) {
   ShmLayout layout;

@@ -100,6 +100,13 @@ std::string ShmBrokenByText(uint32_t broken_by);
 // Polls before sleeping: only where this process may use more CPUs than there are ranks.
 int DefaultShmSpinIterations(int world_size);
 
+// Waiting on a word in shared memory (other processes map it too, so not FUTEX_PRIVATE):
+// a pause for spin loops, a sleep while *word == expected (at most `timeout`; spurious wake-ups
+// happen), and a wake of every sleeper.
+void CpuRelax();
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout);
+void FutexWakeAll(std::atomic<uint32_t>* word);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_WORKER_COMM_SHM_LAYOUT_H_
