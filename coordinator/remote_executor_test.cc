@@ -1,8 +1,9 @@
 // What RemoteExecutor::Connect sends each rank in its LoadRequest, seen by fake workers over
-// loopback gRPC: the communicator kind, the backend and GPU of each rank, and for NCCL one
-// unique id shared by every rank of the group.
+// loopback gRPC: the communicator kind, the backend and GPU of each rank, for NCCL one unique
+// id shared by every rank of the group, and the step channel offered to local ranks.
 #include "coordinator/remote_executor.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,14 @@ class FakeWorker final : public wpb::Worker::Service {
     ready.set_rank(request->rank());
     ready.set_ready(true);
     writer->Write(ready);
+    return grpc::Status::OK;
+  }
+  // One row of logits per chunk, every value the step id (a worker that never opens the
+  // step channel).
+  grpc::Status Step(grpc::ServerContext*, const wpb::StepRequest* request,
+                    wpb::StepResponse* response) override {
+    std::vector<float> logits(request->chunks_size() * 4, static_cast<float>(request->step_id()));
+    response->set_logits(logits.data(), logits.size() * sizeof(float));
     return grpc::Status::OK;
   }
   wpb::LoadRequest request() {
@@ -83,6 +92,27 @@ TEST_F(RemoteExecutorTest, CpuRanksGetNoNcclIdAndTheCpuBackend) {
     EXPECT_EQ(req.backend(), "cpu");
     EXPECT_EQ(req.nccl_unique_id(), "");
   }
+}
+
+// With step_channel the ranks are offered a shared-memory channel; ranks that do not open it
+// (these fakes) are stepped over gRPC, and the channel's name is gone from /dev/shm.
+TEST_F(RemoteExecutorTest, RanksThatDoNotOpenTheStepChannelAreSteppedOverGrpc) {
+  StartRanks(2);
+  options_.step_channel = true;
+  options_.vocab_size = 4;
+  options_.max_logit_rows = 2;
+  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  const std::string name = workers_[0]->request().step_channel();
+  ASSERT_FALSE(name.empty());
+  EXPECT_EQ(workers_[1]->request().step_channel(), name);
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm" + name)) << name;
+  ExecutorChunk chunk;
+  chunk.token_ids = {1};
+  chunk.block_table = {0};
+  absl::StatusOr<StepResult> step = (*exec)->Execute({chunk, chunk});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->logits, std::vector<float>(8, 1.0f));  // step 1, two rows of 4
 }
 
 TEST_F(RemoteExecutorTest, NcclRanksShareOneUniqueIdAndGetTheirGpus) {

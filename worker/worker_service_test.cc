@@ -1,13 +1,17 @@
 // The worker rank's gRPC service, driven as the coordinator drives it: Load with the plan's
-// assignment, Step, and the refusals (wrong assignment, step before load, bad tokens).
+// assignment, Step (over gRPC and over the step channel), and the refusals (wrong assignment,
+// step before load, bad tokens).
 #include "worker/worker_service.h"
 
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/time/clock.h"
 #include "model/bundled_model.h"
 #include "model/model_files.h"
 #include "model/sharding.h"
@@ -95,6 +99,44 @@ TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
   s = stub_->Step(&ctx2, step, &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("rank 0: "), std::string::npos) << s.error_message();
+}
+
+// The same step through the shared-memory step channel gives the floats the gRPC Step gives
+// (a fresh KV cache each time: position 0 overwrites the same slots), and a bad token comes
+// back as the rank's INVALID_ARGUMENT.
+TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
+  absl::StatusOr<StepChannel> channel = StepChannel::Create(1, 1 << 16, 2 * 49152 * 4);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  *request_.mutable_assignment() = Assignment(0, 1);
+  request_.set_step_channel(channel->name());
+  wpb::LoadProgress ready;
+  grpc::Status s = Load(request_, &ready);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(ready.step_channel());
+
+  wpb::StepRequest step;
+  wpb::SequenceChunk* c = step.add_chunks();
+  c->add_token_ids(1);
+  c->add_token_ids(28);
+  c->set_start_position(0);
+  c->add_block_table(0);
+  wpb::StepResponse out;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->Step(&ctx, step, &out).ok());
+  std::vector<float> over_grpc(out.logits().size() / sizeof(float));
+  std::memcpy(over_grpc.data(), out.logits().data(), out.logits().size());
+
+  channel->Post(step.SerializeAsString());
+  ASSERT_TRUE(channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5)).ok());
+  const absl::Span<const float> over_channel = channel->logits();
+  EXPECT_EQ(std::vector<float>(over_channel.begin(), over_channel.end()), over_grpc);
+  EXPECT_GT(channel->compute_s(0), 0.0);
+
+  c->set_token_ids(1, 49152);  // outside the vocabulary
+  channel->Post(step.SerializeAsString());
+  const absl::Status bad = channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("rank 0: "), std::string::npos) << bad;
 }
 
 TEST_F(WorkerServiceTest, RefusesAnAssignmentItsOwnPlanDisagreesWith) {
