@@ -55,6 +55,16 @@ class WorkerServiceTest : public ::testing::Test {
     while (reader->Read(&p)) *ready = p;
     return reader->Finish();
   }
+  // One sequence's first step: tokens 1 and 28 at positions 0 and 1, in block 0.
+  static wpb::StepRequest TwoTokenStep() {
+    wpb::StepRequest step;
+    wpb::SequenceChunk* c = step.add_chunks();
+    c->add_token_ids(1);
+    c->add_token_ids(28);
+    c->set_start_position(0);
+    c->add_block_table(0);
+    return step;
+  }
   wpb::ShardAssignment Assignment(int rank, int world) {
     absl::StatusOr<ModelFiles> files = OpenModelFiles(*BundledModelPath());
     EXPECT_TRUE(files.ok()) << files.status();
@@ -79,13 +89,8 @@ TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
   EXPECT_EQ(ready.num_layers(), 30);
   EXPECT_EQ(ready.kv_cache_bytes(), 8 * 16 * 30 * 2 * 3 * 64 * 4);  // f32 K and V, 3 KV heads
 
-  wpb::StepRequest step;
+  wpb::StepRequest step = TwoTokenStep();
   step.set_step_id(7);
-  wpb::SequenceChunk* c = step.add_chunks();
-  c->add_token_ids(1);
-  c->add_token_ids(28);
-  c->set_start_position(0);
-  c->add_block_table(0);
   wpb::StepResponse out;
   grpc::ClientContext ctx;
   s = stub_->Step(&ctx, step, &out);
@@ -94,7 +99,7 @@ TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
   EXPECT_EQ(out.vocab_size(), 49152);
   EXPECT_EQ(out.logits().size(), 49152 * sizeof(float));  // rank 0 returns one row per chunk
 
-  c->set_token_ids(1, 49152);  // outside the vocabulary
+  step.mutable_chunks(0)->set_token_ids(1, 49152);  // outside the vocabulary
   grpc::ClientContext ctx2;
   s = stub_->Step(&ctx2, step, &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -114,12 +119,7 @@ TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(ready.step_channel());
 
-  wpb::StepRequest step;
-  wpb::SequenceChunk* c = step.add_chunks();
-  c->add_token_ids(1);
-  c->add_token_ids(28);
-  c->set_start_position(0);
-  c->add_block_table(0);
+  wpb::StepRequest step = TwoTokenStep();
   wpb::StepResponse out;
   grpc::ClientContext ctx;
   ASSERT_TRUE(stub_->Step(&ctx, step, &out).ok());
@@ -132,7 +132,7 @@ TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
   EXPECT_EQ(std::vector<float>(over_channel.begin(), over_channel.end()), over_grpc);
   EXPECT_GT(channel->compute_s(0), 0.0);
 
-  c->set_token_ids(1, 49152);  // outside the vocabulary
+  step.mutable_chunks(0)->set_token_ids(1, 49152);  // outside the vocabulary
   channel->Post(step.SerializeAsString());
   const absl::Status bad = channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5));
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
