@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/container/inlined_vector.h"
 #include "formats/dtype.h"
 #include "kernels/check.h"
 #include "kernels/quantize.h"
@@ -142,37 +143,43 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
                              scores->data() + h0 * context + t0, context);
       }
     }
+    // Softmax of each head's scores, then one pass over the V rows for all the group's heads.
+    absl::InlinedVector<float, 16> sums(nh);
+    absl::InlinedVector<float*, 16> outs(nh);
+    absl::InlinedVector<const float*, 16> probs(nh);
     for (int64_t h = 0; h < nh; ++h) {
       float* p = scores->data() + h * context;
       float max_score = -std::numeric_limits<float>::infinity();
       for (int64_t t = 0; t < num_keys; ++t) max_score = std::max(max_score, p[t]);
-      const float sum = kernels_.exp_sub_sum(p, num_keys, max_score);
-      float* o = out + (row * num_heads + first_head + h) * head_dim;
-      std::fill(o, o + head_dim, 0.0f);
-      for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
-        const int64_t count = std::min(bs, num_keys - t0);
-        const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-        if (h == 0 && t0 + bs < num_keys) {  // later heads of the group find V in cache
-          PrefetchRows(static_cast<const char*>(pool.v) +
-                           SlotOffset(pool, s.block_table, t0 + bs, task.kv_head) * eb,
-                       std::min(bs, num_keys - t0 - bs), stride * eb, head_dim * eb);
-        }
-        if (pool.dtype == DType::kF16) {
-          kernels_.attn_accumulate_f16(p + t0, static_cast<const uint16_t*>(pool.v) + at, stride,
-                                       count, head_dim, o);
-          continue;
-        }
-        const float* v = static_cast<const float*>(pool.v) + at;
-        int64_t v_stride = stride;
-        if (pool.dtype != DType::kF32) {
-          RowsToF32(pool, pool.v, at, count, stride, pool.v_scale, kv->data());
-          v = kv->data();
-          v_stride = head_dim;
-        }
-        kernels_.attn_accumulate(p + t0, v, v_stride, count, head_dim, o);
-      }
-      kernels_.scale(1.0f / sum, head_dim, o);
+      sums[h] = kernels_.exp_sub_sum(p, num_keys, max_score);
+      outs[h] = out + (row * num_heads + first_head + h) * head_dim;
+      std::fill(outs[h], outs[h] + head_dim, 0.0f);
     }
+    for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
+      const int64_t count = std::min(bs, num_keys - t0);
+      const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
+      if (t0 + bs < num_keys) {
+        PrefetchRows(static_cast<const char*>(pool.v) +
+                         SlotOffset(pool, s.block_table, t0 + bs, task.kv_head) * eb,
+                     std::min(bs, num_keys - t0 - bs), stride * eb, head_dim * eb);
+      }
+      for (int64_t h = 0; h < nh; ++h) probs[h] = scores->data() + h * context + t0;
+      const int n = static_cast<int>(nh);
+      if (pool.dtype == DType::kF16) {
+        kernels_.attn_accumulate_f16(probs.data(), n, static_cast<const uint16_t*>(pool.v) + at,
+                                     stride, count, head_dim, outs.data());
+        continue;
+      }
+      const float* v = static_cast<const float*>(pool.v) + at;
+      int64_t v_stride = stride;
+      if (pool.dtype != DType::kF32) {
+        RowsToF32(pool, pool.v, at, count, stride, pool.v_scale, kv->data());
+        v = kv->data();
+        v_stride = head_dim;
+      }
+      kernels_.attn_accumulate(probs.data(), n, v, v_stride, count, head_dim, outs.data());
+    }
+    for (int64_t h = 0; h < nh; ++h) kernels_.scale(1.0f / sums[h], head_dim, outs[h]);
   }
 }
 

@@ -119,17 +119,19 @@ struct CpuKernels {
   void (*attn_scores)(const float* const* q, int num_q, const float* k, int64_t stride,
                       int64_t count, int64_t head_dim, float scale, float* scores,
                       int64_t scores_stride);
-  // out[d] += sum over t < count of p[t] * v[t * stride + d], for d < head_dim.
-  void (*attn_accumulate)(const float* p, const float* v, int64_t stride, int64_t count,
-                          int64_t head_dim, float* out);
+  // out[h][d] += sum over t < count of p[h][t] * v[t * stride + d], for d < head_dim and
+  // h < num_heads (the query heads of one KV head: each V row is read once for all of them);
+  // each head's sums in t order, the same floats as one head at a time.
+  void (*attn_accumulate)(const float* const* p, int num_heads, const float* v, int64_t stride,
+                          int64_t count, int64_t head_dim, float* const* out);
   // The same two over f16 cache rows, each element widened in registers where it is used
   // rather than the block first copied to f32: the same products and the same sums, in the
   // same order, as widening the rows and calling attn_scores / attn_accumulate.
   void (*attn_scores_f16)(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
                           int64_t count, int64_t head_dim, float scale, float* scores,
                           int64_t scores_stride);
-  void (*attn_accumulate_f16)(const float* p, const uint16_t* v, int64_t stride, int64_t count,
-                              int64_t head_dim, float* out);
+  void (*attn_accumulate_f16)(const float* const* p, int num_heads, const uint16_t* v,
+                              int64_t stride, int64_t count, int64_t head_dim, float* const* out);
 };
 
 const CpuKernels& ScalarCpuKernels();

@@ -264,7 +264,8 @@ TEST(CpuKernelsHalfDotTest, HalfDotsGiveTheSameFloatsAsWideningFirst) {
 
 // Attention straight over f16 cache rows gives the very floats of widening the rows to f32
 // first (what CpuAttention did before), in every table: odd head dims exercise the scalar
-// tails, a stride wider than head_dim the pool layout, 1..4 query heads every dot shape.
+// tails, a stride wider than head_dim the pool layout, 1..4 query heads every dot shape, and
+// 1..6 heads of a group accumulated in one call as one at a time.
 TEST(CpuKernelsF16AttentionTest, F16RowsGiveTheSameFloatsAsWideningFirst) {
   for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
     if (!CpuSupportsIsa(isa)) continue;
@@ -291,11 +292,37 @@ TEST(CpuKernelsF16AttentionTest, F16RowsGiveTheSameFloatsAsWideningFirst) {
         EXPECT_EQ(got, want) << CpuIsaName(isa) << " head_dim=" << head_dim
                              << " num_q=" << num_q;
       }
-      const std::vector<float> p = Random(count, 99);
-      std::vector<float> want = Random(head_dim, 98), got = want;
-      ks.attn_accumulate(p.data(), widened.data(), head_dim, count, head_dim, want.data());
-      ks.attn_accumulate_f16(p.data(), rows.data(), stride, count, head_dim, got.data());
-      EXPECT_EQ(got, want) << CpuIsaName(isa) << " head_dim=" << head_dim;
+      // 1..6 heads at once: the group call gives each head the floats of a call for it alone.
+      for (int heads = 1; heads <= 6; ++heads) {
+        std::vector<std::vector<float>> p, want, got;
+        std::vector<const float*> p_rows;
+        std::vector<float*> want_rows, got_rows;
+        for (int h = 0; h < heads; ++h) {
+          p.push_back(Random(count, 99 + h));
+          want.push_back(Random(head_dim, 98 + h));
+          got.push_back(want.back());
+        }
+        for (int h = 0; h < heads; ++h) {
+          p_rows.push_back(p[h].data());
+          want_rows.push_back(want[h].data());
+          got_rows.push_back(got[h].data());
+        }
+        for (int h = 0; h < heads; ++h) {  // one head at a time, over widened rows
+          ks.attn_accumulate(&p_rows[h], 1, widened.data(), head_dim, count, head_dim,
+                             &want_rows[h]);
+        }
+        ks.attn_accumulate_f16(p_rows.data(), heads, rows.data(), stride, count, head_dim,
+                               got_rows.data());
+        EXPECT_EQ(got, want) << CpuIsaName(isa) << " head_dim=" << head_dim << " heads=" << heads;
+        std::vector<std::vector<float>> f32_group = want;  // reset to the starting values
+        for (int h = 0; h < heads; ++h) f32_group[h] = Random(head_dim, 98 + h);
+        std::vector<float*> f32_rows;
+        for (auto& row : f32_group) f32_rows.push_back(row.data());
+        ks.attn_accumulate(p_rows.data(), heads, widened.data(), head_dim, count, head_dim,
+                           f32_rows.data());
+        EXPECT_EQ(f32_group, want) << CpuIsaName(isa) << " f32 head_dim=" << head_dim
+                                   << " heads=" << heads;
+      }
     }
   }
 }

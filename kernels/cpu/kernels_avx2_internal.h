@@ -263,6 +263,61 @@ void AttnAccumulateRows(const float* p, const typename L::Elem* v, int64_t strid
   }
 }
 
+// NH heads' 16 columns [d, d + 16) over every row: 2 * NH accumulators in registers, each V
+// row's 16 values widened once for all heads (NH a template argument, so the arrays unroll
+// into named registers: see AttnAccumulateRows for what a stack array costs).
+template <typename L, int NH>
+void AttnAccumulateColumns16(const float* const* p, const typename L::Elem* v, int64_t stride,
+                             int64_t count, int64_t d, float* const* out) {
+  __m256 lo[NH], hi[NH];
+#pragma GCC unroll 4
+  for (int h = 0; h < NH; ++h) {
+    lo[h] = _mm256_loadu_ps(out[h] + d);
+    hi[h] = _mm256_loadu_ps(out[h] + d + 8);
+  }
+  for (int64_t t = 0; t < count; ++t) {
+    const typename L::Elem* row = v + t * stride + d;
+    const __m256 v0 = L::Load8(row), v1 = L::Load8(row + 8);
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; ++h) {
+      const __m256 pt = _mm256_set1_ps(p[h][t]);
+      lo[h] = _mm256_fmadd_ps(pt, v0, lo[h]);
+      hi[h] = _mm256_fmadd_ps(pt, v1, hi[h]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < NH; ++h) {
+    _mm256_storeu_ps(out[h] + d, lo[h]);
+    _mm256_storeu_ps(out[h] + d + 8, hi[h]);
+  }
+}
+
+// AttnAccumulateRows for the query heads of one KV head, up to four at a time, so each V row
+// is read once per group rather than once per head. Each head's sums run over t in order from
+// its out[], as AttnAccumulateRows's do: the floats are the same. One head (or a head_dim
+// that is not a multiple of 16) takes AttnAccumulateRows itself.
+template <typename L>
+void AttnAccumulateHeads(const float* const* p, int num_heads, const typename L::Elem* v,
+                         int64_t stride, int64_t count, int64_t head_dim, float* const* out) {
+  if (num_heads == 1 || head_dim % 16 != 0) {
+    for (int h = 0; h < num_heads; ++h) {
+      AttnAccumulateRows<L>(p[h], v, stride, count, head_dim, out[h]);
+    }
+    return;
+  }
+  for (int h0 = 0; h0 < num_heads; h0 += 4) {
+    const int nh = num_heads - h0 < 4 ? num_heads - h0 : 4;
+    for (int64_t d = 0; d < head_dim; d += 16) {
+      switch (nh) {
+        case 1: AttnAccumulateColumns16<L, 1>(p + h0, v, stride, count, d, out + h0); break;
+        case 2: AttnAccumulateColumns16<L, 2>(p + h0, v, stride, count, d, out + h0); break;
+        case 3: AttnAccumulateColumns16<L, 3>(p + h0, v, stride, count, d, out + h0); break;
+        default: AttnAccumulateColumns16<L, 4>(p + h0, v, stride, count, d, out + h0); break;
+      }
+    }
+  }
+}
+
 // kernels_avx2.cc
 void QuantizeQ8(const float* x, int64_t k, Q8Block* out);
 void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
@@ -299,13 +354,13 @@ void Scale(float a, int64_t n, float* y);
 float ExpSubSum(float* x, int64_t n, float max);
 void AttnScores(const float* const* q, int num_q, const float* k, int64_t stride, int64_t count,
                 int64_t head_dim, float scale, float* scores, int64_t scores_stride);
-void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
-                    int64_t head_dim, float* out);
+void AttnAccumulate(const float* const* p, int num_heads, const float* v, int64_t stride,
+                    int64_t count, int64_t head_dim, float* const* out);
 void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t stride,
                    int64_t count, int64_t head_dim, float scale, float* scores,
                    int64_t scores_stride);
-void AttnAccumulateF16(const float* p, const uint16_t* v, int64_t stride, int64_t count,
-                       int64_t head_dim, float* out);
+void AttnAccumulateF16(const float* const* p, int num_heads, const uint16_t* v, int64_t stride,
+                       int64_t count, int64_t head_dim, float* const* out);
 
 }  // namespace tpserve::avx2_internal
 

@@ -148,13 +148,13 @@ void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t 
   AttnScoresRows<F16Lanes>(q, num_q, k, stride, count, head_dim, scale, scores, scores_stride);
 }
 
-void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
-                    int64_t head_dim, float* out) {
-  AttnAccumulateRows<F32Lanes>(p, v, stride, count, head_dim, out);
+void AttnAccumulate(const float* const* p, int num_heads, const float* v, int64_t stride,
+                    int64_t count, int64_t head_dim, float* const* out) {
+  AttnAccumulateHeads<F32Lanes>(p, num_heads, v, stride, count, head_dim, out);
 }
-void AttnAccumulateF16(const float* p, const uint16_t* v, int64_t stride, int64_t count,
-                       int64_t head_dim, float* out) {
-  AttnAccumulateRows<F16Lanes>(p, v, stride, count, head_dim, out);
+void AttnAccumulateF16(const float* const* p, int num_heads, const uint16_t* v, int64_t stride,
+                       int64_t count, int64_t head_dim, float* const* out) {
+  AttnAccumulateHeads<F16Lanes>(p, num_heads, v, stride, count, head_dim, out);
 }
 
 }  // namespace tpserve::avx2_internal

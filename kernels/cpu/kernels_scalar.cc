@@ -305,10 +305,12 @@ void AttnScores(const float* const* q, int num_q, const float* k, int64_t stride
   }
 }
 
-void AttnAccumulate(const float* p, const float* v, int64_t stride, int64_t count,
-                    int64_t head_dim, float* out) {
-  for (int64_t t = 0; t < count; ++t) {
-    for (int64_t d = 0; d < head_dim; ++d) out[d] += p[t] * v[t * stride + d];
+void AttnAccumulate(const float* const* p, int num_heads, const float* v, int64_t stride,
+                    int64_t count, int64_t head_dim, float* const* out) {
+  for (int h = 0; h < num_heads; ++h) {
+    for (int64_t t = 0; t < count; ++t) {
+      for (int64_t d = 0; d < head_dim; ++d) out[h][d] += p[h][t] * v[t * stride + d];
+    }
   }
 }
 
@@ -324,10 +326,12 @@ void AttnScoresF16(const float* const* q, int num_q, const uint16_t* k, int64_t 
   }
 }
 
-void AttnAccumulateF16(const float* p, const uint16_t* v, int64_t stride, int64_t count,
-                       int64_t head_dim, float* out) {
-  for (int64_t t = 0; t < count; ++t) {
-    for (int64_t d = 0; d < head_dim; ++d) out[d] += p[t] * F16ToF32(v[t * stride + d]);
+void AttnAccumulateF16(const float* const* p, int num_heads, const uint16_t* v, int64_t stride,
+                       int64_t count, int64_t head_dim, float* const* out) {
+  for (int h = 0; h < num_heads; ++h) {
+    for (int64_t t = 0; t < count; ++t) {
+      for (int64_t d = 0; d < head_dim; ++d) out[h][d] += p[h][t] * F16ToF32(v[t * stride + d]);
+    }
   }
 }
 
