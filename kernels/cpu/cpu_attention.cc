@@ -106,6 +106,13 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
   const int64_t nh = task.head_end - task.head_begin;
   const int64_t stride = pool.num_kv_heads * head_dim;  // elements between consecutive tokens
   const int64_t eb = ElemBytes(pool);
+  // Asks for the block after the one at t0 of this task's KV head in `base` (K or V).
+  auto prefetch_next = [&](const void* base, int64_t t0, int64_t num_keys) {
+    if (t0 + bs >= num_keys) return;
+    PrefetchRows(static_cast<const char*>(base) +
+                     SlotOffset(pool, s.block_table, t0 + bs, task.kv_head) * eb,
+                 std::min(bs, num_keys - t0 - bs), stride * eb, head_dim * eb);
+  };
   const int64_t context = s.start_position + task.row_end;  // longest row's key count
   if (static_cast<int64_t>(scores->size()) < nh * context) scores->resize(nh * context);
   if (static_cast<int64_t>(kv->size()) < bs * head_dim) kv->resize(bs * head_dim);
@@ -121,11 +128,7 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
       for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
         const int64_t count = std::min(bs, num_keys - t0);
         const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-        if (t0 + bs < num_keys) {
-          PrefetchRows(static_cast<const char*>(pool.k) +
-                           SlotOffset(pool, s.block_table, t0 + bs, task.kv_head) * eb,
-                       std::min(bs, num_keys - t0 - bs), stride * eb, head_dim * eb);
-        }
+        prefetch_next(pool.k, t0, num_keys);
         if (pool.dtype == DType::kF16) {  // widened in registers, no f32 copy of the block
           kernels_.attn_scores_f16(q_heads, nq, static_cast<const uint16_t*>(pool.k) + at,
                                    stride, count, head_dim, scale,
@@ -158,11 +161,7 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
     for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
       const int64_t count = std::min(bs, num_keys - t0);
       const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-      if (t0 + bs < num_keys) {
-        PrefetchRows(static_cast<const char*>(pool.v) +
-                         SlotOffset(pool, s.block_table, t0 + bs, task.kv_head) * eb,
-                     std::min(bs, num_keys - t0 - bs), stride * eb, head_dim * eb);
-      }
+      prefetch_next(pool.v, t0, num_keys);
       for (int64_t h = 0; h < nh; ++h) probs[h] = scores->data() + h * context + t0;
       const int n = static_cast<int>(nh);
       if (pool.dtype == DType::kF16) {

@@ -142,12 +142,7 @@ void CpuBackend::SumChunks(const float* chunks, int64_t num_chunks, int64_t coun
   float* o = static_cast<float*>(out);
   std::memcpy(o, chunks, count * sizeof(float));
   // ((c0 + c1) + c2) + ...: one pass per chunk, each element-wise and in place.
-  for (int64_t c = 1; c < num_chunks; ++c) {
-    const float* chunk = chunks + c * count;
-    ParallelChunks(count, kMinParallelElements, [&](int64_t i0, int64_t i1) {
-      kernels_.add(o + i0, chunk + i0, i1 - i0, o + i0);
-    });
-  }
+  for (int64_t c = 1; c < num_chunks; ++c) AddUntimed(o, chunks + c * count, count, o);
 }
 
 void CpuBackend::RmsNorm(const void* xv, const float* weight, int64_t rows, int64_t dim,
@@ -199,6 +194,10 @@ void CpuBackend::SiluMul(const void* gate, const void* up, int64_t count, void* 
 
 void CpuBackend::Add(const void* a, const void* b, int64_t count, void* out) {
   OpTimer timer(this, CpuOpProfile::kAdd);
+  AddUntimed(a, b, count, out);
+}
+
+void CpuBackend::AddUntimed(const void* a, const void* b, int64_t count, void* out) {
   const float* pa = static_cast<const float*>(a);
   const float* pb = static_cast<const float*>(b);
   float* o = static_cast<float*>(out);

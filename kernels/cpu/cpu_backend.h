@@ -113,6 +113,8 @@ class CpuBackend final : public Backend {
     std::chrono::steady_clock::time_point start_;
   };
 
+  // Add without its own profile entry (SumChunks' time already counts it).
+  void AddUntimed(const void* a, const void* b, int64_t count, void* out);
   // Runs fn(begin, end) over [0, count) in chunks worth a thread wake-up.
   void ParallelChunks(int64_t count, int64_t min_chunk,
                       absl::FunctionRef<void(int64_t, int64_t)> fn);

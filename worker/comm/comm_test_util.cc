@@ -1,9 +1,18 @@
 #include "worker/comm/comm_test_util.h"
 
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <utility>
+
+#include "worker/comm/in_process_communicator.h"
 
 namespace tpserve {
 
@@ -81,6 +90,55 @@ Watchdog::Watchdog(absl::Duration limit, std::string what) {
 Watchdog::~Watchdog() {
   done_.Notify();
   thread_->join();
+}
+
+std::vector<CollectiveResults> RunInProcess(int world_size, const std::vector<size_t>& sizes) {
+  auto group = std::make_shared<InProcessGroup>(world_size);
+  return RunOnThreads(world_size, sizes, [&](int rank) {
+    return absl::StatusOr<std::unique_ptr<Communicator>>(
+        std::make_unique<InProcessCommunicator>(group, rank));
+  });
+}
+
+std::string TestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name + "_" + std::to_string(getpid());
+}
+
+std::vector<std::string> RunWorkloadInProcesses(
+    int world_size, const std::vector<size_t>& sizes, const std::string& dir,
+    const std::function<absl::StatusOr<std::unique_ptr<Communicator>>(int rank)>& connect,
+    absl::Duration limit) {
+  std::filesystem::create_directories(dir);
+  auto result_path = [&](int rank) { return dir + "/result_" + std::to_string(rank); };
+  std::vector<pid_t> children;
+  for (int rank = 0; rank < world_size; ++rank) {
+    const pid_t pid = fork();
+    if (pid < 0) std::abort();
+    if (pid == 0) {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = connect(rank);
+      std::string out;
+      if (!comm.ok()) {
+        out = "connect: " + comm.status().ToString();
+      } else {
+        CollectiveResults results = RunWorkload(**comm, sizes);
+        out = results.status.ok() ? results.Serialize() : results.status.ToString();
+      }
+      std::ofstream(result_path(rank), std::ios::binary) << out;
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  {
+    Watchdog watchdog(limit, std::to_string(world_size) + " ranks as processes");
+    for (pid_t child : children) waitpid(child, nullptr, 0);
+  }
+  std::vector<std::string> results;
+  for (int rank = 0; rank < world_size; ++rank) {
+    std::ifstream in(result_path(rank), std::ios::binary);
+    results.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return results;
 }
 
 }  // namespace tpserve

@@ -1,6 +1,6 @@
 // Test helpers shared by the communicator tests: one deterministic workload that exercises
-// every collective, run on N ranks as threads, with its results flattened to bytes so two
-// implementations (or two processes) can be compared bitwise.
+// every collective, run on N ranks as threads or as forked processes, with its results
+// flattened to bytes so two implementations (or two processes) can be compared bitwise.
 //
 //   std::vector<CollectiveResults> r = RunOnThreads(2, [&](int rank) { return MakeComm(rank); });
 //   EXPECT_EQ(r[0].Serialize(), r[1].Serialize());
@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,6 +49,30 @@ CollectiveResults RunWorkload(Communicator& comm, const std::vector<size_t>& siz
 std::vector<CollectiveResults> RunOnThreads(
     int world_size, const std::vector<size_t>& sizes,
     const std::function<absl::StatusOr<std::unique_ptr<Communicator>>(int rank)>& connect);
+
+// A connected implementation as the Communicator the helpers below take.
+template <typename T>
+absl::StatusOr<std::unique_ptr<Communicator>> AsCommunicator(
+    absl::StatusOr<std::unique_ptr<T>> comm) {
+  if (!comm.ok()) return comm.status();
+  return std::unique_ptr<Communicator>(*std::move(comm));
+}
+
+// RunWorkload on `world_size` ranks of an InProcessCommunicator group: the reference the other
+// communicators must match bit for bit.
+std::vector<CollectiveResults> RunInProcess(int world_size, const std::vector<size_t>& sizes);
+
+// RunWorkload in `world_size` forked processes (as real ranks run); `connect(rank)` is called
+// in the child. Returns each rank's Serialize()d results, passed back through files in `dir`;
+// a rank that could not connect or run leaves its error text instead. Aborts via Watchdog if
+// the children do not all exit within `limit`.
+std::vector<std::string> RunWorkloadInProcesses(
+    int world_size, const std::vector<size_t>& sizes, const std::string& dir,
+    const std::function<absl::StatusOr<std::unique_ptr<Communicator>>(int rank)>& connect,
+    absl::Duration limit = absl::Seconds(60));
+
+// A directory for this test process under $TEST_TMPDIR (or /tmp): `name` and the pid.
+std::string TestDir(const std::string& name);
 
 // Aborts the process if not destroyed within `limit`: a hang fails the test loudly instead of
 // being killed by the test runner's much longer timeout.

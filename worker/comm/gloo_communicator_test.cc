@@ -27,25 +27,12 @@ namespace {
 // 300007 floats are 1.2 MB: more than Gloo's 1 MiB ring segment.
 const std::vector<size_t> kSizes = {0, 1, 3, 576, 1001, 300007};
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name + "_" + std::to_string(getpid());
-}
-
 GlooOptions Options(int rank, int world_size, absl::Duration timeout = absl::Seconds(20)) {
   GlooOptions options;
   options.rank = rank;
   options.world_size = world_size;
   options.timeout = timeout;
   return options;
-}
-
-std::vector<CollectiveResults> RunInProcess(int world_size, const std::vector<size_t>& sizes) {
-  auto group = std::make_shared<InProcessGroup>(world_size);
-  return RunOnThreads(world_size, sizes, [&](int rank) {
-    return absl::StatusOr<std::unique_ptr<Communicator>>(
-        std::make_unique<InProcessCommunicator>(group, rank));
-  });
 }
 
 std::vector<CollectiveResults> RunGlooThreads(int world_size, gloo::rendezvous::Store& store) {
@@ -212,52 +199,18 @@ TEST(GlooCommunicator, RejectsBadOptionsAndArgumentsLocally) {
 
 // ---- Ranks as separate processes (fork), meeting through a FileStore in $TEST_TMPDIR.
 
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 TEST(GlooCommunicatorProcesses, TwoProcessesMatchInProcessBitwise) {
   const std::string dir = TestDir("gloo_file_store");
   const std::vector<size_t> sizes = {1, 576, 1001};
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < 2; ++rank) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      auto comm = GlooCommunicator::ConnectWithFileStore(Options(rank, 2), dir, "collectives");
-      if (!comm.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
-        _exit(2);
-      }
-      CollectiveResults results = RunWorkload(**comm, sizes);
-      if (!results.status.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, results.status.ToString().c_str());
-        _exit(3);
-      }
-      WriteFile(dir + "/result_" + std::to_string(rank), results.Serialize());
-      _exit(0);
-    }
-    children.push_back(pid);
-  }
-  {
-    Watchdog watchdog(absl::Seconds(60), "two Gloo processes");
-    for (pid_t child : children) {
-      int wait_status = 0;
-      ASSERT_EQ(waitpid(child, &wait_status, 0), child);
-      EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
-          << "child exit status " << wait_status;
-    }
-  }
+  const std::vector<std::string> results = RunWorkloadInProcesses(2, sizes, dir, [&](int rank) {
+    return AsCommunicator(
+        GlooCommunicator::ConnectWithFileStore(Options(rank, 2), dir, "collectives"));
+  });
   std::vector<CollectiveResults> reference = RunInProcess(2, sizes);
   ExpectAllOk(reference);
   for (int rank = 0; rank < 2; ++rank) {
-    EXPECT_TRUE(ReadFile(dir + "/result_" + std::to_string(rank)) == reference[rank].Serialize())
-        << "rank " << rank;
+    EXPECT_TRUE(results[rank] == reference[rank].Serialize())
+        << "rank " << rank << ": " << results[rank].substr(0, 200);
   }
 }
 

@@ -21,11 +21,6 @@
 namespace tpserve {
 namespace {
 
-std::string TestDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name + "_" + std::to_string(getpid());
-}
-
 // A run id no other test or test run uses (pids repeat in a sandbox's pid namespace), so
 // /dev/shm can be searched for its segments.
 std::string UniqueRunId(const std::string& test) {
@@ -53,59 +48,21 @@ ShmOptions Options(int rank, int world_size, const std::string& run_id, absl::Du
   return options;
 }
 
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 TEST(ShmCommunicatorProcesses, ThreeProcessesMatchInProcessBitwiseAndLeaveNoSegment) {
   constexpr int kWorld = 3;
   const std::string dir = TestDir("shm_file_store");
   const std::string run_id = UniqueRunId("processes");
   const std::vector<size_t> sizes = {1, 576, 1001, 16384};
-  std::vector<pid_t> children;
-  for (int rank = 0; rank < kWorld; ++rank) {
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      auto comm = ShmCommunicator::ConnectWithFileStore(
-          Options(rank, kWorld, run_id, absl::Seconds(20)), dir, run_id);
-      if (!comm.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().ToString().c_str());
-        _exit(2);
-      }
-      CollectiveResults results = RunWorkload(**comm, sizes);
-      if (!results.status.ok()) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, results.status.ToString().c_str());
-        _exit(3);
-      }
-      WriteFile(dir + "/result_" + std::to_string(rank), results.Serialize());
-      _exit(0);
-    }
-    children.push_back(pid);
-  }
-  {
-    Watchdog watchdog(absl::Seconds(60), "three shm processes");
-    for (pid_t child : children) {
-      int wait_status = 0;
-      ASSERT_EQ(waitpid(child, &wait_status, 0), child);
-      EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
-          << "child exit status " << wait_status;
-    }
-  }
-  auto group = std::make_shared<InProcessGroup>(kWorld);
-  std::vector<CollectiveResults> reference = RunOnThreads(kWorld, sizes, [&](int rank) {
-    return absl::StatusOr<std::unique_ptr<Communicator>>(
-        std::make_unique<InProcessCommunicator>(group, rank));
-  });
+  const std::vector<std::string> results =
+      RunWorkloadInProcesses(kWorld, sizes, dir, [&](int rank) {
+        return AsCommunicator(ShmCommunicator::ConnectWithFileStore(
+            Options(rank, kWorld, run_id, absl::Seconds(20)), dir, run_id));
+      });
+  std::vector<CollectiveResults> reference = RunInProcess(kWorld, sizes);
   for (int rank = 0; rank < kWorld; ++rank) {
     ASSERT_TRUE(reference[rank].status.ok()) << reference[rank].status;
-    EXPECT_TRUE(ReadFile(dir + "/result_" + std::to_string(rank)) == reference[rank].Serialize())
-        << "rank " << rank;
+    EXPECT_TRUE(results[rank] == reference[rank].Serialize())
+        << "rank " << rank << ": " << results[rank].substr(0, 200);
   }
   EXPECT_EQ(SegmentsOf(run_id), 0);
 }

@@ -76,14 +76,6 @@ Comms ConnectThreads(int world_size, const std::function<ShmOptions(int)>& optio
   return comms;
 }
 
-std::vector<CollectiveResults> RunInProcess(int world_size, const std::vector<size_t>& sizes) {
-  auto group = std::make_shared<InProcessGroup>(world_size);
-  return RunOnThreads(world_size, sizes, [&](int rank) {
-    return absl::StatusOr<std::unique_ptr<Communicator>>(
-        std::make_unique<InProcessCommunicator>(group, rank));
-  });
-}
-
 void ExpectAllOk(const std::vector<CollectiveResults>& results) {
   for (size_t r = 0; r < results.size(); ++r) {
     ASSERT_TRUE(results[r].status.ok()) << "rank " << r << ": " << results[r].status;
