@@ -32,7 +32,7 @@ pb, pb_grpc = _generate_stubs()
 
 
 class Cluster:
-    def __init__(self, ranks, tmp):
+    def __init__(self, ranks, tmp, extra_args=()):
         assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
         launch = ROOT / "bazel-bin/deploy/launch"
         assert launch.exists(), "build first: bazel build //deploy:launch //worker:worker"
@@ -43,14 +43,14 @@ class Cluster:
         self.proc = subprocess.Popen(
             [str(launch), f"--ranks={ranks}", f"--model={MODEL}", "--port=0",
              f"--ready_file={self.ready_file}", "--context=2048", "--max_seqs=4",
-             "--collective_timeout_ms=3000"],
+             "--collective_timeout_ms=3000", *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.time() + 180
         while not self.ready_file.exists():
             assert self.proc.poll() is None, f"launcher exited early:\n{self.output()}"
             assert time.time() < deadline, f"cluster not ready in 180 s:\n{self.output()}"
             time.sleep(0.1)
-        self.address = self.ready_file.read_text().strip()
+        self.address = self.ready_file.read_text().splitlines()[0].strip()
         self.channel = grpc.insecure_channel(self.address)
         self.stub = pb_grpc.TpServeStub(self.channel)
 
