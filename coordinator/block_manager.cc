@@ -1,13 +1,37 @@
 #include "coordinator/block_manager.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
 namespace tpserve {
+namespace {
 
-BlockManager::BlockManager(int32_t num_blocks, int32_t block_size_tokens)
-    : num_blocks_(num_blocks), block_size_tokens_(block_size_tokens) {
+// splitmix64's finalizer: a bijection whose every output bit depends on every input bit.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The key of a block: its parent's key (0 for the first block) and its token ids, chained, so
+// equal keys mean (barring a collision, which Lookup rules out) equal token prefixes.
+uint64_t ChainKey(uint64_t parent_key, absl::Span<const int32_t> tokens) {
+  uint64_t h = Mix(parent_key);
+  for (int32_t t : tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  return h;
+}
+
+}  // namespace
+
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size_tokens,
+                           bool enable_prefix_caching)
+    : num_blocks_(num_blocks),
+      block_size_tokens_(block_size_tokens),
+      prefix_caching_(enable_prefix_caching),
+      blocks_(num_blocks) {
   free_.reserve(num_blocks);
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
 }
@@ -22,6 +46,28 @@ bool BlockManager::CanGrow(int64_t seq_id, int64_t num_tokens) const {
   return BlocksFor(have_tokens + num_tokens) - have_blocks <= num_free_blocks();
 }
 
+int32_t BlockManager::TakeFreeBlock() {
+  if (!free_.empty()) {
+    const int32_t b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  // Evict the least recently released cached block: its KV is about to be overwritten.
+  const int32_t b = evictable_.front();
+  evictable_.pop_front();
+  Block& block = blocks_[b];
+  cached_.erase(block.key);
+  block.registered = false;
+  block.tokens.clear();
+  return b;
+}
+
+void BlockManager::Reference(int32_t b) {
+  Block& block = blocks_[b];
+  if (block.ref_count == 0) evictable_.erase(block.lru_pos);  // only registered blocks are shared
+  ++block.ref_count;
+}
+
 absl::Status BlockManager::Grow(int64_t seq_id, int64_t num_tokens) {
   if (!CanGrow(seq_id, num_tokens)) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -33,16 +79,104 @@ absl::Status BlockManager::Grow(int64_t seq_id, int64_t num_tokens) {
   Sequence& seq = seqs_[seq_id];
   seq.num_tokens += num_tokens;
   while (static_cast<int32_t>(seq.blocks.size()) < BlocksFor(seq.num_tokens)) {
-    seq.blocks.push_back(free_.back());
-    free_.pop_back();
+    const int32_t b = TakeFreeBlock();
+    blocks_[b].ref_count = 1;
+    seq.blocks.push_back(b);
   }
   return absl::OkStatus();
+}
+
+int32_t BlockManager::Lookup(uint64_t parent_key, absl::Span<const int32_t> tokens) const {
+  auto it = cached_.find(ChainKey(parent_key, tokens));
+  if (it == cached_.end()) return -1;
+  const Block& block = blocks_[it->second];
+  if (block.parent_key != parent_key || !std::equal(tokens.begin(), tokens.end(),
+                                                     block.tokens.begin(), block.tokens.end())) {
+    return -1;  // a hash collision: another prefix's KV
+  }
+  return it->second;
+}
+
+PrefixMatch BlockManager::MatchPrefix(absl::Span<const int32_t> tokens) const {
+  PrefixMatch match;
+  if (!prefix_caching_ || tokens.empty()) return match;
+  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / block_size_tokens_;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const int32_t b =
+        Lookup(match.last_key, tokens.subspan(i * block_size_tokens_, block_size_tokens_));
+    if (b < 0) break;
+    match.blocks.push_back(b);
+    match.last_key = blocks_[b].key;
+  }
+  match.num_tokens = static_cast<int64_t>(match.blocks.size()) * block_size_tokens_;
+  return match;
+}
+
+bool BlockManager::CanAdmit(const PrefixMatch& match, int64_t num_tokens) const {
+  int32_t revived = 0;  // evictable now, in use once referenced
+  for (int32_t b : match.blocks) revived += blocks_[b].ref_count == 0 ? 1 : 0;
+  const int32_t needed =
+      BlocksFor(match.num_tokens + num_tokens) - static_cast<int32_t>(match.blocks.size());
+  return needed <= num_free_blocks() - revived;
+}
+
+absl::Status BlockManager::Admit(int64_t seq_id, const PrefixMatch& match, int64_t num_tokens) {
+  if (Contains(seq_id)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache: sequence ", seq_id, " already holds blocks"));
+  }
+  if (!CanAdmit(match, num_tokens)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache: sequence ", seq_id, " needs ",
+        BlocksFor(match.num_tokens + num_tokens) - static_cast<int32_t>(match.blocks.size()),
+        " more blocks of ", block_size_tokens_, " tokens after ", match.blocks.size(),
+        " cached ones, ", num_free_blocks(), " of ", num_blocks_, " are free"));
+  }
+  Sequence& seq = seqs_[seq_id];
+  for (int32_t b : match.blocks) Reference(b);
+  seq.blocks = match.blocks;
+  seq.num_tokens = match.num_tokens;
+  seq.num_registered = static_cast<int32_t>(match.blocks.size());
+  seq.last_key = match.last_key;
+  return Grow(seq_id, num_tokens);  // CanAdmit checked that it fits
+}
+
+void BlockManager::MarkComputed(int64_t seq_id, absl::Span<const int32_t> computed_tokens) {
+  auto it = seqs_.find(seq_id);
+  if (!prefix_caching_ || it == seqs_.end()) return;
+  Sequence& seq = it->second;
+  const int32_t full = static_cast<int32_t>(std::min<int64_t>(
+      static_cast<int64_t>(computed_tokens.size()) / block_size_tokens_, seq.blocks.size()));
+  for (; seq.num_registered < full; ++seq.num_registered) {
+    const absl::Span<const int32_t> tokens =
+        computed_tokens.subspan(int64_t{seq.num_registered} * block_size_tokens_,
+                                block_size_tokens_);
+    const uint64_t key = ChainKey(seq.last_key, tokens);
+    const int32_t b = seq.blocks[seq.num_registered];
+    // A duplicate keeps its block private (freed to the free list); the chain goes on by key.
+    if (cached_.emplace(key, b).second) {
+      Block& block = blocks_[b];
+      block.registered = true;
+      block.key = key;
+      block.parent_key = seq.last_key;
+      block.tokens.assign(tokens.begin(), tokens.end());
+    }
+    seq.last_key = key;
+  }
 }
 
 void BlockManager::Free(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
-  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) free_.push_back(*b);
+  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) {
+    Block& block = blocks_[*b];
+    if (--block.ref_count > 0) continue;  // another sequence still reads it
+    if (block.registered) {
+      block.lru_pos = evictable_.insert(evictable_.end(), *b);
+    } else {
+      free_.push_back(*b);
+    }
+  }
   seqs_.erase(it);
 }
 

@@ -27,6 +27,8 @@ struct Engine::Sequence {
   EventCallback on_event;
   std::vector<int32_t> tokens;  // prompt, then generated
   int32_t num_generated = 0;
+  bool admitted = false;      // scheduled at least once
+  int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission
   Sampler sampler;
   IncrementalDetokenizer detokenizer;
   StopMatcher stops;
@@ -40,7 +42,8 @@ Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
     : options_(std::move(options)),
       executor_(std::move(executor)),
       tokenizer_(tokenizer),
-      blocks_(options_.num_kv_blocks, options_.block_size_tokens),
+      blocks_(options_.num_kv_blocks, options_.block_size_tokens,
+              options_.enable_prefix_caching),
       scheduler_(options_.scheduler, &blocks_) {
   stats_.free_kv_blocks = stats_.total_kv_blocks = options_.num_kv_blocks;
 }
@@ -94,7 +97,7 @@ void Engine::DrainInbox() {
   }
   for (auto& seq : inbox) {
     const int64_t id = seq->id;
-    absl::Status added = scheduler_.Add(id, static_cast<int64_t>(seq->tokens.size()));
+    absl::Status added = scheduler_.Add(id, seq->tokens);
     seqs_[id] = std::move(seq);
     if (!added.ok()) Finish(*seqs_[id], FinishReason::kError, added);
   }
@@ -122,6 +125,7 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   }
   event.usage.prompt_tokens = static_cast<int32_t>(seq.request.prompt_ids.size());
   event.usage.completion_tokens = seq.num_generated;
+  event.usage.cached_tokens = seq.cached_tokens;
   if (seq.num_generated > 0) {
     event.usage.time_to_first_token_s = absl::ToDoubleSeconds(seq.first_token - seq.submitted);
     event.usage.decode_time_s = absl::ToDoubleSeconds(seq.last_token - seq.first_token);
@@ -149,7 +153,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
   seq.last_token = now;
   ++seq.num_generated;
   seq.tokens.push_back(token.id);
-  scheduler_.AppendToken(seq.id);
+  scheduler_.AppendToken(seq.id, token.id);
 
   const StopConditions& stop = seq.request.stop;
   const bool is_eos = !stop.ignore_eos && std::count(options_.eos_token_ids.begin(),
@@ -214,6 +218,16 @@ bool Engine::Step() {
     stats_.execute_s += result->compute_s;
     stats_.allreduce_s += result->allreduce_s;
     observer = step_observer_;
+    stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
+    for (const ScheduledChunk& c : plan.chunks) {
+      if (!c.admitted) continue;
+      Sequence& seq = *seqs_.at(c.seq_id);
+      stats_.prefix_cache_hits_tokens += c.num_cached_tokens;
+      stats_.prefix_cache_misses_tokens +=
+          static_cast<int64_t>(seq.tokens.size()) - c.num_cached_tokens;
+      if (!seq.admitted) seq.cached_tokens = static_cast<int32_t>(c.num_cached_tokens);
+      seq.admitted = true;
+    }
   }
   if (observer) observer(StepTiming{wall_s, std::move(result->rank_compute_s), plan.num_tokens()});
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
@@ -236,6 +250,7 @@ bool Engine::Step() {
 void Engine::PublishStats() {
   absl::MutexLock lock(&mu_);
   stats_.free_kv_blocks = blocks_.num_free_blocks();
+  stats_.cached_kv_blocks = blocks_.num_cached_blocks();
   stats_.total_kv_blocks = blocks_.num_blocks();
   stats_.running = static_cast<int64_t>(scheduler_.num_running());
   stats_.waiting = static_cast<int64_t>(scheduler_.num_waiting());

@@ -37,11 +37,13 @@ struct EngineOptions {
   int32_t block_size_tokens = 16;
   int64_t context_length = 0;
   std::vector<int32_t> eos_token_ids;
+  bool enable_prefix_caching = true;  // reuse the KV of full blocks of earlier prompts
 };
 
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;   // of prompt_tokens, served from the prefix cache when first admitted
   double time_to_first_token_s = 0.0;
   double decode_time_s = 0.0;  // first token to last
 };
@@ -71,7 +73,13 @@ struct EngineStats {
   double step_wall_s = 0.0;   // Execute as the engine sees it: compute + control plane
   double execute_s = 0.0;     // rank 0's model time
   double allreduce_s = 0.0;   // of which inside collectives
-  int32_t free_kv_blocks = 0;
+  // Tokens looked up in the prefix cache at every admission (a preempted sequence is looked up
+  // again when readmitted): found (their KV reused) and not found (computed).
+  int64_t prefix_cache_hits_tokens = 0;
+  int64_t prefix_cache_misses_tokens = 0;
+  int64_t preemptions = 0;    // sequences whose KV was dropped to make room
+  int32_t free_kv_blocks = 0;    // allocatable: unused plus cached_kv_blocks
+  int32_t cached_kv_blocks = 0;  // unreferenced but holding a cached prefix, evicted LRU first
   int32_t total_kv_blocks = 0;
   int64_t running = 0;
   int64_t waiting = 0;

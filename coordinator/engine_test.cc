@@ -30,7 +30,8 @@ struct Collected {
 
 class EngineTest : public ::testing::Test {
  protected:
-  void Make(std::string script, int32_t num_blocks = 64, SchedulerOptions sched = {}) {
+  void Make(std::string script, int32_t num_blocks = 64, SchedulerOptions sched = {},
+            bool prefix_caching = true) {
     auto exec = std::make_unique<ScriptedExecutor>(std::move(script));
     executor_ = exec.get();
     EngineOptions o;
@@ -39,6 +40,7 @@ class EngineTest : public ::testing::Test {
     o.block_size_tokens = 4;
     o.context_length = 1024;
     o.eos_token_ids = {kEos};
+    o.enable_prefix_caching = prefix_caching;
     engine_ = std::make_unique<Engine>(o, std::move(exec), &tokenizer_);
   }
   int64_t Submit(std::string_view prompt, int32_t max_new, Collected* out,
@@ -143,6 +145,57 @@ TEST_F(EngineTest, ManySequencesUnderKvPressureAllFinishCorrectly) {
     EXPECT_EQ(o.last().finish, FinishReason::kLength);
   }
   EXPECT_EQ(engine_->stats().free_kv_blocks, 12);
+  EXPECT_GT(engine_->stats().preemptions, 0);  // the pressure this test is about did happen
+}
+
+// Block size 4. Request A computes prompt tokens 0..19 and its first generated token: 5 full
+// blocks. Request B's 22-token prompt starts with those 20 tokens, so it computes only 2.
+TEST_F(EngineTest, ASharedPromptPrefixIsServedFromTheCacheWithTheSameOutput) {
+  const std::string script = "You are a helpful bot. Q: hi A: hello!";
+  for (bool caching : {true, false}) {
+    SCOPED_TRACE(caching ? "prefix caching on" : "prefix caching off");
+    Make(script, 64, {}, caching);
+    Collected a, b;
+    Submit(script.substr(0, 20), 2, &a);
+    RunToIdle();
+    const size_t first_chunk_of_b = executor_->seen_chunks.size();
+    Submit(script.substr(0, 22), 3, &b);
+    RunToIdle();
+    ASSERT_FALSE(b.events.empty());
+    EXPECT_EQ(b.text(), script.substr(22, 3));
+    EXPECT_EQ(a.last().usage.cached_tokens, 0);
+    EXPECT_EQ(b.last().usage.cached_tokens, caching ? 20 : 0);
+    EXPECT_EQ(b.last().usage.prompt_tokens, 22);
+    ASSERT_GT(executor_->seen_chunks.size(), first_chunk_of_b);
+    const ExecutorChunk& chunk = executor_->seen_chunks[first_chunk_of_b];
+    EXPECT_EQ(chunk.start_position, caching ? 20 : 0);
+    EXPECT_EQ(chunk.token_ids, Bytes(script.substr(chunk.start_position, 22 - chunk.start_position)));
+    const EngineStats stats = engine_->stats();
+    EXPECT_EQ(stats.prefix_cache_hits_tokens, caching ? 20 : 0);
+    EXPECT_EQ(stats.prefix_cache_misses_tokens, caching ? 20 + 2 : 20 + 22);
+    EXPECT_EQ(stats.free_kv_blocks, 64);
+    // A's 5 full blocks, plus B's sixth (prompt tokens 20, 21 and 2 generated ones).
+    EXPECT_EQ(stats.cached_kv_blocks, caching ? 6 : 0);
+    EXPECT_EQ(stats.preemptions, 0);
+  }
+}
+
+// Requests admitted in the same step cannot share what neither has computed yet; the next one can.
+TEST_F(EngineTest, ConcurrentIdenticalPromptsAllFinishAndALaterOneHits) {
+  const std::string script = "abcdefghijklmnopqrstuvwxyz";
+  Make(script);
+  std::vector<Collected> outs(4);
+  for (int i = 0; i < 3; ++i) Submit("abcdefghij", 5, &outs[i]);
+  RunToIdle();
+  Submit("abcdefghij", 5, &outs[3]);
+  RunToIdle();
+  for (const auto& o : outs) {
+    ASSERT_FALSE(o.events.empty());
+    EXPECT_EQ(o.text(), "klmno");
+  }
+  EXPECT_EQ(outs[0].last().usage.cached_tokens, 0);
+  EXPECT_EQ(outs[2].last().usage.cached_tokens, 0);
+  EXPECT_EQ(outs[3].last().usage.cached_tokens, 8);
 }
 
 TEST_F(EngineTest, AFailedStepFailsEveryRequestAndTheEngineStaysUnhealthy) {

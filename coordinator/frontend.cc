@@ -103,13 +103,30 @@ void Frontend::RegisterMetrics() {
   metrics_.AddGaugeFunction("tpserve_requests_queued",
                             "Requests admitted and waiting for a place in the batch.",
                             [engine] { return static_cast<double>(engine->stats().waiting); });
-  metrics_.AddGaugeFunction("tpserve_kv_cache_blocks_used", "KV cache blocks holding tokens.",
-                            [engine] {
+  metrics_.AddGaugeFunction("tpserve_kv_cache_blocks_used",
+                            "KV cache blocks held by running or preempted requests.", [engine] {
                               const EngineStats s = engine->stats();
                               return static_cast<double>(s.total_kv_blocks - s.free_kv_blocks);
                             });
-  metrics_.AddGaugeFunction("tpserve_kv_cache_blocks_free", "KV cache blocks free to allocate.",
-                            [engine] { return static_cast<double>(engine->stats().free_kv_blocks); });
+  metrics_.AddGaugeFunction(
+      "tpserve_kv_cache_blocks_free",
+      "KV cache blocks free to allocate (including cached prefix blocks nobody uses).",
+      [engine] { return static_cast<double>(engine->stats().free_kv_blocks); });
+  metrics_.AddGaugeFunction(
+      "tpserve_kv_cache_blocks_cached",
+      "Free KV cache blocks that still hold a cached prompt prefix (evicted least recently used).",
+      [engine] { return static_cast<double>(engine->stats().cached_kv_blocks); });
+  metrics_.AddCounterFunction(
+      "tpserve_prefix_cache_hits_tokens_total",
+      "Prompt tokens found in the prefix cache at admission (not recomputed).",
+      [engine] { return static_cast<double>(engine->stats().prefix_cache_hits_tokens); });
+  metrics_.AddCounterFunction(
+      "tpserve_prefix_cache_misses_tokens_total",
+      "Prompt tokens looked up in the prefix cache and not found (computed).",
+      [engine] { return static_cast<double>(engine->stats().prefix_cache_misses_tokens); });
+  metrics_.AddCounterFunction(
+      "tpserve_preemptions_total", "Sequences whose KV cache was dropped to make room.",
+      [engine] { return static_cast<double>(engine->stats().preemptions); });
   metrics_.AddCounterFunction("tpserve_engine_steps_total", "Model steps run.",
                               [engine] { return static_cast<double>(engine->stats().steps); });
   for (FinishReason r : {FinishReason::kEos, FinishReason::kStopSequence, FinishReason::kLength,
@@ -219,6 +236,7 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
       {"event", "request"},
       {"request_id", t.request_id},
       {"prompt_tokens", u.prompt_tokens},
+      {"cached_tokens", u.cached_tokens},
       {"output_tokens", u.completion_tokens},
       {"ttft_s", u.time_to_first_token_s},
       {"e2e_s", e2e_s},

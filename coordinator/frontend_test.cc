@@ -120,6 +120,23 @@ TEST_F(FrontendTest, CountersMoveByWhatTheRequestsImplyAndEachRequestLogsOneLine
   EXPECT_EQ(lines[1]["finish_reason"], "stop");
 }
 
+TEST_F(FrontendTest, CachedPromptTokensAreReportedInUsageMetricsAndTheLog) {
+  Start("abcdefghijklmnop");
+  pb::GenerateRequest req;
+  req.set_text("abcdefghij");  // 10 tokens: two full blocks of 4 can be shared
+  req.set_max_new_tokens(2);
+  EXPECT_EQ(Run(req).usage.cached_tokens, 0);
+  const GenerationEvent second = Run(req);
+  EXPECT_EQ(second.usage.cached_tokens, 8);
+  EXPECT_EQ(second.usage.prompt_tokens, 10);
+  EXPECT_EQ(Sample("tpserve_prefix_cache_hits_tokens_total"), 8);
+  EXPECT_EQ(Sample("tpserve_prefix_cache_misses_tokens_total"), 10 + 2);
+  EXPECT_EQ(Sample("tpserve_prompt_tokens_total"), 20);
+  const std::vector<nlohmann::json> lines = LogLines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1]["cached_tokens"], 8);
+}
+
 TEST_F(FrontendTest, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
   Start(std::string(200, 'x'));
   executor_->step_delay_ = absl::Milliseconds(5);

@@ -19,12 +19,20 @@ std::string Describe(const StepPlan& plan) {
   return out;
 }
 
-// Runs one step the way the engine does: every chunk that completes its known tokens samples one.
+// A prompt of `n` tokens that no other sequence's prompt shares a block with.
+std::vector<int32_t> Prompt(int64_t seq_id, int64_t n) {
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(seq_id * 1000 + i));
+  return ids;
+}
+
+// Runs one step the way the engine does: every chunk that completes its known tokens samples
+// one (token 7, always).
 std::string Step(Scheduler& sched, const BlockManager& blocks) {
   StepPlan plan = sched.Schedule();
   sched.Commit(plan);
   for (const ScheduledChunk& c : plan.chunks) {
-    if (c.completes_prompt) sched.AppendToken(c.seq_id);
+    if (c.completes_prompt) sched.AppendToken(c.seq_id, 7);
   }
   EXPECT_EQ(blocks.num_free_blocks() + blocks.num_used_blocks(), blocks.num_blocks());
   return Describe(plan);
@@ -33,8 +41,8 @@ std::string Step(Scheduler& sched, const BlockManager& blocks) {
 TEST(Scheduler, ChunkedPrefillThenBatchedDecode) {
   BlockManager blocks(/*num_blocks=*/32, /*block_size_tokens=*/4);
   Scheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/8}, &blocks);
-  ASSERT_TRUE(sched.Add(1, 10).ok());
-  ASSERT_TRUE(sched.Add(2, 3).ok());
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 10)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 3)).ok());
   const std::vector<std::string> expected = {
       "1:0+8 ",            // prompt 1 chunked by the 8-token budget
       "1:8+2* 2:0+3* ",    // rest of prompt 1, all of prompt 2: both sample
@@ -55,22 +63,71 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
   // 4 blocks of 2 tokens = 8 token slots. Two prompts of 3 tokens take 2 blocks each.
   BlockManager blocks(4, 2);
   Scheduler sched({8, 16}, &blocks);
-  ASSERT_TRUE(sched.Add(1, 3).ok());
-  ASSERT_TRUE(sched.Add(2, 3).ok());
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 3)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+3* 2:0+3* ");
   EXPECT_EQ(Step(sched, blocks), "1:3+1* 2:3+1* ");  // 4 tokens each still fit in 2 blocks
-  // Token 5 of each needs a third block each: only seq 1 can grow; seq 2 is preempted.
+  // Token 5 of each needs a third block each: only seq 1 can grow; seq 2 is preempted. Its two
+  // full blocks stay cached (evictable, tail first), and seq 1's third block evicts the tail.
   EXPECT_EQ(Step(sched, blocks), "1:4+1* !2 ");
   EXPECT_EQ(sched.num_waiting(), 1u);
+  EXPECT_EQ(blocks.num_cached_blocks(), 1);
   sched.Remove(1);  // seq 1 finishes
-  // Seq 2 comes back and recomputes its 5 known tokens (3 prompt + 2 generated).
+  // Seq 2 comes back, finds its first block still cached and recomputes the other 3 of its 5
+  // known tokens (3 prompt + 2 generated).
+  StepPlan plan = sched.Schedule();
+  EXPECT_EQ(Describe(plan), "2:2+3* ");
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_TRUE(plan.chunks[0].admitted);
+  EXPECT_EQ(plan.chunks[0].num_cached_tokens, 2);
+}
+
+TEST(Scheduler, PreemptedSequenceRecomputesEverythingWithoutThePrefixCache) {
+  BlockManager blocks(4, 2, /*enable_prefix_caching=*/false);
+  Scheduler sched({8, 16}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 3)).ok());
+  EXPECT_EQ(Step(sched, blocks), "1:0+3* 2:0+3* ");
+  EXPECT_EQ(Step(sched, blocks), "1:3+1* 2:3+1* ");
+  EXPECT_EQ(Step(sched, blocks), "1:4+1* !2 ");
+  EXPECT_EQ(blocks.num_cached_blocks(), 0);
+  sched.Remove(1);
   EXPECT_EQ(Step(sched, blocks), "2:0+5* ");
+}
+
+TEST(Scheduler, SecondSequenceWithTheSamePromptStartsAfterTheCachedBlocks) {
+  BlockManager blocks(/*num_blocks=*/32, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/64}, &blocks);
+  const std::vector<int32_t> prompt = Prompt(1, 10);  // 2 full blocks + 2 tokens
+  ASSERT_TRUE(sched.Add(1, prompt).ok());
+  EXPECT_EQ(Step(sched, blocks), "1:0+10* ");
+  ASSERT_TRUE(sched.Add(2, prompt).ok());
+  StepPlan plan = sched.Schedule();
+  EXPECT_EQ(Describe(plan), "1:10+1* 2:8+2* ");  // seq 2 computes only the partial tail block
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_FALSE(plan.chunks[0].admitted);
+  EXPECT_TRUE(plan.chunks[1].admitted);
+  EXPECT_EQ(plan.chunks[1].num_cached_tokens, 8);
+  const std::vector<int32_t>& t1 = blocks.BlockTable(1);
+  const std::vector<int32_t>& t2 = blocks.BlockTable(2);
+  ASSERT_EQ(t1.size(), 3u);
+  ASSERT_EQ(t2.size(), 3u);
+  EXPECT_EQ(t2[0], t1[0]);
+  EXPECT_EQ(t2[1], t1[1]);
+  EXPECT_NE(t2[2], t1[2]);  // the partial block is private
+  EXPECT_EQ(blocks.RefCount(t1[0]), 2);
+  EXPECT_EQ(blocks.num_used_blocks(), 4);
+  sched.Commit(plan);
+  sched.Remove(1);
+  sched.Remove(2);
+  EXPECT_EQ(blocks.num_free_blocks(), 32);
+  EXPECT_EQ(blocks.num_cached_blocks(), 2);
 }
 
 TEST(Scheduler, WaitingQueueIsFifoAndRespectsMaxNumSeqs) {
   BlockManager blocks(100, 4);
   Scheduler sched({/*max_num_seqs=*/2, 64}, &blocks);
-  for (int64_t id = 1; id <= 3; ++id) ASSERT_TRUE(sched.Add(id, 2).ok());
+  for (int64_t id = 1; id <= 3; ++id) ASSERT_TRUE(sched.Add(id, Prompt(id, 2)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+2* 2:0+2* ");
   EXPECT_EQ(Step(sched, blocks), "1:2+1* 2:2+1* ");
   sched.Remove(2);
@@ -80,10 +137,10 @@ TEST(Scheduler, WaitingQueueIsFifoAndRespectsMaxNumSeqs) {
 TEST(Scheduler, RejectsDuplicatesEmptyPromptsAndPromptsLargerThanTheCache) {
   BlockManager blocks(2, 4);
   Scheduler sched({}, &blocks);
-  ASSERT_TRUE(sched.Add(1, 4).ok());
-  EXPECT_EQ(sched.Add(1, 4).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(sched.Add(2, 0).message(), "sequence 2 has 0 tokens, needs at least 1");
-  absl::Status s = sched.Add(3, 9);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 4)).ok());
+  EXPECT_EQ(sched.Add(1, Prompt(1, 4)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sched.Add(2, Prompt(2, 0)).message(), "sequence 2 has 0 tokens, needs at least 1");
+  absl::Status s = sched.Add(3, Prompt(3, 9));
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(s.message(), "sequence 3 needs 3 KV blocks, the cache has 2");
 }
@@ -91,8 +148,8 @@ TEST(Scheduler, RejectsDuplicatesEmptyPromptsAndPromptsLargerThanTheCache) {
 TEST(Scheduler, CancelledWaitingSequenceLeavesNoTrace) {
   BlockManager blocks(8, 4);
   Scheduler sched({1, 64}, &blocks);
-  ASSERT_TRUE(sched.Add(1, 4).ok());
-  ASSERT_TRUE(sched.Add(2, 4).ok());
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 4)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 4)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+4* ");
   sched.Remove(2);  // cancelled while waiting
   sched.Remove(1);  // cancelled while running

@@ -53,6 +53,7 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
     pb::Usage* u = r->mutable_usage();
     u->set_prompt_tokens(e.usage.prompt_tokens);
     u->set_completion_tokens(e.usage.completion_tokens);
+    u->set_cached_tokens(e.usage.cached_tokens);
     u->set_time_to_first_token_s(e.usage.time_to_first_token_s);
     u->set_decode_time_s(e.usage.decode_time_s);
   }

@@ -50,6 +50,7 @@ class ScriptedExecutor : public ModelExecutor {
   absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override {
     if (fail_at_step_ == steps_++) return absl::UnavailableError("rank 1 stopped answering");
     if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
+    seen_chunks.insert(seen_chunks.end(), chunks.begin(), chunks.end());
     StepResult r;
     r.vocab_size = kVocab;
     r.logits.assign(chunks.size() * r.vocab_size, 0.0f);
@@ -74,6 +75,7 @@ class ScriptedExecutor : public ModelExecutor {
 
   int fail_at_step_ = -1;
   absl::Duration step_delay_ = absl::ZeroDuration();
+  std::vector<ExecutorChunk> seen_chunks;  // every chunk of every step, in order
 
  private:
   static int64_t Slot(const ExecutorChunk& c, int64_t p) {

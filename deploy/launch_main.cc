@@ -69,6 +69,8 @@ ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fail
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write the gRPC address here (line 1) and the HTTP base URL (line 2, "
           "when --http_port is not 0), for scripts");
+ABSL_FLAG(bool, prefix_caching, true,
+          "reuse the KV cache of full blocks of earlier prompts (automatic prefix caching)");
 ABSL_FLAG(int, max_queued_requests, 256,
           "requests that may wait for a place in the batch; past it RESOURCE_EXHAUSTED / 429");
 ABSL_FLAG(int, drain_timeout_s, 30,
@@ -358,6 +360,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   }
   GatewayOptions options = *std::move(configured);
   options.engine = plan->engine;
+  options.engine.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   options.engine.eos_token_ids = bundle->EosTokenIds();
   options.info.name = bundle->files.config.name;
   options.info.weight_format = plan->formats.preset == "checkpoint"

@@ -1,0 +1,150 @@
+// Time to first token of two requests that share a long system prompt, with the prefix cache on
+// and off: the real model in this process, served by the Engine as the server does.
+//
+//   bazel run -c opt //bench:prefix_cache_bench -- --system_tokens=1000 --repeats=5
+//
+// Each repeat builds a fresh engine (empty cache), serves request A (system prompt + question A)
+// to its first token, then request B (same system prompt + question B). Medians are reported.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/statusor.h"
+#include "coordinator/engine.h"
+#include "coordinator/model_bundle.h"
+#include "model/bundled_model.h"
+#include "worker/local_executor.h"
+
+ABSL_FLAG(std::string, model, "", "GGUF file (default: the bundled SmolLM2)");
+ABSL_FLAG(int, system_tokens, 1000, "approximate length of the shared system prompt");
+ABSL_FLAG(int, repeats, 5, "cold/warm pairs per mode; medians are reported");
+ABSL_FLAG(int, threads, 0, "threads of the one rank (0: all cores)");
+
+namespace tpserve {
+namespace {
+
+constexpr int32_t kBlockTokens = 16;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// A system prompt of about `tokens` tokens: numbered shop rules.
+absl::StatusOr<std::vector<int32_t>> Prompt(const ModelBundle& bundle, int tokens,
+                                            const std::string& question) {
+  std::string system = "You are the assistant of a bookshop. Follow these rules.";
+  const int num_rules = tokens / 17;  // each rule is about 17 tokens
+  for (int i = 1; i <= num_rules; ++i) {
+    system += " Rule " + std::to_string(i) + ": shelf " + std::to_string(i * 7 % 97) +
+              " holds books on topic " + std::to_string(i * 13 % 89) + ".";
+  }
+  return bundle.EncodeChat({{"system", system}, {"user", question}});
+}
+
+struct Pair {
+  double cold_s = 0, warm_s = 0;
+  int32_t warm_cached_tokens = 0;
+};
+
+absl::StatusOr<Pair> ServePair(const ModelBundle& bundle, bool caching,
+                               const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                               int threads) {
+  const int32_t num_blocks = static_cast<int32_t>(4 * (a.size() + b.size()) / kBlockTokens + 8);
+  LocalExecutorOptions options;
+  options.threads_per_rank = threads;
+  options.num_kv_blocks = num_blocks;
+  options.block_size_tokens = kBlockTokens;
+  options.max_step_tokens = 512;
+  options.max_logit_rows = 1;
+  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
+      LocalExecutor::Create(bundle.files.config, bundle.files.weights, options);
+  if (!exec.ok()) return exec.status();
+  EngineOptions eo;
+  eo.num_kv_blocks = num_blocks;
+  eo.block_size_tokens = kBlockTokens;
+  eo.context_length = 4096;
+  eo.scheduler.max_num_seqs = 1;
+  eo.scheduler.max_tokens_per_step = 512;
+  eo.eos_token_ids = bundle.EosTokenIds();
+  eo.enable_prefix_caching = caching;
+  Engine engine(eo, *std::move(exec), &*bundle.tokenizer);
+  Pair pair;
+  for (const std::vector<int32_t>* prompt : {&a, &b}) {
+    GenerationRequest r;
+    r.prompt_ids = *prompt;
+    r.sampling.temperature = 0.0f;
+    r.stop.max_new_tokens = 1;
+    Usage usage;
+    absl::StatusOr<int64_t> id = engine.Submit(r, [&](GenerationEvent e) {
+      if (e.finish != FinishReason::kNone) usage = e.usage;
+    });
+    if (!id.ok()) return id.status();
+    while (engine.Step()) {
+    }
+    (prompt == &a ? pair.cold_s : pair.warm_s) = usage.time_to_first_token_s;
+    pair.warm_cached_tokens = usage.cached_tokens;
+  }
+  return pair;
+}
+
+int Run() {
+  std::string path = absl::GetFlag(FLAGS_model);
+  if (path.empty()) {
+    absl::StatusOr<std::string> bundled = BundledModelPath();
+    if (!bundled.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(bundled.status().message()).c_str());
+      return 1;
+    }
+    path = *bundled;
+  }
+  absl::StatusOr<ModelBundle> bundle = LoadModelBundle(path);
+  if (!bundle.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(bundle.status().message()).c_str());
+    return 1;
+  }
+  const int threads = absl::GetFlag(FLAGS_threads) > 0
+                          ? absl::GetFlag(FLAGS_threads)
+                          : std::max(1u, std::thread::hardware_concurrency());
+  const int system_tokens = absl::GetFlag(FLAGS_system_tokens);
+  absl::StatusOr<std::vector<int32_t>> a = Prompt(*bundle, system_tokens, "Where are the maps?");
+  absl::StatusOr<std::vector<int32_t>> b =
+      Prompt(*bundle, system_tokens, "Which shelf has poetry?");
+  if (!a.ok() || !b.ok()) {
+    std::fprintf(stderr, "cannot encode the prompts\n");
+    return 1;
+  }
+  std::printf("model %s, %d threads, prompts of %zu and %zu tokens, blocks of %d tokens\n",
+              path.c_str(), threads, a->size(), b->size(), kBlockTokens);
+  std::printf("%-6s %12s %12s %8s %14s\n", "cache", "cold TTFT ms", "warm TTFT ms", "ratio",
+              "warm cached");
+  for (bool caching : {false, true}) {
+    std::vector<double> cold, warm;
+    int32_t cached = 0;
+    for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
+      absl::StatusOr<Pair> p = ServePair(*bundle, caching, *a, *b, threads);
+      if (!p.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(p.status().message()).c_str());
+        return 1;
+      }
+      cold.push_back(p->cold_s);
+      warm.push_back(p->warm_s);
+      cached = p->warm_cached_tokens;
+    }
+    std::printf("%-6s %12.1f %12.1f %7.1fx %14d\n", caching ? "on" : "off", 1e3 * Median(cold),
+                1e3 * Median(warm), Median(cold) / Median(warm), cached);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tpserve
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return tpserve::Run();
+}
