@@ -105,6 +105,7 @@ class Frontend {
   struct Tracked;
   void OnEvent(Tracked& t, GenerationEvent& event);
   void RegisterMetrics();
+  int32_t RetryAfterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Engine* const engine_;
   const Tokenizer* const tokenizer_;

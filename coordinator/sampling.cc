@@ -12,15 +12,16 @@
 namespace tpserve {
 namespace {
 
-absl::Status OutOfRange(const char* field, double value, const std::string& bound) {
+// `path` is the field's proto path in a GenerateRequest.
+absl::Status OutOfRange(const std::string& path, double value, const std::string& bound) {
   return absl::InvalidArgumentError(
-      absl::StrCat("sampling.", field, " = ", value, " is out of range: must be ", bound));
+      absl::StrCat(path, " = ", value, " is out of range: must be ", bound));
 }
 
 absl::Status CheckRange(const char* field, float value, float lo, float hi, bool lo_open,
                         const std::string& bound) {
   if (std::isnan(value) || value > hi || value < lo || (lo_open && value == lo)) {
-    return OutOfRange(field, value, bound);
+    return OutOfRange(absl::StrCat("sampling.", field), value, bound);
   }
   return absl::OkStatus();
 }
@@ -68,11 +69,11 @@ double Uniform(uint64_t key, uint64_t draw, uint32_t id) {
 
 absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size) {
   if (std::isnan(p.temperature) || p.temperature < 0.0f || p.temperature > kMaxTemperature) {
-    return OutOfRange("temperature", p.temperature,
+    return OutOfRange("sampling.temperature", p.temperature,
                       absl::StrCat("0 (greedy) or in (0, ", kMaxTemperature, "]"));
   }
   if (p.top_k < 0 || p.top_k > vocab_size) {
-    return OutOfRange("top_k", p.top_k, absl::StrCat("in [0, ", vocab_size, "] (0 = off)"));
+    return OutOfRange("sampling.top_k", p.top_k, absl::StrCat("in [0, ", vocab_size, "] (0 = off)"));
   }
   absl::Status s = CheckRange("top_p", p.top_p, 0.0f, 1.0f, /*lo_open=*/true, "in (0, 1]");
   if (s.ok()) s = CheckRange("min_p", p.min_p, 0.0f, 1.0f, false, "in [0, 1]");

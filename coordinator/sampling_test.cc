@@ -35,7 +35,7 @@ TEST(ValidateSamplingParams, RejectsEachBadFieldByName) {
   add([](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "sampling.repetition_penalty = 0");
   add([](SamplingParams& p) { p.presence_penalty = 2.5f; }, "sampling.presence_penalty = 2.5");
   add([](SamplingParams& p) { p.frequency_penalty = -3.0f; }, "sampling.frequency_penalty = -3");
-  add([](SamplingParams& p) { p.top_logprobs = 21; }, "sampling.top_logprobs = 21");
+  add([](SamplingParams& p) { p.top_logprobs = 21; }, "top_logprobs = 21");
   for (const Case& c : cases) {
     absl::Status s = ValidateSamplingParams(c.params, /*vocab_size=*/1000);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.fragment;

@@ -1,9 +1,15 @@
 #include "coordinator/server.h"
 
 #include <deque>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
+
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
@@ -27,28 +33,6 @@ pb::FinishReason ToProto(FinishReason r) {
   }
   return pb::FINISH_REASON_UNSPECIFIED;
 }
-
-// Events of one stream, handed from the engine's step thread to the gRPC handler thread.
-class EventQueue {
- public:
-  void Push(GenerationEvent e) {
-    absl::MutexLock lock(&mu_);
-    events_.push_back(std::move(e));
-  }
-  // Waits up to `timeout` for an event.
-  bool Pop(GenerationEvent* out, absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !events_.empty(); };
-    if (!mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) return false;
-    *out = std::move(events_.front());
-    events_.pop_front();
-    return true;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::deque<GenerationEvent> events_ ABSL_GUARDED_BY(mu_);
-};
 
 void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
   r->mutable_token_ids()->Add(e.token_ids.begin(), e.token_ids.end());
@@ -74,94 +58,173 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
   }
 }
 
-}  // namespace
-
-TpServeService::TpServeService(Engine* engine, const Tokenizer* tokenizer,
-                               const ChatTemplate* chat_template, ServedModelInfo info,
-                               ModelLimits limits)
-    : engine_(engine),
-      tokenizer_(tokenizer),
-      chat_template_(chat_template),
-      info_(std::move(info)),
-      limits_(limits) {}
-
-absl::StatusOr<std::vector<int32_t>> TpServeService::BuildPrompt(const ValidatedInput& in) const {
-  switch (in.kind) {
-    case ValidatedInput::Kind::kTokenIds:
-      return in.token_ids;
-    case ValidatedInput::Kind::kText:
-      return tokenizer_->Encode(in.text, EncodeOptions{in.allow_special_tokens,
-                                                       tokenizer_->add_bos_by_default()});
-    case ValidatedInput::Kind::kChat: {
-      if (chat_template_ == nullptr) {
-        return absl::FailedPreconditionError("chat input: this model has no chat template");
-      }
-      std::vector<ChatMessage> messages;
-      for (const auto& [role, content] : in.chat) messages.push_back({role, content});
-      TP_ASSIGN_OR_RETURN(std::vector<PromptSegment> segments,
-                          chat_template_->Render(messages, /*add_generation_prompt=*/true));
-      return EncodeSegments(*tokenizer_, segments);
-    }
+absl::Status ParseByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::Message* out) {
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable bytes");
+  std::string wire;
+  for (const grpc::Slice& s : slices) {
+    wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
-  return absl::InternalError("unknown input kind");
+  return ParseRequestBytes(wire, out);
 }
 
-grpc::Status TpServeService::Generate(grpc::ServerContext* context,
-                                      const pb::GenerateRequest* request,
-                                      grpc::ServerWriter<pb::GenerateResponse>* writer) {
-  absl::StatusOr<ValidatedInput> in = ValidateGenerateRequest(*request, limits_);
-  if (!in.ok()) return ToGrpcStatus(in.status());
-  absl::StatusOr<std::vector<int32_t>> prompt = BuildPrompt(*in);
-  if (!prompt.ok()) return ToGrpcStatus(prompt.status());
-  absl::StatusOr<int32_t> max_new =
-      CheckContextWindow(static_cast<int64_t>(prompt->size()), in->max_new_tokens, limits_);
-  if (!max_new.ok()) return ToGrpcStatus(max_new.status());
-
-  GenerationRequest gen = std::move(in->request);
-  gen.prompt_ids = *std::move(prompt);
-  gen.stop.max_new_tokens = *max_new;
-  gen.deadline = absl::FromChrono(context->deadline());
-
-  auto queue = std::make_shared<EventQueue>();
-  absl::StatusOr<int64_t> id =
-      engine_->Submit(std::move(gen), [queue](GenerationEvent e) { queue->Push(std::move(e)); });
-  if (!id.ok()) return ToGrpcStatus(id.status());
-
-  bool cancel_sent = false;
-  bool client_gone = false;
-  GenerationEvent event;
-  while (true) {
-    if (!queue->Pop(&event, absl::Milliseconds(20))) {
-      if (!cancel_sent && context->IsCancelled()) {
-        engine_->Cancel(*id);  // frees the KV blocks before the next step
-        cancel_sent = true;
-      }
-      continue;
-    }
-    const bool last = event.finish != FinishReason::kNone;
-    if (last && event.finish == FinishReason::kError) return ToGrpcStatus(event.error);
-    if (!client_gone) {
-      pb::GenerateResponse response;
-      FillResponse(event, &response);
-      if (!writer->Write(response)) {
-        client_gone = true;
-        if (!cancel_sent) engine_->Cancel(*id);
-        cancel_sent = true;
-      }
-    }
-    if (!last) continue;
-    if (event.finish == FinishReason::kCancelled) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "generation cancelled by the client");
-    }
-    if (event.finish == FinishReason::kDeadline) {
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline passed during generation");
-    }
-    return grpc::Status::OK;
-  }
+grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
+  grpc::ByteBuffer buffer;
+  bool own = false;
+  grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(message, &buffer,
+                                                                            &own);
+  return buffer;
 }
 
-absl::StatusOr<std::vector<int32_t>> TpServeService::EncodeTokenizeRequest(
-    const pb::TokenizeRequest& request) const {
+absl::Status Authenticate(const Frontend& frontend, const grpc::CallbackServerContext& context) {
+  const auto& md = context.client_metadata();
+  auto it = md.find("authorization");
+  const std::string_view value =
+      it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+  return frontend.CheckAuth(value);
+}
+
+// One Generate stream. Events come from the engine's step thread and are queued here; at most
+// one write is in flight, and the next starts from OnWriteDone. StartWrite and Finish are
+// called without holding mu_, and nothing touches the reactor after Finish on that thread:
+// gRPC calls OnDone (which deletes it) only after Finish, i.e. after the request's last event,
+// so the engine never calls into a deleted reactor.
+class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  GenerateReactor(Frontend* frontend, grpc::CallbackServerContext* context,
+                  const grpc::ByteBuffer& request)
+      : frontend_(frontend) {
+    absl::Status s = Authenticate(*frontend, *context);
+    if (s.ok()) s = ParseByteBuffer(request, &request_);
+    if (!s.ok()) {
+      frontend->RecordRejected(s);
+      FinishWith(ToGrpcStatus(s));
+      return;
+    }
+    {
+      // Holding mu_: an event that arrives before Generate returns waits until id_ and the
+      // request id header are in place.
+      absl::MutexLock lock(&mu_);
+      absl::StatusOr<Admitted> admitted = frontend->Generate(
+          request_, absl::FromChrono(context->deadline()),
+          [this](GenerationEvent e) { OnEvent(std::move(e)); });
+      if (admitted.ok()) {
+        id_ = admitted->id;
+        request_id_ = admitted->request_id;
+        context->AddInitialMetadata("x-request-id", request_id_);
+        admitted_ = true;
+      } else {
+        s = admitted.status();
+      }
+    }
+    if (!s.ok()) {
+      if (absl::IsResourceExhausted(s)) {
+        context->AddTrailingMetadata("retry-after", std::to_string(frontend->retry_after_s()));
+      }
+      FinishWith(ToGrpcStatus(s));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok && !client_gone_) {
+        client_gone_ = true;  // keep taking events until the engine's final one
+        pending_.clear();
+        frontend_->Cancel(id_);
+      }
+    }
+    Pump();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    if (admitted_ && !final_status_.has_value()) frontend_->Cancel(id_);  // frees the KV blocks
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnEvent(GenerationEvent event) {
+    {
+      absl::MutexLock lock(&mu_);
+      const bool last = event.finish != FinishReason::kNone;
+      if (last && event.finish == FinishReason::kError) {
+        final_status_ = ToGrpcStatus(event.error);
+      } else {
+        if (!client_gone_) {
+          pb::GenerateResponse response;
+          if (first_) response.set_request_id(request_id_);
+          first_ = false;
+          FillResponse(event, &response);
+          pending_.push_back(Serialize(response));
+        }
+        if (event.finish == FinishReason::kCancelled) {
+          final_status_ =
+              grpc::Status(grpc::StatusCode::CANCELLED, "generation cancelled by the client");
+        } else if (event.finish == FinishReason::kDeadline) {
+          final_status_ = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                       "deadline passed during generation");
+        } else if (last) {
+          final_status_ = grpc::Status::OK;
+        }
+      }
+    }
+    Pump();
+  }
+
+  // Starts the next write, or finishes once everything is written and the status is known.
+  void Pump() {
+    grpc::ByteBuffer* write = nullptr;
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_ || finished_) return;
+      if (!pending_.empty()) {
+        current_ = std::move(pending_.front());
+        pending_.pop_front();
+        writing_ = true;
+        write = &current_;
+      } else if (final_status_.has_value()) {
+        finished_ = true;
+        finish = final_status_;
+      }
+    }
+    if (write != nullptr) StartWrite(write);
+    if (finish.has_value()) Finish(*finish);  // the last use of `this` on this path
+  }
+
+  void FinishWith(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+    }
+    Finish(status);
+  }
+
+  Frontend* const frontend_;
+  absl::Mutex mu_;
+  pb::GenerateRequest request_;
+  int64_t id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string request_id_ ABSL_GUARDED_BY(mu_);
+  bool admitted_ ABSL_GUARDED_BY(mu_) = false;
+  bool first_ ABSL_GUARDED_BY(mu_) = true;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer current_;  // the write in flight; touched only by the thread that starts it
+  std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+// Tokenize and CountTokens: the prompt a GenerateRequest with the same input would get.
+absl::StatusOr<std::vector<int32_t>> EncodeTokenizeRequest(const Frontend& frontend,
+                                                           const grpc::CallbackServerContext& ctx,
+                                                           const grpc::ByteBuffer& bytes) {
+  TP_RETURN_IF_ERROR(Authenticate(frontend, ctx));
+  pb::TokenizeRequest request;
+  TP_RETURN_IF_ERROR(ParseByteBuffer(bytes, &request));
   pb::GenerateRequest as_generate;
   if (request.has_chat()) {
     *as_generate.mutable_chat() = request.chat();
@@ -169,43 +232,74 @@ absl::StatusOr<std::vector<int32_t>> TpServeService::EncodeTokenizeRequest(
     as_generate.set_text(request.text());
   }
   as_generate.set_allow_special_tokens(request.allow_special_tokens());
-  TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(as_generate, limits_));
-  return BuildPrompt(in);
+  TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(as_generate, frontend.limits()));
+  return frontend.BuildPrompt(in);
 }
 
-grpc::Status TpServeService::Tokenize(grpc::ServerContext*, const pb::TokenizeRequest* request,
-                                      pb::TokenizeResponse* response) {
-  absl::StatusOr<std::vector<int32_t>> ids = EncodeTokenizeRequest(*request);
-  if (!ids.ok()) return ToGrpcStatus(ids.status());
-  for (int32_t id : *ids) {
-    response->add_ids(id);
-    absl::StatusOr<std::string> piece = tokenizer_->Decode({id});
-    response->add_pieces(piece.ok() ? SanitizeUtf8(*piece) : "");
+}  // namespace
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TpServeService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new GenerateReactor(frontend_, context, *request);
+}
+
+grpc::ServerUnaryReactor* TpServeService::Tokenize(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::vector<int32_t>> ids = EncodeTokenizeRequest(*frontend_, *context, *request);
+  if (!ids.ok()) {
+    reactor->Finish(ToGrpcStatus(ids.status()));
+    return reactor;
   }
-  return grpc::Status::OK;
+  pb::TokenizeResponse out;
+  for (int32_t id : *ids) {
+    out.add_ids(id);
+    absl::StatusOr<std::string> piece = frontend_->tokenizer().Decode({id});
+    out.add_pieces(piece.ok() ? SanitizeUtf8(*piece) : "");
+  }
+  *response = Serialize(out);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
-grpc::Status TpServeService::CountTokens(grpc::ServerContext*, const pb::TokenizeRequest* request,
-                                         pb::CountTokensResponse* response) {
-  absl::StatusOr<std::vector<int32_t>> ids = EncodeTokenizeRequest(*request);
-  if (!ids.ok()) return ToGrpcStatus(ids.status());
-  response->set_count(static_cast<int32_t>(ids->size()));
-  response->set_context_length(static_cast<int32_t>(limits_.context_length));
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* TpServeService::CountTokens(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::vector<int32_t>> ids = EncodeTokenizeRequest(*frontend_, *context, *request);
+  if (!ids.ok()) {
+    reactor->Finish(ToGrpcStatus(ids.status()));
+    return reactor;
+  }
+  pb::CountTokensResponse out;
+  out.set_count(static_cast<int32_t>(ids->size()));
+  out.set_context_length(static_cast<int32_t>(frontend_->limits().context_length));
+  *response = Serialize(out);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
-grpc::Status TpServeService::GetModelInfo(grpc::ServerContext*, const pb::GetModelInfoRequest*,
-                                          pb::ModelInfo* response) {
-  response->set_name(info_.name);
-  response->set_architecture(info_.architecture);
-  response->set_context_length(limits_.context_length);
-  response->set_tensor_parallel_degree(info_.tensor_parallel_degree);
-  response->set_weight_format(info_.weight_format);
-  response->set_vocab_size(limits_.vocab_size);
-  response->set_num_parameters(info_.num_parameters);
-  response->set_kv_cache_tokens(info_.kv_cache_tokens);
-  response->set_backend(info_.backend);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* TpServeService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                       const pb::GetModelInfoRequest*,
+                                                       pb::ModelInfo* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = Authenticate(*frontend_, *context); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  const ServedModelInfo& info = frontend_->info();
+  response->set_name(info.name);
+  response->set_architecture(info.architecture);
+  response->set_context_length(frontend_->limits().context_length);
+  response->set_tensor_parallel_degree(info.tensor_parallel_degree);
+  response->set_weight_format(info.weight_format);
+  response->set_vocab_size(frontend_->limits().vocab_size);
+  response->set_num_parameters(info.num_parameters);
+  response->set_kv_cache_tokens(info.kv_cache_tokens);
+  response->set_backend(info.backend);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 }  // namespace tpserve

@@ -1,68 +1,52 @@
-// The public gRPC service (tpserve.v1.TpServe) over an Engine: validates each request, builds
-// the prompt (text, chat template, or ids), streams GenerationEvents back as GenerateResponses,
-// and cancels the generation when the client goes away or its deadline passes.
+// The public gRPC service (tpserve.v1.TpServe) over the Frontend, on gRPC's callback API: an
+// open stream costs no thread while it waits for tokens, so hundreds of streams share the
+// library's small pool. Each call checks the bearer token, hands the request to the single door
+// (coordinator/frontend.h), streams the events back as GenerateResponses, and cancels the
+// generation when the client goes away or its deadline passes.
 //
-//   TpServeService service(&engine, &tokenizer, &chat_template, info, limits);
+// Requests arrive as raw bytes and are parsed here, so that a text field holding invalid UTF-8
+// (which the protobuf parser rejects without saying where) becomes INVALID_ARGUMENT naming that
+// field by its proto path, e.g. "chat.messages[1].content".
+//
+//   TpServeService service(&frontend);
 //   builder.RegisterService(&service);
 //
-// Threading: gRPC calls the handlers from its thread pool; everything they touch (Engine,
-// Tokenizer, ChatTemplate) is thread-safe.
+// Threading: gRPC calls the handlers from its pool; everything they touch is thread-safe.
 #ifndef TPSERVE_COORDINATOR_SERVER_H_
 #define TPSERVE_COORDINATOR_SERVER_H_
 
-#include <cstdint>
-#include <string>
-#include <vector>
+#include <grpcpp/grpcpp.h>
 
-#include "absl/status/statusor.h"
-#include "coordinator/engine.h"
-#include "coordinator/tokenizer/chat_template.h"
-#include "coordinator/tokenizer/tokenizer.h"
-#include "coordinator/validation.h"
+#include "coordinator/frontend.h"
 #include "proto/tpserve.grpc.pb.h"
 
 namespace tpserve {
 
-struct ServedModelInfo {
-  std::string name;
-  std::string architecture = "llama";
-  std::string weight_format;
-  std::string backend = "cpu";
-  int32_t tensor_parallel_degree = 1;
-  int64_t num_parameters = 0;
-  int64_t kv_cache_tokens = 0;
-};
+using TpServeCallbackBase = tpserve::v1::TpServe::WithRawCallbackMethod_Generate<
+    tpserve::v1::TpServe::WithRawCallbackMethod_Tokenize<
+        tpserve::v1::TpServe::WithRawCallbackMethod_CountTokens<
+            tpserve::v1::TpServe::WithCallbackMethod_GetModelInfo<
+                tpserve::v1::TpServe::Service>>>>;
 
-class TpServeService final : public tpserve::v1::TpServe::Service {
+class TpServeService final : public TpServeCallbackBase {
  public:
-  // All pointers must outlive the service. `chat_template` may be null (chat input is then
-  // FAILED_PRECONDITION).
-  TpServeService(Engine* engine, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                 ServedModelInfo info, ModelLimits limits);
+  // `frontend` must outlive the service.
+  explicit TpServeService(Frontend* frontend) : frontend_(frontend) {}
 
-  grpc::Status Generate(grpc::ServerContext* context, const tpserve::v1::GenerateRequest* request,
-                        grpc::ServerWriter<tpserve::v1::GenerateResponse>* writer) override;
-  grpc::Status Tokenize(grpc::ServerContext* context, const tpserve::v1::TokenizeRequest* request,
-                        tpserve::v1::TokenizeResponse* response) override;
-  grpc::Status CountTokens(grpc::ServerContext* context,
-                           const tpserve::v1::TokenizeRequest* request,
-                           tpserve::v1::CountTokensResponse* response) override;
-  grpc::Status GetModelInfo(grpc::ServerContext* context,
-                            const tpserve::v1::GetModelInfoRequest* request,
-                            tpserve::v1::ModelInfo* response) override;
-
-  // The prompt's token ids for any input kind (also used by Tokenize and CountTokens).
-  absl::StatusOr<std::vector<int32_t>> BuildPrompt(const ValidatedInput& input) const;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CountTokens(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const tpserve::v1::GetModelInfoRequest* request,
+                                         tpserve::v1::ModelInfo* response) override;
 
  private:
-  absl::StatusOr<std::vector<int32_t>> EncodeTokenizeRequest(
-      const tpserve::v1::TokenizeRequest& request) const;
-
-  Engine* engine_;
-  const Tokenizer* tokenizer_;
-  const ChatTemplate* chat_template_;
-  const ServedModelInfo info_;
-  const ModelLimits limits_;
+  Frontend* const frontend_;
 };
 
 }  // namespace tpserve

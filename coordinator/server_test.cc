@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/numbers.h"
 #include "coordinator/test_support.h"
 #include "coordinator/tokenizer/utf8.h"
 
@@ -32,8 +33,9 @@ class ServerTest : public ::testing::Test {
     ModelLimits limits;
     limits.vocab_size = kVocab;
     limits.context_length = 256;
-    service_ = std::make_unique<TpServeService>(engine_.get(), &tokenizer_, chat_.get(),
-                                                ServedModelInfo{"scripted"}, limits);
+    frontend_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, chat_.get(),
+                                           ServedModelInfo{"scripted"}, limits, frontend_options_);
+    service_ = std::make_unique<TpServeService>(frontend_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -76,6 +78,8 @@ class ServerTest : public ::testing::Test {
   ScriptedExecutor* executor_ = nullptr;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ChatTemplate> chat_;
+  FrontendOptions frontend_options_;
+  std::unique_ptr<Frontend> frontend_;
   std::unique_ptr<TpServeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<pb::TpServe::Stub> stub_;
@@ -199,6 +203,145 @@ TEST_F(ServerTest, ModelInfo) {
   EXPECT_EQ(info.name(), "scripted");
   EXPECT_EQ(info.context_length(), 256);
   EXPECT_EQ(info.vocab_size(), kVocab);
+}
+
+
+TEST_F(ServerTest, InvalidUtf8IsInvalidArgumentNamingTheFieldByItsProtoPath) {
+  Start("x");
+  pb::GenerateRequest req;
+  auto* chat = req.mutable_chat();
+  chat->add_messages()->set_role("system");
+  chat->mutable_messages(0)->set_content("fine");
+  chat->add_messages()->set_role("user");
+  chat->mutable_messages(1)->set_content("ab\xff");  // protobuf itself would say only "INTERNAL"
+  Result r = Generate(req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(),
+            "chat.messages[1].content = 3 bytes is invalid: text must be valid UTF-8; the first "
+            "bad byte is at offset 2");
+  EXPECT_TRUE(r.messages.empty());
+
+  pb::GenerateRequest stop;
+  stop.set_text("ok");
+  stop.add_stop_sequences("fine");
+  stop.add_stop_sequences("\xc3(");
+  r = Generate(stop);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(),
+            "stop_sequences[1] = 2 bytes is invalid: text must be valid UTF-8; the first bad byte "
+            "is at offset 0");
+}
+
+TEST_F(ServerTest, TopLogprobsIsNamedAsTheTopLevelFieldItIs) {
+  Start("x");
+  pb::GenerateRequest req;
+  req.set_text("a");
+  req.set_top_logprobs(21);
+  Result r = Generate(req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(r.status.error_message(), "top_logprobs = 21 is out of range: must be in [0, 20]");
+}
+
+TEST_F(ServerTest, EchoesTheRequestIdInMetadataAndTheFirstMessage) {
+  Start("hello");
+  pb::GenerateRequest req;
+  req.set_text("h");
+  req.set_max_new_tokens(3);
+  req.set_request_id("client-42");
+  grpc::ClientContext ctx;
+  auto reader = stub_->Generate(&ctx, req);
+  pb::GenerateResponse m;
+  std::vector<pb::GenerateResponse> messages;
+  while (reader->Read(&m)) messages.push_back(m);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages[0].request_id(), "client-42");
+  for (size_t i = 1; i < messages.size(); ++i) EXPECT_EQ(messages[i].request_id(), "");
+  const auto& md = ctx.GetServerInitialMetadata();
+  auto it = md.find("x-request-id");
+  ASSERT_NE(it, md.end());
+  EXPECT_EQ(std::string(it->second.data(), it->second.size()), "client-42");
+
+  // Without one, the server makes one up and still echoes it.
+  req.clear_request_id();
+  Result r = Generate(req);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.messages[0].request_id().size(), 16u);
+}
+
+TEST_F(ServerTest, PastTheQueueBoundRequestsAreRefusedBeforeAnyToken) {
+  frontend_options_.max_queued_requests = 1;
+  Start(std::string(250, 'q'));
+  executor_->step_delay_ = absl::Milliseconds(20);
+  EXPECT_EQ(frontend_->in_flight(), 0);
+  // max_running comes from the options (8 by default): 8 running + 1 queued fill the door.
+  pb::GenerateRequest req;
+  req.set_text("q");
+  req.set_max_new_tokens(200);
+  req.mutable_sampling()->set_temperature(0.0f);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<pb::GenerateResponse>>> streams;
+  for (int i = 0; i < 9; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub_->Generate(contexts.back().get(), req));
+    pb::GenerateResponse first;
+    if (i < 8) ASSERT_TRUE(streams.back()->Read(&first));  // running: tokens flow
+  }
+  for (int i = 0; i < 200 && frontend_->in_flight() < 9; ++i) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(frontend_->in_flight(), 9);
+
+  grpc::ClientContext ctx;
+  auto refused = stub_->Generate(&ctx, req);
+  pb::GenerateResponse m;
+  EXPECT_FALSE(refused->Read(&m));
+  grpc::Status s = refused->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("max_queued_requests = 1"), std::string::npos)
+      << s.error_message();
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find("retry-after");
+  ASSERT_NE(it, trailers.end());
+  int retry = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(std::string(it->second.data(), it->second.size()), &retry));
+  EXPECT_GE(retry, 1);
+  const std::string metrics = frontend_->metrics().Render();
+  EXPECT_NE(metrics.find("tpserve_request_errors_total{code=\"RESOURCE_EXHAUSTED\"} 1\n"),
+            std::string::npos)
+      << metrics;
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& r : streams) r->Finish();
+}
+
+TEST_F(ServerTest, ABearerTokenIsCheckedOnEveryMethod) {
+  frontend_options_.bearer_token = "s3cret";
+  Start("ok");
+  pb::GenerateRequest req;
+  req.set_text("o");
+  req.set_max_new_tokens(2);
+  Result r = Generate(req);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(r.status.error_message(),
+            "authorization: a bearer token is required (\"Bearer <token>\")");
+
+  for (const char* token : {"Bearer wrong!", "Bearer s3cret"}) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", token);
+    auto reader = stub_->Generate(&ctx, req);
+    pb::GenerateResponse m;
+    while (reader->Read(&m)) {
+    }
+    grpc::Status s = reader->Finish();
+    if (std::string(token) == "Bearer s3cret") {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+      EXPECT_EQ(s.error_message(), "authorization: the bearer token is not valid");
+    }
+  }
+  pb::ModelInfo info;
+  grpc::ClientContext ctx;
+  EXPECT_EQ(stub_->GetModelInfo(&ctx, pb::GetModelInfoRequest(), &info).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
 }
 
 }  // namespace

@@ -1,10 +1,17 @@
 #include "coordinator/validation.h"
 
+#include <unordered_map>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "coordinator/tokenizer/utf8.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace tpserve {
 namespace {
+
+constexpr size_t kMaxRequestIdBytes = 128;
 
 absl::Status Invalid(const std::string& field, const std::string& value, const std::string& bound) {
   return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " is invalid: ", bound));
@@ -34,7 +41,50 @@ SamplingParams FromProto(const tpserve::v1::SamplingParams& p) {
   return s;
 }
 
+// Walks the wire form of a message of type `type` field by field (as an UnknownFieldSet, which
+// checks no UTF-8) and names the first string field whose bytes are not UTF-8.
+absl::Status FindInvalidUtf8(const google::protobuf::Descriptor& type, std::string_view wire,
+                             const std::string& prefix) {
+  google::protobuf::UnknownFieldSet fields;
+  if (!fields.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request: ", wire.size(), " bytes are not a valid ", type.full_name(),
+                     prefix.empty() ? "" : absl::StrCat(" (in ", prefix, ")")));
+  }
+  std::unordered_map<int, int> seen;  // occurrences so far of each repeated field number
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField& f = fields.field(i);
+    const google::protobuf::FieldDescriptor* fd = type.FindFieldByNumber(f.number());
+    if (fd == nullptr || f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    std::string path = absl::StrCat(prefix, fd->name());
+    if (fd->is_repeated()) absl::StrAppend(&path, "[", seen[f.number()]++, "]");
+    const std::string& bytes = f.length_delimited();
+    if (fd->type() == google::protobuf::FieldDescriptor::TYPE_STRING && !IsValidUtf8(bytes)) {
+      size_t bad = 0;
+      while (bad < bytes.size()) {
+        const size_t len = Utf8SequenceLength(bytes, bad);
+        if (len == 0) break;
+        bad += len;
+      }
+      return Invalid(path, absl::StrCat(bytes.size(), " bytes"),
+                     absl::StrCat("text must be valid UTF-8; the first bad byte is at offset ", bad));
+    }
+    if (fd->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE) {
+      TP_RETURN_IF_ERROR(FindInvalidUtf8(*fd->message_type(), bytes, path + "."));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status ParseRequestBytes(std::string_view wire, google::protobuf::Message* out) {
+  if (out->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) return absl::OkStatus();
+  TP_RETURN_IF_ERROR(FindInvalidUtf8(*out->GetDescriptor(), wire, ""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("request: ", wire.size(), " bytes are not a valid ",
+                   out->GetDescriptor()->full_name()));
+}
 
 absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::GenerateRequest& proto,
                                                        const ModelLimits& limits) {
@@ -92,6 +142,10 @@ absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::Genera
   r.request_id = proto.request_id();
   r.sampling = FromProto(proto.sampling());
   r.sampling.top_logprobs = proto.top_logprobs();
+  if (proto.request_id().size() > kMaxRequestIdBytes) {
+    return Invalid("request_id", absl::StrCat(proto.request_id().size(), " bytes"),
+                   absl::StrCat("at most ", kMaxRequestIdBytes, " bytes"));
+  }
   TP_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling, limits.vocab_size));
   r.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
 

@@ -15,8 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include <string_view>
+
 #include "absl/status/statusor.h"
 #include "coordinator/request.h"
+#include "google/protobuf/message.h"
 #include "proto/tpserve.pb.h"
 
 namespace tpserve {
@@ -40,6 +43,12 @@ struct ValidatedInput {
   std::optional<int32_t> max_new_tokens;  // absent: fill the context window
   GenerationRequest request;  // everything but prompt_ids and stop.max_new_tokens
 };
+
+// Parses a request message from its wire bytes. Protobuf rejects a string field holding invalid
+// UTF-8 without saying which; this says: INVALID_ARGUMENT naming the field by its proto path
+// ("chat.messages[1].content") and the offset of the first bad byte. Bytes that are no message
+// of that type at all are INVALID_ARGUMENT too.
+absl::Status ParseRequestBytes(std::string_view wire, google::protobuf::Message* out);
 
 absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::GenerateRequest& proto,
                                                        const ModelLimits& limits);

@@ -60,7 +60,7 @@ TEST(ValidateGenerateRequest, NamesFieldValueAndBound) {
   ExpectInvalid(r, "max_new_tokens = 0 is invalid: must be at least 1");
   r = req;
   r.set_top_logprobs(50);
-  ExpectInvalid(r, "sampling.top_logprobs = 50 is out of range: must be in [0, 20]");
+  ExpectInvalid(r, "top_logprobs = 50 is out of range: must be in [0, 20]");
   r = req;
   r.add_stop_sequences("");
   ExpectInvalid(r, "stop_sequences[0] = \"\" is invalid: must not be empty");

@@ -55,8 +55,9 @@ class LoadgenClientTest : public ::testing::Test {
     ModelLimits limits;
     limits.vocab_size = kVocab;
     limits.context_length = 512;
-    service_ = std::make_unique<TpServeService>(engine_.get(), &tokenizer_, nullptr,
-                                                ServedModelInfo{"repeat"}, limits);
+    frontend_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, nullptr,
+                                           ServedModelInfo{"repeat"}, limits, frontend_options_);
+    service_ = std::make_unique<TpServeService>(frontend_.get());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -82,6 +83,8 @@ class LoadgenClientTest : public ::testing::Test {
 
   Tokenizer tokenizer_ = ByteTokenizer();
   std::unique_ptr<Engine> engine_;
+  FrontendOptions frontend_options_;
+  std::unique_ptr<Frontend> frontend_;
   std::unique_ptr<TpServeService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string address_;

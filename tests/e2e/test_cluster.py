@@ -102,7 +102,7 @@ INVALID = [
     (dict(text="hi", sampling=pb.SamplingParams(min_p=2.0)), "sampling.min_p = 2"),
     (dict(text="hi", sampling=pb.SamplingParams(temperature=float("nan"))), "sampling.temperature = nan"),
     (dict(text="hi", max_new_tokens=0), "max_new_tokens = 0 is invalid: must be at least 1"),
-    (dict(text="hi", top_logprobs=21), "sampling.top_logprobs = 21"),
+    (dict(text="hi", top_logprobs=21), "top_logprobs = 21"),
     (dict(token_ids=pb.TokenIds(ids=[1, 49152])), "token_ids.ids[1] = 49152 is invalid: token ids must be in [0, 49152)"),
     (dict(text=""), "text = \"\" is invalid"),
     (dict(), "input is missing"),

@@ -1,0 +1,293 @@
+#include "coordinator/frontend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace tpserve {
+
+// What the door remembers of one request while it runs, for its metrics and its log line.
+struct Frontend::Tracked {
+  int64_t id = 0;
+  std::string request_id;
+  int32_t prompt_tokens = 0;
+  absl::Time submitted;
+  absl::Time last_token = absl::InfinitePast();
+  int32_t tokens = 0;
+  EventCallback on_event;
+};
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos: return "stop";
+    case FinishReason::kStopSequence: return "stop_sequence";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+namespace {
+
+std::string NewRequestId() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return absl::StrFormat("%016x", rng());
+}
+
+// Status codes by their canonical upper-case names, as gRPC clients print them.
+std::string CodeName(absl::StatusCode code) {
+  std::string name = absl::StatusCodeToString(code);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+    return c == ' ' ? '_' : static_cast<char>(std::toupper(c));
+  });
+  return name;
+}
+
+}  // namespace
+
+Frontend::Frontend(Engine* engine, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
+                   ServedModelInfo info, ModelLimits limits, FrontendOptions options)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      chat_template_(chat_template),
+      info_(std::move(info)),
+      limits_(limits),
+      options_(std::move(options)) {
+  RegisterMetrics();
+}
+
+void Frontend::RegisterMetrics() {
+  ttft_ = metrics_.GetHistogram("tpserve_time_to_first_token_seconds",
+                                "Time from admission to the first generated token.",
+                                LatencyBuckets());
+  inter_token_ = metrics_.GetHistogram("tpserve_inter_token_latency_seconds",
+                                       "Time between consecutive generated tokens of a request.",
+                                       LatencyBuckets());
+  e2e_ = metrics_.GetHistogram("tpserve_request_duration_seconds",
+                               "Time from admission to the last event of a request.",
+                               LatencyBuckets());
+  prompt_tokens_ = metrics_.GetCounter("tpserve_prompt_tokens_total",
+                                       "Prompt tokens of admitted requests.");
+  generation_tokens_ = metrics_.GetCounter("tpserve_generation_tokens_total",
+                                           "Tokens generated and sent to clients.");
+  Engine* engine = engine_;
+  metrics_.AddGaugeFunction("tpserve_requests_running", "Requests in the running batch.",
+                            [engine] { return static_cast<double>(engine->stats().running); });
+  metrics_.AddGaugeFunction("tpserve_requests_queued",
+                            "Requests admitted and waiting for a place in the batch.",
+                            [engine] { return static_cast<double>(engine->stats().waiting); });
+  metrics_.AddGaugeFunction("tpserve_kv_cache_blocks_used", "KV cache blocks holding tokens.",
+                            [engine] {
+                              const EngineStats s = engine->stats();
+                              return static_cast<double>(s.total_kv_blocks - s.free_kv_blocks);
+                            });
+  metrics_.AddGaugeFunction("tpserve_kv_cache_blocks_free", "KV cache blocks free to allocate.",
+                            [engine] { return static_cast<double>(engine->stats().free_kv_blocks); });
+  metrics_.AddCounterFunction("tpserve_engine_steps_total", "Model steps run.",
+                              [engine] { return static_cast<double>(engine->stats().steps); });
+  for (FinishReason r : {FinishReason::kEos, FinishReason::kStopSequence, FinishReason::kLength,
+                         FinishReason::kCancelled, FinishReason::kDeadline, FinishReason::kError}) {
+    metrics_.GetCounter("tpserve_requests_total", "Requests finished, by finish reason.",
+                        {{"finish_reason", FinishReasonName(r)}});
+  }
+}
+
+absl::StatusOr<std::vector<int32_t>> Frontend::BuildPrompt(const ValidatedInput& in) const {
+  switch (in.kind) {
+    case ValidatedInput::Kind::kTokenIds:
+      return in.token_ids;
+    case ValidatedInput::Kind::kText:
+      return tokenizer_->Encode(in.text, EncodeOptions{in.allow_special_tokens,
+                                                       tokenizer_->add_bos_by_default()});
+    case ValidatedInput::Kind::kChat: {
+      if (chat_template_ == nullptr) {
+        return absl::FailedPreconditionError("chat: this model has no chat template");
+      }
+      std::vector<ChatMessage> messages;
+      for (const auto& [role, content] : in.chat) messages.push_back({role, content});
+      TP_ASSIGN_OR_RETURN(std::vector<PromptSegment> segments,
+                          chat_template_->Render(messages, /*add_generation_prompt=*/true));
+      return EncodeSegments(*tokenizer_, segments);
+    }
+  }
+  return absl::InternalError("unknown input kind");
+}
+
+absl::StatusOr<Admitted> Frontend::Generate(const tpserve::v1::GenerateRequest& proto,
+                                            absl::Time deadline, EventCallback on_event) {
+  auto refuse = [this](absl::Status s) {
+    RecordRejected(s);
+    return s;
+  };
+  absl::StatusOr<ValidatedInput> in = ValidateGenerateRequest(proto, limits_);
+  if (!in.ok()) return refuse(in.status());
+  absl::StatusOr<std::vector<int32_t>> prompt = BuildPrompt(*in);
+  if (!prompt.ok()) return refuse(prompt.status());
+  absl::StatusOr<int32_t> max_new =
+      CheckContextWindow(static_cast<int64_t>(prompt->size()), in->max_new_tokens, limits_);
+  if (!max_new.ok()) return refuse(max_new.status());
+
+  GenerationRequest gen = std::move(in->request);
+  gen.prompt_ids = *std::move(prompt);
+  gen.stop.max_new_tokens = *max_new;
+  gen.deadline = deadline;
+  if (gen.request_id.empty()) gen.request_id = NewRequestId();
+
+  auto tracked = std::make_shared<Tracked>();
+  tracked->request_id = gen.request_id;
+  tracked->prompt_tokens = static_cast<int32_t>(gen.prompt_ids.size());
+  tracked->on_event = std::move(on_event);
+
+  // Under the lock, so that the request is in flight before its first event can arrive.
+  absl::MutexLock lock(&mu_);
+  if (draining_) {
+    return refuse(absl::UnavailableError("the server is draining: no new requests"));
+  }
+  const int64_t limit = int64_t{options_.max_running} + options_.max_queued_requests;
+  if (static_cast<int64_t>(in_flight_.size()) >= limit) {
+    return refuse(absl::ResourceExhaustedError(absl::StrCat(
+        "the request queue is full: ", in_flight_.size() - options_.max_running,
+        " requests wait for a place in a batch of ", options_.max_running,
+        " (max_queued_requests = ", options_.max_queued_requests, "); retry after ",
+        RetryAfterLocked(), " s")));
+  }
+  tracked->submitted = absl::Now();
+  absl::StatusOr<int64_t> id = engine_->Submit(
+      std::move(gen), [this, tracked](GenerationEvent e) { OnEvent(*tracked, e); });
+  if (!id.ok()) return refuse(id.status());
+  tracked->id = *id;
+  in_flight_.insert(*id);
+  prompt_tokens_->Add(tracked->prompt_tokens);
+  return Admitted{*id, tracked->request_id, tracked->prompt_tokens};
+}
+
+void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
+  const absl::Time now = absl::Now();
+  const int32_t n = static_cast<int32_t>(event.token_ids.size());
+  if (n > 0) {
+    if (t.tokens == 0) {
+      ttft_->Observe(absl::ToDoubleSeconds(now - t.submitted));
+    } else {
+      const double gap = absl::ToDoubleSeconds(now - t.last_token) / n;
+      for (int32_t i = 0; i < n; ++i) inter_token_->Observe(gap);
+    }
+    t.tokens += n;
+    t.last_token = now;
+    generation_tokens_->Add(n);
+  }
+  if (event.finish == FinishReason::kNone) {
+    t.on_event(std::move(event));
+    return;
+  }
+
+  const double e2e_s = absl::ToDoubleSeconds(now - t.submitted);
+  e2e_->Observe(e2e_s);
+  metrics_
+      .GetCounter("tpserve_requests_total", "Requests finished, by finish reason.",
+                  {{"finish_reason", FinishReasonName(event.finish)}})
+      ->Add();
+  if (!event.error.ok()) RecordRejected(event.error);
+  const Usage& u = event.usage;
+  nlohmann::json line = {
+      {"event", "request"},
+      {"request_id", t.request_id},
+      {"prompt_tokens", u.prompt_tokens},
+      {"output_tokens", u.completion_tokens},
+      {"ttft_s", u.time_to_first_token_s},
+      {"e2e_s", e2e_s},
+      {"finish_reason", FinishReasonName(event.finish)},
+      {"status", CodeName(event.error.code())},
+  };
+  if (!event.error.ok()) line["error"] = std::string(event.error.message());
+  const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::fprintf(options_.request_log != nullptr ? options_.request_log : stderr, "%s\n",
+               text.c_str());
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(t.id);
+    mean_e2e_s_ = mean_e2e_s_ == 0 ? e2e_s : 0.9 * mean_e2e_s_ + 0.1 * e2e_s;
+  }
+  EventCallback cb = std::move(t.on_event);
+  cb(std::move(event));
+}
+
+void Frontend::Cancel(int64_t id) { engine_->Cancel(id); }
+
+absl::Status Frontend::CheckAuth(std::string_view authorization) const {
+  if (options_.bearer_token.empty()) return absl::OkStatus();
+  const std::string expected = absl::StrCat("Bearer ", options_.bearer_token);
+  // Constant time in the secret: every byte of the expected value is compared.
+  unsigned char diff = authorization.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    diff |= static_cast<unsigned char>(expected[i]) ^
+            static_cast<unsigned char>(i < authorization.size() ? authorization[i] : 0);
+  }
+  if (diff == 0) return absl::OkStatus();
+  return absl::UnauthenticatedError(
+      authorization.empty() ? "authorization: a bearer token is required (\"Bearer <token>\")"
+                            : "authorization: the bearer token is not valid");
+}
+
+void Frontend::RecordRejected(const absl::Status& status) {
+  metrics_
+      .GetCounter("tpserve_request_errors_total", "Requests that ended in an error, by status code.",
+                  {{"code", CodeName(status.code())}})
+      ->Add();
+}
+
+void Frontend::BeginDrain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool Frontend::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+bool Frontend::WaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return in_flight_.empty(); };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+void Frontend::CancelAll() {
+  std::vector<int64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    ids.assign(in_flight_.begin(), in_flight_.end());
+  }
+  for (int64_t id : ids) engine_->Cancel(id);
+}
+
+int64_t Frontend::in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(in_flight_.size());
+}
+
+int32_t Frontend::retry_after_s() const {
+  absl::MutexLock lock(&mu_);
+  return RetryAfterLocked();
+}
+
+int32_t Frontend::RetryAfterLocked() const {
+  const int64_t queued =
+      std::max<int64_t>(0, static_cast<int64_t>(in_flight_.size()) - options_.max_running);
+  // Roughly: the queue ahead drains one batch per mean request duration.
+  const double s = mean_e2e_s_ * static_cast<double>(queued + 1) / std::max(1, options_.max_running);
+  return static_cast<int32_t>(std::clamp(std::ceil(s), 1.0, 60.0));
+}
+
+}  // namespace tpserve

@@ -1,0 +1,177 @@
+#include "coordinator/frontend.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "coordinator/test_support.h"
+#include "nlohmann/json.hpp"
+
+namespace tpserve {
+namespace {
+
+namespace pb = ::tpserve::v1;
+
+class FrontendTest : public ::testing::Test {
+ protected:
+  void Start(std::string script) {
+    auto exec = std::make_unique<ScriptedExecutor>(std::move(script));
+    executor_ = exec.get();
+    EngineOptions o;
+    o.num_kv_blocks = 64;
+    o.block_size_tokens = 4;
+    o.context_length = 256;
+    o.eos_token_ids = {kEos};
+    engine_ = std::make_unique<Engine>(o, std::move(exec), &tokenizer_);
+    engine_->Start();
+    ModelLimits limits;
+    limits.vocab_size = kVocab;
+    limits.context_length = 256;
+    log_ = std::tmpfile();
+    options_.request_log = log_;
+    door_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, nullptr, ServedModelInfo{"t"},
+                                       limits, options_);
+  }
+  void TearDown() override {
+    if (engine_) engine_->Stop();
+    if (log_) std::fclose(log_);
+  }
+  std::vector<nlohmann::json> LogLines() {
+    std::fflush(log_);
+    std::rewind(log_);
+    std::vector<nlohmann::json> lines;
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, log_)) lines.push_back(nlohmann::json::parse(buf));
+    return lines;
+  }
+
+  // Runs one request to its end; returns the finishing event.
+  GenerationEvent Run(const pb::GenerateRequest& req) {
+    absl::Notification done;
+    GenerationEvent last;
+    auto admitted = door_->Generate(req, absl::InfiniteFuture(), [&](GenerationEvent e) {
+      if (e.finish != FinishReason::kNone) {
+        last = std::move(e);
+        done.Notify();
+      }
+    });
+    EXPECT_TRUE(admitted.ok()) << admitted.status();
+    if (admitted.ok()) done.WaitForNotification();
+    return last;
+  }
+
+  double Sample(const std::string& line_prefix) {
+    const std::string text = door_->metrics().Render();
+    const size_t at = text.find("\n" + line_prefix + " ");
+    if (at == std::string::npos) return -1;
+    return std::stod(text.substr(at + line_prefix.size() + 2));
+  }
+
+  Tokenizer tokenizer_ = ByteTokenizer();
+  ScriptedExecutor* executor_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+  FrontendOptions options_;
+  std::FILE* log_ = nullptr;
+  std::unique_ptr<Frontend> door_;
+};
+
+TEST_F(FrontendTest, CountersMoveByWhatTheRequestsImplyAndEachRequestLogsOneLine) {
+  Start("abcdefgh");
+  pb::GenerateRequest req;
+  req.set_text("abc");
+  req.set_max_new_tokens(2);
+  req.set_request_id("r1");
+  EXPECT_EQ(Run(req).finish, FinishReason::kLength);
+  req.set_request_id("");
+  req.set_max_new_tokens(100);  // runs into EOS after "defgh"
+  EXPECT_EQ(Run(req).finish, FinishReason::kEos);
+  pb::GenerateRequest bad;
+  bad.set_text("a");
+  bad.set_max_new_tokens(0);
+  EXPECT_EQ(door_->Generate(bad, absl::InfiniteFuture(), [](GenerationEvent) {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(Sample("tpserve_prompt_tokens_total"), 6);
+  EXPECT_EQ(Sample("tpserve_generation_tokens_total"), 2 + 5);  // EOS is not sent
+  EXPECT_EQ(Sample("tpserve_requests_total{finish_reason=\"length\"}"), 1);
+  EXPECT_EQ(Sample("tpserve_requests_total{finish_reason=\"stop\"}"), 1);
+  EXPECT_EQ(Sample("tpserve_request_errors_total{code=\"INVALID_ARGUMENT\"}"), 1);
+  EXPECT_EQ(Sample("tpserve_time_to_first_token_seconds_count"), 2);
+  EXPECT_EQ(Sample("tpserve_inter_token_latency_seconds_count"), 1 + 4);
+  EXPECT_EQ(Sample("tpserve_request_duration_seconds_count"), 2);
+  EXPECT_EQ(door_->in_flight(), 0);
+
+  const std::vector<nlohmann::json> lines = LogLines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["request_id"], "r1");
+  EXPECT_EQ(lines[0]["prompt_tokens"], 3);
+  EXPECT_EQ(lines[0]["output_tokens"], 2);
+  EXPECT_EQ(lines[0]["finish_reason"], "length");
+  EXPECT_EQ(lines[0]["status"], "OK");
+  EXPECT_GT(lines[0]["ttft_s"].get<double>(), 0.0);
+  EXPECT_EQ(lines[1]["request_id"].get<std::string>().size(), 16u);  // made up
+  EXPECT_EQ(lines[1]["output_tokens"], 6);  // the engine counts EOS as generated
+  EXPECT_EQ(lines[1]["finish_reason"], "stop");
+}
+
+TEST_F(FrontendTest, DrainRefusesNewRequestsAndLetsRunningOnesFinish) {
+  Start(std::string(200, 'x'));
+  executor_->step_delay_ = absl::Milliseconds(5);
+  pb::GenerateRequest req;
+  req.set_text("x");
+  req.set_max_new_tokens(40);
+  absl::Notification done;
+  FinishReason reason = FinishReason::kNone;
+  ASSERT_TRUE(door_->Generate(req, absl::InfiniteFuture(), [&](GenerationEvent e) {
+                     if (e.finish != FinishReason::kNone) {
+                       reason = e.finish;
+                       done.Notify();
+                     }
+                   }).ok());
+  door_->BeginDrain();
+  absl::StatusOr<Admitted> refused =
+      door_->Generate(req, absl::InfiniteFuture(), [](GenerationEvent) {});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(refused.status().message(), "the server is draining: no new requests");
+  EXPECT_TRUE(door_->WaitIdle(absl::Seconds(30)));
+  done.WaitForNotification();
+  EXPECT_EQ(reason, FinishReason::kLength);  // finished normally, not cancelled
+}
+
+TEST_F(FrontendTest, CancelAllEndsWhatADrainLeftRunning) {
+  Start(std::string(250, 'x'));
+  executor_->step_delay_ = absl::Milliseconds(5);
+  pb::GenerateRequest req;
+  req.set_text("x");
+  absl::Notification done;
+  FinishReason reason = FinishReason::kNone;
+  ASSERT_TRUE(door_->Generate(req, absl::InfiniteFuture(), [&](GenerationEvent e) {
+                     if (e.finish != FinishReason::kNone) {
+                       reason = e.finish;
+                       done.Notify();
+                     }
+                   }).ok());
+  door_->BeginDrain();
+  EXPECT_FALSE(door_->WaitIdle(absl::Milliseconds(50)));
+  door_->CancelAll();
+  EXPECT_TRUE(door_->WaitIdle(absl::Seconds(10)));
+  done.WaitForNotification();
+  EXPECT_EQ(reason, FinishReason::kCancelled);
+  EXPECT_EQ(engine_->stats().running, 0);
+}
+
+TEST_F(FrontendTest, BearerTokenMustMatchExactly) {
+  options_.bearer_token = "tok";
+  Start("x");
+  EXPECT_TRUE(door_->CheckAuth("Bearer tok").ok());
+  for (const char* bad : {"", "Bearer to", "Bearer tok2", "bearer tok", "Bearer  tok", "tok"}) {
+    EXPECT_EQ(door_->CheckAuth(bad).code(), absl::StatusCode::kUnauthenticated) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace tpserve
