@@ -74,6 +74,11 @@ absl::Status Engine::health() const {
   return health_;
 }
 
+void Engine::SetStepObserver(std::function<void(const StepTiming&)> observer) {
+  absl::MutexLock lock(&mu_);
+  step_observer_ = std::move(observer);
+}
+
 EngineStats Engine::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
@@ -200,6 +205,7 @@ bool Engine::Step() {
     return false;
   }
   scheduler_.Commit(plan);
+  std::function<void(const StepTiming&)> observer;
   {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;
@@ -207,7 +213,9 @@ bool Engine::Step() {
     stats_.step_wall_s += wall_s;
     stats_.execute_s += result->compute_s;
     stats_.allreduce_s += result->allreduce_s;
+    observer = step_observer_;
   }
+  if (observer) observer(StepTiming{wall_s, std::move(result->rank_compute_s), plan.num_tokens()});
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (!plan.chunks[i].completes_prompt) continue;
     Sequence& seq = *seqs_.at(plan.chunks[i].seq_id);

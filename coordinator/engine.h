@@ -58,6 +58,13 @@ struct GenerationEvent {
 
 using EventCallback = std::function<void(GenerationEvent)>;
 
+// One step as the engine saw it, for metrics.
+struct StepTiming {
+  double wall_s = 0.0;                 // Execute, from the coordinator
+  std::vector<double> rank_compute_s;  // each rank's model time (when the executor reports it)
+  int64_t tokens = 0;
+};
+
 struct EngineStats {
   int64_t steps = 0;
   int64_t tokens_computed = 0;
@@ -91,6 +98,8 @@ class Engine {
   // OK while serving; the executor's error once a step failed (e.g. a rank died).
   absl::Status health() const;
   EngineStats stats() const;
+  // Called on the step thread after every step that ran; null removes it. Thread-safe.
+  void SetStepObserver(std::function<void(const StepTiming&)> observer);
 
  private:
   struct Sequence;
@@ -115,6 +124,7 @@ class Engine {
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   EngineStats stats_ ABSL_GUARDED_BY(mu_);  // a snapshot, published after every step
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::function<void(const StepTiming&)> step_observer_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

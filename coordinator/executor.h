@@ -30,6 +30,7 @@ struct StepResult {
   int64_t vocab_size = 0;
   double compute_s = 0.0;      // model time on rank 0
   double allreduce_s = 0.0;    // of which in collectives
+  std::vector<double> rank_compute_s;  // each rank's model time, where the executor knows it
   absl::Span<const float> Row(size_t i) const {
     return absl::MakeConstSpan(logits).subspan(i * vocab_size, vocab_size);
   }

@@ -66,7 +66,22 @@ Frontend::Frontend(Engine* engine, const Tokenizer* tokenizer, const ChatTemplat
       limits_(limits),
       options_(std::move(options)) {
   RegisterMetrics();
+  Histogram* step = metrics_.GetHistogram("tpserve_step_duration_seconds",
+                                          "Model step time seen by the coordinator.",
+                                          LatencyBuckets());
+  engine_->SetStepObserver([this, step](const StepTiming& t) {
+    step->Observe(t.wall_s);
+    for (size_t r = 0; r < t.rank_compute_s.size(); ++r) {
+      metrics_
+          .GetHistogram("tpserve_rank_step_compute_seconds",
+                        "Model time of one step on each rank (without the control plane).",
+                        LatencyBuckets(), {{"rank", std::to_string(r)}})
+          ->Observe(t.rank_compute_s[r]);
+    }
+  });
 }
+
+Frontend::~Frontend() { engine_->SetStepObserver(nullptr); }
 
 void Frontend::RegisterMetrics() {
   ttft_ = metrics_.GetHistogram("tpserve_time_to_first_token_seconds",

@@ -64,6 +64,7 @@ class Frontend {
   // FAILED_PRECONDITION).
   Frontend(Engine* engine, const Tokenizer* tokenizer, const ChatTemplate* chat_template,
            ServedModelInfo info, ModelLimits limits, FrontendOptions options);
+  ~Frontend();
 
   // Validates, builds the prompt, checks the window and the queue bound, then submits.
   // `on_event` receives every event of the request, the last one with `finish` set. Errors:

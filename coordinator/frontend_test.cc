@@ -104,6 +104,8 @@ TEST_F(FrontendTest, CountersMoveByWhatTheRequestsImplyAndEachRequestLogsOneLine
   EXPECT_EQ(Sample("tpserve_inter_token_latency_seconds_count"), 1 + 4);
   EXPECT_EQ(Sample("tpserve_request_duration_seconds_count"), 2);
   EXPECT_EQ(door_->in_flight(), 0);
+  EXPECT_EQ(Sample("tpserve_step_duration_seconds_count"), engine_->stats().steps);
+  EXPECT_GE(engine_->stats().steps, 7);  // one prefill and a decode per later token, at least
 
   const std::vector<nlohmann::json> lines = LogLines();
   ASSERT_EQ(lines.size(), 2u);

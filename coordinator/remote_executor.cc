@@ -185,6 +185,7 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChun
   std::memcpy(result.logits.data(), bytes.data(), bytes.size());
   result.compute_s = responses[0].compute_s();
   result.allreduce_s = responses[0].allreduce_s();
+  for (const wpb::StepResponse& r : responses) result.rank_compute_s.push_back(r.compute_s());
   return result;
 }
 
@@ -205,6 +206,9 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
   result.logits.assign(logits.begin(), logits.end());
   result.compute_s = channel_.compute_s(0);
   result.allreduce_s = channel_.allreduce_s(0);
+  for (int r = 0; r < static_cast<int>(options_.assignments.size()); ++r) {
+    result.rank_compute_s.push_back(channel_.compute_s(r));
+  }
   return result;
 }
 

@@ -1,7 +1,9 @@
 // Starts a tensor-parallel cluster on this machine: N worker rank processes and, in this
 // process, the coordinator (engine + public gRPC API). Shows progress while the ranks load,
 // prints the address once every rank is ready, reports any rank that dies, and on Ctrl-C or
-// SIGTERM shuts everything down (the workers also die with this process: PR_SET_PDEATHSIG).
+// SIGTERM drains: health goes NOT_SERVING, new requests get UNAVAILABLE, streams in flight
+// finish (for up to --drain_timeout_s, then they are cancelled), and it exits 0. The workers
+// also die with this process (PR_SET_PDEATHSIG).
 //
 //   bazel run //deploy:launch                          # bundled SmolLM2 on 1 CPU rank
 //   bazel run //deploy:launch -- --ranks=3 --port=50051
@@ -11,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -63,7 +66,21 @@ ABSL_FLAG(bool, deterministic_tp, false,
           "row-parallel layers reduce in fixed chunks (f32 all-gather) so every --ranks gives "
           "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md)");
 ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
-ABSL_FLAG(std::string, ready_file, "", "write the API address here once serving (for scripts)");
+ABSL_FLAG(std::string, ready_file, "",
+          "once serving, write the gRPC address here (line 1) and the HTTP base URL (line 2, "
+          "when --http_port is not 0), for scripts");
+ABSL_FLAG(int, max_queued_requests, 256,
+          "requests that may wait for a place in the batch; past it RESOURCE_EXHAUSTED / 429");
+ABSL_FLAG(int, drain_timeout_s, 30,
+          "on SIGTERM, how long streams in flight may run before they are cancelled");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate (chain) for the public ports: TLS");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA: clients must present a certificate it signed (mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding a bearer token every request must carry (Authorization: Bearer ...)");
+ABSL_FLAG(std::string, reflection, "auto",
+          "gRPC server reflection: on, off, or auto (on only for a loopback --listen)");
 ABSL_FLAG(std::string, demo_prompt, "",
           "once serving, stream an answer to this question through the public API");
 
@@ -206,6 +223,49 @@ int CpuMain(const char* argv0) {
   return Serve(argv0, setup);
 }
 
+// The public API's options from the flags: address, admission, TLS, bearer token, reflection.
+absl::StatusOr<GatewayOptions> PublicApiOptions() {
+  GatewayOptions options;
+  options.listen = absl::StrCat(absl::GetFlag(FLAGS_listen), ":", absl::GetFlag(FLAGS_port));
+  const int queued = absl::GetFlag(FLAGS_max_queued_requests);
+  if (queued < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_queued_requests = ", queued, " must be at least 0"));
+  }
+  if (absl::GetFlag(FLAGS_drain_timeout_s) < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--drain_timeout_s = ", absl::GetFlag(FLAGS_drain_timeout_s), " must be at least 0"));
+  }
+  options.frontend.max_queued_requests = queued;
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    std::string token;
+    if (!in || !std::getline(in, token)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth_token_file = ", token_file, ": cannot read a token from it"));
+    }
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+    if (token.size() < 16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--auth_token_file = ", token_file, ": the token has ", token.size(),
+          " characters; use at least 16"));
+    }
+    options.frontend.bearer_token = token;
+  }
+  const std::string reflection = absl::GetFlag(FLAGS_reflection);
+  if (reflection == "on" || reflection == "off") {
+    options.reflection = reflection == "on";
+  } else if (reflection != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reflection = ", reflection, " must be on, off or auto"));
+  }
+  return options;
+}
+
 int Serve(const char* argv0, const LaunchSetup& setup) {
   const int ranks = setup.ranks;
   const ClusterPlan* plan = &setup.plan;
@@ -291,8 +351,12 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   }
   RemoteExecutor* remote = exec->get();
 
-  GatewayOptions options;
-  options.listen = absl::StrCat(absl::GetFlag(FLAGS_listen), ":", absl::GetFlag(FLAGS_port));
+  absl::StatusOr<GatewayOptions> configured = PublicApiOptions();
+  if (!configured.ok()) {
+    StopChildren(pids);
+    return Fail(std::string(configured.status().message()), 2);
+  }
+  GatewayOptions options = *std::move(configured);
   options.engine = plan->engine;
   options.engine.eos_token_ids = bundle->EosTokenIds();
   options.info.name = bundle->files.config.name;
@@ -309,6 +373,9 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   if (!gateway.ok()) {
     StopChildren(pids);
     return Fail(std::string(gateway.status().message()));
+  }
+  for (const std::string& w : (*gateway)->warnings()) {
+    std::fprintf(stderr, "launch: WARNING: %s\n", w.c_str());
   }
   std::printf("tpserve: serving %s on %s (tpserve.v1.TpServe, %d %s rank(s))\n",
               bundle->files.config.name.c_str(), (*gateway)->address().c_str(), ranks,
@@ -348,7 +415,13 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
       }
       continue;
     }
-    std::fprintf(stderr, "launch: %s, shutting down\n", sig == SIGINT ? "interrupted" : "terminated");
+    const int timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+    std::fprintf(stderr, "launch: %s; draining (NOT_SERVING; %lld request(s) in flight may run "
+                 "for up to %d s)\n", sig == SIGINT ? "interrupted" : "terminated",
+                 static_cast<long long>((*gateway)->frontend().in_flight()), timeout_s);
+    const int64_t cancelled = (*gateway)->Drain(absl::Seconds(timeout_s));
+    std::fprintf(stderr, "launch: drained (%lld request(s) cancelled at the timeout); shutting down\n",
+                 static_cast<long long>(cancelled));
     break;
   }
   const EngineStats st = (*gateway)->engine().stats();

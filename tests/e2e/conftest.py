@@ -45,7 +45,7 @@ def _launcher_has_http(launch):
 
 
 class Cluster:
-    def __init__(self, ranks, tmp):
+    def __init__(self, ranks, tmp, extra_args=()):
         assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
         launch = ROOT / "bazel-bin/deploy/launch"
         assert launch.exists(), "build first: bazel build //deploy:launch //worker:worker"
@@ -60,7 +60,7 @@ class Cluster:
         self.proc = subprocess.Popen(
             [str(launch), f"--ranks={ranks}", f"--model={MODEL}", "--port=0",
              f"--ready_file={self.ready_file}", "--context=2048", "--max_seqs=4",
-             "--collective_timeout_ms=3000"] + http_args,
+             "--collective_timeout_ms=3000", *http_args, *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.time() + 180
         while not self.ready_file.exists():
