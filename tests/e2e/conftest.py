@@ -41,7 +41,7 @@ def _free_port():
 def _launcher_has_http(launch):
     """Whether this launcher build serves HTTP (older builds reject --http_port)."""
     out = subprocess.run([str(launch), "--helpfull"], capture_output=True, text=True, timeout=30)
-    return "http_port" in out.stdout + out.stderr
+    return "--http_port (" in out.stdout + out.stderr  # how Abseil lists a defined flag
 
 
 class Cluster:
