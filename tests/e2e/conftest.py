@@ -4,6 +4,7 @@ and Python gRPC stubs generated from the same .proto files the server is built f
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,18 @@ def _generate_stubs():
 pb, pb_grpc = _generate_stubs()
 
 
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _launcher_has_http(launch):
+    """Whether this launcher build serves HTTP (older builds reject --http_port)."""
+    out = subprocess.run([str(launch), "--helpfull"], capture_output=True, text=True, timeout=30)
+    return "--http_port (" in out.stdout + out.stderr  # how Abseil lists a defined flag
+
+
 class Cluster:
     def __init__(self, ranks, tmp, extra_args=()):
         assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
@@ -40,17 +53,28 @@ class Cluster:
         self.log_path = tmp / "launch.log"
         self.log = open(self.log_path, "w+")
         env = dict(os.environ, TPSERVE_WORKER_BIN=str(ROOT / "bazel-bin/worker/worker"))
+        # A free port chosen here rather than --http_port=0, so the URL is known whichever way
+        # the launcher reads 0; the ready file's line 2, when present, is still preferred.
+        self.http_port = _free_port() if _launcher_has_http(launch) else None
+        http_args = [f"--http_port={self.http_port}"] if self.http_port else []
         self.proc = subprocess.Popen(
             [str(launch), f"--ranks={ranks}", f"--model={MODEL}", "--port=0",
              f"--ready_file={self.ready_file}", "--context=2048", "--max_seqs=4",
-             "--collective_timeout_ms=3000", *extra_args],
+             "--collective_timeout_ms=3000", *http_args, *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.time() + 180
         while not self.ready_file.exists():
             assert self.proc.poll() is None, f"launcher exited early:\n{self.output()}"
             assert time.time() < deadline, f"cluster not ready in 180 s:\n{self.output()}"
             time.sleep(0.1)
-        self.address = self.ready_file.read_text().splitlines()[0].strip()
+        # Line 1: the gRPC address; line 2: the HTTP base URL (e.g. http://127.0.0.1:34567).
+        lines = [line.strip() for line in self.ready_file.read_text().splitlines()]
+        self.address = lines[0]
+        self.http_url = None
+        if len(lines) > 1 and lines[1]:
+            self.http_url = lines[1]
+        elif self.http_port:
+            self.http_url = f"http://127.0.0.1:{self.http_port}"
         self.channel = grpc.insecure_channel(self.address)
         self.stub = pb_grpc.TpServeStub(self.channel)
 
@@ -88,3 +112,11 @@ def cluster(tmp_path_factory):
     c = Cluster(ranks=int(os.environ.get("TPSERVE_E2E_RANKS", "3")), tmp=tmp_path_factory.mktemp("cluster"))
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def http_url(cluster):
+    """The cluster's OpenAI-compatible HTTP base URL (no trailing slash)."""
+    if cluster.http_url is None:
+        pytest.skip("this launcher build has no --http_port (HTTP front not wired in)")
+    return cluster.http_url.rstrip("/")

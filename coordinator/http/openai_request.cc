@@ -1,0 +1,395 @@
+// OpenAI request JSON -> tpserve::v1::GenerateRequest (see openai_api.h for the field list).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "coordinator/http/openai_api.h"
+#include "coordinator/tokenizer/utf8.h"
+
+namespace tpserve {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::Status Invalid(const std::string& param, const std::string& message) {
+  return WithParam(absl::InvalidArgumentError(message), param);
+}
+
+absl::Status TypeError(const std::string& field, const Json& value, const std::string& expected) {
+  return Invalid(field, absl::StrCat(field, " has type ", value.type_name(), "; expected ",
+                                     expected));
+}
+
+// Field accessors: std::nullopt for a missing or null field, an error naming the field for a
+// value of the wrong type.
+const Json* Find(const Json& obj, const std::string& key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+absl::StatusOr<std::optional<bool>> GetBool(const Json& obj, const std::string& key) {
+  const Json* v = Find(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return TypeError(key, *v, "a boolean");
+  return v->get<bool>();
+}
+
+absl::StatusOr<std::optional<double>> GetNumber(const Json& obj, const std::string& key) {
+  const Json* v = Find(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return TypeError(key, *v, "a number");
+  return v->get<double>();
+}
+
+absl::StatusOr<int64_t> ToInteger(const Json& v, const std::string& field, int64_t min,
+                                  int64_t max) {
+  if (!v.is_number()) return TypeError(field, v, "an integer");
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(max)) {
+      return Invalid(field, absl::StrCat(field, " = ", u, " is invalid: must be at most ", max));
+    }
+    return static_cast<int64_t>(u);
+  }
+  int64_t i;
+  if (v.is_number_integer()) {
+    i = v.get<int64_t>();
+  } else {
+    const double d = v.get<double>();
+    if (d != std::floor(d) || std::fabs(d) > 9.0e18) {
+      return Invalid(field, absl::StrCat(field, " = ", d, " is invalid: must be an integer"));
+    }
+    i = static_cast<int64_t>(d);
+  }
+  if (i < min || i > max) {
+    return Invalid(field, absl::StrCat(field, " = ", i, " is invalid: must be in [", min, ", ",
+                                       max, "]"));
+  }
+  return i;
+}
+
+absl::StatusOr<std::optional<int64_t>> GetInteger(
+    const Json& obj, const std::string& key, int64_t min = std::numeric_limits<int32_t>::min(),
+    int64_t max = std::numeric_limits<int32_t>::max()) {
+  const Json* v = Find(obj, key);
+  if (v == nullptr) return std::nullopt;
+  TP_ASSIGN_OR_RETURN(int64_t i, ToInteger(*v, key, min, max));
+  return i;
+}
+
+// Fields that do not change what is generated: accepted and not used.
+constexpr std::string_view kIgnored[] = {"user", "metadata", "store", "service_tier",
+                                         "parallel_tool_calls"};
+
+bool IsKnownField(Endpoint endpoint, const std::string& key) {
+  static constexpr std::string_view kCommon[] = {
+      "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed",
+      "presence_penalty", "frequency_penalty", "stop", "n", "logprobs", "logit_bias",
+      "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids"};
+  static constexpr std::string_view kChat[] = {
+      "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools",
+      "tool_choice", "functions", "function_call"};
+  static constexpr std::string_view kCompletions[] = {"prompt", "echo", "suffix", "best_of"};
+  for (std::string_view k : kIgnored) if (k == key) return true;
+  for (std::string_view k : kCommon) if (k == key) return true;
+  if (endpoint == Endpoint::kChatCompletions) {
+    for (std::string_view k : kChat) if (k == key) return true;
+  } else {
+    for (std::string_view k : kCompletions) if (k == key) return true;
+  }
+  return false;
+}
+
+absl::Status Unsupported(const std::string& field, const std::string& why) {
+  return WithCode(Invalid(field, absl::StrCat(field, " is not supported by this server: ", why)),
+                  "unsupported_parameter");
+}
+
+// Fields we know but cannot honour: an error unless they ask for the default behaviour.
+absl::Status CheckUnsupported(const Json& body, Endpoint endpoint) {
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInteger(body, "n"));
+  if (n.has_value() && *n != 1) {
+    return Unsupported("n", absl::StrCat("n = ", *n, "; only one choice per request (n = 1)"));
+  }
+  if (const Json* v = Find(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {
+    return Unsupported("logit_bias", "logit biases are not implemented");
+  }
+  for (const char* tools : {"tools", "functions"}) {
+    if (const Json* v = Find(body, tools); v != nullptr && !(v->is_array() && v->empty())) {
+      return Unsupported(tools, "tool and function calling are not implemented");
+    }
+  }
+  for (const char* choice : {"tool_choice", "function_call"}) {
+    if (const Json* v = Find(body, choice); v != nullptr && *v != "none") {
+      return Unsupported(choice, "tool and function calling are not implemented");
+    }
+  }
+  if (const Json* v = Find(body, "response_format"); v != nullptr) {
+    if (!v->is_object() || v->value("type", Json()) != "text") {
+      return Unsupported("response_format", "only {\"type\": \"text\"}");
+    }
+  }
+  if (endpoint == Endpoint::kCompletions) {
+    TP_ASSIGN_OR_RETURN(std::optional<bool> echo, GetBool(body, "echo"));
+    if (echo.value_or(false)) return Unsupported("echo", "the prompt is not echoed");
+    if (const Json* v = Find(body, "suffix"); v != nullptr && *v != "") {
+      return Unsupported("suffix", "insertion (suffix) is not implemented");
+    }
+    TP_ASSIGN_OR_RETURN(std::optional<int64_t> best_of, GetInteger(body, "best_of"));
+    if (best_of.has_value() && *best_of != 1) {
+      return Unsupported("best_of", absl::StrCat("best_of = ", *best_of, "; only 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMessages(const Json& body, tpserve::v1::GenerateRequest& proto) {
+  const Json* messages = Find(body, "messages");
+  if (messages == nullptr) return Invalid("messages", "messages is required");
+  if (!messages->is_array()) return TypeError("messages", *messages, "an array of messages");
+  tpserve::v1::Chat* chat = proto.mutable_chat();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const std::string path = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return TypeError(path, m, "an object");
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content" && key != "name") {
+        return Unsupported(absl::StrCat(path, ".", key), "messages take role, content and name");
+      }
+    }
+    tpserve::v1::ChatMessage* out = chat->add_messages();
+    const Json* role = Find(m, "role");
+    if (role == nullptr) return Invalid(path + ".role", path + ".role is required");
+    if (!role->is_string()) return TypeError(path + ".role", *role, "a string");
+    // OpenAI's newer name for the system role.
+    out->set_role(*role == "developer" ? std::string("system") : role->get<std::string>());
+    const Json* content = Find(m, "content");
+    const std::string content_path = path + ".content";
+    if (content == nullptr) return Invalid(content_path, content_path + " is required");
+    if (content->is_string()) {
+      out->set_content(content->get<std::string>());
+    } else if (content->is_array()) {
+      for (size_t j = 0; j < content->size(); ++j) {
+        const Json& part = (*content)[j];
+        const std::string part_path = absl::StrCat(content_path, "[", j, "]");
+        if (!part.is_object()) return TypeError(part_path, part, "a content part object");
+        const Json* type = Find(part, "type");
+        if (type == nullptr || *type != "text") {
+          return Unsupported(part_path + ".type", "only text content parts");
+        }
+        const Json* text = Find(part, "text");
+        if (text == nullptr || !text->is_string()) {
+          return TypeError(part_path + ".text", text ? *text : Json(), "a string");
+        }
+        out->mutable_content()->append(text->get<std::string>());
+      }
+    } else {
+      return TypeError(content_path, *content, "a string or an array of text parts");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTokenIds(const Json& ids, const std::string& path, tpserve::v1::TokenIds* out) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    TP_ASSIGN_OR_RETURN(int64_t id, ToInteger(ids[i], absl::StrCat(path, "[", i, "]"), 0,
+                                              std::numeric_limits<int32_t>::max()));
+    out->add_ids(static_cast<int32_t>(id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParsePrompt(const Json& body, tpserve::v1::GenerateRequest& proto) {
+  const Json* prompt = Find(body, "prompt");
+  if (prompt == nullptr) return Invalid("prompt", "prompt is required");
+  const std::string kExpected =
+      "a string, an array of token ids, or a one-element array of either";
+  if (prompt->is_string()) {
+    proto.set_text(prompt->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!prompt->is_array()) return TypeError("prompt", *prompt, kExpected);
+  if (prompt->empty()) return Invalid("prompt", "prompt = [] is invalid: the prompt must not be empty");
+  const Json& first = (*prompt)[0];
+  if (first.is_number()) return ParseTokenIds(*prompt, "prompt", proto.mutable_token_ids());
+  if (prompt->size() != 1) {
+    return Unsupported("prompt", absl::StrCat("a batch of ", prompt->size(),
+                                              " prompts; send one request per prompt"));
+  }
+  if (first.is_string()) {
+    proto.set_text(first.get<std::string>());
+    return absl::OkStatus();
+  }
+  if (first.is_array()) return ParseTokenIds(first, "prompt[0]", proto.mutable_token_ids());
+  return TypeError("prompt[0]", first, kExpected);
+}
+
+absl::Status ParseStop(const Json& body, OpenAiRequest& r) {
+  const Json* stop = Find(body, "stop");
+  if (stop == nullptr) return absl::OkStatus();
+  if (stop->is_string()) {
+    r.stop_is_string = true;
+    r.proto.add_stop_sequences(stop->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!stop->is_array()) return TypeError("stop", *stop, "a string or an array of strings");
+  for (size_t i = 0; i < stop->size(); ++i) {
+    const Json& s = (*stop)[i];
+    if (!s.is_string()) return TypeError(absl::StrCat("stop[", i, "]"), s, "a string");
+    r.proto.add_stop_sequences(s.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSampling(const Json& body, tpserve::v1::SamplingParams& s) {
+  TP_ASSIGN_OR_RETURN(std::optional<double> temperature, GetNumber(body, "temperature"));
+  if (temperature) s.set_temperature(static_cast<float>(*temperature));
+  TP_ASSIGN_OR_RETURN(std::optional<double> top_p, GetNumber(body, "top_p"));
+  if (top_p) s.set_top_p(static_cast<float>(*top_p));
+  TP_ASSIGN_OR_RETURN(std::optional<double> min_p, GetNumber(body, "min_p"));
+  if (min_p) s.set_min_p(static_cast<float>(*min_p));
+  TP_ASSIGN_OR_RETURN(std::optional<double> rep, GetNumber(body, "repetition_penalty"));
+  if (rep) s.set_repetition_penalty(static_cast<float>(*rep));
+  TP_ASSIGN_OR_RETURN(std::optional<double> presence, GetNumber(body, "presence_penalty"));
+  if (presence) s.set_presence_penalty(static_cast<float>(*presence));
+  TP_ASSIGN_OR_RETURN(std::optional<double> frequency, GetNumber(body, "frequency_penalty"));
+  if (frequency) s.set_frequency_penalty(static_cast<float>(*frequency));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, GetInteger(body, "top_k"));
+  if (top_k) s.set_top_k(static_cast<int32_t>(*top_k));
+  // OpenAI's seed is a signed 64-bit integer; ours is any 64-bit pattern.
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> seed,
+                      GetInteger(body, "seed", std::numeric_limits<int64_t>::min(),
+                                 std::numeric_limits<int64_t>::max()));
+  if (seed) s.set_seed(static_cast<uint64_t>(*seed));
+  return absl::OkStatus();
+}
+
+absl::Status ParseLimitsAndLogprobs(const Json& body, OpenAiRequest& r) {
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, GetInteger(body, "max_tokens"));
+  std::optional<int64_t> max_completion_tokens;
+  if (r.endpoint == Endpoint::kChatCompletions) {
+    TP_ASSIGN_OR_RETURN(max_completion_tokens, GetInteger(body, "max_completion_tokens"));
+  }
+  if (max_tokens && max_completion_tokens) {
+    return Invalid("max_completion_tokens",
+                   "set only one of max_tokens and max_completion_tokens");
+  }
+  if (max_completion_tokens) r.max_tokens_field = "max_completion_tokens";
+  if (max_tokens || max_completion_tokens) {
+    r.proto.set_max_new_tokens(static_cast<int32_t>(max_tokens ? *max_tokens : *max_completion_tokens));
+  }
+
+  if (r.endpoint == Endpoint::kChatCompletions) {
+    TP_ASSIGN_OR_RETURN(std::optional<bool> logprobs, GetBool(body, "logprobs"));
+    TP_ASSIGN_OR_RETURN(std::optional<int64_t> top, GetInteger(body, "top_logprobs"));
+    if (top.has_value() && !logprobs.value_or(false)) {
+      return Invalid("top_logprobs", "top_logprobs requires logprobs = true");
+    }
+    r.logprobs = logprobs.value_or(false);
+    r.top_logprobs = static_cast<int32_t>(top.value_or(0));
+  } else {
+    // Completions: logprobs is the number of alternatives; 0 still reports the chosen token.
+    TP_ASSIGN_OR_RETURN(std::optional<int64_t> logprobs, GetInteger(body, "logprobs"));
+    r.logprobs = logprobs.has_value();
+    r.top_logprobs = static_cast<int32_t>(logprobs.value_or(0));
+  }
+  r.proto.set_logprobs(r.logprobs);
+  r.proto.set_top_logprobs(r.top_logprobs);
+
+  TP_ASSIGN_OR_RETURN(std::optional<bool> ignore_eos, GetBool(body, "ignore_eos"));
+  r.proto.set_ignore_eos(ignore_eos.value_or(false));
+  if (const Json* ids = Find(body, "stop_token_ids"); ids != nullptr) {
+    if (!ids->is_array()) return TypeError("stop_token_ids", *ids, "an array of token ids");
+    for (size_t i = 0; i < ids->size(); ++i) {
+      TP_ASSIGN_OR_RETURN(int64_t id, ToInteger((*ids)[i], absl::StrCat("stop_token_ids[", i, "]"),
+                                                0, std::numeric_limits<int32_t>::max()));
+      r.proto.add_stop_token_ids(static_cast<int32_t>(id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStreaming(const Json& body, OpenAiRequest& r) {
+  TP_ASSIGN_OR_RETURN(std::optional<bool> stream, GetBool(body, "stream"));
+  r.stream = stream.value_or(false);
+  const Json* options = Find(body, "stream_options");
+  if (options == nullptr) return absl::OkStatus();
+  if (!r.stream) return Invalid("stream_options", "stream_options requires stream = true");
+  if (!options->is_object()) return TypeError("stream_options", *options, "an object");
+  for (const auto& [key, value] : options->items()) {
+    if (key != "include_usage") return Unsupported("stream_options." + key, "only include_usage");
+  }
+  const Json* include = Find(*options, "include_usage");
+  if (include != nullptr && !include->is_boolean()) {
+    return TypeError("stream_options.include_usage", *include, "a boolean");
+  }
+  r.include_usage = include != nullptr && include->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OpenAiRequest> ParseBody(Endpoint endpoint, const Json& body,
+                                        std::string_view served_model) {
+  if (!body.is_object()) return TypeError("body", body, "a JSON object");
+  OpenAiRequest r;
+  r.endpoint = endpoint;
+  for (const auto& [key, value] : body.items()) {
+    if (!IsKnownField(endpoint, key)) {
+      return WithCode(Invalid(key, absl::StrCat("unrecognized request field: ", key)),
+                      "unsupported_parameter");
+    }
+  }
+  if (const Json* model = Find(body, "model"); model != nullptr) {
+    if (!model->is_string()) return TypeError("model", *model, "a string");
+    r.model = model->get<std::string>();
+    if (r.model != served_model) {
+      return WithCode(WithParam(absl::NotFoundError(absl::StrCat(
+                                    "the model `", r.model, "` does not exist; this server serves `",
+                                    std::string(served_model), "`")),
+                                "model"),
+                      "model_not_found");
+    }
+  }
+  TP_RETURN_IF_ERROR(CheckUnsupported(body, endpoint));
+  TP_RETURN_IF_ERROR(endpoint == Endpoint::kChatCompletions ? ParseMessages(body, r.proto)
+                                                            : ParsePrompt(body, r.proto));
+  TP_RETURN_IF_ERROR(ParseSampling(body, *r.proto.mutable_sampling()));
+  TP_RETURN_IF_ERROR(ParseLimitsAndLogprobs(body, r));
+  TP_RETURN_IF_ERROR(ParseStop(body, r));
+  TP_RETURN_IF_ERROR(ParseStreaming(body, r));
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(Endpoint endpoint, std::string_view body,
+                                                 std::string_view served_model) {
+  if (!IsValidUtf8(body)) {
+    return absl::InvalidArgumentError("the request body is not valid UTF-8");
+  }
+  Json json;
+  try {
+    json = Json::parse(body);
+  } catch (const Json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
+    std::string what = e.what();
+    if (size_t p = what.find("] "); p != std::string::npos) what.erase(0, p + 2);
+    return absl::InvalidArgumentError(absl::StrCat("the request body is not valid JSON: ", what));
+  }
+  // Every accessor above checks types first, but a nlohmann exception must never become a 500.
+  try {
+    return ParseBody(endpoint, json, served_model);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed request: ", e.what()));
+  }
+}
+
+}  // namespace tpserve
