@@ -96,7 +96,7 @@ void Frontend::RegisterMetrics() {
   prompt_tokens_ = metrics_.GetCounter("tpserve_prompt_tokens_total",
                                        "Prompt tokens of admitted requests.");
   generation_tokens_ = metrics_.GetCounter("tpserve_generation_tokens_total",
-                                           "Tokens generated and sent to clients.");
+                                           "Tokens generated (as usage.completion_tokens counts them).");
   Engine* engine = engine_;
   metrics_.AddGaugeFunction("tpserve_requests_running", "Requests in the running batch.",
                             [engine] { return static_cast<double>(engine->stats().running); });
@@ -224,6 +224,9 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
     return;
   }
 
+  // The engine counts tokens it generated but did not send (EOS, a stop token id): so does the
+  // counter, which then sums to the requests' usage.completion_tokens.
+  generation_tokens_->Add(std::max(0, event.usage.completion_tokens - t.tokens));
   const double e2e_s = absl::ToDoubleSeconds(now - t.submitted);
   e2e_->Observe(e2e_s);
   metrics_

@@ -104,6 +104,20 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(const ModelBundle* bundl
     return absl::UnavailableError(absl::StrCat("cannot listen on ", g->options_.listen));
   }
   g->address_ = absl::StrCat(host, ":", port);
+  if (g->options_.http_port != 0) {
+    HttpServerOptions http;
+    http.host = host;
+    http.port = g->options_.http_port;
+    http.tls_cert_file = g->options_.tls.cert_file;
+    http.tls_key_file = g->options_.tls.key_file;
+    http.tls_client_ca_file = g->options_.tls.client_ca_file;
+    http.http_threads = g->options_.http_threads;
+    http.serving = [gw = g.get()] { return gw->serving_.load(); };
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(g->frontend_.get(), http);
+    if (!started.ok()) return started.status();
+    g->http_ = *std::move(started);
+  }
   g->engine_->Start();
   g->server_->GetHealthCheckService()->SetServingStatus(true);
   g->serving_ = true;
@@ -150,7 +164,8 @@ void Gateway::Shutdown() {
   stop_.Notify();
   if (monitor_.joinable()) monitor_.join();
   server_->GetHealthCheckService()->SetServingStatus(false);
-  engine_->Stop();  // ends every open stream with UNAVAILABLE
+  if (http_ != nullptr) http_->Shutdown();  // its open streams end with an error event
+  engine_->Stop();  // ends every open gRPC stream with UNAVAILABLE
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

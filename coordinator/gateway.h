@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "coordinator/engine.h"
 #include "coordinator/frontend.h"
+#include "coordinator/http/http_server.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/server.h"
 
@@ -50,6 +51,9 @@ struct GatewayOptions {
   TlsFiles tls;
   // Server reflection: by default only on a loopback address.
   std::optional<bool> reflection;
+  // The OpenAI-compatible HTTP front on the same host (0: none), with the same TLS files.
+  int http_port = 0;
+  int http_threads = 64;
   absl::Duration health_interval = absl::Milliseconds(500);
   // Extra liveness check run by the health monitor (e.g. RemoteExecutor::Ping); OK = alive.
   std::function<absl::Status()> ranks_alive;
@@ -63,6 +67,8 @@ class Gateway {
   ~Gateway();
 
   const std::string& address() const { return address_; }
+  // "http://host:port" (or https), empty without an HTTP front.
+  std::string http_url() const { return http_ == nullptr ? "" : http_->base_url(); }
   Engine& engine() { return *engine_; }
   Frontend& frontend() { return *frontend_; }
   // Warnings about the configuration (e.g. plaintext on a non-loopback address), for the log.
@@ -86,6 +92,7 @@ class Gateway {
   std::unique_ptr<TpServeService> service_;
   std::vector<std::string> warnings_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
   std::string address_;
   std::atomic<bool> serving_{false};
   std::atomic<bool> draining_{false};

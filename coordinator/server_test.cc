@@ -246,6 +246,7 @@ TEST_F(ServerTest, EchoesTheRequestIdInMetadataAndTheFirstMessage) {
   Start("hello");
   pb::GenerateRequest req;
   req.set_text("h");
+  req.mutable_sampling()->set_temperature(0.0f);  // the scripted model checks every token
   req.set_max_new_tokens(3);
   req.set_request_id("client-42");
   grpc::ClientContext ctx;
@@ -317,6 +318,7 @@ TEST_F(ServerTest, ABearerTokenIsCheckedOnEveryMethod) {
   Start("ok");
   pb::GenerateRequest req;
   req.set_text("o");
+  req.mutable_sampling()->set_temperature(0.0f);  // the scripted model checks every token
   req.set_max_new_tokens(2);
   Result r = Generate(req);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);

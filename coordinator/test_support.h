@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "coordinator/executor.h"
 #include "coordinator/tokenizer/tokenizer.h"
@@ -62,8 +63,11 @@ class ScriptedExecutor : public ModelExecutor {
       }
       for (int64_t p = 0; p < end; ++p) {
         if (kv_[Slot(c, p)] != Expected(p)) {
-          return absl::InternalError(absl::StrFormat("seq %d position %d holds the wrong token",
-                                                     c.seq_id, p));
+          return absl::InternalError(absl::StrFormat(
+              "seq %d position %d holds the wrong token (%d, expected %d); chunk at %d of %d "
+              "tokens, block table [%s]",
+              c.seq_id, p, kv_[Slot(c, p)], Expected(p), c.start_position, c.token_ids.size(),
+              absl::StrJoin(c.block_table, ",")));
         }
       }
       r.logits[i * r.vocab_size + Expected(end)] = 10.0f;

@@ -55,7 +55,11 @@ ABSL_FLAG(std::string, weights, "",
           "int4-g64, bf16, ... (the presets of //deploy:vram --weights)");
 ABSL_FLAG(std::string, kv_dtype, "f16", "KV cache dtype: f32, f16, bf16 or fp8");
 ABSL_FLAG(std::string, listen, "127.0.0.1", "host for the public API");
-ABSL_FLAG(int, port, 50051, "port for the public API (0 = any free port)");
+ABSL_FLAG(int, port, 50051, "port for the public gRPC API (0 = any free port)");
+ABSL_FLAG(int, http_port, 8080,
+          "port for the OpenAI-compatible HTTP API and /metrics on the same host (0 = off)");
+ABSL_FLAG(int, http_threads, 64,
+          "HTTP connections served at once (each open HTTP stream holds one thread)");
 ABSL_FLAG(int, threads_per_rank, 0, "CPU threads per rank (default: cores / ranks)");
 ABSL_FLAG(int, context, 4096, "context window served, tokens (capped by the model's)");
 ABSL_FLAG(int, max_seqs, 8, "sequences batched per step");
@@ -239,6 +243,16 @@ absl::StatusOr<GatewayOptions> PublicApiOptions() {
         "--drain_timeout_s = ", absl::GetFlag(FLAGS_drain_timeout_s), " must be at least 0"));
   }
   options.frontend.max_queued_requests = queued;
+  options.http_port = absl::GetFlag(FLAGS_http_port);
+  options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  if (options.http_port < 0 || options.http_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_port = ", options.http_port, " must be in [0, 65535] (0 = off)"));
+  }
+  if (options.http_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_threads = ", options.http_threads, " must be at least 1"));
+  }
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
@@ -383,10 +397,14 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   std::printf("tpserve: serving %s on %s (tpserve.v1.TpServe, %d %s rank(s))\n",
               bundle->files.config.name.c_str(), (*gateway)->address().c_str(), ranks,
               setup.backend.c_str());
+  if (!(*gateway)->http_url().empty()) {
+    std::printf("tpserve: OpenAI-compatible HTTP on %s (/v1/chat/completions, /v1/completions, "
+                "/v1/models, /health, /metrics)\n", (*gateway)->http_url().c_str());
+  }
   std::fflush(stdout);
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     const std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
-    std::ofstream(tmp) << (*gateway)->address() << "\n";
+    std::ofstream(tmp) << (*gateway)->address() << "\n" << (*gateway)->http_url() << "\n";
     std::rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());
   }
   std::thread demo;

@@ -1,3 +1,4 @@
+#include "coordinator/http/elastic_task_queue.h"
 #include "coordinator/http/http_server.h"
 
 #include <httplib.h>
@@ -158,7 +159,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Frontend* frontend
   if (!server.ok()) return server.status();
   s->server_ = *std::move(server);
   const size_t threads = static_cast<size_t>(o.http_threads);
-  s->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s->server_->new_task_queue = [threads] { return new ElasticTaskQueue(threads); };
   s->server_->set_payload_max_length(o.max_body_bytes);
   s->AddRoutes();
 

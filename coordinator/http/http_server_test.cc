@@ -315,7 +315,7 @@ TEST_F(HttpServerTest, MetricsCountExactlyWhatTheRequestsUsed) {
   auto get = [](const std::map<std::string, double>& m, const std::string& k) {
     return m.count(k) ? m.at(k) : 0.0;
   };
-  int prompt_tokens = 0, sent_tokens = 0;
+  int prompt_tokens = 0, sent_tokens = 0, completion_tokens = 0;
   for (const std::string& body :
        {std::string(R"({"prompt": "hello", "max_tokens": 4})"),
         std::string(R"({"prompt": "안녕하세요"})")}) {
@@ -324,17 +324,19 @@ TEST_F(HttpServerTest, MetricsCountExactlyWhatTheRequestsUsed) {
     ASSERT_EQ(r->status, 200) << r->body;
     Json out = Json::parse(r->body);
     prompt_tokens += out["usage"]["prompt_tokens"].get<int>();
+    completion_tokens += out["usage"]["completion_tokens"].get<int>();
     // The byte tokenizer: one token per byte of text sent (EOS is counted in usage, not sent).
     sent_tokens += static_cast<int>(out["choices"][0]["text"].get<std::string>().size());
   }
   EXPECT_EQ(prompt_tokens, 5 + 15);
   EXPECT_EQ(sent_tokens, 4 + 6);
+  EXPECT_EQ(completion_tokens, 4 + 6 + 1);  // the second ends in EOS: generated, not sent
   const auto after = Metrics();
   EXPECT_EQ(get(after, "tpserve_prompt_tokens_total") - get(before, "tpserve_prompt_tokens_total"),
             prompt_tokens);
   EXPECT_EQ(get(after, "tpserve_generation_tokens_total") -
                 get(before, "tpserve_generation_tokens_total"),
-            sent_tokens);
+            completion_tokens);
   EXPECT_EQ(get(after, R"(tpserve_requests_total{finish_reason="length"})") -
                 get(before, R"(tpserve_requests_total{finish_reason="length"})"),
             1);

@@ -314,7 +314,7 @@ class ResponseBuilderTest : public ::testing::Test {
       e.logprobs.push_back(t);
     }
     e.finish = finish;
-    if (finish != FinishReason::kNone) e.usage = Usage{5, 4, 0.1, 0.2};
+    if (finish != FinishReason::kNone) e.usage = Usage{5, 4, 2, 0.1, 0.2};
     return e;
   }
   Tokenizer tokenizer_ = ByteTokenizer();
@@ -344,7 +344,7 @@ TEST_F(ResponseBuilderTest, ChatStreamRoleFirstThenContentThenFinishAndUsage) {
   Json usage = b.UsageChunk();
   EXPECT_EQ(usage["choices"], Json::array());
   EXPECT_EQ(usage["usage"], Json::parse(R"({"prompt_tokens": 5, "completion_tokens": 4,
-      "total_tokens": 9, "prompt_tokens_details": {"cached_tokens": 0}})"));
+      "total_tokens": 9, "prompt_tokens_details": {"cached_tokens": 2}})"));
   EXPECT_EQ(SseData(usage).rfind("data: {", 0), 0u);
   EXPECT_EQ(SseData(usage).substr(SseData(usage).size() - 2), "\n\n");
 }

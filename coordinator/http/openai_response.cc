@@ -40,10 +40,7 @@ absl::Status FinishStatus(const GenerationEvent& event) {
   }
 }
 
-int32_t CachedPromptTokens(const Usage& usage) {
-  (void)usage;
-  return 0;  // WIRE: return usage.cached_tokens;  (once engine.h's Usage has the field)
-}
+int32_t CachedPromptTokens(const Usage& usage) { return usage.cached_tokens; }
 
 Json UsageObject(const Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},

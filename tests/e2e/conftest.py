@@ -38,12 +38,6 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _launcher_has_http(launch):
-    """Whether this launcher build serves HTTP (older builds reject --http_port)."""
-    out = subprocess.run([str(launch), "--helpfull"], capture_output=True, text=True, timeout=30)
-    return "--http_port (" in out.stdout + out.stderr  # how Abseil lists a defined flag
-
-
 class Cluster:
     def __init__(self, ranks, tmp, extra_args=()):
         assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
@@ -53,10 +47,8 @@ class Cluster:
         self.log_path = tmp / "launch.log"
         self.log = open(self.log_path, "w+")
         env = dict(os.environ, TPSERVE_WORKER_BIN=str(ROOT / "bazel-bin/worker/worker"))
-        # A free port chosen here rather than --http_port=0, so the URL is known whichever way
-        # the launcher reads 0; the ready file's line 2, when present, is still preferred.
-        self.http_port = _free_port() if _launcher_has_http(launch) else None
-        http_args = [f"--http_port={self.http_port}"] if self.http_port else []
+        # --http_port=0 turns HTTP off, so a port that was free a moment ago is chosen here.
+        http_args = [f"--http_port={_free_port()}"]
         self.proc = subprocess.Popen(
             [str(launch), f"--ranks={ranks}", f"--model={MODEL}", "--port=0",
              f"--ready_file={self.ready_file}", "--context=2048", "--max_seqs=4",
@@ -70,11 +62,7 @@ class Cluster:
         # Line 1: the gRPC address; line 2: the HTTP base URL (e.g. http://127.0.0.1:34567).
         lines = [line.strip() for line in self.ready_file.read_text().splitlines()]
         self.address = lines[0]
-        self.http_url = None
-        if len(lines) > 1 and lines[1]:
-            self.http_url = lines[1]
-        elif self.http_port:
-            self.http_url = f"http://127.0.0.1:{self.http_port}"
+        self.http_url = lines[1] if len(lines) > 1 and lines[1] else None
         self.channel = grpc.insecure_channel(self.address)
         self.stub = pb_grpc.TpServeStub(self.channel)
 
@@ -117,6 +105,5 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def http_url(cluster):
     """The cluster's OpenAI-compatible HTTP base URL (no trailing slash)."""
-    if cluster.http_url is None:
-        pytest.skip("this launcher build has no --http_port (HTTP front not wired in)")
+    assert cluster.http_url, f"the ready file has no HTTP URL:\n{cluster.output()}"
     return cluster.http_url.rstrip("/")

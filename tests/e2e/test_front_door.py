@@ -33,7 +33,8 @@ def _wait(predicate, timeout=60, what="condition"):
 
 
 def test_200_open_streams_stay_within_a_few_dozen_threads_and_the_queue_bound_refuses(tmp_path):
-    c = Cluster(ranks=1, tmp=tmp_path, extra_args=["--max_queued_requests=196", "--listen=0.0.0.0"])
+    c = Cluster(ranks=1, tmp=tmp_path, extra_args=["--max_queued_requests=196", "--listen=0.0.0.0",
+                                                    "--drain_timeout_s=5"])
     try:
         assert "WARNING: listening on 0.0.0.0 (not loopback) without TLS" in c.output()
         idle = _threads(c.proc.pid)

@@ -1,8 +1,7 @@
 """End-to-end: the OpenAI-compatible HTTP front of a real cluster (launcher + worker ranks of
 SmolLM2), driven by the official `openai` Python client, curl, and Prometheus' own parser.
 
-Expects of the launcher: --http_port=<port> serves HTTP on 127.0.0.1, and the ready file's
-line 2 is the HTTP base URL (conftest.py falls back to http://127.0.0.1:<port>)."""
+The launcher serves HTTP on --http_port and writes the base URL as the ready file's line 2."""
 
 import json
 import subprocess
