@@ -54,9 +54,10 @@ absl::StatusOr<int64_t> Engine::Submit(GenerationRequest request, EventCallback 
   const int64_t worst_case = static_cast<int64_t>(request.prompt_ids.size()) +
                              request.stop.max_new_tokens;
   if (blocks_.BlocksFor(worst_case) > blocks_.num_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "prompt of ", request.prompt_ids.size(), " tokens + max_new_tokens ",
-        request.stop.max_new_tokens, " needs ", blocks_.BlocksFor(worst_case),
+    // Not RESOURCE_EXHAUSTED: no retry can succeed; the request must ask for less.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_new_tokens = ", request.stop.max_new_tokens, " is invalid: with the prompt's ",
+        request.prompt_ids.size(), " tokens it needs ", blocks_.BlocksFor(worst_case),
         " KV blocks; the whole cache has ", blocks_.num_blocks(), " blocks of ",
         blocks_.block_size_tokens(), " tokens"));
   }

@@ -91,8 +91,8 @@ class Engine {
   ~Engine();
 
   // Queues a request whose prompt is already tokenized and checked against the window.
-  // UNAVAILABLE once the engine has failed; RESOURCE_EXHAUSTED if the prompt cannot fit in the
-  // whole KV cache.
+  // UNAVAILABLE once the engine has failed; INVALID_ARGUMENT (naming max_new_tokens) if prompt +
+  // max_new_tokens could never fit in the whole KV cache.
   absl::StatusOr<int64_t> Submit(GenerationRequest request, EventCallback on_event);
   // Ends a request with kCancelled (no-op for unknown or finished ids).
   void Cancel(int64_t request_id);

@@ -224,10 +224,10 @@ TEST_F(EngineTest, PromptLargerThanTheWholeCacheIsRefusedAtSubmit) {
   r.prompt_ids = Bytes("abcdefgh");
   r.stop.max_new_tokens = 4;
   absl::StatusOr<int64_t> id = engine_->Submit(r, [](GenerationEvent) {});
-  EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(id.status().message(),
-            "prompt of 8 tokens + max_new_tokens 4 needs 3 KV blocks; the whole cache has 2 "
-            "blocks of 4 tokens");
+            "max_new_tokens = 4 is invalid: with the prompt's 8 tokens it needs 3 KV blocks; the "
+            "whole cache has 2 blocks of 4 tokens");
 }
 
 TEST_F(EngineTest, BackgroundThreadServesConcurrentSubmitters) {
