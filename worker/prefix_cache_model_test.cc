@@ -4,16 +4,12 @@
 // shared), and the cache does serve their shared prompt blocks.
 //
 // Why the tokens can be identical, not just close: a reused block holds exactly the bytes the
-// sequence would have written itself, and the cache only shortens a chunk by whole blocks.
-// Every kernel computes each token's row alone (attention walks a row's keys block by block
-// from position 0 and reads them from the KV cache, never from the chunk's fresh values), with
-// one exception: the CPU matmul multiplies rows in groups of kMaxDotRows = 4, and a group of one
-// row (the step's last row when its token count is 1 mod 4) takes the decode kernel, whose sums
-// are associated differently. Shortening a chunk by a multiple of 16 tokens keeps the step's
-// count mod 4, so the same row takes the same kernel. What can change tokens is a different
-// *batch* (another mix of sequences in a step changes its count); that happens with or without
-// the cache, so the tests keep the batches the same: requests one after another, or a first
-// request alone and the others all admitted in one step.
+// sequence would have written itself, and every kernel computes each token's row alone
+// (attention walks a row's keys block by block from position 0 and reads them from the KV
+// cache, never from the chunk's fresh values; the CPU dot kernels sum a row the same way
+// whether it shares the call with 0 or 3 others). So neither the cache nor the batch a request
+// lands in (which other requests share its steps, how its prompt is chunked) changes its
+// tokens: batch invariance, checked here on the real model.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -41,6 +37,7 @@ struct Served {
 enum class Order {
   kOneByOne,           // each request runs to completion before the next is submitted
   kFirstThenTogether,  // the first alone, then all the others submitted at once
+  kAllTogether,        // all submitted at once
 };
 
 // Serves `prompts` greedily.
@@ -81,7 +78,7 @@ Served Serve(const ModelBundle& bundle, const std::vector<std::vector<int32_t>>&
                               if (e.finish != FinishReason::kNone) out.usage[i] = e.usage;
                             })
                     .ok());
-    if (order == Order::kOneByOne || i == 0) {
+    if (order == Order::kOneByOne || (order == Order::kFirstThenTogether && i == 0)) {
       while (engine.Step()) {
       }
     }
@@ -167,6 +164,21 @@ TEST_F(PrefixCacheModelTest, ConcurrentWarmRequestsGiveTheSameTokensOnEveryRank)
           << "\" vs \"" << *bundle_->tokenizer->Decode(off.ids[i]) << "\"";
       EXPECT_EQ(on.usage[i].cached_tokens, ExpectedCachedTokens(i)) << "TP=" << tp << " " << i;
     }
+  }
+}
+
+// Batch invariance without the cache: each request alone, in 48-token prefill chunks, gives the
+// same greedy tokens as all four at once in one 1024-token step and then batched decodes.
+// (Greedy tokens survive small float differences; the bitwise check of the logits is
+// //worker:llama_model_test's BatchOfThreeEqualsOneAtATime.)
+TEST_F(PrefixCacheModelTest, GreedyTokensAreTheSameAloneOrAmongOtherRequests) {
+  const Served alone = Serve(*bundle_, prompts_, false, Order::kOneByOne, 1, 48);
+  const Served together = Serve(*bundle_, prompts_, false, Order::kAllTogether, 1, 1024);
+  const Served cached_together = Serve(*bundle_, prompts_, true, Order::kAllTogether, 1, 100);
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    ASSERT_FALSE(alone.ids[i].empty()) << i;
+    EXPECT_EQ(together.ids[i], alone.ids[i]) << "request " << i;
+    EXPECT_EQ(cached_together.ids[i], alone.ids[i]) << "request " << i;
   }
 }
 

@@ -70,12 +70,16 @@ void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
 
 namespace {
 
+// Batch invariance: every N-row kernel below that has a one-row (decode) twin sums exactly as
+// that twin does, so a row's result does not depend on how many rows share the call (which
+// depends on the other requests in the step). Even blocks go to one accumulator and odd blocks
+// to another (the twin's two FMA chains), and the two are added before the horizontal sum.
 template <int NX>
 void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
-  __m256 acc[NX];
+  __m256 acc[2][NX];
 #pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  for (int j = 0; j < NX; ++j) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+  auto block_into = [&](int64_t b, __m256* a) __attribute__((always_inline)) {
     const uint8_t* block = w + b * 34;
     const float dw = LoadF16(block);
     const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
@@ -84,11 +88,17 @@ void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
     for (int j = 0; j < NX; ++j) {
       // |w| * (x with w's sign) == w * x, in the unsigned-by-signed form maddubs takes.
       const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
+      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
     }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    block_into(b, acc[0]);
+    block_into(b + 1, acc[1]);
   }
+  if (b < num_blocks) block_into(b, acc[0]);
 #pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]);
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j]));
 }
 
 template <int NX>
@@ -113,14 +123,14 @@ void DotQ4_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
 
 template <int NX>
 void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
-  __m256 acc[NX];
-  float offsets[NX];
+  __m256 acc[2][NX];
+  float offsets[2][NX];
 #pragma GCC unroll 4
   for (int j = 0; j < NX; ++j) {
-    acc[j] = _mm256_setzero_ps();
-    offsets[j] = 0.0f;
+    acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+    offsets[0][j] = offsets[1][j] = 0.0f;
   }
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  auto block_into = [&](int64_t b, __m256* a, float* off) __attribute__((always_inline)) {
     const uint8_t* block = w + b * 20;
     const float dw = LoadF16(block);
     const float mw = LoadF16(block + 2);
@@ -128,12 +138,20 @@ void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
 #pragma GCC unroll 4
     for (int j = 0; j < NX; ++j) {
       const __m256 p = MulSumU8I8(qw, LoadQ(x[j][b]));
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
-      offsets[j] += mw * x[j][b].s;
+      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
+      off[j] = std::fma(mw, x[j][b].s, off[j]);  // fused, as DotQ4_1One's lane 1
     }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    block_into(b, acc[0], offsets[0]);
+    block_into(b + 1, acc[1], offsets[1]);
   }
+  if (b < num_blocks) block_into(b, acc[0], offsets[0]);
 #pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]) + offsets[j];
+  for (int j = 0; j < NX; ++j) {
+    out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
+  }
 }
 
 // Single activation row (decode): two blocks per iteration with separate accumulators, so
@@ -213,26 +231,34 @@ __m256 Q5Products(__m256i levels, __m256i qx) {
 template <bool kWithMin, int NX>
 void DotQ5N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   constexpr int kBlockBytes = kWithMin ? 24 : 22;
-  __m256 acc[NX];
-  float offsets[NX];
+  __m256 acc[2][NX];
+  float offsets[2][NX];
 #pragma GCC unroll 4
   for (int j = 0; j < NX; ++j) {
-    acc[j] = _mm256_setzero_ps();
-    offsets[j] = 0.0f;
+    acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+    offsets[0][j] = offsets[1][j] = 0.0f;
   }
-  for (int64_t b = 0; b < num_blocks; ++b) {
+  auto block_into = [&](int64_t b, __m256* a, float* off) __attribute__((always_inline)) {
     const uint8_t* block = w + b * kBlockBytes;
     const float dw = LoadF16(block);
     const __m256i levels = Q5Levels<kWithMin>(block);
 #pragma GCC unroll 4
     for (int j = 0; j < NX; ++j) {
       const __m256 p = Q5Products<kWithMin>(levels, LoadQ(x[j][b]));
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
-      if (kWithMin) offsets[j] += LoadF16(block + 2) * x[j][b].s;
+      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
+      if (kWithMin) off[j] = std::fma(LoadF16(block + 2), x[j][b].s, off[j]);
     }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    block_into(b, acc[0], offsets[0]);
+    block_into(b + 1, acc[1], offsets[1]);
   }
+  if (b < num_blocks) block_into(b, acc[0], offsets[0]);
 #pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]) + offsets[j];
+  for (int j = 0; j < NX; ++j) {
+    out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
+  }
 }
 
 // Single activation row (decode): two blocks per iteration with separate accumulators.
@@ -250,15 +276,15 @@ void DotQ5One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
     acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
     if (kWithMin) {
-      off0 += LoadF16(b0 + 2) * x[b].s;
-      off1 += LoadF16(b1 + 2) * x[b + 1].s;
+      off0 = std::fma(LoadF16(b0 + 2), x[b].s, off0);
+      off1 = std::fma(LoadF16(b1 + 2), x[b + 1].s, off1);
     }
   }
   for (; b < num_blocks; ++b) {
     const uint8_t* b0 = w + b * kBlockBytes;
     const __m256 p0 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b0), LoadQ(x[b]));
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
-    if (kWithMin) off0 += LoadF16(b0 + 2) * x[b].s;
+    if (kWithMin) off0 = std::fma(LoadF16(b0 + 2), x[b].s, off0);
   }
   *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
 }

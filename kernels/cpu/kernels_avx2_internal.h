@@ -106,19 +106,32 @@ struct BF16Lanes {
 };
 
 // NX f32 vectors against one row: the row is loaded once per 8 elements for all of them.
+// Each vector is summed exactly as DotRowOne sums one (four accumulators over 32-element
+// strides, then one), so a row's result does not depend on how many rows share the call:
+// batch invariance.
 template <typename L, int NX>
 void DotRowN(const typename L::Elem* w, const float* const* x, int64_t n, float* out) {
-  __m256 acc[NX];
+  __m256 acc[4][NX];
 #pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+  for (int j = 0; j < NX; ++j) acc[0][j] = acc[1][j] = acc[2][j] = acc[3][j] = _mm256_setzero_ps();
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int u = 0; u < 4; ++u) {
+      const __m256 wv = L::Load8(w + i + 8 * u);
+#pragma GCC unroll 4
+      for (int j = 0; j < NX; ++j) {
+        acc[u][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i + 8 * u), acc[u][j]);
+      }
+    }
+  }
   for (; i + 8 <= n; i += 8) {
     const __m256 wv = L::Load8(w + i);
 #pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) acc[j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[j]);
+    for (int j = 0; j < NX; ++j) acc[0][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[0][j]);
   }
   for (int j = 0; j < NX; ++j) {
-    float sum = HorizontalSum(acc[j]);
+    float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0][j], acc[1][j]),
+                                            _mm256_add_ps(acc[2][j], acc[3][j])));
     for (int64_t t = i; t < n; ++t) sum += L::Load1(w[t]) * x[j][t];
     out[j] = sum;
   }
