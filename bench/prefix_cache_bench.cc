@@ -7,6 +7,7 @@
 // to its first token, then request B (same system prompt + question B). Medians are reported.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "model/bundled_model.h"
@@ -23,6 +25,9 @@ ABSL_FLAG(std::string, model, "", "GGUF file (default: the bundled SmolLM2)");
 ABSL_FLAG(int, system_tokens, 1000, "approximate length of the shared system prompt");
 ABSL_FLAG(int, repeats, 5, "cold/warm pairs per mode; medians are reported");
 ABSL_FLAG(int, threads, 0, "threads of the one rank (0: all cores)");
+ABSL_FLAG(std::string, dump_prompts, "",
+          "also write the two prompts' token ids here as JSON {\"a\": [...], \"b\": [...]} "
+          "(for bench/llama_cpp_prefix_bench.py, the peer)");
 
 namespace tpserve {
 namespace {
@@ -117,6 +122,11 @@ int Run() {
   if (!a.ok() || !b.ok()) {
     std::fprintf(stderr, "cannot encode the prompts\n");
     return 1;
+  }
+  if (!absl::GetFlag(FLAGS_dump_prompts).empty()) {
+    std::ofstream(absl::GetFlag(FLAGS_dump_prompts))
+        << "{\"a\": [" << absl::StrJoin(*a, ", ") << "], \"b\": [" << absl::StrJoin(*b, ", ")
+        << "]}\n";
   }
   std::printf("model %s, %d threads, prompts of %zu and %zu tokens, blocks of %d tokens\n",
               path.c_str(), threads, a->size(), b->size(), kBlockTokens);

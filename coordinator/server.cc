@@ -59,6 +59,17 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
   }
 }
 
+// How a stream that was not an error ends: OK, or the cancel / deadline that cut it short.
+absl::Status FinishStatus(FinishReason reason) {
+  if (reason == FinishReason::kCancelled) {
+    return absl::CancelledError("generation cancelled by the client");
+  }
+  if (reason == FinishReason::kDeadline) {
+    return absl::DeadlineExceededError("deadline passed during generation");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::Message* out) {
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable bytes");
@@ -161,15 +172,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
           FillResponse(event, &response);
           pending_.push_back(Serialize(response));
         }
-        if (event.finish == FinishReason::kCancelled) {
-          final_status_ =
-              grpc::Status(grpc::StatusCode::CANCELLED, "generation cancelled by the client");
-        } else if (event.finish == FinishReason::kDeadline) {
-          final_status_ = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                       "deadline passed during generation");
-        } else if (last) {
-          final_status_ = grpc::Status::OK;
-        }
+        if (last) final_status_ = ToGrpcStatus(FinishStatus(event.finish));
       }
     }
     Pump();
