@@ -129,6 +129,58 @@ QuantizedActivations Activations(const CpuKernels& ks, int64_t k, uint32_t seed)
 
 // The optimized kernels compute the same integers as the reference and differ only in float
 // order, so they agree to f32 rounding of the magnitude sum(|w * x|).
+// Batch invariance: a row's dot is the same float whatever the number of rows in the call
+// (the rows of one step arrive in groups of up to kMaxDotRows, depending on the other requests).
+// Odd block counts (the tail of the two-accumulator loops) and every row slot.
+TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
+  for (int64_t k : {544, 576}) {
+    const int64_t nb = k / 32;
+    std::vector<std::vector<float>> xf;
+    std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(nb));
+    const Q8Block* qrows[kMaxDotRows];
+    const float* frows[kMaxDotRows];
+    for (int j = 0; j < kMaxDotRows; ++j) {
+      xf.push_back(Random(k + 3, 200 + j));  // + 3: the f32 dot's scalar tail
+      simd_.quantize_q8(xf[j].data(), k, xq[j].data());
+      qrows[j] = xq[j].data();
+      frows[j] = xf[j].data();
+    }
+    const std::vector<float> w = Random(k + 3, 9, 0.1f);
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+      std::vector<uint8_t> wq(RowBytes(t, k).value());
+      QuantizeRow(t, w.data(), wq.data(), k);
+      const auto dot = t == DType::kQ8_0   ? simd_.dot_q8_0
+                       : t == DType::kQ4_0 ? simd_.dot_q4_0
+                       : t == DType::kQ4_1 ? simd_.dot_q4_1
+                       : t == DType::kQ5_0 ? simd_.dot_q5_0
+                                           : simd_.dot_q5_1;
+      for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
+        float many[kMaxDotRows];
+        dot(wq.data(), qrows, num_x, nb, many);
+        for (int j = 0; j < num_x; ++j) {
+          float alone;
+          dot(wq.data(), &qrows[j], 1, nb, &alone);
+          EXPECT_EQ(many[j], alone) << DTypeName(t) << " k=" << k << " num_x=" << num_x << " " << j;
+        }
+      }
+    }
+    std::vector<uint16_t> wh(k);
+    for (int64_t i = 0; i < k; ++i) wh[i] = F32ToF16(w[i]);
+    for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
+      float many_f32[kMaxDotRows], many_f16[kMaxDotRows];
+      simd_.dot_f32(w.data(), frows, num_x, k + 3, many_f32);  // + 3: the scalar tail too
+      simd_.dot_f16(wh.data(), frows, num_x, k, many_f16);
+      for (int j = 0; j < num_x; ++j) {
+        float alone;
+        simd_.dot_f32(w.data(), &frows[j], 1, k + 3, &alone);
+        EXPECT_EQ(many_f32[j], alone) << "f32 num_x=" << num_x << " " << j;
+        simd_.dot_f16(wh.data(), &frows[j], 1, k, &alone);
+        EXPECT_EQ(many_f16[j], alone) << "f16 num_x=" << num_x << " " << j;
+      }
+    }
+  }
+}
+
 TEST_F(CpuKernelsTest, KQuantDotsMatchReferenceOnOddSizes) {
   for (DType t : kKQuantTypes) {
     for (int64_t nb = 1; nb <= 3; ++nb) {

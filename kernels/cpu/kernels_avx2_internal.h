@@ -185,7 +185,8 @@ __attribute__((always_inline)) inline __m256 HorizontalSums8(const __m256* a) {
 
 // scores[h * scores_stride + t] = scale * dot(q[h], k row t): one K row serves every query
 // head of the group. Eight keys at a time keep eight independent FMA chains per head and
-// reduce them together (HorizontalSums8); the floats equal one DotRow per key.
+// reduce them together (HorizontalSums8); every key's score is one single-accumulator dot,
+// the last count % 8 keys' too.
 template <typename L>
 void AttnScoresRows(const float* const* q, int num_q, const typename L::Elem* k, int64_t stride,
                     int64_t count, int64_t head_dim, float scale, float* scores,
@@ -219,6 +220,21 @@ void AttnScoresRows(const float* const* q, int num_q, const typename L::Elem* k,
                          _mm256_mul_ps(HorizontalSums8(acc), vscale));
       }
     }
+  }
+  if (head_dim % 8 == 0) {
+    // The last count % 8 keys: one accumulator per key, as in the groups of eight, so a key's
+    // score does not depend on its place in a group.
+    for (; t < count; ++t) {
+      const typename L::Elem* row = k + t * stride;
+      for (int h = 0; h < num_q; ++h) {
+        __m256 a = _mm256_setzero_ps();
+        for (int64_t d = 0; d < head_dim; d += 8) {
+          a = _mm256_fmadd_ps(L::Load8(row + d), _mm256_loadu_ps(q[h] + d), a);
+        }
+        scores[h * scores_stride + t] = HorizontalSum(a) * scale;
+      }
+    }
+    return;
   }
   float dots[kMaxDotRows];
   for (; t < count; ++t) {
