@@ -2,10 +2,14 @@
 admission control, threads at 200 open streams, graceful drain on SIGTERM, TLS (mutual) with
 a bearer token, invalid UTF-8, and the warning for a plaintext non-loopback listener."""
 
+import json
 import pathlib
 import signal
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import grpc
 import pytest
@@ -162,6 +166,28 @@ def test_mutual_tls_and_bearer_token(tmp_path):
             with pytest.raises(grpc.RpcError) as e:
                 list(pb_grpc.TpServeStub(ch).Generate(req, timeout=10))
             assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+
+        # The HTTP port: the same certificate, client CA and token.
+        assert c.http_url.startswith("https://"), c.http_url
+
+        def get(path, ctx, auth):
+            r = urllib.request.Request(f"{c.http_url}{path}",
+                                       headers={"Authorization": auth} if auth else {})
+            with urllib.request.urlopen(r, context=ctx, timeout=30) as resp:
+                return resp.status, json.loads(resp.read())
+
+        mtls = ssl.create_default_context(cafile=str(pki_dir / "ca.pem"))
+        mtls.load_cert_chain(str(pki_dir / "client.pem"), str(pki_dir / "client.key"))
+        status, models = get("/v1/models", mtls, f"Bearer {token}")
+        assert status == 200 and models["data"][0]["object"] == "model"
+        with pytest.raises(urllib.error.HTTPError) as e:
+            get("/v1/models", mtls, "Bearer wrong-token-wrong-token")
+        assert e.value.code == 401
+        no_client_cert = ssl.create_default_context(cafile=str(pki_dir / "ca.pem"))
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            get("/v1/models", no_client_cert, f"Bearer {token}")
+        with pytest.raises((ssl.SSLError, urllib.error.URLError)):
+            get("/v1/models", ssl.create_default_context(), f"Bearer {token}")
     finally:
         c.stop()
 
