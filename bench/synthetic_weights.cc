@@ -6,17 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/stored_matrix.h"
+#include "base/splitmix.h"
 #include "model/weight_formats.h"
 
 namespace tpserve {
 namespace {
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 uint64_t NameHash(std::string_view name) {  // FNV-1a
   uint64_t h = 0xCBF29CE484222325ull;

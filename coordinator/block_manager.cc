@@ -4,23 +4,16 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/splitmix.h"
 
 namespace tpserve {
 namespace {
 
-// splitmix64's finalizer: a bijection whose every output bit depends on every input bit.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // The key of a block: its parent's key (0 for the first block) and its token ids, chained, so
 // equal keys mean (barring a collision, which Lookup rules out) equal token prefixes.
 uint64_t ChainKey(uint64_t parent_key, absl::Span<const int32_t> tokens) {
-  uint64_t h = Mix(parent_key);
-  for (int32_t t : tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  uint64_t h = SplitMix64(parent_key);
+  for (int32_t t : tokens) h = SplitMix64(h ^ static_cast<uint32_t>(t));
   return h;
 }
 

@@ -21,20 +21,11 @@ class FrontendTest : public ::testing::Test {
   void Start(std::string script) {
     auto exec = std::make_unique<ScriptedExecutor>(std::move(script));
     executor_ = exec.get();
-    EngineOptions o;
-    o.num_kv_blocks = 64;
-    o.block_size_tokens = 4;
-    o.context_length = 256;
-    o.eos_token_ids = {kEos};
-    engine_ = std::make_unique<Engine>(o, std::move(exec), &tokenizer_);
-    engine_->Start();
-    ModelLimits limits;
-    limits.vocab_size = kVocab;
-    limits.context_length = 256;
+    engine_ = StartTestEngine(std::move(exec), &tokenizer_);
     log_ = std::tmpfile();
     options_.request_log = log_;
     door_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, nullptr, ServedModelInfo{"t"},
-                                       limits, options_);
+                                       TestModelLimits(), options_);
   }
   void TearDown() override {
     if (engine_) engine_->Stop();

@@ -240,6 +240,16 @@ absl::StatusOr<std::vector<int32_t>> EncodeTokenizeRequest(const Frontend& front
   return frontend.BuildPrompt(in);
 }
 
+// Finishes a raw unary call with `result`'s message, or with its error.
+template <typename Message>
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
+                                const absl::StatusOr<Message>& result, grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = Serialize(*result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
 }  // namespace
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TpServeService::Generate(
@@ -250,38 +260,32 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TpServeService::Generate(
 grpc::ServerUnaryReactor* TpServeService::Tokenize(grpc::CallbackServerContext* context,
                                                    const grpc::ByteBuffer* request,
                                                    grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::vector<int32_t>> ids = EncodeTokenizeRequest(*frontend_, *context, *request);
-  if (!ids.ok()) {
-    reactor->Finish(ToGrpcStatus(ids.status()));
-    return reactor;
-  }
-  pb::TokenizeResponse out;
-  for (int32_t id : *ids) {
-    out.add_ids(id);
-    absl::StatusOr<std::string> piece = frontend_->tokenizer().Decode({id});
-    out.add_pieces(piece.ok() ? SanitizeUtf8(*piece) : "");
-  }
-  *response = Serialize(out);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  absl::StatusOr<pb::TokenizeResponse> out = [&]() -> absl::StatusOr<pb::TokenizeResponse> {
+    TP_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                        EncodeTokenizeRequest(*frontend_, *context, *request));
+    pb::TokenizeResponse r;
+    for (int32_t id : ids) {
+      r.add_ids(id);
+      absl::StatusOr<std::string> piece = frontend_->tokenizer().Decode({id});
+      r.add_pieces(piece.ok() ? SanitizeUtf8(*piece) : "");
+    }
+    return r;
+  }();
+  return Reply(context, out, response);
 }
 
 grpc::ServerUnaryReactor* TpServeService::CountTokens(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::vector<int32_t>> ids = EncodeTokenizeRequest(*frontend_, *context, *request);
-  if (!ids.ok()) {
-    reactor->Finish(ToGrpcStatus(ids.status()));
-    return reactor;
-  }
-  pb::CountTokensResponse out;
-  out.set_count(static_cast<int32_t>(ids->size()));
-  out.set_context_length(static_cast<int32_t>(frontend_->limits().context_length));
-  *response = Serialize(out);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  absl::StatusOr<pb::CountTokensResponse> out = [&]() -> absl::StatusOr<pb::CountTokensResponse> {
+    TP_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                        EncodeTokenizeRequest(*frontend_, *context, *request));
+    pb::CountTokensResponse r;
+    r.set_count(static_cast<int32_t>(ids.size()));
+    r.set_context_length(static_cast<int32_t>(frontend_->limits().context_length));
+    return r;
+  }();
+  return Reply(context, out, response);
 }
 
 grpc::ServerUnaryReactor* TpServeService::GetModelInfo(grpc::CallbackServerContext* context,

@@ -22,19 +22,11 @@ class ServerTest : public ::testing::Test {
   void Start(std::string script, int32_t num_blocks = 64) {
     auto exec = std::make_unique<ScriptedExecutor>(std::move(script));
     executor_ = exec.get();
-    EngineOptions o;
-    o.num_kv_blocks = num_blocks;
-    o.block_size_tokens = 4;
-    o.context_length = 256;
-    o.eos_token_ids = {kEos};
-    engine_ = std::make_unique<Engine>(o, std::move(exec), &tokenizer_);
-    engine_->Start();
+    engine_ = StartTestEngine(std::move(exec), &tokenizer_, num_blocks);
     chat_ = std::make_unique<ChatTemplate>(*ChatTemplate::FromName("chatml"));
-    ModelLimits limits;
-    limits.vocab_size = kVocab;
-    limits.context_length = 256;
     frontend_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, chat_.get(),
-                                           ServedModelInfo{"scripted"}, limits, frontend_options_);
+                                           ServedModelInfo{"scripted"}, TestModelLimits(),
+                                           frontend_options_);
     service_ = std::make_unique<TpServeService>(frontend_.get());
     grpc::ServerBuilder builder;
     int port = 0;

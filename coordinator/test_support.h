@@ -3,6 +3,7 @@
 #define TPSERVE_COORDINATOR_TEST_SUPPORT_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,7 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "coordinator/engine.h"
 #include "coordinator/executor.h"
+#include "coordinator/validation.h"
 #include "coordinator/tokenizer/tokenizer.h"
 
 namespace tpserve {
@@ -93,6 +96,31 @@ class ScriptedExecutor : public ModelExecutor {
   std::map<int64_t, int32_t> kv_;
   int steps_ = 0;
 };
+
+inline constexpr int64_t kTestContextLength = 256;
+
+// A started engine over a test executor, in the shape the scripted models assume: blocks of 4
+// tokens, a 256-token window, kEos as end of sequence.
+inline std::unique_ptr<Engine> StartTestEngine(std::unique_ptr<ModelExecutor> executor,
+                                               const Tokenizer* tokenizer,
+                                               int32_t num_blocks = 64) {
+  EngineOptions o;
+  o.num_kv_blocks = num_blocks;
+  o.block_size_tokens = 4;
+  o.context_length = kTestContextLength;
+  o.eos_token_ids = {kEos};
+  auto engine = std::make_unique<Engine>(o, std::move(executor), tokenizer);
+  engine->Start();
+  return engine;
+}
+
+// The limits that go with it.
+inline ModelLimits TestModelLimits() {
+  ModelLimits limits;
+  limits.vocab_size = kVocab;
+  limits.context_length = kTestContextLength;
+  return limits;
+}
 
 }  // namespace tpserve
 

@@ -110,21 +110,13 @@ class HttpServerTest : public ::testing::Test {
              HttpServerOptions http = {}) {
     auto exec = std::make_unique<AnswerExecutor>(std::move(answer));
     executor_ = exec.get();
-    EngineOptions o;
-    o.num_kv_blocks = 128;
-    o.block_size_tokens = 4;
-    o.context_length = 256;
-    o.eos_token_ids = {kEos};
-    engine_ = std::make_unique<Engine>(o, std::move(exec), &tokenizer_);
-    engine_->Start();
+    engine_ = StartTestEngine(std::move(exec), &tokenizer_, /*num_blocks=*/128);
     chat_ = std::make_unique<ChatTemplate>(*ChatTemplate::FromName("chatml"));
-    ModelLimits limits;
-    limits.vocab_size = kVocab;
-    limits.context_length = 256;
     log_ = std::tmpfile();
     frontend_options.request_log = log_;
     frontend_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, chat_.get(),
-                                           ServedModelInfo{"scripted"}, limits, frontend_options);
+                                           ServedModelInfo{"scripted"}, TestModelLimits(),
+                                           frontend_options);
     http.port = 0;
     if (!http.serving) http.serving = [this] { return serving_.load(); };
     absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(frontend_.get(), http);
