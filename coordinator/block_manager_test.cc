@@ -68,7 +68,9 @@ TEST(BlockManager, RefusesWhatDoesNotFitAndChangesNothing) {
 TEST(BlockManager, NoBlockIsEverOwnedTwice) {
   BlockManager m(64, 8);
   for (int64_t seq = 0; seq < 20; ++seq) {
-    if (m.CanGrow(seq, 3 * seq + 1)) ASSERT_TRUE(m.Grow(seq, 3 * seq + 1).ok());
+    if (m.CanGrow(seq, 3 * seq + 1)) {
+      ASSERT_TRUE(m.Grow(seq, 3 * seq + 1).ok());
+    }
     if (seq % 3 == 0) m.Free(seq / 2);
     std::set<int32_t> owned;
     size_t total = 0;

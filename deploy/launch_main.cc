@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -408,42 +409,83 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
     std::rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());
   }
   std::thread demo;
-  if (!absl::GetFlag(FLAGS_demo_prompt).empty()) {
-    demo = std::thread([address = (*gateway)->address()] {
+  if (!absl::GetFlag(FLAGS_demo_prompt).empty() && options.tls.enabled()) {
+    std::fprintf(stderr, "launch: --demo_prompt skipped: the demo client speaks plaintext and the "
+                         "ports are on TLS (try //deploy:client --tls_ca_file=...)\n");
+  } else if (!absl::GetFlag(FLAGS_demo_prompt).empty()) {
+    demo = std::thread([address = (*gateway)->address(),
+                        token = options.frontend.bearer_token] {
       StreamClientOptions demo_options;
       demo_options.max_new_tokens = 128;
+      demo_options.bearer_token = token;
       absl::Status s = StreamChat(address, absl::GetFlag(FLAGS_demo_prompt), demo_options, stdout);
       if (!s.ok()) std::fprintf(stderr, "launch: demo request failed: %s\n", std::string(s.message()).c_str());
     });
   }
 
+  // Serve until a signal, or until the cluster stops serving: a rank that died or stalled
+  // cannot be replaced in place, so the launcher says which and how, lets the requests in flight
+  // end with UNAVAILABLE naming it, and exits 1 promptly for a supervisor to restart it.
   int exit_code = 0;
+  absl::Time failed_at = absl::InfiniteFuture();  // when a rank was seen dead or stopped
+  absl::Time unhealthy_since = absl::InfiniteFuture();  // heartbeats failing since
   while (true) {
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    const struct timespec tick = {0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&sigs, nullptr, &tick);
     if (sig == SIGCHLD) {
       int status = 0;
       pid_t pid;
-      while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
         const int rank = g_rank_of_pid.count(pid) ? g_rank_of_pid[pid] : -1;
-        const std::string how = WIFSIGNALED(status)
-                                    ? absl::StrCat("was killed by signal ", WTERMSIG(status))
-                                    : absl::StrCat("exited with status ", WEXITSTATUS(status));
+        std::string how;
+        if (WIFSTOPPED(status)) {
+          how = absl::StrCat("was stopped by signal ", WSTOPSIG(status), " (", strsignal(WSTOPSIG(status)), ")");
+        } else if (WIFSIGNALED(status)) {
+          how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+          pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
+        } else {
+          how = absl::StrCat("exited with status ", WEXITSTATUS(status));
+          pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
+        }
         std::fprintf(stderr, "launch: rank %d (pid %d) %s; the cluster is NOT_SERVING\n", rank,
                      pid, how.c_str());
-        pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
         exit_code = 1;
+        failed_at = std::min(failed_at, absl::Now());
       }
       continue;
     }
-    const int timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
-    std::fprintf(stderr, "launch: %s; draining (NOT_SERVING; %lld request(s) in flight may run "
-                 "for up to %d s)\n", sig == SIGINT ? "interrupted" : "terminated",
-                 static_cast<long long>((*gateway)->frontend().in_flight()), timeout_s);
-    const int64_t cancelled = (*gateway)->Drain(absl::Seconds(timeout_s));
-    std::fprintf(stderr, "launch: drained (%lld request(s) cancelled at the timeout); shutting down\n",
-                 static_cast<long long>(cancelled));
-    break;
+    if (sig == SIGINT || sig == SIGTERM) {
+      const int timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+      std::fprintf(stderr, "launch: %s; draining (NOT_SERVING; %lld request(s) in flight may run "
+                   "for up to %d s)\n", sig == SIGINT ? "interrupted" : "terminated",
+                   static_cast<long long>((*gateway)->frontend().in_flight()), timeout_s);
+      const int64_t cancelled = (*gateway)->Drain(absl::Seconds(timeout_s));
+      std::fprintf(stderr, "launch: drained (%lld request(s) cancelled at the timeout); shutting down\n",
+                   static_cast<long long>(cancelled));
+      break;
+    }
+    // A tick: a failed step or heartbeat also means a rank is gone (or stalled without a
+    // signal reaching us, e.g. on another host).
+    // A failed step is final; a missed heartbeat (the health monitor's ping) may be a busy
+    // host, so it must last a few seconds.
+    const absl::Status step = (*gateway)->engine().health();
+    const absl::Status ping = (*gateway)->last_health_error();
+    if (ping.ok()) unhealthy_since = absl::InfiniteFuture();
+    if (!ping.ok()) unhealthy_since = std::min(unhealthy_since, absl::Now());
+    const absl::Status health =
+        !step.ok() ? step
+                   : (absl::Now() - unhealthy_since > absl::Seconds(3) ? ping : absl::OkStatus());
+    if (!health.ok()) {
+      std::fprintf(stderr, "launch: the cluster is NOT_SERVING: %s; exiting 1 so that a "
+                   "supervisor restarts it\n", std::string(health.message()).c_str());
+      exit_code = 1;
+      break;
+    }
+    // A rank seen dead before any step or heartbeat noticed: give them a moment to name it.
+    if (absl::Now() - failed_at > absl::Seconds(5)) {
+      std::fprintf(stderr, "launch: exiting 1 so that a supervisor restarts the cluster\n");
+      break;
+    }
   }
   const EngineStats st = (*gateway)->engine().stats();
   if (st.steps > 0) {

@@ -2,16 +2,48 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "coordinator/grpc_status.h"
 #include "proto/tpserve.grpc.pb.h"
 
 namespace tpserve {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& option, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(option, " = ", path, ": cannot read the file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
+    const StreamClientOptions& o) {
+  if (o.tls_ca_file.empty() && o.tls_cert_file.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (!o.tls_ca_file.empty()) {
+    TP_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile("tls_ca_file", o.tls_ca_file));
+  }
+  if (!o.tls_cert_file.empty()) {
+    TP_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadFile("tls_cert_file", o.tls_cert_file));
+    TP_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadFile("tls_key_file", o.tls_key_file));
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
 
 absl::Status StreamChat(const std::string& address, const std::string& message,
                         const StreamClientOptions& options, std::FILE* out) {
   namespace pb = ::tpserve::v1;
-  auto stub = pb::TpServe::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  TP_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, Credentials(options));
+  auto stub = pb::TpServe::NewStub(grpc::CreateChannel(address, credentials));
   pb::GenerateRequest req;
   if (!options.system.empty()) {
     pb::ChatMessage* m = req.mutable_chat()->add_messages();
@@ -26,6 +58,9 @@ absl::Status StreamChat(const std::string& address, const std::string& message,
 
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.deadline));
+  if (!options.bearer_token.empty()) {
+    ctx.AddMetadata("authorization", absl::StrCat("Bearer ", options.bearer_token));
+  }
   auto reader = stub->Generate(&ctx, req);
   pb::GenerateResponse r;
   pb::Usage usage;

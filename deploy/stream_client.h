@@ -19,9 +19,16 @@ struct StreamClientOptions {
   std::string system;            // optional system message
   absl::Duration deadline = absl::Minutes(5);
   bool print_usage = true;       // the closing "[...]" line, to stderr
+  // A server on TLS: the CA that signed its certificate (PEM), and for mutual TLS this
+  // client's certificate and key. Empty: plaintext.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string bearer_token;      // sent as "authorization: Bearer <token>" when not empty
 };
 
-// The gRPC status of the call as an absl::Status (message kept).
+// The gRPC status of the call as an absl::Status (message kept); NOT_FOUND naming the option
+// when a TLS file cannot be read.
 absl::Status StreamChat(const std::string& address, const std::string& message,
                         const StreamClientOptions& options, std::FILE* out);
 

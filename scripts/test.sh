@@ -12,7 +12,7 @@ rc=$?
 # End-to-end: real launcher and worker processes, driven from Python gRPC; and the reference
 # packers of quantized checkpoints (Python, from the public specifications).
 rm -rf bazel-e2e-report && mkdir -p bazel-e2e-report
-if bazel build //deploy:launch //worker:worker; then
+if bazel build //deploy:launch //deploy:client //worker:worker; then
   python3 -m pytest -q tests/e2e tests/golden/quant --junitxml=bazel-e2e-report/test.xml || rc=1
 else
   rc=1

@@ -167,7 +167,18 @@ def test_mutual_tls_and_bearer_token(tmp_path):
                 list(pb_grpc.TpServeStub(ch).Generate(req, timeout=10))
             assert e.value.code() == grpc.StatusCode.UNAVAILABLE
 
-        # The HTTP port: the same certificate, client CA and token.
+        # The operator's client speaks it too.
+        client = pathlib.Path(__file__).resolve().parents[2] / "bazel-bin/deploy/client"
+        assert client.exists(), "build first: bazel build //deploy:client"
+        out = subprocess.run(
+            [str(client), f"--address={c.address}", f"--tls_ca_file={pki_dir / 'ca.pem'}",
+             f"--tls_cert_file={pki_dir / 'client.pem'}", f"--tls_key_file={pki_dir / 'client.key'}",
+             f"--auth_token_file={tmp_path / 'token'}", "--max_new_tokens=3", "Hi"],
+            capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "[prompt" in out.stderr
+
+                # The HTTP port: the same certificate, client CA and token.
         assert c.http_url.startswith("https://"), c.http_url
 
         def get(path, ctx, auth):
