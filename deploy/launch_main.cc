@@ -2,8 +2,9 @@
 // process, the coordinator (engine + public gRPC API). Shows progress while the ranks load,
 // prints the address once every rank is ready, reports any rank that dies, and on Ctrl-C or
 // SIGTERM drains: health goes NOT_SERVING, new requests get UNAVAILABLE, streams in flight
-// finish (for up to --drain_timeout_s, then they are cancelled), and it exits 0. The workers
-// also die with this process (PR_SET_PDEATHSIG).
+// finish (for up to --drain_timeout_s, then they are cancelled), and it exits 0. A rank that
+// dies or stalls is named with how, and the launcher exits 1 for a supervisor to restart it.
+// The workers also die with this process (PR_SET_PDEATHSIG).
 //
 //   bazel run //deploy:launch                          # bundled SmolLM2 on 1 CPU rank
 //   bazel run //deploy:launch -- --ranks=3 --port=50051
