@@ -151,7 +151,21 @@ absl::Status SafetensorsFile::ParseHeader(std::string_view header_text) {
         StrCat(source, ": header is a JSON ", header.type_name(), ", expected an object"));
   }
   for (const auto& [name, entry] : header.items()) {
-    if (name == kMetadataKey) continue;
+    if (name == kMetadataKey) {
+      // The format defines it as a map of strings to strings.
+      if (!entry.is_object()) {
+        return absl::InvalidArgumentError(StrCat(source, ": '__metadata__' is a JSON ",
+                                                 entry.type_name(), ", expected an object"));
+      }
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) {
+          return absl::InvalidArgumentError(
+              StrCat(source, ": '__metadata__' value '", key, "' is a JSON ", value.type_name(),
+                     ", expected a string"));
+        }
+      }
+      continue;
+    }
     TP_ASSIGN_OR_RETURN(SafetensorsTensorInfo info, ParseEntry(source, name, entry, data_bytes_));
     tensors_.push_back(std::move(info));
   }

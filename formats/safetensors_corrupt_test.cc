@@ -54,6 +54,15 @@ std::vector<CorruptCase> FileCases() {
        kInvalid, "bad.safetensors: header is not valid JSON"},
       {"HeaderNotAnObject", [data] { return SafetensorsTestBuilder::Assemble("[1, 2]", data); },
        kInvalid, "header is a JSON array, expected an object"},
+      {"MetadataNotAnObject",
+       [data] { return SafetensorsTestBuilder::Assemble(R"({"__metadata__": [1]})", data); },
+       kInvalid, "'__metadata__' is a JSON array, expected an object"},
+      {"MetadataValueNotAString",
+       [data] {
+         return SafetensorsTestBuilder::Assemble(R"({"__metadata__": {"format": "pt", "n": 3}})",
+                                                 data);
+       },
+       kInvalid, "'__metadata__' value 'n' is a JSON number, expected a string"},
       {"EntryNotAnObject", [data] { return SafetensorsTestBuilder::Assemble(R"({"w": 5})", data); },
        kInvalid, "tensor 'w' entry is not a JSON object"},
       {"MissingDtype",
