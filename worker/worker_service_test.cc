@@ -124,6 +124,7 @@ TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
   grpc::Status s = Load(request_, &ready);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(ready.step_channel());
+  (void)channel->Unlink();  // mapped by both ends now; leave nothing in /dev/shm
 
   wpb::StepRequest step = TwoTokenStep();
   wpb::StepResponse out;
