@@ -11,7 +11,7 @@
 //   bazel run //deploy:launch                          # bundled SmolLM2 on 1 CPU rank
 //   bazel run //deploy:launch -- --ranks=3 --port=50051
 //   bazel run //deploy:launch -- --gpus=8 --model=405b-fp8 --checkpoint=/models/405b-fp8
-//   launch --ranks=3 --spawn_ranks=false --worker_listen=10.0.0.1:7000 \
+//   launch --ranks=3 --spawn_ranks=false --worker_listen=10.0.0.1:7000
 //          --cluster_secret_file=/etc/tpserve/secret    # then on each host: worker --coordinator=...
 #include <signal.h>
 #include <sys/prctl.h>
