@@ -111,7 +111,10 @@ absl::StatusOr<int> ClusterControlClient::Join(int rank, const std::string& work
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   ctx.set_wait_for_ready(true);  // the coordinator may start after this rank
   const grpc::Status s = stub_->Join(&ctx, req, &resp);
-  if (s.ok()) return resp.world_size();
+  if (s.ok()) {
+    launch_id_ = resp.launch_id();
+    return resp.world_size();
+  }
   const absl::Status status = FromGrpcStatus(s);
   if (absl::IsDeadlineExceeded(status)) {
     return absl::DeadlineExceededError(absl::StrCat("rank ", rank, " could not join the coordinator at ",
@@ -121,6 +124,16 @@ absl::StatusOr<int> ClusterControlClient::Join(int rank, const std::string& work
   }
   return absl::Status(status.code(), absl::StrCat("the coordinator at ", address_, " refused rank ",
                                                   rank, ": ", status.message()));
+}
+
+absl::StatusOr<std::string> ClusterControlClient::Alive(absl::Duration timeout) {
+  wpb::AliveResponse resp;
+  grpc::ClientContext ctx;
+  AttachClusterSecret(&ctx, secret_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  const grpc::Status s = stub_->Alive(&ctx, wpb::AliveRequest(), &resp);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return resp.launch_id();
 }
 
 }  // namespace tpserve

@@ -33,6 +33,11 @@ class ClusterControlClient {
   // secret, INVALID_ARGUMENT / ALREADY_EXISTS as the coordinator says, DEADLINE_EXCEEDED
   // naming the coordinator when it never answered.
   absl::StatusOr<int> Join(int rank, const std::string& worker_address, absl::Duration timeout);
+  // The launch id of the coordinator now answering (compare with launch_id()); the call's
+  // error when none answers within `timeout`.
+  absl::StatusOr<std::string> Alive(absl::Duration timeout);
+  // The launch id Join got; empty before.
+  const std::string& launch_id() const { return launch_id_; }
 
   gloo::rendezvous::Store& store() { return *store_; }
   const std::string& coordinator_address() const { return address_; }
@@ -42,6 +47,7 @@ class ClusterControlClient {
   const std::string secret_;
   std::shared_ptr<tpserve::worker::v1::ClusterControl::Stub> stub_;
   std::unique_ptr<gloo::rendezvous::Store> store_;
+  std::string launch_id_;
 };
 
 }  // namespace tpserve

@@ -27,7 +27,10 @@ absl::Time StoreDeadline(const grpc::ServerContext& context, int32_t timeout_ms)
 }  // namespace
 
 ClusterControlService::ClusterControlService(int world_size, std::string cluster_secret)
-    : world_size_(world_size), secret_(std::move(cluster_secret)), joined_(world_size) {}
+    : world_size_(world_size),
+      secret_(std::move(cluster_secret)),
+      launch_id_(NewClusterSecret().substr(0, 16)),
+      joined_(world_size) {}
 
 grpc::Status ClusterControlService::Join(grpc::ServerContext* context, const wpb::JoinRequest* req,
                                          wpb::JoinResponse* response) {
@@ -53,6 +56,14 @@ grpc::Status ClusterControlService::Join(grpc::ServerContext* context, const wpb
   slot.hostname = req->hostname();
   slot.boot_id = req->boot_id();
   response->set_world_size(world_size_);
+  response->set_launch_id(launch_id_);
+  return grpc::Status::OK;
+}
+
+grpc::Status ClusterControlService::Alive(grpc::ServerContext* context, const wpb::AliveRequest*,
+                                          wpb::AliveResponse* response) {
+  if (grpc::Status s = CheckClusterSecret(*context, secret_); !s.ok()) return s;
+  response->set_launch_id(launch_id_);
   return grpc::Status::OK;
 }
 

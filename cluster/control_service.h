@@ -48,6 +48,8 @@ class ClusterControlService final : public tpserve::worker::v1::ClusterControl::
   grpc::Status StoreWait(grpc::ServerContext* context,
                          const tpserve::worker::v1::StoreWaitRequest* request,
                          tpserve::worker::v1::StoreWaitResponse* response) override;
+  grpc::Status Alive(grpc::ServerContext* context, const tpserve::worker::v1::AliveRequest* request,
+                     tpserve::worker::v1::AliveResponse* response) override;
 
   // Blocks until every rank has joined; element r is rank r. Calls on_join (if set) from this
   // thread once per rank as it joins, and keep_waiting (if set) about every 100 ms: its error
@@ -59,10 +61,13 @@ class ClusterControlService final : public tpserve::worker::v1::ClusterControl::
 
   ClusterKvStore& store() { return store_; }
   int world_size() const { return world_size_; }
+  // Random per service: tells a rank whether the coordinator it reaches is the one it joined.
+  const std::string& launch_id() const { return launch_id_; }
 
  private:
   const int world_size_;
   const std::string secret_;
+  const std::string launch_id_;
   ClusterKvStore store_;
   absl::Mutex mu_;
   std::vector<JoinedRank> joined_ ABSL_GUARDED_BY(mu_);  // rank -1 while not joined

@@ -49,6 +49,8 @@ TEST_F(ClusterControlTest, JoinTimeoutNamesTheRanksThatNeverJoined) {
   Start(3);
   ClusterControlClient client(address_, secret_);
   ASSERT_EQ(*client.Join(1, "10.0.0.2:4000", absl::Seconds(5)), 3);
+  EXPECT_EQ(client.launch_id(), service_->launch_id());
+  EXPECT_EQ(*client.Alive(absl::Seconds(5)), service_->launch_id());
   int announced = 0;
   absl::StatusOr<std::vector<JoinedRank>> ranks = service_->WaitForRanks(
       absl::Milliseconds(200), [&](const JoinedRank& r) {
@@ -99,6 +101,18 @@ TEST_F(ClusterControlTest, KeepWaitingErrorEndsTheWait) {
       absl::Seconds(30), nullptr, [] { return absl::UnavailableError("rank 1 exited"); });
   EXPECT_EQ(joined.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(joined.status().message(), "rank 1 exited");
+}
+
+// A rank can tell its coordinator from another launch at the same address.
+TEST_F(ClusterControlTest, EveryLaunchHasItsOwnId) {
+  Start(1);
+  ClusterControlService other(1, secret_);
+  EXPECT_EQ(service_->launch_id().size(), 16u);
+  EXPECT_NE(service_->launch_id(), other.launch_id());
+  server_->Shutdown();
+  server_ = nullptr;
+  ClusterControlClient client(address_, secret_);
+  EXPECT_FALSE(client.Alive(absl::Milliseconds(300)).ok());
 }
 
 // Two Gloo ranks on loopback meet through the coordinator's store and all-reduce.
@@ -182,6 +196,10 @@ TEST_F(ClusterControlTest, EveryMethodRefusesAMissingOrWrongSecret) {
     wpb::StoreWaitResponse wait_resp;
     EXPECT_EQ(stub->StoreWait(context().get(), wait, &wait_resp).error_code(),
               grpc::StatusCode::UNAUTHENTICATED);
+    wpb::AliveResponse alive;
+    EXPECT_EQ(stub->Alive(context().get(), wpb::AliveRequest(), &alive).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_TRUE(alive.launch_id().empty());
   }
   ClusterControlClient wrong(address_, NewClusterSecret());
   EXPECT_EQ(wrong.Join(0, "10.0.0.66:4000", absl::Seconds(5)).status().code(),

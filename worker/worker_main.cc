@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
@@ -18,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cluster/control_client.h"
 #include "cluster/secret.h"
@@ -36,6 +38,10 @@ ABSL_FLAG(std::string, cluster_secret_file, "",
           "file holding the cluster secret (launch made it, or its --cluster_secret_file)");
 ABSL_FLAG(int, join_timeout_s, 600,
           "how long to keep trying to reach the coordinator before giving up");
+ABSL_FLAG(int, coordinator_lost_s, 30,
+          "exit 1 when the coordinator has not answered for this long, or at once when another "
+          "launch answers in its place, so that a supervisor restarts this rank into the new "
+          "cluster (0 = never)");
 
 namespace tpserve {
 namespace {
@@ -62,6 +68,29 @@ std::string AdvertisedHost(const std::string& listen) {
   char hostname[HOST_NAME_MAX + 1] = {};
   if (gethostname(hostname, sizeof(hostname) - 1) != 0) return "127.0.0.1";
   return hostname;
+}
+
+// Runs for the life of the process: exits it when the coordinator this rank joined is gone.
+void WatchCoordinator(ClusterControlClient* client, absl::Duration lost_after) {
+  absl::Time last_seen = absl::Now();
+  while (true) {
+    absl::SleepFor(absl::Seconds(1));
+    absl::StatusOr<std::string> id = client->Alive(absl::Seconds(2));
+    if (id.ok() && *id != client->launch_id()) {
+      std::fprintf(stderr, "worker: the coordinator at %s is another launch now; exiting 1\n",
+                   client->coordinator_address().c_str());
+      std::_Exit(1);
+    }
+    if (id.ok()) {
+      last_seen = absl::Now();
+    } else if (absl::Now() - last_seen > lost_after) {
+      std::fprintf(stderr, "worker: the coordinator at %s has not answered for %s (%s); "
+                   "exiting 1\n", client->coordinator_address().c_str(),
+                   absl::FormatDuration(absl::Now() - last_seen).c_str(),
+                   std::string(id.status().message()).c_str());
+      std::_Exit(1);
+    }
+  }
 }
 
 int Main() {
@@ -102,9 +131,16 @@ int Main() {
                address.c_str(), coordinator.c_str());
   // SIGTERM ends the process at once, as a Shutdown call would.
   std::signal(SIGTERM, [](int) { std::_Exit(0); });
+  if (absl::GetFlag(FLAGS_coordinator_lost_s) > 0) {
+    std::thread([&client] {
+      WatchCoordinator(&client, absl::Seconds(absl::GetFlag(FLAGS_coordinator_lost_s)));
+    }).detach();
+  }
   service.WaitForShutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  return 0;
+  // Not `return`: the watchdog thread still uses `client`, which a return would destroy.
+  std::fflush(stderr);
+  std::_Exit(0);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 """The worker plane on real processes over loopback: a rank's Worker service refuses a plain
 client (no cluster secret) and the cluster keeps serving; a worker with another cluster's
-secret cannot join; a coordinator whose ranks do not all come names the missing ones."""
+secret cannot join; a coordinator whose ranks do not all come names the missing ones, and the
+rank that did join exits once that coordinator is gone."""
 
 import os
 import re
@@ -89,13 +90,18 @@ def test_the_coordinator_names_ranks_that_never_join_and_refuses_another_cluster
         assert "refused rank 0" in wrong.stderr and "cluster secret" in wrong.stderr, wrong.stderr
         joined = subprocess.Popen(
             [str(WORKER), f"--coordinator={address}", "--rank=1", "--listen=127.0.0.1:0",
-             f"--cluster_secret_file={secret}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             f"--cluster_secret_file={secret}", "--coordinator_lost_s=2"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             assert launch.wait(timeout=30) == 1
+            # Its coordinator gone, the rank does not linger: it exits 1 for its supervisor.
+            _, err = joined.communicate(timeout=15)
+            assert joined.returncode == 1, err
+            assert "has not answered for" in err, err
         finally:
-            joined.kill()
-            joined.wait()
+            if joined.poll() is None:
+                joined.kill()
+                joined.wait()
         log_text = (tmp_path / "launch.log").read_text()
         assert "rank 1 joined from 127.0.0.1:" in log_text, log_text
         assert "ranks 0, 2 of 3 never joined (waited 4s)" in log_text, log_text
