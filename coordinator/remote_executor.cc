@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
+#include "cluster/secret.h"
 #include "coordinator/grpc_status.h"
 #include "worker/comm/nccl_unique_id.h"
 
@@ -32,13 +33,14 @@ absl::Status RankError(int rank, const std::string& address, const grpc::Status&
 
 // Runs fn(rank, context) for every rank on its own thread. When one fails, the others'
 // calls are cancelled so that nobody waits on a dead peer; returns the first failure.
-absl::Status ForAllRanks(int world, absl::Duration timeout,
+absl::Status ForAllRanks(int world, absl::Duration timeout, const std::string& secret,
                          const std::function<absl::Status(int, grpc::ClientContext*)>& fn) {
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts(world);
   const auto deadline = absl::ToChronoTime(absl::Now() + timeout);
   for (auto& c : contexts) {
     c = std::make_unique<grpc::ClientContext>();
     c->set_deadline(deadline);
+    AttachClusterSecret(c.get(), secret);
   }
   absl::Mutex mu;
   absl::Status first_error;
@@ -107,7 +109,8 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   }
   std::vector<char> serves_channel(world, 0);
   absl::Mutex progress_mu;
-  absl::Status loaded = ForAllRanks(world, options.load_timeout, [&](int r, grpc::ClientContext* ctx) {
+  absl::Status loaded = ForAllRanks(world, options.load_timeout, options.cluster_secret,
+                                    [&](int r, grpc::ClientContext* ctx) {
     wpb::LoadRequest req;
     req.set_rank(r);
     req.set_world_size(world);
@@ -172,7 +175,7 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChun
     if (channel_.Fits(bytes.size())) return ExecuteOnChannel(bytes, chunks.size());
   }
   std::vector<wpb::StepResponse> responses(world);
-  TP_RETURN_IF_ERROR(StepAllRanks(req, responses));
+  if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
   StepResult result;
   result.vocab_size = options_.vocab_size;
   const std::string& bytes = responses[0].logits();
@@ -194,7 +197,9 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
   channel_.Post(request);
   absl::Status s = channel_.AwaitAll(absl::Now() + options_.step_timeout,
                                      options_.channel_heartbeat_timeout);
-  if (!s.ok()) return absl::UnavailableError(absl::StrCat("step channel: ", s.message()));
+  if (!s.ok()) {
+    return NameSilentRanks(absl::UnavailableError(absl::StrCat("step channel: ", s.message())));
+  }
   StepResult result;
   result.vocab_size = options_.vocab_size;
   const absl::Span<const float> logits = channel_.logits();
@@ -220,7 +225,10 @@ absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
   const int world = world_size();
   std::vector<grpc::ClientContext> contexts(world);
   const auto deadline = absl::ToChronoTime(absl::Now() + options_.step_timeout);
-  for (grpc::ClientContext& c : contexts) c.set_deadline(deadline);
+  for (grpc::ClientContext& c : contexts) {
+    c.set_deadline(deadline);
+    AttachClusterSecret(&c, options_.cluster_secret);
+  }
   absl::Mutex mu;
   int pending = world;
   absl::Status first_error;
@@ -250,8 +258,44 @@ absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
   return first_error;
 }
 
+absl::Status RemoteExecutor::NameSilentRanks(const absl::Status& failure) const {
+  // Every rank at once, none cancelled: all the silent ones are wanted, not the first.
+  const int world = world_size();
+  std::vector<grpc::ClientContext> contexts(world);
+  std::vector<wpb::HeartbeatResponse> responses(world);
+  std::vector<grpc::Status> results(world);
+  const wpb::HeartbeatRequest request;
+  const auto deadline = absl::ToChronoTime(absl::Now() + options_.failure_probe_timeout);
+  absl::Mutex mu;
+  int pending = world;
+  for (int r = 0; r < world; ++r) {
+    contexts[r].set_deadline(deadline);
+    AttachClusterSecret(&contexts[r], options_.cluster_secret);
+    stubs_[r]->async()->Heartbeat(&contexts[r], &request, &responses[r],
+                                  [&, r](grpc::Status st) {
+                                    absl::MutexLock lock(&mu);
+                                    results[r] = std::move(st);
+                                    --pending;
+                                  });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](int* p) { return *p == 0; }, &pending));
+  }
+  std::vector<std::string> silent;
+  for (int r = 0; r < world; ++r) {
+    if (results[r].ok()) continue;
+    silent.push_back(absl::StrCat("rank ", r, " (", addresses_[r], ") does not answer (",
+                                  results[r].error_message(), ")"));
+  }
+  if (silent.empty()) return failure;
+  return absl::UnavailableError(
+      absl::StrCat(absl::StrJoin(silent, "; "), "; the step failed: ", failure.message()));
+}
+
 absl::Status RemoteExecutor::Ping(absl::Duration timeout) const {
-  return ForAllRanks(world_size(), timeout, [&](int r, grpc::ClientContext* ctx) {
+  return ForAllRanks(world_size(), timeout, options_.cluster_secret,
+                     [&](int r, grpc::ClientContext* ctx) {
     wpb::HeartbeatResponse resp;
     grpc::Status st = stubs_[r]->Heartbeat(ctx, wpb::HeartbeatRequest(), &resp);
     return st.ok() ? absl::OkStatus() : RankError(r, addresses_[r], st);
@@ -259,7 +303,8 @@ absl::Status RemoteExecutor::Ping(absl::Duration timeout) const {
 }
 
 void RemoteExecutor::ShutdownRanks() {
-  ForAllRanks(world_size(), absl::Seconds(2), [&](int r, grpc::ClientContext* ctx) {
+  ForAllRanks(world_size(), absl::Seconds(2), options_.cluster_secret,
+              [&](int r, grpc::ClientContext* ctx) {
     wpb::ShutdownResponse resp;
     stubs_[r]->Shutdown(ctx, wpb::ShutdownRequest(), &resp);
     return absl::OkStatus();

@@ -1,7 +1,10 @@
 // Drives worker rank processes over the worker protocol: Load on every rank at once (with
 // progress), then one Step RPC per rank per step, all in flight together. The first rank that
 // fails or stops answering fails the step with UNAVAILABLE naming it; the other calls are
-// cancelled, so nothing waits on a dead rank.
+// cancelled, so nothing waits on a dead rank. A rank that fails because a peer vanished (its
+// collective timed out) is not the culprit: after a failed step every rank gets a short
+// heartbeat, and the error names first the ranks that did not answer. Every call carries the
+// cluster secret.
 //
 //   TP_ASSIGN_OR_RETURN(auto exec, RemoteExecutor::Connect(addresses, options, on_progress));
 //   Engine engine(engine_options, std::move(exec), &tokenizer);
@@ -25,6 +28,8 @@ namespace tpserve {
 
 struct RemoteExecutorOptions {
   std::string model_path;
+  // Sent with every call (cluster/secret.h); the ranks refuse calls without it.
+  std::string cluster_secret;
   // "auto", "shm" or "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent
   // "single". For
   // "nccl" Connect makes one NCCL unique id (NewNcclUniqueId, worker/comm/nccl_unique_id.h) and
@@ -52,6 +57,9 @@ struct RemoteExecutorOptions {
   // too large for it. A rank silent on the channel for channel_heartbeat_timeout is dead.
   bool step_channel = false;
   absl::Duration channel_heartbeat_timeout = absl::Seconds(2);
+  // After a failed step: how long each rank has to answer a heartbeat before it is named as
+  // the one that does not answer.
+  absl::Duration failure_probe_timeout = absl::Seconds(1);
   int64_t vocab_size = 0;
   // What each rank must load (index = rank), from the coordinator's sharding plan.
   std::vector<tpserve::worker::v1::ShardAssignment> assignments;
@@ -89,6 +97,8 @@ class RemoteExecutor final : public ModelExecutor {
   // UNAVAILABLE naming the rank) cancels the other calls and is returned.
   absl::Status StepAllRanks(const tpserve::worker::v1::StepRequest& req,
                             std::vector<tpserve::worker::v1::StepResponse>& responses);
+  // `failure` with the ranks that do not answer a heartbeat named in front.
+  absl::Status NameSilentRanks(const absl::Status& failure) const;
   // One step through channel_: `request` serialized, `num_chunks` rows of logits back.
   absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request, size_t num_chunks);
 

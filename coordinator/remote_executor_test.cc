@@ -1,8 +1,10 @@
 // What RemoteExecutor::Connect sends each rank in its LoadRequest, seen by fake workers over
 // loopback gRPC: the communicator kind, the backend and GPU of each rank, for NCCL one unique
-// id shared by every rank of the group, and the step channel offered to local ranks.
+// id shared by every rank of the group, and the step channel offered to local ranks; the
+// cluster secret on every call; and a failed step naming the rank that stopped answering.
 #include "coordinator/remote_executor.h"
 
+#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -12,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "cluster/secret.h"
 #include "worker/comm/nccl_unique_id.h"
 
 namespace tpserve {
@@ -19,15 +23,18 @@ namespace {
 
 namespace wpb = ::tpserve::worker::v1;
 
-// Records the LoadRequest and answers "ready" at once.
+// Records the LoadRequest and the secret of every call, and answers "ready" at once. A
+// `failing` worker fails its steps as a rank whose collective timed out; a `silent` one holds
+// every step and heartbeat until the caller gives up (a rank behind a cut link).
 class FakeWorker final : public wpb::Worker::Service {
  public:
-  grpc::Status Load(grpc::ServerContext*, const wpb::LoadRequest* request,
+  grpc::Status Load(grpc::ServerContext* ctx, const wpb::LoadRequest* request,
                     grpc::ServerWriter<wpb::LoadProgress>* writer) override {
     {
       absl::MutexLock lock(&mu_);
       request_ = *request;
     }
+    Record("Load", ctx);
     wpb::LoadProgress ready;
     ready.set_rank(request->rank());
     ready.set_ready(true);
@@ -36,20 +43,60 @@ class FakeWorker final : public wpb::Worker::Service {
   }
   // One row of logits per chunk, every value the step id (a worker that never opens the
   // step channel).
-  grpc::Status Step(grpc::ServerContext*, const wpb::StepRequest* request,
+  grpc::Status Step(grpc::ServerContext* ctx, const wpb::StepRequest* request,
                     wpb::StepResponse* response) override {
+    Record("Step", ctx);
+    if (silent) return HoldUntilCancelled(ctx);
+    if (failing) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "AllReduceSum on gloo rank 0/2: Timed out waiting for a peer");
+    }
     std::vector<float> logits(request->chunks_size() * 4, static_cast<float>(request->step_id()));
     response->set_logits(logits.data(), logits.size() * sizeof(float));
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const wpb::HeartbeatRequest*,
+                         wpb::HeartbeatResponse* response) override {
+    Record("Heartbeat", ctx);
+    if (silent) return HoldUntilCancelled(ctx);
+    response->set_ready(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status Shutdown(grpc::ServerContext* ctx, const wpb::ShutdownRequest*,
+                        wpb::ShutdownResponse*) override {
+    Record("Shutdown", ctx);
     return grpc::Status::OK;
   }
   wpb::LoadRequest request() {
     absl::MutexLock lock(&mu_);
     return request_;
   }
+  // "Method=secret" per call, in order.
+  std::vector<std::string> calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+  std::atomic<bool> failing{false};
+  std::atomic<bool> silent{false};
 
  private:
+  void Record(const char* method, grpc::ServerContext* ctx) {
+    const auto it = ctx->client_metadata().find(kClusterSecretMetadataKey);
+    const std::string secret =
+        it == ctx->client_metadata().end() ? "" : std::string(it->second.data(), it->second.size());
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(std::string(method) + "=" + secret);
+  }
+  static grpc::Status HoldUntilCancelled(grpc::ServerContext* ctx) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(20);
+    while (!ctx->IsCancelled() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+    return grpc::Status(grpc::StatusCode::CANCELLED, "held");
+  }
+
   absl::Mutex mu_;
   wpb::LoadRequest request_;
+  std::vector<std::string> calls_;
 };
 
 class RemoteExecutorTest : public ::testing::Test {
@@ -156,6 +203,52 @@ TEST_F(RemoteExecutorTest, RefusesDeviceOrdinalsOfAnotherWorldSize) {
   auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
   EXPECT_EQ(exec.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(exec.status().message(), "device_ordinals has 1 entries for 2 ranks");
+}
+
+TEST_F(RemoteExecutorTest, EveryCallCarriesTheClusterSecret) {
+  StartRanks(2);
+  options_.cluster_secret = "s3cret-of-this-cluster-0123456789abcdef";
+  options_.vocab_size = 4;
+  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  ExecutorChunk chunk;
+  chunk.token_ids = {1};
+  chunk.block_table = {0};
+  ASSERT_TRUE((*exec)->Execute({chunk}).ok());
+  ASSERT_TRUE((*exec)->Ping(absl::Seconds(5)).ok());
+  (*exec)->ShutdownRanks();
+  const std::string s = "=" + options_.cluster_secret;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(workers_[r]->calls(), std::vector<std::string>({"Load" + s, "Step" + s,
+                                                              "Heartbeat" + s, "Shutdown" + s}))
+        << "rank " << r;
+  }
+}
+
+// Rank 0's collective times out because rank 1 is gone (a cut link): the error names rank 1,
+// which does not answer, before rank 0's own failure, and comes well within the step timeout.
+TEST_F(RemoteExecutorTest, AFailedStepNamesTheRankThatDoesNotAnswer) {
+  StartRanks(3);
+  options_.vocab_size = 4;
+  options_.failure_probe_timeout = absl::Milliseconds(300);
+  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  workers_[0]->failing = true;
+  workers_[1]->silent = true;
+  ExecutorChunk chunk;
+  chunk.token_ids = {1};
+  chunk.block_table = {0};
+  const absl::Time start = absl::Now();
+  absl::StatusOr<StepResult> step = (*exec)->Execute({chunk});
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kUnavailable);
+  const std::string message(step.status().message());
+  EXPECT_EQ(message.rfind("rank 1 (" + addresses_[1] + ") does not answer (", 0), 0u) << message;
+  EXPECT_NE(message.find("the step failed: rank 0 (" + addresses_[0] + ") failed: AllReduceSum"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("rank 2 (" + addresses_[2] + ") does not answer"), std::string::npos)
+      << message;
 }
 
 }  // namespace

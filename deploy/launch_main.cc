@@ -1,5 +1,7 @@
-// Starts a tensor-parallel cluster on this machine: N worker rank processes and, in this
-// process, the coordinator (engine + public gRPC API). Shows progress while the ranks load,
+// Starts a tensor-parallel cluster: in this process the coordinator (engine + public gRPC API)
+// and the worker control plane the ranks join; the N worker rank processes on this machine
+// (default) or, with --spawn_ranks=false, started elsewhere by you (docs/ARCHITECTURE.md,
+// "Processes"). Shows progress while the ranks load,
 // prints the address once every rank is ready, reports any rank that dies, and on Ctrl-C or
 // SIGTERM drains: health goes NOT_SERVING, new requests get UNAVAILABLE, streams in flight
 // finish (for up to --drain_timeout_s, then they are cancelled), and it exits 0. A rank that
@@ -9,6 +11,8 @@
 //   bazel run //deploy:launch                          # bundled SmolLM2 on 1 CPU rank
 //   bazel run //deploy:launch -- --ranks=3 --port=50051
 //   bazel run //deploy:launch -- --gpus=8 --model=405b-fp8 --checkpoint=/models/405b-fp8
+//   launch --ranks=3 --spawn_ranks=false --worker_listen=10.0.0.1:7000
+//          --cluster_secret_file=/etc/tpserve/secret    # then on each host: worker --coordinator=...
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -32,11 +36,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "cluster/control_service.h"
+#include "cluster/secret.h"
 #include "coordinator/gateway.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/remote_executor.h"
 #include "deploy/cluster_plan.h"
 #include "deploy/stream_client.h"
+#include "deploy/worker_plane.h"
 #include "kernels/backend_factory.h"
 #include "checkpoint/stored_formats.h"
 #include "planner/plan_report.h"
@@ -72,6 +79,17 @@ ABSL_FLAG(bool, deterministic_tp, false,
           "row-parallel layers reduce in fixed chunks (f32 all-gather) so every --ranks gives "
           "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md)");
 ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
+ABSL_FLAG(bool, spawn_ranks, true,
+          "start the ranks as processes on this machine; false: wait for --ranks workers started "
+          "elsewhere (worker --coordinator=<--worker_listen> --rank=R --cluster_secret_file=F) "
+          "to join");
+ABSL_FLAG(std::string, worker_listen, "",
+          "HOST:PORT of the worker control plane the ranks join; default 127.0.0.1:0 (any free "
+          "port) when this process spawns the ranks; required with --spawn_ranks=false");
+ABSL_FLAG(std::string, cluster_secret_file, "",
+          "file holding the cluster secret every worker-plane call carries (at least 32 "
+          "characters); required with --spawn_ranks=false; default: a fresh one per launch");
+ABSL_FLAG(int, join_timeout_s, 300, "how long to wait for every rank to join");
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write the gRPC address here (line 1) and the HTTP base URL (line 2, "
           "when --http_port is not 0), for scripts");
@@ -115,43 +133,35 @@ std::string FindWorkerBinary(const char* argv0) {
   return "";
 }
 
-pid_t SpawnWorker(const std::string& binary, const std::string& port_file) {
+// A rank on this host, through the same door as every other: it joins `coordinator`. The
+// secret travels in a file of the private run directory, never in argv (which `ps` shows).
+pid_t SpawnWorker(const std::string& binary, const std::string& coordinator, int rank,
+                  const std::string& secret_file) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the launcher
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  const std::string port_flag = "--port_file=" + port_file;
-  execl(binary.c_str(), binary.c_str(), "--listen=127.0.0.1:0", port_flag.c_str(), nullptr);
+  const std::string coordinator_flag = "--coordinator=" + coordinator;
+  const std::string rank_flag = absl::StrCat("--rank=", rank);
+  const std::string secret_flag = "--cluster_secret_file=" + secret_file;
+  execl(binary.c_str(), binary.c_str(), coordinator_flag.c_str(), rank_flag.c_str(),
+        "--listen=127.0.0.1:0", secret_flag.c_str(), nullptr);
   std::fprintf(stderr, "launch: cannot run %s\n", binary.c_str());
   _exit(127);
 }
 
-// Waits for every rank's port file; fails if a rank exits first or time runs out.
-absl::StatusOr<std::vector<std::string>> WaitForPorts(const std::vector<std::string>& files,
-                                                      const std::vector<pid_t>& pids) {
-  std::vector<std::string> addresses(files.size());
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  for (size_t r = 0; r < files.size(); ++r) {
-    while (true) {
-      std::ifstream in(files[r]);
-      int port = 0;
-      if (in >> port && port > 0) {
-        addresses[r] = absl::StrCat("127.0.0.1:", port);
-        break;
-      }
-      int status = 0;
-      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
-        return absl::UnavailableError(absl::StrCat("rank ", r, " exited before serving"));
-      }
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat("rank ", r, " did not start in 60 s"));
-      }
-      absl::SleepFor(absl::Milliseconds(20));
+// OK while every spawned rank still runs; UNAVAILABLE naming the first that exited.
+absl::Status SpawnedRanksAlive(const std::vector<pid_t>& pids) {
+  for (size_t r = 0; r < pids.size(); ++r) {
+    int status = 0;
+    if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+      return absl::UnavailableError(absl::StrCat("rank ", r, " (pid ", pids[r],
+                                                 ") exited before it joined"));
     }
   }
-  return addresses;
+  return absl::OkStatus();
 }
 
 void StopChildren(const std::vector<pid_t>& pids) {
@@ -289,11 +299,18 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   const ClusterPlan* plan = &setup.plan;
   ModelBundle* bundle = setup.bundle;
   const std::string* model_path = &setup.model_path;
-  const std::string worker_bin = FindWorkerBinary(argv0);
-  if (worker_bin.empty()) return Fail("cannot find the worker binary (set TPSERVE_WORKER_BIN)");
-  const std::string run_dir =
-      absl::StrCat(std::filesystem::temp_directory_path().string(), "/tpserve-", getpid());
-  std::filesystem::create_directories(run_dir + "/rendezvous");
+  const bool spawn = absl::GetFlag(FLAGS_spawn_ranks);
+  const std::string worker_bin = spawn ? FindWorkerBinary(argv0) : "";
+  if (spawn && worker_bin.empty()) {
+    return Fail("cannot find the worker binary (set TPSERVE_WORKER_BIN)");
+  }
+  WorkerPlaneOptions plane_options;
+  plane_options.ranks = ranks;
+  plane_options.spawn_ranks = spawn;
+  plane_options.worker_listen = absl::GetFlag(FLAGS_worker_listen);
+  plane_options.cluster_secret_file = absl::GetFlag(FLAGS_cluster_secret_file);
+  absl::StatusOr<std::unique_ptr<WorkerPlane>> plane = StartWorkerPlane(plane_options);
+  if (!plane.ok()) return Fail(std::string(plane.status().message()), 2);
 
   // Signals go to one thread (sigwait) so that no handler runs in the middle of anything.
   sigset_t sigs;
@@ -304,32 +321,52 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   sigprocmask(SIG_BLOCK, &sigs, nullptr);
 
   std::vector<pid_t> pids;
-  std::vector<std::string> port_files;
-  for (int r = 0; r < ranks; ++r) {
-    port_files.push_back(absl::StrCat(run_dir, "/rank", r, ".port"));
-    pids.push_back(SpawnWorker(worker_bin, port_files.back()));
-    g_rank_of_pid[pids.back()] = r;
+  if (spawn) {
+    for (int r = 0; r < ranks; ++r) {
+      pids.push_back(SpawnWorker(worker_bin, (*plane)->local_address, r, (*plane)->secret_file));
+      g_rank_of_pid[pids.back()] = r;
+    }
+    std::fprintf(stderr, "launch: started %d worker rank(s) (pids", ranks);
+    for (pid_t p : pids) std::fprintf(stderr, " %d", p);
+    std::fprintf(stderr, ")\n");
+  } else {
+    std::fprintf(stderr,
+                 "launch: worker control plane on %s; waiting up to %d s for %d rank(s) to "
+                 "join: worker --coordinator=%s --rank=R --cluster_secret_file=%s\n",
+                 (*plane)->listen_address.c_str(), absl::GetFlag(FLAGS_join_timeout_s), ranks,
+                 (*plane)->listen_address.c_str(), (*plane)->secret_file.c_str());
   }
-  std::fprintf(stderr, "launch: started %d worker rank(s) (pids", ranks);
-  for (pid_t p : pids) std::fprintf(stderr, " %d", p);
-  std::fprintf(stderr, ")\n");
-
-  absl::StatusOr<std::vector<std::string>> addresses = WaitForPorts(port_files, pids);
-  if (!addresses.ok()) {
+  absl::StatusOr<std::vector<JoinedRank>> joined = (*plane)->control->WaitForRanks(
+      absl::Seconds(absl::GetFlag(FLAGS_join_timeout_s)),
+      [spawn](const JoinedRank& r) {
+        if (!spawn) {
+          std::fprintf(stderr, "launch: rank %d joined from %s (host %s)\n", r.rank,
+                       r.worker_address.c_str(), r.hostname.c_str());
+        }
+      },
+      [&pids] { return SpawnedRanksAlive(pids); });
+  if (!joined.ok()) {
     StopChildren(pids);
-    return Fail(std::string(addresses.status().message()));
+    return Fail(absl::StrCat("worker control plane on ", (*plane)->listen_address, ": ",
+                             joined.status().message()));
   }
+  std::vector<std::string> addresses;
+  for (const JoinedRank& r : *joined) addresses.push_back(r.worker_address);
   RemoteExecutorOptions exec_options;
+  exec_options.cluster_secret = (*plane)->secret;
   exec_options.model_path = *model_path;
   exec_options.backend = setup.backend;
   exec_options.comm_kind = setup.comm_kind;
   exec_options.weights = absl::GetFlag(FLAGS_weights);
   exec_options.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   exec_options.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
-  // The ranks are this launcher's children: steps go through shared memory, not gRPC.
-  exec_options.step_channel = true;
-  exec_options.rendezvous_dir = run_dir + "/rendezvous";
-  exec_options.rendezvous_prefix = absl::StrCat("run", getpid());
+  // Ranks on this host (children, or joined with this host's name and boot id) take their
+  // steps through shared memory; ranks elsewhere over gRPC.
+  exec_options.step_channel = spawn || AllOnThisHost(*joined);
+  // Ranks meet through the control plane's store (rendezvous_dir ""), fresh for this launch;
+  // the prefix also names this run's shared-memory segments.
+  exec_options.rendezvous_dir = "";
+  exec_options.rendezvous_prefix = absl::StrCat("run", getpid(), "-", NewClusterSecret().substr(0, 8));
   exec_options.num_kv_blocks = plan->num_kv_blocks;
   exec_options.block_size_tokens = plan->block_size_tokens;
   exec_options.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank) > 0
@@ -350,7 +387,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   exec_options.max_logit_rows = plan->engine.scheduler.max_num_seqs;
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec = RemoteExecutor::Connect(
-      *addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {
+      addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {
         if (p.ready()) {
           std::fprintf(stderr,
                        "launch: rank %d ready: weights %s B (%.1f MiB), KV cache %.1f MiB "
@@ -500,10 +537,9 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   }
   (*gateway)->Shutdown();  // ends any open stream, the demo's too
   if (demo.joinable()) demo.join();
+  if (!spawn) remote->ShutdownRanks();  // ranks elsewhere exit too (best effort)
   StopChildren(pids);
-  std::error_code ec;
-  std::filesystem::remove_all(run_dir, ec);
-  return exit_code;
+  return exit_code;  // `plane` removes the run directory
 }
 
 // --gpus=N: plan the model on N GPUs, say what is missing (devices, a checkpoint) with the

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "coordinator/grpc_status.h"
 #include "checkpoint/stored_formats.h"
+#include "cluster/secret.h"
 #include "worker/comm/communicator_factory.h"
 
 namespace tpserve {
@@ -64,6 +65,8 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   o.comm.rank = request.rank();
   o.comm.world_size = request.world_size();
   o.comm.store_dir = request.rendezvous_dir();
+  if (request.rendezvous_dir().empty()) o.comm.gloo_store = options_.rendezvous_store;
+  o.comm.gloo_hostname = options_.gloo_hostname;
   o.comm.run_id = request.rendezvous_prefix();
   o.comm.device_ordinal = request.device_ordinal();
   o.comm.nccl_unique_id = request.nccl_unique_id();
@@ -141,8 +144,9 @@ void WorkerService::ServeChannel() {
   }
 }
 
-grpc::Status WorkerService::Load(grpc::ServerContext*, const wpb::LoadRequest* request,
+grpc::Status WorkerService::Load(grpc::ServerContext* context, const wpb::LoadRequest* request,
                                  grpc::ServerWriter<wpb::LoadProgress>* writer) {
+  if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   absl::Status s = LoadLocked(*request, writer);
   if (!s.ok()) {
@@ -178,8 +182,9 @@ absl::Status WorkerService::RunStepLocked(
   return absl::OkStatus();
 }
 
-grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* request,
+grpc::Status WorkerService::Step(grpc::ServerContext* context, const wpb::StepRequest* request,
                                  wpb::StepResponse* response) {
+  if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   const auto start = std::chrono::steady_clock::now();
   double allreduce_s = 0;
@@ -198,15 +203,17 @@ grpc::Status WorkerService::Step(grpc::ServerContext*, const wpb::StepRequest* r
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Heartbeat(grpc::ServerContext*, const wpb::HeartbeatRequest*,
+grpc::Status WorkerService::Heartbeat(grpc::ServerContext* context, const wpb::HeartbeatRequest*,
                                       wpb::HeartbeatResponse* response) {
+  if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
   // Must answer while a step runs, so it reads no model state.
   response->set_ready(true);
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::Shutdown(grpc::ServerContext*, const wpb::ShutdownRequest*,
+grpc::Status WorkerService::Shutdown(grpc::ServerContext* context, const wpb::ShutdownRequest*,
                                      wpb::ShutdownResponse*) {
+  if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
   if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
   return grpc::Status::OK;
 }

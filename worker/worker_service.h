@@ -2,9 +2,11 @@
 // loads only its own slices of the checkpoint, keeps its slice of the paged KV cache, and runs
 // each step the coordinator sends in lockstep with the other ranks. Rank 0 returns the logits.
 //
-//   WorkerService service(WorkerServiceOptions{.num_threads = 2});
+//   WorkerService service({.cluster_secret = secret, .rendezvous_store = &client.store()});
 //   builder.RegisterService(&service);  ...  service.WaitForShutdown();
 //
+// Every call must carry the cluster secret (cluster/secret.h); one without it, or with another,
+// gets UNAUTHENTICATED and changes nothing.
 // Threading: gRPC handler threads; Load and Step are serialized by a mutex (one step at a time,
 // as the model requires).
 #ifndef TPSERVE_WORKER_WORKER_SERVICE_H_
@@ -12,10 +14,12 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "gloo/rendezvous/store.h"
 #include "model/model_files.h"
 #include "model/sharding.h"
 #include "proto/worker.grpc.pb.h"
@@ -27,9 +31,19 @@ namespace tpserve {
 // The assignment a rank with `plan` holds; the coordinator sends it, the rank checks it.
 tpserve::worker::v1::ShardAssignment ToAssignment(const ShardingPlan& plan);
 
+struct WorkerServiceOptions {
+  // What every call must carry; empty refuses every call.
+  std::string cluster_secret;
+  // Where ranks meet when LoadRequest.rendezvous_dir is empty: the coordinator's store
+  // (cluster/control_client.h). Must outlive the service.
+  gloo::rendezvous::Store* rendezvous_store = nullptr;
+  // The address Gloo listens on and gives its peers: the one they reach this rank at.
+  std::string gloo_hostname = "127.0.0.1";
+};
+
 class WorkerService final : public tpserve::worker::v1::Worker::Service {
  public:
-  WorkerService() = default;
+  explicit WorkerService(WorkerServiceOptions options) : options_(std::move(options)) {}
   // Stops the step channel's threads, if any.
   ~WorkerService() override;
 
@@ -46,6 +60,7 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
 
   // Blocks until a Shutdown call arrives.
   void WaitForShutdown() { shutdown_.WaitForNotification(); }
+  bool shutdown_requested() const { return shutdown_.HasBeenNotified(); }
 
  private:
   // One step: logits_for(floats) gives the buffer rank 0's logits go to (rank 0 only).
@@ -59,6 +74,7 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
                           grpc::ServerWriter<tpserve::worker::v1::LoadProgress>* writer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const WorkerServiceOptions options_;
   absl::Mutex mu_;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   ModelFiles files_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,6 @@
 // The worker rank's gRPC service, driven as the coordinator drives it: Load with the plan's
 // assignment, Step (over gRPC and over the step channel), and the refusals (wrong assignment,
-// step before load, bad tokens).
+// step before load, bad tokens, and every method called without the cluster secret).
 #include "worker/worker_service.h"
 
 #include <cstring>
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
+#include "cluster/secret.h"
 #include "model/bundled_model.h"
 #include "model/model_files.h"
 #include "model/sharding.h"
@@ -20,6 +21,8 @@ namespace tpserve {
 namespace {
 
 namespace wpb = ::tpserve::worker::v1;
+
+const std::string kSecret = NewClusterSecret();
 
 class WorkerServiceTest : public ::testing::Test {
  protected:
@@ -50,6 +53,7 @@ class WorkerServiceTest : public ::testing::Test {
   // Returns the final status; `ready` gets the last progress message.
   grpc::Status Load(const wpb::LoadRequest& req, wpb::LoadProgress* ready) {
     grpc::ClientContext ctx;
+    AttachClusterSecret(&ctx, kSecret);
     auto reader = stub_->Load(&ctx, req);
     wpb::LoadProgress p;
     while (reader->Read(&p)) *ready = p;
@@ -74,7 +78,7 @@ class WorkerServiceTest : public ::testing::Test {
     return ToAssignment(*plan);
   }
 
-  WorkerService service_;
+  WorkerService service_{WorkerServiceOptions{.cluster_secret = kSecret}};
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<wpb::Worker::Stub> stub_;
   wpb::LoadRequest request_;
@@ -93,6 +97,7 @@ TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
   step.set_step_id(7);
   wpb::StepResponse out;
   grpc::ClientContext ctx;
+  AttachClusterSecret(&ctx, kSecret);
   s = stub_->Step(&ctx, step, &out);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(out.step_id(), 7);
@@ -101,6 +106,7 @@ TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
 
   step.mutable_chunks(0)->set_token_ids(1, 49152);  // outside the vocabulary
   grpc::ClientContext ctx2;
+  AttachClusterSecret(&ctx2, kSecret);
   s = stub_->Step(&ctx2, step, &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("rank 0: "), std::string::npos) << s.error_message();
@@ -118,10 +124,12 @@ TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
   grpc::Status s = Load(request_, &ready);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_TRUE(ready.step_channel());
+  (void)channel->Unlink();  // mapped by both ends now; leave nothing in /dev/shm
 
   wpb::StepRequest step = TwoTokenStep();
   wpb::StepResponse out;
   grpc::ClientContext ctx;
+  AttachClusterSecret(&ctx, kSecret);
   ASSERT_TRUE(stub_->Step(&ctx, step, &out).ok());
   std::vector<float> over_grpc(out.logits().size() / sizeof(float));
   std::memcpy(over_grpc.data(), out.logits().data(), out.logits().size());
@@ -153,9 +161,70 @@ TEST_F(WorkerServiceTest, RefusesAnAssignmentItsOwnPlanDisagreesWith) {
 TEST_F(WorkerServiceTest, StepBeforeLoadIsRefused) {
   wpb::StepResponse out;
   grpc::ClientContext ctx;
+  AttachClusterSecret(&ctx, kSecret);
   grpc::Status s = stub_->Step(&ctx, wpb::StepRequest(), &out);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(s.error_message(), "Step before Load");
+}
+
+// A plain client, and one with another cluster's secret, get UNAUTHENTICATED from every method
+// and change nothing: Load loads nothing, Step runs nothing and Shutdown shuts nothing down,
+// before the load and after it; the coordinator's own calls keep working.
+TEST_F(WorkerServiceTest, EveryMethodRefusesAMissingOrWrongSecretAndChangesNothing) {
+  *request_.mutable_assignment() = Assignment(0, 1);
+  const auto refused_everything = [&](bool loaded) {
+    for (const std::string& secret : {std::string(), NewClusterSecret()}) {
+      const auto context = [&] {
+        auto ctx = std::make_unique<grpc::ClientContext>();
+        if (!secret.empty()) AttachClusterSecret(ctx.get(), secret);
+        return ctx;
+      };
+      const char* who = secret.empty() ? "no secret" : "a wrong secret";
+      if (!loaded) {
+        auto ctx = context();
+        auto reader = stub_->Load(ctx.get(), request_);
+        wpb::LoadProgress p;
+        EXPECT_FALSE(reader->Read(&p)) << who;
+        EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED) << who;
+      }
+      wpb::StepResponse out;
+      EXPECT_EQ(stub_->Step(context().get(), TwoTokenStep(), &out).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED) << who;
+      EXPECT_TRUE(out.logits().empty());
+      wpb::HeartbeatResponse beat;
+      EXPECT_EQ(stub_->Heartbeat(context().get(), wpb::HeartbeatRequest(), &beat).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED) << who;
+      wpb::ShutdownResponse bye;
+      EXPECT_EQ(stub_->Shutdown(context().get(), wpb::ShutdownRequest(), &bye).error_code(),
+                grpc::StatusCode::UNAUTHENTICATED) << who;
+      EXPECT_FALSE(service_.shutdown_requested()) << who;
+    }
+  };
+  refused_everything(/*loaded=*/false);
+  wpb::StepResponse out;
+  {
+    grpc::ClientContext ctx;
+    AttachClusterSecret(&ctx, kSecret);
+    EXPECT_EQ(stub_->Step(&ctx, TwoTokenStep(), &out).error_message(), "Step before Load");
+  }
+  wpb::LoadProgress ready;
+  ASSERT_TRUE(Load(request_, &ready).ok());
+  {
+    grpc::ClientContext ctx;
+    AttachClusterSecret(&ctx, kSecret);
+    ASSERT_TRUE(stub_->Step(&ctx, TwoTokenStep(), &out).ok());
+  }
+  const std::string first_logits = out.logits();
+  refused_everything(/*loaded=*/true);
+  grpc::ClientContext ctx;
+  AttachClusterSecret(&ctx, kSecret);
+  wpb::StepResponse again;
+  ASSERT_TRUE(stub_->Step(&ctx, TwoTokenStep(), &again).ok());
+  EXPECT_EQ(again.logits(), first_logits);  // the same step on an untouched rank
+  grpc::ClientContext beat_ctx;
+  AttachClusterSecret(&beat_ctx, kSecret);
+  wpb::HeartbeatResponse beat;
+  EXPECT_TRUE(stub_->Heartbeat(&beat_ctx, wpb::HeartbeatRequest(), &beat).ok());
 }
 
 }  // namespace

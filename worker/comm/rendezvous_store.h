@@ -1,6 +1,7 @@
 // Gloo rendezvous over any key-value service. Gloo ranks find each other by writing their
 // listening addresses into a shared store; FileStore covers processes on one host, and this
-// adapter lets another service (later: the coordinator, over gRPC) play that role for many hosts.
+// adapter lets any other key-value service play that role (the coordinator's own store is
+// reached through cluster/control_client.h, a Store of its own with server-side waits).
 //
 //   InMemoryRendezvousKv kv;  // or a coordinator-backed RendezvousKv
 //   KvGlooStore store(&kv);   // then GlooCommunicator::Connect(options, store)
