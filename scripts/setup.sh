@@ -30,9 +30,10 @@ fi
 # Python packages for the end-to-end tests (a client in another language, as internal services
 # would call us), for reading the GGUF vocabulary independently of our tokenizer, and for the
 # reference packers of quantized checkpoints (ml_dtypes' fp8, Hugging Face safetensors), and the
-# official OpenAI client plus Prometheus' parser for the HTTP front's end-to-end tests.
-PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors openai prometheus_client)
-if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client" 2>/dev/null; then
+# official OpenAI client plus Prometheus' parser for the HTTP front's end-to-end tests, and
+# PyYAML for the check of the Kubernetes manifests (tests/deploy).
+PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors openai prometheus_client pyyaml)
+if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client, yaml" 2>/dev/null; then
   echo "setup: pip installing ${PY_PACKAGES[*]}" >&2
   python3 -m pip install --quiet "${PY_PACKAGES[@]}"
 fi
