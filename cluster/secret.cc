@@ -64,16 +64,6 @@ absl::Status WriteClusterSecretFile(const std::string& path, absl::string_view s
   return absl::OkStatus();
 }
 
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  // Compare every byte of `b` whatever the lengths, so the time says nothing about content.
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < b.size(); ++i) {
-    const unsigned char ai = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    diff |= ai ^ static_cast<unsigned char>(b[i]);
-  }
-  return diff == 0;
-}
-
 grpc::Status CheckClusterSecret(const grpc::ServerContext& context, const std::string& expected) {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find(kClusterSecretMetadataKey);
@@ -82,7 +72,7 @@ grpc::Status CheckClusterSecret(const grpc::ServerContext& context, const std::s
                         absl::StrCat("this call carries no cluster secret (metadata '",
                                      kClusterSecretMetadataKey, "')"));
   }
-  const absl::string_view given(it->second.data(), it->second.size());
+  const std::string_view given(it->second.data(), it->second.size());
   if (expected.empty() || !ConstantTimeEquals(given, expected)) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "the cluster secret of this call is not this cluster's");

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/constant_time.h"  // IWYU pragma: export (ConstantTimeEquals)
 
 namespace tpserve {
 
@@ -38,9 +39,6 @@ absl::StatusOr<std::string> ReadClusterSecretFile(const std::string& path);
 
 // Writes `secret` to a new file `path` with mode 0600 (fails if it exists).
 absl::Status WriteClusterSecretFile(const std::string& path, absl::string_view secret);
-
-// True when a == b; the time taken depends on the lengths only, not on where they differ.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
 // OK when the call carries `expected` under kClusterSecretMetadataKey; UNAUTHENTICATED when
 // it carries none or another (and always when `expected` is empty: a misconfigured service

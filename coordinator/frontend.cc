@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/constant_time.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -263,14 +264,9 @@ void Frontend::Cancel(int64_t id) { engine_->Cancel(id); }
 
 absl::Status Frontend::CheckAuth(std::string_view authorization) const {
   if (options_.bearer_token.empty()) return absl::OkStatus();
-  const std::string expected = absl::StrCat("Bearer ", options_.bearer_token);
-  // Constant time in the secret: every byte of the expected value is compared.
-  unsigned char diff = authorization.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    diff |= static_cast<unsigned char>(expected[i]) ^
-            static_cast<unsigned char>(i < authorization.size() ? authorization[i] : 0);
+  if (ConstantTimeEquals(authorization, absl::StrCat("Bearer ", options_.bearer_token))) {
+    return absl::OkStatus();
   }
-  if (diff == 0) return absl::OkStatus();
   return absl::UnauthenticatedError(
       authorization.empty() ? "authorization: a bearer token is required (\"Bearer <token>\")"
                             : "authorization: the bearer token is not valid");
