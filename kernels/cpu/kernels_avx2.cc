@@ -165,7 +165,9 @@ __attribute__((always_inline)) inline __m128 LoadDm(const uint8_t* block) {
   return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
 }
 __attribute__((always_inline)) inline __m128 LoadDs(const Q8Block& x) {
-  return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&x.d)));
+  // d and s are two adjacent floats, 4-byte aligned: an unaligned 64-bit load (loadl_epi64
+  // is declared unaligned; _mm_load_sd of a double* would claim 8-byte alignment).
+  return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&x.d)));
 }
 
 void DotQ4_1One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {

@@ -210,7 +210,9 @@ void StepChannel::Finish(uint32_t seq, const absl::Status& status, double comput
   s->code = static_cast<int32_t>(status.code());
   const absl::string_view message = status.message();
   s->message_bytes = static_cast<uint32_t>(std::min(message.size(), kMessageBytes));
-  std::memcpy(s->message, message.data(), s->message_bytes);
+  if (s->message_bytes > 0) {  // an OK status's message may be a null pointer
+    std::memcpy(s->message, message.data(), s->message_bytes);
+  }
   s->compute_s = compute_s;
   s->allreduce_s = allreduce_s;
   s->logits_bytes = logits_bytes;
