@@ -9,7 +9,8 @@
 # Builds with clang in an output base of its own (TPSERVE_FUZZ_OUTPUT_BASE, default
 # ~/.cache/tpserve-bazel-fuzz) so the gcc build cache is untouched. Each target starts from a
 # copy of fuzz/corpus/<target>/ in a temp dir; the seeds in the tree are never modified. The
-# temp dir is removed unless something crashed or TPSERVE_FUZZ_KEEP=1.
+# temp dir is removed unless something crashed or TPSERVE_FUZZ_KEEP=1. TPSERVE_FUZZ_FLAGS adds
+# libFuzzer flags after the script's own (later ones win), e.g. "-max_len=65536".
 set -uo pipefail
 
 usage() { echo "usage: tools/fuzz.sh SECONDS [TARGET...]" >&2; exit 2; }
@@ -46,7 +47,8 @@ for t in "${targets[@]}"; do
   [[ -d fuzz/corpus/$t ]] && cp fuzz/corpus/"$t"/* "$dir/corpus/"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$bin/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=25 \
-    -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$dir/corpus" >"$dir/log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$dir/artifacts/" ${TPSERVE_FUZZ_FLAGS:-} \
+    "$dir/corpus" >"$dir/log" 2>&1
   rc=$?
   # "Done N runs" on a clean finish; the final stats also come after a crash.
   runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$dir/log" | tail -1)
