@@ -1,5 +1,6 @@
-#include "coordinator/http/elastic_task_queue.h"
 #include "coordinator/http/http_server.h"
+
+#include <sys/socket.h>
 
 #include <httplib.h>
 #include <openssl/err.h>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "coordinator/http/elastic_task_queue.h"
 
 namespace tpserve {
 namespace {
@@ -162,6 +164,15 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Frontend* frontend
   s->server_->new_task_queue = [threads] { return new ElasticTaskQueue(threads); };
   s->server_->set_payload_max_length(o.max_body_bytes);
   s->AddRoutes();
+  // Debian's compiled cpp-httplib listens with a backlog of 5 (its CPPHTTPLIB_LISTEN_BACKLOG
+  // default, fixed in the shared library): bursts of new connections were reset before any
+  // request was read (the soak saw 5 in 1899). Remember the listening socket and listen again
+  // on it with the system's maximum once it is bound (Linux then updates the backlog).
+  int listen_fd = -1;
+  s->server_->set_socket_options([&listen_fd](int sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
 
   errno = 0;
   if (o.port == 0) {
@@ -172,6 +183,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Frontend* frontend
   if (s->port_ <= 0) {
     return absl::UnavailableError(absl::StrCat("http: cannot listen on ", o.host, ":", o.port,
                                                ": ", errno != 0 ? std::strerror(errno) : "bind failed"));
+  }
+  if (listen_fd >= 0 && ::listen(listen_fd, SOMAXCONN) != 0) {
+    return absl::UnavailableError(absl::StrCat("http: listen(", o.host, ":", s->port_,
+                                               ", SOMAXCONN) failed: ", std::strerror(errno)));
   }
   httplib::Server* raw = s->server_.get();
   s->thread_ = std::thread([raw] { raw->listen_after_bind(); });
