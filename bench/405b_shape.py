@@ -66,7 +66,8 @@ def main():
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [str(bin_dir / "deploy/launch"), f"--ranks={args.ranks}", f"--model={args.model}",
-             "--port=0", f"--ready_file={ready}", f"--context={context}", "--max_seqs=1",
+             "--port=0", "--http_port=0", f"--ready_file={ready}", f"--context={context}",
+             "--max_seqs=1",
              "--threads_per_rank=1", "--collective_timeout_ms=600000"],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
@@ -85,7 +86,7 @@ def main():
             verdict = "= plan" if held[r] == stage["weight_bytes"] else (
                 "< plan (fewer vocab rows)" if held[r] < stage["weight_bytes"] else "> PLAN")
             print(f"  rank {r}: weights {held[r]:,} B  {verdict}")
-        stub = pb_grpc.TpServeStub(grpc.insecure_channel(ready.read_text().strip()))
+        stub = pb_grpc.TpServeStub(grpc.insecure_channel(ready.read_text().splitlines()[0]))
         request = pb.GenerateRequest(text="The bridge", max_new_tokens=args.tokens,
                                      sampling=pb.SamplingParams(temperature=0.0), ignore_eos=True)
         t0 = time.time()

@@ -31,13 +31,13 @@ def bench(model, ranks, extra):
     log = open(tmp / "log", "w+")
     env = dict(os.environ, TPSERVE_WORKER_BIN=str(ROOT / "bazel-bin/worker/worker"))
     proc = subprocess.Popen([str(ROOT / "bazel-bin/deploy/launch"), f"--ranks={ranks}",
-                             f"--model={model}", "--port=0", f"--ready_file={ready}",
+                             f"--model={model}", "--port=0", "--http_port=0", f"--ready_file={ready}",
                              "--context=1024", "--max_seqs=1", *extra],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     while not ready.exists():
         assert proc.poll() is None, (tmp / "log").read_text()
         time.sleep(0.1)
-    stub = pb_grpc.TpServeStub(grpc.insecure_channel(ready.read_text().strip()))
+    stub = pb_grpc.TpServeStub(grpc.insecure_channel(ready.read_text().splitlines()[0]))
     rates = []
     for run in range(RUNS + 1):
         req = pb.GenerateRequest(text="The history of the river begins", max_new_tokens=NEW_TOKENS,

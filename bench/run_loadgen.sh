@@ -65,7 +65,7 @@ trap stop_launcher EXIT
 ready="$out_dir/ready"
 rm -f "$ready"
 TPSERVE_WORKER_BIN="$bin/worker/worker" "$bin/deploy/launch" --ranks="$ranks" --model="$model" \
-  --port=0 --ready_file="$ready" --max_seqs="$max_level" --context="$context" \
+  --port=0 --http_port=0 --ready_file="$ready" --max_seqs="$max_level" --context="$context" \
   --threads_per_rank="$threads" >"$out_dir/launch.log" 2>&1 &
 launcher=$!
 for _ in $(seq 1 1800); do
@@ -74,7 +74,7 @@ for _ in $(seq 1 1800); do
   sleep 0.1
 done
 [ -f "$ready" ] || { echo "run_loadgen: cluster not ready in 180 s" >&2; exit 1; }
-address=$(cat "$ready")
+address=$(head -n 1 "$ready")  # line 1: the gRPC address
 for c in ${levels//,/ }; do
   echo
   "$bin/deploy/loadgen" --address="$address" --concurrency="$c" "${common[@]}" \
