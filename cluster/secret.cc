@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstdint>
-#include <fstream>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_text.h"
 
 namespace tpserve {
 
@@ -35,22 +35,18 @@ std::string NewClusterSecret() {
 }
 
 absl::StatusOr<std::string> ReadClusterSecretFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string secret;
-  if (!in || !std::getline(in, secret)) {
+  std::optional<std::string> secret = ReadFirstLine(path);
+  if (!secret) {
     return absl::InvalidArgumentError(
         absl::StrCat("cluster secret file '", path, "': cannot read a line from it"));
   }
-  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
-    secret.pop_back();
-  }
-  if (secret.size() < kMinClusterSecretChars) {
+  if (secret->size() < kMinClusterSecretChars) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cluster secret file '", path, "': the secret has ", secret.size(),
+        absl::StrCat("cluster secret file '", path, "': the secret has ", secret->size(),
                      " characters; use at least ", kMinClusterSecretChars,
                      " (e.g. `head -c 32 /dev/urandom | xxd -p -c 64`)"));
   }
-  return secret;
+  return *std::move(secret);
 }
 
 absl::Status WriteClusterSecretFile(const std::string& path, absl::string_view secret) {

@@ -3,27 +3,25 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "base/file_text.h"
 #include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& what, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(what, " = ", path, ": cannot read the file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().find("-----BEGIN ") == std::string::npos) {
+  std::optional<std::string> text = ReadFileText(path);
+  if (!text) return absl::NotFoundError(absl::StrCat(what, " = ", path, ": cannot read the file"));
+  if (text->find("-----BEGIN ") == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(what, " = ", path, ": not a PEM file"));
   }
-  return ss.str();
+  return *std::move(text);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsFiles& tls) {

@@ -3,9 +3,8 @@
 //   bazel run //deploy:client -- "What is tensor parallelism?"
 //   bazel run //deploy:client -- --address=127.0.0.1:50051 --max_new_tokens=64 "Hello"
 //   bazel run //deploy:client -- --tls_ca_file=ca.pem --auth_token_file=token "Hello"
-#include <cctype>
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
+#include "base/file_text.h"
 #include "deploy/stream_client.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:50051", "the cluster's public API");
@@ -41,15 +41,13 @@ int main(int argc, char** argv) {
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   if (!absl::GetFlag(FLAGS_auth_token_file).empty()) {
-    std::ifstream in(absl::GetFlag(FLAGS_auth_token_file));
-    if (!in || !std::getline(in, options.bearer_token)) {
+    const std::optional<std::string> token = tpserve::ReadFirstLine(absl::GetFlag(FLAGS_auth_token_file));
+    if (!token) {
       std::fprintf(stderr, "client: --auth_token_file = %s: cannot read a token from it\n",
                    absl::GetFlag(FLAGS_auth_token_file).c_str());
       return 2;
     }
-    while (!options.bearer_token.empty() && std::isspace(static_cast<unsigned char>(options.bearer_token.back()))) {
-      options.bearer_token.pop_back();
-    }
+    options.bearer_token = *token;
   }
   absl::Status s = tpserve::StreamChat(absl::GetFlag(FLAGS_address), question, options, stdout);
   if (!s.ok()) {

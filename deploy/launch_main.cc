@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "cluster/control_service.h"
 #include "cluster/secret.h"
+#include "base/file_text.h"
 #include "coordinator/gateway.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/remote_executor.h"
@@ -270,19 +271,17 @@ absl::StatusOr<GatewayOptions> PublicApiOptions() {
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    std::string token;
-    if (!in || !std::getline(in, token)) {
+    const std::optional<std::string> token = ReadFirstLine(token_file);
+    if (!token) {
       return absl::InvalidArgumentError(
           absl::StrCat("--auth_token_file = ", token_file, ": cannot read a token from it"));
     }
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-    if (token.size() < 16) {
+    if (token->size() < 16) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--auth_token_file = ", token_file, ": the token has ", token.size(),
+          "--auth_token_file = ", token_file, ": the token has ", token->size(),
           " characters; use at least 16"));
     }
-    options.frontend.bearer_token = token;
+    options.frontend.bearer_token = *token;
   }
   const std::string reflection = absl::GetFlag(FLAGS_reflection);
   if (reflection == "on" || reflection == "off") {

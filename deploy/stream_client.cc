@@ -2,12 +2,12 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <fstream>
 #include <memory>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/file_text.h"
 #include "base/status_macros.h"
 #include "coordinator/grpc_status.h"
 #include "proto/tpserve.grpc.pb.h"
@@ -16,11 +16,9 @@ namespace tpserve {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& option, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(option, " = ", path, ": cannot read the file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::optional<std::string> text = ReadFileText(path);
+  if (!text) return absl::NotFoundError(absl::StrCat(option, " = ", path, ": cannot read the file"));
+  return *std::move(text);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
