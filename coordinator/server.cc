@@ -125,6 +125,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
         request_id_ = admitted->request_id;
         context->AddInitialMetadata("x-request-id", request_id_);
         admitted_ = true;
+        refs_ = 2;  // the engine's, until its final event has been handled
       } else {
         s = admitted.status();
       }
@@ -155,13 +156,13 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     if (admitted_ && !final_status_.has_value()) frontend_->Cancel(id_);  // frees the KV blocks
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override { Unref(); }
 
  private:
   void OnEvent(GenerationEvent event) {
+    const bool last = event.finish != FinishReason::kNone;
     {
       absl::MutexLock lock(&mu_);
-      const bool last = event.finish != FinishReason::kNone;
       if (last && event.finish == FinishReason::kError) {
         final_status_ = ToGrpcStatus(event.error);
       } else {
@@ -176,6 +177,21 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       }
     }
     Pump();
+    // Once the final event is in, a write completing on a gRPC thread can Finish the call and
+    // OnDone can run before this thread is back here, so gRPC's reference alone must not
+    // delete the reactor under it.
+    if (last) Unref();
+  }
+
+  // The reactor is gRPC's until OnDone and, once admitted, the engine's until its final event
+  // has been handled; the last of the two deletes it.
+  void Unref() {
+    bool gone;
+    {
+      absl::MutexLock lock(&mu_);
+      gone = --refs_ == 0;
+    }
+    if (gone) delete this;
   }
 
   // Starts the next write, or finishes once everything is written and the status is known.
@@ -196,7 +212,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       }
     }
     if (write != nullptr) StartWrite(write);
-    if (finish.has_value()) Finish(*finish);  // the last use of `this` on this path
+    if (finish.has_value()) Finish(*finish);  // OnDone may follow at once, on another thread
   }
 
   void FinishWith(const grpc::Status& status) {
@@ -217,6 +233,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int refs_ ABSL_GUARDED_BY(mu_) = 1;  // gRPC's, until OnDone
   std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_;  // the write in flight; touched only by the thread that starts it
   std::optional<grpc::Status> final_status_ ABSL_GUARDED_BY(mu_);
