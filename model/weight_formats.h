@@ -61,8 +61,13 @@ struct WeightFormats {
   // some layers' attn_v and ffn_down in Q6_K).
   std::map<std::pair<TensorRole, int64_t>, TensorFormat> layer_overrides;
 
-  TensorFormat& operator[](TensorRole role) { return by_role[static_cast<int>(role)]; }
-  const TensorFormat& operator[](TensorRole role) const { return by_role[static_cast<int>(role)]; }
+  TensorFormat& operator[](TensorRole role) & { return by_role[static_cast<int>(role)]; }
+  const TensorFormat& operator[](TensorRole role) const& {
+    return by_role[static_cast<int>(role)];
+  }
+  // On a temporary, a copy: a reference into it would dangle at the end of the statement
+  // (ASan's stack-use-after-scope in sharding_table_test, 2026-12-02).
+  TensorFormat operator[](TensorRole role) && { return by_role[static_cast<int>(role)]; }
   // The format of `role` in layer `layer` (the override if there is one).
   const TensorFormat& At(TensorRole role, int64_t layer) const;
   // Every format `role` uses in some layer, by_role's first.

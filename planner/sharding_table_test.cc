@@ -87,7 +87,7 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
     EXPECT_EQ(split->checkpoint_bytes, whole->checkpoint_bytes);
     EXPECT_EQ(whole->padding_bytes, 0);
     // One rank holds one copy of everything, but norms as the f32 the engine computes with.
-    const TensorFormat& norm = Preset(format)[TensorRole::kAttnNorm];
+    const TensorFormat norm = Preset(format)[TensorRole::kAttnNorm];
     EXPECT_EQ(whole->replica_bytes, (2 * config.num_layers + 1) * config.hidden_size *
                                         (4 - PlainElementBytes(norm.kind)));
   }
