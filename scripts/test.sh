@@ -21,28 +21,53 @@ else
   echo '<testsuite><testcase name="e2e-build"><failure/></testcase></testsuite>' > bazel-e2e-report/test.xml
 fi
 
-# A machine without the CUDA toolkit must build and pass too: the same suite with the toolkit
-# hidden (--config=nocuda), in an output base of its own so the two builds do not evict each
-# other. TPSERVE_SKIP_NOCUDA=1 skips it (a quicker local run).
-nocuda_logs=""
-if [ "${TPSERVE_SKIP_NOCUDA:-0}" != "1" ]; then
-  nocuda_base="${TPSERVE_NOCUDA_OUTPUT_BASE:-$HOME/.cache/tpserve-bazel-nocuda}"
-  # Not //...: the first build's convenience symlink bazel-<this directory's name> points into
-  # its output base, which that build skips but a second output base would descend into (and
-  # fail on bazel_tools' packages). So every top-level package tree git knows, by name.
-  packages=$(git ls-files | grep -E '(^|/)BUILD(\.bazel)?$' |
-             awk -F/ '{ print (NF == 1 ? "//:all" : "//" $1 "/...") }' | sort -u)
-  # shellcheck disable=SC2086  # one pattern per word
-  bazel --output_base="$nocuda_base" test --config=nocuda --symlink_prefix=/ $packages || rc=1
-  nocuda_logs=$(bazel --output_base="$nocuda_base" info --config=nocuda bazel-testlogs 2>/dev/null)
+# Further passes, each in an output base of its own so that they do not evict each other
+# (docs/RELIABILITY.md). Their test reports are counted with the rest. The output bases default
+# to ~/.cache/tpserve-bazel-<name>; TPSERVE_SKIP_<NAME>=1 skips one (a quicker local run).
+extra_logs=()
+# Not //...: the first build's convenience symlink bazel-<this directory's name> points into its
+# output base, which that build skips but another output base would descend into (and fail on
+# bazel_tools' packages). So every top-level package tree git knows, by name.
+packages=$(git ls-files | grep -E '(^|/)BUILD(\.bazel)?$' |
+           awk -F/ '{ print (NF == 1 ? "//:all" : "//" $1 "/...") }' | sort -u)
+# extra_pass NAME BAZEL-TEST-ARGS...
+extra_pass() {
+  local name=$1 skip base arg flags=()
+  shift
+  for arg in "$@"; do [[ $arg == --* ]] && flags+=("$arg"); done
+  skip="TPSERVE_SKIP_$(tr '[:lower:]' '[:upper:]' <<<"$name")"
+  [ "${!skip:-0}" = "1" ] && { echo "test.sh: $skip=1, skipping the $name pass"; return; }
+  base="$HOME/.cache/tpserve-bazel-$name"
+  echo "test.sh: the $name pass: bazel test $*"
+  bazel --output_base="$base" test --symlink_prefix=/ "$@" || rc=1
+  extra_logs+=("$(bazel --output_base="$base" info "${flags[@]}" bazel-testlogs 2>/dev/null | tail -1)")
+}
+
+# 1. A machine without the CUDA toolkit must build and pass too (--config=nocuda), and every
+#    unit test runs under AddressSanitizer + UndefinedBehaviorSanitizer there (--config=asan):
+#    one build serves both.
+# shellcheck disable=SC2086  # one pattern per word
+extra_pass asan --config=nocuda --config=asan ${TPSERVE_ASAN_TEST_FLAGS:-} $packages
+
+# 2. ThreadSanitizer over the engine, scheduler, communicator and server tests
+#    (//tools/tsan:tsan_suite; tools/tsan/BUILD says how TSan is made to see absl::Mutex).
+extra_pass tsan --config=nocuda --config=tsan //tools/tsan:tsan_suite
+
+# 3. Every libFuzzer target for TPSERVE_CI_FUZZ_SECONDS (default 10) each, from its seeds.
+rm -rf bazel-fuzz-report && mkdir -p bazel-fuzz-report
+if [ "${TPSERVE_SKIP_FUZZ:-0}" != "1" ]; then
+  TPSERVE_FUZZ_JUNIT="$PWD/bazel-fuzz-report/test.xml" \
+    bash tools/fuzz.sh "${TPSERVE_CI_FUZZ_SECONDS:-10}" || rc=1
 fi
 
-NOCUDA_LOGS="$nocuda_logs" python3 - <<'PY'
-import glob, os, xml.etree.ElementTree as ET
+python3 - "${extra_logs[@]}" <<'PY'
+import glob, os, sys, xml.etree.ElementTree as ET
 passed = failed = skipped = 0
 reports = glob.glob("bazel-testlogs/**/test.xml", recursive=True) + ["bazel-e2e-report/test.xml"]
-if os.environ.get("NOCUDA_LOGS"):
-    reports += glob.glob(os.path.join(os.environ["NOCUDA_LOGS"], "**/test.xml"), recursive=True)
+reports += glob.glob("bazel-fuzz-report/*.xml")
+for logs in sys.argv[1:]:
+    if logs:
+        reports += glob.glob(os.path.join(logs, "**/test.xml"), recursive=True)
 for path in reports:
     try:
         root = ET.parse(path).getroot()

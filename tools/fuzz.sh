@@ -11,6 +11,8 @@
 # copy of fuzz/corpus/<target>/ in a temp dir; the seeds in the tree are never modified. The
 # temp dir is removed unless something crashed or TPSERVE_FUZZ_KEEP=1. TPSERVE_FUZZ_FLAGS adds
 # libFuzzer flags after the script's own (later ones win), e.g. "-max_len=65536".
+# TPSERVE_FUZZ_JUNIT=FILE also writes a JUnit report there, one test case per target (a crash
+# or a failed build is a failure), which scripts/test.sh counts with the other tests.
 set -uo pipefail
 
 usage() { echo "usage: tools/fuzz.sh SECONDS [TARGET...]" >&2; exit 2; }
@@ -26,6 +28,25 @@ else
   for src in fuzz/*_fuzzer.cc; do targets+=("$(basename "$src" .cc)"); done
 fi
 
+junit=${TPSERVE_FUZZ_JUNIT:-}
+junit_cases=()
+# junit_case NAME [FAILURE-MESSAGE]
+junit_case() {
+  local message=${2:-}
+  if [[ -z $message ]]; then
+    junit_cases+=("<testcase classname=\"fuzz\" name=\"$1\"/>")
+  else
+    message=$(sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g' <<<"$message")
+    junit_cases+=("<testcase classname=\"fuzz\" name=\"$1\"><failure message=\"$message\"/></testcase>")
+  fi
+}
+write_junit() {
+  [[ -n $junit ]] || return 0
+  { echo "<testsuite name=\"fuzz\" tests=\"${#junit_cases[@]}\">"
+    printf '  %s\n' "${junit_cases[@]}"
+    echo "</testsuite>"; } >"$junit"
+}
+
 output_base=${TPSERVE_FUZZ_OUTPUT_BASE:-$HOME/.cache/tpserve-bazel-fuzz}
 bazel_fuzz() { CC=clang bazel --output_base="$output_base" "$@"; }
 work=$(mktemp -d /tmp/tpserve-fuzz.XXXXXX)
@@ -35,6 +56,8 @@ echo "fuzz: building ${#targets[@]} targets with clang (log: $work/build.log)" >
 if ! bazel_fuzz build --config=fuzz "${labels[@]}" >"$work/build.log" 2>&1; then
   grep -E "error|ERROR" "$work/build.log" | head -20 >&2
   echo "fuzz: build failed; see $work/build.log" >&2
+  junit_case build "clang build of //fuzz failed; see $work/build.log"
+  write_junit
   exit 2
 fi
 bin=$(bazel_fuzz info --config=fuzz bazel-bin 2>/dev/null)
@@ -62,11 +85,14 @@ for t in "${targets[@]}"; do
     echo "$t: CRASH after $runs executions (exit $rc); log: $dir/log"
     grep -m3 -E "^==[0-9]+==ERROR|runtime error|SUMMARY|deadly signal|timeout|out-of-memory" "$dir/log" | sed 's/^/  /'
     for a in $artifacts; do echo "  input: $a"; done
+    junit_case "$t" "crash after $runs executions (exit $rc); log $dir/log; input ${artifacts:-none saved}"
   else
     echo "$t: $runs executions, corpus $corpus_size files"
+    junit_case "$t"
   fi
 done
 
 if [[ $crashes -eq 0 && ${TPSERVE_FUZZ_KEEP:-0} != 1 ]]; then rm -rf "$work"; else echo "fuzz: kept $work" >&2; fi
+write_junit
 echo "${#targets[@]} targets, $total_runs executions, $crashes crashes"
 [[ $crashes -eq 0 ]]
