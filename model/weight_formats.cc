@@ -193,7 +193,9 @@ absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
     }
     // The most common format is the role's; the other layers are overrides.
     std::vector<std::pair<TensorFormat, int>> counts;
-    for (const auto& [layer, f] : layers) {
+    for (const auto& entry : layers) {
+      const TensorFormat& f = entry.second;  // not a structured binding: clang 14 (the fuzz
+                                             // build) cannot capture one in a lambda
       auto it = std::find_if(counts.begin(), counts.end(),
                              [&](const auto& c) { return c.first == f; });
       if (it == counts.end()) {
