@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs the whole test suite after set-up, and ends with one line "N passed, N failed"
-# counting test cases from the JUnit XML that Bazel writes for every test target.
+# counting test cases from the JUnit XML that Bazel writes for every test target. Which XML
+# belongs to this run is read from each Bazel invocation's build event file (bazel-bep/), so
+# reports an output base keeps from earlier runs (other targets, --runs_per_test) never count.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 export TPSERVE_MODEL_DIR="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
 
-bazel test //... "$@"
+rm -rf bazel-bep && mkdir -p bazel-bep
+bazel test --build_event_json_file="$PWD/bazel-bep/main.json" //... "$@"
 rc=$?
 
 # End-to-end: real launcher and worker processes, driven from Python gRPC; the reference
@@ -24,7 +27,6 @@ fi
 # Further passes, each in an output base of its own so that they do not evict each other
 # (docs/RELIABILITY.md). Their test reports are counted with the rest. The output bases default
 # to ~/.cache/tpserve-bazel-<name>; TPSERVE_SKIP_<NAME>=1 skips one (a quicker local run).
-extra_logs=()
 # Not //...: the first build's convenience symlink bazel-<this directory's name> points into its
 # output base, which that build skips but another output base would descend into (and fail on
 # bazel_tools' packages). So every top-level package tree git knows, by name.
@@ -32,15 +34,14 @@ packages=$(git ls-files | grep -E '(^|/)BUILD(\.bazel)?$' |
            awk -F/ '{ print (NF == 1 ? "//:all" : "//" $1 "/...") }' | sort -u)
 # extra_pass NAME BAZEL-TEST-ARGS...
 extra_pass() {
-  local name=$1 skip base arg flags=()
+  local name=$1 skip base
   shift
-  for arg in "$@"; do [[ $arg == --* ]] && flags+=("$arg"); done
   skip="TPSERVE_SKIP_$(tr '[:lower:]' '[:upper:]' <<<"$name")"
   [ "${!skip:-0}" = "1" ] && { echo "test.sh: $skip=1, skipping the $name pass"; return; }
   base="$HOME/.cache/tpserve-bazel-$name"
   echo "test.sh: the $name pass: bazel test $*"
-  bazel --output_base="$base" test --symlink_prefix=/ "$@" || rc=1
-  extra_logs+=("$(bazel --output_base="$base" info "${flags[@]}" bazel-testlogs 2>/dev/null | tail -1)")
+  bazel --output_base="$base" test --symlink_prefix=/ \
+    --build_event_json_file="$PWD/bazel-bep/$name.json" "$@" || rc=1
 }
 
 # 1. A machine without the CUDA toolkit must build and pass too (--config=nocuda), and every
@@ -60,19 +61,28 @@ if [ "${TPSERVE_SKIP_FUZZ:-0}" != "1" ]; then
     bash tools/fuzz.sh "${TPSERVE_CI_FUZZ_SECONDS:-10}" || rc=1
 fi
 
-python3 - "${extra_logs[@]}" <<'PY'
-import glob, os, sys, xml.etree.ElementTree as ET
+python3 - bazel-bep/*.json <<'PY' || rc=1
+import glob, json, os, sys, urllib.parse, xml.etree.ElementTree as ET
 passed = failed = skipped = 0
-reports = glob.glob("bazel-testlogs/**/test.xml", recursive=True) + ["bazel-e2e-report/test.xml"]
-reports += glob.glob("bazel-fuzz-report/*.xml")
-for logs in sys.argv[1:]:
-    if logs:
-        reports += glob.glob(os.path.join(logs, "**/test.xml"), recursive=True)
+reports = ["bazel-e2e-report/test.xml"] + glob.glob("bazel-fuzz-report/*.xml")
+for bep in sys.argv[1:]:
+    with open(bep) as events:
+        for line in events:
+            result = json.loads(line).get("testResult")
+            if result is None:
+                continue
+            xml = [urllib.parse.unquote(o["uri"][len("file://"):])
+                   for o in result.get("testActionOutput", [])
+                   if o.get("name") == "test.xml" and o.get("uri", "").startswith("file://")]
+            if xml and os.path.exists(xml[0]):
+                reports.append(xml[0])
+            elif result.get("status") != "PASSED":
+                failed += 1  # no report at all, e.g. killed at its time limit before writing one
 for path in reports:
     try:
         root = ET.parse(path).getroot()
-    except ET.ParseError:
-        failed += 1  # a test that crashed before writing its report
+    except (ET.ParseError, OSError):
+        failed += 1  # a test that crashed before writing its report, or a pass that wrote none
         continue
     for case in root.iter("testcase"):
         if case.find("failure") is not None or case.find("error") is not None:
@@ -82,5 +92,6 @@ for path in reports:
         else:
             passed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
 PY
 exit $rc
