@@ -48,7 +48,7 @@ extra_pass() {
 #    unit test runs under AddressSanitizer + UndefinedBehaviorSanitizer there (--config=asan):
 #    one build serves both.
 # shellcheck disable=SC2086  # one pattern per word
-extra_pass asan --config=nocuda --config=asan ${TPSERVE_ASAN_TEST_FLAGS:-} $packages
+extra_pass asan --config=nocuda --config=asan $packages
 
 # 2. ThreadSanitizer over the engine, scheduler, communicator and server tests
 #    (//tools/tsan:tsan_suite; tools/tsan/BUILD says how TSan is made to see absl::Mutex).
