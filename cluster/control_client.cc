@@ -11,7 +11,7 @@
 #include "cluster/secret.h"
 #include "coordinator/grpc_status.h"
 #include "gloo/common/error.h"
-#include "worker/comm/communicator_factory.h"
+#include "worker/comm/host_identity.h"
 
 namespace tpserve {
 namespace {

@@ -1,6 +1,7 @@
 // A rank's side of the worker plane: joins the coordinator's ClusterControl service and gives
-// Gloo (and the shm communicator, and kAuto's host check) a gloo::rendezvous::Store backed by
-// the coordinator's key-value store, so ranks on any hosts can meet.
+// Gloo (and the shm communicator, kAuto's host check and NCCL's unique id) a
+// gloo::rendezvous::Store backed by the coordinator's key-value store, so ranks on any hosts
+// can meet.
 //
 //   ClusterControlClient client("10.0.0.1:7000", secret);
 //   TP_RETURN_IF_ERROR(client.Join(rank, "10.0.0.2:41234", absl::Minutes(5)));

@@ -1,7 +1,8 @@
 // The coordinator's rendezvous store: keys and values that ranks write and wait for while they
-// meet (Gloo addresses, the shm segment name, host identities). In memory, one per launch, so
-// no stale key of an earlier run can be read. Served to ranks by ClusterControl
-// (control_service.h), read by them through a gloo::rendezvous::Store (control_client.h).
+// meet (Gloo addresses, the shm segment name, host identities, rank 0's NCCL unique id). In
+// memory, one per launch, so no stale key of an earlier run can be read. Served to ranks by
+// ClusterControl (control_service.h), read by them through a gloo::rendezvous::Store
+// (control_client.h).
 //
 //   ClusterKvStore store;
 //   store.Set("rank_1", "10.0.0.2:4000");

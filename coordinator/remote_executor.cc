@@ -14,7 +14,6 @@
 #include "base/status_macros.h"
 #include "cluster/secret.h"
 #include "coordinator/grpc_status.h"
-#include "worker/comm/nccl_unique_id.h"
 
 namespace tpserve {
 namespace {
@@ -85,12 +84,6 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
                                                    " entries for ", world, " ranks"));
   }
   const std::string comm_kind = world == 1 ? "single" : options.comm_kind;
-  std::string nccl_unique_id;  // one per group: every rank must get the same bytes
-  if (comm_kind == "nccl") {
-    absl::StatusOr<std::string> id = NewNcclUniqueId();
-    if (!id.ok()) return id.status();
-    nccl_unique_id = *std::move(id);
-  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   for (const std::string& address : addresses) {
@@ -116,7 +109,6 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_world_size(world);
     req.set_model_path(options.model_path);
     req.set_comm_kind(comm_kind);
-    req.set_nccl_unique_id(nccl_unique_id);
     req.set_backend(options.backend);
     req.set_device_ordinal(options.device_ordinals.empty() ? r : options.device_ordinals[r]);
     req.set_weights(options.weights);

@@ -31,9 +31,8 @@ struct RemoteExecutorOptions {
   // Sent with every call (cluster/secret.h); the ranks refuse calls without it.
   std::string cluster_secret;
   // "auto", "shm" or "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent
-  // "single". For
-  // "nccl" Connect makes one NCCL unique id (NewNcclUniqueId, worker/comm/nccl_unique_id.h) and
-  // sends it to every rank; NCCL's bootstrap root then listens in this process.
+  // "single". For "nccl" rank 0 makes the group's NCCL id and the others read it from the
+  // rendezvous store (worker/comm/nccl_unique_id.h): this process needs no NCCL.
   std::string comm_kind = "auto";
   // LoadRequest.backend of every rank: "cpu" or "cuda".
   std::string backend = "cpu";
@@ -70,9 +69,8 @@ using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadP
 class RemoteExecutor final : public ModelExecutor {
  public:
   // Connects to every rank (addresses[r] serves rank r) and loads the model on all of them.
-  // INVALID_ARGUMENT when assignments or device_ordinals do not have one entry per rank; the
-  // NCCL id's error (UNIMPLEMENTED in a build without CUDA) for comm_kind "nccl"; else the
-  // first rank's failure, as UNAVAILABLE naming it.
+  // INVALID_ARGUMENT when assignments or device_ordinals do not have one entry per rank; else
+  // the first rank's failure, as UNAVAILABLE naming it.
   static absl::StatusOr<std::unique_ptr<RemoteExecutor>> Connect(
       const std::vector<std::string>& addresses, const RemoteExecutorOptions& options,
       const LoadProgressCallback& on_progress);

@@ -94,8 +94,7 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
 }
 
 absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightFormats& formats,
-                                    int gpus, const std::string& gpu,
-                                    const ClusterRequest& request) {
+                                    int gpus, const GpuSpec& gpu, const ClusterRequest& request) {
   PlanInputs in;
   in.model = config;
   in.weights = formats;
@@ -104,13 +103,12 @@ absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightForma
   in.activation_dtype = FormatKind::kBF16;  // the CUDA backend's activations
   in.tp = gpus;
   in.pp = 1;
-  TP_ASSIGN_OR_RETURN(in.device, GpuPreset(gpu));
+  in.device = gpu;
   in.max_context_tokens = std::min(request.context_tokens, config.max_context_tokens);
   in.max_tokens_per_step = request.max_tokens_per_step;
   in.max_sequences_per_step = std::min<int64_t>(request.max_seqs, request.max_tokens_per_step);
   in.target_concurrent_sequences = request.max_seqs;
   in.kv_block_size_tokens = request.block_size_tokens;
-  in.flash_attention = true;  // the CUDA attention kernels never materialise scores
   return PlanMemory(in);
 }
 

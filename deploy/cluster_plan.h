@@ -14,6 +14,7 @@
 #include "coordinator/engine.h"
 #include "formats/dtype.h"
 #include "model/model_files.h"
+#include "planner/gpu_spec.h"
 #include "planner/memory_plan.h"
 
 namespace tpserve {
@@ -51,12 +52,12 @@ absl::StatusOr<std::string> ResolveModelPath(const std::string& name);
 // with the plan's verdict when the weights, buffers or KV for max_seqs do not fit.
 absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRequest& request);
 
-// The memory plan of `config` held as `formats` on `gpus` GPUs of kind `gpu` (a planner
-// preset such as "h200"): bf16 activations, the requested KV dtype, KV for max_seqs sequences
-// of context_tokens. A plan that does not fit is a result (see MemoryPlan::meets_target).
+// The memory plan of `config` held as `formats` on `gpus` GPUs like `gpu` (a planner preset,
+// or the GPUs found: deploy/gpu_target.h): bf16 activations, the requested KV dtype, KV for
+// max_seqs sequences of context_tokens. A plan that does not fit is a result (see
+// MemoryPlan::meets_target).
 absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightFormats& formats,
-                                    int gpus, const std::string& gpu,
-                                    const ClusterRequest& request);
+                                    int gpus, const GpuSpec& gpu, const ClusterRequest& request);
 
 // For the plan's GPUs: the KV blocks and engine options, as PlanCluster gives for CPU ranks.
 // FAILED_PRECONDITION with the verdict when the plan does not meet its target.

@@ -43,14 +43,15 @@
 #include "coordinator/model_bundle.h"
 #include "coordinator/remote_executor.h"
 #include "deploy/cluster_plan.h"
+#include "deploy/gpu_target.h"
 #include "deploy/stream_client.h"
 #include "deploy/worker_plane.h"
-#include "kernels/backend_factory.h"
+#include "kernels/cuda_devices.h"
 #include "checkpoint/stored_formats.h"
 #include "planner/plan_report.h"
 #include "planner/roofline.h"
 #include "model/sharding.h"
-#include "worker/worker_service.h"
+#include "worker/shard_assignment.h"
 
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
 ABSL_FLAG(int, gpus, 0, "GPU ranks: one per GPU (needs that many CUDA devices)");
@@ -59,7 +60,9 @@ ABSL_FLAG(std::string, model, "smollm2",
           "--gpus a shape preset with its weights, e.g. 405b-fp8, 70b-bf16, 8b-int4");
 ABSL_FLAG(std::string, checkpoint, "",
           "with --gpus and a shape preset: the checkpoint directory that holds its weights");
-ABSL_FLAG(std::string, gpu, "h200", "with --gpus: the GPU kind the plan sizes for (see vram)");
+ABSL_FLAG(std::string, gpu, "",
+          "with --gpus on a machine without GPUs: the GPU kind the plan sizes for (a //deploy:vram "
+          "preset; default h100-80g, the product's). With GPUs the plan is for the ones found");
 ABSL_FLAG(std::string, weights, "",
           "hold weights as stored (default) or quantize on load: fp8, fp8-block, int4, "
           "int4-g64, bf16, ... (the presets of //deploy:vram --weights)");
@@ -585,19 +588,15 @@ int GpuMain(const char* argv0) {
   want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
-  absl::StatusOr<MemoryPlan> memory =
-      PlanGpus(*config, formats, gpus, absl::GetFlag(FLAGS_gpu), want);
+  // The GPUs found here, else the product's (or --gpu's): the plan is printed either way.
+  const absl::StatusOr<GpuTarget> target =
+      ChooseGpuTarget(absl::GetFlag(FLAGS_gpu), gpus, VisibleCudaDevices());
+  if (!target.ok()) return Fail(std::string(target.status().message()), 2);
+  absl::StatusOr<MemoryPlan> memory = PlanGpus(*config, formats, gpus, target->spec, want);
   if (!memory.ok()) return Fail(std::string(memory.status().message()), 2);
   std::fprintf(stderr, "%s", RenderPlanTable(*memory, EstimateRoofline(*memory, {})).c_str());
-
-  const absl::StatusOr<int> devices = CudaDevices();
-  if (!devices.ok() || *devices < gpus) {
-    const std::string why = devices.ok() ? absl::StrCat("found ", *devices, " CUDA device(s)")
-                                         : std::string(devices.status().message());
-    return Fail(absl::StrCat("--gpus=", gpus, " needs ", gpus, " CUDA devices on this machine; ",
-                             why, ". Above is the plan for ", gpus, " x ",
-                             absl::GetFlag(FLAGS_gpu), "; run on CPU ranks with --ranks=N."),
-                2);
+  if (const std::string missing = MissingDevicesLine(*target, gpus); !missing.empty()) {
+    return Fail(missing, 2);
   }
   if (!bundle.has_value()) {
     return Fail(absl::StrCat(

@@ -5,20 +5,11 @@
 
 #if TPSERVE_WITH_CUDA
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cuda/cuda_device.h"
 #endif
 
 namespace tpserve {
 
 bool CudaBackendBuilt() { return TPSERVE_WITH_CUDA != 0; }
-
-absl::StatusOr<int> CudaDevices() {
-#if TPSERVE_WITH_CUDA
-  return CudaDeviceCount();
-#else
-  return absl::UnimplementedError("this build has no CUDA (built without the CUDA toolkit)");
-#endif
-}
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options) {
   switch (options.kind) {
@@ -31,7 +22,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
           std::make_unique<CpuBackend>(CpuBackendOptions{options.num_threads}));
     case BackendKind::kCuda:
 #if TPSERVE_WITH_CUDA
-      return CreateCudaBackend(options.device_ordinal);
+      return CreateCudaBackend(options.device_ordinal,
+                               CudaBackendOptions{.deterministic = options.deterministic});
 #else
       return absl::UnimplementedError(
           "this build has no CUDA backend: build with the CUDA toolkit present "

@@ -21,6 +21,10 @@ struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
   int num_threads = 1;     // CPU: worker threads (>= 1)
   int device_ordinal = 0;  // CUDA: which GPU
+  // CUDA: matmuls whose floats depend neither on the batch size nor on the tensor-parallel
+  // degree (CudaBackendOptions::deterministic; what --deterministic_tp needs on a GPU). The
+  // CPU backend ignores it.
+  bool deterministic = false;
 };
 
 // INVALID_ARGUMENT for bad options; UNIMPLEMENTED for a backend this build lacks;
@@ -29,10 +33,6 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
 
 // Whether this binary was built with the CUDA backend.
 bool CudaBackendBuilt();
-
-// Visible CUDA devices. UNIMPLEMENTED in a build without CUDA; FAILED_PRECONDITION naming the
-// CUDA error when the runtime cannot answer (no driver).
-absl::StatusOr<int> CudaDevices();
 
 }  // namespace tpserve
 

@@ -71,7 +71,14 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
 }
 
 absl::Status RankRuntime::Step(const StepBatch& batch, float* logits) {
-  return model_->Forward(batch, cache_.get(), logits);
+  absl::Status s = model_->Forward(batch, cache_.get(), logits);
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) RequestAbort();
+  return s;
+}
+
+void RankRuntime::RequestAbort() {
+  backend_->RequestAbort();
+  comm_->RequestAbort();
 }
 
 }  // namespace tpserve

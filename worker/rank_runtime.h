@@ -54,7 +54,16 @@ class RankRuntime {
   ~RankRuntime();
 
   // One forward step; writes logits [NumLogitRows(batch), vocab] to host memory `logits`.
+  // A step that fails with UNAVAILABLE or DEADLINE_EXCEEDED (a collective or a device wait did
+  // not finish: a dead peer, a hung device) may leave work queued that never finishes; the
+  // runtime then aborts itself, so that no later wait, its destructor's included, hangs on it.
   absl::Status Step(const StepBatch& batch, float* logits);
+
+  // Ends the host waits in progress on the device and the communicator, and makes every later
+  // one fail at once with UNAVAILABLE (Backend::RequestAbort, Communicator::RequestAbort): for
+  // a rank being torn down. The runtime is unusable afterwards. Safe from any thread, also
+  // while Step runs.
+  void RequestAbort();
 
   int rank() const { return rank_; }
   Backend& backend() { return *backend_; }

@@ -46,6 +46,7 @@ class TimedCommunicator final : public Communicator {
     return Timed([&] { return inner_->Barrier(); });
   }
   absl::Status AwaitCollectives() override { return inner_->AwaitCollectives(); }
+  void RequestAbort() override { inner_->RequestAbort(); }
 
   // Seconds spent in collectives since the last call.
   double TakeSeconds() {

@@ -17,19 +17,6 @@ namespace {
 namespace wpb = ::tpserve::worker::v1;
 }  // namespace
 
-wpb::ShardAssignment ToAssignment(const ShardingPlan& plan) {
-  wpb::ShardAssignment a;
-  a.set_first_head(plan.first_head());
-  a.set_num_heads(plan.num_local_heads());
-  a.set_first_kv_head(plan.first_kv_head());
-  a.set_num_kv_heads(plan.num_local_kv_heads());
-  a.set_first_ffn_row(plan.first_ffn_row());
-  a.set_num_ffn_rows(plan.local_intermediate_size());
-  a.set_first_vocab_row(plan.first_vocab_row());
-  a.set_num_vocab_rows(plan.num_local_vocab_rows());
-  return a;
-}
-
 absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
                                        grpc::ServerWriter<wpb::LoadProgress>* writer) {
   if (runtime_ != nullptr) {
@@ -69,7 +56,6 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   o.comm.gloo_hostname = options_.gloo_hostname;
   o.comm.run_id = request.rendezvous_prefix();
   o.comm.device_ordinal = request.device_ordinal();
-  o.comm.nccl_unique_id = request.nccl_unique_id();
   o.comm.timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
                                           ? request.collective_timeout_ms() : 10000);
   o.load.max_step_tokens = request.max_step_tokens();
@@ -82,6 +68,7 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   o.block_size_tokens = request.block_size_tokens();
   TP_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDtype(request.kv_dtype()));
   TP_ASSIGN_OR_RETURN(runtime_, RankRuntime::Create(files_.config, files_.weights, o));
+  abortable_runtime_.store(runtime_.get());
   rank_ = request.rank();
   const MemoryFootprint fp = runtime_->footprint();
   progress.set_layers_loaded(static_cast<int32_t>(files_.config.num_layers));
@@ -214,6 +201,7 @@ grpc::Status WorkerService::Heartbeat(grpc::ServerContext* context, const wpb::H
 grpc::Status WorkerService::Shutdown(grpc::ServerContext* context, const wpb::ShutdownRequest*,
                                      wpb::ShutdownResponse*) {
   if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
+  if (RankRuntime* runtime = abortable_runtime_.load()) runtime->RequestAbort();
   if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
   return grpc::Status::OK;
 }

@@ -25,11 +25,9 @@
 #include "proto/worker.grpc.pb.h"
 #include "worker/comm/step_channel.h"
 #include "worker/rank_runtime.h"
+#include "worker/shard_assignment.h"  // IWYU pragma: export (ToAssignment)
 
 namespace tpserve {
-
-// The assignment a rank with `plan` holds; the coordinator sends it, the rank checks it.
-tpserve::worker::v1::ShardAssignment ToAssignment(const ShardingPlan& plan);
 
 struct WorkerServiceOptions {
   // What every call must carry; empty refuses every call.
@@ -54,6 +52,8 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   grpc::Status Heartbeat(grpc::ServerContext* context,
                          const tpserve::worker::v1::HeartbeatRequest* request,
                          tpserve::worker::v1::HeartbeatResponse* response) override;
+  // Also aborts the step in flight, if any (RankRuntime::RequestAbort): a rank told to exit
+  // must not wait out a collective whose peers are gone.
   grpc::Status Shutdown(grpc::ServerContext* context,
                         const tpserve::worker::v1::ShutdownRequest* request,
                         tpserve::worker::v1::ShutdownResponse* response) override;
@@ -79,6 +79,8 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   ModelFiles files_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<RankRuntime> runtime_ ABSL_GUARDED_BY(mu_);
+  // runtime_, for Shutdown to abort a step in flight without taking mu_ (which the step holds).
+  std::atomic<RankRuntime*> abortable_runtime_{nullptr};
   std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
   absl::Notification shutdown_;
   StepChannel channel_;  // set once by Load, before the threads start

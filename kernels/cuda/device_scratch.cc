@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_wait.h"
 
 namespace tpserve::cuda {
 
@@ -17,7 +18,8 @@ DeviceScratch::~DeviceScratch() {
 absl::Status DeviceScratch::Reserve(int64_t bytes, void* stream) {
   if (bytes <= capacity_) return absl::OkStatus();
   if (data_ != nullptr) {
-    TP_RETURN_IF_ERROR(TPK_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(stream))));
+    TP_RETURN_IF_ERROR(
+        WaitForStream(stream, absl::StrCat("CUDA scratch ", what_, ": growing"), abort_));
     TP_RETURN_IF_ERROR(TPK_CUDA(cudaFree(data_)));
     data_ = nullptr;
     capacity_ = 0;

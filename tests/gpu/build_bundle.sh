@@ -5,7 +5,8 @@
 #   bash tests/gpu/build_bundle.sh            # then: run(command=..., carry=["gpu-bundle"])
 #
 # gpu-bundle/bin/   the binaries, stripped and xz-compressed: cuda_parity_test.xz,
-#                   nccl_communicator_test.xz, gpu_bench.xz (device_checks.sh unpacks them)
+#                   nccl_communicator_test.xz, device_wait_test.xz, gpu_bench.xz
+#                   (device_checks.sh unpacks them)
 # gpu-bundle/lib/   Debian's Abseil (and anything else ldd finds outside glibc), libcudart
 # gpu-bundle/lib-compat/  this machine's libstdc++/libgcc_s, used there only if its own are
 #                   older than the binaries need (device_checks.sh decides with ldd)
@@ -20,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 TARGETS=(//kernels/cuda:cuda_parity_test //worker/comm:nccl_communicator_test //bench:gpu_bench
-         //kernels/cuda:cuda_bench)
+         //kernels/cuda:cuda_bench //kernels/cuda:device_wait_test)
 OUT=gpu-bundle
 LIMIT_MIB=48  # the device tool carries 64 MiB with the source tree
 

@@ -31,6 +31,7 @@ main() {
   setup_libraries
   unpack_binaries
   run_gtest nccl_communicator_test 90
+  run_gtest device_wait_test 30
   # TPSERVE_CUDA_CHECK=1: the CUDA backend checks every op at once, so a fault names its op.
   run_gtest cuda_parity_test 150 TPSERVE_CUDA_CHECK=1
   run_bench fp8 150
@@ -213,10 +214,10 @@ run_gtest() {  # name cap [VAR=value ...]
   if (( RC == 0 )); then
     if (( ! HAVE_GPU )); then
       record "$name" skipped "$TOOK" gtest "$WORK/$name.json" "no GPU: device tests skipped"
-    elif grep -q 'cudaGetDeviceCount failed' "$OUTFILE"; then
+    elif grep -qE 'cudaGetDeviceCount failed|no CUDA driver found' "$OUTFILE"; then
       # nvidia-smi sees a GPU but the CUDA runtime does not: the tests skipped, nothing ran.
       record "$name" failed "$TOOK" gtest "$WORK/$name.json" \
-        "GPU visible but not to the CUDA runtime: $(grep -m1 -o 'cudaGetDeviceCount failed[^;]*' "$OUTFILE")"
+        "GPU visible but not to the CUDA runtime: $(grep -m1 -oE '(cudaGetDeviceCount failed|no CUDA driver found)[^;]*' "$OUTFILE")"
     else
       record "$name" ok "$TOOK" gtest "$WORK/$name.json" "${skips:+$skips skipped}"
     fi

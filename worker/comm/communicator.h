@@ -9,8 +9,8 @@
 // UNAVAILABLE naming the collective and the rank, never a hang.
 // Completion: the host implementations (in-process, Gloo) finish each collective inside the
 // call. NCCL only enqueues it on the backend's stream, in order with the compute ops around it
-// (so a step can later be captured as a CUDA graph), and its deadline runs in
-// AwaitCollectives(), which a step calls once, before it first reads a result on the host:
+// (no wait per collective), and its deadline runs in AwaitCollectives(), which a step calls
+// once, before it first reads a result on the host:
 //
 //   comm.AllGather(partials, n, DType::kF32, gathered);   // enqueued, returns at once
 //   backend.SumChunks(gathered, ...);                     // same stream: runs after it
@@ -57,9 +57,17 @@ class Communicator {
 
   // Blocks until every collective this communicator has enqueued is complete (for NCCL: the
   // stream has run past them), or fails with DEADLINE_EXCEEDED / UNAVAILABLE naming the rank
-  // and the collective, after which the communicator is broken. Host implementations have
-  // nothing in flight between calls: the default returns OK at once.
+  // and the collective, after which the communicator is broken. NCCL's deadline counts only
+  // the time each collective runs after the work queued before it has finished, not that
+  // work. Host implementations have nothing in flight between calls: the default returns OK.
   virtual absl::Status AwaitCollectives() { return absl::OkStatus(); }
+
+  // Makes the wait in progress and every later call fail with UNAVAILABLE, aborting what is
+  // in flight (NCCL: ncclCommAbort, which also frees kernels stuck waiting on a peer): for a
+  // rank being torn down or known to be broken. The one member any thread may call, at any
+  // time. Host implementations finish every collective inside the call and their own
+  // deadline ends it: the default does nothing.
+  virtual void RequestAbort() {}
 
   // One line for logs and error messages, e.g. "gloo rank 1/2 via 127.0.0.1".
   virtual std::string Describe() const;

@@ -1,11 +1,7 @@
 #include "worker/comm/communicator_factory.h"
 
-#include <unistd.h>
-
-#include <climits>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -17,6 +13,7 @@
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "worker/comm/gloo_communicator.h"
+#include "worker/comm/nccl_unique_id.h"
 #include "worker/comm/shm_communicator.h"
 #if TPSERVE_WITH_CUDA
 #include "worker/comm/nccl_communicator.h"
@@ -161,21 +158,36 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectAuto(const CommunicatorOpti
   return one_host ? ConnectShm(options, store) : ConnectGloo(options, store);
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(const CommunicatorOptions& options) {
-#if !TPSERVE_WITH_CUDA
-  return absl::UnimplementedError(
-      "this build has no NCCL: build with the CUDA toolkit present to run GPU ranks");
-#else
+// Rank 0 makes the group's NCCL id and publishes it in the store the ranks meet through; the
+// others read it there (nccl_unique_id.h), then all join the NCCL group.
+#if TPSERVE_WITH_CUDA
+absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const CommunicatorOptions& options,
+                                                          gloo::rendezvous::Store& store) {
+  ShareNcclUniqueIdOptions share;
+  share.world_size = options.world_size;
+  share.timeout = options.timeout;
+  share.key_prefix = options.run_id;
+  TP_ASSIGN_OR_RETURN(std::string id, ShareNcclUniqueId(store, options.rank, share));
   NcclOptions nccl_options;
   nccl_options.rank = options.rank;
   nccl_options.world_size = options.world_size;
   nccl_options.device_ordinal = options.device_ordinal;
-  nccl_options.unique_id = options.nccl_unique_id;
+  nccl_options.unique_id = std::move(id);
   nccl_options.timeout = options.timeout;
   nccl_options.stream = static_cast<CUstream_st*>(options.cuda_stream);
   TP_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
                       NcclCommunicator::Create(nccl_options));
   return std::unique_ptr<Communicator>(std::move(comm));
+}
+#endif
+
+absl::StatusOr<std::unique_ptr<Communicator>> MakeNccl(const CommunicatorOptions& options) {
+#if !TPSERVE_WITH_CUDA
+  (void)options;
+  return absl::UnimplementedError(
+      "this build has no NCCL: build with the CUDA toolkit present to run GPU ranks");
+#else
+  return WithRunStore(options, &ConnectNccl);
 #endif
 }
 
@@ -211,18 +223,6 @@ const char* CommunicatorKindName(CommunicatorKind kind) {
 }
 
 bool CommunicatorUsesHostMemory(CommunicatorKind kind) { return kind != CommunicatorKind::kNccl; }
-
-std::string LocalHostIdentity() {
-  char hostname[HOST_NAME_MAX + 1] = {};
-  if (gethostname(hostname, sizeof(hostname) - 1) != 0) hostname[0] = '\0';
-  std::string boot_id;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
-  if (boot_id.empty()) {
-    // Unknown: claim a host of this process alone, so auto never assumes a shared /dev/shm.
-    boot_id = absl::StrCat("no-boot-id-pid-", getpid());
-  }
-  return absl::StrCat(hostname, "/", boot_id);
-}
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const CommunicatorOptions& options) {
   TP_RETURN_IF_ERROR(CheckRank(options));

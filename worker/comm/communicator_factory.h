@@ -6,7 +6,9 @@
 //   TP_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm, MakeCommunicator(options));
 //
 // MakeCommunicator blocks until all ranks have connected (gloo, shm, auto, nccl) or `timeout`
-// passes.
+// passes. They meet through a rendezvous store (gloo_store or a FileStore in store_dir, keys
+// prefixed by run_id): Gloo's addresses, shm's segment name, auto's host identities, and for
+// nccl the group's unique id, which rank 0 makes and publishes there (nccl_unique_id.h).
 // kAuto: every rank publishes its host identity (hostname and kernel boot id) in the rendezvous
 // store Gloo uses and reads everyone's; all ranks see the same identities, so all choose the
 // same: shm when every rank is on one host, gloo otherwise. Describe() then says which ran,
@@ -23,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/host_identity.h"  // IWYU pragma: export (LocalHostIdentity)
 #include "worker/comm/in_process_communicator.h"
 
 namespace gloo::rendezvous {
@@ -40,10 +43,6 @@ const char* CommunicatorKindName(CommunicatorKind kind);
 // CPU backends only.
 bool CommunicatorUsesHostMemory(CommunicatorKind kind);
 
-// "<hostname>/<boot id>": ranks with equal identities share a kernel, hence /dev/shm. A host
-// without a readable boot id gets an identity unique to this process (auto then picks gloo).
-std::string LocalHostIdentity();
-
 struct CommunicatorOptions {
   CommunicatorKind kind = CommunicatorKind::kSingleRank;
   int rank = 0;
@@ -53,9 +52,9 @@ struct CommunicatorOptions {
   // kInProcess: the group every rank's communicator joins (same world_size).
   std::shared_ptr<InProcessGroup> in_process_group;
 
-  // kGloo, kShm, kAuto: how to meet. Either `gloo_store` (e.g. a KvGlooStore; must outlive
-  // the call) or a FileStore directory `store_dir`; `run_id` prefixes the keys. kGloo: where
-  // to listen.
+  // kGloo, kShm, kAuto, kNccl: how to meet. Either `gloo_store` (e.g. a KvGlooStore; must
+  // outlive the call) or a FileStore directory `store_dir`; `run_id` prefixes the keys. kGloo:
+  // where to listen.
   std::string gloo_hostname = "127.0.0.1";
   std::string gloo_iface;
   gloo::rendezvous::Store* gloo_store = nullptr;
@@ -69,9 +68,8 @@ struct CommunicatorOptions {
   // containers that share a kernel but not /dev/shm.
   std::string host_identity;
 
-  // kNccl: this rank's GPU and the id from NewNcclUniqueId() (kNcclUniqueIdBytes bytes).
+  // kNccl: this rank's GPU. The group's id comes through the store (rank 0 makes it).
   int device_ordinal = 0;
-  std::string nccl_unique_id;
   // kNccl: the cudaStream_t collectives are enqueued on, in order with the compute ops: the
   // rank backend's stream() (RankRuntime passes it). Null: NCCL makes a stream of its own.
   void* cuda_stream = nullptr;

@@ -66,9 +66,39 @@ TEST(MakeCommunicator, RejectsOptionsThatCannotWork) {
   options.kind = CommunicatorKind::kNccl;
 #if TPSERVE_WITH_CUDA
   EXPECT_EQ(MakeCommunicator(options).status().message(),
-            "NcclOptions.unique_id has 0 bytes, expected 128");
+            "CommunicatorOptions: nccl needs gloo_store or store_dir, both are empty");
   options.timeout = absl::ZeroDuration();
   EXPECT_EQ(MakeCommunicator(options).status().code(), absl::StatusCode::kInvalidArgument);
+#else
+  EXPECT_EQ(MakeCommunicator(options).status().code(), absl::StatusCode::kUnimplemented);
+#endif
+}
+
+// An NCCL rank meets its group through the store like the others: rank 1 waits for the id
+// rank 0 published under the run's key, then hands it to NCCL (whose option check, before any
+// device is touched, is as far as a machine without a GPU goes).
+TEST(MakeCommunicator, NcclRanksTakeTheUniqueIdRankZeroPublishedInTheStore) {
+  InMemoryRendezvousKv kv;
+  KvGlooStore store(&kv);
+  CommunicatorOptions options;
+  options.kind = CommunicatorKind::kNccl;
+  options.rank = 1;
+  options.world_size = 2;
+  options.gloo_store = &store;
+  options.run_id = "run7";
+  options.timeout = absl::Milliseconds(100);
+  options.device_ordinal = -1;
+#if TPSERVE_WITH_CUDA
+  absl::Status waited = MakeCommunicator(options).status();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_NE(waited.message().find("rank 1 of 2: rank 0 did not publish the NCCL unique id under "
+                                  "key 'run7/nccl_unique_id' in the rendezvous store within "
+                                  "100ms"),
+            std::string::npos)
+      << waited;
+  ASSERT_TRUE(kv.Set("run7/nccl_unique_id", std::string(128, 'x')).ok());
+  EXPECT_EQ(MakeCommunicator(options).status().message(),
+            "NcclOptions.device_ordinal is -1, must be >= 0");
 #else
   EXPECT_EQ(MakeCommunicator(options).status().code(), absl::StatusCode::kUnimplemented);
 #endif

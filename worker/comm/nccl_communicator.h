@@ -1,7 +1,7 @@
 // Collectives between GPU ranks with NCCL. Every pointer passed to a collective is DEVICE
 // memory on `device_ordinal` (cudaMalloc'd), not host memory; Broadcast's bytes likewise.
 //
-//   std::string id = *NewNcclUniqueId();  // by the coordinator; sent to every rank
+//   // rank 0 makes the id, the others read it from the rendezvous store (ShareNcclUniqueId)
 //   auto comm = NcclCommunicator::Create({.rank = r, .world_size = 2, .device_ordinal = r,
 //                                         .unique_id = id, .stream = backend->stream()});
 //   comm->AllReduceSum(x, n, DType::kBF16);   // enqueued on the backend's stream
@@ -9,18 +9,24 @@
 //   TP_RETURN_IF_ERROR(comm->AwaitCollectives());  // the step's one wait, with the deadline
 //
 // Ordering: collectives are enqueued on `stream` (the rank backend's compute stream, so they
-// run in order with its ops and a step can be captured as a CUDA graph) and return without
-// waiting. Their results may be read by later work on the same stream at once, and by the host
+// run in order with its ops) and return without waiting. Their results may be read by later work on the same stream at once, and by the host
 // after AwaitCollectives() returns OK. Barrier() waits like AwaitCollectives().
 //
-// Deadlines: the communicator is non-blocking (ncclConfig_t.blocking = 0). Create and
-// AwaitCollectives poll ncclCommGetAsyncError and the stream until done or `timeout`. On
-// timeout the NCCL communicator is aborted (ncclCommAbort, which also stops NCCL kernels stuck
-// on the stream waiting for a peer) and the call returns DEADLINE_EXCEEDED; an asynchronous NCCL
-// error (a peer process died, a link broke) aborts it too and returns UNAVAILABLE. Both name
-// this rank and the collective that was outstanding. Other CUDA/NCCL failures return a Status
-// naming the call, file and line (cuda_status.h). After any failure, or RequestAbort(), the
-// communicator is broken: later calls return UNAVAILABLE.
+// Deadlines: the communicator is non-blocking (ncclConfig_t.blocking = 0). Create polls
+// ncclCommGetAsyncError until the peers have joined or `timeout` has passed. Each collective is
+// enqueued between two CUDA events, one before (its inputs are ready) and one after (it is
+// done), and AwaitCollectives gives each collective `timeout` from the moment the host first
+// sees its "before" event complete (collective_clock.h): compute queued ahead of a collective,
+// such as a long prefill, never counts against it. The compute itself is bounded by the device
+// wait deadline (kernels/cuda/device_wait.h). The waits poll with a sleeping backoff
+// (base/poll_wait.h) and hold no core. On a timeout the NCCL communicator is aborted
+// (ncclCommAbort, which also stops NCCL kernels stuck on the stream waiting for a peer) and the
+// call returns DEADLINE_EXCEEDED; an asynchronous NCCL error (a peer process died, a link
+// broke) aborts it too and returns UNAVAILABLE. Both name this rank and the collective. Other
+// CUDA/NCCL failures return a Status naming the call, file and line (cuda_status.h). After any
+// failure, or RequestAbort(), the communicator is broken: later calls return UNAVAILABLE.
+// Not for CUDA graph capture: replaying a graph would not record the events again (only
+// single-rank steps, which have no NCCL communicator, are captured).
 // Threading: one thread at a time per communicator; RequestAbort() may be called from any
 // thread. Each rank needs its own GPU (NCCL refuses two ranks on one device).
 #ifndef TPSERVE_WORKER_COMM_NCCL_COMMUNICATOR_H_
@@ -30,7 +36,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -43,6 +51,7 @@
 // Opaque CUDA/NCCL handles, so this header needs no CUDA include.
 struct ncclComm;
 struct CUstream_st;
+struct CUevent_st;
 
 namespace tpserve {
 
@@ -51,7 +60,8 @@ struct NcclOptions {
   int world_size = 1;
   int device_ordinal = 0;
   std::string unique_id;  // kNcclUniqueIdBytes bytes from NewNcclUniqueId(), same on all ranks
-  absl::Duration timeout = absl::Seconds(30);  // init, and each AwaitCollectives / Barrier
+  // Init, and each collective from when its inputs are ready (see "Deadlines" above).
+  absl::Duration timeout = absl::Seconds(30);
   // The stream collectives are enqueued on (a cudaStream_t on `device_ordinal`, normally the
   // rank backend's stream()); it must outlive the communicator. Null: the communicator makes
   // and owns a stream of its own.
@@ -89,24 +99,33 @@ class NcclCommunicator final : public Communicator {
 
   // Makes the wait in progress (or the next call) abort the NCCL communicator and return
   // UNAVAILABLE; for a supervisor that learned a peer died. Safe from any thread.
-  void RequestAbort() { abort_requested_.store(true); }
+  void RequestAbort() override { abort_requested_.store(true); }
 
   // The stream collectives run on (a cudaStream_t): options.stream, or the communicator's own.
   CUstream_st* stream() const { return stream_; }
   // Collectives enqueued since the last successful wait.
-  int64_t num_pending() const { return num_pending_; }
+  int64_t num_pending() const { return static_cast<int64_t>(pending_.size()); }
 
  private:
   explicit NcclCommunicator(const NcclOptions& options);
   absl::Status Init();
   // Checks that the communicator is usable and selects its device.
   absl::Status BeginCall(const char* collective);
-  // Bookkeeping after an ncclXxx call that enqueues `what`: a failure breaks the
-  // communicator; ncclInProgress (a non-blocking communicator still connecting) is waited out.
-  absl::Status Enqueued(absl::Status call, std::string what);
-  // Polls until the enqueued work is done (query_stream: the stream too), a failure shows, or
-  // the deadline passes. `what` names the outstanding work in errors.
-  absl::Status WaitForCompletion(const std::string& what, bool query_stream);
+  // Enqueues `what` by `call` (an ncclXxx call on stream_) between its two events. A failure
+  // breaks the communicator; ncclInProgress (a non-blocking communicator still connecting) is
+  // waited out before the "after" event is recorded.
+  absl::Status Enqueue(std::string what, absl::FunctionRef<absl::Status()> call);
+  // True once NCCL has no operation in progress (init, an enqueue), false while it has; the
+  // asynchronous error (a peer died) as UNAVAILABLE or INTERNAL naming `what` otherwise.
+  absl::StatusOr<bool> CommIdle(const std::string& what);
+  // Polls CommIdle until true, `timeout` from now, or RequestAbort. `what` names the work.
+  absl::Status WaitUntilIdle(const std::string& what);
+  // How many of events[from, to) have completed, counted from `from` in order.
+  absl::StatusOr<int> CountCompleted(const std::vector<CUevent_st*>& events, int from, int to,
+                                     int oldest_pending);
+  // "AllGather of 4096 bf16 per rank on nccl rank 0/2 on cuda:0", and for more than one
+  // pending, its place among them.
+  std::string Outstanding(int index) const;
   absl::Status Fail(absl::Status status);
   absl::Status CheckUsable(const char* collective) const;
 
@@ -116,8 +135,12 @@ class NcclCommunicator final : public Communicator {
   bool owns_stream_ = false;
   float* barrier_scratch_ = nullptr;  // [1] on the device
   std::string broken_reason_;         // empty while healthy
-  int64_t num_pending_ = 0;
-  std::string last_enqueued_;  // e.g. "AllGather of 4096 bf16", for error messages
+  // What each collective enqueued since the last wait is, e.g. "AllGather of 4096 bf16".
+  std::vector<std::string> pending_;
+  // [i]: recorded on stream_ right before / right after pending collective i. Reused every
+  // step; grown to the most collectives a step has enqueued.
+  std::vector<CUevent_st*> ready_events_;
+  std::vector<CUevent_st*> done_events_;
   std::atomic<bool> abort_requested_{false};
 };
 

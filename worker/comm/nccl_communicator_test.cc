@@ -1,7 +1,9 @@
 // NCCL on the GPUs of this machine: option checks (anywhere), single-rank collectives in every
-// dtype on a caller's stream, their ordering (enqueued, not waited for), the deadline and the
-// abort paths that one GPU can reach, and two ranks on two GPUs. Tests that need a device
-// skip with "no CUDA device: ..." elsewhere.
+// dtype on a caller's stream, their ordering (enqueued, not waited for), that compute queued
+// before a collective does not count against its deadline, the abort paths that one GPU can
+// reach, and on two GPUs: agreement with the rank-order sum and the timeout of a collective a
+// peer never enters. Tests that need a device skip with "no CUDA device: ..." elsewhere.
+// (CollectiveClock's own test checks the deadline logic without a GPU.)
 #include "worker/comm/nccl_communicator.h"
 
 #include <cuda_runtime.h>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "worker/comm/comm_test_util.h"
 
@@ -187,7 +190,38 @@ TEST(NcclCommunicator, TypedCollectivesAreEnqueuedInOrderOnTheCallersStream) {
   cudaStreamDestroy(stream);
 }
 
-TEST(NcclCommunicator, AwaitTimesOutAbortsAndNamesTheRankAndCollective) {
+// The review's finding: the deadline ran from the start of the wait, so compute queued before
+// a collective (a long prefill) counted against it and aborted the communicator. Now a
+// collective's clock starts when its inputs are ready.
+TEST(NcclCommunicator, ComputeBeforeACollectiveDoesNotCountAgainstItsTimeout) {
+  SKIP_UNLESS_DEVICES(1);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    auto comm = OneRank(stream, absl::Seconds(1));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    DeviceArray<float> data(Values(0, 64));
+    Watchdog watchdog(absl::Seconds(60), "AwaitCollectives behind 3 s of 'compute'");
+    StreamGate gate(stream);  // stands in for 3 s of prefill before the all-reduce
+    ASSERT_TRUE((*comm)->AllReduceSum(data.span()).ok());
+    std::thread opener([&gate] {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      gate.Open();
+    });
+    const absl::Time start = absl::Now();
+    const absl::Status waited = (*comm)->AwaitCollectives();
+    opener.join();
+    EXPECT_TRUE(waited.ok()) << waited;
+    EXPECT_GE(absl::Now() - start, absl::Seconds(2));
+    EXPECT_EQ((*comm)->num_pending(), 0);
+    EXPECT_TRUE((*comm)->Barrier().ok());  // not broken
+  }
+  cudaStreamDestroy(stream);
+}
+
+// The wait ends when the collectives are done, not when the whole stream is: work queued after
+// them is the backend's to wait for (with its own deadline).
+TEST(NcclCommunicator, AwaitEndsWithTheCollectivesNotWithLaterWork) {
   SKIP_UNLESS_DEVICES(1);
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
@@ -195,28 +229,14 @@ TEST(NcclCommunicator, AwaitTimesOutAbortsAndNamesTheRankAndCollective) {
     auto comm = OneRank(stream, absl::Seconds(1));
     ASSERT_TRUE(comm.ok()) << comm.status();
     DeviceArray<uint16_t> data(Bits16(DType::kBF16, 1024, 1));
-    Watchdog watchdog(absl::Seconds(60), "AwaitCollectives on a stuck stream");
-    // The collective runs; the gate behind it holds the stream as work stuck on a dead peer
-    // would. (Not the other way round: after the abort NCCL's own queued work must not run.)
+    Watchdog watchdog(absl::Seconds(60), "AwaitCollectives with work queued after them");
     ASSERT_TRUE((*comm)->AllReduceSum(data.data(), 1024, DType::kBF16).ok());
-    StreamGate gate(stream);
-    // Opened later in any case, in case ncclCommAbort waits for the device.
-    std::thread opener([&gate] {
-      std::this_thread::sleep_for(std::chrono::seconds(4));
-      gate.Open();
-    });
+    StreamGate gate(stream);  // later work that does not finish before the wait
+    const absl::Time start = absl::Now();
     const absl::Status waited = (*comm)->AwaitCollectives();
-    EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
-    EXPECT_EQ(waited.message(),
-              "AllReduceSum of 1024 BF16 on nccl rank 0/1 on cuda:0 did not complete within "
-              "1s; NCCL communicator aborted");
-    const absl::Status after = (*comm)->AllGather(data.data(), 1, DType::kBF16, data.data());
-    EXPECT_EQ(after.code(), absl::StatusCode::kUnavailable) << after;
-    EXPECT_NE(after.message().find("AllGather on nccl rank 0/1 on cuda:0: communicator is "
-                                   "broken by an earlier failure"),
-              std::string::npos)
-        << after;
-    opener.join();
+    EXPECT_TRUE(waited.ok()) << waited;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+    gate.Open();
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   }
   cudaStreamDestroy(stream);
@@ -231,8 +251,8 @@ TEST(NcclCommunicator, RequestAbortEndsTheWaitWithUnavailable) {
     ASSERT_TRUE(comm.ok()) << comm.status();
     DeviceArray<float> data(Values(0, 64));
     Watchdog watchdog(absl::Seconds(60), "RequestAbort during AwaitCollectives");
+    StreamGate gate(stream);  // the all-reduce waits behind it, as behind a long step
     ASSERT_TRUE((*comm)->AllReduceSum(data.span()).ok());
-    StreamGate gate(stream);  // as above: holds the stream after the collective
     std::thread supervisor([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       (*comm)->RequestAbort();  // e.g. the coordinator saw a peer process exit
@@ -319,6 +339,48 @@ TEST(NcclCommunicator, TwoRanksOnTwoGpusAgreeWithRankOrderSum) {
     EXPECT_EQ(gathered[rank], concat) << "rank " << rank;
     EXPECT_EQ(received[rank], Values(1, 8)) << "rank " << rank;
   }
+}
+
+// A collective whose peer never enters it: rank 0's all-reduce is ready and never completes,
+// so the wait times out one timeout after its inputs were ready, aborts, and names it.
+TEST(NcclCommunicator, AwaitTimesOutWhenAPeerNeverEntersTheCollective) {
+  SKIP_UNLESS_DEVICES(2);
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  Watchdog watchdog(absl::Seconds(90), "AwaitCollectives without the peer's collective");
+  std::vector<std::unique_ptr<NcclCommunicator>> comms(2);
+  std::vector<absl::Status> created(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      NcclOptions options{.rank = rank,
+                          .world_size = 2,
+                          .device_ordinal = rank,
+                          .unique_id = *id,
+                          .timeout = absl::Seconds(2)};
+      auto comm = NcclCommunicator::Create(options);
+      created[rank] = comm.status();
+      if (comm.ok()) comms[rank] = *std::move(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(created[0].ok()) << created[0];
+  ASSERT_TRUE(created[1].ok()) << created[1];
+  cudaSetDevice(0);
+  DeviceArray<uint16_t> data(Bits16(DType::kBF16, 1024, 1));
+  ASSERT_TRUE(comms[0]->AllReduceSum(data.data(), 1024, DType::kBF16).ok());
+  const absl::Status waited = comms[0]->AwaitCollectives();  // rank 1 never all-reduces
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_EQ(waited.message(),
+            "AllReduceSum of 1024 BF16 on nccl rank 0/2 on cuda:0 did not complete within 2s "
+            "of its inputs being ready; NCCL communicator aborted");
+  const absl::Status after = comms[0]->AllGather(data.data(), 1, DType::kBF16, data.data());
+  EXPECT_EQ(after.code(), absl::StatusCode::kUnavailable) << after;
+  EXPECT_NE(after.message().find("AllGather on nccl rank 0/2 on cuda:0: communicator is "
+                                 "broken by an earlier failure"),
+            std::string::npos)
+      << after;
+  comms[1]->RequestAbort();  // its peer is gone: abort rather than finalize
 }
 
 }  // namespace

@@ -1,0 +1,123 @@
+// Host waits on the device end: at their deadline behind work that never finishes, at once
+// when another thread aborts them, and with OK when the work finishes; and the CUDA backend's
+// Synchronize ends when RequestAbort is called from another thread (it used to wait in
+// cudaStreamSynchronize with no deadline: a collective stuck on a dead peer hung the rank).
+// A host function that waits for the test stands in for stuck work. Tests skip with
+// "no CUDA device: ..." without a GPU; the logic is checked everywhere by
+// //base:poll_wait_test.
+#include "kernels/cuda/device_wait.h"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "kernels/backend_factory.h"
+#include "kernels/cuda/cuda_device.h"
+
+namespace tpserve::cuda {
+namespace {
+
+#define SKIP_WITHOUT_DEVICE()                                                              \
+  do {                                                                                     \
+    absl::StatusOr<int> count = CudaDeviceCount();                                         \
+    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status().message();       \
+    if (*count < 1) GTEST_SKIP() << "no CUDA device: 0 visible";                           \
+  } while (0)
+
+// Holds `stream` at this point until Open() (or destruction). The state is shared with the
+// callback, which may outlive the gate.
+class StreamGate {
+ public:
+  explicit StreamGate(cudaStream_t stream) : open_(std::make_shared<absl::Notification>()) {
+    auto* state = new std::shared_ptr<absl::Notification>(open_);
+    EXPECT_EQ(cudaLaunchHostFunc(stream, &Wait, state), cudaSuccess);
+  }
+  ~StreamGate() { Open(); }
+  void Open() {
+    if (!open_->HasBeenNotified()) open_->Notify();
+  }
+
+ private:
+  static void Wait(void* arg) {
+    auto* state = static_cast<std::shared_ptr<absl::Notification>*>(arg);
+    (*state)->WaitForNotification();
+    delete state;
+  }
+  std::shared_ptr<absl::Notification> open_;
+};
+
+class DeviceWaitTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_DEVICE();
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_F(DeviceWaitTest, WaitForStreamEndsAtItsDeadlineThenSucceedsOnceTheWorkIsDone) {
+  StreamGate gate(stream_);
+  const absl::Status late = WaitForStream(stream_, "the test's stream", nullptr,
+                                          absl::Milliseconds(300));
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_EQ(late.message(), "the test's stream did not complete within 300ms");
+  gate.Open();
+  EXPECT_TRUE(WaitForStream(stream_, "the test's stream").ok());
+}
+
+TEST_F(DeviceWaitTest, WaitForEventEndsAtItsDeadlineThenSucceeds) {
+  cudaEvent_t event = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), cudaSuccess);
+  StreamGate gate(stream_);
+  ASSERT_EQ(cudaEventRecord(event, stream_), cudaSuccess);
+  const absl::Status late = WaitForEvent(event, "the event", nullptr, absl::Milliseconds(300));
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  gate.Open();
+  EXPECT_TRUE(WaitForEvent(event, "the event").ok());
+  cudaEventDestroy(event);
+}
+
+TEST_F(DeviceWaitTest, AnAbortFromAnotherThreadEndsTheWait) {
+  StreamGate gate(stream_);
+  std::atomic<bool> abort{false};
+  std::thread supervisor([&abort] {
+    absl::SleepFor(absl::Milliseconds(200));
+    abort.store(true);
+  });
+  const absl::Time start = absl::Now();
+  const absl::Status waited = WaitForStream(stream_, "CopyToHost", &abort);
+  supervisor.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
+  EXPECT_EQ(waited.message(), "CopyToHost: aborted on request");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
+TEST(CudaBackendWait, RequestAbortFromAnotherThreadEndsSynchronize) {
+  SKIP_WITHOUT_DEVICE();
+  absl::StatusOr<std::unique_ptr<Backend>> be = CreateBackend({.kind = BackendKind::kCuda});
+  ASSERT_TRUE(be.ok()) << be.status();
+  StreamGate gate(static_cast<cudaStream_t>((*be)->stream()));  // a collective stuck on a peer
+  std::thread supervisor([&be] {
+    absl::SleepFor(absl::Milliseconds(200));
+    (*be)->RequestAbort();  // e.g. the rank is told to shut down
+  });
+  const absl::Status waited = (*be)->Synchronize();
+  supervisor.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
+  EXPECT_NE(waited.message().find("Synchronize: queued device work: aborted on request"),
+            std::string::npos)
+      << waited;
+  gate.Open();
+}
+
+}  // namespace
+}  // namespace tpserve::cuda

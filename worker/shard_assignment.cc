@@ -1,0 +1,18 @@
+#include "worker/shard_assignment.h"
+
+namespace tpserve {
+
+tpserve::worker::v1::ShardAssignment ToAssignment(const ShardingPlan& plan) {
+  tpserve::worker::v1::ShardAssignment a;
+  a.set_first_head(plan.first_head());
+  a.set_num_heads(plan.num_local_heads());
+  a.set_first_kv_head(plan.first_kv_head());
+  a.set_num_kv_heads(plan.num_local_kv_heads());
+  a.set_first_ffn_row(plan.first_ffn_row());
+  a.set_num_ffn_rows(plan.local_intermediate_size());
+  a.set_first_vocab_row(plan.first_vocab_row());
+  a.set_num_vocab_rows(plan.num_local_vocab_rows());
+  return a;
+}
+
+}  // namespace tpserve
