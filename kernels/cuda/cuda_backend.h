@@ -14,8 +14,20 @@
 
 namespace tpserve {
 
+struct CudaBackendOptions {
+  // Matmuls whose floats depend neither on the batch size nor on the tensor-parallel slice:
+  // one path per weight format for every batch, exact bf16 activations, cuBLASLt algorithms
+  // pinned per type pair without split-K (kernels/cuda/cuda_matmul.h, matmul_plan.h). A GEMM
+  // the pinned algorithm cannot run fails (FAILED_PRECONDITION at Synchronize), never silently
+  // takes another algorithm. Attention likewise: FlashInfer's FA2 over one request per query
+  // row with keys split at fixed points (kernels/cuda/flashinfer/flashinfer_attention.h), never
+  // FA3 or the SIMT kernels, and no CUDA graphs.
+  bool deterministic = false;
+};
+
 // FAILED_PRECONDITION when there is no such device (or no driver).
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device_ordinal);
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device_ordinal,
+                                                           const CudaBackendOptions& options = {});
 
 }  // namespace tpserve
 

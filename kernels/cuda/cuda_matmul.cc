@@ -2,10 +2,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "base/status_macros.h"
+#include "formats/str_cat.h"
 #include "kernels/check.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise_kernels.h"
@@ -16,63 +18,61 @@ namespace tpserve::cuda {
 namespace {
 
 constexpr int64_t kBf16Bytes = 2;
-// The fp8 GEMM runs on a multiple of 16 activation rows (padding rows are zeros).
-constexpr int64_t kFp8RowPad = 16;
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+static_assert(kExactActivationRowsMax == kGemvMaxRows,
+              "decode-sized batches are exactly the ones the GEMVs take");
 
+bool Aligned16(const void* p) { return PointerAlignment(p) == 16; }
+
+int64_t TypeBytes(GemmType t) {
+  switch (t) {
+    case GemmType::kF32: return 4;
+    case GemmType::kF16: return 2;
+    case GemmType::kBF16: return 2;
+    case GemmType::kE4M3: return 1;
+  }
+  return 4;
+}
+
+cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 }  // namespace
 
-bool CudaMatMulSupports(const TensorFormat& format) {
-  switch (format.kind) {
-    case FormatKind::kF32:
-    case FormatKind::kF16:
-    case FormatKind::kBF16:
-    case FormatKind::kF8E4M3:
-    case FormatKind::kFp8PerChannel:
-    case FormatKind::kFp8Block128:
-      return true;
-    case FormatKind::kInt4Group:
-      return format.group_size > 0 && format.group_size % 32 == 0;
-    default:
-      return false;
-  }
-}
-
-DeviceWeight ToDeviceWeight(const WeightMatrix& w) {
-  DeviceWeight d;
-  switch (w.format.kind) {
-    case FormatKind::kF32: d.kind = WeightKind::kF32; break;
-    case FormatKind::kF16: d.kind = WeightKind::kF16; break;
-    case FormatKind::kBF16: d.kind = WeightKind::kBF16; break;
-    case FormatKind::kF8E4M3: d.kind = WeightKind::kFp8; break;
-    case FormatKind::kFp8PerChannel: d.kind = WeightKind::kFp8PerChannel; break;
-    case FormatKind::kFp8Block128: d.kind = WeightKind::kFp8Block128; break;
-    case FormatKind::kInt4Group: d.kind = WeightKind::kInt4Group; break;
-    default: TP_CHECK(false, "weight format not supported by the CUDA backend");
-  }
-  d.group_size = static_cast<int32_t>(w.format.group_size);
-  d.data = w.data;
-  d.rows = w.rows;
-  d.cols = w.cols;
-  d.row_bytes = w.row_bytes;
-  d.scales = w.scales;
-  d.zeros = w.zeros;
-  d.scale_stride = w.scale_stride;
-  return d;
-}
-
-CudaMatMul::CudaMatMul(std::unique_ptr<CublasLtGemm> gemm, int64_t* scratch_generation)
+CudaMatMul::CudaMatMul(std::unique_ptr<CublasLtGemm> gemm, int64_t* scratch_generation,
+                       CudaMatMulOptions options)
     : gemm_(std::move(gemm)),
-      x_perm_("act-order activations", scratch_generation),
-      x_chunk_("chunk activations", scratch_generation),
-      y_chunk_("chunk output", scratch_generation),
-      x_wide_("f16/f32 activations", scratch_generation),
-      x_fp8_("fp8 activations", scratch_generation),
-      x_scales_("fp8 activation scales", scratch_generation),
-      out_f32_("f32 GEMM output", scratch_generation),
-      w_bf16_("decoded weights", scratch_generation) {}
+      options_(options),
+      x_perm_("act-order activations", scratch_generation, options.abort),
+      x_staged_("aligned activations", scratch_generation, options.abort),
+      x_chunk_("chunk activations", scratch_generation, options.abort),
+      y_chunk_("chunk output", scratch_generation, options.abort),
+      y_staged_("aligned output", scratch_generation, options.abort),
+      x_wide_("f16/f32 activations", scratch_generation, options.abort),
+      x_fp8_("fp8 activations", scratch_generation, options.abort),
+      x_scales_("fp8 activation scales", scratch_generation, options.abort),
+      w_scales_("fp8 weight scales", scratch_generation, options.abort),
+      out_f32_("f32 GEMM output", scratch_generation, options.abort),
+      w_bf16_("decoded weights", scratch_generation, options.abort) {
+  TP_CHECK(gemm_->deterministic() == options_.deterministic,
+           "CudaMatMul and its CublasLtGemm must agree on deterministic mode");
+}
+
+OperandFacts CudaMatMul::FactsFor(const void* x, const WeightMatrix& w) const {
+  OperandFacts facts;
+  facts.x_aligned = Aligned16(x);
+  // The packed width too: a chunk of this matrix then starts aligned wherever it sits, so the
+  // path of a chunk does not depend on its position (tensor-parallel degree).
+  const int64_t packed = PackedRowBytes(w.format, w.cols);
+  facts.w_aligned = Aligned16(w.data) && w.row_bytes % 16 == 0 && packed > 0 && packed % 16 == 0;
+  return facts;
+}
+
+absl::StatusOr<const void*> CudaMatMul::StageX(const void* x, int64_t bytes, void* stream) {
+  TP_RETURN_IF_ERROR(x_staged_.Reserve(bytes, stream));
+  TP_RETURN_IF_ERROR(TPK_CUDA(
+      cudaMemcpyAsync(x_staged_.data(), x, bytes, cudaMemcpyDeviceToDevice, AsStream(stream))));
+  return static_cast<const void*>(x_staged_.data());
+}
 
 absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const void* x, int64_t m,
                               int64_t n, int64_t k, void* y, bool y_f32, void* stream) {
@@ -86,50 +86,25 @@ absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const v
   g.x = x;
   g.ldx = k;
   g.ldy = n;
-  if (type == GemmType::kBF16) {  // bf16 inputs write bf16 or f32 directly
-    g.out = y_f32 ? GemmType::kF32 : GemmType::kBF16;
+  // bf16 inputs write bf16 or f32 directly; f32 and f16 inputs write f32, narrowed after.
+  g.out = type == GemmType::kBF16 && !y_f32 ? GemmType::kBF16 : GemmType::kF32;
+  const bool narrow = g.out == GemmType::kF32 && !y_f32;
+  // Deterministic mode: the pinned algorithms take 16-byte aligned operands only.
+  if (options_.deterministic && !Aligned16(x)) {
+    TP_ASSIGN_OR_RETURN(g.x, StageX(x, m * k * TypeBytes(type), stream));
+  }
+  const int64_t out_bytes = m * n * TypeBytes(g.out);
+  const bool stage_y = narrow || (options_.deterministic && !Aligned16(y));
+  if (!stage_y) {
     g.y = y;
     return gemm_->Run(g, stream);
   }
-  // f32, f16 and fp8 inputs: f32 output, narrowed afterwards when y is bf16.
-  g.out = GemmType::kF32;
-  if (y_f32) {
-    g.y = y;
-    return gemm_->Run(g, stream);
-  }
-  TP_RETURN_IF_ERROR(out_f32_.Reserve(m * n * 4, stream));
-  g.y = out_f32_.data();
+  DeviceScratch& out = narrow ? out_f32_ : y_staged_;
+  TP_RETURN_IF_ERROR(out.Reserve(out_bytes, stream));
+  g.y = out.data();
   TP_RETURN_IF_ERROR(gemm_->Run(g, stream));
-  return TPK_LAUNCH(LaunchF32ToBf16(out_f32_.as<float>(), m * n, y, stream));
-}
-
-absl::Status CudaMatMul::Fp8Gemm(const void* x, int64_t m, const WeightMatrix& w, void* y,
-                                 bool y_f32, void* stream) {
-  const int64_t n = w.rows, k = w.cols;
-  const int64_t m_pad = (m + kFp8RowPad - 1) / kFp8RowPad * kFp8RowPad;
-  TP_RETURN_IF_ERROR(x_fp8_.Reserve(m_pad * k, stream));
-  TP_RETURN_IF_ERROR(x_scales_.Reserve(m_pad * 4, stream));
-  TP_RETURN_IF_ERROR(out_f32_.Reserve(m_pad * n * 4, stream));
-  TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchQuantizeRowsFp8(x, m, k, m_pad, w.activation_scale_ub,
-                                                      x_fp8_.as<uint8_t>(), x_scales_.as<float>(),
-                                                      stream)));
-  GemmArgs g;
-  g.type = GemmType::kE4M3;
-  g.out = GemmType::kF32;
-  g.m = m_pad;
-  g.n = n;
-  g.k = k;
-  g.w = w.data;
-  g.ldw = w.row_bytes;
-  g.x = x_fp8_.data();
-  g.ldx = k;
-  g.y = out_f32_.data();
-  g.ldy = n;
-  TP_RETURN_IF_ERROR(gemm_->Run(g, stream));
-  const float* w_scales =
-      w.format.kind == FormatKind::kFp8PerChannel ? static_cast<const float*>(w.scales) : nullptr;
-  return TPK_LAUNCH(LaunchScaleRowsCols(out_f32_.as<float>(), x_scales_.as<float>(), w_scales, m,
-                                        n, y, y_f32, stream));
+  if (narrow) return TPK_LAUNCH(LaunchF32ToBf16(out_f32_.as<float>(), m * n, y, stream));
+  return TPK_CUDA(cudaMemcpyAsync(y, g.y, out_bytes, cudaMemcpyDeviceToDevice, AsStream(stream)));
 }
 
 absl::Status CudaMatMul::DecodedGemm(const void* x, int64_t m, const WeightMatrix& w, void* y,
@@ -137,6 +112,72 @@ absl::Status CudaMatMul::DecodedGemm(const void* x, int64_t m, const WeightMatri
   TP_RETURN_IF_ERROR(w_bf16_.Reserve(w.rows * w.cols * kBf16Bytes, stream));
   TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchDequantizeToBf16(ToDeviceWeight(w), w_bf16_.data(), stream)));
   return Gemm(GemmType::kBF16, w_bf16_.data(), w.cols, x, m, w.rows, w.cols, y, y_f32, stream);
+}
+
+absl::Status CudaMatMul::Gemv(const MatMulPlan& plan, const void* x, int64_t m,
+                              const DeviceWeight& w, int64_t num_chunks, void* y, bool y_f32,
+                              void* stream) {
+  const bool int4 = w.kind == WeightKind::kInt4Group;
+  // Slices of 16 rows (deterministic mode) give each row the floats of a batch of one: the
+  // GEMV's order of summation depends on k only.
+  const int64_t step = plan.path == MatMulPath::kGemvRowSlices ? kGemvMaxRows : m;
+  const int64_t n = w.rows, y_elem = y_f32 ? 4 : kBf16Bytes;
+  for (int64_t t0 = 0; t0 < m; t0 += step) {
+    const int64_t rows = std::min(step, m - t0);
+    const void* xs = static_cast<const uint8_t*>(x) + t0 * w.cols * kBf16Bytes;
+    const bool fits =
+        int4 ? Int4GemvFits(w, rows, xs, num_chunks) : Fp8GemvFits(w, rows, xs, num_chunks);
+    if (!fits) {
+      return absl::InternalError(StrCat(
+          "MatMul path ", MatMulPathName(plan.path), " but the GEMV does not take m=", rows,
+          " k=", w.cols, " chunks=", num_chunks, " (matmul_plan.cc and gemv_kernels.cu disagree)"));
+    }
+    // [num_chunks, m, n] outputs: a slice's chunks are not contiguous in y, so they go through
+    // scratch when there is more than one slice.
+    const bool direct = num_chunks == 1 || rows == m;
+    void* ys = static_cast<uint8_t*>(y) + t0 * n * y_elem;
+    if (!direct) {
+      TP_RETURN_IF_ERROR(y_staged_.Reserve(num_chunks * rows * n * y_elem, stream));
+      ys = y_staged_.data();
+    }
+    const LaunchResult launched = int4 ? LaunchInt4Gemv(xs, rows, w, num_chunks, ys, y_f32, stream)
+                                       : LaunchFp8Gemv(xs, rows, w, num_chunks, ys, y_f32, stream);
+    TP_RETURN_IF_ERROR(TPK_LAUNCH(launched));
+    if (!direct) {
+      TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpy2DAsync(
+          static_cast<uint8_t*>(y) + t0 * n * y_elem, m * n * y_elem, ys, rows * n * y_elem,
+          rows * n * y_elem, num_chunks, cudaMemcpyDeviceToDevice, AsStream(stream))));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaMatMul::RunPlan(const MatMulPlan& plan, const void* x, int64_t m,
+                                 const WeightMatrix& w, void* y, bool y_f32, void* stream) {
+  const int64_t n = w.rows, k = w.cols;
+  if (plan.stage_x) {
+    TP_ASSIGN_OR_RETURN(x, StageX(x, m * k * kBf16Bytes, stream));
+  }
+  switch (plan.path) {
+    case MatMulPath::kBf16Gemm:
+      return Gemm(GemmType::kBF16, w.data, w.row_bytes / 2, x, m, n, k, y, y_f32, stream);
+    case MatMulPath::kWideGemm: {
+      const bool f16 = w.format.kind == FormatKind::kF16;
+      TP_RETURN_IF_ERROR(x_wide_.Reserve(m * k * (f16 ? 2 : 4), stream));
+      TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchConvertBf16(x, m * k, f16, x_wide_.data(), stream)));
+      return Gemm(f16 ? GemmType::kF16 : GemmType::kF32, w.data, w.row_bytes / (f16 ? 2 : 4),
+                  x_wide_.data(), m, n, k, y, y_f32, stream);
+    }
+    case MatMulPath::kGemv:
+    case MatMulPath::kGemvRowSlices:
+      return Gemv(plan, x, m, ToDeviceWeight(w), 1, y, y_f32, stream);
+    case MatMulPath::kFp8RowScaledGemm: return Fp8RowScaledGemm(x, m, w, y, y_f32, stream);
+    case MatMulPath::kFp8BlockScaledGemm: return Fp8BlockScaledGemm(x, m, w, y, y_f32, stream);
+    case MatMulPath::kDecodedGemm: return DecodedGemm(x, m, w, y, y_f32, stream);
+    case MatMulPath::kChunkByChunk: break;
+  }
+  return absl::InternalError(
+      StrCat("MatMul path ", MatMulPathName(plan.path), " is not a path of one matrix"));
 }
 
 absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, void* y,
@@ -147,8 +188,7 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
   if (m <= 0 || n <= 0) return absl::OkStatus();
   const bool y_f32 = y_dtype == DType::kF32;
   if (k == 0) {  // an empty sum
-    return TPK_CUDA(cudaMemsetAsync(y, 0, m * n * (y_f32 ? 4 : kBf16Bytes),
-                                    static_cast<cudaStream_t>(stream)));
+    return TPK_CUDA(cudaMemsetAsync(y, 0, m * n * (y_f32 ? 4 : kBf16Bytes), AsStream(stream)));
   }
   if (w.input_perm != nullptr) {  // act-order: x's columns in stored order first
     TP_RETURN_IF_ERROR(x_perm_.Reserve(m * k * kBf16Bytes, stream));
@@ -156,47 +196,25 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
         TPK_LAUNCH(LaunchGatherColumns(x, m, k, w.input_perm, x_perm_.data(), stream)));
     x = x_perm_.data();
   }
-  const DeviceWeight dw = ToDeviceWeight(w);
-  switch (w.format.kind) {
-    case FormatKind::kBF16:
-      return Gemm(GemmType::kBF16, w.data, w.row_bytes / 2, x, m, n, k, y, y_f32, stream);
-    case FormatKind::kF16:
-    case FormatKind::kF32: {
-      const bool f16 = w.format.kind == FormatKind::kF16;
-      TP_RETURN_IF_ERROR(x_wide_.Reserve(m * k * (f16 ? 2 : 4), stream));
-      TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchConvertBf16(x, m * k, f16, x_wide_.data(), stream)));
-      return Gemm(f16 ? GemmType::kF16 : GemmType::kF32, w.data, w.row_bytes / (f16 ? 2 : 4),
-                  x_wide_.data(), m, n, k, y, y_f32, stream);
-    }
-    case FormatKind::kF8E4M3:
-    case FormatKind::kFp8PerChannel:
-      if (m <= kGemvMaxRows && Fp8GemvFits(dw, m, x)) {
-        return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, 1, y, y_f32, stream));
-      }
-      // cuBLASLt's fp8 kernels want 16-byte aligned rows and sizes.
-      if (k % 16 == 0 && n % 16 == 0 && w.row_bytes % 16 == 0 && Aligned16(w.data) &&
-          fp8_gemm_works_) {
-        const absl::Status st = Fp8Gemm(x, m, w, y, y_f32, stream);
-        if (st.code() != absl::StatusCode::kUnimplemented) return st;
-        // This cuBLASLt offers no fp8 -> f32 algorithm here: say so once, then decode to bf16.
-        std::fprintf(stderr, "CudaMatMul: fp8 GEMM unavailable (%s); using bf16 GEMMs\n",
-                     std::string(st.message()).c_str());
-        fp8_gemm_works_ = false;
-      }
-      return DecodedGemm(x, m, w, y, y_f32, stream);
-    case FormatKind::kFp8Block128:
-      if (m <= kGemvMaxRows && Fp8GemvFits(dw, m, x)) {
-        return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, 1, y, y_f32, stream));
-      }
-      return DecodedGemm(x, m, w, y, y_f32, stream);
-    case FormatKind::kInt4Group:
-      if (m <= kGemvMaxRows && Int4GemvFits(dw, m, x)) {
-        return TPK_LAUNCH(LaunchInt4Gemv(x, m, dw, 1, y, y_f32, stream));
-      }
-      return DecodedGemm(x, m, w, y, y_f32, stream);
-    default:
-      return absl::UnimplementedError("weight format not supported by the CUDA backend");
+  OperandFacts facts = FactsFor(x, w);
+  const auto refusal = std::make_tuple(static_cast<int>(w.format.kind), n, k, y_f32);
+  facts.fp8_gemm_refused = fp8_refused_.count(refusal) > 0;
+  const MatMulPlan plan = ChooseMatMulPath(w.format, m, n, k, facts, options_.deterministic);
+  const absl::Status st = RunPlan(plan, x, m, w, y, y_f32, stream);
+  if (st.code() != absl::StatusCode::kUnimplemented || !QuantizesActivations(plan.path)) {
+    return st;
   }
+  // cuBLASLt has no algorithm for this fp8 GEMM (no scale modes on this GPU or library, or
+  // this shape): say so once, then take the path the plan gives without it, which keeps
+  // activations exact.
+  if (fp8_refused_.empty()) {
+    std::fprintf(stderr, "CudaMatMul: %s; fp8 GEMMs cuBLASLt refuses decode W to bf16 instead\n",
+                 std::string(st.message()).c_str());
+  }
+  fp8_refused_.insert(refusal);
+  facts.fp8_gemm_refused = true;
+  return RunPlan(ChooseMatMulPath(w.format, m, n, k, facts, options_.deterministic), x, m, w, y,
+                 y_f32, stream);
 }
 
 absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix& w,
@@ -213,29 +231,30 @@ absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix
     x = x_perm_.data();
     whole.input_perm = nullptr;
   }
-  // Decode-sized batches of fp8 and int4 weights: one GEMV launch streams the whole matrix and
-  // sums each chunk exactly as a call on that chunk alone does (gemv_kernels.h).
-  const DeviceWeight dw = ToDeviceWeight(whole);
-  if (Fp8GemvFits(dw, m, x, num_chunks)) {
-    return TPK_LAUNCH(LaunchFp8Gemv(x, m, dw, num_chunks, y, /*y_f32=*/true, stream));
-  }
-  if (Int4GemvFits(dw, m, x, num_chunks)) {
-    return TPK_LAUNCH(LaunchInt4Gemv(x, m, dw, num_chunks, y, /*y_f32=*/true, stream));
+  // Decode-sized batches (every batch, deterministic) of fp8 and int4 weights: one GEMV launch
+  // (per 16-row slice) streams the whole matrix and sums each chunk exactly as a call on that
+  // chunk alone does (gemv_kernels.h).
+  const MatMulPlan plan = ChooseChunkedPath(whole.format, m, n, k, num_chunks, FactsFor(x, whole),
+                                            options_.deterministic);
+  if (plan.path != MatMulPath::kChunkByChunk) {
+    if (plan.stage_x) {
+      TP_ASSIGN_OR_RETURN(x, StageX(x, m * k * kBf16Bytes, stream));
+    }
+    return Gemv(plan, x, m, ToDeviceWeight(whole), num_chunks, y, /*y_f32=*/true, stream);
   }
   // Each chunk runs from and into buffers of its own (aligned, dense), so its floats do not
   // depend on where its input columns and output rows sit: the same chunk gives the same bits
   // at every tensor-parallel degree.
   TP_RETURN_IF_ERROR(x_chunk_.Reserve(m * kc * kBf16Bytes, stream));
   TP_RETURN_IF_ERROR(y_chunk_.Reserve(m * n * 4, stream));
-  const auto s = static_cast<cudaStream_t>(stream);
   for (int64_t c = 0; c < num_chunks; ++c) {
     TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpy2DAsync(
         x_chunk_.data(), kc * kBf16Bytes, static_cast<const uint8_t*>(x) + c * kc * kBf16Bytes,
-        k * kBf16Bytes, kc * kBf16Bytes, m, cudaMemcpyDeviceToDevice, s)));
+        k * kBf16Bytes, kc * kBf16Bytes, m, cudaMemcpyDeviceToDevice, AsStream(stream))));
     TP_RETURN_IF_ERROR(
         Run(x_chunk_.data(), m, ColumnChunk(whole, c, kc), y_chunk_.data(), DType::kF32, stream));
     TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpyAsync(y + c * m * n, y_chunk_.data(), m * n * 4,
-                                                cudaMemcpyDeviceToDevice, s)));
+                                                cudaMemcpyDeviceToDevice, AsStream(stream))));
   }
   return absl::OkStatus();
 }

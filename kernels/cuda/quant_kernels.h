@@ -1,10 +1,14 @@
 // Launchers for the conversions around the cuBLASLt GEMMs of quantized weights: activation rows
-// to e4m3 with a per-row scale, the scale epilogue after an fp8 GEMM, weight decode to bf16
-// (fp8 tiles, int4 groups and any other DeviceWeight), and the act-order column gather. Plain
-// C++ (see device_types.h).
+// to e4m3 with a scale per row or per 1x128 group (the GEMM applies the scales itself), weight
+// decode to bf16 (the fallback for shapes the fast paths refuse, and int4 for m > 16), the
+// act-order column gather, and an f32 fill. Plain C++ (see device_types.h).
 //
-//   TPK_LAUNCH(LaunchQuantizeRowsFp8(x, m, k, m_pad, ub, x8, x_scales, stream));
+//   TPK_LAUNCH(LaunchQuantizeRowsFp8(x, m, k, ub, x8, x_scales, stream));
 //
+// Both quantizers use one rule per scale group (a row, or 128 columns of a row):
+//   a = max |x| over the group, clamped to scale_ub when scale_ub > 0;
+//   s = a / 448 (1 when a == 0);  q = e4m3(x / s), round to nearest even, saturating;
+// so x ~= q * s, and the GEMM multiplies the scales back in.
 // Thread-safe: stateless.
 #ifndef TPSERVE_KERNELS_CUDA_QUANT_KERNELS_H_
 #define TPSERVE_KERNELS_CUDA_QUANT_KERNELS_H_
@@ -15,16 +19,15 @@
 
 namespace tpserve::cuda {
 
-// For rows t < m of bf16 x [m, k]: a = max|x[t, :]|, clamped to scale_ub when scale_ub > 0;
-// scales[t] = a / 448 (1 when a == 0); out[t, c] = e4m3(x[t, c] / scales[t]) (saturating).
-// Rows m <= t < m_pad are written as zeros with scale 1 (padding for the GEMM's tile sizes).
-LaunchResult LaunchQuantizeRowsFp8(const void* x, int64_t m, int64_t k, int64_t m_pad,
-                                   float scale_ub, uint8_t* out, float* scales, void* stream);
+// bf16 x [m, k] -> e4m3 out [m, k], scales f32 [m] (one per row).
+LaunchResult LaunchQuantizeRowsFp8(const void* x, int64_t m, int64_t k, float scale_ub,
+                                   uint8_t* out, float* scales, void* stream);
 
-// y[t, j] = d[t, j] * row_scales[t] * col_scales[j] (col_scales nullptr: 1) for t < m, j < n;
-// d f32 [m, n]; y bf16 or (y_f32) f32 [m, n], which may be d itself.
-LaunchResult LaunchScaleRowsCols(const float* d, const float* row_scales, const float* col_scales,
-                                 int64_t m, int64_t n, void* y, bool y_f32, void* stream);
+// bf16 x [m, k] -> e4m3 out [m, k], scales f32 [ceil(k / 128)][m]: the scale of row t's
+// columns [128 g, 128 g + 128) at scales[g * m + t] (token index contiguous, the layout
+// cuBLASLt's VEC128_32F mode reads for the B operand; cublas_gemm.cc).
+LaunchResult LaunchQuantizeGroupsFp8(const void* x, int64_t m, int64_t k, float scale_ub,
+                                     uint8_t* out, float* scales, void* stream);
 
 // out[r, c] = bf16(WeightAt(w, r, c)): the whole matrix decoded into a dense bf16 [rows, cols].
 LaunchResult LaunchDequantizeToBf16(const DeviceWeight& w, void* out, void* stream);
@@ -32,6 +35,9 @@ LaunchResult LaunchDequantizeToBf16(const DeviceWeight& w, void* out, void* stre
 // out[t, j] = x[t, perm[j]] for bf16 x, out [m, k].
 LaunchResult LaunchGatherColumns(const void* x, int64_t m, int64_t k, const int32_t* perm,
                                  void* out, void* stream);
+
+// out[i] = value for i < count (f32).
+LaunchResult LaunchFillF32(float* out, int64_t count, float value, void* stream);
 
 }  // namespace tpserve::cuda
 

@@ -18,8 +18,14 @@
 // * Activations quantized to fp8 e4m3 per row (3 stored mantissa bits) before an fp8 GEMM:
 //   relative half-ulp 2^-4, a mean square of (2^-4)^2 / 3 * 0.5 ~ 6.5e-4 per element, which a
 //   dot product of independent terms carries into its result unchanged in normalised terms:
-//   kFp8ActivationBound = 3e-3 (4.6x). Backends may take that path only for more than
-//   kFp8QuantizedRowsAbove rows (decode-sized batches must use exact bf16 activations).
+//   kFp8ActivationBound = 3e-3 (4.6x). The same bound covers activations quantized per 1x128
+//   group (against 128x128-tile fp8 weights): each group's scale is its own amax / 448, so
+//   every element is rounded with the same 3 mantissa bits as under a row scale, and a group
+//   maximum no larger than the row's only moves fewer small values into e4m3's subnormal range
+//   (coarser steps); the weights are the same exact codes times tile scales in both backends,
+//   and the f32 accumulation and one bf16 output rounding (2.5e-6) are small beside 6.5e-4.
+//   Backends may take these paths only for more than kFp8QuantizedRowsAbove rows (decode-sized
+//   batches must use exact bf16 activations, however their buffers are aligned).
 // * GGML block weights against 8-bit quantized activations (the CPU's scheme): the activation
 //   rounding is about (max|x| / 127)^2 / 12 / E[x^2] ~ 3e-5 relative variance for Gaussian
 //   blocks of 32; kQ8ActivationBound = 5e-4 also covers a bf16 output rounding.

@@ -1,5 +1,6 @@
 // Parity cases of MatMul and MatMulChunked: every weight format the backends know, aligned and
-// unaligned sizes (n = 33, k = 72), and batch sizes on both sides of the GEMV / GEMM switch.
+// unaligned sizes (n = 33, k = 72), batch sizes on both sides of the GEMV / GEMM switch, and
+// decode-sized batches whose x is not 16-byte aligned (which must keep exact activations).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -53,8 +54,9 @@ bool FitsInputs(const TensorFormat& f, int64_t k) {
 double MatMulBound(const ParityContext& ctx, const TensorFormat& f, int64_t m) {
   if (!ctx.candidate_bf16()) return kF32OrderBound;
   if (IsGgml(f)) return kQ8ActivationBound;
-  const bool fp8_rows = f.kind == FormatKind::kFp8PerChannel || f.kind == FormatKind::kF8E4M3;
-  if (fp8_rows && m > kFp8QuantizedRowsAbove) return kFp8ActivationBound;
+  const bool fp8 = f.kind == FormatKind::kFp8PerChannel || f.kind == FormatKind::kF8E4M3 ||
+                   f.kind == FormatKind::kFp8Block128;
+  if (fp8 && m > kFp8QuantizedRowsAbove) return kFp8ActivationBound;
   return kBf16TwiceBound;
 }
 
@@ -76,14 +78,18 @@ struct Output {
   bool guards_ok = false;
 };
 
+// x starts `x_offset` bytes into its (aligned) buffer: one activation element for the
+// unaligned cases, so x is element-aligned but not 16-byte aligned.
 absl::StatusOr<Output> RunMatMul(Backend& be, const WeightMatrix& w, const std::vector<float>& x,
-                                 int64_t m, DType y_dtype) {
-  const std::vector<uint8_t> xb = EncodeActivations(be, x);
+                                 int64_t m, DType y_dtype, int64_t x_offset = 0) {
+  std::vector<uint8_t> xb(x_offset, 0);
+  const std::vector<uint8_t> values = EncodeActivations(be, x);
+  xb.insert(xb.end(), values.begin(), values.end());
   TP_ASSIGN_OR_RETURN(GuardedBuffer xbuf,
                       GuardedBuffer::Filled(be, xb.data(), static_cast<int64_t>(xb.size())));
   TP_ASSIGN_OR_RETURN(GuardedBuffer ybuf,
                       GuardedBuffer::Poisoned(be, m * w.rows * BlockBytes(y_dtype)));
-  be.MatMul(xbuf.data(), m, w, ybuf.data(), y_dtype);
+  be.MatMul(static_cast<const uint8_t*>(xbuf.data()) + x_offset, m, w, ybuf.data(), y_dtype);
   TP_RETURN_IF_ERROR(be.Synchronize());
   Output out;
   TP_RETURN_IF_ERROR(ybuf.Read(&out.bytes, &out.guards_ok));
@@ -122,6 +128,41 @@ void MatMulCases(ParityContext& ctx) {
                       got->guards_ok, ref->guards_ok);
         }
       }
+    }
+  }
+}
+
+// Decode-sized batches with x one element past 16-byte alignment: the bound of exact
+// activations (a backend that quantized x because a pointer was unaligned would miss it by
+// an order of magnitude).
+void UnalignedActivationCases(ParityContext& ctx) {
+  const int64_t k = 256, n = 96;
+  const int64_t offset = ActivationBytes(ctx.candidate());
+  uint32_t seed = 700;
+  for (const WeightCase& wc :
+       {WeightCase{TensorFormat::Of(FormatKind::kF8E4M3)},
+        WeightCase{TensorFormat::Of(FormatKind::kFp8PerChannel)},
+        WeightCase{TensorFormat::Of(FormatKind::kFp8Block128)},
+        WeightCase{TensorFormat::Int4(128)}, WeightCase{TensorFormat::Of(FormatKind::kBF16)}}) {
+    if (!ctx.candidate().SupportsWeight(wc.format)) {
+      ctx.NotSupported({"MatMul x+1", wc.Name(), "all shapes"}, "SupportsWeight is false");
+      continue;
+    }
+    const HostMatrix host = MakeWeight(wc, n, k, ++seed);
+    const CaseName upload{"MatMul x+1", wc.Name(), StrCat("k=", k, " n=", n)};
+    absl::StatusOr<UploadedWeight> cw = UploadWeight(ctx.candidate(), host);
+    absl::StatusOr<UploadedWeight> rw = UploadWeight(ctx.reference(), host);
+    if (!ctx.Check(upload, cw.status()) || !ctx.Check(upload, rw.status())) continue;
+    for (int64_t m : {int64_t{1}, int64_t{7}, kFp8QuantizedRowsAbove}) {
+      const std::vector<float> x = RandomBf16(m * k, ++seed);
+      const DType y = ctx.candidate().activation_dtype();
+      const CaseName name{"MatMul x+1", StrCat(wc.Name(), " -> ", DTypeName(y)),
+                          StrCat("m=", m, " k=", k, " n=", n, " x at +", offset, " bytes")};
+      absl::StatusOr<Output> ref = RunMatMul(ctx.reference(), rw->matrix, x, m, DType::kF32);
+      absl::StatusOr<Output> got = RunMatMul(ctx.candidate(), cw->matrix, x, m, y, offset);
+      if (!ctx.Check(name, ref.status()) || !ctx.Check(name, got.status())) continue;
+      ctx.Compare(name, got->values, ref->values, MatMulBound(ctx, wc.format, m), got->guards_ok,
+                  ref->guards_ok);
     }
   }
 }
@@ -210,6 +251,7 @@ void MatMulChunkedCases(ParityContext& ctx) {
 
 void RunMatMulCases(ParityContext& ctx) {
   if (ctx.Wants("MatMul")) MatMulCases(ctx);
+  if (ctx.Wants("MatMul x+1")) UnalignedActivationCases(ctx);
   if (ctx.Wants("MatMulChunked")) MatMulChunkedCases(ctx);
 }
 

@@ -1,0 +1,159 @@
+// --deterministic_tp on CUDA, on the host: for every projection of a Llama 3.1 8B and a 405B
+// rank at tensor-parallel degrees 1, 2, 4 and 8 (the column-parallel slices, and the chunks
+// the row-parallel layers are cut into, model/step_buffers.h), and every batch size 1..64, the
+// deterministic backend chooses the same MatMul path and asks cuBLASLt for the same GEMM (one
+// pinned algorithm without split-K per type pair). A row's floats then depend on neither the
+// batch nor the degree. The same sweep without the flag asks per shape (the control: the test
+// would notice a request that varied).
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/gemm_request.h"
+#include "kernels/cuda/matmul_plan.h"
+#include "model/config.h"
+#include "model/sharding.h"
+#include "model/step_buffers.h"
+#include "model/weight_formats.h"
+
+namespace tpserve::cuda {
+namespace {
+
+// One MatMul a rank runs for a layer: y[m, n] = x[m, k] W^T, `chunks` > 0 for the row-parallel
+// layers (MatMulChunked of k into that many chunks).
+struct RankMatMul {
+  TensorRole role;
+  TensorFormat format;
+  int64_t n = 0, k = 0;
+  int64_t chunks = 0;
+  bool y_f32 = false;
+};
+
+std::vector<RankMatMul> RankMatMuls(const LlamaConfig& config, const WeightFormats& formats,
+                                    int tp) {
+  absl::StatusOr<ShardingPlan> plan = ShardingPlan::Create(config, formats, {0, tp});
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return {};
+  const int64_t chunks = ReductionChunks(config, *plan, formats, TpReduction::kDeterministic);
+  std::vector<RankMatMul> out;
+  for (TensorRole role : {TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kGate,
+                          TensorRole::kUp, TensorRole::kLmHead}) {
+    const TensorSlice s = plan->Slice(role);
+    out.push_back({role, formats[role], s.num_rows, s.num_cols, 0, role == TensorRole::kLmHead});
+  }
+  for (TensorRole role : {TensorRole::kO, TensorRole::kDown}) {
+    const TensorSlice s = plan->Slice(role);
+    out.push_back({role, formats[role], s.num_rows, s.num_cols, chunks / tp, true});
+  }
+  return out;
+}
+
+// What the deterministic backend does for one MatMul of `m` rows: its path and, for the
+// cuBLASLt paths, the request (the GEMM of each chunk, for chunked products).
+std::string Choice(const RankMatMul& mm, int64_t m, bool deterministic,
+                   std::set<std::string>* requests) {
+  const OperandFacts aligned;  // backend buffers: 256-byte aligned, rows of whole steps
+  int64_t k = mm.k;
+  std::string path;
+  if (mm.chunks > 0) {
+    const MatMulPlan chunked =
+        ChooseChunkedPath(mm.format, m, mm.n, mm.k, mm.chunks, aligned, deterministic);
+    path = std::string(MatMulPathName(chunked.path)) + "/";
+    if (chunked.path != MatMulPath::kChunkByChunk) return path;
+    k = mm.k / mm.chunks;
+  }
+  const MatMulPlan plan = ChooseMatMulPath(mm.format, m, mm.n, k, aligned, deterministic);
+  path += MatMulPathName(plan.path);
+  if (plan.path == MatMulPath::kBf16Gemm || plan.path == MatMulPath::kDecodedGemm) {
+    GemmArgs g;
+    g.type = GemmType::kBF16;
+    g.out = mm.y_f32 ? GemmType::kF32 : GemmType::kBF16;
+    g.m = m;
+    g.n = mm.n;
+    g.k = k;
+    g.w = g.x = g.y = reinterpret_cast<void*>(uintptr_t{1} << 20);
+    g.ldw = g.ldx = k;
+    g.ldy = mm.n;
+    const GemmRequest r = MakeGemmRequest(g, deterministic);
+    requests->insert(GemmRequestString(r));
+    if (deterministic) {
+      EXPECT_FALSE(r.reductions_allowed) << GemmRequestString(r);
+      EXPECT_TRUE(r.pinned) << GemmRequestString(r);
+    }
+  }
+  return path;
+}
+
+struct Sweep {
+  std::map<TensorRole, std::set<std::string>> paths;  // per role, over degrees and batches
+  std::set<std::string> requests;
+  int64_t cases = 0;
+};
+
+Sweep SweepModel(const char* preset, const char* formats_preset, bool deterministic) {
+  Sweep sweep;
+  absl::StatusOr<LlamaConfig> config = LlamaConfigPreset(preset);
+  EXPECT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<WeightFormats> formats = WeightFormatsPreset(formats_preset);
+  EXPECT_TRUE(formats.ok()) << formats.status();
+  if (!config.ok() || !formats.ok()) return sweep;
+  for (int tp : {1, 2, 4, 8}) {
+    WeightFormats fitted = *formats;
+    FitInt4Groups(*config, tp, &fitted);
+    for (const RankMatMul& mm : RankMatMuls(*config, fitted, tp)) {
+      for (int64_t m = 1; m <= 64; ++m) {
+        sweep.paths[mm.role].insert(Choice(mm, m, deterministic, &sweep.requests));
+        ++sweep.cases;
+      }
+    }
+  }
+  return sweep;
+}
+
+class DeterministicPlanTest
+    : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(DeterministicPlanTest, SameChoicesAtEveryDegreeAndBatch) {
+  const auto [model, formats] = GetParam();
+  const Sweep sweep = SweepModel(model, formats, /*deterministic=*/true);
+  EXPECT_EQ(sweep.cases, 4 * 8 * 64);
+  for (const auto& [role, paths] : sweep.paths) {
+    EXPECT_EQ(paths.size(), 1u) << TensorRoleName(role) << ": " << ::testing::PrintToString(paths);
+    for (const std::string& p : paths) {
+      EXPECT_EQ(p.find("fp8-outer"), std::string::npos) << p;  // never quantized activations
+      EXPECT_EQ(p.find("fp8-1x128"), std::string::npos) << p;
+    }
+  }
+  // At most one request per output type (bf16 for the column-parallel layers, f32 for the LM
+  // head and the row-parallel chunks).
+  EXPECT_LE(sweep.requests.size(), 2u) << ::testing::PrintToString(sweep.requests);
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama31, DeterministicPlanTest,
+                         ::testing::Combine(::testing::Values("8b", "405b"),
+                                            ::testing::Values("bf16", "fp8", "fp8-block", "int4")));
+
+TEST(DeterministicPlanTest, Bf16LayersAskForOnePinnedAlgorithmPerOutputType) {
+  const Sweep sweep = SweepModel("8b", "bf16", /*deterministic=*/true);
+  ASSERT_EQ(sweep.requests.size(), 2u) << ::testing::PrintToString(sweep.requests);
+  for (const std::string& r : sweep.requests) {
+    EXPECT_NE(r.find("no-split-K pinned"), std::string::npos) << r;
+    EXPECT_NE(r.find("query m=128 n=4096 k=4096"), std::string::npos) << r;
+  }
+}
+
+// The control: without the flag the choice does follow the batch and the slice (the decode
+// GEMV below 17 rows, the scaled fp8 GEMM above; a heuristic query per shape).
+TEST(DeterministicPlanTest, WithoutTheFlagChoicesVaryWithBatchAndDegree) {
+  const Sweep fp8 = SweepModel("8b", "fp8", /*deterministic=*/false);
+  EXPECT_EQ(fp8.paths.at(TensorRole::kQ).size(), 2u)
+      << ::testing::PrintToString(fp8.paths.at(TensorRole::kQ));
+  const Sweep bf16 = SweepModel("8b", "bf16", /*deterministic=*/false);
+  EXPECT_GT(bf16.requests.size(), 64u);
+}
+
+}  // namespace
+}  // namespace tpserve::cuda
