@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_num_threads(options.threads_per_rank);
     req.set_max_step_tokens(options.max_step_tokens);
     req.set_max_logit_rows(options.max_logit_rows);
+    req.set_max_context_tokens(options.max_context_tokens);
     *req.mutable_assignment() = options.assignments[r];
     req.set_collective_timeout_ms(
         static_cast<int32_t>(absl::ToInt64Milliseconds(options.collective_timeout)));

@@ -48,6 +48,7 @@ struct RemoteExecutorOptions {
   int32_t threads_per_rank = 1;
   int32_t max_step_tokens = 512;  // the scheduler's token budget per step
   int32_t max_logit_rows = 64;    // the scheduler's sequences per step
+  int32_t max_context_tokens = 0;  // the engine's context window (0 = the model's)
   absl::Duration collective_timeout = absl::Seconds(5);
   absl::Duration load_timeout = absl::Minutes(10);
   absl::Duration step_timeout = absl::Seconds(60);

@@ -78,6 +78,12 @@ StepPlan Scheduler::Schedule() {
     if (std::find(plan.preempted.begin(), plan.preempted.end(), id) != plan.preempted.end()) break;
     if (!AdmitNext(budget, plan)) break;  // FIFO: don't let later ones jump the queue
   }
+  // One-token chunks (decodes) lead the step: a GPU rank attends to that leading run with
+  // split-key kernels and to the rest with Hopper's prefill kernels, two launches over two
+  // contiguous row ranges (kernels/cuda/flashinfer/flashinfer_attention.h). Nothing else
+  // depends on the order: every chunk names its sequence.
+  std::stable_partition(plan.chunks.begin(), plan.chunks.end(),
+                        [](const ScheduledChunk& c) { return c.num_tokens == 1; });
   return plan;
 }
 

@@ -59,6 +59,21 @@ TEST(Scheduler, ChunkedPrefillThenBatchedDecode) {
   EXPECT_TRUE(sched.Empty());
 }
 
+TEST(Scheduler, OneTokenChunksLeadTheStep) {
+  // Sequence 1 is admitted first and still chunks its long prompt when sequences 2 (a one-token
+  // prompt) and 3 are admitted behind it: the one-token chunk moves to the front, the others
+  // keep their order.
+  BlockManager blocks(64, 4);
+  Scheduler sched({8, 8}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 20)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 1)).ok());
+  ASSERT_TRUE(sched.Add(3, Prompt(3, 2)).ok());
+  EXPECT_EQ(Step(sched, blocks), "1:0+8 ");
+  EXPECT_EQ(Step(sched, blocks), "1:8+8 ");
+  EXPECT_EQ(Step(sched, blocks), "2:0+1* 1:16+4* 3:0+2* ");
+  EXPECT_EQ(Step(sched, blocks), "1:20+1* 2:1+1* 3:2+1* ");
+}
+
 TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
   // 4 blocks of 2 tokens = 8 token slots. Two prompts of 3 tokens take 2 blocks each.
   BlockManager blocks(4, 2);

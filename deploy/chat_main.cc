@@ -73,6 +73,7 @@ int Main() {
   exec_options.num_kv_blocks = plan->num_kv_blocks;
   exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
   exec_options.max_logit_rows = 1;
+  exec_options.max_context_tokens = plan->engine.context_length;
   exec_options.kv_dtype = want.kv_dtype;
   exec_options.formats = plan->formats;
   exec_options.scheme = bundle->files.scheme;

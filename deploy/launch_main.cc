@@ -387,6 +387,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   }
   exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
   exec_options.max_logit_rows = plan->engine.scheduler.max_num_seqs;
+  exec_options.max_context_tokens = static_cast<int32_t>(plan->engine.context_length);
   const absl::Time load_start = absl::Now();
   absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec = RemoteExecutor::Connect(
       addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {

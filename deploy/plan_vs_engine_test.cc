@@ -72,6 +72,7 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
   options.kv_dtype = request.kv_dtype;
   options.max_step_tokens = request.max_tokens_per_step;
   options.max_logit_rows = request.max_seqs;
+  options.max_context_tokens = plan->engine.context_length;
   options.reduction = deterministic ? TpReduction::kDeterministic : TpReduction::kAllReduce;
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
       LocalExecutor::Create(files->config, files->weights, options);

@@ -37,7 +37,6 @@ ABSL_FLAG(int64_t, max_seqs_per_step, 256, "sequences per step (rows of logits)"
 ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
 ABSL_FLAG(bool, deterministic_tp, false,
           "plan the engine's --deterministic_tp reduction (chunked f32 all-gather)");
-ABSL_FLAG(bool, flash_attention, false, "attention scores are never materialised");
 ABSL_FLAG(double, gpu_memory_gib, 0, "override the device memory (GiB); 0: preset");
 ABSL_FLAG(double, bandwidth_gbs, 0, "override the memory bandwidth (GB/s); 0: preset");
 ABSL_FLAG(double, peak_tflops, 0, "override the dense bf16 peak (TFLOP/s); 0: preset");
@@ -76,7 +75,6 @@ tpserve::VramRequest RequestFromFlags() {
   r.max_tokens_per_step = absl::GetFlag(FLAGS_max_tokens_per_step);
   r.max_seqs_per_step = absl::GetFlag(FLAGS_max_seqs_per_step);
   r.block_size = absl::GetFlag(FLAGS_block_size);
-  r.flash_attention = absl::GetFlag(FLAGS_flash_attention);
   r.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   r.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   r.bandwidth_gbs = absl::GetFlag(FLAGS_bandwidth_gbs);

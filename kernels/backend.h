@@ -222,6 +222,26 @@ class Backend {
   // each sequence's block table (converting to pool.dtype).
   virtual void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) = 0;
 
+  // What PagedAttention will be asked at most, so that a backend allocates its attention
+  // workspace once, at load, sized as the memory plan counts it (a GPU backend:
+  // kernels/cuda/attention_workspace.h). Returns the bytes of backend memory it allocated.
+  // RESOURCE_EXHAUSTED when they are not there; INVALID_ARGUMENT for a non-positive limit.
+  // Without it a backend sizes its workspace from the steps it sees (tests, benchmarks).
+  struct AttentionReservation {
+    int64_t num_heads = 0;  // query heads of PagedAttention calls
+    int64_t num_kv_heads = 0;
+    int64_t head_dim = 0;
+    DType kv_dtype = DType::kF16;
+    int64_t block_size_tokens = 0;
+    int64_t max_step_tokens = 0;  // rows of one step
+    int64_t max_sequences = 0;    // sequences of one step (padding ones included)
+    int64_t max_context = 0;      // keys one row attends to
+  };
+  virtual absl::StatusOr<int64_t> ReserveAttention(const AttentionReservation& limits) {
+    (void)limits;
+    return 0;
+  }
+
   // Causal grouped-query attention of the step's sequences over the paged pool.
   // q, out: [T, num_heads, head_dim]; query head h reads KV head h / (num_heads/num_kv_heads).
   // A query at position p attends to positions 0..p of its own sequence (already in the pool);
@@ -232,7 +252,17 @@ class Backend {
 
   // Waits for queued work; reports asynchronous failures (naming the call that failed). The
   // CPU backend runs ops to completion inside each call, so it always returns OK.
+  // A GPU backend's host waits (this, CopyToHost, CopyToDevice, BeginStep, scratch growth)
+  // have a deadline (kernels/cuda/device_wait.h) and end with DEADLINE_EXCEEDED or, after
+  // RequestAbort, UNAVAILABLE.
   virtual absl::Status Synchronize() = 0;
+
+  // Ends the host wait on the device in progress, and makes every later one end at once with
+  // UNAVAILABLE instead of waiting: for a rank being torn down, or whose communicator failed
+  // with work still queued behind a collective. The backend is unusable afterwards. The one
+  // member that may be called from any thread, during another call. The CPU backend never
+  // waits on anything, so its RequestAbort does nothing.
+  virtual void RequestAbort() {}
 
   // ---- Step capture (optional: CUDA graphs for decode) ----
 

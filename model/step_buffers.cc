@@ -49,4 +49,22 @@ int64_t KvBytesPerToken(int64_t num_layers, int64_t local_kv_heads, int64_t head
   return 2 * num_layers * local_kv_heads * head_dim * BlockBytes(kv_dtype);
 }
 
+Backend::AttentionReservation AttentionReservationFor(const LlamaConfig& config,
+                                                      const ShardingPlan& plan,
+                                                      int64_t max_step_tokens,
+                                                      int64_t max_sequences,
+                                                      int64_t max_context_tokens, DType kv_dtype,
+                                                      int64_t block_size_tokens) {
+  Backend::AttentionReservation r;
+  r.num_heads = plan.num_local_heads();
+  r.num_kv_heads = plan.num_local_kv_heads();
+  r.head_dim = config.head_dim;
+  r.kv_dtype = kv_dtype;
+  r.block_size_tokens = block_size_tokens;
+  r.max_step_tokens = max_step_tokens;
+  r.max_sequences = max_sequences;
+  r.max_context = max_context_tokens;
+  return r;
+}
+
 }  // namespace tpserve

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "formats/dtype.h"
+#include "kernels/backend.h"
 #include "model/config.h"
 #include "model/sharding.h"
 #include "model/weight_formats.h"
@@ -67,6 +68,16 @@ int64_t ReductionChunks(const LlamaConfig& config, const ShardingPlan& plan,
 StepBufferSizes StepBuffersFor(const LlamaConfig& config, const ShardingPlan& plan,
                                int64_t max_step_tokens, int64_t max_logit_rows,
                                int64_t activation_bytes, int64_t reduction_chunks);
+
+// What one rank's attention is reserved for (Backend::ReserveAttention, at load) and what the
+// memory plan counts for it: this rank's heads, steps of at most `max_step_tokens` rows and
+// `max_sequences` sequences (the LM head's logit rows), keys up to the engine's context window.
+Backend::AttentionReservation AttentionReservationFor(const LlamaConfig& config,
+                                                      const ShardingPlan& plan,
+                                                      int64_t max_step_tokens,
+                                                      int64_t max_sequences,
+                                                      int64_t max_context_tokens, DType kv_dtype,
+                                                      int64_t block_size_tokens);
 
 // KV cache bytes per token on one rank: K and V of `num_layers` layers of `local_kv_heads`
 // heads of head_dim elements of `kv_dtype`.

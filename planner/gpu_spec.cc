@@ -43,18 +43,22 @@ struct Preset {
   double bandwidth_bytes_per_s;
   double peak_bf16_flops;
   InterconnectSpec (*link)();
+  int num_sms;  // the whitepapers' SM counts of these products
+  int compute_capability;
 };
 
 const Preset kPresets[] = {
-    {"a100-40g", "NVIDIA A100-SXM4-40GB", "40 GB", 40960, 1555e9, 312e12, NvLink3},
-    {"a100-40g-pcie", "NVIDIA A100-PCIE-40GB", "40 GB", 40960, 1555e9, 312e12, PcieGen4},
-    {"a100-80g", "NVIDIA A100-SXM4-80GB", "80 GB", 81920, 2039e9, 312e12, NvLink3},
-    {"h100-80g", "NVIDIA H100 80GB HBM3 (SXM5)", "80 GB", 81559, 3.35e12, 989e12, NvLink4},
-    {"h100-pcie", "NVIDIA H100 PCIe 80GB", "80 GB", 81559, 2.0e12, 756e12, PcieGen5},
-    {"h200", "NVIDIA H200 141GB HBM3e (SXM)", "141 GB", 143771, 4.8e12, 989e12, NvLink4},
-    {"b200", "NVIDIA B200 (HGX, 180 GB per GPU)", "180 GB", 183359, 8.0e12, 2.25e15, NvLink5},
-    {"l40s", "NVIDIA L40S 48GB GDDR6 (ECC on)", "48 GB", 46068, 864e9, 362e12, PcieGen4},
-    {"rtx4090", "NVIDIA GeForce RTX 4090 24GB GDDR6X", "24 GB", 24564, 1008e9, 165.2e12, PcieGen4},
+    {"a100-40g", "NVIDIA A100-SXM4-40GB", "40 GB", 40960, 1555e9, 312e12, NvLink3, 108, 80},
+    {"a100-40g-pcie", "NVIDIA A100-PCIE-40GB", "40 GB", 40960, 1555e9, 312e12, PcieGen4, 108, 80},
+    {"a100-80g", "NVIDIA A100-SXM4-80GB", "80 GB", 81920, 2039e9, 312e12, NvLink3, 108, 80},
+    {"h100-80g", "NVIDIA H100 80GB HBM3 (SXM5)", "80 GB", 81559, 3.35e12, 989e12, NvLink4, 132, 90},
+    {"h100-pcie", "NVIDIA H100 PCIe 80GB", "80 GB", 81559, 2.0e12, 756e12, PcieGen5, 114, 90},
+    {"h200", "NVIDIA H200 141GB HBM3e (SXM)", "141 GB", 143771, 4.8e12, 989e12, NvLink4, 132, 90},
+    {"b200", "NVIDIA B200 (HGX, 180 GB per GPU)", "180 GB", 183359, 8.0e12, 2.25e15, NvLink5, 148,
+     100},
+    {"l40s", "NVIDIA L40S 48GB GDDR6 (ECC on)", "48 GB", 46068, 864e9, 362e12, PcieGen4, 142, 89},
+    {"rtx4090", "NVIDIA GeForce RTX 4090 24GB GDDR6X", "24 GB", 24564, 1008e9, 165.2e12, PcieGen4,
+     128, 89},
 };
 
 }  // namespace
@@ -70,6 +74,8 @@ absl::StatusOr<GpuSpec> GpuPreset(std::string_view name) {
     spec.memory_bandwidth_bytes_per_s = p.bandwidth_bytes_per_s;
     spec.peak_flops = p.peak_bf16_flops;
     spec.interconnect = p.link();
+    spec.num_sms = p.num_sms;
+    spec.compute_capability = p.compute_capability;
     spec.runtime_reserve_bytes = kCudaRuntimeReserveBytes;
     spec.comm_fixed_bytes = kNcclFixedBytes;
     spec.safety_fraction = kGpuSafetyFraction;

@@ -35,6 +35,12 @@ struct GpuSpec {
   int64_t memory_bytes = 0;
   double memory_bandwidth_bytes_per_s = 0;
   double peak_flops = 0;  // dense BF16 tensor-core FLOP/s (no sparsity)
+  // Streaming multiprocessors (cudaDevAttrMultiProcessorCount): attention's work partition,
+  // and so its workspace, scales with them (kernels/cuda/attention_workspace.h). 0: the host.
+  int num_sms = 0;
+  // Compute capability as major * 10 + minor (90: Hopper); 0 for the host. FlashInfer's kernels
+  // are built for sm_90a only (tools/cuda.bzl), so it decides which attention kernels run.
+  int compute_capability = 0;
   InterconnectSpec interconnect;
   // CUDA context, cuBLAS/cuBLASLt workspaces and kernel images: never available to the plan.
   int64_t runtime_reserve_bytes = 0;

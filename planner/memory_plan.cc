@@ -8,11 +8,12 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "formats/str_cat.h"
+#include "kernels/cuda/attention_workspace.h"
 
 namespace tpserve {
 namespace {
 
-constexpr int64_t kF32Bytes = 4;  // scores and logits are kept in fp32 whatever the activations
+constexpr int64_t kF32Bytes = 4;  // scores and logits are kept in f32 whatever the activations
 
 absl::Status OutOfRange(std::string_view field, int64_t value, std::string_view bound) {
   return absl::InvalidArgumentError(StrCat(field, "=", value, ": must be ", bound));
@@ -50,6 +51,9 @@ absl::Status ValidateInputs(const PlanInputs& in) {
   }
   if (in.device.memory_bytes < 1) {
     return OutOfRange("device.memory_bytes", in.device.memory_bytes, ">= 1");
+  }
+  if (!in.device.is_host && in.device.num_sms < 1) {  // attention's workspace scales with it
+    return OutOfRange("device.num_sms", in.device.num_sms, ">= 1 for a GPU");
   }
   const double safety = in.safety_fraction.value_or(in.device.safety_fraction);
   if (!(safety >= 0 && safety < 1)) {
@@ -138,8 +142,18 @@ ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan&
   b.step = StepBuffersFor(c, rank0, t, last_stage ? in.max_sequences_per_step : 0,
                           PlainElementBytes(in.activation_dtype),
                           ReductionChunks(c, rank0, in.weights, Reduction(in)));
-  b.scores_bytes =
-      in.flash_attention ? 0 : rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
+  if (in.device.is_host) {
+    b.attention_bytes = rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
+  } else {
+    const Backend::AttentionReservation r = AttentionReservationFor(
+        c, rank0, t, in.max_sequences_per_step, in.max_context_tokens,
+        *ElementDType(TensorFormat::Of(in.kv_cache_dtype)), in.kv_block_size_tokens);
+    b.attention_bytes =
+        cuda::AttentionWorkspaceFor(cuda::AttentionLimitsFor(
+                                        r, in.device.num_sms, in.device.compute_capability,
+                                        in.deterministic_tp))
+            .DeviceBytes();
+  }
   return b;
 }
 

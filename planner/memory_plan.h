@@ -9,9 +9,11 @@
 //
 // Per rank of stage s, the step buffers are exactly what the engine allocates (one function,
 // StepBuffersFor in model/step_buffers.h: residual, normed, proj, q, k, v, attn, gate, up, the
-// row-parallel chunk sums, the logits), plus an attention-scratch line: the f32 scores of a
-// non-flash attention, q_heads_local * T * C * 4 (0 with flash attention), an upper bound on
-// any backend's attention workspace. KV per token: KvBytesPerToken (the KV cache's own).
+// row-parallel chunk sums, the logits), plus the attention workspace: on a GPU exactly what the
+// CUDA backend reserves at load (AttentionReservationFor + kernels/cuda/attention_workspace.h:
+// FlashInfer's split-key partials and work lists, or the SIMT kernels' split scratch); on the
+// CPU host the f32 scores bound q_heads_local * T * C * 4 that its kernels' per-thread score
+// rows stay within. KV per token: KvBytesPerToken (the KV cache's own).
 // Thread-safe: value types and pure functions.
 #ifndef TPSERVE_PLANNER_MEMORY_PLAN_H_
 #define TPSERVE_PLANNER_MEMORY_PLAN_H_
@@ -45,7 +47,6 @@ struct PlanInputs {
   int64_t max_sequences_per_step = 256;     // rows of logits; <= max_tokens_per_step
   int64_t target_concurrent_sequences = 1;  // each at max_context_tokens
   int64_t kv_block_size_tokens = 16;
-  bool flash_attention = false;                  // true: attention scores never materialised
   // Row-parallel reduction (model/step_buffers.h): false = one all-reduce per layer in the
   // activation dtype; true = the chunked all-gather of --deterministic_tp.
   bool deterministic_tp = false;
@@ -60,9 +61,9 @@ inline TpReduction Reduction(const PlanInputs& in) {
 }
 
 struct ActivationBuffers {
-  StepBufferSizes step;      // the engine's workspace, buffer by buffer
-  int64_t scores_bytes = 0;  // attention scratch (see above)
-  int64_t Total() const { return step.Total() + scores_bytes; }
+  StepBufferSizes step;         // the engine's workspace, buffer by buffer
+  int64_t attention_bytes = 0;  // attention workspace (see above)
+  int64_t Total() const { return step.Total() + attention_bytes; }
 };
 
 struct CommBuffers {
@@ -118,7 +119,7 @@ struct MemoryPlan {
 absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs);
 
 // The per-rank buffers of one stage: StepBuffersFor of rank 0's plan (the logits only on the
-// last stage) plus the attention scratch.
+// last stage) plus the attention workspace.
 ActivationBuffers ActivationBuffersFor(const PlanInputs& inputs, const ShardingPlan& rank0,
                                        bool last_stage);
 CommBuffers CommBuffersFor(const PlanInputs& inputs);

@@ -31,6 +31,29 @@ PlanInputs SmolOnHost() {
   return in;
 }
 
+TEST(MemoryPlanTest, GpuAttentionIsWhatTheCudaBackendReserves) {
+  // 405B at tp=8 on H100s: FlashInfer's workspace for 16 heads over 1 KV head of 128, as
+  // kernels/cuda/attention_workspace_test works it out (2112 partial rows for a 264-CTA split
+  // batch; FA3's 16 x (2048 / 128 + 2048) works of seven lists), not the 1 GiB
+  // [16 heads x 2048 x 8192] f32 scores the plan used to count.
+  PlanInputs in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
+  in.max_tokens_per_step = 2048;
+  in.max_sequences_per_step = 256;
+  const ShardingPlan rank0 = *ShardingPlan::Create(in.model, in.weights, {0, 8});
+  const int64_t flashinfer = (16 * 2112 * 128 * 4 + 15) + (16 * 2112 * 4 + 15) +
+                             2 * (7 * (4 * 16 * (16 + 2048) + 15) + (4 * 133 + 15));
+  EXPECT_EQ(ActivationBuffersFor(in, rank0, true).attention_bytes, flashinfer);
+  // An fp8 cache: the same kernels; f32 KV: our SIMT kernels' split scratch instead.
+  in.kv_cache_dtype = FormatKind::kF8E4M3;
+  EXPECT_EQ(ActivationBuffersFor(in, rank0, true).attention_bytes, flashinfer);
+  in.kv_cache_dtype = FormatKind::kF32;
+  EXPECT_NE(ActivationBuffersFor(in, rank0, true).attention_bytes, flashinfer);
+  // A B200 gets no FlashInfer (its kernels are Hopper SASS): SIMT too.
+  in.kv_cache_dtype = FormatKind::kBF16;
+  in.device = *GpuPreset("b200");
+  EXPECT_NE(ActivationBuffersFor(in, rank0, true).attention_bytes, flashinfer);
+}
+
 TEST(MemoryPlanTest, KvBytesPerTokenFollowsLocalKvHeads) {
   PlanInputs in = Inputs(Llama31_405B(), "fp8", 8, "h100-80g");
   EXPECT_EQ(KvBytesPerToken(in), 2 * 126 * 1 * 128 * 2);  // 64,512
@@ -57,11 +80,8 @@ TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
   EXPECT_EQ(b.step.all_partials, 0);
   EXPECT_EQ(b.step.logits_local, 8 * 49152 * 4);
   EXPECT_EQ(b.step.logits_gathered, 0);
-  EXPECT_EQ(b.scores_bytes, 9 * 64 * 512 * 4);
+  EXPECT_EQ(b.attention_bytes, 9 * 64 * 512 * 4);  // the host's f32 scores bound
   EXPECT_EQ(ActivationBuffersFor(in, rank0, /*last_stage=*/false).step.logits_local, 0);
-  PlanInputs flash = in;
-  flash.flash_attention = true;
-  EXPECT_EQ(ActivationBuffersFor(flash, rank0, true).scores_bytes, 0);
   EXPECT_EQ(CommBuffersFor(in).Total(), 0);  // one rank, no communicator
 
   PlanInputs tp3 = in;

@@ -55,7 +55,6 @@ json InputsJson(const PlanInputs& in) {
           {"max_sequences_per_step", in.max_sequences_per_step},
           {"target_concurrent_sequences", in.target_concurrent_sequences},
           {"kv_block_size_tokens", in.kv_block_size_tokens},
-          {"flash_attention", in.flash_attention},
           {"deterministic_tp", in.deterministic_tp}};
 }
 
@@ -93,7 +92,7 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
             {"chunk_sum_bytes", a.step.partials + a.step.all_partials},
             {"logits_local_bytes", a.step.logits_local},
             {"logits_gathered_bytes", a.step.logits_gathered},
-            {"scores_bytes", a.scores_bytes},
+            {"attention_bytes", a.attention_bytes},
             {"total_bytes", a.Total()}}},
           {"comm",
            {{"allreduce_bytes", m.comm.allreduce_bytes},

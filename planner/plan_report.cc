@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "formats/str_cat.h"
+#include "kernels/cuda/attention_workspace.h"
 
 namespace tpserve {
 namespace {
@@ -50,10 +51,9 @@ std::string Header(const MemoryPlan& plan) {
   absl::StrAppendFormat(
       &out,
       "request %s tokens of context x %d users; %s tokens/step, %d sequences/step; "
-      "KV blocks of %d tokens%s\n\n",
+      "KV blocks of %d tokens\n\n",
       WithThousands(in.max_context_tokens), in.target_concurrent_sequences,
-      WithThousands(in.max_tokens_per_step), in.max_sequences_per_step, in.kv_block_size_tokens,
-      in.flash_attention ? "; flash attention" : "");
+      WithThousands(in.max_tokens_per_step), in.max_sequences_per_step, in.kv_block_size_tokens);
   return out;
 }
 
@@ -95,12 +95,18 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
     out += SubLine("chunk sums", "row-parallel reduction in a fixed order (f32)",
                    b.partials + b.all_partials);
   }
-  out +=
-      SubLine("scores",
-              in.flash_attention ? std::string("flash attention: not materialised")
-                                 : absl::StrFormat("[%d heads x %d x %d ctx] f32",
-                                                   c.num_heads / in.tp, t, in.max_context_tokens),
-              m.activations.scores_bytes);
+  std::string attention;
+  if (in.device.is_host) {
+    attention = absl::StrFormat("scores bound [%d heads x %d x %d ctx] f32", c.num_heads / in.tp,
+                                t, in.max_context_tokens);
+  } else if (cuda::AttentionKernelsFor(*ElementDType(TensorFormat::Of(in.kv_cache_dtype)),
+                                       c.head_dim, in.device.compute_capability) ==
+             cuda::AttentionKernels::kFlashInfer) {
+    attention = "FlashInfer: split-key partials, work lists";
+  } else {
+    attention = "SIMT kernels: split-key partials";
+  }
+  out += SubLine("attention", attention, m.activations.attention_bytes);
   if (b.logits_local > 0) {
     out += SubLine("logits",
                    absl::StrFormat("[%d x %d] + gathered f32", in.max_sequences_per_step,

@@ -40,8 +40,8 @@ TEST(PlanReportTest, TableShowsEveryLineAndTheTotals) {
   EXPECT_TRUE(Contains(table, "85,520,809,984")) << table;  // device total
   EXPECT_TRUE(Contains(table, WithThousands(m.weight_bytes))) << table;
   EXPECT_TRUE(Contains(table, WithThousands(m.kv_pool_bytes))) << table;
-  EXPECT_TRUE(Contains(table, WithThousands(m.activations.scores_bytes))) << table;
-  EXPECT_TRUE(Contains(table, "[16 heads x 2048 x 8192 ctx] f32")) << table;
+  EXPECT_TRUE(Contains(table, WithThousands(m.activations.attention_bytes))) << table;
+  EXPECT_TRUE(Contains(table, "FlashInfer: split-key partials, work lists")) << table;
   EXPECT_TRUE(Contains(table, "column     [2048 x 16384]")) << table;
   EXPECT_TRUE(Contains(table, "= " + std::to_string(plan.max_concurrent_sequences) +
                                   " sequences of 8,192 tokens (target 10)"))

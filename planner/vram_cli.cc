@@ -243,7 +243,6 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
   in.max_sequences_per_step = r.max_seqs_per_step;
   in.target_concurrent_sequences = r.users;
   in.kv_block_size_tokens = r.block_size;
-  in.flash_attention = r.flash_attention;
   in.deterministic_tp = r.deterministic_tp;
   if (r.reserve_gib >= 0) in.runtime_reserve_bytes = static_cast<int64_t>(r.reserve_gib * kGiB);
   if (r.safety >= 0) in.safety_fraction = r.safety;

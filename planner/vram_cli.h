@@ -38,7 +38,6 @@ struct VramRequest {
   int64_t max_tokens_per_step = 2048;
   int64_t max_seqs_per_step = 256;
   int64_t block_size = 16;
-  bool flash_attention = false;
   bool deterministic_tp = false;  // the engine's --deterministic_tp reduction
   double gpu_memory_gib = 0;      // > 0 overrides the preset's memory
   double bandwidth_gbs = 0;       // > 0 overrides the memory bandwidth

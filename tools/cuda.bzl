@@ -44,6 +44,35 @@ NVCC_DEFAULT_COPTS = [
     "-ccbin=g++",  # found via PATH (=/bin:/usr/bin:/usr/local/bin with --incompatible_strict_action_env)
 ]
 
+# Kernels built on FlashInfer / CUTLASS headers (@flashinfer, see WORKSPACE): Hopper SASS only
+# (their sm90 code paths need sm_90a; one target instead of three keeps the cold build within
+# CI's budget), the wheel's CCCL ahead of the toolkit's (nvcc.profile adds the toolkit's as
+# -isystem, so -I wins), and the flags FlashInfer's own JIT build uses (flashinfer/jit/core.py
+# and cpp_ext.py of the same wheel), less -use_fast_math: our kernels keep IEEE division.
+FLASHINFER_GENCODE = ["-gencode=arch=compute_90a,code=sm_90a"]
+
+FLASHINFER_NVCC_COPTS = [
+    "-Iexternal/flashinfer/cccl/libcudacxx/include",
+    "-Iexternal/flashinfer/cccl/cub",
+    "-Iexternal/flashinfer/cccl/thrust",
+    "-Iexternal/flashinfer/include",
+    "-Iexternal/flashinfer/cutlass/include",
+    "-Iexternal/flashinfer/cutlass/tools/util/include",
+    "-DNDEBUG",
+    "-DFLASHINFER_ENABLE_BF16",
+    "-DFLASHINFER_ENABLE_F16",
+    "-DFLASHINFER_ENABLE_FP8_E4M3",
+    "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",
+    # CUDA >= 12.8 makes template kernel stubs static by default; FlashInfer's JIT turns it off.
+    "-static-global-template-stub=false",
+    # CUTLASS's sm100 headers (included, never instantiated here) warn about deprecated
+    # implicit captures and ignored annotations, and FlashInfer's sm90 epilogue calls a
+    # deprecated CuTe copy_if; nothing of ours is silenced by these.
+    "-diag-suppress=1444,2908,20012",
+]
+
+FLASHINFER_NVCC_INPUTS = ["@flashinfer//:nvcc_inputs"]
+
 def cuda_library(
         name,
         srcs,

@@ -101,6 +101,14 @@ absl::Status LlamaModel::Init() {
 
 LlamaModel::~LlamaModel() { backend_->ForgetCaptured(this); }
 
+absl::Status LlamaModel::ReserveAttention(DType kv_dtype, int64_t block_size_tokens) {
+  TP_ASSIGN_OR_RETURN(attention_bytes_,
+                      backend_->ReserveAttention(AttentionReservationFor(
+                          config_, plan_, max_step_tokens_, max_logit_rows_,
+                          max_context_tokens_, kv_dtype, block_size_tokens)));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& config,
                                                              const WeightSource& source,
                                                              ShardSpec shard, Backend* backend,
@@ -125,6 +133,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& 
   }
   const int64_t max_logit_rows =
       options.max_logit_rows > 0 ? options.max_logit_rows : options.max_step_tokens;
+  if (options.max_context_tokens < 0 || options.max_context_tokens > config.max_context_tokens) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max_context_tokens = %d must be in [0, %d] (0: the model's context length)",
+        options.max_context_tokens, config.max_context_tokens));
+  }
   TP_ASSIGN_OR_RETURN(LlamaWeights weights, LoadLlamaWeights(config, source, options.scheme, plan,
                                                              formats, *backend));
   // GGUF converters permute Q/K rows so that neighbours pair up; HF checkpoints rotate halves.
@@ -135,6 +148,8 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& 
                                                    layout, backend, comm,
                                                    options.max_step_tokens, max_logit_rows,
                                                    options.reduction));
+  model->max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens
+                                                              : config.max_context_tokens;
   TP_RETURN_IF_ERROR(model->Init());
   return model;
 }
@@ -161,6 +176,7 @@ MemoryFootprint LlamaModel::footprint() const {
                                 &ws_->all_partials, &ws_->logits_local, &ws_->logits_gathered}) {
     fp.workspace_bytes += b->bytes();
   }
+  fp.attention_bytes = attention_bytes_;
   return fp;
 }
 
@@ -189,10 +205,10 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
           absl::StrFormat("sequence %d: start_position = %d is negative", i, s.start_position));
     }
     const int64_t end = s.start_position + n;
-    if (config_.max_context_tokens > 0 && end > config_.max_context_tokens) {
+    if (end > max_context_tokens_) {  // what the attention workspace was reserved for
       return absl::InvalidArgumentError(absl::StrFormat(
           "sequence %d: positions up to %d exceed max_context_tokens = %d", i, end,
-          config_.max_context_tokens));
+          max_context_tokens_));
     }
     for (int32_t id : s.token_ids) {
       if (id < 0 || id >= config_.vocab_size) {

@@ -59,6 +59,7 @@ struct MemoryFootprint {
   int64_t weight_bytes_copied = 0;    // of which allocated by the model (copies, f32 norms)
   std::array<int64_t, kNumTensorRoles> weight_bytes_by_role{};
   int64_t workspace_bytes = 0;        // step buffers, as allocated
+  int64_t attention_bytes = 0;        // the backend's attention workspace (ReserveAttention)
 };
 
 struct LlamaLoadOptions {
@@ -66,6 +67,9 @@ struct LlamaLoadOptions {
   // Most rows of logits one Forward returns (sequences per step, unless some ask for all
   // their tokens' logits); 0 = max_step_tokens. Sizes the LM head's buffers.
   int64_t max_logit_rows = 0;
+  // The longest sequence (prompt + output) a step attends over: the engine's context window
+  // (the memory plan's); 0 = the model's max_context_tokens. Sizes the attention workspace.
+  int64_t max_context_tokens = 0;
   // The format each role is held in; unset: as the checkpoint stores it. A preset such as
   // "fp8" or "int4" quantizes on load.
   std::optional<WeightFormats> formats;
@@ -94,6 +98,12 @@ class LlamaModel {
   // as returned.
   absl::Status Forward(const StepBatch& batch, KvCache* cache, float* logits);
 
+  // Has the backend allocate its attention workspace, once, for this model's steps over a KV
+  // cache of `kv_dtype` in blocks of `block_size_tokens` (AttentionReservationFor, which the
+  // memory plan counts too). Without it the backend sizes it from the steps it sees.
+  // The backend's RESOURCE_EXHAUSTED when the memory is not there.
+  absl::Status ReserveAttention(DType kv_dtype, int64_t block_size_tokens);
+
   // The KV cache shape this rank needs for `num_blocks` blocks of `block_size_tokens` tokens
   // stored as `dtype`.
   KvCacheShape KvShape(int64_t num_blocks, int64_t block_size_tokens, DType dtype) const;
@@ -103,6 +113,7 @@ class LlamaModel {
   TpReduction reduction() const { return reduction_; }
   const WeightFormats& formats() const { return formats_; }
   int64_t max_step_tokens() const { return max_step_tokens_; }
+  int64_t max_context_tokens() const { return max_context_tokens_; }
   MemoryFootprint footprint() const;
 
  private:
@@ -141,6 +152,7 @@ class LlamaModel {
   Communicator* comm_;
   int64_t max_step_tokens_;
   int64_t max_logit_rows_;
+  int64_t max_context_tokens_ = 0;  // LlamaLoadOptions', 0 resolved to the model's
   TpReduction reduction_;
   int64_t reduction_chunks_ = 1;
   // The KV pools the backend's recordings of this model's steps write (RunCaptured bakes
@@ -148,6 +160,7 @@ class LlamaModel {
   const void* captured_pool_ = nullptr;
   int64_t captured_pool_bytes_ = 0;
   StepBufferSizes sizes_;
+  int64_t attention_bytes_ = 0;  // ReserveAttention's
   DeviceBuffer inv_freq_;  // f32 [head_dim / 2]
   std::unique_ptr<Workspace> ws_;
 };

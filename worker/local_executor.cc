@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
         o.comm.in_process_group = group;
         o.load.max_step_tokens = options.max_step_tokens;
         o.load.max_logit_rows = options.max_logit_rows;
+        o.load.max_context_tokens = options.max_context_tokens;
         o.load.formats = options.formats;
         o.load.scheme = options.scheme;
         o.load.reduction = options.reduction;

@@ -31,6 +31,7 @@ struct LocalExecutorOptions {
   DType kv_dtype = DType::kF16;
   int64_t max_step_tokens = 512;
   int64_t max_logit_rows = 0;  // sequences per step; 0 = max_step_tokens
+  int64_t max_context_tokens = 0;  // the engine's context window; 0 = the model's
   std::optional<WeightFormats> formats;  // unset: as stored; a preset quantizes on load
   QuantScheme scheme;                    // how the checkpoint stores quantized linears
   TpReduction reduction = TpReduction::kAllReduce;  // see model/step_buffers.h

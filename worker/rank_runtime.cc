@@ -67,6 +67,10 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
       *rt->backend_);
   if (!cache.ok()) return WithRank(rt->rank_, cache.status());
   rt->cache_ = *std::move(cache);
+  if (absl::Status s = rt->model_->ReserveAttention(options.kv_dtype, options.block_size_tokens);
+      !s.ok()) {
+    return WithRank(rt->rank_, s);
+  }
   return rt;
 }
 

@@ -60,6 +60,7 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
                                           ? request.collective_timeout_ms() : 10000);
   o.load.max_step_tokens = request.max_step_tokens();
   o.load.max_logit_rows = request.max_logit_rows();
+  o.load.max_context_tokens = request.max_context_tokens();
   o.load.formats = formats;
   o.load.scheme = files_.scheme;
   o.load.reduction =

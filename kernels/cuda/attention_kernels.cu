@@ -29,8 +29,8 @@ constexpr int kDecodeThreads = 128;
 constexpr int kPrefillThreads = 256;
 constexpr int kPrefillKeys = 32;  // keys per prefill tile (= lanes)
 constexpr int64_t kDefaultSmem = 48 * 1024;
-constexpr int64_t kDecodeSmemBudget = 96 * 1024;
 constexpr int kMaxRegisterDims = 8;  // prefill: head_dim <= 32 * 8 in registers per lane
+static_assert(kMaxRegisterDims * 32 == kMaxAttentionHeadDim, "prefill registers cover hd");
 
 struct AttnArgs {
   const bf16* q;
@@ -99,21 +99,6 @@ __global__ void WriteKvKernel(const bf16* k_new, const bf16* v_new, DeviceKvPool
       }
     }
   }
-}
-
-// Shared memory of a decode block, in bytes, and where each part starts.
-struct DecodeSmem {
-  int64_t q, p, slots, stat, bytes;
-};
-__host__ __device__ inline DecodeSmem DecodeLayout(int64_t group, int64_t head_dim,
-                                                   int64_t keys_cap) {
-  DecodeSmem l;
-  l.q = 0;                                     // f32 [group][head_dim]
-  l.p = l.q + group * head_dim * 4;            // f32 [group][keys_cap]
-  l.slots = (l.p + group * keys_cap * 4 + 7) / 8 * 8;  // int64 [keys_cap]
-  l.stat = l.slots + keys_cap * 8;             // f32 [group][2]
-  l.bytes = l.stat + group * 2 * 4;
-  return l;
 }
 
 template <KvKind kKv>
@@ -346,13 +331,6 @@ __global__ void __launch_bounds__(kPrefillThreads) PrefillKernel(AttnArgs a) {
   }
 }
 
-int64_t KeysCap(int64_t group, int64_t hd) {
-  for (int64_t cap : {1024, 512, 256, 128, 64, 32}) {
-    if (DecodeLayout(group, hd, cap).bytes <= kDecodeSmemBudget) return cap;
-  }
-  return 0;
-}
-
 // Raises a kernel's dynamic shared memory limit past the default 48 KiB, once per kernel,
 // device and size (so not while a stream is being captured, after the first eager run).
 cudaError_t AllowSmem(const void* kernel, int64_t bytes) {
@@ -420,36 +398,6 @@ cudaError_t LaunchAttention(const AttnArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
-
-bool AttentionFits(int64_t num_heads, const DeviceKvPool& pool) {
-  if (pool.head_dim < 1 || pool.head_dim > kMaxAttentionHeadDim || pool.num_kv_heads < 1 ||
-      num_heads < 1 || num_heads % pool.num_kv_heads != 0 || pool.block_size < 1) {
-    return false;
-  }
-  static_assert(kMaxRegisterDims * 32 == kMaxAttentionHeadDim, "prefill registers cover hd");
-  return KeysCap(num_heads / pool.num_kv_heads, pool.head_dim) > 0;
-}
-
-AttentionPlan PlanAttention(int64_t num_heads, const DeviceKvPool& pool, int64_t num_decode,
-                            int64_t context_bound, int num_sms) {
-  AttentionPlan plan;
-  const int64_t group = num_heads / pool.num_kv_heads;
-  plan.keys_per_split = static_cast<int32_t>(KeysCap(group, pool.head_dim));
-  if (num_decode == 0 || context_bound <= 0) return plan;
-  const int64_t context = context_bound;
-  // Enough splits that no split holds more keys than shared memory, and, for few decode rows,
-  // about two waves of blocks over the GPU, but never under 64 keys per split.
-  const int64_t needed = (context + plan.keys_per_split - 1) / plan.keys_per_split;
-  const int64_t blocks = num_decode * pool.num_kv_heads;
-  const int64_t for_occupancy = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
-  const int64_t most = std::max<int64_t>(1, (context + 63) / 64);
-  plan.num_splits = static_cast<int32_t>(std::max(needed, std::min(for_occupancy, most)));
-  if (plan.num_splits > 1) {
-    plan.scratch_floats =
-        num_decode * num_heads * plan.num_splits * (pool.head_dim + 2);
-  }
-  return plan;
-}
 
 LaunchResult LaunchWriteKv(const void* k_new, const void* v_new, const DeviceKvPool& pool,
                            const DeviceStep& step, void* stream) {

@@ -1,6 +1,8 @@
-// Launchers for the paged KV cache: WriteKv, and causal grouped-query attention as a split-K
-// ("flash-decoding") kernel for one-token rows plus a tiled online-softmax kernel for prompt
-// tiles. Plain C++ (see device_types.h); the work lists come from the step (step_metadata.h).
+// Launchers for the paged KV cache: WriteKv, and our own SIMT causal grouped-query attention:
+// a split-K ("flash-decoding") kernel for one-token rows plus a tiled online-softmax kernel for
+// prompt tiles. The backend's default attention is FlashInfer's (flashinfer/); these serve the
+// shapes it does not (README.md). Plain C++ (see device_types.h); the work lists come from the
+// step (step_metadata.h), the split plan from attention_plan.h.
 //
 //   const AttentionPlan plan =
 //       PlanAttention(num_heads, pool, step.num_decode, step.max_decode_context, num_sms);
@@ -13,29 +15,10 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention_plan.h"
 #include "kernels/cuda/device_types.h"
 
 namespace tpserve::cuda {
-
-inline constexpr int64_t kMaxAttentionHeadDim = 256;
-
-// How the decode rows of a step are split along their keys.
-struct AttentionPlan {
-  int32_t num_splits = 1;      // key ranges per (decode row, KV head); 1: no combine pass
-  int32_t keys_per_split = 0;  // most keys one split block holds (its shared-memory cap)
-  int64_t scratch_floats = 0;  // f32 scratch the splits need (0 when num_splits == 1)
-};
-
-// Whether the kernels handle this shape: 1 <= head_dim <= kMaxAttentionHeadDim, num_heads a
-// positive multiple of the pool's KV heads, and a KV group small enough for shared memory.
-bool AttentionFits(int64_t num_heads, const DeviceKvPool& pool);
-
-// The split plan for `num_decode` one-token rows of at most `context_bound` keys each (the
-// step's max_decode_context, or a larger bound that keeps the plan fixed across steps, as a
-// captured step needs). REQUIRES: AttentionFits. num_sms: the device's multiprocessors (splits
-// fill them).
-AttentionPlan PlanAttention(int64_t num_heads, const DeviceKvPool& pool, int64_t num_decode,
-                            int64_t context_bound, int num_sms);
 
 // Stores bf16 k_new / v_new [rows, num_kv_heads, head_dim] at each row's position through its
 // sequence's block table, converted to the pool's type (fp8: value / scale, RNE, saturating).

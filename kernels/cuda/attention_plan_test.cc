@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_plan.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -46,6 +46,26 @@ TEST(AttentionPlan, SplitsNeverExceedTheSharedMemoryCap) {
 TEST(AttentionPlan, OneLongDecodeRowFillsTheGpu) {
   const AttentionPlan plan = PlanAttention(32, Pool(8, 128), 1, 8192, 132);
   EXPECT_GE(plan.num_splits * 8, 132);  // at least one block per multiprocessor
+}
+
+TEST(AttentionPlan, ScratchBoundCoversEveryStepWithinTheLimits) {
+  // The memory plan reserves MaxAttentionScratchBytes for the longest context; every step with
+  // fewer rows or shorter contexts must fit in it (a context shorter than the bound never splits
+  // more: checked here, not assumed).
+  for (const auto& [heads, kv, hd] : {std::tuple{32, 8, 128}, std::tuple{9, 3, 64},
+                                       std::tuple{5, 5, 80}, std::tuple{16, 1, 128}}) {
+    const DeviceKvPool pool = Pool(kv, hd);
+    const int64_t bound = MaxAttentionScratchBytes(heads, pool, 64, 8192, 132);
+    int64_t largest = 0;
+    for (int32_t decode = 1; decode <= 64; ++decode) {
+      for (int32_t context = 1; context <= 8192; context += 37) {
+        const int64_t bytes = PlanAttention(heads, pool, decode, context, 132).scratch_floats * 4;
+        ASSERT_LE(bytes, bound) << heads << "/" << kv << " rows " << decode << " ctx " << context;
+        largest = std::max(largest, bytes);
+      }
+    }
+    EXPECT_GT(largest, 0);  // the loop reached splitting steps: the check above had teeth
+  }
 }
 
 TEST(AttentionPlan, RefusesShapesTheKernelsDoNotHandle) {

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -11,15 +12,19 @@
 #include <cstring>
 #include <string>
 
+#include "formats/dtype.h"
 #include "formats/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/check.h"
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/attention_workspace.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_scratch.h"
+#include "kernels/cuda/device_wait.h"
 #include "kernels/cuda/elementwise_kernels.h"
+#include "kernels/cuda/flashinfer/flashinfer_attention.h"
 #include "kernels/cuda/step_metadata.h"
 
 namespace tpserve {
@@ -68,7 +73,8 @@ bool GraphsFromEnv() {
 
 class CudaBackend final : public Backend {
  public:
-  static absl::StatusOr<std::unique_ptr<Backend>> Create(int ordinal);
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(int ordinal,
+                                                         const CudaBackendOptions& options);
   ~CudaBackend() override;
 
   std::string_view name() const override { return name_; }
@@ -104,9 +110,11 @@ class CudaBackend final : public Backend {
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
   void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;
+  absl::StatusOr<int64_t> ReserveAttention(const AttentionReservation& limits) override;
   void PagedAttention(const void* q, int64_t num_heads, float scale, const KvPoolView& pool,
                       void* out) override;
   absl::Status Synchronize() override;
+  void RequestAbort() override { abort_requested_.store(true); }
   bool SupportsStepCapture() const override { return graphs_enabled_; }
   absl::Status RunCaptured(const void* owner, int64_t key,
                            absl::FunctionRef<absl::Status()> body) override;
@@ -120,9 +128,21 @@ class CudaBackend final : public Backend {
     bool warm = false;        // ran once eagerly: buffers and GEMM plans exist
   };
 
-  CudaBackend(int ordinal, std::string name, int num_sms)
+  CudaBackend(int ordinal, std::string name, int num_sms, int compute_capability,
+              bool deterministic)
       : ordinal_(ordinal), name_(std::move(name)), num_sms_(num_sms),
-        check_each_op_(CheckEachOpFromEnv()), graphs_enabled_(GraphsFromEnv()) {}
+        compute_capability_(compute_capability), deterministic_(deterministic),
+        check_each_op_(CheckEachOpFromEnv()),
+        // FlashInfer's fixed-split plan cannot run on a recorded step's fixed grid.
+        graphs_enabled_(GraphsFromEnv() && !deterministic) {}
+
+  // The FlashInfer limits for `r` on this device.
+  cuda::AttentionLimits LimitsFor(const AttentionReservation& r) const;
+  // FlashInfer sized for this step's attention: the reserved instance, or (without a
+  // reservation: tests, benchmarks) one made or grown to fit. Null after a recorded error.
+  cuda::FlashInferAttention* FlashInferFor(int64_t num_heads, const cuda::DeviceKvPool& pool);
+  // Plans this step's FlashInfer attention once (cuda_graph: for a recorded decode step).
+  void PlanAttentionStep(bool cuda_graph);
 
   // Makes this backend's device current for the calling thread (ranks may share a process).
   // Not while recording: the capture is this thread's, on this device already.
@@ -136,10 +156,18 @@ class CudaBackend final : public Backend {
   // In check mode, waits for `op` and records a device error under its name.
   void Done(const char* op);
   cudaStream_t s() const { return static_cast<cudaStream_t>(stream_); }
+  // Every host wait on the stream: a deadline, and RequestAbort ends it (device_wait.h).
+  // Record(op, ...) puts the backend and the op in front of its errors.
+  absl::Status WaitForQueuedWork() {
+    return cuda::WaitForStream(stream_, "queued device work", &abort_requested_);
+  }
+  std::atomic<bool> abort_requested_{false};  // set by RequestAbort, from any thread
 
   const int ordinal_;
   const std::string name_;
   const int num_sms_;
+  const int compute_capability_;  // major * 10 + minor
+  const bool deterministic_;      // CudaBackendOptions::deterministic
   const bool check_each_op_;
   bool graphs_enabled_;
   bool recording_ = false;     // inside cudaStreamBeginCapture .. EndCapture
@@ -157,12 +185,18 @@ class CudaBackend final : public Backend {
   cuda::PackedStep packed_;
   void* staging_ = nullptr;
   int64_t staging_bytes_ = 0;
-  DeviceScratch step_words_{"step metadata", &scratch_generation_};
+  DeviceScratch step_words_{"step metadata", &scratch_generation_, &abort_requested_};
   cuda::DeviceStep step_;
-  DeviceScratch attention_scratch_{"attention split partials", &scratch_generation_};
+  DeviceScratch attention_scratch_{"attention split partials", &scratch_generation_,
+                                   &abort_requested_};
+  // FlashInfer's attention (kernels/cuda/flashinfer/): its workspace and per-step plan.
+  std::unique_ptr<cuda::FlashInferAttention> flashinfer_;
+  bool attention_reserved_ = false;  // ReserveAttention sized it: it never grows
+  bool attention_planned_ = false;   // this step's FlashInfer plan is made
 };
 
-absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal) {
+absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
+                                                             const CudaBackendOptions& options) {
   TP_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
   if (ordinal < 0 || ordinal >= count) {
     return absl::FailedPreconditionError(
@@ -177,21 +211,26 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal) {
         prop.minor, "; the CUDA backend is built for 9.0 (Hopper) and newer"));
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(
-      ordinal, StrCat("cuda:", ordinal, " ", prop.name), prop.multiProcessorCount));
+      ordinal, StrCat("cuda:", ordinal, " ", prop.name), prop.multiProcessorCount,
+      prop.major * 10 + prop.minor, options.deterministic));
   cudaStream_t stream = nullptr;
   // Non-blocking: no implicit ordering with the legacy default stream other code may use.
   TP_RETURN_IF_ERROR(TPK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)));
   be->stream_ = stream;
   TP_RETURN_IF_ERROR(
       TPK_CUDA(cudaEventCreateWithFlags(&be->upload_done_, cudaEventDisableTiming)));
-  TP_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CublasLtGemm> gemm, cuda::CublasLtGemm::Create());
-  be->matmul_ = std::make_unique<cuda::CudaMatMul>(std::move(gemm), &be->scratch_generation_);
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CublasLtGemm> gemm,
+                      cuda::CublasLtGemm::Create({.deterministic = options.deterministic}));
+  be->matmul_ = std::make_unique<cuda::CudaMatMul>(
+      std::move(gemm), &be->scratch_generation_,
+      cuda::CudaMatMulOptions{.deterministic = options.deterministic,
+                              .abort = &be->abort_requested_});
   return std::unique_ptr<Backend>(std::move(be));
 }
 
 CudaBackend::~CudaBackend() {
   cudaSetDevice(ordinal_);
-  if (stream_ != nullptr) cudaStreamSynchronize(s());
+  if (stream_ != nullptr) (void)WaitForQueuedWork();  // bounded even behind a dead peer
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
   }
@@ -209,7 +248,7 @@ void CudaBackend::Record(const char* op, const absl::Status& status) {
 
 void CudaBackend::Done(const char* op) {
   if (!check_each_op_ || recording_) return;
-  Record(op, TPK_CUDA(cudaStreamSynchronize(s())));
+  Record(op, WaitForQueuedWork());
   Record(op, TPK_CUDA(cudaGetLastError()));
 }
 
@@ -239,7 +278,7 @@ void CudaBackend::CopyToDevice(void* dst, const void* src, int64_t bytes) {
   // The caller may reuse `src` on return (it may be pinned, so the copy could otherwise still
   // be reading it): wait for it.
   Record("CopyToDevice", TPK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s())));
-  Record("CopyToDevice", TPK_CUDA(cudaStreamSynchronize(s())));
+  Record("CopyToDevice", WaitForQueuedWork());
 }
 
 absl::Status CudaBackend::CopyToHost(void* dst, const void* src, int64_t bytes) {
@@ -247,7 +286,7 @@ absl::Status CudaBackend::CopyToHost(void* dst, const void* src, int64_t bytes) 
   if (bytes > 0) {
     Record("CopyToHost",
            TPK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s())));
-    Record("CopyToHost", TPK_CUDA(cudaStreamSynchronize(s())));
+    Record("CopyToHost", WaitForQueuedWork());
   }
   return first_error_;
 }
@@ -273,7 +312,8 @@ void CudaBackend::BeginStep(const StepInputs& step) {
   packed_ = cuda::PackStep(step);
   const int64_t bytes = static_cast<int64_t>(packed_.words.size() * sizeof(int32_t));
   // The previous step's copy must have read the staging buffer before it is rewritten.
-  Record("BeginStep", TPK_CUDA(cudaEventSynchronize(upload_done_)));
+  Record("BeginStep", cuda::WaitForEvent(upload_done_, "the last step's metadata upload",
+                                         &abort_requested_));
   if (bytes > staging_bytes_) {
     if (staging_ != nullptr) Record("BeginStep", TPK_CUDA(cudaFreeHost(staging_)));
     staging_ = nullptr;
@@ -298,6 +338,7 @@ void CudaBackend::BeginStep(const StepInputs& step) {
     Record("BeginStep", TPK_CUDA(cudaEventRecord(upload_done_, s())));
   }
   step_ = packed_.Resolve(step_words_.as<const int32_t>());
+  attention_planned_ = false;
   Done("BeginStep");
 }
 
@@ -376,12 +417,123 @@ void CudaBackend::WriteKv(const void* k_new, const void* v_new, const KvPoolView
   Done("WriteKv");
 }
 
+cuda::AttentionLimits CudaBackend::LimitsFor(const AttentionReservation& r) const {
+  return cuda::AttentionLimitsFor(r, num_sms_, compute_capability_, deterministic_);
+}
+
+absl::StatusOr<int64_t> CudaBackend::ReserveAttention(const AttentionReservation& r) {
+  if (r.num_heads <= 0 || r.num_kv_heads <= 0 || r.num_heads % r.num_kv_heads != 0 ||
+      r.head_dim <= 0 || r.block_size_tokens <= 0 || r.max_step_tokens <= 0 ||
+      r.max_sequences <= 0 || r.max_context <= 0) {
+    return absl::InvalidArgumentError(StrCat(
+        name_, " ReserveAttention: heads ", r.num_heads, "/", r.num_kv_heads, ", head_dim ",
+        r.head_dim, ", block ", r.block_size_tokens, ", tokens ", r.max_step_tokens,
+        ", sequences ", r.max_sequences, ", context ", r.max_context,
+        ": each must be positive and the heads whole groups"));
+  }
+  Enter();
+  const cuda::AttentionLimits limits = LimitsFor(r);
+  const cuda::AttentionWorkspace w = cuda::AttentionWorkspaceFor(limits);
+  if (deterministic_ && w.kernels != cuda::AttentionKernels::kFlashInfer) {
+    return absl::FailedPreconditionError(StrCat(
+        name_, ": deterministic attention runs on FlashInfer's kernels only (compute "
+        "capability 9.0, KV bf16, f16 or fp8, head_dim 64 or 128); this is compute capability ",
+        compute_capability_, ", KV ", DTypeName(r.kv_dtype), ", head_dim ", r.head_dim));
+  }
+  if (w.kernels == cuda::AttentionKernels::kFlashInfer) {
+    TP_ASSIGN_OR_RETURN(flashinfer_, cuda::FlashInferAttention::Create(
+                                         limits, compute_capability_ == 90, &abort_requested_));
+  } else {
+    TP_RETURN_IF_ERROR(attention_scratch_.Reserve(w.float_bytes, stream_));
+  }
+  attention_reserved_ = true;
+  return w.DeviceBytes();
+}
+
+cuda::FlashInferAttention* CudaBackend::FlashInferFor(int64_t num_heads,
+                                                      const cuda::DeviceKvPool& pool) {
+  AttentionReservation need;
+  need.num_heads = num_heads;
+  need.num_kv_heads = pool.num_kv_heads;
+  need.head_dim = pool.head_dim;
+  need.kv_dtype = pool.kind == cuda::KvKind::kFp8   ? DType::kF8E4M3
+                  : pool.kind == cuda::KvKind::kF16 ? DType::kF16
+                                                    : DType::kBF16;
+  need.block_size_tokens = pool.block_size;
+  need.max_step_tokens = std::max(step_.num_rows, step_.num_seqs);
+  need.max_sequences = step_.num_seqs;
+  need.max_context = step_.fi_max_kv_len;
+  if (flashinfer_ != nullptr) {
+    const cuda::AttentionLimits& have = flashinfer_->limits();
+    const bool same_shape = have.num_qo_heads == need.num_heads &&
+                            have.num_kv_heads == need.num_kv_heads &&
+                            have.head_dim == need.head_dim && have.kv_dtype == need.kv_dtype &&
+                            have.page_size == need.block_size_tokens;
+    // (FlashInfer's workspace does not depend on the context length.)
+    if (same_shape && have.max_step_tokens >= need.max_step_tokens &&
+        have.max_decode_rows >= need.max_sequences) {
+      return flashinfer_.get();
+    }
+    if (attention_reserved_) {
+      Record("PagedAttention",
+             absl::InvalidArgumentError(StrCat(
+                 "a step beyond the reserved attention: ", need.num_heads, " heads over ",
+                 need.num_kv_heads, ", ", need.max_step_tokens, " rows, ", need.max_sequences,
+                 " sequences; reserved ", have.num_qo_heads, " over ", have.num_kv_heads, ", ",
+                 have.max_step_tokens, " rows, ", have.max_decode_rows, " sequences")));
+      return nullptr;
+    }
+    if (same_shape) {  // grow, never shrink, so a test's steps settle quickly
+      need.max_step_tokens = std::max(need.max_step_tokens, have.max_step_tokens);
+      need.max_sequences = std::max(need.max_sequences, have.max_decode_rows);
+    }
+    // Queued work may still read the old workspace.
+    Record("PagedAttention", WaitForQueuedWork());
+    flashinfer_.reset();
+    ++scratch_generation_;  // recordings baked its addresses
+  }
+  need.max_step_tokens = std::max<int64_t>(need.max_step_tokens, 64);
+  need.max_sequences = std::max<int64_t>(need.max_sequences, 64);
+  need.max_context = std::max<int64_t>(need.max_context, 4096);
+  absl::StatusOr<std::unique_ptr<cuda::FlashInferAttention>> made =
+      cuda::FlashInferAttention::Create(LimitsFor(need), compute_capability_ == 90,
+                                        &abort_requested_);
+  Record("PagedAttention", made.status());
+  if (!made.ok()) return nullptr;
+  flashinfer_ = *std::move(made);
+  attention_planned_ = false;
+  return flashinfer_.get();
+}
+
+void CudaBackend::PlanAttentionStep(bool cuda_graph) {
+  Record("PagedAttention", flashinfer_->Plan(packed_, cuda_graph, stream_));
+  attention_planned_ = true;
+}
+
 void CudaBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
                                  const KvPoolView& pool, void* out) {
   const cuda::DeviceKvPool dp = ToDevicePool(pool);
+  Enter();
+  // FlashInfer where it is built for the shape (attention_workspace.h) and the step is a batch
+  // of requests in row order (every step of the model is); our SIMT kernels otherwise.
+  if (cuda::AttentionKernelsFor(pool.dtype, pool.head_dim, compute_capability_) ==
+          cuda::AttentionKernels::kFlashInfer &&
+      step_.fi_rows_in_order) {
+    TP_CHECK(num_heads % pool.num_kv_heads == 0, "query heads are whole KV-head groups");
+    cuda::FlashInferAttention* fi = FlashInferFor(num_heads, dp);
+    if (fi == nullptr) return;
+    if (!attention_planned_) PlanAttentionStep(/*cuda_graph=*/false);
+    Record("PagedAttention", fi->Run(q, num_heads, scale, dp, step_, out, stream_));
+    Done("PagedAttention");
+    return;
+  }
   TP_CHECK(cuda::AttentionFits(num_heads, dp),
            "attention shape not supported by the CUDA backend (head_dim <= 256, whole groups)");
-  Enter();
+  if (deterministic_) {  // the SIMT kernels' split count depends on the batch
+    Record("PagedAttention",
+           absl::FailedPreconditionError("deterministic attention needs FlashInfer's kernels"));
+    return;
+  }
   // A recorded step keeps its grid, so inside RunCaptured the plan is sized for the context
   // bucket rather than for this step's longest context.
   const int64_t context_bound = fixed_plan_ ? context_bucket_ : step_.max_decode_context;
@@ -389,6 +541,13 @@ void CudaBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
       cuda::PlanAttention(num_heads, dp, step_.num_decode, context_bound, num_sms_);
   float* scratch = nullptr;
   if (plan.scratch_floats > 0) {
+    if (attention_reserved_ && plan.scratch_floats * 4 > attention_scratch_.capacity()) {
+      Record("PagedAttention", absl::InvalidArgumentError(StrCat(
+                                   "attention splits need ", plan.scratch_floats * 4,
+                                   " bytes, more than the ", attention_scratch_.capacity(),
+                                   " reserved")));
+      return;
+    }
     const absl::Status st = attention_scratch_.Reserve(plan.scratch_floats * 4, stream_);
     Record("PagedAttention", st);
     if (!st.ok()) return;
@@ -414,7 +573,7 @@ void CudaBackend::ForgetCaptured(const void* owner) {
     }
     if (it->second.exec != nullptr) {
       // A replay may still be queued: it must finish before its executable goes.
-      Record("ForgetCaptured", TPK_CUDA(cudaStreamSynchronize(s())));
+      Record("ForgetCaptured", WaitForQueuedWork());
       Record("ForgetCaptured", TPK_CUDA(cudaGraphExecDestroy(it->second.exec)));
     }
     it = graphs_.erase(it);
@@ -440,6 +599,9 @@ absl::Status CudaBackend::RunCaptured(const void* owner, int64_t key,
     bool* flag;
     ~Unfix() { *flag = false; }
   } unfix{&fixed_plan_};
+  // FlashInfer's plan for a recorded step: a fixed grid that always splits keys, uploaded
+  // (outside the recording) before the run or replay that reads it.
+  if (flashinfer_ != nullptr) PlanAttentionStep(/*cuda_graph=*/true);
   if (g.exec == nullptr && !g.warm) {  // first run eagerly: grows scratch, makes GEMM plans
     g.warm = true;
     return body();
@@ -485,15 +647,16 @@ absl::Status CudaBackend::RunCaptured(const void* owner, int64_t key,
 
 absl::Status CudaBackend::Synchronize() {
   Enter();
-  Record("Synchronize", TPK_CUDA(cudaStreamSynchronize(s())));
+  Record("Synchronize", WaitForQueuedWork());
   Record("Synchronize", TPK_CUDA(cudaGetLastError()));
   return first_error_;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device_ordinal) {
-  return CudaBackend::Create(device_ordinal);
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device_ordinal,
+                                                           const CudaBackendOptions& options) {
+  return CudaBackend::Create(device_ordinal, options);
 }
 
 }  // namespace tpserve

@@ -85,6 +85,22 @@ struct DeviceStep {
   const int32_t* prefill_tiles = nullptr;  // [num_prefill_tiles][2]: (sequence, first query)
   int32_t num_prefill_tiles = 0;
   int32_t max_decode_context = 0;  // most keys a (non-padding) decode row attends to
+  int32_t num_padding = 0;         // padding sequences (AttentionSequence::padding)
+  // FlashInfer's view of the step (flashinfer/flashinfer_attention.h): every sequence is a
+  // request, padding ones included (one key: their table word, page 0), in step order.
+  const int32_t* fi_qo_indptr = nullptr;  // [num_seqs + 1]: first row of each, then num_rows
+  const int32_t* fi_kv_indptr = nullptr;  // [num_seqs + 1]: each one's first word in
+                                          // block_tables (FlashInfer's page indices)
+  const int32_t* fi_kv_len = nullptr;     // [num_seqs]: keys each attends to (padding: 1)
+  // The same with every query row a request of its own (the deterministic plan: a row's floats
+  // then depend on nothing but its own query and keys): rows, each row's sequence's first
+  // table word, and its key count (its position + 1).
+  const int32_t* fi_row_qo_indptr = nullptr;  // [num_rows + 1]: 0, 1, ..., num_rows
+  const int32_t* fi_row_kv_indptr = nullptr;  // [num_rows + 1]
+  const int32_t* fi_row_kv_len = nullptr;     // [num_rows]
+  int32_t fi_max_kv_len = 0;  // the most keys a request attends to
+  bool fi_rows_in_order = false;  // sequences cover rows 0.. in order, without gaps (what
+                                  // FlashInfer's request layout needs)
 };
 
 // Query rows per prefill attention tile (the packer cuts multi-token sequences into these).

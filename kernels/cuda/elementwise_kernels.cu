@@ -122,6 +122,27 @@ __global__ void ConvertBf16Kernel(const bf16* x, int64_t count, bool out_f16, vo
   }
 }
 
+__global__ void F16ToBf16Kernel(const __half* x, int64_t count, bf16* out) {
+  for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) {
+    out[i] = F32ToBf16(__half2float(x[i]));
+  }
+}
+
+__global__ void ScaleBf16Kernel(bf16* x, int64_t count, float scale) {
+  for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) {
+    x[i] = F32ToBf16(Bf16ToF32(x[i]) * scale);
+  }
+}
+
+// One block per row; rows of padding sequences (table_offset -1) become zeros.
+__global__ void ZeroPaddingRowsKernel(bf16* x, int64_t row_elems, DeviceStep step) {
+  const int32_t seq = step.row_seq[blockIdx.x];
+  if (seq < 0 || step.seqs[seq].table_offset >= 0) return;
+  for (int64_t i = threadIdx.x; i < row_elems; i += blockDim.x) {
+    x[blockIdx.x * row_elems + i] = F32ToBf16(0.0f);
+  }
+}
+
 __global__ void F32ToBf16Kernel(const float* x, int64_t count, bf16* out) {
   for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) out[i] = F32ToBf16(x[i]);
 }
@@ -198,6 +219,28 @@ LaunchResult LaunchF32ToBf16(const float* x, int64_t count, void* out, void* str
   if (count <= 0) return cudaSuccess;
   F32ToBf16Kernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(
       x, count, static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+LaunchResult LaunchF16ToBf16(const void* x, int64_t count, void* out, void* stream) {
+  if (count <= 0) return cudaSuccess;
+  F16ToBf16Kernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(
+      static_cast<const __half*>(x), count, static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+LaunchResult LaunchScaleBf16(void* x, int64_t count, float scale, void* stream) {
+  if (count <= 0) return cudaSuccess;
+  ScaleBf16Kernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(static_cast<bf16*>(x),
+                                                                         count, scale);
+  return cudaGetLastError();
+}
+
+LaunchResult LaunchZeroPaddingRows(void* x, int64_t row_elems, const DeviceStep& step,
+                                   void* stream) {
+  if (step.num_rows <= 0) return cudaSuccess;
+  ZeroPaddingRowsKernel<<<static_cast<unsigned>(step.num_rows), kThreads, 0, AsStream(stream)>>>(
+      static_cast<bf16*>(x), row_elems, step);
   return cudaGetLastError();
 }
 

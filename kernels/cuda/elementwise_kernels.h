@@ -55,6 +55,17 @@ LaunchResult LaunchConvertBf16(const void* x, int64_t count, bool out_f16, void*
 // out[i] = bf16(x[i]).
 LaunchResult LaunchF32ToBf16(const float* x, int64_t count, void* out, void* stream);
 
+// out[i] = bf16(x[i]) for f16 x.
+LaunchResult LaunchF16ToBf16(const void* x, int64_t count, void* out, void* stream);
+
+// x[i] = bf16(x[i] * scale), in place.
+LaunchResult LaunchScaleBf16(void* x, int64_t count, float scale, void* stream);
+
+// Zeros the bf16 rows [row_elems each] of the step's padding sequences (AttentionSequence::
+// padding), reading the step's metadata on the device (so a recorded step replays it).
+LaunchResult LaunchZeroPaddingRows(void* x, int64_t row_elems, const DeviceStep& step,
+                                   void* stream);
+
 }  // namespace tpserve::cuda
 
 #endif  // TPSERVE_KERNELS_CUDA_ELEMENTWISE_KERNELS_H_

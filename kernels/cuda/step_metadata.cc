@@ -26,6 +26,12 @@ DeviceStep PackedStep::Resolve(const int32_t* base) const {
   d.logit_rows = base + offset_logit_rows;
   d.decode_seqs = base + offset_decode;
   d.prefill_tiles = base + offset_prefill;
+  d.fi_qo_indptr = base + offset_fi_qo_indptr;
+  d.fi_kv_indptr = base + offset_fi_kv_indptr;
+  d.fi_kv_len = base + offset_fi_kv_len;
+  d.fi_row_qo_indptr = base + offset_fi_row_qo_indptr;
+  d.fi_row_kv_indptr = base + offset_fi_row_kv_indptr;
+  d.fi_row_kv_len = base + offset_fi_row_kv_len;
   return d;
 }
 
@@ -67,14 +73,18 @@ PackedStep PackStep(const StepInputs& step) {
   // right when it replays over a later step (tables are reached through table_offset).
   p.offset_seqs = static_cast<int64_t>(w.size());
   c.num_seqs = ToWord(static_cast<int64_t>(step.seqs.size()), "too many sequences");
+  std::vector<int32_t> table_starts;  // each sequence's first word in the tables, then the end
   int64_t table_words = 0;
   for (const AttentionSequence& s : step.seqs) {
+    table_starts.push_back(ToWord(table_words, "block tables too long"));
     w.push_back(ToWord(s.first_row, "first_row"));
     w.push_back(ToWord(s.num_query_tokens, "num_query_tokens"));
     w.push_back(ToWord(s.start_position, "start_position"));
-    w.push_back(s.padding ? -1 : ToWord(table_words, "block tables too long"));
-    if (!s.padding) table_words += static_cast<int64_t>(s.block_table.size());
+    w.push_back(s.padding ? -1 : table_starts.back());
+    c.num_padding += s.padding ? 1 : 0;
+    table_words += s.padding ? 1 : static_cast<int64_t>(s.block_table.size());
   }
+  table_starts.push_back(ToWord(table_words, "block tables too long"));
 
   p.offset_logit_rows = static_cast<int64_t>(w.size());
   w.insert(w.end(), step.logit_rows.begin(), step.logit_rows.end());
@@ -107,9 +117,56 @@ PackedStep PackStep(const StepInputs& step) {
   c.num_prefill_tiles =
       ToWord((static_cast<int64_t>(w.size()) - p.offset_prefill) / 2, "prefill tiles");
 
+  // FlashInfer's request arrays (CSR over the step's sequences): rows through fi_qo_indptr,
+  // keys through fi_kv_len, pages at block_tables + fi_kv_indptr. A table may be longer than
+  // its sequence needs (FlashInfer reads only the pages fi_kv_len covers). A padding sequence
+  // reads one key of page 0 through a table word of its own: its output is zeroed afterwards,
+  // and keeping it a request keeps a recorded step's grid the same whatever the padding.
+  // (An empty step has none of these: it packs nothing at all.)
+  p.offset_fi_qo_indptr = static_cast<int64_t>(w.size());
+  int64_t next_row = 0;
+  c.fi_rows_in_order = true;
+  for (const AttentionSequence& s : step.seqs) {
+    if (s.first_row != next_row) c.fi_rows_in_order = false;
+    next_row = s.first_row + s.num_query_tokens;
+    w.push_back(ToWord(s.first_row, "first_row"));
+  }
+  if (!step.seqs.empty()) w.push_back(c.num_rows);
+  p.offset_fi_kv_indptr = static_cast<int64_t>(w.size());
+  if (!step.seqs.empty()) w.insert(w.end(), table_starts.begin(), table_starts.end());
+  p.offset_fi_kv_len = static_cast<int64_t>(w.size());
+  for (const AttentionSequence& s : step.seqs) {
+    w.push_back(s.padding ? 1 : ToWord(s.start_position + s.num_query_tokens, "context"));
+    c.fi_max_kv_len = std::max(c.fi_max_kv_len, w.back());
+  }
+  // Per row (only a batch in row order has them: rows then map to sequences one to one).
+  p.offset_fi_row_qo_indptr = static_cast<int64_t>(w.size());
+  if (c.fi_rows_in_order && !step.seqs.empty()) {
+    for (int32_t r = 0; r <= c.num_rows; ++r) w.push_back(r);
+  }
+  p.offset_fi_row_kv_indptr = static_cast<int64_t>(w.size());
+  if (c.fi_rows_in_order && !step.seqs.empty()) {
+    for (size_t s = 0; s < step.seqs.size(); ++s) {
+      w.insert(w.end(), step.seqs[s].num_query_tokens, table_starts[s]);
+    }
+    w.push_back(table_starts.back());
+  }
+  p.offset_fi_row_kv_len = static_cast<int64_t>(w.size());
+  if (c.fi_rows_in_order) {
+    for (const AttentionSequence& s : step.seqs) {
+      for (int64_t i = 0; i < s.num_query_tokens; ++i) {
+        w.push_back(s.padding ? 1 : ToWord(s.start_position + i + 1, "context"));
+      }
+    }
+  }
+
   p.offset_tables = static_cast<int64_t>(w.size());
   for (const AttentionSequence& s : step.seqs) {
-    if (!s.padding) w.insert(w.end(), s.block_table.begin(), s.block_table.end());
+    if (s.padding) {
+      w.push_back(0);
+    } else {
+      w.insert(w.end(), s.block_table.begin(), s.block_table.end());
+    }
   }
   return p;
 }

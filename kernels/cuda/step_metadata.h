@@ -21,8 +21,10 @@ namespace tpserve::cuda {
 
 struct PackedStep {
   // Layout, in words: token_ids | positions | row_seq | seqs (4 words each) | logit_rows |
-  // decode_seqs | prefill_tiles (2 words each) | block tables. Padding sequences have
-  // table_offset -1 and no table.
+  // decode_seqs | prefill_tiles (2 words each) | fi_qo_indptr | fi_kv_indptr | fi_kv_len |
+  // fi_row_qo_indptr | fi_row_kv_indptr | fi_row_kv_len | block tables. Padding sequences
+  // have table_offset -1; the tables hold one word (page 0) for each, where their
+  // fi_kv_indptr points (FlashInfer reads one key for them).
   std::vector<int32_t> words;
   DeviceStep counts;  // counts filled in, pointers null
   int64_t offset_token_ids = 0;
@@ -33,6 +35,12 @@ struct PackedStep {
   int64_t offset_logit_rows = 0;
   int64_t offset_decode = 0;
   int64_t offset_prefill = 0;
+  int64_t offset_fi_qo_indptr = 0;
+  int64_t offset_fi_kv_indptr = 0;
+  int64_t offset_fi_kv_len = 0;
+  int64_t offset_fi_row_qo_indptr = 0;
+  int64_t offset_fi_row_kv_indptr = 0;
+  int64_t offset_fi_row_kv_len = 0;
 
   // `counts` with every pointer set into `base`, a device copy of `words`.
   DeviceStep Resolve(const int32_t* base) const;

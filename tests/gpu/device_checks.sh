@@ -4,7 +4,8 @@
 #   bash tests/gpu/device_checks.sh "$OUT"      # with gpu-bundle/ carried (build_bundle.sh)
 #
 # Steps, each under `timeout`, none stopping the others: the environment (nvidia-smi, driver,
-# libraries), the NCCL communicator test, the CUDA backend parity test, the GPU benchmark in
+# libraries), the NCCL communicator test, the CUDA backend parity test, the deterministic mode's
+# bit-equality tests (matmuls, attention), the GPU benchmark in
 # FP8 and in BF16, the CUDA kernels against the GPU's ceilings (cuda_bench), and a CUDA smoke
 # test built with the machine's own nvcc. Everything is
 # tee'd to $OUT/device_checks.log; $OUT/summary.json has each step's status (ok / failed /
@@ -34,6 +35,9 @@ main() {
   run_gtest device_wait_test 30
   # TPSERVE_CUDA_CHECK=1: the CUDA backend checks every op at once, so a fault names its op.
   run_gtest cuda_parity_test 150 TPSERVE_CUDA_CHECK=1
+  # Deterministic mode: GEMM rows and attention rows the same bits in any batch and TP slice.
+  run_gtest cuda_deterministic_test 60
+  run_gtest attention_invariance_test 30
   run_bench fp8 150
   run_bench bf16 90
   run_kernel_bench 60

@@ -1,0 +1,16 @@
+// FA2 instantiations (launch.h): q half, KV half, output half,
+// head_dim 64. One file per (types, head_dim), so the slow FlashInfer compiles run side
+// by side.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/flashinfer/fa2_run.cuh"
+
+namespace tpserve::cuda::fi {
+
+int RunFa2F16Hd64(const PagedBatch& batch, const Fa2Plan& plan, void* stream) {
+  return RunFa2Typed<half, half, half, 64>(batch, plan, stream);
+}
+
+}  // namespace tpserve::cuda::fi
