@@ -66,7 +66,9 @@ ABSL_FLAG(std::string, gpu, "",
 ABSL_FLAG(std::string, weights, "",
           "hold weights as stored (default) or quantize on load: fp8, fp8-block, int4, "
           "int4-g64, bf16, ... (the presets of //deploy:vram --weights)");
-ABSL_FLAG(std::string, kv_dtype, "f16", "KV cache dtype: f32, f16, bf16 or fp8");
+ABSL_FLAG(std::string, kv_dtype, "auto",
+          "KV cache dtype: auto (bf16 on GPU ranks, their activations' type, which FlashInfer's "
+          "attention reads as stored; f16 on CPU ranks), f32, f16, bf16 or fp8");
 ABSL_FLAG(std::string, listen, "127.0.0.1", "host for the public API");
 ABSL_FLAG(int, port, 50051, "port for the public gRPC API (0 = any free port)");
 ABSL_FLAG(int, http_port, 8080,
@@ -81,7 +83,9 @@ ABSL_FLAG(std::string, comm, "auto",
           "Gloo over TCP), shm or gloo");
 ABSL_FLAG(bool, deterministic_tp, false,
           "row-parallel layers reduce in fixed chunks (f32 all-gather) so every --ranks gives "
-          "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md)");
+          "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md). "
+          "On GPUs also pinned GEMM algorithms and per-row attention splits "
+          "(kernels/cuda/README.md), slower for long prompts");
 ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
 ABSL_FLAG(bool, spawn_ranks, true,
           "start the ranks as processes on this machine; false: wait for --ranks workers started "
@@ -190,6 +194,7 @@ struct LaunchSetup {
   int ranks = 1;
   std::string backend = "cpu";
   std::string comm_kind = "auto";
+  DType kv_dtype = DType::kF16;  // --kv_dtype, auto resolved
 };
 
 int Serve(const char* argv0, const LaunchSetup& setup);
@@ -202,8 +207,11 @@ bool SameShape(const LlamaConfig& a, const LlamaConfig& b) {
          a.head_dim == b.head_dim;
 }
 
-absl::StatusOr<DType> KvDtypeFlag() {
-  absl::StatusOr<DType> kv = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+// --kv_dtype, with auto resolved for GPU or CPU ranks.
+absl::StatusOr<DType> KvDtypeFlag(bool gpu) {
+  const std::string flag = absl::GetFlag(FLAGS_kv_dtype);
+  if (flag == "auto") return gpu ? DType::kBF16 : DType::kF16;
+  absl::StatusOr<DType> kv = ParseKvDtype(flag);
   if (!kv.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", kv.status().message()));
   }
@@ -223,7 +231,7 @@ int CpuMain(const char* argv0) {
   if (!model_path.ok()) return Fail(std::string(model_path.status().message()), 2);
   absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*model_path);
   if (!bundle.ok()) return Fail(std::string(bundle.status().message()));
-  absl::StatusOr<DType> kv_dtype = KvDtypeFlag();
+  absl::StatusOr<DType> kv_dtype = KvDtypeFlag(/*gpu=*/false);
   if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()), 2);
 
   ClusterRequest want;
@@ -241,6 +249,7 @@ int CpuMain(const char* argv0) {
   setup.bundle = &*bundle;
   setup.plan = *std::move(plan);
   setup.ranks = ranks;
+  setup.kv_dtype = *kv_dtype;
   setup.comm_kind = comm;
   return Serve(argv0, setup);
 }
@@ -360,7 +369,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   exec_options.backend = setup.backend;
   exec_options.comm_kind = setup.comm_kind;
   exec_options.weights = absl::GetFlag(FLAGS_weights);
-  exec_options.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  exec_options.kv_dtype = std::string(KvDtypeName(setup.kv_dtype));
   exec_options.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   // Ranks on this host (children, or joined with this host's name and boot id) take their
   // steps through shared memory; ranks elsewhere over gRPC.
@@ -550,7 +559,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
 int GpuMain(const char* argv0) {
   const int gpus = absl::GetFlag(FLAGS_gpus);
   if (gpus > 64) return Fail(absl::StrCat("--gpus = ", gpus, " must be in [1, 64]"), 2);
-  absl::StatusOr<DType> kv_dtype = KvDtypeFlag();
+  absl::StatusOr<DType> kv_dtype = KvDtypeFlag(/*gpu=*/true);
   if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()), 2);
   // The model: a checkpoint path, or a shape preset such as "405b-fp8" (shape, then weights).
   const std::string model = absl::GetFlag(FLAGS_model);
@@ -617,6 +626,7 @@ int GpuMain(const char* argv0) {
   setup.bundle = &*bundle;
   setup.plan = *std::move(plan);
   setup.ranks = gpus;
+  setup.kv_dtype = *kv_dtype;
   setup.backend = "cuda";
   setup.comm_kind = "nccl";
   return Serve(argv0, setup);

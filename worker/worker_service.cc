@@ -48,6 +48,8 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
                                                            ? "cpu" : request.backend()));
   o.backend.num_threads = std::max(1, request.num_threads());
   o.backend.device_ordinal = request.device_ordinal();
+  // A GPU backend's part of --deterministic_tp: pinned GEMMs, per-row attention splits.
+  o.backend.deterministic = request.deterministic_tp();
   TP_ASSIGN_OR_RETURN(o.comm.kind, ParseCommunicatorKind(request.comm_kind()));
   o.comm.rank = request.rank();
   o.comm.world_size = request.world_size();
