@@ -4,8 +4,10 @@
 //   3. a whole batch-1 (and batch-8) decode step of an 8B-shape fp8 model through the Backend
 //      ops in LlamaModel's order: time per step, host time to enqueue it, and the share of the
 //      bandwidth roofline (weight bytes + KV bytes over the measured copy bandwidth);
-//   4. 2048-row GEMMs of the same shapes: the fp8 MatMul path (quantize + cuBLASLt fp8 GEMM +
-//      scale epilogue), the cuBLASLt fp8 GEMM alone, and bf16, in TFLOP/s.
+//   4. 4096-row GEMMs of the same shapes: the fp8 MatMul path (quantize x + cuBLASLt fp8 GEMM
+//      with the scales inside), the cuBLASLt fp8 GEMM alone, and bf16, in TFLOP/s;
+//   5. paged attention of one layer (FlashInfer): decode rows at 8K context (GB/s of keys and
+//      values against the copy ceiling) and a 2048-token prompt (TFLOP/s against the bf16 peak).
 // Timing: CUDA events around many repetitions after warm-up; weights rotate over copies larger
 // than L2 so that GEMV numbers are HBM numbers. Random inputs (no zeros).
 //
@@ -332,9 +334,67 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
   be.ForgetCaptured(&d);  // its buffers go with `d`
 }
 
+// Paged attention of one layer, 8B shapes (32 heads over 8 KV heads of 128, bf16 KV in blocks
+// of 16): decode rows at 8,192 keys, batch 1 and 8, in GB/s of K and V read (issue 18's goal:
+// >= 80% of the copy ceiling), and one 2048-token prompt from position 0, in TFLOP/s of causal
+// attention, 2 x 2 x heads x T^2 x head_dim / 2 (goal: >= 50% of the 989 TFLOP/s bf16 peak).
+void AttentionBench(Backend& be, Timer& t, double copy_gbs) {
+  constexpr int64_t kBlock = 16, kContext = 8192, kBatch = 8, kPrompt = 2048;
+  constexpr int64_t kBlocksPerSeq = kContext / kBlock;
+  const int64_t pool_bytes = kBatch * kBlocksPerSeq * kBlock * kKvHeads * kHeadDim * 2;
+  auto k = be.Allocate(pool_bytes, "k pool");
+  auto v = be.Allocate(pool_bytes, "v pool");
+  auto q = Upload(be, RandomBf16(kPrompt * kHeads * kHeadDim, 12, 1.0f).data(),
+                  kPrompt * kHeads * kHeadDim * 2, "q");
+  auto out = be.Allocate(kPrompt * kHeads * kHeadDim * 2, "attention out");
+  BENCH_CHECK(k.status());
+  BENCH_CHECK(v.status());
+  BENCH_CHECK(q.status());
+  BENCH_CHECK(out.status());
+  const std::vector<uint16_t> kv = RandomBf16(pool_bytes / 2, 13, 1.0f);
+  be.CopyToDevice(k->data(), kv.data(), pool_bytes);
+  be.CopyToDevice(v->data(), kv.data(), pool_bytes);
+  const KvPoolView pool{k->data(), v->data(), DType::kBF16, 1.0f, 1.0f,
+                        kBatch * kBlocksPerSeq, kBlock, kKvHeads, kHeadDim};
+  std::vector<std::vector<int32_t>> tables(kBatch);
+  for (int64_t b = 0; b < kBatch; ++b) {
+    for (int64_t i = 0; i < kBlocksPerSeq; ++i) {
+      tables[b].push_back(static_cast<int32_t>(b * kBlocksPerSeq + i));
+    }
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  std::printf("\npaged attention, one layer (%lld heads / %lld KV heads x %lld, bf16 KV):\n",
+              static_cast<long long>(kHeads), static_cast<long long>(kKvHeads),
+              static_cast<long long>(kHeadDim));
+  for (int64_t batch : {int64_t{1}, kBatch}) {
+    std::vector<AttentionSequence> seqs;
+    for (int64_t b = 0; b < batch; ++b) seqs.push_back({b, 1, kContext - 1, tables[b]});
+    be.BeginStep(StepInputs{{}, {}, seqs, {}});
+    const double ms = t.Ms(3, 50, [&](int) {
+      be.PagedAttention(q->data(), kHeads, scale, pool, out->data());
+    });
+    BENCH_CHECK(be.Synchronize());
+    const double bytes = 2.0 * batch * kContext * kKvHeads * kHeadDim * 2;
+    const double gbs = bytes / (ms * 1e-3) / 1e9;
+    std::printf("decode  batch %lld x %lld keys: %8.1f us, %6.0f GB/s, %3.0f%% of copy\n",
+                static_cast<long long>(batch), static_cast<long long>(kContext), ms * 1e3, gbs,
+                100.0 * gbs / copy_gbs);
+  }
+  const std::vector<AttentionSequence> prompt = {{0, kPrompt, 0, tables[0]}};
+  be.BeginStep(StepInputs{{}, {}, prompt, {}});
+  const double ms = t.Ms(3, 20, [&](int) {
+    be.PagedAttention(q->data(), kHeads, scale, pool, out->data());
+  });
+  BENCH_CHECK(be.Synchronize());
+  const double flops = 2.0 * 2.0 * kHeads * kPrompt * kPrompt * kHeadDim / 2;
+  std::printf("prefill %lld tokens (causal): %8.1f us, %6.0f TFLOP/s, %3.0f%% of 989\n",
+              static_cast<long long>(kPrompt), ms * 1e3, flops / (ms * 1e-3) / 1e12,
+              100.0 * flops / (ms * 1e-3) / 989e12);
+}
+
 void GemmBench(Backend& be, Timer& t) {
-  const int64_t m = 2048;
-  std::printf("\n2048-row GEMMs (dense peaks: fp8 1979, bf16 989 TFLOP/s, H100/H200 SXM datasheet):\n");
+  const int64_t m = 4096;
+  std::printf("\n4096-row GEMMs (dense peaks: fp8 1979, bf16 989 TFLOP/s, H100/H200 SXM datasheet):\n");
   std::printf("%-6s %6s %6s %12s %12s %12s\n", "matrix", "n", "k", "fp8 MatMul", "fp8 GEMM",
               "bf16 GEMM");
   auto x = Upload(be, RandomBf16(m * kFfn, 5, 1.0f).data(), m * kFfn * 2, "x");
@@ -363,7 +423,7 @@ void GemmBench(Backend& be, Timer& t) {
     g.ldx = s.k;
     g.y = y->data();
     g.ldy = s.n;
-    // fp8 inputs may write bf16 directly (the backend takes f32 to apply per-row scales).
+    // The cuBLASLt fp8 GEMM alone, unscaled, bf16 out (f32 where bf16 is refused).
     absl::Status st = (*gemm)->Run(g, be.stream());
     if (!st.ok()) {
       g.out = cuda::GemmType::kF32;
@@ -406,6 +466,7 @@ int main(int argc, char** argv) {
   const double copy_gbs = tpserve::CopyBandwidth(**be, timer);
   tpserve::GemvBench(**be, timer, copy_gbs);
   tpserve::GemmBench(**be, timer);
+  tpserve::AttentionBench(**be, timer, copy_gbs);
   std::printf("\n");
   // TPSERVE_CUDA_GRAPHS=1: also the recorded (CUDA graph) step, checked against eager logits.
   for (bool captured : {false, true}) {
