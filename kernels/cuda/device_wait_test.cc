@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend_factory.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/stream_gate.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -29,28 +30,6 @@ namespace {
     if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status().message();       \
     if (*count < 1) GTEST_SKIP() << "no CUDA device: 0 visible";                           \
   } while (0)
-
-// Holds `stream` at this point until Open() (or destruction). The state is shared with the
-// callback, which may outlive the gate.
-class StreamGate {
- public:
-  explicit StreamGate(cudaStream_t stream) : open_(std::make_shared<absl::Notification>()) {
-    auto* state = new std::shared_ptr<absl::Notification>(open_);
-    EXPECT_EQ(cudaLaunchHostFunc(stream, &Wait, state), cudaSuccess);
-  }
-  ~StreamGate() { Open(); }
-  void Open() {
-    if (!open_->HasBeenNotified()) open_->Notify();
-  }
-
- private:
-  static void Wait(void* arg) {
-    auto* state = static_cast<std::shared_ptr<absl::Notification>*>(arg);
-    (*state)->WaitForNotification();
-    delete state;
-  }
-  std::shared_ptr<absl::Notification> open_;
-};
 
 class DeviceWaitTest : public testing::Test {
  protected:

@@ -17,10 +17,13 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/stream_gate.h"
 #include "worker/comm/comm_test_util.h"
 
 namespace tpserve {
 namespace {
+
+using cuda::StreamGate;
 
 // Skips the calling test unless `needed` CUDA devices are visible.
 #define SKIP_UNLESS_DEVICES(needed)                                            \
@@ -60,28 +63,6 @@ class DeviceArray {
  private:
   T* ptr_ = nullptr;
   size_t count_;
-};
-
-// Holds a stream at this point (a host function that waits) until Open(); stands in for a
-// collective stuck on a dead peer. The state is shared with the callback, which may outlive us.
-class StreamGate {
- public:
-  explicit StreamGate(cudaStream_t stream) : open_(std::make_shared<absl::Notification>()) {
-    auto* state = new std::shared_ptr<absl::Notification>(open_);
-    EXPECT_EQ(cudaLaunchHostFunc(stream, &Wait, state), cudaSuccess);
-  }
-  ~StreamGate() { Open(); }
-  void Open() {
-    if (!open_->HasBeenNotified()) open_->Notify();
-  }
-
- private:
-  static void Wait(void* arg) {
-    auto* state = static_cast<std::shared_ptr<absl::Notification>*>(arg);
-    (*state)->WaitForNotification();
-    delete state;
-  }
-  std::shared_ptr<absl::Notification> open_;
 };
 
 std::vector<float> Values(int rank, size_t n) {
