@@ -20,6 +20,7 @@
 #include <mutex>
 #include <utility>
 
+#include "kernels/cuda/attention_math.h"
 #include "kernels/cuda/device_math.cuh"
 
 namespace tpserve::cuda {
@@ -126,9 +127,8 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnArgs a) {
     return;
   }
   const int64_t row = s.first_row, context = s.start_position + 1;
-  const int64_t chunk = (context + a.num_splits - 1) / a.num_splits;
-  const int64_t begin = split * chunk;
-  const int64_t n = max(int64_t{0}, min(context, begin + chunk) - begin);
+  const KeyRange keys = SplitKeys(context, a.num_splits, split);
+  const int64_t begin = keys.begin, n = keys.count;
   if (n > cap) __trap();  // the plan guarantees chunk <= cap; never read past shared memory
   const int64_t head0 = g * group;
 
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnArgs a) {
     mx = WarpMax(mx);
     float sum = 0.0f;
     for (int64_t j = lane; j < n; j += 32) {
-      const float e = expf(p_s[h * cap + j] - mx);
+      const float e = ExpShifted(p_s[h * cap + j], mx);
       p_s[h * cap + j] = e;
       sum += e;
     }
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kDecodeThreads) CombineKernel(AttnArgs a) {
   mx = BlockMax(mx, scratch);
   float total = 0.0f;
   for (int sp = threadIdx.x; sp < a.num_splits; sp += blockDim.x) {
-    const float w = expf(a.part_stat[2 * (part0 + sp)] - mx);
+    const float w = CombineWeight(a.part_stat[2 * (part0 + sp)], mx);
     weights[sp] = w;
     total += w * a.part_stat[2 * (part0 + sp) + 1];
   }
@@ -302,8 +302,8 @@ __global__ void __launch_bounds__(kPrefillThreads) PrefillKernel(AttnArgs a) {
       const bool valid = kpos <= qpos[r];
       const float score = valid ? a.scale * dot : -INFINITY;
       const float m_new = fmaxf(m[r], WarpMax(score));  // finite: key 0 is in tile 0
-      const float p = valid ? expf(score - m_new) : 0.0f;
-      const float correction = expf(m[r] - m_new);     // 0 on the first tile
+      const float p = valid ? ExpShifted(score, m_new) : 0.0f;
+      const float correction = Rescale(m[r], m_new);  // 0 on the first tile
       l[r] = l[r] * correction + WarpSum(p);
       m[r] = m_new;
 #pragma unroll

@@ -13,12 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_types.h"
-
-#if defined(__CUDACC__)
-#define TPSERVE_ATTENTION_HD __host__ __device__
-#else
-#define TPSERVE_ATTENTION_HD
-#endif
+#include "kernels/cuda/host_device.h"
 
 namespace tpserve::cuda {
 
@@ -37,8 +32,7 @@ struct AttentionPlan {
 struct DecodeSmem {
   int64_t q, p, slots, stat, bytes;
 };
-TPSERVE_ATTENTION_HD inline DecodeSmem DecodeLayout(int64_t group, int64_t head_dim,
-                                                    int64_t keys_cap) {
+TP_HD DecodeSmem DecodeLayout(int64_t group, int64_t head_dim, int64_t keys_cap) {
   DecodeSmem l;
   l.q = 0;                                             // f32 [group][head_dim]
   l.p = l.q + group * head_dim * 4;                    // f32 [group][keys_cap]

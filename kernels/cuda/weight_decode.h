@@ -26,13 +26,12 @@
 
 #include "kernels/cuda/device_types.h"
 
+#include "kernels/cuda/host_device.h"
+
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#define TP_HD __host__ __device__ __forceinline__
-#else
-#define TP_HD inline
 #endif
 
 namespace tpserve::cuda {
