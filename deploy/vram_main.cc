@@ -21,8 +21,9 @@ ABSL_FLAG(std::string, weights, "",
 ABSL_FLAG(std::string, role_formats, "",
           "per-role overrides, e.g. embedding=q8_0,lm_head=bf16 (roles: embedding, attn_norm, "
           "q, k, v, o, ffn_norm, gate, up, down, final_norm, lm_head)");
-ABSL_FLAG(std::string, kv_dtype, "f16",
-          "KV cache dtype: f32, f16, bf16, fp8 (the engine's --kv_dtype; default f16)");
+ABSL_FLAG(std::string, kv_dtype, "auto",
+          "KV cache dtype: auto (as launch: bf16 on GPUs, f16 on --gpu=cpu-host), f32, f16, "
+          "bf16, fp8 (the engine's --kv_dtype)");
 ABSL_FLAG(std::string, activations, "",
           "activation dtype: f32, f16, bf16 (default bf16; f32 on cpu-host)");
 ABSL_FLAG(int64_t, gpus, 1, "devices in total = tensor-parallel degree x --pp");

@@ -220,8 +220,15 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
   FitInt4Groups(in.model, static_cast<int>(r.gpus / std::max<int64_t>(r.pp, 1)), &in.weights);
   TP_RETURN_IF_ERROR(ApplyRoleFormats(r.role_formats, in.weights));
   const FormatKind host_default = in.device.is_host ? FormatKind::kF32 : FormatKind::kBF16;
-  absl::StatusOr<DType> kv = ParseKvDtype(r.kv_dtype);
-  if (!kv.ok()) return FlagError("kv_dtype", r.kv_dtype, "must be one of f32, f16, bf16, fp8");
+  // auto, as launch's --kv_dtype: bf16 on GPUs (their activations; FlashInfer reads it as
+  // stored), f16 on the CPU host.
+  absl::StatusOr<DType> kv =
+      r.kv_dtype.empty() || r.kv_dtype == "auto"
+          ? absl::StatusOr<DType>(in.device.is_host ? DType::kF16 : DType::kBF16)
+          : ParseKvDtype(r.kv_dtype);
+  if (!kv.ok()) {
+    return FlagError("kv_dtype", r.kv_dtype, "must be one of auto, f32, f16, bf16, fp8");
+  }
   in.kv_cache_dtype = FormatOfDType(*kv).kind;
   TP_ASSIGN_OR_RETURN(in.activation_dtype, PlainKind("activations", r.activations, host_default));
   if (in.activation_dtype == FormatKind::kF8E4M3) {

@@ -28,7 +28,7 @@ struct VramRequest {
   std::string model;         // preset name, path to config.json, or path to a .gguf
   std::string weights;       // weight format preset; "" = bf16 (or the GGUF's own types)
   std::string role_formats;  // per-role overrides: "embedding=q8_0,lm_head=bf16"
-  std::string kv_dtype;      // KV cache dtype: f32, f16, bf16, fp8; "" = f16 (the engine's)
+  std::string kv_dtype;      // KV cache dtype: auto (= ""), f32, f16, bf16, fp8; as launch's
   std::string activations;   // "" = bf16 on GPUs, f32 on cpu-host
   int64_t gpus = 1;          // tp * pp
   int64_t pp = 1;

@@ -133,7 +133,7 @@ TEST(VramCliTest, BadFlagValuesNameFlagValueAndBound) {
       {[](VramRequest& r) { r.max_seqs_per_step = 4096; },
        "vram: --max_seqs_per_step=4096: must be in [1, --max_tokens_per_step=2048]\n"},
       {[](VramRequest& r) { r.kv_dtype = "q4_0"; },
-       "vram: --kv_dtype=q4_0: must be one of f32, f16, bf16, fp8\n"},
+       "vram: --kv_dtype=q4_0: must be one of auto, f32, f16, bf16, fp8\n"},
       {[](VramRequest& r) { r.safety = 1.5; }, "vram: --safety=1.5: must be in [0, 1)\n"},
   };
   for (const auto& [mutate, expected] : cases) {
