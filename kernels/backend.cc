@@ -47,4 +47,38 @@ absl::StatusOr<DeviceBuffer> Upload(Backend& backend, const void* src, int64_t b
   return buffer;
 }
 
+absl::StatusOr<PlacedWeight> PlaceStoredWeight(Backend& backend, const HostMatrix& host,
+                                               std::string_view what) {
+  PlacedWeight out;
+  out.matrix = host.matrix;
+  WeightMatrix& m = out.matrix;
+  const WeightMatrixParts parts = WeightMatrixPartBytes(m);
+  auto place = [&](const void* src, bool owned, int64_t bytes,
+                   const char* part) -> absl::StatusOr<const void*> {
+    if (src == nullptr || bytes == 0) return src;
+    if (backend.host_memory() && !owned) {
+      out.bytes_viewed += bytes;
+      return src;
+    }
+    TP_ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(backend, src, bytes, StrCat(what, " ", part)));
+    const void* data = buffer.data();
+    out.bytes_copied += bytes;
+    out.buffers.push_back(std::move(buffer));
+    return data;
+  };
+  TP_ASSIGN_OR_RETURN(m.data, place(m.data, !host.values.empty(), parts.values, "values"));
+  TP_ASSIGN_OR_RETURN(m.scales, place(m.scales, !host.scales.empty(), parts.scales, "scales"));
+  TP_ASSIGN_OR_RETURN(m.zeros, place(m.zeros, !host.zeros.empty(), parts.zeros, "zeros"));
+  TP_ASSIGN_OR_RETURN(const void* perm,
+                      place(m.input_perm, !host.perm.empty(), parts.perm, "permutation"));
+  m.input_perm = static_cast<const int32_t*>(perm);
+  return out;
+}
+
+absl::StatusOr<PlacedWeight> Backend::PlaceWeight(const HostMatrix& host, WeightUse use,
+                                                  std::string_view what) {
+  (void)use;  // the stored form serves every use
+  return PlaceStoredWeight(*this, host, what);
+}
+
 }  // namespace tpserve

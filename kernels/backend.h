@@ -25,7 +25,9 @@
 #define TPSERVE_KERNELS_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -67,6 +69,28 @@ class DeviceBuffer {
   Backend* owner_ = nullptr;
   void* data_ = nullptr;
   int64_t bytes_ = 0;
+};
+
+// How the model uses a weight matrix it places with Backend::PlaceWeight.
+enum class WeightUse : uint8_t {
+  kMatMul,  // only multiplied (MatMul, MatMulMany, MatMulChunked): the backend may keep a form
+            // of its own instead of the stored one (the CUDA backend's mixed-input GEMM layout)
+  kTable,   // read by EmbeddingRows as well (an embedding, maybe tied to the LM head): the
+            // stored form stays
+};
+
+// A weight matrix in backend memory, as Backend::PlaceWeight made it: `matrix` points into
+// `buffers`, into the host matrix's bytes (views of a checkpoint on a host-memory backend),
+// and at the backend's own form (matrix.prepared, owned by `prepared`). Move-only; moving keeps
+// `matrix` valid (vector and shared_ptr moves keep their heap objects).
+struct PlacedWeight {
+  WeightMatrix matrix;
+  std::vector<DeviceBuffer> buffers;
+  std::shared_ptr<const void> prepared;  // owns matrix.prepared; null when there is none
+  int64_t bytes_viewed = 0;  // host bytes used in place, not copied
+  int64_t bytes_copied = 0;  // backend memory allocated for it: the sizes of `buffers`
+  // What the rank really holds for this matrix (the memory plan's figure for it).
+  int64_t bytes_held() const { return bytes_viewed + bytes_copied; }
 };
 
 // How RoPE pairs the elements of one head. GGUF checkpoints pair neighbours (llama.cpp permutes
@@ -144,6 +168,20 @@ class Backend {
   virtual void Copy2D(void* dst, int64_t dst_stride_bytes, const void* src,
                       int64_t src_stride_bytes, int64_t row_bytes, int64_t rows) = 0;
   virtual void FillZero(void* dst, int64_t bytes) = 0;
+
+  // Puts a weight matrix (host memory: values, scales, zero points, permutation) where this
+  // backend multiplies it, in the form it multiplies fastest, once, at load. The default,
+  // PlaceStoredWeight: the stored form, parts the HostMatrix only views (a checkpoint's mmapped
+  // bytes) used in place on a host-memory backend, the rest uploaded. The CUDA backend holds
+  // int4 matrices the mixed-input GEMM takes in that GEMM's layout instead of the stored one,
+  // and fp8 ones with that GEMM's scales beside their codes (kernels/cuda/weight_placement.h,
+  // which the memory plan counts the same bytes with). `what` names the matrix in errors.
+  // RESOURCE_EXHAUSTED naming `what` when backend memory runs out.
+  // REQUIRES: SupportsWeight(host.matrix.format); `host` outlives the result when views are
+  // kept (host_memory() backends).
+  virtual absl::StatusOr<PlacedWeight> PlaceWeight(const HostMatrix& host, WeightUse use,
+                                                   std::string_view what);
+
   // The stream ops are queued on (a cudaStream_t), for communicators that enqueue their
   // collectives in order with the ops; nullptr for the CPU backend.
   virtual void* stream() const = 0;
@@ -184,8 +222,10 @@ class Backend {
 
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
   // y[c, m, n] = x[:, chunk c] * W[:, chunk c]^T in f32. Chunk c's result must be
-  // bit-identical to MatMul of that chunk alone: row-parallel layers sum chunks in a fixed
-  // order so that every tensor-parallel degree gives the same floats (worker/llama_model.cc).
+  // bit-identical to MatMul of that chunk alone (the chunk's columns placed as a weight of
+  // their own, PlaceWeight of CopyColumnChunk, as a rank's loader places its slice):
+  // row-parallel layers sum chunks in a fixed order so that every tensor-parallel degree gives
+  // the same floats (worker/llama_model.cc).
   // REQUIRES: as MatMul, and (w.cols / num_chunks) % InputBlockValues(w.format) == 0.
   virtual void MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                              int64_t num_chunks, float* y) = 0;
@@ -295,6 +335,12 @@ int64_t ActivationBytes(const Backend& backend);
 // Allocates `bytes` and fills it from host memory `src`.
 absl::StatusOr<DeviceBuffer> Upload(Backend& backend, const void* src, int64_t bytes,
                                     std::string_view what);
+
+// Backend::PlaceWeight's default: `host` in its stored form. On a host_memory() backend the
+// parts `host` does not own (views) are used in place and counted in bytes_viewed; every other
+// part is uploaded into a buffer of its own (WeightMatrixPartBytes) and counted in bytes_copied.
+absl::StatusOr<PlacedWeight> PlaceStoredWeight(Backend& backend, const HostMatrix& host,
+                                               std::string_view what);
 
 }  // namespace tpserve
 

@@ -41,6 +41,16 @@ void DequantizeInt4Row(const WeightMatrix& w, int64_t row, float* out) {
   }
 }
 
+// `rows` rows of `row_bytes` from `src` (rows `stride` bytes apart), packed.
+std::vector<uint8_t> CopyRows(const void* src, int64_t rows, int64_t row_bytes, int64_t stride) {
+  std::vector<uint8_t> out(rows * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(out.data() + r * row_bytes, static_cast<const uint8_t*>(src) + r * stride,
+                row_bytes);
+  }
+  return out;
+}
+
 }  // namespace
 
 int64_t PackedRowBytes(const TensorFormat& format, int64_t cols) {
@@ -55,26 +65,32 @@ int64_t PackedRowBytes(const TensorFormat& format, int64_t cols) {
   return RowBytes(*dtype, cols).value_or(-1);
 }
 
-int64_t WeightMatrixBytes(const WeightMatrix& w) {
-  int64_t bytes = w.rows * w.row_bytes;
+WeightMatrixParts WeightMatrixPartBytes(const WeightMatrix& w) {
+  WeightMatrixParts p;
+  p.values = w.rows * w.row_bytes;
   switch (w.format.kind) {
     case FormatKind::kFp8PerChannel:
-      bytes += w.rows * 4;
+      p.scales = w.rows * 4;
       break;
     case FormatKind::kFp8Block128:
-      bytes += CeilDiv(w.rows, kFp8Tile) * w.scale_stride * 4;
+      p.scales = CeilDiv(w.rows, kFp8Tile) * w.scale_stride * 4;
       break;
     case FormatKind::kInt4Group:
-      bytes += 2 * w.rows * w.scale_stride * 2;  // f16 scales and zero points
-      if (w.input_perm != nullptr) bytes += w.cols * 4;
+      p.scales = p.zeros = w.rows * w.scale_stride * 2;  // f16 scales and zero points
+      if (w.input_perm != nullptr) p.perm = w.cols * 4;
       break;
     default:
       break;
   }
-  return bytes;
+  return p;
 }
 
+int64_t WeightMatrixBytes(const WeightMatrix& w) { return WeightMatrixPartBytes(w).total(); }
+
 WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc) {
+  // A backend's own form may have replaced the arrays this would point into.
+  TP_CHECK(w.prepared == nullptr,
+           "ColumnChunk of a matrix in a backend's own form (only that backend can chunk it)");
   WeightMatrix wc = w;
   wc.cols = kc;
   wc.input_perm = nullptr;
@@ -86,6 +102,36 @@ WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc) {
     wc.scales = static_cast<const float*>(w.scales) + c * (kc / kFp8Tile);
   }
   return wc;
+}
+
+HostMatrix CopyColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc) {
+  const WeightMatrix view = ColumnChunk(w, c, kc);
+  HostMatrix out;
+  WeightMatrix& m = out.matrix;
+  m = view;
+  m.row_bytes = PackedRowBytes(view.format, kc);
+  out.values = CopyRows(view.data, view.rows, m.row_bytes, view.row_bytes);
+  switch (view.format.kind) {
+    case FormatKind::kInt4Group:  // f16 scales and zero points per (row, group)
+      m.scale_stride = kc / view.format.group_size;
+      out.scales = CopyRows(view.scales, view.rows, m.scale_stride * 2, view.scale_stride * 2);
+      out.zeros = CopyRows(view.zeros, view.rows, m.scale_stride * 2, view.scale_stride * 2);
+      break;
+    case FormatKind::kFp8Block128:  // f32 per (128-row tile, 128-column tile)
+      m.scale_stride = CeilDiv(kc, kFp8Tile);
+      out.scales = CopyRows(view.scales, CeilDiv(view.rows, kFp8Tile), m.scale_stride * 4,
+                            view.scale_stride * 4);
+      break;
+    case FormatKind::kFp8PerChannel:  // f32 per row: every chunk's
+      if (view.scales != nullptr) out.scales = CopyRows(view.scales, 1, view.rows * 4, 0);
+      break;
+    default:
+      break;
+  }
+  m.data = out.values.data();
+  m.scales = out.scales.empty() ? nullptr : out.scales.data();
+  m.zeros = out.zeros.empty() ? nullptr : out.zeros.data();
+  return out;
 }
 
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out) {

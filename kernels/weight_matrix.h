@@ -31,6 +31,12 @@ namespace tpserve {
 //   q8_0 / q4_0 / q4_1 / q*_k     self-contained GGML blocks along cols
 // Consecutive rows start `row_bytes` apart. `data`, `scales`, `zeros` and `input_perm` are
 // backend memory (host memory for the CPU backend).
+//
+// `prepared`: a backend's own form of the matrix, made by its Backend::PlaceWeight
+// (kernels/backend.h) and read by that backend only (the CUDA backend: the mixed-input GEMM's
+// layout, kernels/cuda/weight_placement.h). Where the own form replaces the stored one, `data`,
+// `scales` and `zeros` are nullptr and the shape, format and `input_perm` stay: such a matrix is
+// multiplied by the backend that placed it and read by nothing else (ColumnChunk refuses it).
 struct WeightMatrix {
   TensorFormat format = TensorFormat::Of(FormatKind::kF32);
   const void* data = nullptr;
@@ -46,6 +52,8 @@ struct WeightMatrix {
   // fp8 checkpoints: upper bound for a dynamic per-token activation scale (0 = none). Backends
   // that quantize activations to fp8 clamp their scale to it; the others ignore it.
   float activation_scale_ub = 0.0f;
+  // The placing backend's own form (above); nullptr for a matrix in its stored form only.
+  const void* prepared = nullptr;
 };
 
 // A WeightMatrix in host memory together with the bytes it owns (empty vectors where it views
@@ -66,15 +74,34 @@ struct HostMatrix {
 // fit the format (not a whole number of blocks, odd for int4).
 int64_t PackedRowBytes(const TensorFormat& format, int64_t cols);
 
-// Bytes `w` occupies, counted from its fields: rows * row_bytes of values, plus scales, zero
-// points and the permutation its format carries. What a rank really holds for it.
+// Bytes of each array of `w`'s stored form, counted from its shape, format and scale_stride:
+// what a backend copies when it places the matrix as stored.
+struct WeightMatrixParts {
+  int64_t values = 0;  // rows * row_bytes
+  int64_t scales = 0;  // fp8 per channel: rows f32; fp8-block: ceil(rows/128) tile rows of
+                       // scale_stride f32; int4: rows * scale_stride f16
+  int64_t zeros = 0;   // int4: rows * scale_stride f16
+  int64_t perm = 0;    // int4 act-order: cols int32 (when input_perm is set)
+  int64_t total() const { return values + scales + zeros + perm; }
+};
+WeightMatrixParts WeightMatrixPartBytes(const WeightMatrix& w);
+
+// Bytes of `w`'s stored form: WeightMatrixPartBytes(w).total(). (A placed matrix's real bytes
+// are PlacedWeight's counts, kernels/backend.h: a backend's own form may differ.)
 int64_t WeightMatrixBytes(const WeightMatrix& w);
 
 // The part of `w` that multiplies input columns [c * kc, (c + 1) * kc): its values and the
 // scales and zero points of those columns (per-row scales are shared by every chunk), the
 // act-order permutation dropped (a chunked matmul gathers x once for the whole width).
-// REQUIRES: kc a multiple of InputBlockValues(w.format), (c + 1) * kc <= w.cols.
+// REQUIRES: kc a multiple of InputBlockValues(w.format), (c + 1) * kc <= w.cols,
+// w.prepared == nullptr (a backend chunks its own form itself).
 WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc);
+
+// ColumnChunk(w, c, kc) of a host matrix as a matrix of its own that owns its bytes: the
+// chunk's values, the scales and zero points of its columns (per-row scales copied whole), no
+// permutation. What "that chunk alone" is when a chunk must be placed as a weight of its own
+// (the chunked-matmul equality tests). REQUIRES: as ColumnChunk; `w` in host memory.
+HostMatrix CopyColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc);
 
 // Decodes row `row` of `w` (host memory) into out[w.cols] f32, in stored column order (an
 // input_perm is not applied). The reference for every backend's matmul.

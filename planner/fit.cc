@@ -84,13 +84,15 @@ std::optional<Suggestion> Int4Weights(const PlanInputs& base) {
 }  // namespace
 
 absl::StatusOr<int64_t> WeightsOnlyMinGpus(const PlanInputs& inputs) {
-  TP_ASSIGN_OR_RETURN(ShardingTable whole, PlanSharding(inputs.model, inputs.weights, 1, 1));
   const GpuSpec& d = inputs.device;
+  TP_ASSIGN_OR_RETURN(ShardingTable whole,
+                      PlanSharding(inputs.model, inputs.weights, 1, 1, WeightDeviceOf(d)));
   const int64_t reserve = inputs.runtime_reserve_bytes.value_or(d.runtime_reserve_bytes);
   const double safety = inputs.safety_fraction.value_or(d.safety_fraction);
   const double usable = (1.0 - safety) * static_cast<double>(d.memory_bytes - reserve);
   if (!(usable > 0)) return absl::InvalidArgumentError("device has no usable memory");
-  return static_cast<int64_t>(std::ceil(static_cast<double>(whole.checkpoint_bytes) / usable));
+  const int64_t held = whole.checkpoint_bytes + whole.backend_form_bytes;
+  return static_cast<int64_t>(std::ceil(static_cast<double>(held) / usable));
 }
 
 absl::StatusOr<FitResult> FitGpuCount(const PlanInputs& inputs, const FitOptions& options) {

@@ -8,7 +8,7 @@
 // Runnable layouts are tp in ValidTpDegrees (divisors of gcd(heads, kv_heads)) times, when
 // allowed, pp in ValidPipelineDegrees (divisors of layers). WeightsOnlyMinGpus is the cruder
 // capacity bound that ignores layouts: the fewest devices whose pooled usable memory holds the
-// checkpoint (so it can name a count, like 6 for Llama-3.1-405B FP8 on H100s, that no runnable
+// weights (so it can name a count, like 6 for Llama-3.1-405B FP8 on H100s, that no runnable
 // layout uses). Thread-safe: pure functions.
 #ifndef TPSERVE_PLANNER_FIT_H_
 #define TPSERVE_PLANNER_FIT_H_
@@ -40,8 +40,9 @@ struct FitResult {
 // and listed in `rejected`.
 absl::StatusOr<FitResult> FitGpuCount(const PlanInputs& inputs, const FitOptions& options);
 
-// ceil(checkpoint bytes / (device - reserve - safety)): the fewest devices that could hold the
-// weights alone if they could be split anywhere.
+// ceil(weight bytes / (device - reserve - safety)): the fewest devices that could hold the
+// weights alone if they could be split anywhere. Weight bytes: the checkpoint's, plus on a GPU
+// what the CUDA backend holds beyond them (its mixed-input GEMM's scales).
 absl::StatusOr<int64_t> WeightsOnlyMinGpus(const PlanInputs& inputs);
 
 struct Suggestion {

@@ -128,6 +128,10 @@ std::string Verdict(const MemoryPlan& plan) {
 
 }  // namespace
 
+WeightDevice WeightDeviceOf(const GpuSpec& device) {
+  return WeightDevice{!device.is_host, device.compute_capability};
+}
+
 int64_t CommBuffers::Total() const { return allreduce_bytes + pipeline_bytes + fixed_bytes; }
 
 int64_t StageMemory::FixedBytes() const {
@@ -178,7 +182,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
   MemoryPlan plan;
   plan.inputs = inputs;
   TP_ASSIGN_OR_RETURN(plan.sharding,
-                      PlanSharding(inputs.model, inputs.weights, inputs.tp, inputs.pp));
+                      PlanSharding(inputs.model, inputs.weights, inputs.tp, inputs.pp,
+                                   WeightDeviceOf(inputs.device)));
   TP_ASSIGN_OR_RETURN(const ShardingPlan rank0,
                       ShardingPlan::Create(inputs.model, inputs.weights, {0, inputs.tp}));
   plan.num_ranks = int64_t{inputs.tp} * inputs.pp;

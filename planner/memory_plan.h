@@ -7,6 +7,8 @@
 //   TP_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(inputs));
 //   BlockManager blocks(plan.num_kv_blocks, plan.inputs.kv_block_size_tokens);
 //
+// Weights per rank: the sharding table's bytes of each role as the rank's backend holds them
+// (on a GPU the CUDA backend's own form included: PlanSharding with WeightDeviceOf(device)).
 // Per rank of stage s, the step buffers are exactly what the engine allocates (one function,
 // StepBuffersFor in model/step_buffers.h: residual, normed, proj, q, k, v, attn, gate, up, the
 // row-parallel chunk sums, the logits), plus the attention workspace: on a GPU exactly what the
@@ -113,6 +115,11 @@ struct MemoryPlan {
   int64_t required_bytes_all_ranks = 0;
   std::string verdict;  // one line: what fits, or what is over and by how much
 };
+
+// How `device` holds weights: a GPU rank runs the CUDA backend, which keeps the int4 and fp8
+// matrices its mixed-input GEMM takes in a form of its own (kernels/cuda/weight_placement.h);
+// the CPU host holds every weight as stored.
+WeightDevice WeightDeviceOf(const GpuSpec& device);
 
 // INVALID_ARGUMENT naming the PlanInputs field, its value and the bound for bad inputs, and
 // passing through PlanSharding's errors. A plan that does not fit is a result, not an error.

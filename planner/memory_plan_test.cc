@@ -1,5 +1,7 @@
 #include "planner/memory_plan.h"
 
+#include <map>
+
 #include "gtest/gtest.h"
 #include "planner/test_models.h"
 
@@ -52,6 +54,46 @@ TEST(MemoryPlanTest, GpuAttentionIsWhatTheCudaBackendReserves) {
   in.kv_cache_dtype = FormatKind::kBF16;
   in.device = *GpuPreset("b200");
   EXPECT_NE(ActivationBuffersFor(in, rank0, true).attention_bytes, flashinfer);
+}
+
+// A GPU rank holds the int4 and fp8 projections in the CUDA backend's mixed-input GEMM form
+// (kernels/cuda/weight_placement.h), which the plan counts per role: 4 bytes per (128-column
+// group, row) beyond the stored form for int4 g128 (f32 scale + offset for f16 scale + zero)
+// and for fp8 (an f32 scale per 128 columns beside the codes), so n * k / 32 per matrix. A
+// 405B rank at tp = 8, per layer: q [2048 x 16384] 1,048,576; k, v [128 x 16384] 65,536;
+// o [16384 x 2048] 1,048,576; gate, up [6656 x 16384] and down [16384 x 6656] 3,407,872; times
+// 126 layers. Embedding and LM head (f16 / bf16 in these presets) and norms add nothing.
+TEST(MemoryPlanTest, GpuRanksCountTheMixedGemmFormOfEachProjection) {
+  const std::map<TensorRole, int64_t> per_rank = {
+      {TensorRole::kQ, 132'120'576},    {TensorRole::kK, 8'257'536},
+      {TensorRole::kV, 8'257'536},      {TensorRole::kO, 132'120'576},
+      {TensorRole::kGate, 429'391'872}, {TensorRole::kUp, 429'391'872},
+      {TensorRole::kDown, 429'391'872}};
+  const int64_t total = 1'568'931'840;  // 1.46 GiB per rank
+  for (const char* weights : {"int4", "fp8"}) {
+    SCOPED_TRACE(weights);
+    absl::StatusOr<MemoryPlan> gpu = PlanMemory(Inputs(Llama31_405B(), weights, 8, "h200"));
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    const ShardingTable stored = *PlanSharding(Llama31_405B(), *WeightFormatsPreset(weights), 8, 1);
+    const StageShards& s = gpu->sharding.stages[0];
+    for (const RoleShard& r : s.roles) {
+      const auto want = per_rank.find(r.role);
+      EXPECT_EQ(r.backend_form_bytes_per_rank, want == per_rank.end() ? 0 : want->second)
+          << TensorRoleName(r.role);
+      EXPECT_EQ(r.bytes_per_rank,
+                stored.stages[0].Find(r.role)->bytes_per_rank + r.backend_form_bytes_per_rank)
+          << TensorRoleName(r.role);
+    }
+    EXPECT_EQ(gpu->stages[0].weight_bytes, stored.stages[0].weight_bytes_per_rank + total);
+    EXPECT_EQ(gpu->sharding.backend_form_bytes, 8 * total);
+    // The CPU host holds weights as stored; so does a B200 (the mixed GEMM is sm_90a SASS).
+    PlanInputs host = Inputs(Llama31_405B(), weights, 8, "h200");
+    host.device = HostCpuSpecFromMemTotal(int64_t{2} << 40, 20e9, 100e9);
+    host.activation_dtype = FormatKind::kF32;
+    EXPECT_EQ(PlanMemory(host)->stages[0].weight_bytes, stored.stages[0].weight_bytes_per_rank);
+    EXPECT_EQ(PlanMemory(Inputs(Llama31_405B(), weights, 8, "b200"))->stages[0].weight_bytes,
+              stored.stages[0].weight_bytes_per_rank);
+  }
 }
 
 TEST(MemoryPlanTest, KvBytesPerTokenFollowsLocalKvHeads) {

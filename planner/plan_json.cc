@@ -68,6 +68,8 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
         {"num_tensors", r.num_tensors},
         {"local_shape", {r.local_shape[0], r.local_shape[1]}},
         {"bytes_per_rank", r.bytes_per_rank},
+        // Of bytes_per_rank: the CUDA backend's own form beyond the stored one.
+        {"backend_form_bytes_per_rank", r.backend_form_bytes_per_rank},
         {"tied_to_embedding", r.tied_to_embedding}};
   }
   const ActivationBuffers& a = m.activations;

@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "formats/str_cat.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/weight_placement.h"
 
 namespace tpserve {
 namespace {
@@ -36,6 +38,18 @@ int64_t RowScaleReplicaBytes(const LlamaConfig& config, const TensorFormat& f, T
   return 0;
 }
 
+// Device bytes a CUDA rank holds for one [rows, cols] tensor of `role` beyond the stored form:
+// the backend's placement decides by the same function (kernels/cuda/weight_placement.h). The
+// engine loads the embedding as a table (EmbeddingRows reads it; a tied LM head is it, and a
+// tied copy on a later stage would be its copy) and every other matrix for MatMul only.
+int64_t BackendFormBytes(const WeightDevice& device, const TensorFormat& held, TensorRole role,
+                         std::array<int64_t, 2> shape, bool tied_copy) {
+  if (!device.cuda || IsNormRole(role)) return 0;
+  const WeightUse use =
+      role == TensorRole::kEmbedding || tied_copy ? WeightUse::kTable : WeightUse::kMatMul;
+  return cuda::CudaWeightExtraBytes(held, shape[0], shape[1], use, device.compute_capability);
+}
+
 // Fills one role's tensors on a stage (layers [first_layer, first_layer + num_tensors) for a
 // per-layer role, each in its own format); `tied_copy` marks a tied LM head that this stage
 // must store itself because the embedding lives on another stage. The engine holds norm
@@ -43,7 +57,8 @@ int64_t RowScaleReplicaBytes(const LlamaConfig& config, const TensorFormat& f, T
 absl::StatusOr<RoleShard> ShardRole(const LlamaConfig& config, const WeightFormats& formats,
                                     const ShardingPlan& rank0, TensorRole role,
                                     int64_t first_layer, int64_t num_tensors,
-                                    int64_t vocab_padded, bool tied_copy) {
+                                    int64_t vocab_padded, bool tied_copy,
+                                    const WeightDevice& device) {
   const int tp = rank0.shard().world_size;
   RoleShard r{role, ShardKindFor(role)};
   r.num_tensors = num_tensors;
@@ -57,7 +72,10 @@ absl::StatusOr<RoleShard> ShardRole(const LlamaConfig& config, const WeightForma
     TP_ASSIGN_OR_RETURN(int64_t full_bytes, MatrixBytes(f, full[0], full[1], what));
     TP_ASSIGN_OR_RETURN(int64_t local_bytes,
                         MatrixBytes(held, r.local_shape[0], r.local_shape[1], what));
-    r.bytes_per_rank += local_bytes;
+    const int64_t backend_form =
+        BackendFormBytes(device, held, role, r.local_shape, tied_copy);
+    r.bytes_per_rank += local_bytes + backend_form;
+    r.backend_form_bytes_per_rank += backend_form;
     if (tied_copy) {
       r.replica_bytes += local_bytes * tp;  // the whole (padded) copy; the checkpoint has none
       continue;
@@ -75,7 +93,7 @@ absl::StatusOr<RoleShard> ShardRole(const LlamaConfig& config, const WeightForma
 
 absl::StatusOr<StageShards> ShardStage(const LlamaConfig& config, const WeightFormats& formats,
                                        const ShardingPlan& rank0, int stage, int pp,
-                                       int64_t vocab_padded) {
+                                       int64_t vocab_padded, const WeightDevice& device) {
   StageShards s;
   s.stage = stage;
   s.num_layers = config.num_layers / pp;
@@ -94,7 +112,7 @@ absl::StatusOr<StageShards> ShardStage(const LlamaConfig& config, const WeightFo
     }
     const bool tied_copy = role == TensorRole::kLmHead && config.tie_word_embeddings;
     TP_ASSIGN_OR_RETURN(RoleShard r, ShardRole(config, formats, rank0, role, s.first_layer,
-                                                count, vocab_padded, tied_copy));
+                                                count, vocab_padded, tied_copy, device));
     s.weight_bytes_per_rank += r.bytes_per_rank;
     s.roles.push_back(r);
   }
@@ -134,11 +152,11 @@ int64_t ShardingTable::MaxWeightBytesPerRank() const {
 }
 
 int64_t ShardingTable::AllRanksWeightBytes() const {
-  return checkpoint_bytes + padding_bytes + replica_bytes;
+  return checkpoint_bytes + padding_bytes + replica_bytes + backend_form_bytes;
 }
 
 absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
-                                          int tp, int pp) {
+                                          int tp, int pp, WeightDevice device) {
   TP_RETURN_IF_ERROR(config.Validate());
   TP_RETURN_IF_ERROR(formats.Validate());
   TP_RETURN_IF_ERROR(ValidateParallelism(config, tp, pp));
@@ -148,12 +166,13 @@ absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const Weig
   plan.pp = pp;
   plan.vocab_padded = rank0.vocab_rows_per_rank() * tp;
   for (int stage = 0; stage < pp; ++stage) {
-    TP_ASSIGN_OR_RETURN(StageShards s,
-                        ShardStage(config, formats, rank0, stage, pp, plan.vocab_padded));
+    TP_ASSIGN_OR_RETURN(StageShards s, ShardStage(config, formats, rank0, stage, pp,
+                                                  plan.vocab_padded, device));
     for (const RoleShard& r : s.roles) {
       plan.checkpoint_bytes += r.unsharded_bytes;
       plan.padding_bytes += r.padding_bytes;
       plan.replica_bytes += r.replica_bytes;
+      plan.backend_form_bytes += tp * r.backend_form_bytes_per_rank;
     }
     plan.stages.push_back(std::move(s));
   }

@@ -1,7 +1,9 @@
 // The weight bytes each rank holds, role by role and pipeline stage by stage: the byte
 // accounting of the one sharding table (model/sharding.h) that the loader also cuts with. Every
 // size comes from MatrixBytes of a rank's slice (deploy/plan_vs_engine_test.cc checks real
-// allocations against it tensor by tensor).
+// allocations against it tensor by tensor), plus, for ranks on a CUDA device, what the CUDA
+// backend holds beyond the stored form (the mixed-input GEMM's f32 scales and offsets:
+// CudaWeightExtraBytes of kernels/cuda/weight_placement.h, the function its placement obeys).
 //
 //   TP_ASSIGN_OR_RETURN(ShardingTable shards, PlanSharding(config, formats, /*tp=*/8, /*pp=*/1));
 //   int64_t per_rank = shards.stages[0].weight_bytes_per_rank;
@@ -44,6 +46,9 @@ struct RoleShard {
   // Bytes held beyond one copy, all ranks together: replicated norms, per-output-row scales
   // that every row-parallel rank needs, a tied LM head copied onto the last stage.
   int64_t replica_bytes = 0;
+  // Of bytes_per_rank: what the backend holds beyond the stored form (a CUDA rank's mixed-GEMM
+  // scales and offsets: kernels/cuda/weight_placement.h); 0 on CPU hosts.
+  int64_t backend_form_bytes_per_rank = 0;
   bool tied_to_embedding = false;  // LM head reuses the embedding's shard (0 bytes)
 };
 
@@ -65,16 +70,23 @@ struct ShardingTable {
   int64_t checkpoint_bytes = 0;  // all tensors unsharded, as stored (no padding, no copies)
   int64_t padding_bytes = 0;
   int64_t replica_bytes = 0;
+  int64_t backend_form_bytes = 0;  // all ranks: backend_form_bytes_per_rank of each role, x tp
 
   int64_t MaxWeightBytesPerRank() const;
-  // Sum over every rank: checkpoint_bytes + padding_bytes + replica_bytes.
+  // Sum over every rank: checkpoint_bytes + padding_bytes + replica_bytes + backend_form_bytes.
   int64_t AllRanksWeightBytes() const;
+};
+
+// The device the ranks hold their weights on, as far as the bytes depend on it.
+struct WeightDevice {
+  bool cuda = false;           // false: weights held as stored (CPU hosts)
+  int compute_capability = 0;  // CUDA: major * 10 + minor (the mixed GEMM runs on 90 only)
 };
 
 // INVALID_ARGUMENT when the config is inconsistent, the parallelism is invalid, or a split
 // cuts through a quantization group/block/tile (naming tensor, dims, block, valid tp degrees).
 absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
-                                          int tp, int pp);
+                                          int tp, int pp, WeightDevice device = {});
 
 }  // namespace tpserve
 

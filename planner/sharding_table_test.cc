@@ -74,22 +74,31 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
       {SmolLM2_135M(), "q4_1", 3, 1},      {SmolLM2_135M(), "f32", 3, 2},
       {Width768(), "int4-g128", 2, 1},     {Width768(), "q8_0", 4, 4},
       {Llama33_70B(), "q4_k", 8, 2},       {Llama31_8B(), "q6_k", 4, 1}};
+  // Held as stored (CPU hosts), and as the CUDA backend holds them on a Hopper GPU (the
+  // mixed-input GEMM's form of the int4 and fp8 projections on top).
   for (const auto& [config, format, tp, pp] : cases) {
+   for (const WeightDevice device : {WeightDevice{}, WeightDevice{true, 90}}) {
     SCOPED_TRACE(config.name + " " + format + " tp=" + std::to_string(tp) +
-                 " pp=" + std::to_string(pp));
-    absl::StatusOr<ShardingTable> whole = PlanSharding(config, Preset(format), 1, 1);
-    absl::StatusOr<ShardingTable> split = PlanSharding(config, Preset(format), tp, pp);
+                 " pp=" + std::to_string(pp) + (device.cuda ? " cuda" : " host"));
+    absl::StatusOr<ShardingTable> whole = PlanSharding(config, Preset(format), 1, 1, device);
+    absl::StatusOr<ShardingTable> split = PlanSharding(config, Preset(format), tp, pp, device);
     ASSERT_TRUE(whole.ok()) << whole.status();
     ASSERT_TRUE(split.ok()) << split.status();
     int64_t all_ranks = 0;
     for (const StageShards& s : split->stages) all_ranks += tp * s.weight_bytes_per_rank;
-    EXPECT_EQ(all_ranks, split->checkpoint_bytes + split->padding_bytes + split->replica_bytes);
+    EXPECT_EQ(all_ranks, split->AllRanksWeightBytes());
+    EXPECT_EQ(all_ranks, split->checkpoint_bytes + split->padding_bytes + split->replica_bytes +
+                             split->backend_form_bytes);
+    const bool mixed = device.cuda && (std::string(format).find("int4") != std::string::npos ||
+                                       std::string(format).find("fp8") != std::string::npos);
+    EXPECT_EQ(split->backend_form_bytes > 0, mixed);
     EXPECT_EQ(split->checkpoint_bytes, whole->checkpoint_bytes);
     EXPECT_EQ(whole->padding_bytes, 0);
     // One rank holds one copy of everything, but norms as the f32 the engine computes with.
     const TensorFormat norm = Preset(format)[TensorRole::kAttnNorm];
     EXPECT_EQ(whole->replica_bytes, (2 * config.num_layers + 1) * config.hidden_size *
                                         (4 - PlainElementBytes(norm.kind)));
+   }
   }
 }
 

@@ -9,34 +9,6 @@
 namespace tpserve {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Bytes of each side array a matrix of this shape and format carries.
-struct SideBytes {
-  int64_t scales = 0;
-  int64_t zeros = 0;
-  int64_t perm = 0;
-};
-
-SideBytes SideBytesOf(const WeightMatrix& m) {
-  SideBytes b;
-  switch (m.format.kind) {
-    case FormatKind::kFp8PerChannel:
-      b.scales = m.rows * 4;
-      break;
-    case FormatKind::kFp8Block128:
-      b.scales = CeilDiv(m.rows, 128) * m.scale_stride * 4;
-      break;
-    case FormatKind::kInt4Group:
-      b.scales = b.zeros = m.rows * m.scale_stride * 2;
-      if (m.input_perm != nullptr) b.perm = m.cols * 4;
-      break;
-    default:
-      break;
-  }
-  return b;
-}
-
 class Loader {
  public:
   Loader(const LlamaConfig& c, const WeightSource& s, const QuantScheme& q,
@@ -88,40 +60,16 @@ class Loader {
                                              TensorFormatName(host.matrix.format),
                                              " is not supported by the ", b_.name(), " backend"));
     }
-    TP_ASSIGN_OR_RETURN(LoadedMatrix loaded, Place(std::move(host), module));
-    out_->role_bytes[static_cast<int>(role)] += WeightMatrixBytes(loaded.matrix);
+    // The embedding is read row by row (EmbeddingRows) as well as multiplied when tied; every
+    // other matrix is only multiplied, so the backend may hold a form of its own.
+    const WeightUse use = role == TensorRole::kEmbedding ? WeightUse::kTable : WeightUse::kMatMul;
+    // What `host` owns (converted values) is copied; what it views (the checkpoint's bytes,
+    // which outlive the weights) a host backend keeps using in place.
+    TP_ASSIGN_OR_RETURN(LoadedMatrix loaded, b_.PlaceWeight(host, use, module));
+    out_->bytes_viewed += loaded.bytes_viewed;
+    out_->bytes_copied += loaded.bytes_copied;
+    out_->role_bytes[static_cast<int>(role)] += loaded.bytes_held();
     return loaded;
-  }
-
-  // Copies what the backend cannot read in place into backend memory and points the matrix at
-  // it; on a host backend, views of the checkpoint stay views.
-  absl::StatusOr<LoadedMatrix> Place(HostMatrix host, const std::string& module) {
-    LoadedMatrix out;
-    out.matrix = host.matrix;
-    WeightMatrix& m = out.matrix;
-    const SideBytes side = SideBytesOf(m);
-    const bool in_place = b_.host_memory();
-    auto place = [&](const void* src, bool owned, int64_t bytes,
-                     const char* what) -> absl::StatusOr<const void*> {
-      if (src == nullptr || bytes == 0) return src;
-      if (in_place && !owned) {
-        out_->bytes_viewed += bytes;
-        return src;
-      }
-      TP_ASSIGN_OR_RETURN(DeviceBuffer buffer, Upload(b_, src, bytes, StrCat(module, " ", what)));
-      const void* data = buffer.data();
-      out_->bytes_copied += bytes;
-      out.buffers.push_back(std::move(buffer));
-      return data;
-    };
-    TP_ASSIGN_OR_RETURN(m.data, place(m.data, !host.values.empty(), m.rows * m.row_bytes,
-                                      "values"));
-    TP_ASSIGN_OR_RETURN(m.scales, place(m.scales, !host.scales.empty(), side.scales, "scales"));
-    TP_ASSIGN_OR_RETURN(m.zeros, place(m.zeros, !host.zeros.empty(), side.zeros, "zeros"));
-    TP_ASSIGN_OR_RETURN(const void* perm,
-                        place(m.input_perm, !host.perm.empty(), side.perm, "permutation"));
-    m.input_perm = static_cast<const int32_t*>(perm);
-    return out;
   }
 
   // A vector tensor (norm weights, rope factors) in f32 on the host.

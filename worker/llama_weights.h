@@ -28,12 +28,10 @@
 
 namespace tpserve {
 
-// A weight matrix in backend memory: `matrix` points into `buffers` (copied in) or, on a host
-// backend, into the checkpoint's bytes (viewed in place).
-struct LoadedMatrix {
-  WeightMatrix matrix;
-  std::vector<DeviceBuffer> buffers;
-};
+// A weight matrix in backend memory as the backend placed it (Backend::PlaceWeight): `matrix`
+// points into its buffers (copied in), on a host backend into the checkpoint's bytes (viewed in
+// place), and on the CUDA backend possibly at that backend's own form of it.
+using LoadedMatrix = PlacedWeight;
 
 struct LlamaLayerWeights {
   DeviceBuffer attn_norm;  // f32 [hidden]
@@ -56,8 +54,8 @@ struct LlamaWeights {
   std::vector<LlamaLayerWeights> layers;
   int64_t bytes_viewed = 0;  // checkpoint bytes this rank reads in place
   int64_t bytes_copied = 0;  // bytes allocated for weights in backend memory
-  // What this rank really holds per role, all layers together (from the loaded matrices'
-  // fields and buffer sizes), for comparing with the memory plan.
+  // What this rank really holds per role, all layers together (the placements' viewed and
+  // allocated bytes, the backend's own forms included), for comparing with the memory plan.
   std::array<int64_t, kNumTensorRoles> role_bytes{};
 
   const WeightMatrix& LmHead() const { return lm_head_tied ? embedding.matrix : lm_head.matrix; }

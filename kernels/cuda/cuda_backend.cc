@@ -26,6 +26,7 @@
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/flashinfer/flashinfer_attention.h"
 #include "kernels/cuda/step_metadata.h"
+#include "kernels/cuda/weight_placement.h"
 
 namespace tpserve {
 namespace {
@@ -92,6 +93,11 @@ class CudaBackend final : public Backend {
   void Copy2D(void* dst, int64_t dst_stride_bytes, const void* src, int64_t src_stride_bytes,
               int64_t row_bytes, int64_t rows) override;
   void FillZero(void* dst, int64_t bytes) override;
+  // int4 and fp8 matrices the mixed-input GEMM takes, in its form (weight_placement.h).
+  absl::StatusOr<PlacedWeight> PlaceWeight(const HostMatrix& host, WeightUse use,
+                                           std::string_view what) override {
+    return cuda::PlaceCudaWeight(*this, host, use, compute_capability_, what);
+  }
   void* stream() const override { return stream_; }
   void Free(void* data, int64_t bytes) override;
 
@@ -224,7 +230,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
   be->matmul_ = std::make_unique<cuda::CudaMatMul>(
       std::move(gemm), &be->scratch_generation_,
       cuda::CudaMatMulOptions{.deterministic = options.deterministic,
-                              .abort = &be->abort_requested_});
+                              .abort = &be->abort_requested_,
+                              .sm_count = prop.multiProcessorCount});
   return std::unique_ptr<Backend>(std::move(be));
 }
 

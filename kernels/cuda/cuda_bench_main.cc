@@ -1,6 +1,7 @@
 // Measures the CUDA backend against the two ceilings of its GPU (kernels/cuda/README.md):
 //   1. device-to-device copy bandwidth (bytes read + written), the decode ceiling;
-//   2. fp8 GEMV per matrix of an 8B-shape layer (m = 1..16), in GB/s of weights streamed;
+//   2. decode-sized MatMuls per matrix of an 8B-shape layer (m = 1..16), fp8 and int4 g128:
+//      the mixed-input GEMM beside the GEMV it replaced, in GB/s of weights streamed;
 //   3. a whole batch-1 (and batch-8) decode step of an 8B-shape fp8 model through the Backend
 //      ops in LlamaModel's order: time per step, host time to enqueue it, and the share of the
 //      bandwidth roofline (weight bytes + KV bytes over the measured copy bandwidth);
@@ -123,68 +124,115 @@ double CopyBandwidth(Backend& be, Timer& t) {
   return gbs;
 }
 
-// Weights of `copies` layers' worth of one matrix shape, fp8 per channel, all in one buffer.
-struct Fp8Matrices {
-  DeviceBuffer values, scales;
-  std::vector<WeightMatrix> copies;
+// `copies` layers' worth of one matrix shape, each placed as the model's loader places it
+// (Backend::PlaceWeight: int4 and fp8 in the mixed-input GEMM's form on a Hopper GPU), and the
+// same bytes in their stored form only (`gemv`: the GEMV path the mixed GEMM replaces).
+struct BenchMatrices {
+  std::vector<PlacedWeight> placed, stored;  // stored: int4's own placement (fp8 shares)
+  std::vector<WeightMatrix> copies;           // placed[i].matrix
+  std::vector<WeightMatrix> gemv;             // the stored form of copy i
+  int64_t stored_bytes = 0;                   // one copy's checkpoint bytes
 };
 
-Fp8Matrices MakeFp8(Backend& be, int64_t n, int64_t k, int copies, uint32_t seed) {
-  Fp8Matrices m;
-  const int64_t bytes = n * k;
-  const std::vector<uint8_t> host = RandomFp8(bytes, seed);
-  auto values = be.Allocate(bytes * copies, "bench weights");
-  BENCH_CHECK(values.status());
-  m.values = std::move(*values);
-  be.CopyToDevice(m.values.data(), host.data(), bytes);
-  for (int c = 1; c < copies; ++c) {
-    be.Copy2D(m.values.as<uint8_t>() + c * bytes, bytes, m.values.data(), bytes, bytes, 1);
-  }
-  std::vector<float> scales(n, 1.0f / 64);
-  auto s = Upload(be, scales.data(), n * 4, "bench scales");
-  BENCH_CHECK(s.status());
-  m.scales = std::move(*s);
-  for (int c = 0; c < copies; ++c) {
-    WeightMatrix w;
-    w.format = TensorFormat::Of(FormatKind::kFp8PerChannel);
-    w.data = m.values.as<uint8_t>() + c * bytes;
-    w.rows = n;
-    w.cols = k;
+// A random weight in `format` (fp8 per channel or int4 g128), scales 1/64 (int4 zero 8).
+HostMatrix RandomWeight(const TensorFormat& format, int64_t n, int64_t k, uint32_t seed) {
+  HostMatrix h;
+  WeightMatrix& w = h.matrix;
+  w.format = format;
+  w.rows = n;
+  w.cols = k;
+  if (format.kind == FormatKind::kInt4Group) {
+    w.row_bytes = k / 2;
+    w.scale_stride = k / format.group_size;
+    h.values = RandomFp8(n * k / 2, seed);  // any byte is two valid codes
+    std::vector<uint16_t> s(n * w.scale_stride, F32ToF16(1.0f / 64)), z(s.size(), F32ToF16(8));
+    h.scales.assign(reinterpret_cast<const uint8_t*>(s.data()),
+                    reinterpret_cast<const uint8_t*>(s.data() + s.size()));
+    h.zeros.assign(reinterpret_cast<const uint8_t*>(z.data()),
+                   reinterpret_cast<const uint8_t*>(z.data() + z.size()));
+    w.zeros = h.zeros.data();
+  } else {
     w.row_bytes = k;
-    w.scales = m.scales.data();
     w.scale_stride = 1;
-    m.copies.push_back(w);
+    h.values = RandomFp8(n * k, seed);
+    const std::vector<float> s(n, 1.0f / 64);
+    h.scales.assign(reinterpret_cast<const uint8_t*>(s.data()),
+                    reinterpret_cast<const uint8_t*>(s.data() + s.size()));
+  }
+  w.data = h.values.data();
+  w.scales = h.scales.data();
+  return h;
+}
+
+BenchMatrices MakeMatrices(Backend& be, const TensorFormat& format, int64_t n, int64_t k,
+                           int copies, uint32_t seed) {
+  BenchMatrices m;
+  const HostMatrix host = RandomWeight(format, n, k, seed);
+  m.stored_bytes = WeightMatrixBytes(host.matrix);
+  for (int c = 0; c < copies; ++c) {
+    auto placed = be.PlaceWeight(host, WeightUse::kMatMul, "bench weights");
+    BENCH_CHECK(placed.status());
+    m.placed.push_back(*std::move(placed));
+    m.copies.push_back(m.placed.back().matrix);
+    if (format.kind == FormatKind::kInt4Group) {  // its stored form is not kept: place it too
+      auto stored = PlaceStoredWeight(be, host, "bench weights, stored form");
+      BENCH_CHECK(stored.status());
+      m.stored.push_back(*std::move(stored));
+      m.gemv.push_back(m.stored.back().matrix);
+    } else {
+      m.gemv.push_back(m.copies.back());
+      m.gemv.back().prepared = nullptr;
+    }
   }
   return m;
 }
 
+BenchMatrices MakeFp8(Backend& be, int64_t n, int64_t k, int copies, uint32_t seed) {
+  return MakeMatrices(be, TensorFormat::Of(FormatKind::kFp8PerChannel), n, k, copies, seed);
+}
+
+// Decode-sized MatMuls per matrix of an 8B layer: the path the model runs (the mixed-input
+// GEMM where it takes the weight) beside the GEMV it replaced, in GB/s of checkpoint bytes.
 void GemvBench(Backend& be, Timer& t, double copy_gbs) {
-  std::printf("\nfp8 GEMV (per-channel scales), weights rotated over copies > L2:\n");
-  std::printf("%-6s %6s %6s %4s %10s %10s %8s\n", "matrix", "n", "k", "m", "us", "GB/s", "%copy");
   auto x = Upload(be, RandomBf16(16 * kFfn, 1, 1.0f).data(), 16 * kFfn * 2, "x");
   auto y = be.Allocate(16 * kFfn * 4, "y");
   BENCH_CHECK(x.status());
   BENCH_CHECK(y.status());
-  for (const MatrixShape& shape : kLayerMatrices) {
-    const int copies = static_cast<int>(std::max<int64_t>(4, (512LL << 20) / (shape.n * shape.k)));
-    Fp8Matrices w = MakeFp8(be, shape.n, shape.k, copies, 7);
-    for (int64_t m : {1, 2, 4, 8, 16}) {
-      const double ms = t.Ms(copies, 20 * copies, [&](int i) {
-        be.MatMul(x->data(), m, w.copies[i % copies], y->data(), DType::kBF16);
-      });
-      const double gbs = shape.n * shape.k / (ms * 1e-3) / 1e9;
-      std::printf("%-6s %6lld %6lld %4lld %10.2f %10.0f %7.0f%%\n", shape.name,
-                  static_cast<long long>(shape.n), static_cast<long long>(shape.k),
-                  static_cast<long long>(m), ms * 1e3, gbs, 100.0 * gbs / copy_gbs);
+  for (const TensorFormat& format :
+       {TensorFormat::Of(FormatKind::kFp8PerChannel), TensorFormat::Int4(128)}) {
+    std::printf("\n%s decode MatMul (mixed-input GEMM vs GEMV), weights rotated over copies > "
+                "L2:\n", TensorFormatName(format).c_str());
+    std::printf("%-6s %6s %6s %4s %10s %8s %8s %10s %8s %8s\n", "matrix", "n", "k", "m",
+                "mixed us", "GB/s", "%copy", "GEMV us", "GB/s", "%copy");
+    for (const MatrixShape& shape : kLayerMatrices) {
+      const int copies =
+          static_cast<int>(std::max<int64_t>(4, (512LL << 20) / (shape.n * shape.k)));
+      BenchMatrices w = MakeMatrices(be, format, shape.n, shape.k, copies, 7);
+      const double bytes = static_cast<double>(w.stored_bytes);
+      for (int64_t m : {1, 2, 4, 8, 16}) {
+        const double mixed = t.Ms(copies, 20 * copies, [&](int i) {
+          be.MatMul(x->data(), m, w.copies[i % copies], y->data(), DType::kBF16);
+        });
+        const double gemv = t.Ms(copies, 20 * copies, [&](int i) {
+          be.MatMul(x->data(), m, w.gemv[i % copies], y->data(), DType::kBF16);
+        });
+        const double mixed_gbs = bytes / (mixed * 1e-3) / 1e9;
+        const double gemv_gbs = bytes / (gemv * 1e-3) / 1e9;
+        std::printf("%-6s %6lld %6lld %4lld %10.2f %8.0f %7.0f%% %10.2f %8.0f %7.0f%%\n",
+                    shape.name, static_cast<long long>(shape.n), static_cast<long long>(shape.k),
+                    static_cast<long long>(m), mixed * 1e3, mixed_gbs,
+                    100.0 * mixed_gbs / copy_gbs, gemv * 1e3, gemv_gbs,
+                    100.0 * gemv_gbs / copy_gbs);
+      }
     }
+    BENCH_CHECK(be.Synchronize());
   }
-  BENCH_CHECK(be.Synchronize());
 }
 
 // One decode step of an 8B-shape fp8 model (bf16 LM head, bf16 KV cache with `context` tokens
 // per sequence), through the Backend ops in the order LlamaModel::Forward issues them.
 struct DecodeModel {
-  std::vector<Fp8Matrices> layers;  // [kind] with kLayers copies each
+  std::vector<BenchMatrices> layers;  // [kind] with kLayers copies each
   DeviceBuffer norm, inv_freq, embedding, kv, x, h, q, k, v, attn, gate, up, proj, partials,
       logits;
   WeightMatrix embed, head;
@@ -406,7 +454,7 @@ void GemmBench(Backend& be, Timer& t) {
   auto gemm = cuda::CublasLtGemm::Create();
   BENCH_CHECK(gemm.status());
   for (const MatrixShape& s : {kLayerMatrices[0], kLayerMatrices[4], kLayerMatrices[6]}) {
-    Fp8Matrices w = MakeFp8(be, s.n, s.k, 1, 9);
+    BenchMatrices w = MakeFp8(be, s.n, s.k, 1, 9);
     const double flops = 2.0 * m * s.n * s.k;
     const double full = t.Ms(3, 20, [&](int) {
       be.MatMul(x->data(), m, w.copies[0], y->data(), DType::kBF16);

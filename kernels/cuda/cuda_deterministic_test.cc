@@ -1,9 +1,10 @@
 // The deterministic CUDA backend on a GPU (skips without one): for bf16, fp8 (per channel and
 // 128x128 tiles) and int4 weights, a row's output is bit for bit the same whatever the batch
 // it runs in (m = 1..64), whatever slice of the output rows a tensor-parallel rank holds, and
-// a row-parallel rank's chunk sums are those of the whole matrix's chunks. This is what
+// a row-parallel rank's chunk sums are those of the whole matrix's chunks. Weights are placed
+// as the model's loader places them (int4 and fp8 in the mixed-input GEMM's form). This is what
 // deterministic_plan_test.cc promises on the host (same path, same pinned algorithm without
-// split-K); here the kernels and cuBLASLt have to keep it.
+// split-K, same mixed-GEMM plan); here the kernels, CUTLASS and cuBLASLt have to keep it.
 #include <cstring>
 #include <random>
 #include <vector>
@@ -14,33 +15,19 @@
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/quantize.h"
 #include "kernels/quantize_weights.h"
+#include "kernels/weight_matrix.h"
 
 namespace tpserve {
 namespace {
 
 constexpr int64_t kN = 256, kK = 512, kMaxRows = 64;
 
-struct DeviceMatrix {
-  WeightMatrix matrix;
-  std::vector<DeviceBuffer> buffers;
-};
-
-DeviceMatrix UploadMatrix(Backend& be, const HostMatrix& host) {
-  DeviceMatrix out;
-  out.matrix = host.matrix;
-  auto place = [&](const std::vector<uint8_t>& bytes) -> const void* {
-    if (bytes.empty()) return nullptr;
-    absl::StatusOr<DeviceBuffer> b =
-        Upload(be, bytes.data(), static_cast<int64_t>(bytes.size()), "weights");
-    EXPECT_TRUE(b.ok()) << b.status();
-    if (!b.ok()) return nullptr;
-    out.buffers.push_back(std::move(*b));
-    return out.buffers.back().data();
-  };
-  out.matrix.data = place(host.values);
-  out.matrix.scales = place(host.scales);
-  out.matrix.zeros = place(host.zeros);
-  return out;
+// The weight as the model's loader places it (Backend::PlaceWeight): int4 and fp8 in the
+// mixed-input GEMM's form on a Hopper GPU, so its batch-invariant plan is what is checked.
+PlacedWeight UploadMatrix(Backend& be, const HostMatrix& host) {
+  absl::StatusOr<PlacedWeight> placed = be.PlaceWeight(host, WeightUse::kMatMul, "weights");
+  EXPECT_TRUE(placed.ok()) << placed.status();
+  return placed.ok() ? *std::move(placed) : PlacedWeight{};
 }
 
 // y (as raw bytes) of MatMul(x[0:m]) with y_dtype.
@@ -76,12 +63,12 @@ TEST_P(CudaDeterministicTest, RowsDoNotDependOnBatchOrSlice) {
   absl::StatusOr<DeviceBuffer> xd = Upload(**be, xb.data(), xb.size() * 2, "x");
   ASSERT_TRUE(xd.ok()) << xd.status();
   const HostMatrix host = QuantizeWeights(format, w.data(), kN, kK);
-  const DeviceMatrix full = UploadMatrix(**be, host);
+  const PlacedWeight full = UploadMatrix(**be, host);
   // The two halves of the output rows, quantized on their own (per-row and 128-row-tile
   // scales make them the same values as the full matrix's rows).
   const HostMatrix top = QuantizeWeights(format, w.data(), kN / 2, kK);
   const HostMatrix bottom = QuantizeWeights(format, w.data() + kN / 2 * kK, kN / 2, kK);
-  const DeviceMatrix halves[2] = {UploadMatrix(**be, top), UploadMatrix(**be, bottom)};
+  const PlacedWeight halves[2] = {UploadMatrix(**be, top), UploadMatrix(**be, bottom)};
 
   for (DType y : {DType::kBF16, DType::kF32}) {
     const int64_t row_bytes = kN * BlockBytes(y), half_bytes = row_bytes / 2;
@@ -105,8 +92,9 @@ TEST_P(CudaDeterministicTest, RowsDoNotDependOnBatchOrSlice) {
       }
     }
   }
-  // Row-parallel: 4 chunks of the whole width against 2 ranks of 2 chunks (each rank's view
-  // of its columns and its copy of x's columns).
+  // Row-parallel: 4 chunks of the whole width against 2 ranks of 2 chunks (each rank's columns
+  // placed as its own weight, as a rank's loader places its slice, and its copy of x's
+  // columns).
   const int64_t chunks = 4, m = 33;
   absl::StatusOr<DeviceBuffer> whole = (*be)->Allocate(chunks * m * kN * 4, "chunks");
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -121,8 +109,8 @@ TEST_P(CudaDeterministicTest, RowsDoNotDependOnBatchOrSlice) {
     absl::StatusOr<DeviceBuffer> xrd = Upload(**be, xr.data(), xr.size() * 2, "rank x");
     absl::StatusOr<DeviceBuffer> yr = (*be)->Allocate(chunks / 2 * m * kN * 4, "rank chunks");
     ASSERT_TRUE(xrd.ok() && yr.ok());
-    (*be)->MatMulChunked(xrd->data(), m, ColumnChunk(full.matrix, rank, kK / 2), chunks / 2,
-                         yr->as<float>());
+    const PlacedWeight slice = UploadMatrix(**be, CopyColumnChunk(host.matrix, rank, kK / 2));
+    (*be)->MatMulChunked(xrd->data(), m, slice.matrix, chunks / 2, yr->as<float>());
     std::vector<uint8_t> got(chunks / 2 * m * kN * 4);
     ASSERT_TRUE((*be)->CopyToHost(got.data(), yr->data(), got.size()).ok());
     EXPECT_EQ(std::memcmp(got.data(), want.data() + rank * got.size(), got.size()), 0)

@@ -13,6 +13,7 @@
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/gemv_kernels.h"
 #include "kernels/cuda/quant_kernels.h"
+#include "kernels/cuda/weight_placement.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -23,6 +24,13 @@ static_assert(kExactActivationRowsMax == kGemvMaxRows,
               "decode-sized batches are exactly the ones the GEMVs take");
 
 bool Aligned16(const void* p) { return PointerAlignment(p) == 16; }
+
+// The paths that read W's stored form (data, scales, zeros), which a prepared int4 weight no
+// longer has on the device.
+bool ReadsStoredForm(MatMulPath path) {
+  return path != MatMulPath::kMixedGemm && path != MatMulPath::kChunkByChunk &&
+         path != MatMulPath::kNoKernel;
+}
 
 int64_t TypeBytes(GemmType t) {
   switch (t) {
@@ -52,14 +60,17 @@ CudaMatMul::CudaMatMul(std::unique_ptr<CublasLtGemm> gemm, int64_t* scratch_gene
       x_scales_("fp8 activation scales", scratch_generation, options.abort),
       w_scales_("fp8 weight scales", scratch_generation, options.abort),
       out_f32_("f32 GEMM output", scratch_generation, options.abort),
-      w_bf16_("decoded weights", scratch_generation, options.abort) {
+      w_bf16_("decoded weights", scratch_generation, options.abort),
+      mixed_workspace_("mixed GEMM split-K workspace", scratch_generation, options.abort) {
   TP_CHECK(gemm_->deterministic() == options_.deterministic,
            "CudaMatMul and its CublasLtGemm must agree on deterministic mode");
+  TP_CHECK(options_.sm_count >= 1, "CudaMatMul needs the device's SM count");
 }
 
 OperandFacts CudaMatMul::FactsFor(const void* x, const WeightMatrix& w) const {
   OperandFacts facts;
   facts.x_aligned = Aligned16(x);
+  facts.w_prepared = MixedGemmForm(w) != nullptr;
   // The packed width too: a chunk of this matrix then starts aligned wherever it sits, so the
   // path of a chunk does not depend on its position (tensor-parallel degree).
   const int64_t packed = PackedRowBytes(w.format, w.cols);
@@ -155,6 +166,17 @@ absl::Status CudaMatMul::Gemv(const MatMulPlan& plan, const void* x, int64_t m,
 absl::Status CudaMatMul::RunPlan(const MatMulPlan& plan, const void* x, int64_t m,
                                  const WeightMatrix& w, void* y, bool y_f32, void* stream) {
   const int64_t n = w.rows, k = w.cols;
+  if (plan.path == MatMulPath::kNoKernel) {
+    return absl::FailedPreconditionError(StrCat(
+        "no CUDA kernel multiplies this ", TensorFormatName(w.format), " weight [", n, ", ", k,
+        "] (rows not 16-byte aligned, or its stored form replaced by the mixed GEMM's and the "
+        "batch of ", m, " not one that GEMM takes)"));
+  }
+  if (w.data == nullptr && ReadsStoredForm(plan.path)) {
+    return absl::InternalError(StrCat("MatMul path ", MatMulPathName(plan.path), " reads the ",
+                                      TensorFormatName(w.format), " weight's stored form, which "
+                                      "its placement replaced (weight_placement.h)"));
+  }
   if (plan.stage_x) {
     TP_ASSIGN_OR_RETURN(x, StageX(x, m * k * kBf16Bytes, stream));
   }
@@ -168,13 +190,16 @@ absl::Status CudaMatMul::RunPlan(const MatMulPlan& plan, const void* x, int64_t 
       return Gemm(f16 ? GemmType::kF16 : GemmType::kF32, w.data, w.row_bytes / (f16 ? 2 : 4),
                   x_wide_.data(), m, n, k, y, y_f32, stream);
     }
+    case MatMulPath::kMixedGemm:
+      return MixedGemm(w.format, x, k, m, *MixedGemmForm(w), 1, y, y_f32, stream);
     case MatMulPath::kGemv:
     case MatMulPath::kGemvRowSlices:
       return Gemv(plan, x, m, ToDeviceWeight(w), 1, y, y_f32, stream);
     case MatMulPath::kFp8RowScaledGemm: return Fp8RowScaledGemm(x, m, w, y, y_f32, stream);
     case MatMulPath::kFp8BlockScaledGemm: return Fp8BlockScaledGemm(x, m, w, y, y_f32, stream);
     case MatMulPath::kDecodedGemm: return DecodedGemm(x, m, w, y, y_f32, stream);
-    case MatMulPath::kChunkByChunk: break;
+    case MatMulPath::kChunkByChunk:
+    case MatMulPath::kNoKernel: break;
   }
   return absl::InternalError(
       StrCat("MatMul path ", MatMulPathName(plan.path), " is not a path of one matrix"));
@@ -231,17 +256,34 @@ absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix
     x = x_perm_.data();
     whole.input_perm = nullptr;
   }
-  // Decode-sized batches (every batch, deterministic) of fp8 and int4 weights: one GEMV launch
-  // (per 16-row slice) streams the whole matrix and sums each chunk exactly as a call on that
-  // chunk alone does (gemv_kernels.h).
+  // One launch over every chunk where a kernel takes them, each chunk summed exactly as a call
+  // on that chunk alone: the mixed GEMM (CUTLASS batch mode, the chunk's plan) for a prepared
+  // weight, or the GEMV (per 16-row slice) streaming the stored form (gemv_kernels.h).
   const MatMulPlan plan = ChooseChunkedPath(whole.format, m, n, k, num_chunks, FactsFor(x, whole),
                                             options_.deterministic);
-  if (plan.path != MatMulPath::kChunkByChunk) {
-    if (plan.stage_x) {
-      TP_ASSIGN_OR_RETURN(x, StageX(x, m * k * kBf16Bytes, stream));
-    }
-    return Gemv(plan, x, m, ToDeviceWeight(whole), num_chunks, y, /*y_f32=*/true, stream);
+  if (plan.stage_x) {
+    TP_ASSIGN_OR_RETURN(x, StageX(x, m * k * kBf16Bytes, stream));
   }
+  switch (plan.path) {
+    case MatMulPath::kMixedGemm:
+      return MixedGemm(whole.format, x, k, m, MixedGemmColumnChunk(*MixedGemmForm(whole), 0, kc),
+                       num_chunks, y, /*y_f32=*/true, stream);
+    case MatMulPath::kGemv:
+    case MatMulPath::kGemvRowSlices:
+      return Gemv(plan, x, m, ToDeviceWeight(whole), num_chunks, y, /*y_f32=*/true, stream);
+    case MatMulPath::kChunkByChunk:
+      if (whole.data != nullptr) break;
+      [[fallthrough]];  // a prepared int4 weight has no stored form to chunk
+    default:
+      return absl::FailedPreconditionError(StrCat(
+          "MatMulChunked: no CUDA kernel takes ", num_chunks, " chunks of ", kc, " columns of "
+          "this ", TensorFormatName(whole.format), " weight [", n, ", ", k, "] (a prepared int4 "
+          "weight's chunks must be whole groups of whole 64-column K tiles)"));
+  }
+  // An fp8 weight's own form keeps its stored one beside it (the chunks below run on that,
+  // each as a weight of its own would: a chunk that is not whole 128-column groups is not
+  // prepared, and larger batches quantize x either way).
+  whole.prepared = nullptr;
   // Each chunk runs from and into buffers of its own (aligned, dense), so its floats do not
   // depend on where its input columns and output rows sit: the same chunk gives the same bits
   // at every tensor-parallel degree.

@@ -1,18 +1,22 @@
 // The CUDA backend's matrix multiply, y[m, n] = x[m, k] * W^T with bf16 x. The kernels are
 // chosen by ChooseMatMulPath (matmul_plan.h, with the rules and README.md with the table):
 //   bf16 / f16 / f32 W         cuBLASLt (x converted to f16 or f32 first for those weights)
-//   fp8 (plain, per channel)   m <= 16: fp8 GEMV; else x -> e4m3 per row and a cuBLASLt fp8
-//                              GEMM with the row and channel scales inside it, D in y's type
-//   fp8 128x128 tiles          m <= 16: fp8 GEMV; else x -> e4m3 per 1x128 group and a cuBLASLt
-//                              fp8 GEMM with 1x128 x 128x128 scales inside it
-//   int4 groups                m <= 16: W4A16 GEMV; else W decoded to bf16 + GEMM
-// Decode-sized batches never quantize activations (an unaligned x is copied, an unaligned W
-// decoded); shapes cuBLASLt refuses decode W to bf16 (said once on stderr). Deterministic
-// mode: one path per format for every m (fp8 / int4 through the GEMV on 16-row slices) and
-// pinned GEMM algorithms without split-K, so a row's floats depend neither on the batch nor
-// on the tensor-parallel slice. An act-order permutation gathers x's columns first. Plain C++.
+//   int4 groups                prepared (weight_placement.h): CUTLASS's mixed-input GEMM at
+//                              every m; the rest (group 32, n % 16 != 0): the W4A16 GEMV, on
+//                              16-row slices above m = 16
+//   fp8 (plain, per channel)   m <= 16: the mixed GEMM when prepared, else the fp8 GEMV; larger
+//                              batches: x -> e4m3 per row and a cuBLASLt fp8 GEMM with the row
+//                              and channel scales inside it, D in y's type
+//   fp8 128x128 tiles          the same, x -> e4m3 per 1x128 group and 1x128 x 128x128 scales
+// Decode-sized batches never quantize activations (an unaligned x is copied, an unaligned fp8
+// W decoded); fp8 shapes cuBLASLt refuses decode W to bf16 (said once on stderr); int4 is never
+// decoded. Deterministic mode: one path per format for every m (the mixed GEMM's
+// batch-invariant plan, or the GEMV on 16-row slices) and pinned GEMM algorithms without
+// split-K, so a row's floats depend neither on the batch nor on the tensor-parallel slice. An
+// act-order permutation gathers x's columns first. Plain C++.
 //
-//   CudaMatMul mm(std::move(gemm), &generation, {.deterministic = false, .abort = &flag});
+//   CudaMatMul mm(std::move(gemm), &generation,
+//                 {.deterministic = false, .abort = &flag, .sm_count = 132});
 //   TP_RETURN_IF_ERROR(mm.Run(x, m, w, y, DType::kBF16, stream));
 //
 // Threading: not thread-safe (owns scratch); one call at a time, in stream order.
@@ -33,6 +37,7 @@
 #include "kernels/cuda/device_types.h"
 #include "kernels/cuda/device_weight.h"
 #include "kernels/cuda/matmul_plan.h"
+#include "kernels/cuda/mixed_gemm/mixed_gemm.h"
 #include "kernels/weight_matrix.h"
 
 namespace tpserve::cuda {
@@ -43,6 +48,8 @@ struct CudaMatMulOptions {
   bool deterministic = false;
   // The owner's abort flag: ends a scratch growth's wait for the stream (device_scratch.h).
   const std::atomic<bool>* abort = nullptr;
+  // The device's SMs: the mixed GEMM's split-K plan (PlanMixedGemm). REQUIRES: >= 1.
+  int sm_count = 0;
 };
 
 class CudaMatMul {
@@ -56,7 +63,8 @@ class CudaMatMul {
                    void* stream);
 
   // y f32 [num_chunks, m, w.rows]: chunk c multiplies x[:, chunk c] by W[:, chunk c] exactly
-  // as Run does for that chunk alone (its columns copied into a dense x first).
+  // as Run does for that chunk alone (its columns copied into a dense x first, its columns of
+  // W placed as a weight of their own).
   absl::Status RunChunked(const void* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                           float* y, void* stream);
 
@@ -72,8 +80,14 @@ class CudaMatMul {
                                 bool y_f32, void* stream);
   absl::Status Fp8BlockScaledGemm(const void* x, int64_t m, const WeightMatrix& w, void* y,
                                   bool y_f32, void* stream);
+  // fp8 only: W decoded to bf16 scratch, then a bf16 GEMM.
   absl::Status DecodedGemm(const void* x, int64_t m, const WeightMatrix& w, void* y, bool y_f32,
                            void* stream);
+  // cuda_matmul_mixed.cc: the mixed-input GEMM over `num_chunks` chunks of `chunk.k` columns
+  // (`chunk`: chunk 0 of the prepared weight); x rows x_row_elems apart; y [num_chunks, m, n].
+  absl::Status MixedGemm(const TensorFormat& format, const void* x, int64_t x_row_elems,
+                         int64_t m, const MixedGemmWeight& chunk, int64_t num_chunks, void* y,
+                         bool y_f32, void* stream);
   // kGemv / kGemvRowSlices over `num_chunks` chunks; y [num_chunks, m, n].
   absl::Status Gemv(const MatMulPlan& plan, const void* x, int64_t m, const DeviceWeight& w,
                     int64_t num_chunks, void* y, bool y_f32, void* stream);
@@ -97,6 +111,7 @@ class CudaMatMul {
   DeviceScratch w_scales_;  // ones for unscaled fp8, or 128x128 scales made dense
   DeviceScratch out_f32_;
   DeviceScratch w_bf16_;
+  DeviceScratch mixed_workspace_;  // the mixed GEMM's split-K partial sums and flags
 };
 
 }  // namespace tpserve::cuda

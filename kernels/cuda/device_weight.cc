@@ -18,6 +18,10 @@ bool CudaMatMulSupports(const TensorFormat& format) {
 }
 
 DeviceWeight ToDeviceWeight(const WeightMatrix& w) {
+  // A weight placed in the mixed GEMM's form (weight_placement.h) may have no stored form on
+  // the device: the kernels that read one (GEMV, decode, EmbeddingRows) must not get it.
+  TP_CHECK(w.data != nullptr || w.rows == 0 || w.cols == 0,
+           "the weight's stored form was replaced by the mixed GEMM's (placed for MatMul only)");
   DeviceWeight d;
   switch (w.format.kind) {
     case FormatKind::kF32: d.kind = WeightKind::kF32; break;

@@ -18,8 +18,9 @@ namespace tpserve::cuda {
 // 128x128 tiles, and int4 groups whose size is a positive multiple of 32. (No GGML blocks.)
 bool CudaMatMulSupports(const TensorFormat& format);
 
-// `w` as the kernels see it (the act-order permutation is not part of it: callers gather x).
-// REQUIRES: CudaMatMulSupports(w.format).
+// `w`'s stored form as the kernels see it (the act-order permutation is not part of it:
+// callers gather x). REQUIRES: CudaMatMulSupports(w.format), and the stored form is on the
+// device (not an int4 weight weight_placement.h replaced by the mixed GEMM's form).
 DeviceWeight ToDeviceWeight(const WeightMatrix& w);
 
 }  // namespace tpserve::cuda

@@ -1,6 +1,8 @@
 // Launchers for the memory-bound matrix-vector kernels of small batches (decode):
 // y[m, n] = x[m, k] * W^T for m <= kGemvMaxRows, reading each weight byte once with 16-byte
-// loads, f32 accumulation. Plain C++ (see device_types.h).
+// loads, f32 accumulation. Only for the fp8 and int4 weights CUTLASS's mixed-input GEMM does not
+// take (int4 group 32, n % 16 != 0, fp8 k % 128 != 0: README.md); the rest run on that GEMM.
+// Plain C++ (see device_types.h).
 //
 //   if (Fp8GemvFits(w, m, x)) TPK_LAUNCH(LaunchFp8Gemv(x, m, w, 1, y, /*y_f32=*/false, stream));
 //
@@ -14,7 +16,8 @@
 
 namespace tpserve::cuda {
 
-// Most activation rows the GEMV kernels take; larger batches go to cuBLASLt.
+// Most activation rows the GEMV kernels take; larger batches go to a GEMM or, where none takes
+// the weight (int4 gaps, deterministic mode), through the GEMV 16 rows at a time.
 inline constexpr int64_t kGemvMaxRows = 16;
 
 // Whether the fp8 GEMV takes these operands: w is kFp8, kFp8PerChannel or kFp8Block128;

@@ -1,5 +1,7 @@
 #include "kernels/cuda/matmul_plan.h"
 
+#include "kernels/cuda/mixed_gemm/mixed_gemm.h"
+
 namespace tpserve::cuda {
 namespace {
 
@@ -44,12 +46,14 @@ std::string_view MatMulPathName(MatMulPath path) {
   switch (path) {
     case MatMulPath::kBf16Gemm: return "cublaslt-bf16";
     case MatMulPath::kWideGemm: return "cublaslt-f16/f32";
+    case MatMulPath::kMixedGemm: return "cutlass-mixed-input";
     case MatMulPath::kGemv: return "gemv";
     case MatMulPath::kGemvRowSlices: return "gemv-16-row-slices";
     case MatMulPath::kFp8RowScaledGemm: return "cublaslt-fp8-outer-vector-scales";
     case MatMulPath::kFp8BlockScaledGemm: return "cublaslt-fp8-1x128x128x128-scales";
     case MatMulPath::kDecodedGemm: return "decoded-bf16-gemm";
     case MatMulPath::kChunkByChunk: return "chunk-by-chunk";
+    case MatMulPath::kNoKernel: return "no-kernel";
   }
   return "?";
 }
@@ -67,11 +71,38 @@ MatMulPlan ChooseMatMulPath(const TensorFormat& format, int64_t m, int64_t n, in
     case FormatKind::kF32: plan.path = MatMulPath::kWideGemm; return plan;
     default: break;
   }
+  const bool int4 = format.kind == FormatKind::kInt4Group;
+  if (facts.w_prepared) {
+    // Tensor cores on exact bf16 activations; deterministic mode asks for the batch-invariant
+    // plan, which takes fp8 at every m too.
+    if (MixedGemmSupports(format, m, n, k, deterministic)) {
+      plan.path = MatMulPath::kMixedGemm;
+      plan.stage_x = !facts.x_aligned;  // TMA loads of x need 16-byte alignment
+      return plan;
+    }
+    if (int4) {  // its stored form is not on the device
+      plan.path = MatMulPath::kNoKernel;
+      return plan;
+    }
+    // fp8 keeps its stored form: the paths below (m > 16 outside deterministic mode).
+  }
   const bool gemv = GemvTakesWeight(format, k, facts);
+  if (int4) {
+    // Never decoded to bf16: the GEMV, on 16-row slices above decode size (prefill then reads
+    // W once per 16 tokens). Its order of summation depends on k alone (lane l takes the
+    // 16-byte steps at bytes l*16 + 512 i of the row), so slicing changes no float and
+    // deterministic mode takes the same kernel at every m.
+    if (!gemv) {
+      plan.path = MatMulPath::kNoKernel;
+      return plan;
+    }
+    plan.path = m <= kExactActivationRowsMax && !deterministic ? MatMulPath::kGemv
+                                                               : MatMulPath::kGemvRowSlices;
+    plan.stage_x = !facts.x_aligned;
+    return plan;
+  }
   if (deterministic) {
-    // One path for every m. The GEMV sums each (row, token) in an order that depends on k
-    // alone (gemv_kernels.cu: lane l takes the 16-byte steps at bytes l*16 + 512 i of the row,
-    // i = 0, 1, ..., whatever the batch template), so slicing the batch changes no float.
+    // One path for every m: the GEMV's slices (see above) or a pinned bf16 GEMM.
     plan.path = gemv ? MatMulPath::kGemvRowSlices : MatMulPath::kDecodedGemm;
     plan.stage_x = gemv && !facts.x_aligned;
     return plan;
@@ -83,25 +114,26 @@ MatMulPlan ChooseMatMulPath(const TensorFormat& format, int64_t m, int64_t n, in
     plan.stage_x = gemv && !facts.x_aligned;
     return plan;
   }
-  switch (format.kind) {
-    case FormatKind::kF8E4M3:
-    case FormatKind::kFp8PerChannel:
-      plan.path =
-          Fp8GemmTakes(n, k, facts) ? MatMulPath::kFp8RowScaledGemm : MatMulPath::kDecodedGemm;
-      return plan;
-    case FormatKind::kFp8Block128:
-      plan.path =
-          Fp8GemmTakes(n, k, facts) ? MatMulPath::kFp8BlockScaledGemm : MatMulPath::kDecodedGemm;
-      return plan;
-    default:  // int4
-      plan.path = MatMulPath::kDecodedGemm;
-      return plan;
-  }
+  const MatMulPath scaled = format.kind == FormatKind::kFp8Block128
+                                ? MatMulPath::kFp8BlockScaledGemm
+                                : MatMulPath::kFp8RowScaledGemm;
+  plan.path = Fp8GemmTakes(n, k, facts) ? scaled : MatMulPath::kDecodedGemm;
+  return plan;
 }
 
 MatMulPlan ChooseChunkedPath(const TensorFormat& format, int64_t m, int64_t n, int64_t k,
                              int64_t num_chunks, const OperandFacts& facts, bool deterministic) {
-  const MatMulPlan whole = ChooseMatMulPath(format, m, n, k, facts, deterministic);
+  const bool whole_chunks = num_chunks >= 1 && k % num_chunks == 0;
+  if (facts.w_prepared) {
+    // One launch, each chunk an entry of CUTLASS's batch with the plan of the chunk alone.
+    if (whole_chunks && MixedGemmSupports(format, m, n, k / num_chunks, deterministic)) {
+      return MatMulPlan{MatMulPath::kMixedGemm, !facts.x_aligned};
+    }
+    if (format.kind == FormatKind::kInt4Group) return MatMulPlan{MatMulPath::kNoKernel, false};
+  }
+  OperandFacts stored = facts;
+  stored.w_prepared = false;
+  const MatMulPlan whole = ChooseMatMulPath(format, m, n, k, stored, deterministic);
   const bool one_launch =
       (whole.path == MatMulPath::kGemv || whole.path == MatMulPath::kGemvRowSlices) &&
       GemvTakesChunks(format, k, num_chunks);

@@ -6,7 +6,7 @@
 //                      q[t,c] = e4m3_rne_satfinite(x[t,c] / s[t])
 //   QuantizeGroupsFp8: the same per group g of columns [128 g, min(128 g + 128, k)), with the
 //                      scale at s[g * m + t]
-//   DequantizeToBf16:  out[r,c] = bf16(WeightAt(w, r, c))     (weight_decode.h)
+//   DequantizeToBf16:  out[r,c] = bf16(WeightAt(w, r, c))     (weight_decode.h), fp8 only
 //   GatherColumns:     out[t,j] = x[t, perm[j]]
 //   FillF32:           out[i] = value
 #include <algorithm>
@@ -109,6 +109,9 @@ LaunchResult LaunchQuantizeGroupsFp8(const void* x, int64_t m, int64_t k, float 
 }
 
 LaunchResult LaunchDequantizeToBf16(const DeviceWeight& w, void* out, void* stream) {
+  // int4 is never decoded per call (the mixed-input GEMM or the GEMV multiplies it), and a
+  // prepared int4 weight has no stored form to decode.
+  if (w.kind == WeightKind::kInt4Group) return cudaErrorInvalidValue;
   if (w.rows <= 0 || w.cols <= 0) return cudaSuccess;
   DequantizeToBf16Kernel<<<RowBlocks(w.rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       w, static_cast<bf16*>(out));

@@ -1,7 +1,7 @@
 // Launchers for the conversions around the cuBLASLt GEMMs of quantized weights: activation rows
-// to e4m3 with a scale per row or per 1x128 group (the GEMM applies the scales itself), weight
-// decode to bf16 (the fallback for shapes the fast paths refuse, and int4 for m > 16), the
-// act-order column gather, and an f32 fill. Plain C++ (see device_types.h).
+// to e4m3 with a scale per row or per 1x128 group (the GEMM applies the scales itself), fp8
+// weight decode to bf16 (the fallback for shapes the fast paths refuse), the act-order column
+// gather, and an f32 fill. Plain C++ (see device_types.h).
 //
 //   TPK_LAUNCH(LaunchQuantizeRowsFp8(x, m, k, ub, x8, x_scales, stream));
 //
@@ -30,6 +30,7 @@ LaunchResult LaunchQuantizeGroupsFp8(const void* x, int64_t m, int64_t k, float 
                                      uint8_t* out, float* scales, void* stream);
 
 // out[r, c] = bf16(WeightAt(w, r, c)): the whole matrix decoded into a dense bf16 [rows, cols].
+// fp8 kinds (and the float types); cudaErrorInvalidValue for int4, which is never decoded.
 LaunchResult LaunchDequantizeToBf16(const DeviceWeight& w, void* out, void* stream);
 
 // out[t, j] = x[t, perm[j]] for bf16 x, out [m, k].

@@ -182,12 +182,14 @@ absl::StatusOr<Output> RunChunked(Backend& be, const WeightMatrix& w, const std:
 }
 
 // Chunk c of the chunked product must be bit for bit what MatMul gives for that chunk alone:
-// x's columns of the chunk (after any act-order permutation) as a dense input, and a view of
-// W's columns. Returns the number of floats that differ.
-absl::StatusOr<int64_t> ChunkMismatches(Backend& be, const UploadedWeight& w, const HostMatrix& host,
+// x's columns of the chunk (after any act-order permutation) as a dense input, and W's columns
+// as a weight of their own, placed like any other (so a backend that holds its own form of a
+// weight is checked against its own form of the chunk). Returns the number of floats that
+// differ.
+absl::StatusOr<int64_t> ChunkMismatches(Backend& be, const HostMatrix& host,
                                         const std::vector<float>& x, int64_t m, int64_t chunks,
                                         const std::vector<uint8_t>& chunked) {
-  const int64_t k = w.matrix.cols, kc = k / chunks, n = w.matrix.rows;
+  const int64_t k = host.matrix.cols, kc = k / chunks, n = host.matrix.rows;
   int64_t mismatches = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     std::vector<float> xc(m * kc);
@@ -197,8 +199,9 @@ absl::StatusOr<int64_t> ChunkMismatches(Backend& be, const UploadedWeight& w, co
         xc[t * kc + j] = x[t * k + (host.perm.empty() ? col : host.perm[col])];
       }
     }
-    TP_ASSIGN_OR_RETURN(Output alone, RunMatMul(be, ColumnChunk(w.matrix, c, kc), xc, m,
-                                                DType::kF32));
+    TP_ASSIGN_OR_RETURN(UploadedWeight chunk,
+                        UploadWeight(be, CopyColumnChunk(host.matrix, c, kc)));
+    TP_ASSIGN_OR_RETURN(Output alone, RunMatMul(be, chunk.matrix, xc, m, DType::kF32));
     for (int64_t i = 0; i < m * n; ++i) {
       if (std::memcmp(alone.bytes.data() + 4 * i, chunked.data() + 4 * (c * m * n + i), 4) != 0) {
         ++mismatches;
@@ -236,8 +239,8 @@ void MatMulChunkedCases(ParityContext& ctx) {
       ctx.Compare(name, got->values, ref->values, MatMulBound(ctx, wc.format, m), got->guards_ok,
                   ref->guards_ok);
       const CaseName same{"MatMulChunked==MatMul", wc.Name() + " -> f32", shape};
-      absl::StatusOr<int64_t> diff = ChunkMismatches(ctx.candidate(), *cw, host, x, m, chunks,
-                                                     got->bytes);
+      absl::StatusOr<int64_t> diff =
+          ChunkMismatches(ctx.candidate(), host, x, m, chunks, got->bytes);
       if (!ctx.Check(same, diff.status())) continue;
       ParityResult r{same.op, same.dtype, same.shape, static_cast<double>(*diff), 0.0,
                      *diff == 0 ? ParityOutcome::kOk : ParityOutcome::kFailed,

@@ -174,8 +174,8 @@ void EmbeddingCases(ParityContext& ctx) {
     }
     const std::vector<float> table = RandomF32(rows * cols, 77);
     const HostMatrix host = QuantizeWeights(f, table.data(), rows, cols);
-    absl::StatusOr<UploadedWeight> cw = UploadWeight(ctx.candidate(), host);
-    absl::StatusOr<UploadedWeight> rw = UploadWeight(ctx.reference(), host);
+    absl::StatusOr<UploadedWeight> cw = UploadWeight(ctx.candidate(), host, WeightUse::kTable);
+    absl::StatusOr<UploadedWeight> rw = UploadWeight(ctx.reference(), host, WeightUse::kTable);
     const CaseName upload{"EmbeddingRows", dtype, "upload"};
     if (!ctx.Check(upload, cw.status()) || !ctx.Check(upload, rw.status())) continue;
     for (int64_t t : {1, 7, 33}) {

@@ -112,29 +112,10 @@ std::vector<double> DecodeKv(DType dtype, float scale, const std::vector<uint8_t
   return out;
 }
 
-absl::StatusOr<UploadedWeight> UploadWeight(Backend& backend, const HostMatrix& host) {
-  UploadedWeight out;
-  out.matrix = host.matrix;
-  auto place = [&](const void* src, int64_t bytes, const char* what) -> absl::StatusOr<const void*> {
-    if (src == nullptr || bytes == 0) return src;
-    TP_ASSIGN_OR_RETURN(DeviceBuffer b, Upload(backend, src, bytes, what));
-    const void* p = b.data();
-    out.buffers.push_back(std::move(b));
-    return p;
-  };
-  TP_ASSIGN_OR_RETURN(out.matrix.data, place(host.values.data(),
-                                             static_cast<int64_t>(host.values.size()), "values"));
-  TP_ASSIGN_OR_RETURN(out.matrix.scales,
-                      place(host.matrix.scales, static_cast<int64_t>(host.scales.size()), "scales"));
-  TP_ASSIGN_OR_RETURN(out.matrix.zeros,
-                      place(host.matrix.zeros, static_cast<int64_t>(host.zeros.size()), "zeros"));
-  TP_ASSIGN_OR_RETURN(const void* perm,
-                      place(host.matrix.input_perm,
-                            static_cast<int64_t>(host.perm.size() * sizeof(int32_t)), "perm"));
-  out.matrix.input_perm = static_cast<const int32_t*>(perm);
-  return out;
+absl::StatusOr<UploadedWeight> UploadWeight(Backend& backend, const HostMatrix& host,
+                                            WeightUse use) {
+  return backend.PlaceWeight(host, use, "parity weight");
 }
-
 
 double NormalisedError(const std::vector<double>& a, const std::vector<double>& b) {
   double num = 0.0, den = 0.0;

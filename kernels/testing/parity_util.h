@@ -62,12 +62,12 @@ std::vector<double> DecodeF32(const std::vector<uint8_t>& bytes);
 // Values of a KV pool (dtype, fp8 read back as code * scale).
 std::vector<double> DecodeKv(DType dtype, float scale, const std::vector<uint8_t>& bytes);
 
-// A weight matrix copied into a backend's memory, with the buffers that hold it.
-struct UploadedWeight {
-  WeightMatrix matrix;
-  std::vector<DeviceBuffer> buffers;
-};
-absl::StatusOr<UploadedWeight> UploadWeight(Backend& backend, const HostMatrix& host);
+// A weight matrix placed in a backend's memory through Backend::PlaceWeight, as the model's
+// loader places it: the backend's own form included (the CUDA backend's mixed-input GEMM
+// layout), so the suite multiplies what the model multiplies.
+using UploadedWeight = PlacedWeight;
+absl::StatusOr<UploadedWeight> UploadWeight(Backend& backend, const HostMatrix& host,
+                                            WeightUse use = WeightUse::kMatMul);
 
 
 // What identifies one result.

@@ -37,6 +37,9 @@ main() {
   run_gtest cuda_parity_test 150 TPSERVE_CUDA_CHECK=1
   # Deterministic mode: GEMM rows and attention rows the same bits in any batch and TP slice.
   run_gtest cuda_deterministic_test 60
+  # CUTLASS's mixed-input GEMM alone: against its host emulation and the CPU reference, chunked
+  # == chunk by chunk, batch-independent decode rows, device == host preparation.
+  run_gtest mixed_gemm_gpu_test 60
   run_gtest attention_invariance_test 30
   run_bench fp8 150
   run_bench bf16 90

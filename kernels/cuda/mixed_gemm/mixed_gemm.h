@@ -27,7 +27,8 @@ namespace tpserve::cuda {
 // each), and a group size that is a multiple of the K tile.
 inline constexpr int64_t kMixedGemmTileK = 64;
 // Tokens that count as decode-sized (parity_bounds.h kFp8QuantizedRowsAbove): fp8 weights take
-// the mixed GEMM only up to here (larger batches quantize x to e4m3: another engineer's path).
+// the mixed GEMM only up to here (larger batches quantize x to e4m3 for cuBLASLt's fp8 GEMM),
+// unless a deterministic mode asks for batch-invariant plans.
 inline constexpr int64_t kMixedGemmDecodeTokens = 16;
 // Weight rows come in whole 16 x 16 reorder atoms (prepared_layout.h), and y's rows must be
 // 16-byte aligned for the TMA store.
@@ -68,10 +69,11 @@ bool MixedGemmSupports(const TensorFormat& format, int64_t m, int64_t n, int64_t
 
 // The tile and split count of one call: n, k of one chunk (so a chunked call plans each chunk
 // as a call on that chunk alone would), `sm_count` the device's SMs. A pure function of its
-// arguments. `batch_invariant`: the decode tile and a split count that do not depend on m, so
-// a token's floats do not depend on the batch it came in (every 16-token column of tiles sums
-// the same way). REQUIRES: MixedGemmSupports(format, m, n, k, batch_invariant),
-// sm_count >= 1.
+// arguments. `batch_invariant` (deterministic mode): the decode tile and a split count of k
+// alone (not of m, n or sm_count), so a row's floats depend neither on the batch it came in
+// nor on the slice of output rows a tensor-parallel rank holds (every 16-token column and every
+// 128-row tile sums the same way). REQUIRES: MixedGemmSupports(format, m, n, k,
+// batch_invariant), sm_count >= 1.
 MixedGemmPlan PlanMixedGemm(const TensorFormat& format, int64_t m, int64_t n, int64_t k,
                             int sm_count, bool batch_invariant = false);
 

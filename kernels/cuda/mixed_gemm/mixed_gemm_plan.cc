@@ -18,6 +18,9 @@ constexpr int64_t kLargeTileTokens = 128;
 // partial-sum round trip through the workspace than they save.
 constexpr int64_t kMinKTilesPerSplit = 4;
 constexpr int64_t kMaxSplits = 16;
+// Batch-invariant plans (deterministic mode) split every k the same way, whatever the rows:
+// 4 parts keep a 4096-row decode matrix on 128 of an H100's 132 SMs (32 row tiles x 4).
+constexpr int64_t kBatchInvariantSplits = 4;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -58,18 +61,22 @@ MixedGemmPlan PlanMixedGemm(const TensorFormat& format, int64_t m, int64_t n, in
   plan.kind = format.kind == FormatKind::kInt4Group ? MixedGemmKind::kInt4 : MixedGemmKind::kFp8;
   plan.tile = batch_invariant || m <= kMixedGemmDecodeTokens ? MixedGemmTile::kDecode
                                                              : MixedGemmTile::kLarge;
-  const int64_t tokens_per_tile =
-      plan.tile == MixedGemmTile::kDecode ? kDecodeTileTokens : kLargeTileTokens;
-  // Batch-invariant plans count one column of tiles, whatever m is.
-  const int64_t token_tiles = batch_invariant ? 1 : CeilDiv(m, tokens_per_tile);
-  const int64_t tiles = CeilDiv(n, kTileRows) * token_tiles;
-  // Decode matrices have far fewer output tiles than SMs (n = 4096: 32 tiles for 132 SMs), and
-  // a weight-streaming GEMM is only as fast as the SMs pulling weights: split k until every
-  // SM has a part, as long as each part keeps kMinKTilesPerSplit K tiles.
   const int64_t k_tiles = CeilDiv(k, kMixedGemmTileK);
   int64_t splits = 1;
-  if (tiles < sm_count) {
-    splits = std::min({CeilDiv(sm_count, tiles), k_tiles / kMinKTilesPerSplit, kMaxSplits});
+  if (batch_invariant) {
+    // A row's floats must depend on neither the batch (m) nor the slice of rows a
+    // tensor-parallel rank holds (n), nor the GPU model (sm_count): a split count of k alone.
+    splits = std::min(k_tiles / kMinKTilesPerSplit, kBatchInvariantSplits);
+  } else {
+    const int64_t tokens_per_tile =
+        plan.tile == MixedGemmTile::kDecode ? kDecodeTileTokens : kLargeTileTokens;
+    const int64_t tiles = CeilDiv(n, kTileRows) * CeilDiv(m, tokens_per_tile);
+    // Decode matrices have far fewer output tiles than SMs (n = 4096: 32 tiles for 132 SMs),
+    // and a weight-streaming GEMM is only as fast as the SMs pulling weights: split k until
+    // every SM has a part, as long as each part keeps kMinKTilesPerSplit K tiles.
+    if (tiles < sm_count) {
+      splits = std::min({CeilDiv(sm_count, tiles), k_tiles / kMinKTilesPerSplit, kMaxSplits});
+    }
   }
   plan.splits = static_cast<int32_t>(std::max<int64_t>(splits, 1));
   return plan;

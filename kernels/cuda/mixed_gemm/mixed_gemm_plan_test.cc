@@ -73,16 +73,29 @@ TEST(PlanMixedGemm, IsTheSameForEveryDecodeBatchSize) {
 }
 
 // Deterministic mode: one tile and split count for every m, fp8 included (exact bf16
-// activations at every batch size).
-TEST(PlanMixedGemm, BatchInvariantPlansIgnoreTheBatchSize) {
+// activations at every batch size), and for every n: a column-parallel rank's slice of the
+// rows sums each row as the whole matrix does.
+TEST(PlanMixedGemm, BatchInvariantPlansIgnoreTheBatchSizeAndTheRows) {
   EXPECT_TRUE(MixedGemmSupports(kFp8Channel, 2048, 4096, 4096, /*batch_invariant=*/true));
   for (const TensorFormat& f : {kInt4G128, kFp8Channel}) {
     const MixedGemmPlan one = PlanMixedGemm(f, 1, 4096, 4096, 132, true);
     EXPECT_EQ(one.tile, MixedGemmTile::kDecode);
+    EXPECT_EQ(one.splits, 4);
     for (int64_t m : {16, 17, 64, 2048}) {
       EXPECT_EQ(PlanMixedGemm(f, m, 4096, 4096, 132, true), one) << "m " << m;
     }
+    // The Q rows of an 8B rank at TP 2, 4, 8, its K/V heads, gate/up; another GPU's SMs.
+    for (int64_t n : {2048, 1024, 512, 128, 14336}) {
+      EXPECT_EQ(PlanMixedGemm(f, 7, n, 4096, 132, true), one) << "n " << n;
+    }
+    EXPECT_EQ(PlanMixedGemm(f, 7, 4096, 4096, 114, true), one) << "114 SMs";
   }
+  // Without the flag the same rows split by the SMs they leave idle (the control).
+  EXPECT_NE(PlanMixedGemm(kInt4G128, 1, 512, 4096, 132).splits,
+            PlanMixedGemm(kInt4G128, 1, 4096, 4096, 132).splits);
+  // Short k: each split keeps 4 K tiles (k = 512: 8 tiles, 2 splits; k = 128: one).
+  EXPECT_EQ(PlanMixedGemm(kInt4G128, 1, 4096, 512, 132, true).splits, 2);
+  EXPECT_EQ(PlanMixedGemm(kInt4G128, 1, 4096, 128, 132, true).splits, 1);
 }
 
 // What the kernels' TMA descriptors need, refused on the host before any launch.
