@@ -225,12 +225,13 @@ std::string RenderPlanTable(const MemoryPlan& plan, const Roofline& roofline) {
   absl::StrAppendFormat(&out, "VERDICT   %s\n", plan.verdict);
   absl::StrAppendFormat(
       &out,
-      "ALL %s  weights %.2f GB = checkpoint %.2f GB + vocab padding %.3f GB + replicas %.3f GB;\n"
+      "ALL %s  weights %.2f GB = checkpoint %.2f GB + vocab padding %.3f GB + replicas %.3f GB"
+      " + GPU GEMM forms %.3f GB;\n"
       "            required for the target (reserve + weights + buffers + KV, no safety margin) "
       "%.2f GB = %.2f GiB\n\n",
       Count(plan.num_ranks, plan.inputs.device.is_host ? "rank" : "GPU"),
       s.AllRanksWeightBytes() / 1e9, s.checkpoint_bytes / 1e9, s.padding_bytes / 1e9,
-      s.replica_bytes / 1e9, plan.required_bytes_all_ranks / 1e9,
+      s.replica_bytes / 1e9, s.backend_form_bytes / 1e9, plan.required_bytes_all_ranks / 1e9,
       plan.required_bytes_all_ranks / kGiB);
   return out + RooflineBlock(roofline, plan);
 }

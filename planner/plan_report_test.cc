@@ -42,6 +42,10 @@ TEST(PlanReportTest, TableShowsEveryLineAndTheTotals) {
   EXPECT_TRUE(Contains(table, WithThousands(m.kv_pool_bytes))) << table;
   EXPECT_TRUE(Contains(table, WithThousands(m.activations.attention_bytes))) << table;
   EXPECT_TRUE(Contains(table, "FlashInfer: split-key partials, work lists")) << table;
+  // The mixed-input GEMM's f32 scales beside every fp8 projection (n * k / 32 bytes): per layer
+  // and rank (2048 + 128 + 128) x 16384 + 16384 x 2048 + 3 x 6656 x 16384 = 398,458,880
+  // weights, / 32 x 126 layers x 8 ranks = 12,551,454,720 B.
+  EXPECT_TRUE(Contains(table, "+ GPU GEMM forms 12.551 GB")) << table;
   EXPECT_TRUE(Contains(table, "column     [2048 x 16384]")) << table;
   EXPECT_TRUE(Contains(table, "= " + std::to_string(plan.max_concurrent_sequences) +
                                   " sequences of 8,192 tokens (target 10)"))
