@@ -31,9 +31,10 @@ def cuda_cc_binary(name, **kwargs):
         native.cc_binary(name = name, **kwargs)
 
 CUDA_GENCODE = [
-    "-gencode=arch=compute_90a,code=sm_90a",  # H100/H200 SASS incl. arch-specific (wgmma/TMA) features
-    "-gencode=arch=compute_90,code=sm_90",  # portable sm_90 SASS
-    "-gencode=arch=compute_90,code=compute_90",  # PTX fallback, JIT-compiled on newer GPUs
+    # H100/H200 SASS (sm_90a runs on every compute capability 9.0 GPU, so a plain sm_90 cubin
+    # would be a second copy of the same code), and PTX that newer GPUs JIT-compile.
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "-gencode=arch=compute_90,code=compute_90",
 ]
 
 NVCC_DEFAULT_COPTS = [
@@ -48,7 +49,11 @@ NVCC_DEFAULT_COPTS = [
 # (their sm90 code paths need sm_90a; one target instead of three keeps the cold build within
 # CI's budget), the wheel's CCCL ahead of the toolkit's (nvcc.profile adds the toolkit's as
 # -isystem, so -I wins), and the flags FlashInfer's own JIT build uses (flashinfer/jit/core.py
-# and cpp_ext.py of the same wheel), less -use_fast_math: our kernels keep IEEE division.
+# and cpp_ext.py of the same wheel), less -use_fast_math (our kernels keep IEEE division) and
+# less CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED: its 76,000 lines of extra wgmma shapes cost ~40 s
+# of nvcc per CuTe file, and every tile we instantiate (FA3 96-wide KV tiles, head dims 64/128,
+# the mixed GEMM's 16- and 128-token tiles) is one of CuTe's base shapes, which the op
+# selectors pick first either way.
 FLASHINFER_GENCODE = ["-gencode=arch=compute_90a,code=sm_90a"]
 
 FLASHINFER_NVCC_COPTS = [
@@ -62,7 +67,6 @@ FLASHINFER_NVCC_COPTS = [
     "-DFLASHINFER_ENABLE_BF16",
     "-DFLASHINFER_ENABLE_F16",
     "-DFLASHINFER_ENABLE_FP8_E4M3",
-    "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",
     # CUDA >= 12.8 makes template kernel stubs static by default; FlashInfer's JIT turns it off.
     "-static-global-template-stub=false",
     # CUTLASS's sm100 headers (included, never instantiated here) warn about deprecated
