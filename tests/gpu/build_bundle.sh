@@ -73,7 +73,7 @@ glibc_max=$(objdump -T "$OUT"/bin/* "$OUT"/lib/*.so* 2>/dev/null | grep -o 'GLIB
             sort -uV | tail -1)
 glibcxx_max=$(objdump -T "$OUT"/bin/* "$OUT"/lib/*.so* 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' |
               sort -uV | tail -1)
-# The CUDA binaries are mostly fatbins (sm_90a, sm_90, compute_90 PTX) that xz shrinks about
+# The CUDA binaries are mostly fatbins (sm_90a SASS, compute_90 PTX) that xz shrinks about
 # 13 times (17 MB -> 1.3 MB each); device_checks.sh unpacks them there.
 xz -9 -T0 -f "$OUT"/bin/*
 {
