@@ -173,6 +173,20 @@ void BlockManager::Free(int64_t seq_id) {
   seqs_.erase(it);
 }
 
+int32_t BlockManager::num_used_blocks() const {
+  std::vector<bool> seen(num_blocks_, false);
+  int32_t used = 0;
+  for (const auto& [id, seq] : seqs_) {
+    for (int32_t b : seq.blocks) {
+      if (!seen[b]) {
+        seen[b] = true;
+        ++used;
+      }
+    }
+  }
+  return used;
+}
+
 const std::vector<int32_t>& BlockManager::BlockTable(int64_t seq_id) const {
   static const std::vector<int32_t> kEmpty;
   auto it = seqs_.find(seq_id);

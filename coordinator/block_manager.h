@@ -55,7 +55,9 @@ class BlockManager {
   int32_t num_free_blocks() const {
     return static_cast<int32_t>(free_.size() + evictable_.size());
   }
-  int32_t num_used_blocks() const { return num_blocks_ - num_free_blocks(); }
+  // Distinct blocks in the sequences' tables, counted from the tables (O(blocks held)): not
+  // derived from the free count, so free + used == total checks that no block is lost.
+  int32_t num_used_blocks() const;
   // Of num_free_blocks(): registered blocks no sequence references (still hold valid KV).
   int32_t num_cached_blocks() const { return static_cast<int32_t>(evictable_.size()); }
   // Tables referencing physical block `block` (0 when free or evictable).

@@ -8,8 +8,8 @@
 //   Scheduler sched(options, &blocks);
 //   sched.Add(seq_id, prompt_ids);  StepPlan plan = sched.Schedule();  ...  sched.Commit(plan);
 //
-// The scheduler owns the queues, a copy of each sequence's token ids and the block manager,
-// never a tensor.
+// The scheduler owns the queues and a copy of each sequence's token ids, never a tensor; it
+// allocates and frees KV blocks through the engine's BlockManager, which it does not own.
 // Threading: not thread-safe; driven by the engine's step thread.
 #ifndef TPSERVE_COORDINATOR_SCHEDULER_H_
 #define TPSERVE_COORDINATOR_SCHEDULER_H_

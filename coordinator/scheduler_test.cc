@@ -53,8 +53,13 @@ TEST(Scheduler, ChunkedPrefillThenBatchedDecode) {
     EXPECT_EQ(Step(sched, blocks), expected[step]) << "step " << step;
   }
   EXPECT_EQ(blocks.NumTokens(1), 12);
+  EXPECT_EQ(blocks.NumTokens(2), 5);
+  // ceil(12 / 4) + ceil(5 / 4) blocks in the tables, the other 27 free.
+  EXPECT_EQ(blocks.num_used_blocks(), 3 + 2);
+  EXPECT_EQ(blocks.num_free_blocks(), 32 - 5);
   sched.Remove(1);
   sched.Remove(2);
+  EXPECT_EQ(blocks.num_used_blocks(), 0);
   EXPECT_EQ(blocks.num_free_blocks(), 32);
   EXPECT_TRUE(sched.Empty());
 }
@@ -131,7 +136,8 @@ TEST(Scheduler, SecondSequenceWithTheSamePromptStartsAfterTheCachedBlocks) {
   EXPECT_EQ(t2[1], t1[1]);
   EXPECT_NE(t2[2], t1[2]);  // the partial block is private
   EXPECT_EQ(blocks.RefCount(t1[0]), 2);
-  EXPECT_EQ(blocks.num_used_blocks(), 4);
+  EXPECT_EQ(blocks.num_used_blocks(), 4);  // 2 shared + 2 private tails
+  EXPECT_EQ(blocks.num_free_blocks(), 32 - 4);
   sched.Commit(plan);
   sched.Remove(1);
   sched.Remove(2);

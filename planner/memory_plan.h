@@ -1,8 +1,9 @@
 // The product's memory plan: for a model, formats, parallelism and device, every byte each
 // rank holds (weights by role, step buffers, communicator buffers, reserves) and, from what is
 // left, how many KV-cache blocks it can hold. The engine sizes its KV pool and its step
-// buffers from this plan and refuses configurations whose plan does not fit; sizes are
-// computed here only, so allocation and planning cannot drift apart.
+// buffers from this plan and refuses configurations whose plan does not fit. Every size here
+// comes from the function the engine allocates with (named below), never from a second
+// formula, so allocation and planning cannot drift apart.
 //
 //   TP_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(inputs));
 //   BlockManager blocks(plan.num_kv_blocks, plan.inputs.kv_block_size_tokens);

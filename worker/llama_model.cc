@@ -180,10 +180,6 @@ MemoryFootprint LlamaModel::footprint() const {
   return fp;
 }
 
-void* LlamaModel::Act(const DeviceBuffer& buffer, int64_t elems) const {
-  return buffer.as<uint8_t>() + elems * ActivationBytes(*backend_);
-}
-
 absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) const {
   const KvCacheShape& kv = cache.shape();
   if (kv.num_layers != config_.num_layers || kv.num_kv_heads != plan_.num_local_kv_heads() ||

@@ -140,8 +140,6 @@ class LlamaModel {
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank: one all-reduce, or (with
   // TpReduction::kDeterministic) in a fixed chunk order, the same floats at every degree.
   absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
-  // Element offset `elems` into an activation buffer.
-  void* Act(const DeviceBuffer& buffer, int64_t elems) const;
 
   LlamaConfig config_;
   ShardingPlan plan_;

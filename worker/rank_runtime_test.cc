@@ -1,7 +1,12 @@
 #include "worker/rank_runtime.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "worker/testing/tiny_llama.h"
@@ -19,15 +24,41 @@ RankRuntimeOptions TinyOptions(CommunicatorKind kind) {
   return o;
 }
 
-TEST(RankRuntime, SingleRankOnTheCpuSteps) {
+// The largest |a[i] - b[i]| and the largest |b[i]|.
+std::pair<float, float> MaxDiffAndScale(const float* a, const float* b, int64_t n) {
+  float diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+    scale = std::max(scale, std::fabs(b[i]));
+  }
+  return {diff, scale};
+}
+
+// A prompt step, then a decode step that reads the prompt's KV from the runtime's cache: each
+// step's last-token logits against the f64 reference forward pass (no KV cache) of the whole
+// sequence so far. F32 weights and KV: only f32-vs-f64 rounding (llama_model_test's bound).
+TEST(RankRuntime, SingleRankOnTheCpuStepsThroughItsKvCache) {
   const LlamaConfig config = TinyLlamaConfig();
   std::shared_ptr<const WeightSource> weights = MakeTinyLlama(config, {});
   auto rt = RankRuntime::Create(config, weights, TinyOptions(CommunicatorKind::kSingleRank));
   ASSERT_TRUE(rt.ok()) << rt.status();
-  StepBatch batch;
-  batch.sequences.push_back({{1, 2, 3}, 0, {0}, false});
-  std::vector<float> logits(config.vocab_size);
-  EXPECT_TRUE((*rt)->Step(batch, logits.data()).ok());
+  const std::vector<int32_t> sequence = {1, 2, 3, 4, 5, 6};  // 5 prompt tokens, then 1 decode
+  const std::vector<float> want = ReferenceLogits(config, *weights, sequence);
+  const int64_t vocab = config.vocab_size;
+  std::vector<float> logits(vocab);
+
+  StepBatch prompt;
+  prompt.sequences.push_back({{1, 2, 3, 4, 5}, 0, {0, 1}, false});
+  ASSERT_TRUE((*rt)->Step(prompt, logits.data()).ok());
+  auto [diff, scale] = MaxDiffAndScale(logits.data(), &want[4 * vocab], vocab);
+  EXPECT_GT(scale, 0.0f);
+  EXPECT_LT(diff, 1e-5f * scale) << "prompt step";
+
+  StepBatch decode;
+  decode.sequences.push_back({{6}, 5, {0, 1}, false});
+  ASSERT_TRUE((*rt)->Step(decode, logits.data()).ok());
+  std::tie(diff, scale) = MaxDiffAndScale(logits.data(), &want[5 * vocab], vocab);
+  EXPECT_LT(diff, 1e-5f * scale) << "decode step";
 }
 
 TEST(RankRuntime, RefusesNcclOnAHostMemoryBackend) {

@@ -93,11 +93,9 @@ HttpError ToHttpError(const absl::Status& status);
 // OpenAI's finish_reason for a normal end ("stop" for EOS, a stop token or a stop sequence;
 // "length"); nullptr for the ends that are errors (cancelled, deadline, error).
 const char* OpenAiFinishReason(FinishReason reason);
-// OK for a normal end; CANCELLED, DEADLINE_EXCEEDED or the engine's error otherwise.
-absl::Status FinishStatus(const GenerationEvent& event);
 
-// usage.prompt_tokens_details.cached_tokens. The engine's Usage does not report prefix-cache
-// hits yet; when it gains `cached_tokens`, this is the one line to change.
+// usage.prompt_tokens_details.cached_tokens: Usage::cached_tokens, the prompt tokens the
+// prefix cache served when the request was first admitted.
 int32_t CachedPromptTokens(const Usage& usage);
 nlohmann::json UsageObject(const Usage& usage);
 
@@ -113,7 +111,7 @@ class ResponseBuilder {
 
   // Streaming: the chunks one event produces (none for an event with nothing to show). The
   // first chat chunk carries delta.role; the finishing one carries finish_reason. REQUIRES:
-  // FinishStatus(event) is OK (an error end is the server's to report).
+  // FinishStatus(event.finish, event.error) is OK (an error end is the server's to report).
   std::vector<nlohmann::json> StreamChunks(const GenerationEvent& event);
   // The closing chunk with empty choices and the usage, when stream_options.include_usage was
   // set (null otherwise). REQUIRES: the finishing event went through StreamChunks.
