@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "coordinator/sampling.h"
 
@@ -29,6 +30,11 @@ struct GenerationRequest {
 };
 
 enum class FinishReason { kNone, kEos, kLength, kStopSequence, kCancelled, kDeadline, kError };
+
+// The one status a finished request's stream ends with, on every protocol: OK for a normal end
+// (EOS, length, a stop sequence), CANCELLED or DEADLINE_EXCEEDED for those ends, and for kError
+// the engine's `error` (INTERNAL if it carries none).
+absl::Status FinishStatus(FinishReason reason, const absl::Status& error);
 
 }  // namespace tpserve
 

@@ -59,17 +59,6 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
   }
 }
 
-// How a stream that was not an error ends: OK, or the cancel / deadline that cut it short.
-absl::Status FinishStatus(FinishReason reason) {
-  if (reason == FinishReason::kCancelled) {
-    return absl::CancelledError("generation cancelled by the client");
-  }
-  if (reason == FinishReason::kDeadline) {
-    return absl::DeadlineExceededError("deadline passed during generation");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ParseByteBuffer(const grpc::ByteBuffer& buffer, google::protobuf::Message* out) {
   std::vector<grpc::Slice> slices;
   if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable bytes");
@@ -131,7 +120,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       }
     }
     if (!s.ok()) {
-      if (absl::IsResourceExhausted(s)) {
+      // As HTTP's Retry-After: a full queue, or a server draining or unable to step.
+      if (absl::IsResourceExhausted(s) || absl::IsUnavailable(s)) {
         context->AddTrailingMetadata("retry-after", std::to_string(frontend->retry_after_s()));
       }
       FinishWith(ToGrpcStatus(s));
@@ -164,7 +154,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     {
       absl::MutexLock lock(&mu_);
       if (last && event.finish == FinishReason::kError) {
-        final_status_ = ToGrpcStatus(event.error);
+        final_status_ = ToGrpcStatus(FinishStatus(event.finish, event.error));
       } else {
         if (!client_gone_) {
           pb::GenerateResponse response;
@@ -173,7 +163,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
           FillResponse(event, &response);
           pending_.push_back(Serialize(response));
         }
-        if (last) final_status_ = ToGrpcStatus(FinishStatus(event.finish));
+        if (last) final_status_ = ToGrpcStatus(FinishStatus(event.finish, event.error));
       }
     }
     Pump();

@@ -187,6 +187,26 @@ TEST_F(ServerTest, AFailedRankEndsTheStreamWithUnavailable) {
   EXPECT_EQ(engine_->health().code(), absl::StatusCode::kUnavailable);
 }
 
+TEST_F(ServerTest, WhileDrainingRequestsGetUnavailableWithRetryAfterAsOverHttp) {
+  Start("x");
+  frontend_->BeginDrain();
+  pb::GenerateRequest req;
+  req.set_text("hi");
+  grpc::ClientContext ctx;
+  auto refused = stub_->Generate(&ctx, req);
+  pb::GenerateResponse m;
+  EXPECT_FALSE(refused->Read(&m));
+  const grpc::Status s = refused->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(s.error_message(), "the server is draining: no new requests");
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find("retry-after");
+  ASSERT_NE(it, trailers.end());
+  int retry = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(std::string(it->second.data(), it->second.size()), &retry));
+  EXPECT_EQ(retry, frontend_->retry_after_s());
+}
+
 TEST_F(ServerTest, ModelInfo) {
   Start("x");
   pb::ModelInfo info;
@@ -278,7 +298,9 @@ TEST_F(ServerTest, PastTheQueueBoundRequestsAreRefusedBeforeAnyToken) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     streams.push_back(stub_->Generate(contexts.back().get(), req));
     pb::GenerateResponse first;
-    if (i < 8) ASSERT_TRUE(streams.back()->Read(&first));  // running: tokens flow
+    if (i < 8) {
+      ASSERT_TRUE(streams.back()->Read(&first));  // running: tokens flow
+    }
   }
   for (int i = 0; i < 200 && frontend_->in_flight() < 9; ++i) absl::SleepFor(absl::Milliseconds(5));
   ASSERT_EQ(frontend_->in_flight(), 9);

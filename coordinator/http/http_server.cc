@@ -348,7 +348,7 @@ void HttpServer::Respond(const std::shared_ptr<Stream>& s, httplib::Response& re
       s->builder.Append(e);
       if (e.finish == FinishReason::kNone) continue;
       s->finished = true;
-      status = FinishStatus(e);
+      status = FinishStatus(e.finish, e.error);
     }
   }
   if (stopping_ && status.code() == absl::StatusCode::kCancelled) {
@@ -381,7 +381,7 @@ void HttpServer::RespondStreaming(const std::shared_ptr<Stream>& s, httplib::Res
         std::string out;
         for (GenerationEvent& e : s->queue->Take(kPollInterval)) {
           if (s->finished) break;
-          absl::Status status = FinishStatus(e);
+          absl::Status status = FinishStatus(e.finish, e.error);
           if (!status.ok()) {
             if (stopping_ && status.code() == absl::StatusCode::kCancelled) {
               status = absl::UnavailableError("the HTTP server is shutting down");

@@ -289,14 +289,8 @@ TEST(FinishReasons, NormalEndsAreStopOrLengthAndTheRestAreErrors) {
   EXPECT_STREQ(OpenAiFinishReason(FinishReason::kStopSequence), "stop");
   EXPECT_STREQ(OpenAiFinishReason(FinishReason::kLength), "length");
   EXPECT_EQ(OpenAiFinishReason(FinishReason::kCancelled), nullptr);
-  GenerationEvent e;
-  e.finish = FinishReason::kDeadline;
-  EXPECT_EQ(FinishStatus(e).code(), absl::StatusCode::kDeadlineExceeded);
-  e.finish = FinishReason::kError;
-  e.error = absl::UnavailableError("rank 1 stopped answering");
-  EXPECT_EQ(FinishStatus(e), e.error);
-  e.finish = FinishReason::kLength;
-  EXPECT_TRUE(FinishStatus(e).ok());
+  EXPECT_EQ(OpenAiFinishReason(FinishReason::kDeadline), nullptr);
+  EXPECT_EQ(OpenAiFinishReason(FinishReason::kError), nullptr);
 }
 
 class ResponseBuilderTest : public ::testing::Test {

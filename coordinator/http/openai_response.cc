@@ -27,19 +27,6 @@ const char* OpenAiFinishReason(FinishReason reason) {
   }
 }
 
-absl::Status FinishStatus(const GenerationEvent& event) {
-  switch (event.finish) {
-    case FinishReason::kCancelled:
-      return absl::CancelledError("the request was cancelled");
-    case FinishReason::kDeadline:
-      return absl::DeadlineExceededError("the request's deadline passed before it finished");
-    case FinishReason::kError:
-      return event.error.ok() ? absl::InternalError("the engine failed") : event.error;
-    default:
-      return absl::OkStatus();
-  }
-}
-
 int32_t CachedPromptTokens(const Usage& usage) { return usage.cached_tokens; }
 
 Json UsageObject(const Usage& usage) {
