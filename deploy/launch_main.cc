@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -305,67 +307,82 @@ absl::StatusOr<GatewayOptions> PublicApiOptions() {
   return options;
 }
 
-int Serve(const char* argv0, const LaunchSetup& setup) {
-  const int ranks = setup.ranks;
-  const ClusterPlan* plan = &setup.plan;
-  ModelBundle* bundle = setup.bundle;
-  const std::string* model_path = &setup.model_path;
-  const bool spawn = absl::GetFlag(FLAGS_spawn_ranks);
-  const std::string worker_bin = spawn ? FindWorkerBinary(argv0) : "";
-  if (spawn && worker_bin.empty()) {
-    return Fail("cannot find the worker binary (set TPSERVE_WORKER_BIN)");
-  }
+// The worker ranks of this launch: the control plane they join and, when the launcher started
+// them, their processes, which are stopped when this goes away (on every path out of Serve).
+struct RankProcesses {
+  RankProcesses() = default;
+  RankProcesses(const RankProcesses&) = delete;
+  RankProcesses& operator=(const RankProcesses&) = delete;
+  ~RankProcesses() { StopChildren(pids); }
+
+  std::unique_ptr<WorkerPlane> plane;  // removes the run directory when it goes away
+  bool spawned = false;
+  std::vector<pid_t> pids;  // the spawned ranks still running
+};
+
+// Step 1, spawn: the worker control plane, then the ranks as children of `worker_bin`, or
+// (worker_bin empty) the command that joins one from elsewhere. SIGCHLD must already be
+// blocked, so that no child's exit is missed.
+absl::Status SpawnRanks(const std::string& worker_bin, int ranks, RankProcesses* procs) {
+  procs->spawned = !worker_bin.empty();
   WorkerPlaneOptions plane_options;
   plane_options.ranks = ranks;
-  plane_options.spawn_ranks = spawn;
+  plane_options.spawn_ranks = procs->spawned;
   plane_options.worker_listen = absl::GetFlag(FLAGS_worker_listen);
   plane_options.cluster_secret_file = absl::GetFlag(FLAGS_cluster_secret_file);
-  absl::StatusOr<std::unique_ptr<WorkerPlane>> plane = StartWorkerPlane(plane_options);
-  if (!plane.ok()) return Fail(std::string(plane.status().message()), 2);
-
-  // Signals go to one thread (sigwait) so that no handler runs in the middle of anything.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &sigs, nullptr);
-
-  std::vector<pid_t> pids;
-  if (spawn) {
-    for (int r = 0; r < ranks; ++r) {
-      pids.push_back(SpawnWorker(worker_bin, (*plane)->local_address, r, (*plane)->secret_file));
-      g_rank_of_pid[pids.back()] = r;
-    }
-    std::fprintf(stderr, "launch: started %d worker rank(s) (pids", ranks);
-    for (pid_t p : pids) std::fprintf(stderr, " %d", p);
-    std::fprintf(stderr, ")\n");
-  } else {
+  absl::StatusOr<std::unique_ptr<WorkerPlane>> plane_or = StartWorkerPlane(plane_options);
+  if (!plane_or.ok()) return plane_or.status();
+  procs->plane = *std::move(plane_or);
+  const WorkerPlane& plane = *procs->plane;
+  if (!procs->spawned) {
     std::fprintf(stderr,
                  "launch: worker control plane on %s; waiting up to %d s for %d rank(s) to "
                  "join: worker --coordinator=%s --rank=R --cluster_secret_file=%s\n",
-                 (*plane)->listen_address.c_str(), absl::GetFlag(FLAGS_join_timeout_s), ranks,
-                 (*plane)->listen_address.c_str(), (*plane)->secret_file.c_str());
+                 plane.listen_address.c_str(), absl::GetFlag(FLAGS_join_timeout_s), ranks,
+                 plane.listen_address.c_str(), plane.secret_file.c_str());
+    return absl::OkStatus();
   }
-  absl::StatusOr<std::vector<JoinedRank>> joined = (*plane)->control->WaitForRanks(
+  for (int r = 0; r < ranks; ++r) {
+    procs->pids.push_back(SpawnWorker(worker_bin, plane.local_address, r, plane.secret_file));
+    g_rank_of_pid[procs->pids.back()] = r;
+  }
+  std::fprintf(stderr, "launch: started %d worker rank(s) (pids", ranks);
+  for (pid_t p : procs->pids) std::fprintf(stderr, " %d", p);
+  std::fprintf(stderr, ")\n");
+  return absl::OkStatus();
+}
+
+// Step 2, join: every rank has registered with the control plane (or one died, or the join
+// timed out).
+absl::StatusOr<std::vector<JoinedRank>> JoinRanks(const RankProcesses& procs) {
+  const bool spawned = procs.spawned;
+  absl::StatusOr<std::vector<JoinedRank>> joined = procs.plane->control->WaitForRanks(
       absl::Seconds(absl::GetFlag(FLAGS_join_timeout_s)),
-      [spawn](const JoinedRank& r) {
-        if (!spawn) {
+      [spawned](const JoinedRank& r) {
+        if (!spawned) {
           std::fprintf(stderr, "launch: rank %d joined from %s (host %s)\n", r.rank,
                        r.worker_address.c_str(), r.hostname.c_str());
         }
       },
-      [&pids] { return SpawnedRanksAlive(pids); });
+      [&procs] { return SpawnedRanksAlive(procs.pids); });
   if (!joined.ok()) {
-    StopChildren(pids);
-    return Fail(absl::StrCat("worker control plane on ", (*plane)->listen_address, ": ",
-                             joined.status().message()));
+    return absl::Status(joined.status().code(),
+                        absl::StrCat("worker control plane on ", procs.plane->listen_address,
+                                     ": ", joined.status().message()));
   }
+  return joined;
+}
+
+// Step 3, load: the joined ranks load their shards and KV caches; progress is printed.
+absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
+    const LaunchSetup& setup, std::vector<tpserve::worker::v1::ShardAssignment> assignments,
+    const RankProcesses& procs, const std::vector<JoinedRank>& joined) {
+  const ClusterPlan& plan = setup.plan;
   std::vector<std::string> addresses;
-  for (const JoinedRank& r : *joined) addresses.push_back(r.worker_address);
+  for (const JoinedRank& r : joined) addresses.push_back(r.worker_address);
   RemoteExecutorOptions exec_options;
-  exec_options.cluster_secret = (*plane)->secret;
-  exec_options.model_path = *model_path;
+  exec_options.cluster_secret = procs.plane->secret;
+  exec_options.model_path = setup.model_path;
   exec_options.backend = setup.backend;
   exec_options.comm_kind = setup.comm_kind;
   exec_options.weights = absl::GetFlag(FLAGS_weights);
@@ -373,32 +390,24 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   exec_options.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   // Ranks on this host (children, or joined with this host's name and boot id) take their
   // steps through shared memory; ranks elsewhere over gRPC.
-  exec_options.step_channel = spawn || AllOnThisHost(*joined);
+  exec_options.step_channel = procs.spawned || AllOnThisHost(joined);
   // Ranks meet through the control plane's store (rendezvous_dir ""), fresh for this launch;
   // the prefix also names this run's shared-memory segments.
   exec_options.rendezvous_dir = "";
   exec_options.rendezvous_prefix = absl::StrCat("run", getpid(), "-", NewClusterSecret().substr(0, 8));
-  exec_options.num_kv_blocks = plan->num_kv_blocks;
-  exec_options.block_size_tokens = plan->block_size_tokens;
+  exec_options.num_kv_blocks = plan.num_kv_blocks;
+  exec_options.block_size_tokens = plan.block_size_tokens;
   exec_options.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank) > 0
                                       ? absl::GetFlag(FLAGS_threads_per_rank)
-                                      : plan->threads_per_rank;
+                                      : plan.threads_per_rank;
   exec_options.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
-  exec_options.vocab_size = bundle->files.config.vocab_size;
-  for (int r = 0; r < ranks; ++r) {
-    absl::StatusOr<ShardingPlan> shards =
-        ShardingPlan::Create(bundle->files.config, plan->formats, {r, ranks});
-    if (!shards.ok()) {
-      StopChildren(pids);
-      return Fail(std::string(shards.status().message()), 2);
-    }
-    exec_options.assignments.push_back(ToAssignment(*shards));
-  }
-  exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
-  exec_options.max_logit_rows = plan->engine.scheduler.max_num_seqs;
-  exec_options.max_context_tokens = static_cast<int32_t>(plan->engine.context_length);
+  exec_options.vocab_size = setup.bundle->files.config.vocab_size;
+  exec_options.assignments = std::move(assignments);
+  exec_options.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
+  exec_options.max_logit_rows = plan.engine.scheduler.max_num_seqs;
+  exec_options.max_context_tokens = static_cast<int32_t>(plan.engine.context_length);
   const absl::Time load_start = absl::Now();
-  absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec = RemoteExecutor::Connect(
+  return RemoteExecutor::Connect(
       addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {
         if (p.ready()) {
           std::fprintf(stderr,
@@ -412,132 +421,151 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
                        p.num_layers());
         }
       });
-  if (!exec.ok()) {
-    StopChildren(pids);
-    return Fail(std::string(exec.status().message()));
-  }
-  RemoteExecutor* remote = exec->get();
+}
 
-  absl::StatusOr<GatewayOptions> configured = PublicApiOptions();
-  if (!configured.ok()) {
-    StopChildren(pids);
-    return Fail(std::string(configured.status().message()), 2);
-  }
-  GatewayOptions options = *std::move(configured);
-  options.engine = plan->engine;
+// Step 4, serve: the public gRPC and HTTP APIs over the loaded ranks, announced on stdout (and
+// in --ready_file).
+absl::StatusOr<std::unique_ptr<Gateway>> StartServing(const LaunchSetup& setup,
+                                                      GatewayOptions options,
+                                                      std::unique_ptr<RemoteExecutor> exec) {
+  const ClusterPlan& plan = setup.plan;
+  const ModelBundle& bundle = *setup.bundle;
+  options.engine = plan.engine;
   options.engine.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
-  options.engine.eos_token_ids = bundle->EosTokenIds();
-  options.info.name = bundle->files.config.name;
-  options.info.weight_format = plan->formats.preset == "checkpoint"
-                                   ? bundle->files.weight_format
-                                   : plan->formats.preset;
+  options.engine.eos_token_ids = bundle.EosTokenIds();
+  options.info.name = bundle.files.config.name;
+  options.info.weight_format =
+      plan.formats.preset == "checkpoint" ? bundle.files.weight_format : plan.formats.preset;
   options.info.backend = setup.backend;
-  options.info.tensor_parallel_degree = ranks;
-  options.info.num_parameters = bundle->files.config.NumParameters();
-  options.info.kv_cache_tokens = int64_t{plan->num_kv_blocks} * plan->block_size_tokens;
+  options.info.tensor_parallel_degree = setup.ranks;
+  options.info.num_parameters = bundle.files.config.NumParameters();
+  options.info.kv_cache_tokens = int64_t{plan.num_kv_blocks} * plan.block_size_tokens;
+  RemoteExecutor* remote = exec.get();
   options.ranks_alive = [remote] { return remote->Ping(absl::Seconds(1)); };
-  absl::StatusOr<std::unique_ptr<Gateway>> gateway =
-      Gateway::Start(&*bundle, *std::move(exec), options);
-  if (!gateway.ok()) {
-    StopChildren(pids);
-    return Fail(std::string(gateway.status().message()));
-  }
-  for (const std::string& w : (*gateway)->warnings()) {
+  absl::StatusOr<std::unique_ptr<Gateway>> started =
+      Gateway::Start(setup.bundle, std::move(exec), options);
+  if (!started.ok()) return started.status();
+  std::unique_ptr<Gateway> gateway = *std::move(started);
+  for (const std::string& w : gateway->warnings()) {
     std::fprintf(stderr, "launch: WARNING: %s\n", w.c_str());
   }
   std::printf("tpserve: serving %s on %s (tpserve.v1.TpServe, %d %s rank(s))\n",
-              bundle->files.config.name.c_str(), (*gateway)->address().c_str(), ranks,
+              bundle.files.config.name.c_str(), gateway->address().c_str(), setup.ranks,
               setup.backend.c_str());
-  if (!(*gateway)->http_url().empty()) {
+  if (!gateway->http_url().empty()) {
     std::printf("tpserve: OpenAI-compatible HTTP on %s (/v1/chat/completions, /v1/completions, "
-                "/v1/models, /health, /metrics)\n", (*gateway)->http_url().c_str());
+                "/v1/models, /health, /metrics)\n", gateway->http_url().c_str());
   }
   std::fflush(stdout);
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     const std::string tmp = absl::GetFlag(FLAGS_ready_file) + ".tmp";
-    std::ofstream(tmp) << (*gateway)->address() << "\n" << (*gateway)->http_url() << "\n";
+    std::ofstream(tmp) << gateway->address() << "\n" << gateway->http_url() << "\n";
     std::rename(tmp.c_str(), absl::GetFlag(FLAGS_ready_file).c_str());
   }
-  std::thread demo;
-  if (!absl::GetFlag(FLAGS_demo_prompt).empty() && options.tls.enabled()) {
+  return gateway;
+}
+
+// --demo_prompt: one streamed chat request through the public API, on its own thread.
+std::thread StartDemo(const std::string& address, const GatewayOptions& options) {
+  const std::string prompt = absl::GetFlag(FLAGS_demo_prompt);
+  if (prompt.empty()) return std::thread();
+  if (options.tls.enabled()) {
     std::fprintf(stderr, "launch: --demo_prompt skipped: the demo client speaks plaintext and the "
                          "ports are on TLS (try //deploy:client --tls_ca_file=...)\n");
-  } else if (!absl::GetFlag(FLAGS_demo_prompt).empty()) {
-    demo = std::thread([address = (*gateway)->address(),
-                        token = options.frontend.bearer_token] {
-      StreamClientOptions demo_options;
-      demo_options.max_new_tokens = 128;
-      demo_options.bearer_token = token;
-      absl::Status s = StreamChat(address, absl::GetFlag(FLAGS_demo_prompt), demo_options, stdout);
-      if (!s.ok()) std::fprintf(stderr, "launch: demo request failed: %s\n", std::string(s.message()).c_str());
-    });
+    return std::thread();
   }
+  return std::thread([prompt, address, token = options.frontend.bearer_token] {
+    StreamClientOptions demo_options;
+    demo_options.max_new_tokens = 128;
+    demo_options.bearer_token = token;
+    absl::Status s = StreamChat(address, prompt, demo_options, stdout);
+    if (!s.ok()) std::fprintf(stderr, "launch: demo request failed: %s\n", std::string(s.message()).c_str());
+  });
+}
 
-  // Serve until a signal, or until the cluster stops serving: a rank that died or stalled
-  // cannot be replaced in place, so the launcher says which and how, lets the requests in flight
-  // end with UNAVAILABLE naming it, and exits 1 promptly for a supervisor to restart it.
+// Reaps the children that exited or stopped; returns how many. Each is named on stderr.
+int ReapRanks(std::vector<pid_t>* pids) {
+  int reaped = 0;
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
+    const int rank = g_rank_of_pid.count(pid) ? g_rank_of_pid[pid] : -1;
+    std::string how;
+    if (WIFSTOPPED(status)) {
+      how = absl::StrCat("was stopped by signal ", WSTOPSIG(status), " (", strsignal(WSTOPSIG(status)), ")");
+    } else if (WIFSIGNALED(status)) {
+      how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+      pids->erase(std::remove(pids->begin(), pids->end(), pid), pids->end());
+    } else {
+      how = absl::StrCat("exited with status ", WEXITSTATUS(status));
+      pids->erase(std::remove(pids->begin(), pids->end(), pid), pids->end());
+    }
+    std::fprintf(stderr, "launch: rank %d (pid %d) %s; the cluster is NOT_SERVING\n", rank, pid,
+                 how.c_str());
+    ++reaped;
+  }
+  return reaped;
+}
+
+// On SIGINT or SIGTERM, drain: NOT_SERVING, and the requests in flight get up to
+// --drain_timeout_s to finish before they are cancelled.
+void Drain(Gateway& gateway, int sig) {
+  const int timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  std::fprintf(stderr, "launch: %s; draining (NOT_SERVING; %lld request(s) in flight may run "
+               "for up to %d s)\n", sig == SIGINT ? "interrupted" : "terminated",
+               static_cast<long long>(gateway.frontend().in_flight()), timeout_s);
+  const int64_t cancelled = gateway.Drain(absl::Seconds(timeout_s));
+  std::fprintf(stderr, "launch: drained (%lld request(s) cancelled at the timeout); shutting down\n",
+               static_cast<long long>(cancelled));
+}
+
+// Step 5, supervise: serve until a signal (then drain) or until the cluster stops serving. A
+// rank that died or stalled cannot be replaced in place, so the launcher says which and how,
+// lets the requests in flight end with UNAVAILABLE naming it, and returns 1 promptly for a
+// supervisor to restart it. Returns the exit code.
+int Supervise(Gateway& gateway, const sigset_t& signals, std::vector<pid_t>* pids) {
   int exit_code = 0;
-  absl::Time failed_at = absl::InfiniteFuture();  // when a rank was seen dead or stopped
+  absl::Time failed_at = absl::InfiniteFuture();        // when a rank was seen dead or stopped
   absl::Time unhealthy_since = absl::InfiniteFuture();  // heartbeats failing since
   while (true) {
     const struct timespec tick = {0, 200 * 1000 * 1000};
-    const int sig = sigtimedwait(&sigs, nullptr, &tick);
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
     if (sig == SIGCHLD) {
-      int status = 0;
-      pid_t pid;
-      while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
-        const int rank = g_rank_of_pid.count(pid) ? g_rank_of_pid[pid] : -1;
-        std::string how;
-        if (WIFSTOPPED(status)) {
-          how = absl::StrCat("was stopped by signal ", WSTOPSIG(status), " (", strsignal(WSTOPSIG(status)), ")");
-        } else if (WIFSIGNALED(status)) {
-          how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
-          pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
-        } else {
-          how = absl::StrCat("exited with status ", WEXITSTATUS(status));
-          pids.erase(std::remove(pids.begin(), pids.end(), pid), pids.end());
-        }
-        std::fprintf(stderr, "launch: rank %d (pid %d) %s; the cluster is NOT_SERVING\n", rank,
-                     pid, how.c_str());
+      if (ReapRanks(pids) > 0) {
         exit_code = 1;
         failed_at = std::min(failed_at, absl::Now());
       }
       continue;
     }
     if (sig == SIGINT || sig == SIGTERM) {
-      const int timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
-      std::fprintf(stderr, "launch: %s; draining (NOT_SERVING; %lld request(s) in flight may run "
-                   "for up to %d s)\n", sig == SIGINT ? "interrupted" : "terminated",
-                   static_cast<long long>((*gateway)->frontend().in_flight()), timeout_s);
-      const int64_t cancelled = (*gateway)->Drain(absl::Seconds(timeout_s));
-      std::fprintf(stderr, "launch: drained (%lld request(s) cancelled at the timeout); shutting down\n",
-                   static_cast<long long>(cancelled));
-      break;
+      Drain(gateway, sig);
+      return exit_code;
     }
     // A tick: a failed step or heartbeat also means a rank is gone (or stalled without a
-    // signal reaching us, e.g. on another host).
-    // A failed step is final; a missed heartbeat (the health monitor's ping) may be a busy
-    // host, so it must last a few seconds.
-    const absl::Status step = (*gateway)->engine().health();
-    const absl::Status ping = (*gateway)->last_health_error();
-    if (ping.ok()) unhealthy_since = absl::InfiniteFuture();
-    if (!ping.ok()) unhealthy_since = std::min(unhealthy_since, absl::Now());
+    // signal reaching us, e.g. on another host). A failed step is final; a missed heartbeat
+    // (the health monitor's ping) may be a busy host, so it must last a few seconds.
+    const absl::Status step = gateway.engine().health();
+    const absl::Status ping = gateway.last_health_error();
+    unhealthy_since = ping.ok() ? absl::InfiniteFuture() : std::min(unhealthy_since, absl::Now());
     const absl::Status health =
         !step.ok() ? step
                    : (absl::Now() - unhealthy_since > absl::Seconds(3) ? ping : absl::OkStatus());
     if (!health.ok()) {
       std::fprintf(stderr, "launch: the cluster is NOT_SERVING: %s; exiting 1 so that a "
                    "supervisor restarts it\n", std::string(health.message()).c_str());
-      exit_code = 1;
-      break;
+      return 1;
     }
     // A rank seen dead before any step or heartbeat noticed: give them a moment to name it.
     if (absl::Now() - failed_at > absl::Seconds(5)) {
       std::fprintf(stderr, "launch: exiting 1 so that a supervisor restarts the cluster\n");
-      break;
+      return exit_code;
     }
   }
-  const EngineStats st = (*gateway)->engine().stats();
+}
+
+// Prints the engine's per-step figures, then closes the public API (ending any open stream).
+void StopServing(Gateway& gateway) {
+  const EngineStats st = gateway.engine().stats();
   if (st.steps > 0) {
     const double ms = 1000.0 / static_cast<double>(st.steps);
     std::fprintf(stderr,
@@ -547,11 +575,63 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
                  st.step_wall_s * ms, st.execute_s * ms, st.allreduce_s * ms,
                  (st.step_wall_s - st.execute_s) * ms);
   }
-  (*gateway)->Shutdown();  // ends any open stream, the demo's too
+  gateway.Shutdown();
+}
+
+// Every rank's slice of the model, from the plan.
+absl::StatusOr<std::vector<tpserve::worker::v1::ShardAssignment>> RankAssignments(
+    const LaunchSetup& setup) {
+  std::vector<tpserve::worker::v1::ShardAssignment> assignments;
+  for (int r = 0; r < setup.ranks; ++r) {
+    absl::StatusOr<ShardingPlan> shards =
+        ShardingPlan::Create(setup.bundle->files.config, setup.plan.formats, {r, setup.ranks});
+    if (!shards.ok()) return shards.status();
+    assignments.push_back(ToAssignment(*shards));
+  }
+  return assignments;
+}
+
+// What the flags ask of the processes and the public API is checked first (exit 2, nothing
+// started); then spawn, join, load, serve, supervise (drain on a signal), stop. Returns the
+// exit code.
+int Serve(const char* argv0, const LaunchSetup& setup) {
+  const std::string worker_bin = absl::GetFlag(FLAGS_spawn_ranks) ? FindWorkerBinary(argv0) : "";
+  if (absl::GetFlag(FLAGS_spawn_ranks) && worker_bin.empty()) {
+    return Fail("cannot find the worker binary (set TPSERVE_WORKER_BIN)");
+  }
+  absl::StatusOr<std::vector<tpserve::worker::v1::ShardAssignment>> assignments =
+      RankAssignments(setup);
+  if (!assignments.ok()) return Fail(std::string(assignments.status().message()), 2);
+  absl::StatusOr<GatewayOptions> options = PublicApiOptions();
+  if (!options.ok()) return Fail(std::string(options.status().message()), 2);
+
+  // Signals go to one thread (sigwait) so that no handler runs in the middle of anything.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  RankProcesses procs;  // declared first: its ranks are stopped after everything else
+  if (absl::Status s = SpawnRanks(worker_bin, setup.ranks, &procs); !s.ok()) {
+    return Fail(std::string(s.message()), 2);
+  }
+  absl::StatusOr<std::vector<JoinedRank>> joined = JoinRanks(procs);
+  if (!joined.ok()) return Fail(std::string(joined.status().message()));
+  absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec =
+      LoadRanks(setup, *std::move(assignments), procs, *joined);
+  if (!exec.ok()) return Fail(std::string(exec.status().message()));
+  RemoteExecutor* remote = exec->get();
+  absl::StatusOr<std::unique_ptr<Gateway>> gateway =
+      StartServing(setup, *options, *std::move(exec));
+  if (!gateway.ok()) return Fail(std::string(gateway.status().message()));
+  std::thread demo = StartDemo((*gateway)->address(), *options);
+  const int exit_code = Supervise(**gateway, signals, &procs.pids);
+  StopServing(**gateway);
   if (demo.joinable()) demo.join();
-  if (!spawn) remote->ShutdownRanks();  // ranks elsewhere exit too (best effort)
-  StopChildren(pids);
-  return exit_code;  // `plane` removes the run directory
+  if (!procs.spawned) remote->ShutdownRanks();  // ranks elsewhere exit too (best effort)
+  return exit_code;  // ~RankProcesses stops the children; its plane removes the run directory
 }
 
 // --gpus=N: plan the model on N GPUs, say what is missing (devices, a checkpoint) with the
