@@ -2,8 +2,9 @@
 // perplexity, mean KL divergence and top-1 agreement per token, teacher-forced over texts.
 // Not a test: figures go to docs/ACCURACY.md (bench/run_accuracy.sh runs this and llama.cpp).
 //
-//   bazel run -c opt //bench:accuracy -- --model=$HOME/.cache/tpserve/SmolLM2-135M-Instruct.Q4_1.gguf \
-//       --text=tests/accuracy/english.txt,tests/accuracy/korean.txt \
+//   bazel run -c opt //bench:accuracy -- (on one line)
+//       --model=$HOME/.cache/tpserve/SmolLM2-135M-Instruct.Q4_1.gguf
+//       --text=tests/accuracy/english.txt,tests/accuracy/korean.txt
 //       --configs=fp8/f32,int4/f32,f32/fp8 --reference=f32/f32
 //
 // A config is WEIGHTS/KV: WEIGHTS "" or "checkpoint" holds them as stored, or names a preset

@@ -41,7 +41,9 @@ void ExpectRanksMatchThePlan(const MemoryPlan& plan, LocalExecutor& exec, int tp
         EXPECT_LE(held, r.bytes_per_rank) << TensorRoleName(r.role);
       }
     }
-    if (rank == 0) EXPECT_EQ(fp.weight_bytes_resident, stage.weight_bytes);
+    if (rank == 0) {
+      EXPECT_EQ(fp.weight_bytes_resident, stage.weight_bytes);
+    }
     EXPECT_EQ(exec.kv_cache_bytes(rank), num_kv_blocks * stage.kv_bytes_per_block);
     // The workspace is the plan's step buffers, allocated one for one.
     EXPECT_EQ(fp.workspace_bytes, stage.activations.step.Total());

@@ -38,7 +38,9 @@ TEST(SumF32InRankOrder, AddsRankByRankForEveryWorldSize) {
       differs_from_reverse_order += forward != reverse;
     }
     // The data can tell the orders apart, so the bitwise check above means something.
-    if (world >= 3) EXPECT_GT(differs_from_reverse_order, 0) << "world " << world;
+    if (world >= 3) {
+      EXPECT_GT(differs_from_reverse_order, 0) << "world " << world;
+    }
   }
 }
 
