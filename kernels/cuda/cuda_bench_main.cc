@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cublas_gemm.h"
 #include "kernels/cuda/cuda_backend.h"
@@ -506,8 +507,11 @@ int main(int argc, char** argv) {
   }
   auto be = tpserve::CreateCudaBackend(device);
   if (!be.ok()) {
-    std::printf("CreateCudaBackend(%d): %s\n", device, be.status().ToString().c_str());
-    return 2;
+    // As gpu_bench: no driver or no such device is a skip (exit 77), anything else a failure.
+    const bool skip = absl::IsFailedPrecondition(be.status());
+    std::printf("cuda_bench: %s: CreateCudaBackend(%d): %s\n", skip ? "SKIP" : "FAIL", device,
+                be.status().ToString().c_str());
+    return skip ? 77 : 1;
   }
   std::printf("%s\n", std::string((*be)->name()).c_str());
   tpserve::Timer timer((*be)->stream());

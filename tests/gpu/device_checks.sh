@@ -271,6 +271,7 @@ run_kernel_bench() {
   explain_start_failure "$bin"
   case $RC in
     0) record "$name" ok "$TOOK" bench "$OUTFILE" ;;
+    77) record "$name" skipped "$TOOK" bench "$OUTFILE" "$(grep -m1 'SKIP' "$OUTFILE" | cut -c1-200)" ;;
     *) record "$name" failed "$TOOK" bench "$OUTFILE" "exit status $RC" ;;
   esac
 }
