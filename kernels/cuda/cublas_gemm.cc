@@ -97,6 +97,16 @@ std::string AlgoString(const cublasLtMatmulAlgo_t& algo) {
                 AlgoConfig<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID));
 }
 
+// The call's weight (A) and activation (B) scale pointers on a scaled GEMM's descriptor.
+absl::Status SetScalePointers(const GemmArgs& g, cublasLtMatmulDesc_t desc) {
+  const void* a_scale = g.w_scales;
+  const void* b_scale = g.x_scales;
+  TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale))));
+  return TPK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                   &b_scale, sizeof(b_scale)));
+}
+
 }  // namespace
 
 struct CublasLtGemm::Plan {
@@ -160,12 +170,7 @@ absl::Status CublasLtGemm::MakeDescriptors(const GemmArgs& g, int64_t m, int64_t
     TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode))));
     // The heuristic wants the scale pointers present; Run sets each call's.
-    const void* a_scale = g.w_scales;
-    const void* b_scale = g.x_scales;
-    TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale))));
-    TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale))));
+    TP_RETURN_IF_ERROR(SetScalePointers(g, plan->desc));
   }
   const cudaDataType_t in = DataType(g.type), out = DataType(g.out);
   TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a, in, k, n, ldw)));
@@ -292,12 +297,7 @@ absl::Status CublasLtGemm::Run(const GemmArgs& g, void* stream) {
   if (g.m <= 0 || g.n <= 0) return absl::OkStatus();
   TP_ASSIGN_OR_RETURN(Plan * plan, GetPlan(g, MakeGemmRequest(g, options_.deterministic)));
   if (g.w_scale != GemmScale::kNone || g.x_scale != GemmScale::kNone) {
-    const void* a_scale = g.w_scales;
-    const void* b_scale = g.x_scales;
-    TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale))));
-    TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale))));
+    TP_RETURN_IF_ERROR(SetScalePointers(g, plan->desc));
   }
   const float alpha = 1.0f, beta = 0.0f;
   return TPK_CUBLAS(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, g.w,
