@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "base/status_macros.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "nlohmann/json.hpp"
 
 namespace tpserve {

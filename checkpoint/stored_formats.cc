@@ -2,7 +2,7 @@
 
 #include "base/status_macros.h"
 #include "checkpoint/stored_matrix.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "model/sharding.h"
 
 namespace tpserve {

@@ -5,7 +5,7 @@
 
 #include "base/status_macros.h"
 #include "checkpoint/stored_tensors.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/quantize_weights.h"
 
 namespace tpserve {

@@ -6,7 +6,7 @@
 #include "base/status_macros.h"
 #include "checkpoint/stored_matrix.h"
 #include "checkpoint/stored_tensors.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

@@ -10,7 +10,7 @@
 #include "checkpoint/act_order.h"
 #include "checkpoint/stored_matrix.h"
 #include "checkpoint/stored_tensors.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/quantize_weights.h"
 
 namespace tpserve {

@@ -9,9 +9,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cluster/secret.h"
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 #include "gloo/common/error.h"
-#include "worker/comm/host_identity.h"
+#include "base/host_identity.h"
 
 namespace tpserve {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cluster/secret.h"
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 
 namespace tpserve {
 namespace {

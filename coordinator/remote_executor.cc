@@ -13,7 +13,7 @@
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "cluster/secret.h"
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 
 namespace tpserve {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 #include "coordinator/tokenizer/utf8.h"
 
 namespace tpserve {

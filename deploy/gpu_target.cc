@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

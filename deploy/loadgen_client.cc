@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 #include "proto/tpserve.grpc.pb.h"
 
 namespace tpserve {

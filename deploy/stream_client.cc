@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "base/file_text.h"
 #include "base/status_macros.h"
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 #include "proto/tpserve.grpc.pb.h"
 
 namespace tpserve {

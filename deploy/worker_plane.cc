@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cluster/secret.h"
-#include "worker/comm/host_identity.h"
+#include "base/host_identity.h"
 
 namespace tpserve {
 

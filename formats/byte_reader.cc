@@ -1,6 +1,6 @@
 #include "formats/byte_reader.h"
 
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "formats/ggml_type.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

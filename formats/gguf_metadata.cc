@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "base/status_macros.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 

@@ -9,7 +9,7 @@
 #include "base/status_macros.h"
 #include "formats/byte_reader.h"
 #include "formats/json_strict.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

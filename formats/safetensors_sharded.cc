@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "formats/json_strict.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "formats/dtype.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

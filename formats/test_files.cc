@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 

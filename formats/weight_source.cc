@@ -15,7 +15,7 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "formats/safetensors_sharded.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

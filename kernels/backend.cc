@@ -1,6 +1,6 @@
 #include "kernels/backend.h"
 
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "base/status_macros.h"
 
 namespace tpserve {

@@ -1,6 +1,6 @@
 #include "kernels/backend_factory.h"
 
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/cpu/cpu_backend.h"
 
 #if TPSERVE_WITH_CUDA

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "base/status_macros.h"
 #include "formats/gguf.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "model/config.h"
 
 namespace tpserve {

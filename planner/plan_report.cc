@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/cuda/attention_workspace.h"
 
 namespace tpserve {

@@ -12,7 +12,7 @@
 #include "base/status_macros.h"
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "model/config.h"
 #include "model/model_files.h"
 #include "model/sharding.h"

@@ -1,7 +1,7 @@
 #include "worker/kv_cache.h"
 
 #include "absl/strings/str_format.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/check.h"
 #include "model/step_buffers.h"
 

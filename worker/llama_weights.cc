@@ -4,7 +4,7 @@
 
 #include "base/status_macros.h"
 #include "checkpoint/stored_matrix.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

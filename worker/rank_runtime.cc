@@ -1,7 +1,7 @@
 #include "worker/rank_runtime.h"
 
 #include "base/status_macros.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve {
 namespace {

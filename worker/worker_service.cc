@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 #include "checkpoint/stored_formats.h"
 #include "cluster/secret.h"
 #include "worker/comm/communicator_factory.h"

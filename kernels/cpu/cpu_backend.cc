@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 #include "kernels/check.h"
 

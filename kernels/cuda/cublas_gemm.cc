@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "base/status_macros.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/cuda/cuda_status.h"
 
 // Scale modes (cuBLASLt >= 12.9, Hopper sm_90 only; cublasLt.h cublasLtMatmulMatrixScale_t,

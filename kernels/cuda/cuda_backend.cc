@@ -13,7 +13,7 @@
 #include <string>
 
 #include "formats/dtype.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/check.h"
 #include "kernels/cuda/attention_kernels.h"

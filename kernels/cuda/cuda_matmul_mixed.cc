@@ -5,7 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "base/status_macros.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_status.h"
 

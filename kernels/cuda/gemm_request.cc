@@ -1,6 +1,6 @@
 #include "kernels/cuda/gemm_request.h"
 
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 
 namespace tpserve::cuda {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/check.h"
 #include "kernels/cuda/mixed_gemm/prepare.h"
 

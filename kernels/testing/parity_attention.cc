@@ -10,7 +10,7 @@
 
 #include "base/status_macros.h"
 #include "formats/dtype.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/testing/parity_bounds.h"
 #include "kernels/testing/parity_cases.h"
 #include "kernels/testing/parity_util.h"

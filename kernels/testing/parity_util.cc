@@ -6,7 +6,7 @@
 
 #include "base/status_macros.h"
 #include "formats/dtype.h"
-#include "formats/str_cat.h"
+#include "base/str_cat.h"
 #include "kernels/quantize.h"
 #include "kernels/testing/parity_bounds.h"
 

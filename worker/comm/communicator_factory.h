@@ -25,7 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "worker/comm/communicator.h"
-#include "worker/comm/host_identity.h"  // IWYU pragma: export (LocalHostIdentity)
+#include "base/host_identity.h"  // IWYU pragma: export (LocalHostIdentity)
 #include "worker/comm/in_process_communicator.h"
 
 namespace gloo::rendezvous {

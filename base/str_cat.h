@@ -5,8 +5,8 @@
 // Debian's Abseil 20220623 is built with its own absl::string_view
 // (ABSL_OPTION_USE_STD_STRING_VIEW 0), so absl::AlphaNum rejects std::string_view; this shim
 // converts those arguments and forwards everything else unchanged. Thread-safe.
-#ifndef TPSERVE_FORMATS_STR_CAT_H_
-#define TPSERVE_FORMATS_STR_CAT_H_
+#ifndef TPSERVE_BASE_STR_CAT_H_
+#define TPSERVE_BASE_STR_CAT_H_
 
 #include <string>
 #include <string_view>
@@ -32,4 +32,4 @@ std::string StrCat(const Args&... args) {
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_FORMATS_STR_CAT_H_
+#endif  // TPSERVE_BASE_STR_CAT_H_

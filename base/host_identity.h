@@ -5,8 +5,8 @@
 //   if (LocalHostIdentity() == peer_identity) { /* same kernel: shared memory works */ }
 //
 // Thread-safe.
-#ifndef TPSERVE_WORKER_COMM_HOST_IDENTITY_H_
-#define TPSERVE_WORKER_COMM_HOST_IDENTITY_H_
+#ifndef TPSERVE_BASE_HOST_IDENTITY_H_
+#define TPSERVE_BASE_HOST_IDENTITY_H_
 
 #include <string>
 
@@ -18,4 +18,4 @@ std::string LocalHostIdentity();
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_WORKER_COMM_HOST_IDENTITY_H_
+#endif  // TPSERVE_BASE_HOST_IDENTITY_H_

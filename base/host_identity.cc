@@ -1,4 +1,4 @@
-#include "worker/comm/host_identity.h"
+#include "base/host_identity.h"
 
 #include <unistd.h>
 

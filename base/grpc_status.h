@@ -2,8 +2,8 @@
 // google.rpc.Code); the message is kept verbatim so a client sees the field, value and bound.
 //
 //   return ToGrpcStatus(ValidateGenerateRequest(req, limits).status());
-#ifndef TPSERVE_COORDINATOR_GRPC_STATUS_H_
-#define TPSERVE_COORDINATOR_GRPC_STATUS_H_
+#ifndef TPSERVE_BASE_GRPC_STATUS_H_
+#define TPSERVE_BASE_GRPC_STATUS_H_
 
 #include <grpcpp/support/status.h>
 
@@ -16,4 +16,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_COORDINATOR_GRPC_STATUS_H_
+#endif  // TPSERVE_BASE_GRPC_STATUS_H_

@@ -1,4 +1,4 @@
-#include "coordinator/grpc_status.h"
+#include "base/grpc_status.h"
 
 #include <gtest/gtest.h>
 
