@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/block_manager.h"
-#include "coordinator/executor.h"
+#include "step/executor.h"
 #include "coordinator/request.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/tokenizer/tokenizer.h"

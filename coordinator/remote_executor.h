@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "coordinator/executor.h"
+#include "step/executor.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/comm/step_channel.h"
 

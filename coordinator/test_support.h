@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "coordinator/engine.h"
-#include "coordinator/executor.h"
+#include "step/executor.h"
 #include "coordinator/validation.h"
 #include "coordinator/tokenizer/tokenizer.h"
 

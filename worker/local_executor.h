@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/executor.h"
+#include "step/executor.h"
 #include "formats/weight_source.h"
 #include "model/config.h"
 #include "worker/llama_model.h"

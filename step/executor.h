@@ -6,8 +6,8 @@
 //   absl::Span<const float> row = r.Row(i);  // vocab_size logits of chunk i
 //
 // Threading: called from the engine's step thread only.
-#ifndef TPSERVE_COORDINATOR_EXECUTOR_H_
-#define TPSERVE_COORDINATOR_EXECUTOR_H_
+#ifndef TPSERVE_STEP_EXECUTOR_H_
+#define TPSERVE_STEP_EXECUTOR_H_
 
 #include <cstdint>
 #include <string>
@@ -48,4 +48,4 @@ class ModelExecutor {
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_COORDINATOR_EXECUTOR_H_
+#endif  // TPSERVE_STEP_EXECUTOR_H_
