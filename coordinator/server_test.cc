@@ -1,6 +1,7 @@
 #include "coordinator/server.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,18 @@ namespace tpserve {
 namespace {
 
 namespace pb = ::tpserve::v1;
+
+// The call's retry-after trailer as seconds; nullopt when absent or not a number.
+std::optional<int> RetryAfter(const grpc::ClientContext& ctx) {
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find("retry-after");
+  int seconds = 0;
+  if (it == trailers.end() ||
+      !absl::SimpleAtoi(std::string(it->second.data(), it->second.size()), &seconds)) {
+    return std::nullopt;
+  }
+  return seconds;
+}
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -199,12 +212,9 @@ TEST_F(ServerTest, WhileDrainingRequestsGetUnavailableWithRetryAfterAsOverHttp) 
   const grpc::Status s = refused->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(s.error_message(), "the server is draining: no new requests");
-  const auto& trailers = ctx.GetServerTrailingMetadata();
-  auto it = trailers.find("retry-after");
-  ASSERT_NE(it, trailers.end());
-  int retry = 0;
-  EXPECT_TRUE(absl::SimpleAtoi(std::string(it->second.data(), it->second.size()), &retry));
-  EXPECT_EQ(retry, frontend_->retry_after_s());
+  const std::optional<int> retry = RetryAfter(ctx);
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_EQ(*retry, frontend_->retry_after_s());
 }
 
 TEST_F(ServerTest, ModelInfo) {
@@ -313,12 +323,9 @@ TEST_F(ServerTest, PastTheQueueBoundRequestsAreRefusedBeforeAnyToken) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(s.error_message().find("max_queued_requests = 1"), std::string::npos)
       << s.error_message();
-  const auto& trailers = ctx.GetServerTrailingMetadata();
-  auto it = trailers.find("retry-after");
-  ASSERT_NE(it, trailers.end());
-  int retry = 0;
-  EXPECT_TRUE(absl::SimpleAtoi(std::string(it->second.data(), it->second.size()), &retry));
-  EXPECT_GE(retry, 1);
+  const std::optional<int> retry = RetryAfter(ctx);
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_GE(*retry, 1);
   const std::string metrics = frontend_->metrics().Render();
   EXPECT_NE(metrics.find("tpserve_request_errors_total{code=\"RESOURCE_EXHAUSTED\"} 1\n"),
             std::string::npos)
