@@ -84,7 +84,7 @@ absl::StatusOr<std::vector<float>> Logits(Scored& s, const std::vector<int32_t>&
   StepBatch batch;
   std::vector<int32_t> table((n + bs - 1) / bs);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-  batch.sequences.push_back({tokens, 0, table, /*all_logits=*/true});
+  batch.Add(/*seq_id=*/0, 0, tokens, table, std::ssize(tokens));
   std::vector<float> logits(n * s.model->config().vocab_size);
   TP_RETURN_IF_ERROR(s.model->Forward(batch, cache.get(), logits.data()));
   return logits;

@@ -152,15 +152,15 @@ absl::StatusOr<Figures> RunOnce(LlamaModel& model, CpuBackend& backend, DType kv
   const Clock::time_point t0 = Clock::now();
   const double cpu0 = ProcessCpuSeconds();
   StepBatch prefill;
-  prefill.sequences.push_back({prompt, 0, table, false});
+  prefill.Add(/*seq_id=*/0, 0, prompt, table);
   if (absl::Status s = model.Forward(prefill, cache->get(), logits.data()); !s.ok()) return s;
   backend.ResetProfile();
   const Clock::time_point t1 = Clock::now();
   const double cpu1 = ProcessCpuSeconds();
   for (int64_t i = 0; i < decode_tokens; ++i) {
     StepBatch step;
-    step.sequences.push_back(
-        {{ArgMax(logits)}, static_cast<int64_t>(prompt.size()) + i, table, false});
+    step.Add(/*seq_id=*/0, static_cast<int64_t>(prompt.size()) + i,
+             std::vector<int32_t>{ArgMax(logits)}, table);
     if (absl::Status s = model.Forward(step, cache->get(), logits.data()); !s.ok()) return s;
   }
   const Clock::time_point t2 = Clock::now();

@@ -41,7 +41,7 @@ class TokenStream {
 // Runs `batch` and returns its wall time; logits must come back finite.
 absl::StatusOr<double> TimedForward(LlamaModel& model, KvCache& cache, const StepBatch& batch,
                                     std::vector<float>& logits, bool* finite) {
-  logits.resize(NumLogitRows(batch) * model.config().vocab_size);
+  logits.resize(batch.num_logit_rows() * model.config().vocab_size);
   const auto start = std::chrono::steady_clock::now();
   TP_RETURN_IF_ERROR(model.Forward(batch, &cache, logits.data()));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -59,10 +59,8 @@ absl::Status DecodeRun(LlamaModel& model, KvCache& cache, const TimingOptions& o
   for (int64_t step = 0; step < o.decode_steps; ++step) {
     StepBatch batch;
     for (int64_t s = 0; s < num_seqs; ++s) {
-      batch.sequences.push_back({{tokens.Next()},
-                                 o.context_tokens + step,
-                                 Blocks(first_block + s * per_seq, per_seq),
-                                 false});
+      batch.Add(/*seq_id=*/s, o.context_tokens + step, std::vector<int32_t>{tokens.Next()},
+                Blocks(first_block + s * per_seq, per_seq));
     }
     TP_ASSIGN_OR_RETURN(double seconds, TimedForward(model, cache, batch, logits, finite));
     if (times != nullptr) times->seconds.push_back(seconds);
@@ -159,7 +157,7 @@ absl::StatusOr<ModelTimings> TimeModel(LlamaModel& model, Backend& backend, KvCa
     StepBatch prefill;
     std::vector<int32_t> ids(o.prefill_tokens);
     for (int32_t& id : ids) id = tokens.Next();
-    prefill.sequences.push_back({std::move(ids), 0, Blocks(0, prefill_blocks), false});
+    prefill.Add(/*seq_id=*/0, 0, std::move(ids), Blocks(0, prefill_blocks));
     bool finite = true;
     TP_ASSIGN_OR_RETURN(double s, TimedForward(model, cache, prefill, logits, &finite));
     if (run >= o.warmup) {

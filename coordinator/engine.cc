@@ -184,57 +184,58 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
 
 bool Engine::Step() {
   DrainInbox();
-  StepPlan plan = scheduler_.Schedule();
-  if (plan.chunks.empty()) {
+  ScheduledStep step = scheduler_.Schedule();
+  if (step.batch.empty()) {
     PublishStats();
     return false;
   }
-
-  std::vector<ExecutorChunk> chunks;
-  chunks.reserve(plan.chunks.size());
-  for (const ScheduledChunk& c : plan.chunks) {
-    const Sequence& seq = *seqs_.at(c.seq_id);
-    ExecutorChunk& e = chunks.emplace_back();
-    e.seq_id = c.seq_id;
-    e.start_position = c.start_position;
-    e.token_ids.assign(seq.tokens.begin() + c.start_position,
-                       seq.tokens.begin() + c.start_position + c.num_tokens);
-    e.block_table = blocks_.BlockTable(c.seq_id);
-  }
-  const absl::Time exec_start = absl::Now();
-  absl::StatusOr<StepResult> result = executor_->Execute(chunks);
-  const double wall_s = absl::ToDoubleSeconds(absl::Now() - exec_start);
-  if (!result.ok()) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<StepResult> result = executor_->Execute(step.batch);
+  const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  if (result.ok()) {
+    scheduler_.Commit(step.batch);
+    RecordStep(step, *result, wall_s);
+    SampleAndDeliver(step.batch, *result);
+  } else {
     FailAll(absl::UnavailableError(absl::StrCat("model step failed: ", result.status().message())));
-    PublishStats();
-    return false;
   }
-  scheduler_.Commit(plan);
+  PublishStats();
+  return result.ok();
+}
+
+void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wall_s) {
   std::function<void(const StepTiming&)> observer;
   {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;
-    stats_.tokens_computed += plan.num_tokens();
+    stats_.tokens_computed += step.batch.num_tokens();
     stats_.step_wall_s += wall_s;
-    stats_.execute_s += result->compute_s;
-    stats_.allreduce_s += result->allreduce_s;
-    observer = step_observer_;
-    stats_.preemptions += static_cast<int64_t>(plan.preempted.size());
-    for (const ScheduledChunk& c : plan.chunks) {
-      if (!c.admitted) continue;
-      Sequence& seq = *seqs_.at(c.seq_id);
-      stats_.prefix_cache_hits_tokens += c.num_cached_tokens;
+    stats_.execute_s += result.compute_s;
+    stats_.allreduce_s += result.allreduce_s;
+    stats_.preemptions += static_cast<int64_t>(step.preempted.size());
+    for (const Admission& a : step.admitted) {
+      Sequence& seq = *seqs_.at(a.seq_id);
+      stats_.prefix_cache_hits_tokens += a.num_cached_tokens;
       stats_.prefix_cache_misses_tokens +=
-          static_cast<int64_t>(seq.tokens.size()) - c.num_cached_tokens;
-      if (!seq.admitted) seq.cached_tokens = static_cast<int32_t>(c.num_cached_tokens);
+          static_cast<int64_t>(seq.tokens.size()) - a.num_cached_tokens;
+      if (!seq.admitted) seq.cached_tokens = static_cast<int32_t>(a.num_cached_tokens);
       seq.admitted = true;
     }
+    observer = step_observer_;
   }
-  if (observer) observer(StepTiming{wall_s, std::move(result->rank_compute_s), plan.num_tokens()});
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    if (!plan.chunks[i].completes_prompt) continue;
-    Sequence& seq = *seqs_.at(plan.chunks[i].seq_id);
-    const SampledToken token = seq.sampler.Sample(result->Row(i), seq.tokens);
+  if (observer) {
+    observer(StepTiming{wall_s, std::move(result.rank_compute_s), step.batch.num_tokens()});
+  }
+}
+
+// Every sequence that asked for logits samples its next token from its last row.
+void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) {
+  int64_t row = 0;
+  for (const StepBatch::Sequence& s : batch.sequences) {
+    row += s.num_logits;
+    if (s.num_logits == 0) continue;
+    Sequence& seq = *seqs_.at(s.seq_id);
+    const SampledToken token = seq.sampler.Sample(result.Row(row - 1), seq.tokens);
     GenerationEvent event;
     HandleSampled(seq, token, event);
     const FinishReason reason = event.finish;
@@ -244,8 +245,6 @@ bool Engine::Step() {
     if (!event.token_ids.empty() || !event.text.empty()) seq.on_event(std::move(event));
     if (reason != FinishReason::kNone) Finish(seq, reason, error, std::move(matched));
   }
-  PublishStats();
-  return true;
 }
 
 void Engine::PublishStats() {

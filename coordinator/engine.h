@@ -118,6 +118,9 @@ class Engine {
   void FailAll(const absl::Status& error);
   void PublishStats();
   void HandleSampled(Sequence& seq, const SampledToken& token, GenerationEvent& event);
+  // After a step ran: the stats, the step observer and each admission's prefix-cache hits.
+  void RecordStep(const ScheduledStep& step, StepResult& result, double wall_s);
+  void SampleAndDeliver(const StepBatch& batch, const StepResult& result);
 
   const EngineOptions options_;
   std::unique_ptr<ModelExecutor> executor_;

@@ -167,7 +167,7 @@ TEST_F(EngineTest, ASharedPromptPrefixIsServedFromTheCacheWithTheSameOutput) {
     EXPECT_EQ(b.last().usage.cached_tokens, caching ? 20 : 0);
     EXPECT_EQ(b.last().usage.prompt_tokens, 22);
     ASSERT_GT(executor_->seen_chunks.size(), first_chunk_of_b);
-    const ExecutorChunk& chunk = executor_->seen_chunks[first_chunk_of_b];
+    const ScriptedExecutor::SeenChunk& chunk = executor_->seen_chunks[first_chunk_of_b];
     EXPECT_EQ(chunk.start_position, caching ? 20 : 0);
     EXPECT_EQ(chunk.token_ids, Bytes(script.substr(chunk.start_position, 22 - chunk.start_position)));
     const EngineStats stats = engine_->stats();

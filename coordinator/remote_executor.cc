@@ -11,9 +11,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/grpc_status.h"
 #include "base/status_macros.h"
 #include "cluster/secret.h"
-#include "base/grpc_status.h"
+#include "step/step_batch_proto.h"
 
 namespace tpserve {
 namespace {
@@ -152,27 +153,20 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   return exec;
 }
 
-absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChunk> chunks) {
-  wpb::StepRequest req;
-  req.set_step_id(next_step_id_++);
-  for (const ExecutorChunk& c : chunks) {
-    wpb::SequenceChunk* pc = req.add_chunks();
-    pc->set_seq_id(c.seq_id);
-    pc->mutable_token_ids()->Add(c.token_ids.begin(), c.token_ids.end());
-    pc->set_start_position(c.start_position);
-    pc->mutable_block_table()->Add(c.block_table.begin(), c.block_table.end());
-  }
+absl::StatusOr<StepResult> RemoteExecutor::Execute(const StepBatch& batch) {
+  const wpb::StepRequest req = ToProto(batch, next_step_id_++);
+  const size_t rows = static_cast<size_t>(batch.num_logit_rows());
   const int world = world_size();
   if (channel_.valid()) {
     const std::string bytes = req.SerializeAsString();
-    if (channel_.Fits(bytes.size())) return ExecuteOnChannel(bytes, chunks.size());
+    if (channel_.Fits(bytes.size())) return ExecuteOnChannel(bytes, rows);
   }
   std::vector<wpb::StepResponse> responses(world);
   if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
   StepResult result;
   result.vocab_size = options_.vocab_size;
   const std::string& bytes = responses[0].logits();
-  const size_t expected = chunks.size() * static_cast<size_t>(result.vocab_size) * sizeof(float);
+  const size_t expected = rows * static_cast<size_t>(result.vocab_size) * sizeof(float);
   if (bytes.size() != expected) {
     return absl::InternalError(absl::StrCat("rank 0 returned ", bytes.size(),
                                             " bytes of logits, expected ", expected));
@@ -186,7 +180,7 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(absl::Span<const ExecutorChun
 }
 
 absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& request,
-                                                            size_t num_chunks) {
+                                                            size_t num_rows) {
   channel_.Post(request);
   absl::Status s = channel_.AwaitAll(absl::Now() + options_.step_timeout,
                                      options_.channel_heartbeat_timeout);
@@ -196,7 +190,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
   StepResult result;
   result.vocab_size = options_.vocab_size;
   const absl::Span<const float> logits = channel_.logits();
-  const size_t expected = num_chunks * static_cast<size_t>(result.vocab_size);
+  const size_t expected = num_rows * static_cast<size_t>(result.vocab_size);
   if (logits.size() != expected) {
     return absl::InternalError(absl::StrCat("rank 0 returned ", logits.size(),
                                             " floats of logits, expected ", expected));

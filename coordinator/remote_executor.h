@@ -77,7 +77,7 @@ class RemoteExecutor final : public ModelExecutor {
       const LoadProgressCallback& on_progress);
   ~RemoteExecutor() override;
 
-  absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override;
+  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override;
   int64_t vocab_size() const override { return options_.vocab_size; }
   std::string Describe() const override;
 
@@ -98,8 +98,8 @@ class RemoteExecutor final : public ModelExecutor {
                             std::vector<tpserve::worker::v1::StepResponse>& responses);
   // `failure` with the ranks that do not answer a heartbeat named in front.
   absl::Status NameSilentRanks(const absl::Status& failure) const;
-  // One step through channel_: `request` serialized, `num_chunks` rows of logits back.
-  absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request, size_t num_chunks);
+  // One step through channel_: `request` serialized, `num_rows` rows of logits back.
+  absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request, size_t num_rows);
 
   const std::vector<std::string> addresses_;
   const RemoteExecutorOptions options_;

@@ -51,7 +51,9 @@ class FakeWorker final : public wpb::Worker::Service {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           "AllReduceSum on gloo rank 0/2: Timed out waiting for a peer");
     }
-    std::vector<float> logits(request->chunks_size() * 4, static_cast<float>(request->step_id()));
+    int64_t rows = 0;
+    for (const wpb::SequenceChunk& c : request->chunks()) rows += c.num_logits();
+    std::vector<float> logits(rows * 4, static_cast<float>(request->step_id()));
     response->set_logits(logits.data(), logits.size() * sizeof(float));
     return grpc::Status::OK;
   }
@@ -153,10 +155,10 @@ TEST_F(RemoteExecutorTest, RanksThatDoNotOpenTheStepChannelAreSteppedOverGrpc) {
   ASSERT_FALSE(name.empty());
   EXPECT_EQ(workers_[1]->request().step_channel(), name);
   EXPECT_FALSE(std::filesystem::exists("/dev/shm" + name)) << name;
-  ExecutorChunk chunk;
-  chunk.token_ids = {1};
-  chunk.block_table = {0};
-  absl::StatusOr<StepResult> step = (*exec)->Execute({chunk, chunk});
+  StepBatch batch;
+  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  batch.Add(/*seq_id=*/2, /*start_position=*/0, std::vector<int32_t>{1}, {1});
+  absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(step->logits, std::vector<float>(8, 1.0f));  // step 1, two rows of 4
 }
@@ -205,10 +207,9 @@ TEST_F(RemoteExecutorTest, EveryCallCarriesTheClusterSecret) {
   options_.vocab_size = 4;
   auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
-  ExecutorChunk chunk;
-  chunk.token_ids = {1};
-  chunk.block_table = {0};
-  ASSERT_TRUE((*exec)->Execute({chunk}).ok());
+  StepBatch batch;
+  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  ASSERT_TRUE((*exec)->Execute(batch).ok());
   ASSERT_TRUE((*exec)->Ping(absl::Seconds(5)).ok());
   (*exec)->ShutdownRanks();
   const std::string s = "=" + options_.cluster_secret;
@@ -229,11 +230,10 @@ TEST_F(RemoteExecutorTest, AFailedStepNamesTheRankThatDoesNotAnswer) {
   ASSERT_TRUE(exec.ok()) << exec.status();
   workers_[0]->failing = true;
   workers_[1]->silent = true;
-  ExecutorChunk chunk;
-  chunk.token_ids = {1};
-  chunk.block_table = {0};
+  StepBatch batch;
+  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
   const absl::Time start = absl::Now();
-  absl::StatusOr<StepResult> step = (*exec)->Execute({chunk});
+  absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(step.status().code(), absl::StatusCode::kUnavailable);
   const std::string message(step.status().message());

@@ -6,12 +6,6 @@
 
 namespace tpserve {
 
-int64_t StepPlan::num_tokens() const {
-  int64_t n = 0;
-  for (const ScheduledChunk& c : chunks) n += c.num_tokens;
-  return n;
-}
-
 Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* blocks)
     : options_(options), blocks_(blocks) {}
 
@@ -38,18 +32,25 @@ void Scheduler::Erase(std::vector<int64_t>& v, int64_t seq_id) {
   v.erase(std::remove(v.begin(), v.end(), seq_id), v.end());
 }
 
-bool Scheduler::Preempt(int64_t seq_id, StepPlan& plan) {
+void Scheduler::Preempt(int64_t seq_id, ScheduledStep& step) {
   blocks_->Free(seq_id);
   seqs_[seq_id].num_computed = 0;
   Erase(running_, seq_id);
   waiting_.push_front(seq_id);
-  plan.preempted.push_back(seq_id);
-  return true;
+  step.preempted.push_back(seq_id);
 }
 
-StepPlan Scheduler::Schedule() {
-  StepPlan plan;
+void Scheduler::AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const {
+  const bool completes = s.num_computed + n == s.num_tokens();
+  batch.Add(seq_id, s.num_computed, absl::MakeConstSpan(s.tokens).subspan(s.num_computed, n),
+            blocks_->BlockTable(seq_id), /*num_logits=*/completes ? 1 : 0);
+}
+
+ScheduledStep Scheduler::Schedule() {
+  ScheduledStep step;
   int64_t budget = options_.max_tokens_per_step;
+  // (sequence, tokens it computes); the batch is built from them once their order is settled.
+  std::vector<std::pair<int64_t, int64_t>> chunks;
 
   // Running sequences keep going; when blocks run short the newest one makes room.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -61,11 +62,11 @@ StepPlan Scheduler::Schedule() {
       continue;
     }
     if (!blocks_->CanGrow(id, n)) {
-      Preempt(running_.back(), plan);  // may be `id` itself
+      Preempt(running_.back(), step);  // may be `id` itself
       continue;                        // retry the same index with more free blocks
     }
     blocks_->Grow(id, n).IgnoreError();  // CanGrow checked
-    plan.chunks.push_back({id, s.num_computed, n, s.num_computed + n == s.num_tokens()});
+    chunks.emplace_back(id, n);
     budget -= n;
     ++i;
   }
@@ -75,47 +76,44 @@ StepPlan Scheduler::Schedule() {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
     const int64_t id = waiting_.front();
-    if (std::find(plan.preempted.begin(), plan.preempted.end(), id) != plan.preempted.end()) break;
-    if (!AdmitNext(budget, plan)) break;  // FIFO: don't let later ones jump the queue
+    if (std::find(step.preempted.begin(), step.preempted.end(), id) != step.preempted.end()) break;
+    const int64_t n = AdmitNext(budget, step);
+    if (n == 0) break;  // FIFO: don't let later ones jump the queue
+    chunks.emplace_back(id, n);
   }
   // One-token chunks (decodes) lead the step: a GPU rank attends to that leading run with
   // split-key kernels and to the rest with Hopper's prefill kernels, two launches over two
   // contiguous row ranges (kernels/cuda/flashinfer/flashinfer_attention.h). Nothing else
-  // depends on the order: every chunk names its sequence.
-  std::stable_partition(plan.chunks.begin(), plan.chunks.end(),
-                        [](const ScheduledChunk& c) { return c.num_tokens == 1; });
-  return plan;
+  // depends on the order: every sequence in the batch names itself.
+  std::stable_partition(chunks.begin(), chunks.end(),
+                        [](const std::pair<int64_t, int64_t>& c) { return c.second == 1; });
+  for (const auto& [id, n] : chunks) AddToBatch(id, seqs_.at(id), n, step.batch);
+  return step;
 }
 
-bool Scheduler::AdmitNext(int64_t& budget, StepPlan& plan) {
+int64_t Scheduler::AdmitNext(int64_t& budget, ScheduledStep& step) {
   const int64_t id = waiting_.front();
   SeqState& s = seqs_[id];
   // Every known token is looked up: a preempted sequence may find its own blocks still cached.
   const PrefixMatch hit = blocks_->MatchPrefix(s.tokens);
   const int64_t n = std::min(s.num_tokens() - hit.num_tokens, budget);
-  if (!blocks_->CanAdmit(hit, n)) return false;
+  if (!blocks_->CanAdmit(hit, n)) return 0;
   blocks_->Admit(id, hit, n).IgnoreError();  // CanAdmit checked
   s.num_computed = hit.num_tokens;
   waiting_.pop_front();
   running_.push_back(id);
-  ScheduledChunk& c = plan.chunks.emplace_back();
-  c.seq_id = id;
-  c.start_position = s.num_computed;
-  c.num_tokens = n;
-  c.completes_prompt = s.num_computed + n == s.num_tokens();
-  c.admitted = true;
-  c.num_cached_tokens = hit.num_tokens;
+  step.admitted.push_back(Admission{id, hit.num_tokens});
   budget -= n;
-  return true;
+  return n;
 }
 
-void Scheduler::Commit(const StepPlan& plan) {
-  for (const ScheduledChunk& c : plan.chunks) {
-    auto it = seqs_.find(c.seq_id);
+void Scheduler::Commit(const StepBatch& batch) {
+  for (const StepBatch::Sequence& b : batch.sequences) {
+    auto it = seqs_.find(b.seq_id);
     if (it == seqs_.end()) continue;
     SeqState& s = it->second;
-    s.num_computed += c.num_tokens;
-    blocks_->MarkComputed(c.seq_id, absl::MakeConstSpan(s.tokens).first(s.num_computed));
+    s.num_computed += b.num_tokens;
+    blocks_->MarkComputed(b.seq_id, absl::MakeConstSpan(s.tokens).first(s.num_computed));
   }
 }
 

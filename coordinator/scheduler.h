@@ -6,7 +6,9 @@
 // it goes back to the front of the queue, to look its tokens up again and recompute the rest.
 //
 //   Scheduler sched(options, &blocks);
-//   sched.Add(seq_id, prompt_ids);  StepPlan plan = sched.Schedule();  ...  sched.Commit(plan);
+//   sched.Add(seq_id, prompt_ids);
+//   ScheduledStep step = sched.Schedule();
+//   executor->Execute(step.batch);  sched.Commit(step.batch);
 //
 // The scheduler owns the queues and a copy of each sequence's token ids, never a tensor; it
 // allocates and frees KV blocks through the engine's BlockManager, which it does not own.
@@ -22,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "coordinator/block_manager.h"
+#include "step/step_batch.h"
 
 namespace tpserve {
 
@@ -30,21 +33,20 @@ struct SchedulerOptions {
   int32_t max_tokens_per_step = 512;    // new tokens (prefill chunks + decodes) in one step
 };
 
-struct ScheduledChunk {
+// A sequence taken from the queue this step (the first time, or again after a preemption).
+struct Admission {
   int64_t seq_id = 0;
-  int64_t start_position = 0;  // first token of the chunk (== tokens already in the KV cache)
-  int64_t num_tokens = 0;      // new tokens this step
-  bool completes_prompt = false;  // after this chunk every known token is in the cache: sample
-  // Set on the chunk that admits a waiting sequence (first time or after a preemption).
-  bool admitted = false;
-  // On that chunk: the leading tokens found in the prefix cache (== start_position); else 0.
-  int64_t num_cached_tokens = 0;
+  int64_t num_cached_tokens = 0;  // its leading tokens found in the prefix cache
 };
 
-struct StepPlan {
-  std::vector<ScheduledChunk> chunks;
+// The next step: the batch to run, and what the scheduler did to the queues to make it.
+struct ScheduledStep {
+  // One sequence per running sequence that computes this step. A sequence wants one row of
+  // logits (num_logits = 1) exactly when this step puts its last known token in the cache, so
+  // that the next token can be sampled; a chunk of a longer prompt wants none.
+  StepBatch batch;
+  std::vector<Admission> admitted;
   std::vector<int64_t> preempted;  // sequences whose KV was dropped this step
-  int64_t num_tokens() const;
 };
 
 class Scheduler {
@@ -57,12 +59,12 @@ class Scheduler {
   absl::Status Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids);
 
   // Picks the next step. Running sequences first (oldest first), then waiting ones (FIFO).
-  StepPlan Schedule();
+  ScheduledStep Schedule();
 
-  // After the step ran: marks the chunks' tokens as computed, which registers their full blocks
+  // After the step ran: marks the batch's tokens as computed, which registers their full blocks
   // in the prefix cache. For each sequence that sampled a token, call AppendToken before the
   // next Schedule.
-  void Commit(const StepPlan& plan);
+  void Commit(const StepBatch& batch);
   void AppendToken(int64_t seq_id, int32_t token_id);
 
   // Removes a sequence wherever it is (finished, cancelled, failed) and frees its blocks.
@@ -79,9 +81,12 @@ class Scheduler {
     int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   };
 
-  bool Preempt(int64_t seq_id, StepPlan& plan);
-  // Admits the front of the queue if the budget and the blocks allow: false when they do not.
-  bool AdmitNext(int64_t& budget, StepPlan& plan);
+  void Preempt(int64_t seq_id, ScheduledStep& step);
+  // Admits the front of the queue if the budget and the blocks allow, returning the tokens it
+  // computes this step; 0 when they do not allow.
+  int64_t AdmitNext(int64_t& budget, ScheduledStep& step);
+  // Adds `n` tokens of `seq_id` from its first uncomputed one to the batch.
+  void AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const;
   void Erase(std::vector<int64_t>& v, int64_t seq_id);
 
   const SchedulerOptions options_;

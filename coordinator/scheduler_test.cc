@@ -8,14 +8,15 @@
 namespace tpserve {
 namespace {
 
-// "id:start+n" for each chunk, then "!id" for each preemption: a whole step in one string.
-std::string Describe(const StepPlan& plan) {
+// "id:start+n" for each sequence of the batch ("*" when it wants a row of logits to sample
+// from), then "!id" for each preemption: a whole step in one string.
+std::string Describe(const ScheduledStep& step) {
   std::string out;
-  for (const ScheduledChunk& c : plan.chunks) {
-    out += std::to_string(c.seq_id) + ":" + std::to_string(c.start_position) + "+" +
-           std::to_string(c.num_tokens) + (c.completes_prompt ? "* " : " ");
+  for (const StepBatch::Sequence& s : step.batch.sequences) {
+    out += std::to_string(s.seq_id) + ":" + std::to_string(s.start_position) + "+" +
+           std::to_string(s.num_tokens) + (s.num_logits == 1 ? "* " : " ");
   }
-  for (int64_t id : plan.preempted) out += "!" + std::to_string(id) + " ";
+  for (int64_t id : step.preempted) out += "!" + std::to_string(id) + " ";
   return out;
 }
 
@@ -29,13 +30,14 @@ std::vector<int32_t> Prompt(int64_t seq_id, int64_t n) {
 // Runs one step the way the engine does: every chunk that completes its known tokens samples
 // one (token 7, always).
 std::string Step(Scheduler& sched, const BlockManager& blocks) {
-  StepPlan plan = sched.Schedule();
-  sched.Commit(plan);
-  for (const ScheduledChunk& c : plan.chunks) {
-    if (c.completes_prompt) sched.AppendToken(c.seq_id, 7);
+  ScheduledStep step = sched.Schedule();
+  EXPECT_TRUE(step.batch.CheckShape().ok() || step.batch.empty());
+  sched.Commit(step.batch);
+  for (const StepBatch::Sequence& s : step.batch.sequences) {
+    if (s.num_logits > 0) sched.AppendToken(s.seq_id, 7);
   }
   EXPECT_EQ(blocks.num_free_blocks() + blocks.num_used_blocks(), blocks.num_blocks());
-  return Describe(plan);
+  return Describe(step);
 }
 
 TEST(Scheduler, ChunkedPrefillThenBatchedDecode) {
@@ -95,11 +97,13 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
   sched.Remove(1);  // seq 1 finishes
   // Seq 2 comes back, finds its first block still cached and recomputes the other 3 of its 5
   // known tokens (3 prompt + 2 generated).
-  StepPlan plan = sched.Schedule();
-  EXPECT_EQ(Describe(plan), "2:2+3* ");
-  ASSERT_EQ(plan.chunks.size(), 1u);
-  EXPECT_TRUE(plan.chunks[0].admitted);
-  EXPECT_EQ(plan.chunks[0].num_cached_tokens, 2);
+  ScheduledStep step = sched.Schedule();
+  EXPECT_EQ(Describe(step), "2:2+3* ");
+  ASSERT_EQ(step.admitted.size(), 1u);
+  EXPECT_EQ(step.admitted[0].seq_id, 2);
+  EXPECT_EQ(step.admitted[0].num_cached_tokens, 2);
+  // The batch carries the tokens it recomputes: prompt token 2, then the two generated (7).
+  EXPECT_EQ(step.batch.token_ids, (std::vector<int32_t>{2002, 7, 7}));
 }
 
 TEST(Scheduler, PreemptedSequenceRecomputesEverythingWithoutThePrefixCache) {
@@ -122,14 +126,16 @@ TEST(Scheduler, SecondSequenceWithTheSamePromptStartsAfterTheCachedBlocks) {
   ASSERT_TRUE(sched.Add(1, prompt).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+10* ");
   ASSERT_TRUE(sched.Add(2, prompt).ok());
-  StepPlan plan = sched.Schedule();
-  EXPECT_EQ(Describe(plan), "1:10+1* 2:8+2* ");  // seq 2 computes only the partial tail block
-  ASSERT_EQ(plan.chunks.size(), 2u);
-  EXPECT_FALSE(plan.chunks[0].admitted);
-  EXPECT_TRUE(plan.chunks[1].admitted);
-  EXPECT_EQ(plan.chunks[1].num_cached_tokens, 8);
+  ScheduledStep step = sched.Schedule();
+  EXPECT_EQ(Describe(step), "1:10+1* 2:8+2* ");  // seq 2 computes only the partial tail block
+  ASSERT_EQ(step.admitted.size(), 1u);
+  EXPECT_EQ(step.admitted[0].seq_id, 2);
+  EXPECT_EQ(step.admitted[0].num_cached_tokens, 8);
   const std::vector<int32_t>& t1 = blocks.BlockTable(1);
   const std::vector<int32_t>& t2 = blocks.BlockTable(2);
+  EXPECT_EQ(step.batch.sequences[0].block_table, t1);
+  EXPECT_EQ(step.batch.sequences[1].block_table, t2);
+  EXPECT_EQ(step.batch.token_ids, (std::vector<int32_t>{7, 1008, 1009}));
   ASSERT_EQ(t1.size(), 3u);
   ASSERT_EQ(t2.size(), 3u);
   EXPECT_EQ(t2[0], t1[0]);
@@ -138,7 +144,7 @@ TEST(Scheduler, SecondSequenceWithTheSamePromptStartsAfterTheCachedBlocks) {
   EXPECT_EQ(blocks.RefCount(t1[0]), 2);
   EXPECT_EQ(blocks.num_used_blocks(), 4);  // 2 shared + 2 private tails
   EXPECT_EQ(blocks.num_free_blocks(), 32 - 4);
-  sched.Commit(plan);
+  sched.Commit(step.batch);
   sched.Remove(1);
   sched.Remove(2);
   EXPECT_EQ(blocks.num_free_blocks(), 32);

@@ -51,29 +51,34 @@ class ScriptedExecutor : public ModelExecutor {
  public:
   explicit ScriptedExecutor(std::string script) : script_(std::move(script)) {}
 
-  absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override {
+  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
     if (fail_at_step_ == steps_++) return absl::UnavailableError("rank 1 stopped answering");
     if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
-    seen_chunks.insert(seen_chunks.end(), chunks.begin(), chunks.end());
     StepResult r;
     r.vocab_size = kVocab;
-    r.logits.assign(chunks.size() * r.vocab_size, 0.0f);
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const ExecutorChunk& c = chunks[i];
-      const int64_t end = c.start_position + static_cast<int64_t>(c.token_ids.size());
+    r.logits.assign(batch.num_logit_rows() * r.vocab_size, 0.0f);
+    int64_t row = 0;
+    for (const StepBatch::Sequence& c : batch.sequences) {
+      const absl::Span<const int32_t> tokens = batch.tokens(c);
+      seen_chunks.push_back({c.seq_id, c.start_position, {tokens.begin(), tokens.end()},
+                             c.block_table, c.num_logits});
+      const int64_t end = c.end_position();
       for (int64_t p = c.start_position; p < end; ++p) {
-        kv_[Slot(c, p)] = c.token_ids[p - c.start_position];
+        kv_[Slot(c, p)] = tokens[p - c.start_position];
       }
       for (int64_t p = 0; p < end; ++p) {
         if (kv_[Slot(c, p)] != Expected(p)) {
           return absl::InternalError(absl::StrFormat(
               "seq %d position %d holds the wrong token (%d, expected %d); chunk at %d of %d "
               "tokens, block table [%s]",
-              c.seq_id, p, kv_[Slot(c, p)], Expected(p), c.start_position, c.token_ids.size(),
+              c.seq_id, p, kv_[Slot(c, p)], Expected(p), c.start_position, c.num_tokens,
               absl::StrJoin(c.block_table, ",")));
         }
       }
-      r.logits[i * r.vocab_size + Expected(end)] = 10.0f;
+      // The rows it asked for: its last num_logits tokens, each predicting the next.
+      for (int64_t p = end - c.num_logits; p < end; ++p) {
+        r.logits[row++ * r.vocab_size + Expected(p + 1)] = 10.0f;
+      }
     }
     return r;
   }
@@ -82,10 +87,18 @@ class ScriptedExecutor : public ModelExecutor {
 
   int fail_at_step_ = -1;
   absl::Duration step_delay_ = absl::ZeroDuration();
-  std::vector<ExecutorChunk> seen_chunks;  // every chunk of every step, in order
+  // Every sequence of every step, in order.
+  struct SeenChunk {
+    int64_t seq_id = 0;
+    int64_t start_position = 0;
+    std::vector<int32_t> token_ids;
+    std::vector<int32_t> block_table;
+    int64_t num_logits = 0;
+  };
+  std::vector<SeenChunk> seen_chunks;
 
  private:
-  static int64_t Slot(const ExecutorChunk& c, int64_t p) {
+  static int64_t Slot(const StepBatch::Sequence& c, int64_t p) {
     return c.block_table.at(p / kBlock) * kBlock + p % kBlock;
   }
   int32_t Expected(int64_t p) const {

@@ -22,14 +22,14 @@ namespace {
 class RepeatExecutor : public ModelExecutor {
  public:
   explicit RepeatExecutor(int fail_from_step) : fail_from_step_(fail_from_step) {}
-  absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override {
+  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
     if (fail_from_step_ >= 0 && steps_++ >= fail_from_step_) {
       return absl::UnavailableError("rank 1 stopped answering");
     }
     StepResult r;
     r.vocab_size = kVocab;
-    r.logits.assign(chunks.size() * kVocab, 0.0f);
-    for (size_t i = 0; i < chunks.size(); ++i) r.logits[i * kVocab + 'a'] = 10.0f;
+    r.logits.assign(batch.num_logit_rows() * kVocab, 0.0f);
+    for (int64_t i = 0; i < batch.num_logit_rows(); ++i) r.logits[i * kVocab + 'a'] = 10.0f;
     return r;
   }
   int64_t vocab_size() const override { return kVocab; }

@@ -1,9 +1,9 @@
-// What the engine asks of the model: run one step over a batch of sequence chunks on every rank
-// and return the logits of each chunk's last token. In-process ranks (LocalExecutor) and worker
-// processes over gRPC (RemoteExecutor) both sit behind this.
+// What the engine asks of the model: run one step (a StepBatch) on every rank and return the
+// logits of the rows it asked for. In-process ranks (LocalExecutor) and worker processes over
+// gRPC (RemoteExecutor) both sit behind this.
 //
-//   TP_ASSIGN_OR_RETURN(StepResult r, executor->Execute(chunks));
-//   absl::Span<const float> row = r.Row(i);  // vocab_size logits of chunk i
+//   TP_ASSIGN_OR_RETURN(StepResult r, executor->Execute(batch));
+//   absl::Span<const float> row = r.Row(i);  // vocab_size logits of logit row i
 //
 // Threading: called from the engine's step thread only.
 #ifndef TPSERVE_STEP_EXECUTOR_H_
@@ -15,18 +15,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "step/step_batch.h"
 
 namespace tpserve {
 
-struct ExecutorChunk {
-  int64_t seq_id = 0;
-  std::vector<int32_t> token_ids;  // the new tokens of this step
-  int64_t start_position = 0;      // position of token_ids[0]
-  std::vector<int32_t> block_table;
-};
-
 struct StepResult {
-  std::vector<float> logits;  // [num_chunks, vocab_size]
+  std::vector<float> logits;  // [batch.num_logit_rows(), vocab_size]
   int64_t vocab_size = 0;
   double compute_s = 0.0;      // model time on rank 0
   double allreduce_s = 0.0;    // of which in collectives
@@ -41,7 +35,7 @@ class ModelExecutor {
   virtual ~ModelExecutor() = default;
   // UNAVAILABLE when a rank has died or stopped answering: the engine then fails every
   // request and reports NOT_SERVING.
-  virtual absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) = 0;
+  virtual absl::StatusOr<StepResult> Execute(const StepBatch& batch) = 0;
   virtual int64_t vocab_size() const = 0;
   virtual std::string Describe() const = 0;
 };

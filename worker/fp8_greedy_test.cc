@@ -51,7 +51,7 @@ struct Decoder {
   // Logits of the last of `tokens`, which start at `position`.
   std::vector<float> Step(const std::vector<int32_t>& tokens, int64_t position) {
     StepBatch batch;
-    batch.sequences.push_back({tokens, position, table, false});
+    batch.Add(/*seq_id=*/0, position, tokens, table);
     std::vector<float> logits(model->config().vocab_size);
     EXPECT_TRUE(model->Forward(batch, cache.get(), logits.data()).ok());
     return logits;

@@ -43,9 +43,8 @@ absl::StatusOr<GenerateResult> GenerateGreedy(LlamaModel& model, KvCache* cache,
   for (int64_t begin = 0; begin < prompt_len; begin += chunk) {
     const int64_t end = std::min(prompt_len, begin + chunk);
     StepBatch step;
-    step.sequences.push_back(SequenceStep{
-        std::vector<int32_t>(prompt.begin() + begin, prompt.begin() + end), begin, block_table,
-        false});
+    step.Add(/*seq_id=*/0, begin, absl::MakeConstSpan(prompt).subspan(begin, end - begin),
+             block_table);
     TP_RETURN_IF_ERROR(model.Forward(step, cache, logits.data()));
   }
   GenerateResult result;
@@ -57,7 +56,7 @@ absl::StatusOr<GenerateResult> GenerateGreedy(LlamaModel& model, KvCache* cache,
     if (options.stop_at_eos && IsEos(model.config(), next)) break;
     if (i + 1 == options.max_new_tokens) break;  // no need to run the last token
     StepBatch step;
-    step.sequences.push_back(SequenceStep{{next}, position++, block_table, false});
+    step.Add(/*seq_id=*/0, position++, {next}, block_table);
     TP_RETURN_IF_ERROR(model.Forward(step, cache, logits.data()));
   }
   return result;

@@ -130,13 +130,13 @@ std::vector<std::vector<float>> ForcedLogits(LlamaModel& model, Backend& backend
   for (int64_t begin = 0; begin < n; begin += model.max_step_tokens()) {
     const int64_t end = std::min(n, begin + model.max_step_tokens());
     StepBatch step;
-    step.sequences.push_back({{prompt.begin() + begin, prompt.begin() + end}, begin, table, false});
+    step.Add(/*seq_id=*/0, begin, absl::MakeConstSpan(prompt).subspan(begin, end - begin), table);
     logits.resize(vocab);
     EXPECT_TRUE(model.Forward(step, cache->get(), logits.data()).ok());
   }
   rows.push_back(logits);
   StepBatch step;
-  step.sequences.push_back({forced, n, table, true});
+  step.Add(/*seq_id=*/0, n, forced, table, std::ssize(forced));
   logits.resize(forced.size() * vocab);
   EXPECT_TRUE(model.Forward(step, cache->get(), logits.data()).ok());
   for (size_t i = 0; i < forced.size(); ++i) {

@@ -29,24 +29,6 @@ struct LlamaModel::Workspace {
   std::vector<float> host_gathered;  // host copy of the gathered logits (world > 1 only)
 };
 
-// What Forward derives from a StepBatch once and every layer reuses (host memory; the backend
-// takes it through BeginStep).
-struct LlamaModel::StepPlan {
-  int64_t num_tokens = 0;
-  std::vector<int32_t> token_ids;       // [T]
-  std::vector<int32_t> positions;       // [T]
-  std::vector<AttentionSequence> seqs;  // one per sequence, rows in batch order
-  std::vector<int32_t> logit_rows;      // rows of x that feed the LM head
-};
-
-int64_t NumLogitRows(const StepBatch& batch) {
-  int64_t rows = 0;
-  for (const SequenceStep& s : batch.sequences) {
-    rows += s.all_logits ? static_cast<int64_t>(s.token_ids.size()) : 1;
-  }
-  return rows;
-}
-
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan,
                        const WeightFormats& formats, LlamaWeights weights, RopeLayout rope_layout,
@@ -190,23 +172,16 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
         config_.num_layers, plan_.num_local_kv_heads(), config_.head_dim));
   }
   if (batch.sequences.empty()) return absl::InvalidArgumentError("step batch has no sequences");
-  int64_t total = 0;
+  TP_RETURN_IF_ERROR(batch.CheckShape());
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const SequenceStep& s = batch.sequences[i];
-    const int64_t n = static_cast<int64_t>(s.token_ids.size());
-    if (n == 0) return absl::InvalidArgumentError(absl::StrFormat("sequence %d: no tokens", i));
-    total += n;
-    if (s.start_position < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("sequence %d: start_position = %d is negative", i, s.start_position));
-    }
-    const int64_t end = s.start_position + n;
+    const StepBatch::Sequence& s = batch.sequences[i];
+    const int64_t end = s.end_position();
     if (end > max_context_tokens_) {  // what the attention workspace was reserved for
       return absl::InvalidArgumentError(absl::StrFormat(
           "sequence %d: positions up to %d exceed max_context_tokens = %d", i, end,
           max_context_tokens_));
     }
-    for (int32_t id : s.token_ids) {
+    for (int32_t id : batch.tokens(s)) {
       if (id < 0 || id >= config_.vocab_size) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "sequence %d: token id %d is outside [0, %d)", i, id, config_.vocab_size));
@@ -226,44 +201,60 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
       }
     }
   }
+  const int64_t total = batch.num_tokens();
   if (total > max_step_tokens_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "step has %d tokens, more than max_step_tokens = %d", total, max_step_tokens_));
   }
-  if (NumLogitRows(batch) > max_logit_rows_) {
+  if (batch.num_logit_rows() > max_logit_rows_) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "step asks for %d rows of logits, more than max_logit_rows = %d", NumLogitRows(batch),
+        "step asks for %d rows of logits, more than max_logit_rows = %d", batch.num_logit_rows(),
         max_logit_rows_));
   }
   return absl::OkStatus();
 }
 
+// Rows of the step, padding included.
+static int64_t NumRows(const StepInputs& step) {
+  return static_cast<int64_t>(step.positions.size());
+}
+
+StepInputs LlamaModel::PrepareStep(const StepBatch& batch, int64_t bucket) {
+  positions_.clear();
+  seqs_.clear();
+  logit_rows_.clear();
+  for (const StepBatch::Sequence& s : batch.sequences) {
+    seqs_.push_back(AttentionSequence{s.first_token, s.num_tokens, s.start_position,
+                                      s.block_table});
+    for (int64_t i = 0; i < s.num_tokens; ++i) {
+      positions_.push_back(static_cast<int32_t>(s.start_position + i));
+    }
+    for (int64_t row = s.first_token + s.num_tokens - s.num_logits;
+         row < s.first_token + s.num_tokens; ++row) {
+      logit_rows_.push_back(static_cast<int32_t>(row));
+    }
+  }
+  absl::Span<const int32_t> token_ids = batch.token_ids;
+  if (bucket > batch.num_tokens()) {
+    // Padding rows up to the bucket: token 0 at position 0, no KV, their logits dropped.
+    padded_token_ids_.assign(batch.token_ids.begin(), batch.token_ids.end());
+    for (int64_t row = batch.num_tokens(); row < bucket; ++row) {
+      seqs_.push_back(AttentionSequence{row, 1, 0, {}, /*padding=*/true});
+      padded_token_ids_.push_back(0);
+      positions_.push_back(0);
+      logit_rows_.push_back(static_cast<int32_t>(row));
+    }
+    token_ids = padded_token_ids_;
+  }
+  return StepInputs{token_ids, positions_, seqs_, logit_rows_};
+}
+
 absl::Status LlamaModel::Forward(const StepBatch& batch, KvCache* cache, float* logits) {
   TP_RETURN_IF_ERROR(Validate(batch, *cache));
-  StepPlan step;
-  for (const SequenceStep& s : batch.sequences) {
-    const int64_t n = static_cast<int64_t>(s.token_ids.size());
-    step.seqs.push_back(AttentionSequence{step.num_tokens, n, s.start_position, s.block_table});
-    for (int64_t i = 0; i < n; ++i) {
-      step.token_ids.push_back(s.token_ids[i]);
-      step.positions.push_back(static_cast<int32_t>(s.start_position + i));
-      if (s.all_logits || i == n - 1) {
-        step.logit_rows.push_back(static_cast<int32_t>(step.num_tokens + i));
-      }
-    }
-    step.num_tokens += n;
-  }
-  const int64_t logit_rows = static_cast<int64_t>(step.logit_rows.size());
+  const int64_t logit_rows = batch.num_logit_rows();
   const int64_t bucket = CaptureBucket(batch);
-  // Padding rows up to the bucket: token 0 at position 0, no KV, their logits dropped.
-  for (int64_t row = step.num_tokens; row < bucket; ++row) {
-    step.seqs.push_back(AttentionSequence{row, 1, 0, {}, /*padding=*/true});
-    step.token_ids.push_back(0);
-    step.positions.push_back(0);
-    step.logit_rows.push_back(static_cast<int32_t>(row));
-  }
-  step.num_tokens = std::max(step.num_tokens, bucket);
-  backend_->BeginStep(StepInputs{step.token_ids, step.positions, step.seqs, step.logit_rows});
+  const StepInputs step = PrepareStep(batch, bucket);
+  backend_->BeginStep(step);
   if (bucket > 0) {  // one rank: no collectives inside, the logits stay in logits_local
     const void* pool = cache->layer(0).k;
     if (pool != captured_pool_ || cache->bytes() != captured_pool_bytes_) {
@@ -288,15 +279,15 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, KvCache* cache, float* 
 
 int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
   if (!backend_->SupportsStepCapture() || plan_.shard().world_size != 1) return 0;
-  for (const SequenceStep& s : batch.sequences) {
-    if (s.token_ids.size() != 1) return 0;
+  for (const StepBatch::Sequence& s : batch.sequences) {
+    if (s.num_tokens != 1 || s.num_logits != 1) return 0;
   }
   int64_t bucket = 1;  // powers of two: few recordings, at most 2x the rows
   while (bucket < static_cast<int64_t>(batch.sequences.size())) bucket *= 2;
   return bucket <= std::min(max_step_tokens_, max_logit_rows_) ? bucket : 0;
 }
 
-absl::Status LlamaModel::RunLayers(const StepPlan& step, KvCache* cache) {
+absl::Status LlamaModel::RunLayers(const StepInputs& step, KvCache* cache) {
   TP_RETURN_IF_ERROR(Embed(step));
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     TP_RETURN_IF_ERROR(AttentionBlock(l, step, cache));
@@ -305,8 +296,8 @@ absl::Status LlamaModel::RunLayers(const StepPlan& step, KvCache* cache) {
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::Embed(const StepPlan& step) {
-  const int64_t t = step.num_tokens;
+absl::Status LlamaModel::Embed(const StepInputs& step) {
+  const int64_t t = NumRows(step);
   backend_->EmbeddingRows(weights_.embedding.matrix, plan_.first_vocab_row(), ws_->x.data());
   // Rows of other ranks' vocab came out zero; the sum restores every row everywhere.
   if (plan_.shard().world_size == 1) return absl::OkStatus();
@@ -314,9 +305,9 @@ absl::Status LlamaModel::Embed(const StepPlan& step) {
                              backend_->activation_dtype());
 }
 
-absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepPlan& step, KvCache* cache) {
+absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache) {
   const LlamaLayerWeights& w = weights_.layers[layer];
-  const int64_t t = step.num_tokens, hidden = config_.hidden_size, hd = config_.head_dim;
+  const int64_t t = NumRows(step), hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t heads = plan_.num_local_heads(), kv_heads = plan_.num_local_kv_heads();
   const DType act = backend_->activation_dtype();
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -337,9 +328,9 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepPlan& step, KvC
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepPlan& step) {
+absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepInputs& step) {
   const LlamaLayerWeights& w = weights_.layers[layer];
-  const int64_t t = step.num_tokens, hidden = config_.hidden_size;
+  const int64_t t = NumRows(step), hidden = config_.hidden_size;
   const int64_t ffn = plan_.local_intermediate_size();
   const DType act = backend_->activation_dtype();
   Workspace& ws = *ws_;
@@ -388,11 +379,14 @@ void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {
   backend_->MatMul(ws.h.data(), rows, weights_.LmHead(), out, DType::kF32);
 }
 
-absl::Status LlamaModel::LmHead(const StepPlan& step, float* logits) {
+absl::Status LlamaModel::LmHead(const StepInputs& step, float* logits) {
   const int64_t rows = static_cast<int64_t>(step.logit_rows.size());
   const int64_t vocab = config_.vocab_size;
   Workspace& ws = *ws_;
   const int world = plan_.shard().world_size;
+  if (rows == 0) {  // every sequence is a chunk of a longer prompt: nothing to sample
+    return world == 1 ? absl::OkStatus() : comm_->AwaitCollectives();
+  }
   if (world == 1) {
     QueueLocalLogits(rows, ws.logits_local.data());
     return backend_->CopyToHost(logits, ws.logits_local.data(),

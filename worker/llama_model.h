@@ -33,26 +33,10 @@
 #include "model/sharding.h"
 #include "model/step_buffers.h"
 #include "model/weight_formats.h"
+#include "step/step_batch.h"
 #include "worker/llama_weights.h"
 
 namespace tpserve {
-
-// One sequence's part of a step: new tokens at positions [start_position, + token_ids.size()).
-struct SequenceStep {
-  std::vector<int32_t> token_ids;
-  int64_t start_position = 0;
-  // Logical block -> physical KV block; must cover start_position + token_ids.size() tokens.
-  std::vector<int32_t> block_table;
-  // Logits for every new token (prompt scoring) or only for the last one (generation).
-  bool all_logits = false;
-};
-
-struct StepBatch {
-  std::vector<SequenceStep> sequences;
-};
-
-// Rows of the logits Forward writes: per sequence in order, all its new tokens or just one.
-int64_t NumLogitRows(const StepBatch& batch);
 
 struct MemoryFootprint {
   int64_t weight_bytes_resident = 0;  // weight bytes this rank reads (in place + copies)
@@ -91,8 +75,9 @@ class LlamaModel {
                                                           const LlamaLoadOptions& options = {});
   ~LlamaModel();
 
-  // Runs one step and writes logits [NumLogitRows(batch), vocab_size] (f32, row-major).
-  // INVALID_ARGUMENT naming the sequence and field for an empty sequence, a token id outside
+  // Runs one step and writes logits [batch.num_logit_rows(), vocab_size] (f32, row-major).
+  // INVALID_ARGUMENT naming the sequence and field for a batch whose shape is off
+  // (StepBatch::CheckShape), a token id outside
   // [0, vocab_size), too many tokens, a block table that misses positions or names a block
   // outside the cache, or a cache whose shape does not match this rank; a communicator error
   // as returned.
@@ -118,7 +103,6 @@ class LlamaModel {
 
  private:
   struct Workspace;
-  struct StepPlan;
 
   LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, const WeightFormats& formats,
              LlamaWeights weights, RopeLayout rope_layout, Backend* backend, Communicator* comm,
@@ -129,12 +113,15 @@ class LlamaModel {
   // The padded batch size a decode step is recorded and replayed at (Backend::RunCaptured), or
   // 0 to run it op by op: one rank, one new token per sequence, a backend that records.
   int64_t CaptureBucket(const StepBatch& batch) const;
+  // The backend's view of the batch (positions, each sequence's rows, the rows that feed the LM
+  // head), padded to `bucket` rows when it is larger; valid until the next call.
+  StepInputs PrepareStep(const StepBatch& batch, int64_t bucket);
   // Embedding and every decoder layer.
-  absl::Status RunLayers(const StepPlan& step, KvCache* cache);
-  absl::Status Embed(const StepPlan& step);
-  absl::Status AttentionBlock(int64_t layer, const StepPlan& step, KvCache* cache);
-  absl::Status FeedForwardBlock(int64_t layer, const StepPlan& step);
-  absl::Status LmHead(const StepPlan& step, float* logits);
+  absl::Status RunLayers(const StepInputs& step, KvCache* cache);
+  absl::Status Embed(const StepInputs& step);
+  absl::Status AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache);
+  absl::Status FeedForwardBlock(int64_t layer, const StepInputs& step);
+  absl::Status LmHead(const StepInputs& step, float* logits);
   // Final norm of the logit rows and this rank's LM head rows into `out` (f32 [rows, local]).
   void QueueLocalLogits(int64_t rows, void* out);
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank: one all-reduce, or (with
@@ -161,6 +148,11 @@ class LlamaModel {
   int64_t attention_bytes_ = 0;  // ReserveAttention's
   DeviceBuffer inv_freq_;  // f32 [head_dim / 2]
   std::unique_ptr<Workspace> ws_;
+  // PrepareStep's storage, reused step after step (host memory the backend reads).
+  std::vector<int32_t> padded_token_ids_;
+  std::vector<int32_t> positions_;
+  std::vector<AttentionSequence> seqs_;
+  std::vector<int32_t> logit_rows_;
 };
 
 }  // namespace tpserve

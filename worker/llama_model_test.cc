@@ -59,8 +59,8 @@ class LlamaModelTest : public ::testing::Test {
   std::vector<float> Step(const std::vector<int32_t>& tokens, int64_t start,
                           const std::vector<int32_t>& table, bool all_logits) {
     StepBatch batch;
-    batch.sequences.push_back({tokens, start, table, all_logits});
-    std::vector<float> logits(NumLogitRows(batch) * config_.vocab_size);
+    batch.Add(/*seq_id=*/0, start, tokens, table, all_logits ? std::ssize(tokens) : 1);
+    std::vector<float> logits(batch.num_logit_rows() * config_.vocab_size);
     const absl::Status s = model_->Forward(batch, cache_.get(), logits.data());
     EXPECT_TRUE(s.ok()) << s;
     return logits;
@@ -138,6 +138,24 @@ TEST_F(LlamaModelTest, DecodeAndChunkedPrefillMatchFullRecompute) {
   }
 }
 
+// A prompt chunk that wants no logits (num_logits = 0: the scheduler's chunks that do not end
+// a prompt) still writes its KV: the chunk after it gives the one-shot prefill's last row.
+TEST_F(LlamaModelTest, AChunkWithoutLogitsFillsTheCacheAndWritesNoRow) {
+  Build({.linear = DType::kQ4_1, .embedding = DType::kQ8_0});
+  const int64_t vocab = config_.vocab_size;
+  const std::vector<float> one_shot = Step(kPrompt, 0, Table(10, 4), false);
+  const std::vector<int32_t> table = Table(3, 4);
+  StepBatch chunk;
+  chunk.Add(/*seq_id=*/0, 0, absl::MakeConstSpan(kPrompt).first(6), table, /*num_logits=*/0);
+  ASSERT_EQ(chunk.num_logit_rows(), 0);
+  std::vector<float> untouched(vocab, -7.0f);
+  ASSERT_TRUE(model_->Forward(chunk, cache_.get(), untouched.data()).ok());
+  EXPECT_EQ(untouched, std::vector<float>(vocab, -7.0f));
+  const std::vector<float> last =
+      Step({kPrompt.begin() + 6, kPrompt.end()}, 6, table, /*all_logits=*/false);
+  EXPECT_EQ(last, one_shot);
+}
+
 // Batch invariance: a sequence's logits are the same floats alone or among others, whatever
 // its rows' place in the step (the step's rows reach the dot kernels in groups of up to 4).
 TEST_F(LlamaModelTest, BatchOfThreeEqualsOneAtATime) {
@@ -155,9 +173,11 @@ TEST_F(LlamaModelTest, BatchOfThreeEqualsOneAtATime) {
   const std::vector<float> solo_c = Step(c, 6, tc, true);
 
   StepBatch batch;
-  batch.sequences = {{a, 0, ta, true}, {b, 0, tb, false}, {c, 6, tc, true}};
-  ASSERT_EQ(NumLogitRows(batch), 7 + 1 + 2);
-  std::vector<float> batched(NumLogitRows(batch) * config_.vocab_size);
+  batch.Add(/*seq_id=*/0, 0, a, ta, std::ssize(a));
+  batch.Add(/*seq_id=*/0, 0, b, tb);
+  batch.Add(/*seq_id=*/0, 6, c, tc, std::ssize(c));
+  ASSERT_EQ(batch.num_logit_rows(), 7 + 1 + 2);
+  std::vector<float> batched(batch.num_logit_rows() * config_.vocab_size);
   ASSERT_TRUE(model_->Forward(batch, cache_.get(), batched.data()).ok());
   std::vector<float> solo = solo_a;
   solo.insert(solo.end(), solo_b.begin(), solo_b.end());
@@ -184,28 +204,31 @@ TEST_F(LlamaModelTest, GreedyGenerationMatchesReferenceArgmax) {
 TEST_F(LlamaModelTest, ForwardRejectsBadBatchesNamingTheField) {
   Build({}, /*max_step_tokens=*/16);
   std::vector<float> logits(32 * config_.vocab_size);
-  auto run = [&](SequenceStep s) {
+  auto run = [&](std::vector<int32_t> tokens, int64_t start, std::vector<int32_t> table) {
     StepBatch b;
-    b.sequences.push_back(std::move(s));
+    b.Add(/*seq_id=*/0, start, tokens, std::move(table));
     return model_->Forward(b, cache_.get(), logits.data());
   };
   auto expect = [](const absl::Status& s, const std::string& fragment) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_NE(s.message().find(fragment), std::string::npos) << s;
   };
-  expect(run({{5, 99}, 0, {0}, false}), "token id 99 is outside [0, 99)");
-  expect(run({{5, 6, 7, 8, 9}, 0, {0}, false}),
-         "block table has 1 blocks, positions up to 5 need 2");
-  expect(run({{5}, 0, {32}, false}), "block_table[0] = 32 is outside the cache's [0, 32)");
-  expect(run({std::vector<int32_t>(17, 3), 0, Table(0, 5), false}),
+  expect(run({5, 99}, 0, {0}), "token id 99 is outside [0, 99)");
+  expect(run({5, 6, 7, 8, 9}, 0, {0}), "block table has 1 blocks, positions up to 5 need 2");
+  expect(run({5}, 0, {32}), "block_table[0] = 32 is outside the cache's [0, 32)");
+  expect(run(std::vector<int32_t>(17, 3), 0, Table(0, 5)),
          "step has 17 tokens, more than max_step_tokens = 16");
-  expect(run({{}, 0, {0}, false}), "sequence 0: no tokens");
-  expect(run({{1}, 256, Table(0, 32), false}), "exceed max_context_tokens = 256");
+  expect(run({}, 0, {0}), "sequence 0: num_tokens = 0, needs at least 1");
+  expect(run({1}, 256, Table(0, 32)), "exceed max_context_tokens = 256");
+  StepBatch too_many_logits;
+  too_many_logits.Add(/*seq_id=*/0, 0, std::vector<int32_t>{1, 2}, {0}, /*num_logits=*/3);
+  expect(model_->Forward(too_many_logits, cache_.get(), logits.data()),
+         "sequence 0: num_logits = 3 is outside [0, num_tokens = 2]");
   KvCacheShape wrong = model_->KvShape(4, 4, DType::kF32);
   wrong.num_kv_heads = 2;
   auto other = KvCache::Create(wrong, backend_);
   StepBatch b;
-  b.sequences.push_back({{1}, 0, {0}, false});
+  b.Add(/*seq_id=*/0, 0, std::vector<int32_t>{1}, {0});
   expect(model_->Forward(b, other->get(), logits.data()), "does not match this rank");
 }
 
@@ -308,10 +331,11 @@ TEST(LlamaModelWait, ForwardAwaitsCollectivesOnceAndReturnsTheWaitError) {
       auto cache = KvCache::Create((*model)->KvShape(8, 4, DType::kF32), backend);
       ASSERT_TRUE(cache.ok()) << cache.status();
       StepBatch b;
-      b.sequences.push_back({{1, 2, 3}, 0, {0}, false});
+      b.Add(/*seq_id=*/0, 0, std::vector<int32_t>{1, 2, 3}, {0});
       std::vector<float> logits(config.vocab_size);
       first[r] = (*model)->Forward(b, cache->get(), logits.data());
-      b.sequences[0] = {{4}, 3, {0}, false};
+      b = StepBatch();
+      b.Add(/*seq_id=*/0, 3, std::vector<int32_t>{4}, {0});
       second[r] = (*model)->Forward(b, cache->get(), logits.data());
       waits[r] = comm.waits;
     });
@@ -343,7 +367,7 @@ TEST_F(LlamaModelTest, PaddedRecordedDecodeMatchesPlainDecode) {
   std::vector<int64_t> length(3);
   for (int s = 0; s < 3; ++s) {  // prompts run unpadded on both (more than one token)
     StepBatch batch;
-    batch.sequences.push_back({prompts[s], 0, tables[s], false});
+    batch.Add(/*seq_id=*/0, 0, prompts[s], tables[s]);
     std::vector<float> a(config_.vocab_size), b(config_.vocab_size);
     ASSERT_TRUE(model_->Forward(batch, cache_.get(), a.data()).ok());
     ASSERT_TRUE((*padded_model)->Forward(batch, padded_cache->get(), b.data()).ok());
@@ -352,7 +376,8 @@ TEST_F(LlamaModelTest, PaddedRecordedDecodeMatchesPlainDecode) {
   for (int step = 0; step < 4; ++step) {  // 3 decode rows: padded to 4
     StepBatch batch;
     for (int s = 0; s < 3; ++s) {
-      batch.sequences.push_back({{static_cast<int32_t>(7 * step + s)}, length[s], tables[s], false});
+      batch.Add(/*seq_id=*/s, length[s], std::vector<int32_t>{static_cast<int32_t>(7 * step + s)},
+                tables[s]);
       ++length[s];
     }
     std::vector<float> plain(3 * config_.vocab_size), padded(3 * config_.vocab_size);

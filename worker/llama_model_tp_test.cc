@@ -45,19 +45,25 @@ void RunRanks(int world, const LlamaConfig& config, const WeightSource& source,
   for (std::thread& t : threads) t.join();
 }
 
-// Two steps on two sequences: a batched prefill (all logits for one, last for the other),
-// then a batched decode. Returns every rank's concatenated logits.
+// Three steps on two sequences: a prompt chunk that wants no logits, a batched prefill (all
+// logits for one, the last for the other), then a batched decode. Returns every rank's
+// concatenated logits.
 std::vector<std::vector<float>> TwoSteps(int world, const LlamaConfig& config,
                                          const WeightSource& source, TpReduction reduction) {
   std::vector<std::vector<float>> per_rank(world);
   RunRanks(world, config, source, reduction, 16, 4, [&](int rank, LlamaModel& model, KvCache& cache) {
+    // A chunk of the second prompt that wants no logits: a step with no LM head at all.
+    StepBatch chunk;
+    chunk.Add(/*seq_id=*/2, 0, std::vector<int32_t>{7, 6, 5}, {5, 4}, /*num_logits=*/0);
     StepBatch prefill;
-    prefill.sequences = {{{1, 5, 9, 33, 70, 98, 2, 2, 41}, 0, {0, 1, 2}, true},
-                         {{7, 6, 5, 4, 3}, 0, {5, 4}, false}};
+    prefill.Add(/*seq_id=*/1, 0, std::vector<int32_t>{1, 5, 9, 33, 70, 98, 2, 2, 41}, {0, 1, 2},
+                /*num_logits=*/9);
+    prefill.Add(/*seq_id=*/2, 3, std::vector<int32_t>{4, 3}, {5, 4});
     StepBatch decode;
-    decode.sequences = {{{11}, 9, {0, 1, 2}, false}, {{12}, 5, {5, 4}, false}};
-    for (const StepBatch* b : {&prefill, &decode}) {
-      std::vector<float> logits(NumLogitRows(*b) * config.vocab_size);
+    decode.Add(/*seq_id=*/1, 9, std::vector<int32_t>{11}, {0, 1, 2});
+    decode.Add(/*seq_id=*/2, 5, std::vector<int32_t>{12}, {5, 4});
+    for (const StepBatch* b : {&chunk, &prefill, &decode}) {
+      std::vector<float> logits(b->num_logit_rows() * config.vocab_size);
       const absl::Status s = model.Forward(*b, &cache, logits.data());
       ASSERT_TRUE(s.ok()) << s;
       per_rank[rank].insert(per_rank[rank].end(), logits.begin(), logits.end());

@@ -52,8 +52,8 @@ absl::StatusOr<std::vector<float>> PromptLogits(const LlamaConfig& config,
   StepBatch batch;
   std::vector<int32_t> table(4);
   std::iota(table.begin(), table.end(), 0);
-  batch.sequences.push_back({kPrompt, 0, table, /*all_logits=*/true});
-  std::vector<float> logits(NumLogitRows(batch) * config.vocab_size);
+  batch.Add(/*seq_id=*/0, 0, kPrompt, table, std::ssize(kPrompt));
+  std::vector<float> logits(batch.num_logit_rows() * config.vocab_size);
   absl::Status s = (*model)->Forward(batch, cache->get(), logits.data());
   if (!s.ok()) return s;
   return logits;

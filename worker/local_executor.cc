@@ -10,18 +10,6 @@
 
 namespace tpserve {
 
-StepBatch ToStepBatch(absl::Span<const ExecutorChunk> chunks) {
-  StepBatch batch;
-  batch.sequences.reserve(chunks.size());
-  for (const ExecutorChunk& c : chunks) {
-    SequenceStep& s = batch.sequences.emplace_back();
-    s.token_ids = c.token_ids;
-    s.start_position = c.start_position;
-    s.block_table = c.block_table;
-  }
-  return batch;
-}
-
 absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
     const LlamaConfig& config, std::shared_ptr<const WeightSource> source,
     const LocalExecutorOptions& options) {
@@ -74,12 +62,11 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
 
 LocalExecutor::~LocalExecutor() = default;
 
-absl::StatusOr<StepResult> LocalExecutor::Execute(absl::Span<const ExecutorChunk> chunks) {
+absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {
   const auto start = std::chrono::steady_clock::now();
-  const StepBatch batch = ToStepBatch(chunks);
   StepResult result;
   result.vocab_size = vocab_size_;
-  result.logits.resize(static_cast<size_t>(NumLogitRows(batch)) * vocab_size_);
+  result.logits.resize(static_cast<size_t>(batch.num_logit_rows()) * vocab_size_);
   const int tp = static_cast<int>(ranks_.size());
   if (tp == 1) {
     TP_RETURN_IF_ERROR(ranks_[0]->Step(batch, result.logits.data()));

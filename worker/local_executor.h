@@ -44,7 +44,7 @@ class LocalExecutor final : public ModelExecutor {
       const LocalExecutorOptions& options);
   ~LocalExecutor() override;
 
-  absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override;
+  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override;
   int64_t vocab_size() const override { return vocab_size_; }
   std::string Describe() const override;
 
@@ -60,9 +60,6 @@ class LocalExecutor final : public ModelExecutor {
   int64_t vocab_size_ = 0;
   int threads_per_rank_ = 1;
 };
-
-// Builds the model's StepBatch from the engine's chunks (logits for the last token only).
-StepBatch ToStepBatch(absl::Span<const ExecutorChunk> chunks);
 
 }  // namespace tpserve
 

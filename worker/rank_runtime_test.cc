@@ -48,14 +48,14 @@ TEST(RankRuntime, SingleRankOnTheCpuStepsThroughItsKvCache) {
   std::vector<float> logits(vocab);
 
   StepBatch prompt;
-  prompt.sequences.push_back({{1, 2, 3, 4, 5}, 0, {0, 1}, false});
+  prompt.Add(/*seq_id=*/0, 0, std::vector<int32_t>{1, 2, 3, 4, 5}, {0, 1});
   ASSERT_TRUE((*rt)->Step(prompt, logits.data()).ok());
   auto [diff, scale] = MaxDiffAndScale(logits.data(), &want[4 * vocab], vocab);
   EXPECT_GT(scale, 0.0f);
   EXPECT_LT(diff, 1e-5f * scale) << "prompt step";
 
   StepBatch decode;
-  decode.sequences.push_back({{6}, 5, {0, 1}, false});
+  decode.Add(/*seq_id=*/0, 5, std::vector<int32_t>{6}, {0, 1});
   ASSERT_TRUE((*rt)->Step(decode, logits.data()).ok());
   std::tie(diff, scale) = MaxDiffAndScale(logits.data(), &want[5 * vocab], vocab);
   EXPECT_LT(diff, 1e-5f * scale) << "decode step";

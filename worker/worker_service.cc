@@ -6,10 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/status_macros.h"
 #include "base/grpc_status.h"
+#include "base/status_macros.h"
 #include "checkpoint/stored_formats.h"
 #include "cluster/secret.h"
+#include "step/step_batch_proto.h"
 #include "worker/comm/communicator_factory.h"
 
 namespace tpserve {
@@ -150,15 +151,9 @@ absl::Status WorkerService::RunStepLocked(
     const wpb::StepRequest& request,
     const std::function<absl::StatusOr<float*>(size_t)>& logits_for, double* allreduce_s) {
   if (runtime_ == nullptr) return absl::FailedPreconditionError("Step before Load");
-  StepBatch batch;
-  for (const wpb::SequenceChunk& c : request.chunks()) {
-    SequenceStep& s = batch.sequences.emplace_back();
-    s.token_ids.assign(c.token_ids().begin(), c.token_ids().end());
-    s.start_position = c.start_position();
-    s.block_table.assign(c.block_table().begin(), c.block_table().end());
-  }
+  TP_ASSIGN_OR_RETURN(const StepBatch batch, FromProto(request));
   const size_t logit_floats =
-      static_cast<size_t>(NumLogitRows(batch)) * static_cast<size_t>(files_.config.vocab_size);
+      static_cast<size_t>(batch.num_logit_rows()) * static_cast<size_t>(files_.config.vocab_size);
   float* logits = nullptr;
   if (rank_ == 0) {
     TP_ASSIGN_OR_RETURN(logits, logits_for(logit_floats));

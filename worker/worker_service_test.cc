@@ -59,7 +59,8 @@ class WorkerServiceTest : public ::testing::Test {
     while (reader->Read(&p)) *ready = p;
     return reader->Finish();
   }
-  // One sequence's first step: tokens 1 and 28 at positions 0 and 1, in block 0.
+  // One sequence's first step: tokens 1 and 28 at positions 0 and 1, in block 0; the logits of
+  // the last.
   static wpb::StepRequest TwoTokenStep() {
     wpb::StepRequest step;
     wpb::SequenceChunk* c = step.add_chunks();
@@ -67,6 +68,7 @@ class WorkerServiceTest : public ::testing::Test {
     c->add_token_ids(28);
     c->set_start_position(0);
     c->add_block_table(0);
+    c->set_num_logits(1);
     return step;
   }
   wpb::ShardAssignment Assignment(int rank, int world) {

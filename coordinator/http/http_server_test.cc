@@ -37,19 +37,19 @@ using Json = nlohmann::json;
 class AnswerExecutor : public ModelExecutor {
  public:
   explicit AnswerExecutor(std::string answer) : answer_(std::move(answer)) {}
-  absl::StatusOr<StepResult> Execute(absl::Span<const ExecutorChunk> chunks) override {
+  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
     if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
     StepResult r;
     r.vocab_size = kVocab;
-    r.logits.assign(chunks.size() * kVocab, 0.0f);
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const ExecutorChunk& c = chunks[i];
-      if (c.start_position == 0) prompt_length_[c.seq_id] = static_cast<int64_t>(c.token_ids.size());
-      const int64_t k = c.start_position + static_cast<int64_t>(c.token_ids.size()) -
-                        prompt_length_[c.seq_id];
+    r.logits.assign(batch.num_logit_rows() * kVocab, 0.0f);
+    int64_t row = 0;
+    for (const StepBatch::Sequence& c : batch.sequences) {
+      if (c.start_position == 0) prompt_length_[c.seq_id] = c.num_tokens;
+      if (c.num_logits == 0) continue;  // the asserted one-chunk prompts always ask for one
+      const int64_t k = c.end_position() - prompt_length_[c.seq_id];
       const int32_t next =
           k < static_cast<int64_t>(answer_.size()) ? static_cast<uint8_t>(answer_[k]) : kEos;
-      r.logits[i * kVocab + next] = 100.0f;  // certain even at temperature 1
+      r.logits[row++ * kVocab + next] = 100.0f;  // certain even at temperature 1
     }
     return r;
   }

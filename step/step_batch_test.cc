@@ -1,0 +1,86 @@
+#include "step/step_batch.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "step/step_batch_proto.h"
+
+namespace tpserve {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+StepBatch PrefillAndDecode() {
+  StepBatch b;
+  b.Add(/*seq_id=*/9, /*start_position=*/41, std::vector<int32_t>{5}, {3, 4, 8}, 1);
+  b.Add(/*seq_id=*/7, /*start_position=*/16, std::vector<int32_t>{10, 11, 12}, {0, 2}, 0);
+  b.Add(/*seq_id=*/8, /*start_position=*/0, std::vector<int32_t>{20, 21}, {6}, 2);
+  return b;
+}
+
+TEST(StepBatchTest, AddTilesTheTokensInOrder) {
+  const StepBatch b = PrefillAndDecode();
+  EXPECT_THAT(b.token_ids, ElementsAre(5, 10, 11, 12, 20, 21));
+  ASSERT_EQ(b.sequences.size(), 3u);
+  EXPECT_EQ(b.sequences[1].first_token, 1);
+  EXPECT_EQ(b.sequences[2].first_token, 4);
+  EXPECT_THAT(b.tokens(b.sequences[1]), ElementsAre(10, 11, 12));
+  EXPECT_EQ(b.sequences[1].end_position(), 19);
+  EXPECT_EQ(b.num_tokens(), 6);
+  EXPECT_EQ(b.num_logit_rows(), 1 + 0 + 2);
+  EXPECT_TRUE(b.CheckShape().ok());
+}
+
+TEST(StepBatchTest, ProtoRoundTripKeepsEveryField) {
+  const StepBatch b = PrefillAndDecode();
+  const auto req = ToProto(b, /*step_id=*/12);
+  EXPECT_EQ(req.step_id(), 12);
+  ASSERT_EQ(req.chunks_size(), 3);
+  EXPECT_THAT(req.chunks(1).token_ids(), ElementsAre(10, 11, 12));
+  EXPECT_EQ(req.chunks(2).num_logits(), 2);
+  absl::StatusOr<StepBatch> back = FromProto(req);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->token_ids, b.token_ids);
+  ASSERT_EQ(back->sequences.size(), b.sequences.size());
+  for (size_t i = 0; i < b.sequences.size(); ++i) {
+    EXPECT_EQ(back->sequences[i].seq_id, b.sequences[i].seq_id) << i;
+    EXPECT_EQ(back->sequences[i].first_token, b.sequences[i].first_token) << i;
+    EXPECT_EQ(back->sequences[i].num_tokens, b.sequences[i].num_tokens) << i;
+    EXPECT_EQ(back->sequences[i].start_position, b.sequences[i].start_position) << i;
+    EXPECT_EQ(back->sequences[i].num_logits, b.sequences[i].num_logits) << i;
+    EXPECT_EQ(back->sequences[i].block_table, b.sequences[i].block_table) << i;
+  }
+}
+
+TEST(StepBatchTest, FromProtoRefusesABatchNoSchedulerMakes) {
+  auto req = ToProto(PrefillAndDecode(), 1);
+  req.mutable_chunks(2)->set_num_logits(3);  // more rows than its 2 tokens
+  absl::Status s = FromProto(req).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("sequence 2: num_logits = 3 is outside [0, num_tokens = 2]"));
+
+  req = ToProto(PrefillAndDecode(), 1);
+  req.mutable_chunks(0)->clear_token_ids();
+  s = FromProto(req).status();
+  EXPECT_THAT(s.message(), HasSubstr("sequence 0: num_tokens = 0, needs at least 1"));
+
+  req = ToProto(PrefillAndDecode(), 1);
+  req.mutable_chunks(1)->set_start_position(-2);
+  EXPECT_THAT(FromProto(req).status().message(),
+              HasSubstr("sequence 1: start_position = -2 is negative"));
+}
+
+TEST(StepBatchTest, CheckShapeNamesASequenceOutOfOrder) {
+  StepBatch b = PrefillAndDecode();
+  b.sequences[2].first_token = 3;
+  EXPECT_THAT(b.CheckShape().message(),
+              HasSubstr("sequence 2: first_token = 3, expected 4"));
+  b = PrefillAndDecode();
+  b.token_ids.push_back(99);
+  EXPECT_THAT(b.CheckShape().message(), HasSubstr("the sequences cover 6 tokens, token_ids has 7"));
+}
+
+}  // namespace
+}  // namespace tpserve
