@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/model_files.h"
 #include "deploy/cluster_plan.h"
-#include "model/model_files.h"
 #include "kernels/backend.h"
 #include "model/sharding.h"
 #include "worker/local_executor.h"

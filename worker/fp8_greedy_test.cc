@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_files.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/model_files.h"
 #include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"

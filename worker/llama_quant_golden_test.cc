@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_files.h"
 #include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/model_files.h"
 #include "nlohmann/json.hpp"
 #include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"

@@ -19,8 +19,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "checkpoint/model_files.h"
 #include "gloo/rendezvous/store.h"
-#include "model/model_files.h"
 #include "model/sharding.h"
 #include "proto/worker.grpc.pb.h"
 #include "worker/comm/step_channel.h"

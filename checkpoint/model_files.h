@@ -6,8 +6,8 @@
 //   files.config.num_layers;  files.weights->Find("blk.0.attn_q.weight");
 //
 // Thread-safety: the returned objects are immutable and safe to share across threads.
-#ifndef TPSERVE_MODEL_MODEL_FILES_H_
-#define TPSERVE_MODEL_MODEL_FILES_H_
+#ifndef TPSERVE_CHECKPOINT_MODEL_FILES_H_
+#define TPSERVE_CHECKPOINT_MODEL_FILES_H_
 
 #include <memory>
 #include <string>
@@ -43,4 +43,4 @@ absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path);
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_MODEL_MODEL_FILES_H_
+#endif  // TPSERVE_CHECKPOINT_MODEL_FILES_H_

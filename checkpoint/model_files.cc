@@ -1,4 +1,4 @@
-#include "model/model_files.h"
+#include "checkpoint/model_files.h"
 
 #include <filesystem>
 #include <fstream>
