@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "checkpoint/testing/tiny_llama.h"
 #include "formats/gguf.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -18,7 +19,6 @@
 #include "worker/llama_model.h"
 #include "worker/comm/in_process_communicator.h"
 #include "model/bundled_model.h"
-#include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
 namespace {

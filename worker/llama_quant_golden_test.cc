@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint/model_files.h"
+#include "checkpoint/testing/in_memory_weight_source.h"
 #include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -22,7 +23,6 @@
 #include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
-#include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/testing/tiny_llama.h"
+#include "checkpoint/testing/tiny_llama.h"
 
 #include <cmath>
 #include <random>

@@ -7,17 +7,17 @@
 //   std::vector<float> want = ReferenceLogits(cfg, *src, tokens);  // [tokens, vocab]
 //
 // Thread-compatible.
-#ifndef TPSERVE_WORKER_TESTING_TINY_LLAMA_H_
-#define TPSERVE_WORKER_TESTING_TINY_LLAMA_H_
+#ifndef TPSERVE_CHECKPOINT_TESTING_TINY_LLAMA_H_
+#define TPSERVE_CHECKPOINT_TESTING_TINY_LLAMA_H_
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "checkpoint/testing/in_memory_weight_source.h"
 #include "formats/weight_source.h"
 #include "model/config.h"
-#include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 
@@ -45,4 +45,4 @@ std::vector<float> ReferenceLogits(const LlamaConfig& config, const WeightSource
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_WORKER_TESTING_TINY_LLAMA_H_
+#endif  // TPSERVE_CHECKPOINT_TESTING_TINY_LLAMA_H_

@@ -5,8 +5,8 @@
 //   src.AddFloat("blk.0.attn_q.weight", {64, 64}, values, DType::kQ4_1);
 //
 // Threading: add everything first; afterwards the const WeightSource methods are thread-safe.
-#ifndef TPSERVE_WORKER_TESTING_IN_MEMORY_WEIGHT_SOURCE_H_
-#define TPSERVE_WORKER_TESTING_IN_MEMORY_WEIGHT_SOURCE_H_
+#ifndef TPSERVE_CHECKPOINT_TESTING_IN_MEMORY_WEIGHT_SOURCE_H_
+#define TPSERVE_CHECKPOINT_TESTING_IN_MEMORY_WEIGHT_SOURCE_H_
 
 #include <cstdint>
 #include <map>
@@ -48,4 +48,4 @@ class InMemoryWeightSource final : public WeightSource {
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_WORKER_TESTING_IN_MEMORY_WEIGHT_SOURCE_H_
+#endif  // TPSERVE_CHECKPOINT_TESTING_IN_MEMORY_WEIGHT_SOURCE_H_

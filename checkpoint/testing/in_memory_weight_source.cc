@@ -1,4 +1,4 @@
-#include "worker/testing/in_memory_weight_source.h"
+#include "checkpoint/testing/in_memory_weight_source.h"
 
 #include "absl/status/status.h"
 #include "kernels/check.h"
