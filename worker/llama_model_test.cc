@@ -9,11 +9,11 @@
 #include <thread>
 
 #include "checkpoint/testing/tiny_llama.h"
+#include "comm/communicator.h"
+#include "comm/in_process_communicator.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "worker/comm/communicator.h"
 #include "worker/generate.h"
-#include "worker/comm/in_process_communicator.h"
 
 namespace tpserve {
 namespace {

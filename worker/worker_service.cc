@@ -10,7 +10,7 @@
 #include "base/grpc_status.h"
 #include "checkpoint/stored_formats.h"
 #include "cluster/secret.h"
-#include "worker/comm/communicator_factory.h"
+#include "comm/communicator_factory.h"
 
 namespace tpserve {
 namespace {

@@ -20,10 +20,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "checkpoint/model_files.h"
+#include "comm/step_channel.h"
 #include "gloo/rendezvous/store.h"
 #include "model/sharding.h"
 #include "proto/worker.grpc.pb.h"
-#include "worker/comm/step_channel.h"
 #include "worker/rank_runtime.h"
 #include "worker/shard_assignment.h"  // IWYU pragma: export (ToAssignment)
 
