@@ -20,7 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "comm/step_channel.h"
+#include "cluster/step_channel.h"
 #include "step/executor.h"
 #include "proto/worker.grpc.pb.h"
 
@@ -52,7 +52,7 @@ struct RemoteExecutorOptions {
   absl::Duration collective_timeout = absl::Seconds(5);
   absl::Duration load_timeout = absl::Minutes(10);
   absl::Duration step_timeout = absl::Seconds(60);
-  // Ranks on this host: send steps through a shared-memory channel (comm/step_channel.h)
+  // Ranks on this host: send steps through a shared-memory channel (cluster/step_channel.h)
   // instead of a gRPC call each, when every rank opens it; gRPC otherwise, and for a request
   // too large for it. A rank silent on the channel for channel_heartbeat_timeout is dead.
   bool step_channel = false;

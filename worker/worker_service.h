@@ -20,7 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "checkpoint/model_files.h"
-#include "comm/step_channel.h"
+#include "cluster/step_channel.h"
 #include "gloo/rendezvous/store.h"
 #include "model/sharding.h"
 #include "proto/worker.grpc.pb.h"

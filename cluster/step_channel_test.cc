@@ -1,4 +1,4 @@
-#include "comm/step_channel.h"
+#include "cluster/step_channel.h"
 
 #include <atomic>
 #include <string>

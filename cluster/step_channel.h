@@ -19,8 +19,8 @@
 // rank never hangs the engine, whatever the step's deadline.
 // Threading: the coordinator's calls come from one thread; a rank's WaitRequest/Finish from
 // one thread and Heartbeat from any.
-#ifndef TPSERVE_COMM_STEP_CHANNEL_H_
-#define TPSERVE_COMM_STEP_CHANNEL_H_
+#ifndef TPSERVE_CLUSTER_STEP_CHANNEL_H_
+#define TPSERVE_CLUSTER_STEP_CHANNEL_H_
 
 #include <atomic>
 #include <cstddef>
@@ -92,4 +92,4 @@ class StepChannel {
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_COMM_STEP_CHANNEL_H_
+#endif  // TPSERVE_CLUSTER_STEP_CHANNEL_H_
