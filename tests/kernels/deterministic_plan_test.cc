@@ -3,9 +3,9 @@
 // the row-parallel layers are cut into, model/step_buffers.h), and every batch size 1..64, the
 // deterministic backend chooses the same MatMul path, asks cuBLASLt for the same GEMM (one
 // pinned algorithm without split-K per type pair) and plans the mixed-input GEMM of its int4
-// and fp8 weights (held in that GEMM's form, as weight_placement.h places them on a Hopper
-// GPU) with the same tile and split-K count. A row's floats then depend on neither the batch
-// nor the degree. The same sweep without the flag asks per shape (the control: the test would
+// and fp8 weights (held in that GEMM's form, as kernels/cuda/weight_placement.h places them on
+// a Hopper GPU) with the same tile and split-K count. A row's floats then depend on neither the
+// batch nor the degree. The same sweep without the flag asks per shape (the control: the test would
 // notice a request or a plan that varied).
 #include <cstdint>
 #include <map>

@@ -1,4 +1,4 @@
-// The CUDA kernels' element math (weight_decode.h) run on the host against the CPU reference:
+// The CUDA kernels' element math (kernels/cuda/weight_decode.h) run on the host against the CPU reference:
 // every conversion over its whole input range (or a dense sweep), and WeightAt over random
 // matrices of every weight format the CUDA backend takes (including every e4m3 / f16 / bf16
 // bit pattern and column chunks) and over the quantized checkpoints of tests/golden/quant as
