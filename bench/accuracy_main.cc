@@ -26,9 +26,9 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "checkpoint/stored_formats.h"
+#include "comm/communicator.h"
 #include "coordinator/model_bundle.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "worker/comm/communicator.h"
 #include "worker/llama_model.h"
 
 ABSL_FLAG(std::string, model, "", "a .gguf file or a Hugging Face directory");

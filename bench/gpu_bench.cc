@@ -31,10 +31,10 @@
 #include "bench/model_timings.h"
 #include "bench/roofline_counts.h"
 #include "bench/synthetic_weights.h"
+#include "comm/communicator.h"
 #include "kernels/backend_factory.h"
 #include "model/weight_formats.h"
 #include "nlohmann/json.hpp"
-#include "worker/comm/communicator.h"
 
 #if TPSERVE_WITH_CUDA
 #include <cuda_runtime.h>

@@ -29,11 +29,11 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "bench/model_timings.h"
+#include "checkpoint/model_files.h"
 #include "checkpoint/stored_formats.h"
-#include "model/model_files.h"
+#include "comm/communicator.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
-#include "worker/comm/communicator.h"
 #include "worker/generate.h"
 #include "worker/llama_model.h"
 

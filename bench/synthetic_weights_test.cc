@@ -6,9 +6,9 @@
 #include <set>
 
 #include "bench/model_timings.h"
+#include "comm/communicator.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "worker/comm/communicator.h"
 #include "worker/llama_model.h"
 
 namespace tpserve {

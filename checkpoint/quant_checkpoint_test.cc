@@ -14,10 +14,10 @@
 #include "checkpoint/quant_scheme.h"
 #include "checkpoint/stored_formats.h"
 #include "checkpoint/stored_matrix.h"
+#include "checkpoint/testing/in_memory_weight_source.h"
 #include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "model/config.h"
-#include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "checkpoint/quant_scheme.h"
 #include "checkpoint/stored_matrix.h"
+#include "checkpoint/testing/in_memory_weight_source.h"
 #include "formats/safetensors.h"
 #include "gtest/gtest.h"
-#include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 namespace {

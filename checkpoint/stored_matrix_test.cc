@@ -3,10 +3,10 @@
 #include <cstring>
 #include <random>
 
+#include "checkpoint/testing/in_memory_weight_source.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/parity_test_util.h"
 #include "kernels/quantize.h"
-#include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 namespace {

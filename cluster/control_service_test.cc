@@ -15,8 +15,8 @@
 #include "absl/time/clock.h"
 #include "cluster/control_client.h"
 #include "cluster/secret.h"
+#include "comm/gloo_communicator.h"
 #include "gloo/common/error.h"
-#include "worker/comm/gloo_communicator.h"
 
 namespace tpserve {
 namespace {

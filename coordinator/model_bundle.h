@@ -1,5 +1,6 @@
-// Everything the coordinator needs from a model path: config and weights (model/model_files.h),
-// the tokenizer and the chat template, whichever format the model came in.
+// Everything the coordinator needs from a model path: config and weights
+// (checkpoint/model_files.h), the tokenizer and the chat template, whichever format the model
+// came in.
 //
 //   TP_ASSIGN_OR_RETURN(ModelBundle bundle, LoadModelBundle(path));
 //   TP_ASSIGN_OR_RETURN(std::vector<int32_t> ids, bundle.EncodeChat({{"user", "Hi"}}));
@@ -13,9 +14,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/model_files.h"
 #include "coordinator/tokenizer/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
-#include "model/model_files.h"
 
 namespace tpserve {
 

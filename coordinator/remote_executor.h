@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/step_channel.h"
 #include "step/executor.h"
 #include "proto/worker.grpc.pb.h"
-#include "worker/comm/step_channel.h"
 
 namespace tpserve {
 
@@ -32,7 +32,7 @@ struct RemoteExecutorOptions {
   std::string cluster_secret;
   // "auto", "shm" or "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent
   // "single". For "nccl" rank 0 makes the group's NCCL id and the others read it from the
-  // rendezvous store (worker/comm/nccl_unique_id.h): this process needs no NCCL.
+  // rendezvous store (comm/nccl_unique_id.h): this process needs no NCCL.
   std::string comm_kind = "auto";
   // LoadRequest.backend of every rank: "cpu" or "cuda".
   std::string backend = "cpu";
@@ -52,7 +52,7 @@ struct RemoteExecutorOptions {
   absl::Duration collective_timeout = absl::Seconds(5);
   absl::Duration load_timeout = absl::Minutes(10);
   absl::Duration step_timeout = absl::Seconds(60);
-  // Ranks on this host: send steps through a shared-memory channel (worker/comm/step_channel.h)
+  // Ranks on this host: send steps through a shared-memory channel (cluster/step_channel.h)
   // instead of a gRPC call each, when every rank opens it; gRPC otherwise, and for a request
   // too large for it. A rank silent on the channel for channel_heartbeat_timeout is dead.
   bool step_channel = false;

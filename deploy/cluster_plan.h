@@ -11,9 +11,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/model_files.h"
 #include "coordinator/engine.h"
 #include "formats/dtype.h"
-#include "model/model_files.h"
 #include "planner/gpu_spec.h"
 #include "planner/memory_plan.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The coordinator's program (//deploy:launch) against two findings of the GPU-path review:
-# 1. It links no NCCL: rank 0 makes the NCCL unique id (worker/comm/nccl_unique_id.h), so NCCL's
+# 1. It links no NCCL: rank 0 makes the NCCL unique id (comm/nccl_unique_id.h), so NCCL's
 #    bootstrap root never listens in a process without a GPU. Checked on the binary's NEEDED
 #    entries, and against the worker, which must link NCCL in a CUDA build (else the check
 #    would see nothing).

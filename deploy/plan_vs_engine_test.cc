@@ -5,12 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/model_files.h"
+#include "checkpoint/testing/tiny_llama.h"
 #include "deploy/cluster_plan.h"
-#include "model/model_files.h"
 #include "kernels/backend.h"
 #include "model/sharding.h"
 #include "worker/local_executor.h"
-#include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
 namespace {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_files.h"
+#include "comm/communicator.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/model_files.h"
-#include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
 

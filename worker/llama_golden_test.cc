@@ -28,12 +28,12 @@
 #include <numeric>
 #include <sstream>
 
+#include "comm/communicator.h"
 #include "formats/gguf.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "nlohmann/json.hpp"
-#include "worker/comm/communicator.h"
 #include "worker/generate.h"
 #include "worker/llama_model.h"
 #include "model/bundled_model.h"

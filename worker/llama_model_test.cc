@@ -1,5 +1,5 @@
 // The forward pass on a synthetic tiny Llama against a naive f64 full-recompute reference
-// (worker/testing/tiny_llama.h): both checkpoint naming/RoPE schemes, F32 and quantized
+// (checkpoint/testing/tiny_llama.h): both checkpoint naming/RoPE schemes, F32 and quantized
 // weights, prefill, chunked prefill, token-by-token decode, batched sequences, and errors.
 #include "worker/llama_model.h"
 
@@ -8,12 +8,12 @@
 #include <numeric>
 #include <thread>
 
+#include "checkpoint/testing/tiny_llama.h"
+#include "comm/communicator.h"
+#include "comm/in_process_communicator.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "worker/comm/communicator.h"
 #include "worker/generate.h"
-#include "worker/comm/in_process_communicator.h"
-#include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
 namespace {

@@ -10,15 +10,15 @@
 #include <mutex>
 #include <thread>
 
+#include "checkpoint/testing/tiny_llama.h"
+#include "comm/in_process_communicator.h"
 #include "formats/gguf.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "worker/generate.h"
 #include "worker/llama_model.h"
-#include "worker/comm/in_process_communicator.h"
 #include "model/bundled_model.h"
-#include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
 namespace {

@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_files.h"
+#include "checkpoint/testing/in_memory_weight_source.h"
+#include "comm/communicator.h"
 #include "formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/model_files.h"
 #include "nlohmann/json.hpp"
-#include "worker/comm/communicator.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
-#include "worker/testing/in_memory_weight_source.h"
 
 namespace tpserve {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "worker/comm/communicator_factory.h"
-#include "worker/comm/in_process_communicator.h"
+#include "comm/communicator_factory.h"
+#include "comm/in_process_communicator.h"
 
 namespace tpserve {
 

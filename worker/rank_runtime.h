@@ -23,11 +23,11 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator_factory.h"
 #include "formats/weight_source.h"
 #include "kernels/backend.h"
 #include "kernels/backend_factory.h"
 #include "model/config.h"
-#include "worker/comm/communicator_factory.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
 #include "worker/timed_communicator.h"

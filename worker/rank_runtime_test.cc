@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/testing/tiny_llama.h"
 #include "gtest/gtest.h"
-#include "worker/testing/tiny_llama.h"
 
 namespace tpserve {
 namespace {

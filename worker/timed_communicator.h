@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "worker/comm/communicator.h"
+#include "comm/communicator.h"
 
 namespace tpserve {
 

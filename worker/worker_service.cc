@@ -10,8 +10,8 @@
 #include "base/status_macros.h"
 #include "checkpoint/stored_formats.h"
 #include "cluster/secret.h"
+#include "comm/communicator_factory.h"
 #include "step/step_batch_proto.h"
-#include "worker/comm/communicator_factory.h"
 
 namespace tpserve {
 namespace {

@@ -19,11 +19,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "checkpoint/model_files.h"
+#include "cluster/step_channel.h"
 #include "gloo/rendezvous/store.h"
-#include "model/model_files.h"
 #include "model/sharding.h"
 #include "proto/worker.grpc.pb.h"
-#include "worker/comm/step_channel.h"
 #include "worker/rank_runtime.h"
 #include "worker/shard_assignment.h"  // IWYU pragma: export (ToAssignment)
 

@@ -12,9 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/time/clock.h"
+#include "checkpoint/model_files.h"
 #include "cluster/secret.h"
 #include "model/bundled_model.h"
-#include "model/model_files.h"
 #include "model/sharding.h"
 
 namespace tpserve {

@@ -3,8 +3,9 @@
 // it runs in (m = 1..64), whatever slice of the output rows a tensor-parallel rank holds, and
 // a row-parallel rank's chunk sums are those of the whole matrix's chunks. Weights are placed
 // as the model's loader places them (int4 and fp8 in the mixed-input GEMM's form). This is what
-// deterministic_plan_test.cc promises on the host (same path, same pinned algorithm without
-// split-K, same mixed-GEMM plan); here the kernels, CUTLASS and cuBLASLt have to keep it.
+// tests/kernels/deterministic_plan_test.cc promises on the host (same path, same pinned
+// algorithm without split-K, same mixed-GEMM plan); here the kernels, CUTLASS and cuBLASLt have
+// to keep it.
 #include <cstring>
 #include <random>
 #include <vector>

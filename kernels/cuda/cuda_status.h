@@ -1,6 +1,6 @@
 // CUDA runtime and cuBLAS(Lt) return codes as absl::Status naming the failed call, file and
-// line: the kernels package's own copy of worker/comm's TP_CUDA_CALL idea (kernels/ must not
-// depend on worker/). Plain C++: codes are passed as int.
+// line: the kernels package's own copy of comm/cuda_status.h's TP_CUDA_CALL idea (kernels/
+// is below comm/ and must not depend on it). Plain C++: codes are passed as int.
 //
 //   TP_RETURN_IF_ERROR(TPK_CUDA(cudaSetDevice(ordinal)));
 //   Record(TPK_LAUNCH(LaunchRmsNorm(...)));   // a launcher's cudaGetLastError()

@@ -3,7 +3,7 @@
 // may assume, whether split-K / reduction schemes are allowed, and whether one algorithm is
 // pinned for every shape. MakeGemmRequest is a pure function, so the deterministic mode's
 // promise (the same algorithm, without split-K, at every batch size and tensor-parallel
-// degree) is tested on the host (deterministic_plan_test.cc). Plain C++ header.
+// degree) is tested on the host (tests/kernels/deterministic_plan_test.cc). Plain C++ header.
 //
 //   const GemmRequest req = MakeGemmRequest(args, /*deterministic=*/true);
 //   // req is the same for every m, n, k of args' types and scales

@@ -2,7 +2,7 @@
 // decode of one weight element (WeightAt, the device twin of DequantizeWeightRow in
 // kernels/weight_matrix.cc). Every function is TP_HD: __host__ __device__ under nvcc, a plain
 // inline function under g++, so the same source runs in the kernels and in host tests
-// (weight_decode_test.cc compares WeightAt with the CPU reference bit for bit).
+// (tests/kernels/weight_decode_test.cc compares WeightAt with the CPU reference bit for bit).
 //
 //   const float v = WeightAt(ToDeviceWeight(matrix), r, c);   // host or device
 //

@@ -20,7 +20,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-TARGETS=(//kernels/cuda:cuda_parity_test //worker/comm:nccl_communicator_test //bench:gpu_bench
+TARGETS=(//kernels/cuda:cuda_parity_test //comm:nccl_communicator_test //bench:gpu_bench
          //kernels/cuda:cuda_bench //kernels/cuda:device_wait_test
          //kernels/cuda:cuda_deterministic_test //kernels/cuda:attention_invariance_test
          //kernels/cuda/mixed_gemm:mixed_gemm_gpu_test)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes what the gguf package reads from the real SmolLM2 checkpoint, for
-//formats:gguf_smollm2_test and //model:config_gguf_test. Run by hand; commit the outputs.
+//model:gguf_smollm2_test and //model:config_gguf_test. Run by hand; commit the outputs.
 
   smollm2_expect.json        counts, every tensor (name, ggml type, shape outermost-first,
                              data offset), scalar metadata, array lengths and first elements

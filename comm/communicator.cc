@@ -1,0 +1,69 @@
+#include "comm/communicator.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace tpserve {
+
+absl::Status Communicator::AllReduceSum(void* data, int64_t count, DType dtype) {
+  if (dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat(Describe(), ": AllReduceSum of ",
+                                                 std::string(DTypeName(dtype)),
+                                                 " is not implemented (f32 only)"));
+  }
+  return AllReduceSum(absl::MakeSpan(static_cast<float*>(data), count));
+}
+
+absl::Status Communicator::AllGather(const void* in, int64_t in_count, DType dtype, void* out) {
+  if (dtype != DType::kF32) {
+    return absl::UnimplementedError(absl::StrCat(Describe(), ": AllGather of ",
+                                                 std::string(DTypeName(dtype)),
+                                                 " is not implemented (f32 only)"));
+  }
+  return AllGather(absl::MakeConstSpan(static_cast<const float*>(in), in_count),
+                   absl::MakeSpan(static_cast<float*>(out), in_count * world_size()));
+}
+
+std::string Communicator::Describe() const {
+  return "rank " + std::to_string(rank()) + "/" + std::to_string(world_size());
+}
+
+absl::Status BroadcastInt32s(Communicator& comm, absl::Span<int32_t> values, int root) {
+  return comm.Broadcast(
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(values.data()), values.size() * sizeof(int32_t)),
+      root);
+}
+
+absl::Status CheckAllGatherSizes(int world_size, size_t in_count, size_t out_count) {
+  const size_t expected = static_cast<size_t>(world_size) * in_count;
+  if (out_count != expected) {
+    return absl::InvalidArgumentError("AllGather: out has " + std::to_string(out_count) +
+                                      " elements, expected " + std::to_string(expected) + " (" +
+                                      std::to_string(world_size) + " ranks x " +
+                                      std::to_string(in_count) + ")");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBroadcastRoot(int world_size, int root) {
+  if (root < 0 || root >= world_size) {
+    return absl::InvalidArgumentError("Broadcast: root " + std::to_string(root) +
+                                      " is outside [0, " + std::to_string(world_size) + ")");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SingleRankCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out) {
+  absl::Status status = CheckAllGatherSizes(1, in.size(), out.size());
+  if (!status.ok()) return status;
+  std::copy(in.begin(), in.end(), out.begin());
+  return absl::OkStatus();
+}
+
+absl::Status SingleRankCommunicator::Broadcast(absl::Span<uint8_t>, int root) {
+  return CheckBroadcastRoot(1, root);
+}
+
+}  // namespace tpserve

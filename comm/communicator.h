@@ -1,0 +1,102 @@
+// Collectives that join the tensor-parallel ranks of one model replica. The model calls them
+// after row-parallel layers (all-reduce) and for the vocab-parallel LM head (all-gather).
+//
+//   TP_RETURN_IF_ERROR(comm.AllReduceSum(absl::MakeSpan(partial_out)));
+//   TP_RETURN_IF_ERROR(comm.AllGather(my_logits, absl::MakeSpan(all_logits)));
+//
+// Implementations: in-process (threads; tests), Gloo over TCP (CPU ranks), NCCL (GPU ranks).
+// Every collective has a deadline: a peer that stops answering yields DEADLINE_EXCEEDED or
+// UNAVAILABLE naming the collective and the rank, never a hang.
+// Completion: the host implementations (in-process, Gloo) finish each collective inside the
+// call. NCCL only enqueues it on the backend's stream, in order with the compute ops around it
+// (no wait per collective), and its deadline runs in AwaitCollectives(), which a step calls
+// once, before it first reads a result on the host:
+//
+//   comm.AllGather(partials, n, DType::kF32, gathered);   // enqueued, returns at once
+//   backend.SumChunks(gathered, ...);                     // same stream: runs after it
+//   TP_RETURN_IF_ERROR(comm.AwaitCollectives());          // the watchdog: done, or an error
+//   backend.CopyToHost(...);
+// Threading: one Communicator belongs to one rank and is called from one thread at a time; all
+// ranks must call the same collectives in the same order with the same sizes.
+// Argument errors one rank can see alone (AllGather `out` size, Broadcast root out of range)
+// return INVALID_ARGUMENT at once without joining the collective; its peers then time out.
+#ifndef TPSERVE_COMM_COMMUNICATOR_H_
+#define TPSERVE_COMM_COMMUNICATOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "formats/dtype.h"
+
+namespace tpserve {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // In place: every rank's `data` becomes the element-wise sum over ranks.
+  virtual absl::Status AllReduceSum(absl::Span<float> data) = 0;
+  // `out` has world_size * in.size() elements; rank r's `in` lands at out[r * in.size()].
+  virtual absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) = 0;
+  // Typed forms, for activations in a backend's dtype (bf16 on GPUs). `data`/`in`/`out` are in
+  // the memory this implementation works on (host for Gloo and in-process, device for NCCL).
+  // The defaults serve kF32 through the span forms above and return UNIMPLEMENTED naming the
+  // dtype otherwise.
+  virtual absl::Status AllReduceSum(void* data, int64_t count, DType dtype);
+  virtual absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out);
+  // `data` on every rank becomes root's `data` (used for token ids as floats-free bytes too).
+  virtual absl::Status Broadcast(absl::Span<uint8_t> data, int root) = 0;
+  // Returns once every rank has called it, with every collective before it complete.
+  virtual absl::Status Barrier() = 0;
+
+  // Blocks until every collective this communicator has enqueued is complete (for NCCL: the
+  // stream has run past them), or fails with DEADLINE_EXCEEDED / UNAVAILABLE naming the rank
+  // and the collective, after which the communicator is broken. NCCL's deadline counts only
+  // the time each collective runs after the work queued before it has finished, not that
+  // work. Host implementations have nothing in flight between calls: the default returns OK.
+  virtual absl::Status AwaitCollectives() { return absl::OkStatus(); }
+
+  // Makes the wait in progress and every later call fail with UNAVAILABLE, aborting what is
+  // in flight (NCCL: ncclCommAbort, which also frees kernels stuck waiting on a peer): for a
+  // rank being torn down or known to be broken. The one member any thread may call, at any
+  // time. Host implementations finish every collective inside the call and their own
+  // deadline ends it: the default does nothing.
+  virtual void RequestAbort() {}
+
+  // One line for logs and error messages, e.g. "gloo rank 1/2 via 127.0.0.1".
+  virtual std::string Describe() const;
+};
+
+// Broadcast of int32 values (token ids, lengths) through the byte Broadcast. Every rank's
+// `values` must have the same size; the bytes travel in host order (ranks share one ABI).
+absl::Status BroadcastInt32s(Communicator& comm, absl::Span<int32_t> values, int root);
+
+// Argument checks shared by the implementations (local; they need no peer).
+// INVALID_ARGUMENT unless out_count == world_size * in_count.
+absl::Status CheckAllGatherSizes(int world_size, size_t in_count, size_t out_count);
+// INVALID_ARGUMENT unless 0 <= root < world_size.
+absl::Status CheckBroadcastRoot(int world_size, int root);
+
+// The trivial communicator of a single rank: every collective is the identity.
+class SingleRankCommunicator final : public Communicator {
+ public:
+  using Communicator::AllGather;
+  using Communicator::AllReduceSum;
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  absl::Status AllReduceSum(absl::Span<float>) override { return absl::OkStatus(); }
+  absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+  absl::Status Broadcast(absl::Span<uint8_t>, int root) override;
+  absl::Status Barrier() override { return absl::OkStatus(); }
+  std::string Describe() const override { return "single rank"; }
+};
+
+}  // namespace tpserve
+
+#endif  // TPSERVE_COMM_COMMUNICATOR_H_
