@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "model/bundled_model.h"
@@ -80,12 +81,14 @@ absl::StatusOr<Pair> ServePair(const ModelBundle& bundle, bool caching,
   Engine engine(eo, *std::move(exec), &*bundle.tokenizer);
   Pair pair;
   for (const std::vector<int32_t>* prompt : {&a, &b}) {
-    GenerationRequest r;
-    r.prompt_ids = *prompt;
-    r.sampling.temperature = 0.0f;
-    r.stop.max_new_tokens = 1;
+    tpserve::v1::GenerateRequest proto;
+    proto.mutable_token_ids()->mutable_ids()->Add(prompt->begin(), prompt->end());
+    proto.mutable_sampling()->set_temperature(0.0f);
+    proto.set_max_new_tokens(1);
+    TP_ASSIGN_OR_RETURN(AdmittedRequest r,
+                        bundle.Door(eo.context_length, engine.kv_capacity()).Admit(proto));
     Usage usage;
-    absl::StatusOr<int64_t> id = engine.Submit(r, [&](GenerationEvent e) {
+    absl::StatusOr<int64_t> id = engine.Submit(std::move(r), [&](GenerationEvent e) {
       if (e.finish != FinishReason::kNone) usage = e.usage;
     });
     if (!id.ok()) return id.status();

@@ -12,18 +12,18 @@
 namespace tpserve {
 
 struct Engine::Sequence {
-  Sequence(int64_t id, GenerationRequest r, EventCallback cb, const Tokenizer* tokenizer)
+  Sequence(int64_t id, AdmittedRequest r, EventCallback cb, const Tokenizer* tokenizer)
       : id(id),
         request(std::move(r)),
         on_event(std::move(cb)),
-        tokens(request.prompt_ids),
-        sampler(request.sampling),
+        tokens(request.prompt_ids()),
+        sampler(request.sampling()),
         // Control tokens (<|im_end|>, BOS) are not part of the text a client reads.
         detokenizer(tokenizer, DecodeOptions{/*skip_control=*/true}),
-        stops(request.stop.stop_sequences) {}
+        stops(request.stop().stop_sequences) {}
 
   int64_t id;
-  GenerationRequest request;
+  const AdmittedRequest request;
   EventCallback on_event;
   std::vector<int32_t> tokens;  // prompt, then generated
   int32_t num_generated = 0;
@@ -50,17 +50,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
 
 Engine::~Engine() { Stop(); }
 
-absl::StatusOr<int64_t> Engine::Submit(GenerationRequest request, EventCallback on_event) {
-  const int64_t worst_case = static_cast<int64_t>(request.prompt_ids.size()) +
-                             request.stop.max_new_tokens;
-  if (blocks_.BlocksFor(worst_case) > blocks_.num_blocks()) {
-    // Not RESOURCE_EXHAUSTED: no retry can succeed; the request must ask for less.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_new_tokens = ", request.stop.max_new_tokens, " is invalid: with the prompt's ",
-        request.prompt_ids.size(), " tokens it needs ", blocks_.BlocksFor(worst_case),
-        " KV blocks; the whole cache has ", blocks_.num_blocks(), " blocks of ",
-        blocks_.block_size_tokens(), " tokens"));
-  }
+absl::StatusOr<int64_t> Engine::Submit(AdmittedRequest request, EventCallback on_event) {
   absl::MutexLock lock(&mu_);
   if (!health_.ok()) return health_;
   const int64_t id = next_id_++;
@@ -109,7 +99,7 @@ void Engine::DrainInbox() {
   const absl::Time now = absl::Now();
   std::vector<int64_t> expired;
   for (const auto& [id, seq] : seqs_) {
-    if (seq->request.deadline <= now) expired.push_back(id);
+    if (seq->request.deadline() <= now) expired.push_back(id);
   }
   for (int64_t id : expired) Finish(*seqs_[id], FinishReason::kDeadline);
 }
@@ -124,7 +114,7 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
     event.text = seq.detokenizer.Flush();
     event.text = seq.stops.Append(event.text).emit + seq.stops.Flush();
   }
-  event.usage.prompt_tokens = static_cast<int32_t>(seq.request.prompt_ids.size());
+  event.usage.prompt_tokens = static_cast<int32_t>(seq.request.prompt_ids().size());
   event.usage.completion_tokens = seq.num_generated;
   event.usage.cached_tokens = seq.cached_tokens;
   if (seq.num_generated > 0) {
@@ -156,7 +146,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
   seq.tokens.push_back(token.id);
   scheduler_.AppendToken(seq.id, token.id);
 
-  const StopConditions& stop = seq.request.stop;
+  const StopConditions& stop = seq.request.stop();
   const bool is_eos = !stop.ignore_eos && std::count(options_.eos_token_ids.begin(),
                                                      options_.eos_token_ids.end(), token.id);
   if (is_eos || std::count(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token.id)) {
@@ -164,7 +154,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
     return;
   }
   event.token_ids.push_back(token.id);
-  if (seq.request.logprobs) event.logprobs.push_back(token);
+  if (seq.request.logprobs()) event.logprobs.push_back(token);
   absl::StatusOr<std::string> piece = seq.detokenizer.Push(token.id);
   if (!piece.ok()) {
     event.finish = FinishReason::kError;

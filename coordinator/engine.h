@@ -3,6 +3,7 @@
 // into whole-character text, applies stop conditions and delivers events.
 //
 //   Engine engine(options, std::move(executor), &tokenizer);
+//   TP_ASSIGN_OR_RETURN(AdmittedRequest request, door.Admit(proto, deadline));
 //   TP_ASSIGN_OR_RETURN(int64_t id, engine.Submit(std::move(request), on_event));
 //   engine.Start();  ...  engine.Cancel(id);  ...  engine.Stop();
 //
@@ -23,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/admission.h"
 #include "coordinator/block_manager.h"
 #include "step/executor.h"
 #include "coordinator/request.h"
@@ -90,10 +92,9 @@ class Engine {
   Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor, const Tokenizer* tokenizer);
   ~Engine();
 
-  // Queues a request whose prompt is already tokenized and checked against the window.
-  // UNAVAILABLE once the engine has failed; INVALID_ARGUMENT (naming max_new_tokens) if prompt +
-  // max_new_tokens could never fit in the whole KV cache.
-  absl::StatusOr<int64_t> Submit(GenerationRequest request, EventCallback on_event);
+  // Queues a request that came through the door (Admitter::Admit, over this engine's
+  // kv_capacity()). UNAVAILABLE once the engine has failed.
+  absl::StatusOr<int64_t> Submit(AdmittedRequest request, EventCallback on_event);
   // Ends a request with kCancelled (no-op for unknown or finished ids).
   void Cancel(int64_t request_id);
 
@@ -103,6 +104,10 @@ class Engine {
   // One step on the caller's thread (for tests and the single-threaded CLI); false when idle.
   bool Step();
 
+  // The KV cache the door bounds each request by.
+  KvCapacity kv_capacity() const {
+    return KvCapacity{options_.num_kv_blocks, options_.block_size_tokens};
+  }
   // OK while serving; the executor's error once a step failed (e.g. a rank died).
   absl::Status health() const;
   EngineStats stats() const;

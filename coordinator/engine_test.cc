@@ -45,13 +45,12 @@ class EngineTest : public ::testing::Test {
   }
   int64_t Submit(std::string_view prompt, int32_t max_new, Collected* out,
                  std::vector<std::string> stops = {}) {
-    GenerationRequest r;
-    r.prompt_ids = Bytes(prompt);
-    r.sampling.temperature = 0.0f;
-    r.stop.max_new_tokens = max_new;
-    r.stop.stop_sequences = std::move(stops);
-    absl::StatusOr<int64_t> id =
-        engine_->Submit(std::move(r), [out](GenerationEvent e) { out->events.push_back(std::move(e)); });
+    absl::StatusOr<AdmittedRequest> r =
+        AdmitForTest(*engine_, {Bytes(prompt), max_new, std::move(stops)});
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return -1;
+    absl::StatusOr<int64_t> id = engine_->Submit(
+        *std::move(r), [out](GenerationEvent e) { out->events.push_back(std::move(e)); });
     EXPECT_TRUE(id.ok()) << id.status();
     return id.value_or(-1);
   }
@@ -120,12 +119,12 @@ TEST_F(EngineTest, CancelFreesTheBlocksBeforeTheNextStep) {
 TEST_F(EngineTest, ExpiredDeadlineFinishesTheRequest) {
   Make(std::string(100, 'y'));
   Collected out;
-  GenerationRequest r;
-  r.prompt_ids = Bytes("yy");
-  r.sampling.temperature = 0.0f;
-  r.stop.max_new_tokens = 50;
-  r.deadline = absl::Now() - absl::Seconds(1);
-  ASSERT_TRUE(engine_->Submit(std::move(r), [&](GenerationEvent e) { out.events.push_back(e); }).ok());
+  absl::StatusOr<AdmittedRequest> r = AdmitForTest(
+      *engine_, {.prompt_ids = Bytes("yy"), .max_new_tokens = 50,
+                 .deadline = absl::Now() - absl::Seconds(1)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(
+      engine_->Submit(*std::move(r), [&](GenerationEvent e) { out.events.push_back(e); }).ok());
   RunToIdle();
   ASSERT_EQ(out.events.size(), 1u);
   EXPECT_EQ(out.last().finish, FinishReason::kDeadline);
@@ -211,23 +210,10 @@ TEST_F(EngineTest, AFailedStepFailsEveryRequestAndTheEngineStaysUnhealthy) {
     EXPECT_NE(o->last().error.message().find("rank 1 stopped answering"), std::string::npos);
   }
   EXPECT_EQ(engine_->health().code(), absl::StatusCode::kUnavailable);
-  GenerationRequest r;
-  r.prompt_ids = {1};
-  r.stop.max_new_tokens = 1;
-  EXPECT_EQ(engine_->Submit(r, [](GenerationEvent) {}).status().code(),
+  absl::StatusOr<AdmittedRequest> r = AdmitForTest(*engine_, {.prompt_ids = {1}, .max_new_tokens = 1});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(engine_->Submit(*std::move(r), [](GenerationEvent) {}).status().code(),
             absl::StatusCode::kUnavailable);
-}
-
-TEST_F(EngineTest, PromptLargerThanTheWholeCacheIsRefusedAtSubmit) {
-  Make("abc", /*num_blocks=*/2);
-  GenerationRequest r;
-  r.prompt_ids = Bytes("abcdefgh");
-  r.stop.max_new_tokens = 4;
-  absl::StatusOr<int64_t> id = engine_->Submit(r, [](GenerationEvent) {});
-  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(id.status().message(),
-            "max_new_tokens = 4 is invalid: with the prompt's 8 tokens it needs 3 KV blocks; the "
-            "whole cache has 2 blocks of 4 tokens");
 }
 
 TEST_F(EngineTest, BackgroundThreadServesConcurrentSubmitters) {
@@ -237,11 +223,10 @@ TEST_F(EngineTest, BackgroundThreadServesConcurrentSubmitters) {
   std::vector<Collected> outs(4);
   int done = 0;
   for (auto& o : outs) {
-    GenerationRequest r;
-    r.prompt_ids = Bytes("01");
-    r.sampling.temperature = 0.0f;
-    r.stop.max_new_tokens = 100;
-    ASSERT_TRUE(engine_->Submit(r, [&, out = &o](GenerationEvent e) {
+    absl::StatusOr<AdmittedRequest> r =
+        AdmitForTest(*engine_, {.prompt_ids = Bytes("01"), .max_new_tokens = 100});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(engine_->Submit(*std::move(r), [&, out = &o](GenerationEvent e) {
       absl::MutexLock lock(&mu);
       if (e.finish != FinishReason::kNone) ++done;
       out->events.push_back(std::move(e));

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,11 +41,6 @@ const char* FinishReasonName(FinishReason reason) {
 
 namespace {
 
-std::string NewRequestId() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return absl::StrFormat("%016x", rng());
-}
-
 // Status codes by their canonical upper-case names, as gRPC clients print them.
 std::string CodeName(absl::StatusCode code) {
   std::string name = absl::StatusCodeToString(code);
@@ -62,9 +56,8 @@ Frontend::Frontend(Engine* engine, const Tokenizer* tokenizer, const ChatTemplat
                    ServedModelInfo info, ModelLimits limits, FrontendOptions options)
     : engine_(engine),
       tokenizer_(tokenizer),
-      chat_template_(chat_template),
+      admitter_(tokenizer, chat_template, limits, engine->kv_capacity()),
       info_(std::move(info)),
-      limits_(limits),
       options_(std::move(options)) {
   RegisterMetrics();
   Histogram* step = metrics_.GetHistogram("tpserve_step_duration_seconds",
@@ -137,50 +130,18 @@ void Frontend::RegisterMetrics() {
   }
 }
 
-absl::StatusOr<std::vector<int32_t>> Frontend::BuildPrompt(const ValidatedInput& in) const {
-  switch (in.kind) {
-    case ValidatedInput::Kind::kTokenIds:
-      return in.token_ids;
-    case ValidatedInput::Kind::kText:
-      return tokenizer_->Encode(in.text, EncodeOptions{in.allow_special_tokens,
-                                                       tokenizer_->add_bos_by_default()});
-    case ValidatedInput::Kind::kChat: {
-      if (chat_template_ == nullptr) {
-        return absl::FailedPreconditionError("chat: this model has no chat template");
-      }
-      std::vector<ChatMessage> messages;
-      for (const auto& [role, content] : in.chat) messages.push_back({role, content});
-      TP_ASSIGN_OR_RETURN(std::vector<PromptSegment> segments,
-                          chat_template_->Render(messages, /*add_generation_prompt=*/true));
-      return EncodeSegments(*tokenizer_, segments);
-    }
-  }
-  return absl::InternalError("unknown input kind");
-}
-
 absl::StatusOr<Admitted> Frontend::Generate(const tpserve::v1::GenerateRequest& proto,
                                             absl::Time deadline, EventCallback on_event) {
   auto refuse = [this](absl::Status s) {
     RecordRejected(s);
     return s;
   };
-  absl::StatusOr<ValidatedInput> in = ValidateGenerateRequest(proto, limits_);
-  if (!in.ok()) return refuse(in.status());
-  absl::StatusOr<std::vector<int32_t>> prompt = BuildPrompt(*in);
-  if (!prompt.ok()) return refuse(prompt.status());
-  absl::StatusOr<int32_t> max_new =
-      CheckContextWindow(static_cast<int64_t>(prompt->size()), in->max_new_tokens, limits_);
-  if (!max_new.ok()) return refuse(max_new.status());
-
-  GenerationRequest gen = std::move(in->request);
-  gen.prompt_ids = *std::move(prompt);
-  gen.stop.max_new_tokens = *max_new;
-  gen.deadline = deadline;
-  if (gen.request_id.empty()) gen.request_id = NewRequestId();
+  absl::StatusOr<AdmittedRequest> request = admitter_.Admit(proto, deadline);
+  if (!request.ok()) return refuse(request.status());
 
   auto tracked = std::make_shared<Tracked>();
-  tracked->request_id = gen.request_id;
-  tracked->prompt_tokens = static_cast<int32_t>(gen.prompt_ids.size());
+  tracked->request_id = request->request_id();
+  tracked->prompt_tokens = static_cast<int32_t>(request->prompt_ids().size());
   tracked->on_event = std::move(on_event);
 
   // Under the lock, so that the request is in flight before its first event can arrive.
@@ -198,7 +159,7 @@ absl::StatusOr<Admitted> Frontend::Generate(const tpserve::v1::GenerateRequest& 
   }
   tracked->submitted = absl::Now();
   absl::StatusOr<int64_t> id = engine_->Submit(
-      std::move(gen), [this, tracked](GenerationEvent e) { OnEvent(*tracked, e); });
+      *std::move(request), [this, tracked](GenerationEvent e) { OnEvent(*tracked, e); });
   if (!id.ok()) return refuse(id.status());
   tracked->id = *id;
   in_flight_.insert(*id);

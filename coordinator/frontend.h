@@ -1,7 +1,7 @@
 // The single door in front of the engine, shared by the gRPC service and the OpenAI-compatible
 // HTTP server: every generation request of either protocol comes in through Generate(), which
-// validates it (coordinator/validation.h), builds the prompt, checks the context window, applies
-// admission control and submits it. Nothing else assembles a GenerationRequest. The door also
+// admits it (coordinator/admission.h: validation, the prompt, the context window, the KV bound),
+// applies the queue bound and submits it. The door also
 // keeps what every request is measured by: Prometheus metrics, one structured log line per
 // request, the request id, the bearer token check, and the drain state.
 //
@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "coordinator/metrics.h"
 #include "coordinator/tokenizer/chat_template.h"
@@ -66,17 +67,17 @@ class Frontend {
            ServedModelInfo info, ModelLimits limits, FrontendOptions options);
   ~Frontend();
 
-  // Validates, builds the prompt, checks the window and the queue bound, then submits.
+  // Admits the request (Admitter::Admit), checks the queue bound, then submits.
   // `on_event` receives every event of the request, the last one with `finish` set. Errors:
-  // INVALID_ARGUMENT naming the field (by its proto path), RESOURCE_EXHAUSTED when the queue
-  // is full (retry after retry_after_s()), UNAVAILABLE while draining or after a failed step.
+  // Admit's (INVALID_ARGUMENT naming the field by its proto path, ...), RESOURCE_EXHAUSTED when
+  // the queue is full (retry after retry_after_s()), UNAVAILABLE while draining or after a
+  // failed step.
   absl::StatusOr<Admitted> Generate(const tpserve::v1::GenerateRequest& request,
                                     absl::Time deadline, EventCallback on_event);
   // Ends a request with kCancelled; unknown or finished ids are a no-op.
   void Cancel(int64_t id);
 
-  // The prompt's token ids for any input kind (also used by Tokenize and CountTokens).
-  absl::StatusOr<std::vector<int32_t>> BuildPrompt(const ValidatedInput& input) const;
+  const Admitter& admitter() const { return admitter_; }
 
   // OK, or UNAUTHENTICATED when a token is configured and `authorization` is not
   // "Bearer <token>". Compared in constant time.
@@ -98,7 +99,7 @@ class Frontend {
   int32_t retry_after_s() const;
 
   MetricsRegistry& metrics() { return metrics_; }
-  const ModelLimits& limits() const { return limits_; }
+  const ModelLimits& limits() const { return admitter_.limits(); }
   const ServedModelInfo& info() const { return info_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
@@ -110,9 +111,8 @@ class Frontend {
 
   Engine* const engine_;
   const Tokenizer* const tokenizer_;
-  const ChatTemplate* const chat_template_;
+  const Admitter admitter_;
   const ServedModelInfo info_;
-  const ModelLimits limits_;
   const FrontendOptions options_;
 
   MetricsRegistry metrics_;

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "checkpoint/model_files.h"
+#include "coordinator/admission.h"
 #include "coordinator/tokenizer/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
 
@@ -29,6 +30,9 @@ struct ModelBundle {
   std::vector<int32_t> EosTokenIds() const;
   // FAILED_PRECONDITION without a chat template; the template's errors otherwise.
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const std::vector<ChatMessage>& messages) const;
+  // The door (coordinator/admission.h) over this model's tokenizer and chat template, for an
+  // engine with this context window and KV cache (Engine::kv_capacity()). REQUIRES: tokenizer.
+  Admitter Door(int64_t context_length, KvCapacity kv) const;
 };
 
 absl::StatusOr<ModelBundle> LoadModelBundle(const std::string& path);

@@ -1,5 +1,5 @@
-// A generation request after validation: the only form the engine accepts. Produced from the
-// public proto by ValidateGenerateRequest (coordinator/validation.h).
+// What a generation request asks the engine to stop on, and how a request ends: shared by the
+// door (coordinator/admission.h), the engine and both protocols.
 #ifndef TPSERVE_COORDINATOR_REQUEST_H_
 #define TPSERVE_COORDINATOR_REQUEST_H_
 
@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/time/time.h"
-#include "coordinator/sampling.h"
 
 namespace tpserve {
 
@@ -18,15 +16,6 @@ struct StopConditions {
   std::vector<std::string> stop_sequences;
   std::vector<int32_t> stop_token_ids;  // besides the model's EOS ids
   bool ignore_eos = false;
-};
-
-struct GenerationRequest {
-  std::string request_id;
-  std::vector<int32_t> prompt_ids;
-  SamplingParams sampling;
-  StopConditions stop;
-  bool logprobs = false;
-  absl::Time deadline = absl::InfiniteFuture();
 };
 
 enum class FinishReason { kNone, kEos, kLength, kStopSequence, kCancelled, kDeadline, kError };

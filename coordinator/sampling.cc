@@ -8,14 +8,14 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "base/field_error.h"
 
 namespace tpserve {
 namespace {
 
 // `path` is the field's proto path in a GenerateRequest.
 absl::Status OutOfRange(const std::string& path, double value, const std::string& bound) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(path, " = ", value, " is out of range: must be ", bound));
+  return FieldError(path, absl::StrCat(" = ", value, " is out of range: must be ", bound));
 }
 
 absl::Status CheckRange(const char* field, float value, float lo, float hi, bool lo_open,

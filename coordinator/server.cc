@@ -244,7 +244,7 @@ absl::StatusOr<std::vector<int32_t>> EncodeTokenizeRequest(const Frontend& front
   }
   as_generate.set_allow_special_tokens(request.allow_special_tokens());
   TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(as_generate, frontend.limits()));
-  return frontend.BuildPrompt(in);
+  return frontend.admitter().BuildPrompt(in);
 }
 
 // Finishes a raw unary call with `result`'s message, or with its error.

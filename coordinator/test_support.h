@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "step/executor.h"
 #include "coordinator/validation.h"
@@ -133,6 +134,32 @@ inline ModelLimits TestModelLimits() {
   limits.vocab_size = kVocab;
   limits.context_length = kTestContextLength;
   return limits;
+}
+
+// What a test asks of one request, in the door's terms.
+struct TestRequest {
+  std::vector<int32_t> prompt_ids;
+  int32_t max_new_tokens = 16;
+  std::vector<std::string> stop_sequences;
+  float temperature = 0.0f;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+// `r` through the door (Admitter::Admit) of `engine` over the byte tokenizer's vocabulary, as
+// token ids: the only way a test gets a request the engine accepts.
+inline absl::StatusOr<AdmittedRequest> AdmitForTest(const Engine& engine, const TestRequest& r,
+                                                    int64_t context_length = 1 << 20) {
+  tpserve::v1::GenerateRequest proto;
+  proto.mutable_token_ids()->mutable_ids()->Add(r.prompt_ids.begin(), r.prompt_ids.end());
+  proto.set_max_new_tokens(r.max_new_tokens);
+  for (const std::string& s : r.stop_sequences) proto.add_stop_sequences(s);
+  proto.mutable_sampling()->set_temperature(r.temperature);
+  ModelLimits limits;
+  limits.vocab_size = kVocab;
+  limits.context_length = context_length;
+  const Admitter door(/*tokenizer=*/nullptr, /*chat_template=*/nullptr, limits,
+                      engine.kv_capacity());
+  return door.Admit(proto, r.deadline);
 }
 
 }  // namespace tpserve

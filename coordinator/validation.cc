@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "base/field_error.h"
 #include "base/status_macros.h"
 #include "coordinator/tokenizer/utf8.h"
 #include "google/protobuf/descriptor.h"
@@ -14,7 +15,7 @@ namespace {
 constexpr size_t kMaxRequestIdBytes = 128;
 
 absl::Status Invalid(const std::string& field, const std::string& value, const std::string& bound) {
-  return absl::InvalidArgumentError(absl::StrCat(field, " = ", value, " is invalid: ", bound));
+  return FieldError(field, absl::StrCat(" = ", value, " is invalid: ", bound));
 }
 
 absl::Status ValidateTokenIds(const std::string& field, const google::protobuf::RepeatedField<int32_t>& ids,
@@ -138,16 +139,15 @@ absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::Genera
   }
   in.allow_special_tokens = proto.allow_special_tokens();
 
-  GenerationRequest& r = in.request;
-  r.request_id = proto.request_id();
-  r.sampling = FromProto(proto.sampling());
-  r.sampling.top_logprobs = proto.top_logprobs();
+  in.request_id = proto.request_id();
+  in.sampling = FromProto(proto.sampling());
+  in.sampling.top_logprobs = proto.top_logprobs();
   if (proto.request_id().size() > kMaxRequestIdBytes) {
     return Invalid("request_id", absl::StrCat(proto.request_id().size(), " bytes"),
                    absl::StrCat("at most ", kMaxRequestIdBytes, " bytes"));
   }
-  TP_RETURN_IF_ERROR(ValidateSamplingParams(r.sampling, limits.vocab_size));
-  r.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
+  TP_RETURN_IF_ERROR(ValidateSamplingParams(in.sampling, limits.vocab_size));
+  in.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
 
   if (proto.has_max_new_tokens()) {
     if (proto.max_new_tokens() < 1) {
@@ -167,11 +167,11 @@ absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::Genera
       return Invalid(field, absl::StrCat(s.size(), " bytes"),
                      absl::StrCat("at most ", limits.max_stop_sequence_bytes, " bytes"));
     }
-    r.stop.stop_sequences.push_back(s);
+    in.stop_sequences.push_back(s);
   }
   TP_RETURN_IF_ERROR(ValidateTokenIds("stop_token_ids", proto.stop_token_ids(), limits.vocab_size));
-  r.stop.stop_token_ids.assign(proto.stop_token_ids().begin(), proto.stop_token_ids().end());
-  r.stop.ignore_eos = proto.ignore_eos();
+  in.stop_token_ids.assign(proto.stop_token_ids().begin(), proto.stop_token_ids().end());
+  in.ignore_eos = proto.ignore_eos();
   return in;
 }
 
@@ -180,11 +180,14 @@ absl::StatusOr<int32_t> CheckContextWindow(int64_t prompt_tokens,
                                            const ModelLimits& limits) {
   const int64_t room = limits.context_length - prompt_tokens;
   if (room < 1 || (max_new_tokens.has_value() && *max_new_tokens > room)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "context_length_exceeded: prompt has ", prompt_tokens, " tokens and max_new_tokens is ",
-        max_new_tokens.has_value() ? absl::StrCat(*max_new_tokens) : std::string("at least 1"),
-        ", together ", prompt_tokens + max_new_tokens.value_or(1),
-        " > the context length of ", limits.context_length, " tokens"));
+    return WithErrorReason(
+        absl::InvalidArgumentError(absl::StrCat(
+            kContextLengthExceeded, ": prompt has ", prompt_tokens,
+            " tokens and max_new_tokens is ",
+            max_new_tokens.has_value() ? absl::StrCat(*max_new_tokens) : std::string("at least 1"),
+            ", together ", prompt_tokens + max_new_tokens.value_or(1),
+            " > the context length of ", limits.context_length, " tokens")),
+        kContextLengthExceeded);
   }
   return max_new_tokens.has_value() ? *max_new_tokens : static_cast<int32_t>(room);
 }

@@ -1,9 +1,8 @@
-// The only way from a public GenerateRequest to the engine's GenerationRequest: every field is
-// checked here and each error names the field, the value and the bound.
+// Every field of a public GenerateRequest checked, each error naming the field (as structured
+// data: base/field_error.h), the value and the bound. The first step of the door
+// (coordinator/admission.h), which then builds the prompt and checks the window and the KV.
 //
 //   TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(proto, limits));
-//   ... tokenize in.text / in.chat ...
-//   TP_RETURN_IF_ERROR(CheckContextWindow(prompt_ids.size(), max_new_tokens, limits));
 //
 // Thread-safe: pure functions.
 #ifndef TPSERVE_COORDINATOR_VALIDATION_H_
@@ -19,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/request.h"
+#include "coordinator/sampling.h"
 #include "google/protobuf/message.h"
 #include "proto/tpserve.pb.h"
 
@@ -33,7 +33,7 @@ struct ModelLimits {
   int32_t max_chat_messages = 512;
 };
 
-// What the request asks for, before tokenization.
+// What the request asks for, each field within its bounds; the prompt not yet tokenized.
 struct ValidatedInput {
   enum class Kind { kText, kChat, kTokenIds } kind = Kind::kText;
   std::string text;
@@ -41,7 +41,12 @@ struct ValidatedInput {
   std::vector<int32_t> token_ids;
   bool allow_special_tokens = false;
   std::optional<int32_t> max_new_tokens;  // absent: fill the context window
-  GenerationRequest request;  // everything but prompt_ids and stop.max_new_tokens
+  std::string request_id;                 // empty: the door makes one
+  SamplingParams sampling;
+  std::vector<std::string> stop_sequences;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool logprobs = false;
 };
 
 // Parses a request message from its wire bytes. Protobuf rejects a string field holding invalid
@@ -53,9 +58,12 @@ absl::Status ParseRequestBytes(std::string_view wire, google::protobuf::Message*
 absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::GenerateRequest& proto,
                                                        const ModelLimits& limits);
 
+// The ErrorReason (base/field_error.h) of a prompt + max_new_tokens that does not fit.
+inline constexpr char kContextLengthExceeded[] = "context_length_exceeded";
+
 // Resolves max_new_tokens against the window. INVALID_ARGUMENT starting with
-// "context_length_exceeded" and giving both numbers when prompt + max_new_tokens does not fit;
-// never truncates.
+// "context_length_exceeded" (also its ErrorReason) and giving both numbers when prompt +
+// max_new_tokens does not fit; never truncates.
 absl::StatusOr<int32_t> CheckContextWindow(int64_t prompt_tokens,
                                            std::optional<int32_t> max_new_tokens,
                                            const ModelLimits& limits);

@@ -29,7 +29,7 @@ TEST(ValidateGenerateRequest, AcceptsEachInputKindWithDefaults) {
   absl::StatusOr<ValidatedInput> in = ValidateGenerateRequest(req, Limits());
   ASSERT_TRUE(in.ok()) << in.status();
   EXPECT_EQ(in->kind, ValidatedInput::Kind::kText);
-  EXPECT_EQ(in->request.sampling.temperature, 1.0f);
+  EXPECT_EQ(in->sampling.temperature, 1.0f);
   EXPECT_FALSE(in->max_new_tokens.has_value());
 
   req.mutable_chat()->add_messages()->set_role("user");

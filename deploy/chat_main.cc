@@ -13,9 +13,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/validation.h"
+#include "proto/tpserve.pb.h"
 #include "deploy/cluster_plan.h"
 #include "kernels/backend.h"
 #include "worker/local_executor.h"
@@ -89,18 +91,25 @@ int Main() {
   engine_options.eos_token_ids = bundle->EosTokenIds();
   Engine engine(engine_options, *std::move(exec), &*bundle->tokenizer);
 
-  SamplingParams sampling;
-  sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  sampling.top_k = absl::GetFlag(FLAGS_top_k);
-  sampling.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
-  sampling.seed = static_cast<uint64_t>(absl::GetFlag(FLAGS_seed));
-  if (absl::Status s = ValidateSamplingParams(sampling, bundle->files.config.vocab_size); !s.ok()) {
-    return Fail(s);
-  }
+  // The same door as the servers: every turn is a GenerateRequest, admitted (validated,
+  // templated, tokenized, checked against the window and the KV cache) before it runs.
+  const Admitter door = bundle->Door(context, engine.kv_capacity());
+  tpserve::v1::GenerateRequest turn;
+  tpserve::v1::SamplingParams& sampling = *turn.mutable_sampling();
+  sampling.set_temperature(static_cast<float>(absl::GetFlag(FLAGS_temperature)));
+  sampling.set_top_p(static_cast<float>(absl::GetFlag(FLAGS_top_p)));
+  sampling.set_top_k(absl::GetFlag(FLAGS_top_k));
+  sampling.set_repetition_penalty(static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty)));
+  sampling.set_seed(static_cast<uint64_t>(absl::GetFlag(FLAGS_seed)));
+  turn.set_max_new_tokens(absl::GetFlag(FLAGS_max_new_tokens));
+  tpserve::v1::Chat& chat = *turn.mutable_chat();
+  auto add_message = [&chat](const std::string& role, const std::string& content) {
+    tpserve::v1::ChatMessage* m = chat.add_messages();
+    m->set_role(role);
+    m->set_content(content);
+  };
 
-  std::vector<ChatMessage> messages;
-  if (!absl::GetFlag(FLAGS_system).empty()) messages.push_back({"system", absl::GetFlag(FLAGS_system)});
+  if (!absl::GetFlag(FLAGS_system).empty()) add_message("system", absl::GetFlag(FLAGS_system));
   const bool one_shot = !absl::GetFlag(FLAGS_prompt).empty();
   std::string line;
   while (true) {
@@ -111,23 +120,13 @@ int Main() {
       if (!std::getline(std::cin, line)) break;
       if (line.empty()) continue;
     }
-    messages.push_back({"user", line});
-    absl::StatusOr<std::vector<int32_t>> prompt = bundle->EncodeChat(messages);
-    if (!prompt.ok()) return Fail(prompt.status());
-    ModelLimits limits;
-    limits.context_length = context;
-    absl::StatusOr<int32_t> max_new =
-        CheckContextWindow(static_cast<int64_t>(prompt->size()),
-                           absl::GetFlag(FLAGS_max_new_tokens), limits);
-    if (!max_new.ok()) return Fail(max_new.status());
+    add_message("user", line);
+    absl::StatusOr<AdmittedRequest> request = door.Admit(turn);
+    if (!request.ok()) return Fail(request.status());
 
-    GenerationRequest request;
-    request.prompt_ids = *prompt;
-    request.sampling = sampling;
-    request.stop.max_new_tokens = *max_new;
     std::string answer;
     GenerationEvent last;
-    absl::StatusOr<int64_t> id = engine.Submit(request, [&](GenerationEvent e) {
+    absl::StatusOr<int64_t> id = engine.Submit(*std::move(request), [&](GenerationEvent e) {
       std::fputs(e.text.c_str(), stdout);
       std::fflush(stdout);
       answer += e.text;
@@ -142,7 +141,7 @@ int Main() {
         u.decode_time_s > 0 ? (u.completion_tokens - 1) / u.decode_time_s : 0.0;
     std::fprintf(stderr, "\n[prompt %d tokens, output %d tokens, first token %.3f s, decode %.1f tokens/s]\n",
                  u.prompt_tokens, u.completion_tokens, u.time_to_first_token_s, decode_tps);
-    messages.push_back({"assistant", answer});
+    add_message("assistant", answer);
     if (one_shot) break;
   }
   return 0;

@@ -53,7 +53,7 @@ class RankRuntime {
       const RankRuntimeOptions& options);
   ~RankRuntime();
 
-  // One forward step; writes logits [NumLogitRows(batch), vocab] to host memory `logits`.
+  // One forward step; writes logits [batch.num_logit_rows(), vocab] to host memory `logits`.
   // A step that fails with UNAVAILABLE or DEADLINE_EXCEEDED (a collective or a device wait did
   // not finish: a dead peer, a hung device) may leave work queued that never finishes; the
   // runtime then aborts itself, so that no later wait, its destructor's included, hangs on it.

@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
+#include "base/field_error.h"
 #include "coordinator/http/openai_api.h"
+#include "coordinator/validation.h"
 
 namespace tpserve {
 namespace {
@@ -116,21 +118,19 @@ absl::Status WithCode(absl::Status status, std::string_view code) {
 absl::Status ToClientFieldNames(const absl::Status& status, const OpenAiRequest& request) {
   if (status.ok() || status.GetPayload(kParamPayload).has_value()) return status;
   const std::string message(status.message());
-  const char* input = request.endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
-  constexpr char kWindow[] = "context_length_exceeded";
-  if (absl::StartsWith(message, kWindow)) {
+  if (ErrorReason(status) == kContextLengthExceeded) {
+    const char* input = request.endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
     std::string rewritten =
         absl::StrReplaceAll(message, {{"max_new_tokens", request.max_tokens_field}});
-    return WithCode(WithParam(absl::Status(status.code(), rewritten), input), kWindow);
+    return WithCode(WithParam(absl::Status(status.code(), rewritten), input),
+                    kContextLengthExceeded);
   }
-  // Door messages open with "<path> = <value> ..."; anything else is left as it is.
-  const size_t eq = message.find(" = ");
-  if (eq == std::string::npos) return status;
-  const std::string path = message.substr(0, eq);
-  if (path.find(' ') != std::string::npos) return status;
-  std::optional<std::string> client = ClientPath(path, request);
+  // The door's field errors carry their proto path (base/field_error.h) and open with it.
+  const std::optional<std::string> path = ErrorField(status);
+  if (!path.has_value() || !absl::StartsWith(message, *path)) return status;
+  std::optional<std::string> client = ClientPath(*path, request);
   if (!client.has_value()) return status;
-  absl::Status out(status.code(), absl::StrCat(*client, message.substr(eq)));
+  absl::Status out(status.code(), absl::StrCat(*client, message.substr(path->size())));
   return WithParam(out, *client);
 }
 

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "model/bundled_model.h"
@@ -21,7 +22,7 @@ namespace tpserve {
 namespace {
 
 std::vector<int32_t> Generate(const ModelBundle& bundle, int tp, const std::string& question,
-                              const SamplingParams& sampling) {
+                              const tpserve::v1::SamplingParams& sampling) {
   LocalExecutorOptions options;
   options.tp_degree = tp;
   options.num_kv_blocks = 64;
@@ -40,13 +41,19 @@ std::vector<int32_t> Generate(const ModelBundle& bundle, int tp, const std::stri
   eo.scheduler.max_tokens_per_step = 256;
   eo.eos_token_ids = bundle.EosTokenIds();
   Engine engine(eo, *std::move(exec), &*bundle.tokenizer);
-  GenerationRequest r;
-  r.prompt_ids = *bundle.EncodeChat({{"user", question}});
-  r.sampling = sampling;
-  r.stop.max_new_tokens = 24;
+  const Admitter door = bundle.Door(eo.context_length, engine.kv_capacity());
+  tpserve::v1::GenerateRequest proto;
+  tpserve::v1::ChatMessage* m = proto.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content(question);
+  *proto.mutable_sampling() = sampling;
+  proto.set_max_new_tokens(24);
+  absl::StatusOr<AdmittedRequest> r = door.Admit(proto);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
   std::vector<int32_t> ids;
   EXPECT_TRUE(engine
-                  .Submit(r, [&](GenerationEvent e) {
+                  .Submit(*std::move(r), [&](GenerationEvent e) {
                     ids.insert(ids.end(), e.token_ids.begin(), e.token_ids.end());
                   })
                   .ok());
@@ -60,12 +67,12 @@ TEST(LocalExecutor, GreedyAndSeededTokensMatchAcrossTpDegrees) {
   ASSERT_TRUE(path.ok()) << path.status();
   absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*path);
   ASSERT_TRUE(bundle.ok()) << bundle.status();
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  SamplingParams seeded;
-  seeded.temperature = 0.7f;
-  seeded.top_p = 0.9f;
-  seeded.seed = 42;
+  tpserve::v1::SamplingParams greedy;
+  greedy.set_temperature(0.0f);
+  tpserve::v1::SamplingParams seeded;
+  seeded.set_temperature(0.7f);
+  seeded.set_top_p(0.9f);
+  seeded.set_seed(42);
   for (const std::string& q : {std::string("Name three colors."), std::string("안녕하세요!")}) {
     const std::vector<int32_t> tp1 = Generate(*bundle, 1, q, greedy);
     const std::vector<int32_t> tp3 = Generate(*bundle, 3, q, greedy);

@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "model/bundled_model.h"
@@ -66,12 +67,16 @@ Served Serve(const ModelBundle& bundle, const std::vector<std::vector<int32_t>>&
   eo.enable_prefix_caching = prefix_caching;
   Engine engine(eo, *std::move(exec), &*bundle.tokenizer);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    GenerationRequest r;
-    r.prompt_ids = prompts[i];
-    r.sampling.temperature = 0.0f;
-    r.stop.max_new_tokens = 12;
+    tpserve::v1::GenerateRequest proto;
+    proto.mutable_token_ids()->mutable_ids()->Add(prompts[i].begin(), prompts[i].end());
+    proto.mutable_sampling()->set_temperature(0.0f);
+    proto.set_max_new_tokens(12);
+    absl::StatusOr<AdmittedRequest> r =
+        bundle.Door(eo.context_length, engine.kv_capacity()).Admit(proto);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return out;
     EXPECT_TRUE(engine
-                    .Submit(r,
+                    .Submit(*std::move(r),
                             [&out, i](GenerationEvent e) {
                               out.ids[i].insert(out.ids[i].end(), e.token_ids.begin(),
                                                 e.token_ids.end());
