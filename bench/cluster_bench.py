@@ -5,7 +5,9 @@ tensor-parallel degrees. Not a test: numbers go to docs/PERFORMANCE.md.
   python3 bench/cluster_bench.py MODEL.gguf RANKS [RANKS ...] [-- LAUNCH_FLAGS ...]
 
 The launcher's own default splits the cores between the ranks (threads_per_rank = cores /
-ranks, at least 1); flags after "--" go to every launch (e.g. --comm=gloo).
+ranks, at least 1); flags after "--" go to every launch (e.g. --comm=gloo). TPSERVE_BIN_DIR
+names another build's bin directory holding deploy/launch and worker/worker (default
+bazel-bin), to compare two builds in one run.
 """
 import os
 import pathlib
@@ -21,6 +23,7 @@ sys.path.insert(0, str(ROOT / "tests/e2e"))
 from conftest import pb, pb_grpc  # noqa: E402  (stubs generated from proto/tpserve.proto)
 import grpc  # noqa: E402
 
+BIN = pathlib.Path(os.environ.get("TPSERVE_BIN_DIR", ROOT / "bazel-bin"))
 NEW_TOKENS = 64
 RUNS = 3
 
@@ -29,8 +32,8 @@ def bench(model, ranks, extra):
     tmp = pathlib.Path(tempfile.mkdtemp())
     ready = tmp / "ready"
     log = open(tmp / "log", "w+")
-    env = dict(os.environ, TPSERVE_WORKER_BIN=str(ROOT / "bazel-bin/worker/worker"))
-    proc = subprocess.Popen([str(ROOT / "bazel-bin/deploy/launch"), f"--ranks={ranks}",
+    env = dict(os.environ, TPSERVE_WORKER_BIN=str(BIN / "worker/worker"))
+    proc = subprocess.Popen([str(BIN / "deploy/launch"), f"--ranks={ranks}",
                              f"--model={model}", "--port=0", "--http_port=0", f"--ready_file={ready}",
                              "--context=1024", "--max_seqs=1", *extra],
                             stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -22,7 +22,8 @@
 // num_free_blocks() counts the free list *and* the evictable blocks (both can be allocated) and
 // num_used_blocks() counts distinct blocks referenced by at least one table.
 //
-// Threading: not thread-safe; owned by the scheduler's thread.
+// Threading: not thread-safe; the engine owns it and uses it (directly and through the
+// scheduler) from its step thread only.
 #ifndef TPSERVE_COORDINATOR_BLOCK_MANAGER_H_
 #define TPSERVE_COORDINATOR_BLOCK_MANAGER_H_
 

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "base/field_error.h"
 #include "coordinator/test_support.h"
 #include "coordinator/tokenizer/utf8.h"
+#include "coordinator/validation.h"
 
 namespace tpserve {
 namespace {
@@ -244,14 +246,23 @@ TEST(ToClientFieldNames, MapsProtoPathsToTheFieldsTheClientSent) {
        "top_logprobs = 50 is out of range: must be in [0, 20]", "top_logprobs"},
   };
   for (const Case& c : cases) {
-    absl::Status s = ToClientFieldNames(absl::InvalidArgumentError(c.door_message), *c.request);
-    Json e = ErrorObject(s)["error"];
+    // The door's error as the door makes it: the path as data, the message opening with it.
+    const size_t eq = c.door_message.find(" = ");
+    const absl::Status door = FieldError(c.door_message.substr(0, eq), c.door_message.substr(eq));
+    Json e = ErrorObject(ToClientFieldNames(door, *c.request))["error"];
     EXPECT_EQ(e["message"], c.message);
     EXPECT_EQ(e["param"], c.param) << c.door_message;
+    // The same text without the path as data names no field: the message is not parsed.
+    Json plain = ErrorObject(ToClientFieldNames(absl::InvalidArgumentError(c.door_message),
+                                                *c.request))["error"];
+    EXPECT_EQ(plain["message"], c.door_message);
+    EXPECT_TRUE(plain["param"].is_null()) << c.door_message;
   }
   absl::Status window = ToClientFieldNames(
-      absl::InvalidArgumentError("context_length_exceeded: prompt has 9 tokens and "
-                                 "max_new_tokens is 300, together 309 > the context length of 256 tokens"),
+      WithErrorReason(absl::InvalidArgumentError(
+                          "context_length_exceeded: prompt has 9 tokens and max_new_tokens is "
+                          "300, together 309 > the context length of 256 tokens"),
+                      kContextLengthExceeded),
       chat);
   Json e = ErrorObject(window)["error"];
   EXPECT_EQ(e["code"], "context_length_exceeded");
