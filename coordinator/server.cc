@@ -12,8 +12,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "base/status_macros.h"
+#include "base/field_error.h"
 #include "base/grpc_status.h"
+#include "base/status_macros.h"
 #include "coordinator/tokenizer/utf8.h"
 
 namespace tpserve {
@@ -77,6 +78,18 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& message) {
   return buffer;
 }
 
+// The door's structured error detail (base/field_error.h) as trailing metadata, beside the
+// message that opens with the same path: "tpserve-error-field" (the proto path of the field
+// at fault) and "tpserve-error-reason" (e.g. context_length_exceeded).
+void AttachErrorDetail(grpc::CallbackServerContext& context, const absl::Status& s) {
+  if (std::optional<std::string> field = ErrorField(s)) {
+    context.AddTrailingMetadata("tpserve-error-field", *field);
+  }
+  if (std::optional<std::string> reason = ErrorReason(s)) {
+    context.AddTrailingMetadata("tpserve-error-reason", *reason);
+  }
+}
+
 absl::Status Authenticate(const Frontend& frontend, const grpc::CallbackServerContext& context) {
   const auto& md = context.client_metadata();
   auto it = md.find("authorization");
@@ -99,6 +112,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
     if (s.ok()) s = ParseByteBuffer(request, &request_);
     if (!s.ok()) {
       frontend->RecordRejected(s);
+      AttachErrorDetail(*context, s);
       FinishWith(ToGrpcStatus(s));
       return;
     }
@@ -124,6 +138,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       if (absl::IsResourceExhausted(s) || absl::IsUnavailable(s)) {
         context->AddTrailingMetadata("retry-after", std::to_string(frontend->retry_after_s()));
       }
+      AttachErrorDetail(*context, s);
       FinishWith(ToGrpcStatus(s));
     }
   }
@@ -253,6 +268,7 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
                                 const absl::StatusOr<Message>& result, grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (result.ok()) *response = Serialize(*result);
+  AttachErrorDetail(*context, result.status());
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;
 }

@@ -19,6 +19,13 @@ namespace {
 namespace pb = ::tpserve::v1;
 
 // The call's retry-after trailer as seconds; nullopt when absent or not a number.
+std::optional<std::string> Trailer(const grpc::ClientContext& ctx, const std::string& key) {
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find(key);
+  if (it == trailers.end()) return std::nullopt;
+  return std::string(it->second.data(), it->second.size());
+}
+
 std::optional<int> RetryAfter(const grpc::ClientContext& ctx) {
   const auto& trailers = ctx.GetServerTrailingMetadata();
   auto it = trailers.find("retry-after");
@@ -58,6 +65,8 @@ class ServerTest : public ::testing::Test {
   struct Result {
     std::vector<pb::GenerateResponse> messages;
     grpc::Status status;
+    std::optional<std::string> error_field;   // the tpserve-error-field trailer
+    std::optional<std::string> error_reason;  // the tpserve-error-reason trailer
     std::string text() const {
       std::string t;
       for (const auto& m : messages) t += m.text();
@@ -76,6 +85,8 @@ class ServerTest : public ::testing::Test {
       if (static_cast<int>(r.messages.size()) == cancel_after) ctx.TryCancel();
     }
     r.status = reader->Finish();
+    r.error_field = Trailer(ctx, "tpserve-error-field");
+    r.error_reason = Trailer(ctx, "tpserve-error-reason");
     return r;
   }
 
@@ -122,6 +133,9 @@ TEST_F(ServerTest, InvalidRequestsNameFieldValueAndBound) {
   Result r = Generate(req);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(r.status.error_message(), "sampling.top_p = 1.5 is out of range: must be in (0, 1]");
+  // The path the message opens with also comes as data, from the same status.
+  EXPECT_EQ(r.error_field, "sampling.top_p");
+  EXPECT_EQ(r.error_reason, std::nullopt);
   EXPECT_TRUE(r.messages.empty());
 
   pb::GenerateRequest too_long;
@@ -132,6 +146,8 @@ TEST_F(ServerTest, InvalidRequestsNameFieldValueAndBound) {
   EXPECT_EQ(r.status.error_message(),
             "context_length_exceeded: prompt has 200 tokens and max_new_tokens is 100, together "
             "300 > the context length of 256 tokens");
+  EXPECT_EQ(r.error_reason, "context_length_exceeded");
+  EXPECT_EQ(r.error_field, std::nullopt);
 }
 
 TEST_F(ServerTest, ChatInputUsesTheTemplateAndKeepsMarkersInContentAsText) {
