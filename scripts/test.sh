@@ -47,9 +47,11 @@ extra_pass() {
 
 # 1. A machine without the CUDA toolkit must build and pass too (--config=nocuda), and every
 #    unit test runs under AddressSanitizer + UndefinedBehaviorSanitizer there (--config=asan):
-#    one build serves both.
+#    one build serves both. Only the tests and what they need are built: the binaries no test
+#    uses (benchmarks, fuzzers, the chat and load-generator programs) compile in the main pass
+#    and the fuzz pass already, and instrumenting them here cost CI minutes for no check.
 # shellcheck disable=SC2086  # one pattern per word
-extra_pass asan --config=nocuda --config=asan $packages
+extra_pass asan --config=nocuda --config=asan --build_tests_only $packages
 
 # 2. ThreadSanitizer over the engine, scheduler, communicator and server tests
 #    (//tools/tsan:tsan_suite; tools/tsan/BUILD says how TSan is made to see absl::Mutex).
