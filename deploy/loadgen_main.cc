@@ -4,8 +4,8 @@
 // Exits 1 if any request failed (unless --allow_errors), 2 for bad flags, 3 if it cannot serve.
 //
 //   bazel run -c opt //deploy:loadgen -- --concurrency=8 --requests=32
-//   bazel run -c opt //deploy:loadgen -- --rate=2 --duration_s=60 \
-//       --prompt_tokens=64:0.5,512:0.5 --output_tokens=128 --json_out=/tmp/run.json
+//   bazel run -c opt //deploy:loadgen -- --rate=2 --duration_s=60 --output_tokens=128
+//   bazel run -c opt //deploy:loadgen -- --prompt_tokens=64:0.5,512:0.5 --json_out=/tmp/run.json
 #include <cstdio>
 #include <fstream>
 #include <string>
