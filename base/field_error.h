@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
 
 namespace tpserve {
 
@@ -28,11 +29,16 @@ inline absl::Status FieldError(std::string_view path, std::string_view rest) {
   return s;
 }
 
-// The path FieldError attached, if any.
-inline std::optional<std::string> ErrorField(const absl::Status& status) {
-  auto p = status.GetPayload(kErrorFieldPayload);  // absl::optional
+// The payload under `key` as a string, if the status carries one.
+inline std::optional<std::string> PayloadString(const absl::Status& status, absl::string_view key) {
+  auto p = status.GetPayload(key);  // absl::optional here, not std::optional
   if (!p.has_value()) return std::nullopt;
   return std::string(*p);
+}
+
+// The path FieldError attached, if any.
+inline std::optional<std::string> ErrorField(const absl::Status& status) {
+  return PayloadString(status, kErrorFieldPayload);
 }
 
 // A machine-readable reason beside the message (e.g. "context_length_exceeded").
@@ -42,9 +48,7 @@ inline absl::Status WithErrorReason(absl::Status status, std::string_view reason
 }
 
 inline std::optional<std::string> ErrorReason(const absl::Status& status) {
-  auto p = status.GetPayload(kErrorReasonPayload);
-  if (!p.has_value()) return std::nullopt;
-  return std::string(*p);
+  return PayloadString(status, kErrorReasonPayload);
 }
 
 }  // namespace tpserve

@@ -157,7 +157,7 @@ TEST_F(EngineTest, ASharedPromptPrefixIsServedFromTheCacheWithTheSameOutput) {
     Collected a, b;
     Submit(script.substr(0, 20), 2, &a);
     RunToIdle();
-    const size_t first_chunk_of_b = executor_->seen_chunks.size();
+    const size_t first_step_of_b = executor_->seen_steps.size();
     Submit(script.substr(0, 22), 3, &b);
     RunToIdle();
     ASSERT_FALSE(b.events.empty());
@@ -165,10 +165,13 @@ TEST_F(EngineTest, ASharedPromptPrefixIsServedFromTheCacheWithTheSameOutput) {
     EXPECT_EQ(a.last().usage.cached_tokens, 0);
     EXPECT_EQ(b.last().usage.cached_tokens, caching ? 20 : 0);
     EXPECT_EQ(b.last().usage.prompt_tokens, 22);
-    ASSERT_GT(executor_->seen_chunks.size(), first_chunk_of_b);
-    const ScriptedExecutor::SeenChunk& chunk = executor_->seen_chunks[first_chunk_of_b];
+    ASSERT_GT(executor_->seen_steps.size(), first_step_of_b);
+    const StepBatch& step = executor_->seen_steps[first_step_of_b];
+    ASSERT_FALSE(step.sequences.empty());
+    const StepBatch::Sequence& chunk = step.sequences[0];
     EXPECT_EQ(chunk.start_position, caching ? 20 : 0);
-    EXPECT_EQ(chunk.token_ids, Bytes(script.substr(chunk.start_position, 22 - chunk.start_position)));
+    EXPECT_EQ(std::vector<int32_t>(step.tokens(chunk).begin(), step.tokens(chunk).end()),
+              Bytes(script.substr(chunk.start_position, 22 - chunk.start_position)));
     const EngineStats stats = engine_->stats();
     EXPECT_EQ(stats.prefix_cache_hits_tokens, caching ? 20 : 0);
     EXPECT_EQ(stats.prefix_cache_misses_tokens, caching ? 20 + 2 : 20 + 22);

@@ -55,14 +55,13 @@ class ScriptedExecutor : public ModelExecutor {
   absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
     if (fail_at_step_ == steps_++) return absl::UnavailableError("rank 1 stopped answering");
     if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
+    seen_steps.push_back(batch);
     StepResult r;
     r.vocab_size = kVocab;
     r.logits.assign(batch.num_logit_rows() * r.vocab_size, 0.0f);
     int64_t row = 0;
     for (const StepBatch::Sequence& c : batch.sequences) {
       const absl::Span<const int32_t> tokens = batch.tokens(c);
-      seen_chunks.push_back({c.seq_id, c.start_position, {tokens.begin(), tokens.end()},
-                             c.block_table, c.num_logits});
       const int64_t end = c.end_position();
       for (int64_t p = c.start_position; p < end; ++p) {
         kv_[Slot(c, p)] = tokens[p - c.start_position];
@@ -88,15 +87,7 @@ class ScriptedExecutor : public ModelExecutor {
 
   int fail_at_step_ = -1;
   absl::Duration step_delay_ = absl::ZeroDuration();
-  // Every sequence of every step, in order.
-  struct SeenChunk {
-    int64_t seq_id = 0;
-    int64_t start_position = 0;
-    std::vector<int32_t> token_ids;
-    std::vector<int32_t> block_table;
-    int64_t num_logits = 0;
-  };
-  std::vector<SeenChunk> seen_chunks;
+  std::vector<StepBatch> seen_steps;  // every step, in order
 
  private:
   static int64_t Slot(const StepBatch::Sequence& c, int64_t p) {

@@ -62,12 +62,6 @@ std::optional<std::string> ClientPath(std::string_view path, const OpenAiRequest
   return std::nullopt;
 }
 
-std::optional<std::string> Payload(const absl::Status& status, const char* key) {
-  auto p = status.GetPayload(key);  // absl::optional here, not std::optional
-  if (!p.has_value()) return std::nullopt;
-  return std::string(*p);
-}
-
 const char* ErrorType(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kInvalidArgument:
@@ -156,8 +150,8 @@ Json ErrorObject(const absl::Status& status) {
                 {"type", ErrorType(status.code())},
                 {"param", nullptr},
                 {"code", nullptr}};
-  if (std::optional<std::string> param = Payload(status, kParamPayload)) error["param"] = *param;
-  if (std::optional<std::string> code = Payload(status, kCodePayload)) {
+  if (std::optional<std::string> param = PayloadString(status, kParamPayload)) error["param"] = *param;
+  if (std::optional<std::string> code = PayloadString(status, kCodePayload)) {
     error["code"] = *code;
   } else if (const char* code = DefaultCode(status.code())) {
     error["code"] = code;
