@@ -1,0 +1,57 @@
+#include "coordinator/structured/matcher.h"
+
+#include <limits>
+#include <utility>
+
+#include "xgrammar/xgrammar.h"
+
+namespace tpserve {
+
+int32_t TokenMaskWords(int32_t vocab_size) { return xgrammar::GetBitmaskSize(vocab_size); }
+
+void ApplyTokenMask(absl::Span<const int32_t> mask, absl::Span<float> logits) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
+  for (size_t w = 0; w < mask.size() && w * 32 < n; ++w) {
+    const uint32_t bits = static_cast<uint32_t>(mask[w]);
+    if (bits == 0xffffffffu) continue;
+    const size_t end = std::min(n, w * 32 + 32);
+    for (size_t i = w * 32; i < end; ++i) {
+      if (((bits >> (i - w * 32)) & 1u) == 0) logits[i] = kMinusInf;
+    }
+  }
+}
+
+ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> constraint)
+    : constraint_(std::move(constraint)),
+      matcher_(std::make_unique<xgrammar::GrammarMatcher>(
+          constraint_->grammar(), std::nullopt, /*terminate_without_stop_token=*/false,
+          /*max_rollback_tokens=*/0)) {}
+
+ConstraintMatcher::~ConstraintMatcher() = default;
+ConstraintMatcher::ConstraintMatcher(ConstraintMatcher&&) noexcept = default;
+
+void ConstraintMatcher::FillMask(absl::Span<int32_t> mask) {
+  int64_t shape[1] = {static_cast<int64_t>(mask.size())};
+  DLTensor tensor;
+  tensor.data = mask.data();
+  tensor.device = DLDevice{kDLCPU, 0};
+  tensor.ndim = 1;
+  tensor.dtype = xgrammar::GetBitmaskDLType();
+  tensor.shape = shape;
+  tensor.strides = nullptr;
+  tensor.byte_offset = 0;
+  matcher_->FillNextTokenBitmask(&tensor);
+}
+
+bool ConstraintMatcher::Accept(int32_t token) { return matcher_->AcceptToken(token); }
+
+std::string ConstraintMatcher::JumpForwardString() { return matcher_->FindJumpForwardString(); }
+
+bool ConstraintMatcher::completed() const {
+  return matcher_->IsTerminated() || matcher_->IsCompleted();
+}
+
+bool ConstraintMatcher::terminated() const { return matcher_->IsTerminated(); }
+
+}  // namespace tpserve

@@ -1,0 +1,218 @@
+// The compiler and the matcher over a small byte-level vocabulary (test_vocab.h: every byte is a
+// token, plus a few merges and control tokens).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/field_error.h"
+#include "coordinator/structured/compiler.h"
+#include "coordinator/structured/matcher.h"
+#include "coordinator/tokenizer/test_vocab.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tpserve {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class StructuredTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokenizer_ = std::make_unique<Tokenizer>(*Tokenizer::Create(MakeTestTokenizerData()));
+    compiler_ = *ConstraintCompiler::Create(*tokenizer_, kTestVocabSize + 9, {kTestImEnd});
+  }
+
+  std::shared_ptr<const CompiledConstraint> MustCompile(const ConstraintSpec& spec) {
+    absl::StatusOr<std::shared_ptr<const CompiledConstraint>> c = compiler_->Compile(spec);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : nullptr;
+  }
+
+  std::vector<bool> Allowed(ConstraintMatcher& m) {
+    std::vector<int32_t> mask(TokenMaskWords(compiler_->vocab_size()));
+    m.FillMask(absl::MakeSpan(mask));
+    std::vector<bool> allowed(compiler_->vocab_size());
+    for (int32_t id = 0; id < compiler_->vocab_size(); ++id) {
+      allowed[id] = (static_cast<uint32_t>(mask[id / 32]) >> (id % 32)) & 1u;
+    }
+    return allowed;
+  }
+
+  // Feeds `text` byte by byte; false at the first byte the grammar refuses.
+  bool AcceptBytes(ConstraintMatcher& m, const std::string& text) {
+    for (unsigned char c : text) {
+      if (!Allowed(m)[ByteId(c)] || !m.Accept(ByteId(c))) return false;
+    }
+    return true;
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ConstraintCompiler> compiler_;
+};
+
+ConstraintSpec Spec(ConstraintKind kind, std::string text, std::string field) {
+  ConstraintSpec s;
+  s.kind = kind;
+  s.text = std::move(text);
+  s.field = std::move(field);
+  return s;
+}
+
+TEST_F(StructuredTest, ChoiceAllowsExactlyTheListAndEosAtTheEnd) {
+  ConstraintSpec spec;
+  spec.kind = ConstraintKind::kChoice;
+  spec.choices = {"yes", "no", "say \"hi\"\n"};
+  spec.field = "choice.choices";
+  ConstraintMatcher m(MustCompile(spec));
+  std::vector<bool> first = Allowed(m);
+  EXPECT_TRUE(first[ByteId('y')]);
+  EXPECT_TRUE(first[ByteId('n')]);
+  EXPECT_TRUE(first[ByteId('s')]);
+  EXPECT_FALSE(first[ByteId('x')]);
+  EXPECT_FALSE(first[kTestImEnd]);   // EOS only where the grammar may end
+  EXPECT_FALSE(first[kTestImStart]);  // control tokens never
+  EXPECT_FALSE(first[kTestVocabSize + 3]);  // padding ids of the model's vocabulary never
+  ASSERT_TRUE(AcceptBytes(m, "say \"hi\""));
+  EXPECT_FALSE(m.completed());
+  EXPECT_EQ(m.JumpForwardString(), "\n");
+  ASSERT_TRUE(AcceptBytes(m, "\n"));
+  EXPECT_TRUE(m.completed());
+  EXPECT_FALSE(m.terminated());
+  std::vector<bool> end = Allowed(m);
+  EXPECT_TRUE(end[kTestImEnd]);
+  EXPECT_EQ(std::count(end.begin(), end.end(), true), 1);
+  EXPECT_TRUE(m.Accept(kTestImEnd));
+  EXPECT_TRUE(m.terminated());
+}
+
+TEST_F(StructuredTest, JsonSchemaForcesKeysAndValidatesValues) {
+  ConstraintMatcher m(MustCompile(Spec(ConstraintKind::kJsonSchema,
+      R"({"type": "object", "properties": {"age": {"type": "integer", "minimum": 0,
+          "maximum": 99}}, "required": ["age"], "additionalProperties": false})",
+      "json_schema")));
+  EXPECT_EQ(m.JumpForwardString(), "{\"age\": ");
+  ASSERT_TRUE(AcceptBytes(m, "{\"age\": "));
+  EXPECT_FALSE(Allowed(m)[ByteId('-')]);  // minimum 0
+  ASSERT_TRUE(AcceptBytes(m, "42"));
+  EXPECT_FALSE(Allowed(m)[ByteId('1')]);  // maximum 99
+  ASSERT_TRUE(AcceptBytes(m, "}"));
+  EXPECT_TRUE(m.completed());
+}
+
+TEST_F(StructuredTest, RegexAndGrammarAndJsonObject) {
+  ConstraintMatcher date(MustCompile(Spec(ConstraintKind::kRegex, R"(\d{4}-\d{2})", "regex")));
+  EXPECT_TRUE(AcceptBytes(date, "2026-12"));
+  EXPECT_TRUE(date.completed());
+  ConstraintMatcher bad(MustCompile(Spec(ConstraintKind::kRegex, R"(\d{4}-\d{2})", "regex")));
+  EXPECT_FALSE(AcceptBytes(bad, "20x"));
+
+  ConstraintMatcher g(MustCompile(Spec(ConstraintKind::kGrammar,
+      "root ::= \"(\" num (\"+\" num)* \")\"\nnum ::= [0-9]+", "grammar")));
+  EXPECT_TRUE(AcceptBytes(g, "(1+23)"));
+  EXPECT_TRUE(g.completed());
+
+  ConstraintMatcher obj(MustCompile(Spec(ConstraintKind::kJsonObject, "", "json_object")));
+  EXPECT_FALSE(Allowed(obj)[ByteId('[')]);
+  EXPECT_TRUE(AcceptBytes(obj, R"({"any": [1, {"x": null}]})"));
+  EXPECT_TRUE(obj.completed());
+}
+
+TEST_F(StructuredTest, ErrorsNameTheFieldAndWhere) {
+  absl::Status regex = compiler_->Compile(Spec(ConstraintKind::kRegex, "ab(c", "regex")).status();
+  EXPECT_EQ(regex.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorField(regex), "regex");
+  EXPECT_THAT(std::string(regex.message()), StartsWith("regex: Regex parsing error at position "));
+
+  absl::Status grammar =
+      compiler_->Compile(Spec(ConstraintKind::kGrammar, "root ::= \"a\" |", "grammar")).status();
+  EXPECT_EQ(ErrorField(grammar), "grammar");
+  EXPECT_THAT(std::string(grammar.message()), HasSubstr("line 1"));
+
+  absl::Status schema = compiler_->Compile(Spec(ConstraintKind::kJsonSchema,
+      R"({"type": "array", "contains": {"type": "integer"}})", "json_schema")).status();
+  EXPECT_EQ(schema.message(),
+            "json_schema: at /contains: keyword \"contains\" is not enforced by the grammar "
+            "engine for this type; remove it, or send the schema with strict=false to have "
+            "such keywords dropped and listed");
+
+  // oneOf branches XGrammar cannot prove disjoint would be enforced as anyOf: strict refuses.
+  absl::Status one_of = compiler_->Compile(Spec(ConstraintKind::kJsonSchema,
+      R"({"type": "object", "properties": {"v": {"oneOf": [{"type": "integer"},
+          {"type": "number"}]}}})", "json_schema")).status();
+  EXPECT_THAT(std::string(one_of.message()), HasSubstr("would not be enforced exactly: oneOf"));
+  EXPECT_THAT(std::string(one_of.message()), HasSubstr("(oneOf at /properties/v/oneOf)"));
+}
+
+TEST_F(StructuredTest, NotStrictReportsWhatItDropped) {
+  ConstraintSpec spec = Spec(ConstraintKind::kJsonSchema,
+      R"({"type": "object", "properties": {"v": {"oneOf": [{"type": "integer"},
+          {"type": "number"}]}, "t": {"type": "array", "uniqueItems": true}}})", "json_schema");
+  spec.strict = false;
+  std::shared_ptr<const CompiledConstraint> c = MustCompile(spec);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->dropped_keywords().size(), 2);
+  EXPECT_EQ(c->dropped_keywords()[0], "/properties/t/uniqueItems");
+  EXPECT_THAT(c->dropped_keywords()[1], HasSubstr("(oneOf at /properties/v/oneOf)"));
+}
+
+TEST_F(StructuredTest, BoundsNameTheLimit) {
+  ConstraintLimits limits;
+  limits.max_text_bytes = 16;
+  limits.max_choices = 2;
+  limits.max_compiled_bytes = 1;
+  auto small = *ConstraintCompiler::Create(*tokenizer_, kTestVocabSize, {kTestImEnd}, limits);
+  EXPECT_EQ(small->Compile(Spec(ConstraintKind::kRegex, std::string(17, 'a'), "regex"))
+                .status().message(),
+            "regex is 17 bytes, over the limit of 16 (--structured_max_constraint_bytes)");
+  ConstraintSpec choice;
+  choice.kind = ConstraintKind::kChoice;
+  choice.choices = {"a", "b", "c"};
+  choice.field = "choice.choices";
+  EXPECT_EQ(small->Compile(choice).status().message(),
+            "choice.choices has 3 choices, over the limit of 2");
+  choice.choices = {"a", ""};
+  EXPECT_EQ(small->Compile(choice).status().message(), "choice.choices[1] is empty");
+  EXPECT_THAT(std::string(small->Compile(Spec(ConstraintKind::kRegex, "a+", "regex")).status().message()),
+              HasSubstr("bytes, over the limit of 1 (--structured_max_grammar_bytes)"));
+
+  limits = ConstraintLimits{};
+  limits.compile_timeout = absl::ZeroDuration();
+  auto hasty = *ConstraintCompiler::Create(*tokenizer_, kTestVocabSize, {kTestImEnd}, limits);
+  absl::Status slow = hasty->Compile(Spec(ConstraintKind::kRegex, "a+b", "regex")).status();
+  EXPECT_EQ(slow.message(), "regex: compiling it took longer than the limit of 0 s "
+                            "(--structured_compile_timeout_ms); simplify the constraint");
+  EXPECT_EQ(hasty->stats().timeouts, 1);
+}
+
+TEST_F(StructuredTest, CompiledGrammarsAreCachedByContent) {
+  ConstraintSpec a = Spec(ConstraintKind::kRegex, "[a-z]+", "regex");
+  std::shared_ptr<const CompiledConstraint> first = MustCompile(a);
+  std::shared_ptr<const CompiledConstraint> again = MustCompile(a);
+  EXPECT_EQ(first.get(), again.get());
+  MustCompile(Spec(ConstraintKind::kGrammar, "root ::= [a-z]+", "grammar"));  // another kind
+  ConstraintCompilerStats stats = compiler_->stats();
+  EXPECT_EQ(stats.cache_hits, 1);
+  EXPECT_EQ(stats.cache_misses, 2);
+  EXPECT_EQ(stats.cached_grammars, 2);
+  EXPECT_GT(stats.cached_bytes, 0);
+
+  // A byte bound smaller than two grammars keeps the most recently used one.
+  ConstraintLimits limits;
+  limits.cache_bytes = stats.cached_bytes / 2 + 1;
+  auto lru = *ConstraintCompiler::Create(*tokenizer_, kTestVocabSize + 9, {kTestImEnd}, limits);
+  std::shared_ptr<const CompiledConstraint> one = *lru->Compile(a);
+  (void)*lru->Compile(Spec(ConstraintKind::kRegex, "[0-9]+", "regex"));
+  EXPECT_EQ(lru->stats().cached_grammars, 1);
+  EXPECT_NE(lru->Compile(a)->get(), one.get());  // evicted, compiled again
+}
+
+TEST(ChoiceGrammarTest, EscapesQuotesBackslashesAndControlBytes) {
+  EXPECT_EQ(ChoiceGrammar({"a\"b", "c\\d", "e\nf", "안녕"}),
+            "root ::= \"a\\\"b\" | \"c\\\\d\" | \"e\\x0af\" | \"안녕\"");
+}
+
+}  // namespace
+}  // namespace tpserve
