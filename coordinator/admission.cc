@@ -19,8 +19,12 @@ std::string NewRequestId() {
 }  // namespace
 
 Admitter::Admitter(const Tokenizer* tokenizer, const ChatTemplate* chat_template,
-                   ModelLimits limits, KvCapacity kv)
-    : tokenizer_(tokenizer), chat_template_(chat_template), limits_(limits), kv_(kv) {}
+                   ModelLimits limits, KvCapacity kv, const ConstraintCompiler* constraints)
+    : tokenizer_(tokenizer),
+      chat_template_(chat_template),
+      limits_(limits),
+      kv_(kv),
+      constraints_(constraints) {}
 
 absl::StatusOr<std::vector<int32_t>> Admitter::BuildPrompt(const ValidatedInput& in) const {
   switch (in.kind) {
@@ -65,6 +69,13 @@ absl::StatusOr<AdmittedRequest> Admitter::Admit(const tpserve::v1::GenerateReque
   r.stop_.ignore_eos = in.ignore_eos;
   r.logprobs_ = in.logprobs;
   r.deadline_ = deadline;
+  if (!in.constraint.empty()) {
+    if (constraints_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(in.constraint.field, ": structured output is not enabled on this server"));
+    }
+    TP_ASSIGN_OR_RETURN(r.constraint_, constraints_->Compile(in.constraint, deadline));
+  }
   return r;
 }
 

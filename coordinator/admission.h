@@ -1,6 +1,8 @@
 // The one door into the engine. Admitter::Admit takes a public GenerateRequest and does all that
 // stands between it and a running sequence: validation (coordinator/validation.h: every field,
-// each error naming it), the chat template, tokenizing, the context window and the KV bound.
+// each error naming it), the chat template, tokenizing, the context window, the KV bound, and
+// compiling a structured-output constraint (coordinator/structured/compiler.h: on the caller's
+// thread, never the engine's, so a slow schema stalls no other request).
 // What comes out is an AdmittedRequest: immutable, complete (the prompt's ids and a resolved
 // max_new_tokens), and constructible only here, so the engine never sees a request that has not
 // passed every check. The gRPC and HTTP servers (through the Frontend) and the terminal chat
@@ -15,6 +17,7 @@
 #define TPSERVE_COORDINATOR_ADMISSION_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,7 @@
 #include "absl/time/time.h"
 #include "coordinator/request.h"
 #include "coordinator/sampling.h"
+#include "coordinator/structured/compiler.h"
 #include "coordinator/tokenizer/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "coordinator/validation.h"
@@ -51,6 +55,8 @@ class AdmittedRequest {
   const StopConditions& stop() const { return stop_; }  // max_new_tokens resolved, >= 1
   bool logprobs() const { return logprobs_; }
   absl::Time deadline() const { return deadline_; }
+  // The compiled structured-output constraint; null for free text.
+  const std::shared_ptr<const CompiledConstraint>& constraint() const { return constraint_; }
 
  private:
   friend class Admitter;
@@ -62,20 +68,23 @@ class AdmittedRequest {
   StopConditions stop_;
   bool logprobs_ = false;
   absl::Time deadline_ = absl::InfiniteFuture();
+  std::shared_ptr<const CompiledConstraint> constraint_;
 };
 
 class Admitter {
  public:
   // The pointers must outlive the admitter. `chat_template` may be null: chat input is then
+  // FAILED_PRECONDITION. `constraints` may be null: a constrained request is then
   // FAILED_PRECONDITION.
   Admitter(const Tokenizer* tokenizer, const ChatTemplate* chat_template, ModelLimits limits,
-           KvCapacity kv);
+           KvCapacity kv, const ConstraintCompiler* constraints = nullptr);
 
   // INVALID_ARGUMENT naming the field (ErrorField, base/field_error.h) for any field out of
   // bounds; INVALID_ARGUMENT with ErrorReason "context_length_exceeded" when prompt +
   // max_new_tokens does not fit the window, or naming max_new_tokens when they would need
   // more KV blocks than the whole cache has (no retry can succeed: the request must ask for
-  // less); FAILED_PRECONDITION for chat input without a template; the tokenizer's errors.
+  // less); FAILED_PRECONDITION for chat input without a template; the tokenizer's errors; the
+  // constraint compiler's (INVALID_ARGUMENT naming the constraint's field).
   absl::StatusOr<AdmittedRequest> Admit(const tpserve::v1::GenerateRequest& request,
                                         absl::Time deadline = absl::InfiniteFuture()) const;
 
@@ -90,6 +99,7 @@ class Admitter {
   const ChatTemplate* const chat_template_;
   const ModelLimits limits_;
   const KvCapacity kv_;
+  const ConstraintCompiler* const constraints_;
 };
 
 }  // namespace tpserve

@@ -20,7 +20,12 @@ struct Engine::Sequence {
         sampler(request.sampling()),
         // Control tokens (<|im_end|>, BOS) are not part of the text a client reads.
         detokenizer(tokenizer, DecodeOptions{/*skip_control=*/true}),
-        stops(request.stop().stop_sequences) {}
+        stops(request.stop().stop_sequences) {
+    if (request.constraint() != nullptr) {
+      matcher.emplace(request.constraint());
+      mask.resize(TokenMaskWords(request.constraint()->vocab_size()));
+    }
+  }
 
   int64_t id;
   const AdmittedRequest request;
@@ -32,6 +37,8 @@ struct Engine::Sequence {
   Sampler sampler;
   IncrementalDetokenizer detokenizer;
   StopMatcher stops;
+  std::optional<ConstraintMatcher> matcher;  // structured output; its mask for the next token
+  std::vector<int32_t> mask;
   absl::Time submitted = absl::Now();
   absl::Time first_token = absl::InfinitePast();
   absl::Time last_token = absl::InfinitePast();
@@ -114,6 +121,10 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
     event.text = seq.detokenizer.Flush();
     event.text = seq.stops.Append(event.text).emit + seq.stops.Flush();
   }
+  if (seq.matcher.has_value()) {
+    event.structured = StructuredOutcome{seq.matcher->completed(),
+                                         seq.request.constraint()->dropped_keywords()};
+  }
   event.usage.prompt_tokens = static_cast<int32_t>(seq.request.prompt_ids().size());
   event.usage.completion_tokens = seq.num_generated;
   event.usage.cached_tokens = seq.cached_tokens;
@@ -147,8 +158,10 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
   scheduler_.AppendToken(seq.id, token.id);
 
   const StopConditions& stop = seq.request.stop();
-  const bool is_eos = !stop.ignore_eos && std::count(options_.eos_token_ids.begin(),
-                                                     options_.eos_token_ids.end(), token.id);
+  // A constraint's stop token ends it even with ignore_eos: the grammar allows nothing after.
+  const bool is_eos = (seq.matcher.has_value() && seq.matcher->terminated()) ||
+                      (!stop.ignore_eos && std::count(options_.eos_token_ids.begin(),
+                                                      options_.eos_token_ids.end(), token.id));
   if (is_eos || std::count(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token.id)) {
     event.finish = FinishReason::kEos;
     return;
@@ -162,7 +175,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
     return;
   }
   StopMatcher::Result r = seq.stops.Append(*piece);
-  event.text = std::move(r.emit);
+  event.text += r.emit;
   if (r.matched.has_value()) {
     event.finish = FinishReason::kStopSequence;
     event.matched_stop_sequence = *r.matched;
@@ -180,8 +193,15 @@ bool Engine::Step() {
     return false;
   }
   const absl::Time start = absl::Now();
+  StartMasks(step.batch);  // overlaps the forward pass
   absl::StatusOr<StepResult> result = executor_->Execute(step.batch);
-  const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  const absl::Time executed = absl::Now();
+  const double wall_s = absl::ToDoubleSeconds(executed - start);
+  masks_.Wait();
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.mask_wait_s += absl::ToDoubleSeconds(absl::Now() - executed);
+  }
   if (result.ok()) {
     scheduler_.Commit(step.batch);
     RecordStep(step, *result, wall_s);
@@ -218,16 +238,54 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
   }
 }
 
-// Every sequence that asked for logits samples its next token from its last row.
+void Engine::StartMasks(const StepBatch& batch) {
+  std::vector<MaskWorker::Job> jobs;
+  for (const StepBatch::Sequence& s : batch.sequences) {
+    if (s.num_logits == 0) continue;
+    Sequence& seq = *seqs_.at(s.seq_id);
+    if (seq.matcher.has_value()) jobs.emplace_back(&*seq.matcher, absl::MakeSpan(seq.mask));
+  }
+  masks_.Start(std::move(jobs));
+}
+
+void Engine::JumpForward(Sequence& seq, GenerationEvent& event) {
+  const std::string forced = seq.matcher->JumpForwardString();
+  if (forced.empty()) return;
+  // The forced text's own tokenization, as far as the grammar takes it token by token (a
+  // token that would cross into text the grammar leaves open ends the jump).
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(forced);
+  if (!ids.ok()) return;
+  int64_t appended = 0;
+  for (int32_t id : *ids) {
+    if (!seq.matcher->Accept(id)) break;
+    HandleSampled(seq, SampledToken{id, 0.0f, {}}, event);
+    ++appended;
+    if (event.finish != FinishReason::kNone) break;
+  }
+  absl::MutexLock lock(&mu_);
+  stats_.jump_forward_tokens += appended;
+}
+
+// Every sequence that asked for logits samples its next token from its last row (through its
+// constraint's mask, if it has one).
 void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) {
   int64_t row = 0;
   for (const StepBatch::Sequence& s : batch.sequences) {
     row += s.num_logits;
     if (s.num_logits == 0) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
-    const SampledToken token = seq.sampler.Sample(result.Row(row - 1), seq.tokens);
+    const SampledToken token = seq.sampler.Sample(result.Row(row - 1), seq.tokens, seq.mask);
     GenerationEvent event;
-    HandleSampled(seq, token, event);
+    if (seq.matcher.has_value() && !seq.matcher->Accept(token.id)) {
+      event.finish = FinishReason::kError;
+      event.error = absl::InternalError(absl::StrCat(
+          "sampled token ", token.id, " which the request's constraint does not allow"));
+    } else {
+      HandleSampled(seq, token, event);
+      if (event.finish == FinishReason::kNone && seq.matcher.has_value() && options_.jump_forward) {
+        JumpForward(seq, event);
+      }
+    }
     const FinishReason reason = event.finish;
     const absl::Status error = event.error;
     std::string matched = std::move(event.matched_stop_sequence);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +30,7 @@
 #include "step/executor.h"
 #include "coordinator/request.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/structured/mask_worker.h"
 #include "coordinator/tokenizer/tokenizer.h"
 
 namespace tpserve {
@@ -40,6 +42,9 @@ struct EngineOptions {
   int64_t context_length = 0;
   std::vector<int32_t> eos_token_ids;
   bool enable_prefix_caching = true;  // reuse the KV of full blocks of earlier prompts
+  // Structured output: where the constraint admits exactly one continuation, append its tokens
+  // without a sampling step each (they are computed in the next step, as a prompt chunk is).
+  bool jump_forward = true;
 };
 
 struct Usage {
@@ -50,6 +55,12 @@ struct Usage {
   double decode_time_s = 0.0;  // first token to last
 };
 
+// How a constrained request's output stands against its constraint (on the finishing event).
+struct StructuredOutcome {
+  bool completed = false;  // a whole sentence of the grammar (a JSON value ended, ...)
+  std::vector<std::string> dropped_keywords;  // strict=false: what was not enforced
+};
+
 struct GenerationEvent {
   std::vector<int32_t> token_ids;       // new since the previous event
   std::string text;                     // whole UTF-8 characters only
@@ -58,6 +69,7 @@ struct GenerationEvent {
   std::string matched_stop_sequence;
   absl::Status error;                   // set with finish == kError
   Usage usage;                          // set on the finishing event
+  std::optional<StructuredOutcome> structured;  // the finishing event of a constrained request
 };
 
 using EventCallback = std::function<void(GenerationEvent)>;
@@ -80,6 +92,11 @@ struct EngineStats {
   int64_t prefix_cache_hits_tokens = 0;
   int64_t prefix_cache_misses_tokens = 0;
   int64_t preemptions = 0;    // sequences whose KV was dropped to make room
+  // Structured output: tokens appended by jump-forward (no sampling step of their own), and
+  // the time steps waited for token masks after the forward pass (zero when masking is
+  // entirely hidden behind it).
+  int64_t jump_forward_tokens = 0;
+  double mask_wait_s = 0.0;
   int32_t free_kv_blocks = 0;    // allocatable: unused plus cached_kv_blocks
   int32_t cached_kv_blocks = 0;  // unreferenced but holding a cached prefix, evicted LRU first
   int32_t total_kv_blocks = 0;
@@ -123,6 +140,10 @@ class Engine {
   void FailAll(const absl::Status& error);
   void PublishStats();
   void HandleSampled(Sequence& seq, const SampledToken& token, GenerationEvent& event);
+  // Appends the tokens the sequence's constraint forces next (EngineOptions::jump_forward).
+  void JumpForward(Sequence& seq, GenerationEvent& event);
+  // Starts filling the masks of the batch's constrained sequences that sample this step.
+  void StartMasks(const StepBatch& batch);
   // After a step ran: the stats, the step observer and each admission's prefix-cache hits.
   void RecordStep(const ScheduledStep& step, StepResult& result, double wall_s);
   void SampleAndDeliver(const StepBatch& batch, const StepResult& result);
@@ -133,6 +154,7 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;  // step thread only
+  MaskWorker masks_;
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Sequence>> inbox_ ABSL_GUARDED_BY(mu_);

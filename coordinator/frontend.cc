@@ -56,7 +56,7 @@ Frontend::Frontend(Engine* engine, const Tokenizer* tokenizer, const ChatTemplat
                    ServedModelInfo info, ModelLimits limits, FrontendOptions options)
     : engine_(engine),
       tokenizer_(tokenizer),
-      admitter_(tokenizer, chat_template, limits, engine->kv_capacity()),
+      admitter_(tokenizer, chat_template, limits, engine->kv_capacity(), options.constraints),
       info_(std::move(info)),
       options_(std::move(options)) {
   RegisterMetrics();

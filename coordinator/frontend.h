@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "coordinator/admission.h"
 #include "coordinator/engine.h"
+#include "coordinator/structured/compiler.h"
 #include "coordinator/metrics.h"
 #include "coordinator/tokenizer/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
@@ -51,6 +52,9 @@ struct FrontendOptions {
   std::string bearer_token;
   // Where the per-request log lines go; null: stderr.
   std::FILE* request_log = nullptr;
+  // Compiles structured-output constraints; null: constrained requests are FAILED_PRECONDITION.
+  // Must outlive the frontend.
+  const ConstraintCompiler* constraints = nullptr;
 };
 
 struct Admitted {

@@ -83,6 +83,14 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(const ModelBundle* bundl
   limits.vocab_size = bundle->files.config.vocab_size;
   limits.context_length = g->options_.engine.context_length;
   g->options_.frontend.max_running = g->options_.engine.scheduler.max_num_seqs;
+  if (g->options_.structured.has_value()) {
+    TP_ASSIGN_OR_RETURN(g->constraints_,
+                        ConstraintCompiler::Create(*bundle->tokenizer,
+                                                   static_cast<int32_t>(limits.vocab_size),
+                                                   g->options_.engine.eos_token_ids,
+                                                   *g->options_.structured));
+    g->options_.frontend.constraints = g->constraints_.get();
+  }
   g->frontend_ = std::make_unique<Frontend>(
       g->engine_.get(), &*bundle->tokenizer,
       bundle->chat_template.has_value() ? &*bundle->chat_template : nullptr, g->options_.info,

@@ -28,6 +28,7 @@
 #include "coordinator/http/http_server.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/server.h"
+#include "coordinator/structured/compiler.h"
 
 namespace tpserve {
 
@@ -52,6 +53,9 @@ struct GatewayOptions {
   // Server reflection: by default only on a loopback address.
   std::optional<bool> reflection;
   // The OpenAI-compatible HTTP front on the same host (0: none), with the same TLS files.
+  // Structured output (coordinator/structured/compiler.h); unset: constrained requests are
+  // refused with FAILED_PRECONDITION.
+  std::optional<ConstraintLimits> structured = ConstraintLimits{};
   int http_port = 0;
   int http_threads = 64;
   absl::Duration health_interval = absl::Milliseconds(500);
@@ -87,6 +91,7 @@ class Gateway {
   void MonitorHealth();
 
   GatewayOptions options_;
+  std::unique_ptr<ConstraintCompiler> constraints_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Frontend> frontend_;
   std::unique_ptr<TpServeService> service_;

@@ -42,11 +42,13 @@ absl::StatusOr<std::vector<int32_t>> ModelBundle::EncodeChat(
   return EncodeSegments(*tokenizer, segments);
 }
 
-Admitter ModelBundle::Door(int64_t context_length, KvCapacity kv) const {
+Admitter ModelBundle::Door(int64_t context_length, KvCapacity kv,
+                           const ConstraintCompiler* constraints) const {
   ModelLimits limits;
   limits.vocab_size = files.config.vocab_size;
   limits.context_length = context_length;
-  return Admitter(&*tokenizer, chat_template.has_value() ? &*chat_template : nullptr, limits, kv);
+  return Admitter(&*tokenizer, chat_template.has_value() ? &*chat_template : nullptr, limits, kv,
+                  constraints);
 }
 
 absl::StatusOr<ModelBundle> LoadModelBundle(const std::string& path) {

@@ -31,8 +31,10 @@ struct ModelBundle {
   // FAILED_PRECONDITION without a chat template; the template's errors otherwise.
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const std::vector<ChatMessage>& messages) const;
   // The door (coordinator/admission.h) over this model's tokenizer and chat template, for an
-  // engine with this context window and KV cache (Engine::kv_capacity()). REQUIRES: tokenizer.
-  Admitter Door(int64_t context_length, KvCapacity kv) const;
+  // engine with this context window and KV cache (Engine::kv_capacity()), compiling
+  // structured-output constraints with `constraints` (may be null). REQUIRES: tokenizer.
+  Admitter Door(int64_t context_length, KvCapacity kv,
+                const ConstraintCompiler* constraints = nullptr) const;
 };
 
 absl::StatusOr<ModelBundle> LoadModelBundle(const std::string& path);

@@ -88,7 +88,23 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   if (s.ok() && (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)) {
     s = OutOfRange("top_logprobs", p.top_logprobs, absl::StrCat("in [0, ", kMaxTopLogprobs, "]"));
   }
-  return s;
+  if (!s.ok()) return s;
+  if (p.logit_bias.size() > static_cast<size_t>(kMaxLogitBiasEntries)) {
+    return FieldError("sampling.logit_bias", absl::StrCat(" has ", p.logit_bias.size(),
+                                                          " entries: at most ",
+                                                          kMaxLogitBiasEntries));
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    const std::string path = absl::StrCat("sampling.logit_bias[", id, "]");
+    if (id < 0 || id >= vocab_size) {
+      return FieldError(path, absl::StrCat(": token id ", id, " is out of range: must be in [0, ",
+                                           vocab_size, ")"));
+    }
+    if (std::isnan(bias) || bias < -kMaxLogitBias || bias > kMaxLogitBias) {
+      return OutOfRange(path, bias, absl::StrCat("in [-", kMaxLogitBias, ", ", kMaxLogitBias, "]"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 Sampler::Sampler(const SamplingParams& params)
@@ -155,9 +171,29 @@ int32_t Sampler::Draw(const std::vector<float>& x) {
   return best;
 }
 
-SampledToken Sampler::Sample(absl::Span<const float> logits, absl::Span<const int32_t> history) {
-  const int32_t vocab = static_cast<int32_t>(logits.size());
+SampledToken Sampler::Sample(absl::Span<const float> row, absl::Span<const int32_t> history,
+                             absl::Span<const int32_t> allowed) {
+  const int32_t vocab = static_cast<int32_t>(row.size());
   SampledToken out;
+  // The row as sampling sees it: logit_bias added, what the constraint forbids at -inf.
+  std::vector<float> adjusted;
+  absl::Span<const float> logits = row;
+  if (!params_.logit_bias.empty() || !allowed.empty()) {
+    adjusted.assign(row.begin(), row.end());
+    for (const auto& [id, bias] : params_.logit_bias) {
+      if (id < vocab) adjusted[id] += bias;
+    }
+    if (!allowed.empty()) {
+      constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+      for (int32_t id = 0; id < vocab; ++id) {
+        const size_t word = static_cast<size_t>(id) / 32;
+        if (word >= allowed.size() || ((static_cast<uint32_t>(allowed[word]) >> (id % 32)) & 1u) == 0) {
+          adjusted[id] = kMinusInf;
+        }
+      }
+    }
+    logits = adjusted;
+  }
   const std::vector<float> model_logprobs = LogSoftmax(logits);
 
   std::vector<float> x(logits.begin(), logits.end());
@@ -177,7 +213,10 @@ SampledToken Sampler::Sample(absl::Span<const float> logits, absl::Span<const in
     std::partial_sort(top.begin(), top.begin() + n, top.end(), [&](int32_t a, int32_t b) {
       return model_logprobs[a] > model_logprobs[b] || (model_logprobs[a] == model_logprobs[b] && a < b);
     });
-    for (size_t i = 0; i < n; ++i) out.top_logprobs.emplace_back(top[i], model_logprobs[top[i]]);
+    for (size_t i = 0; i < n; ++i) {
+      if (std::isinf(model_logprobs[top[i]])) break;  // forbidden: not an alternative
+      out.top_logprobs.emplace_back(top[i], model_logprobs[top[i]]);
+    }
   }
   return out;
 }

@@ -31,18 +31,25 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [-2, 2], OpenAI semantics
   std::optional<uint64_t> seed;     // same seed, same logits -> same tokens
   int32_t top_logprobs = 0;         // [0, kMaxTopLogprobs] alternatives to report
+  // Added to the logits of these ids before anything else (OpenAI's logit_bias): at most
+  // kMaxLogitBiasEntries ids, each bias in [-kMaxLogitBias, kMaxLogitBias].
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 inline constexpr float kMaxTemperature = 100.0f;
 inline constexpr float kMaxRepetitionPenalty = 10.0f;
 inline constexpr int32_t kMaxTopLogprobs = 20;
+inline constexpr int32_t kMaxLogitBiasEntries = 300;
+inline constexpr float kMaxLogitBias = 100.0f;
 
 // INVALID_ARGUMENT naming the field, the value and the bound (NaN included).
 absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);
 
 struct SampledToken {
   int32_t id = -1;
-  float logprob = 0.0f;  // log-softmax of the model's logits (before penalties or truncation)
+  // log-softmax of the model's logits after logit_bias and the structured-output mask (before
+  // penalties or truncation); 0 for a token the constraint forced (jump-forward)
+  float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top_logprobs;  // most likely first
 };
 
@@ -52,8 +59,11 @@ class Sampler {
   explicit Sampler(const SamplingParams& params);
 
   // `logits` is one row over the vocabulary; `history` holds the ids the penalties look at
-  // (prompt and generated so far).
-  SampledToken Sample(absl::Span<const float> logits, absl::Span<const int32_t> history);
+  // (prompt and generated so far). `allowed`, when not empty, is a structured-output bitmask
+  // (coordinator/structured/matcher.h: bit id % 32 of word id / 32): only those ids can be
+  // chosen or reported, and the logprobs are of the distribution over them.
+  SampledToken Sample(absl::Span<const float> logits, absl::Span<const int32_t> history,
+                      absl::Span<const int32_t> allowed = {});
 
  private:
   int32_t Draw(const std::vector<float>& logits);

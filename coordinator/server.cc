@@ -57,6 +57,11 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
     u->set_cached_tokens(e.usage.cached_tokens);
     u->set_time_to_first_token_s(e.usage.time_to_first_token_s);
     u->set_decode_time_s(e.usage.decode_time_s);
+    if (e.structured.has_value()) {
+      pb::StructuredOutput* so = r->mutable_structured();
+      so->set_completed(e.structured->completed);
+      for (const std::string& k : e.structured->dropped_keywords) so->add_dropped_keywords(k);
+    }
   }
 }
 

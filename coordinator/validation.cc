@@ -1,5 +1,6 @@
 #include "coordinator/validation.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -39,7 +40,45 @@ SamplingParams FromProto(const tpserve::v1::SamplingParams& p) {
   if (p.has_repetition_penalty()) s.repetition_penalty = p.repetition_penalty();
   if (p.has_presence_penalty()) s.presence_penalty = p.presence_penalty();
   if (p.has_frequency_penalty()) s.frequency_penalty = p.frequency_penalty();
+  s.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
+  std::sort(s.logit_bias.begin(), s.logit_bias.end());  // a map's order is unspecified
   return s;
+}
+
+// The request's constraint, if any, with the proto path of the field that carried it.
+ConstraintSpec ConstraintFromProto(const tpserve::v1::GenerateRequest& proto) {
+  using Req = tpserve::v1::GenerateRequest;
+  ConstraintSpec c;
+  c.strict = !proto.has_strict() || proto.strict();
+  switch (proto.constraint_case()) {
+    case Req::kJsonSchema:
+      c.kind = ConstraintKind::kJsonSchema;
+      c.text = proto.json_schema();
+      c.field = "json_schema";
+      break;
+    case Req::kJsonObject:
+      c.kind = ConstraintKind::kJsonObject;
+      c.field = "json_object";
+      break;
+    case Req::kRegex:
+      c.kind = ConstraintKind::kRegex;
+      c.text = proto.regex();
+      c.field = "regex";
+      break;
+    case Req::kGrammar:
+      c.kind = ConstraintKind::kGrammar;
+      c.text = proto.grammar();
+      c.field = "grammar";
+      break;
+    case Req::kChoice:
+      c.kind = ConstraintKind::kChoice;
+      c.choices.assign(proto.choice().choices().begin(), proto.choice().choices().end());
+      c.field = "choice.choices";
+      break;
+    default:
+      break;
+  }
+  return c;
 }
 
 // Walks the wire form of a message of type `type` field by field (as an UnknownFieldSet, which
@@ -172,6 +211,10 @@ absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::Genera
   TP_RETURN_IF_ERROR(ValidateTokenIds("stop_token_ids", proto.stop_token_ids(), limits.vocab_size));
   in.stop_token_ids.assign(proto.stop_token_ids().begin(), proto.stop_token_ids().end());
   in.ignore_eos = proto.ignore_eos();
+  in.constraint = ConstraintFromProto(proto);
+  if (proto.has_strict() && in.constraint.kind != ConstraintKind::kJsonSchema) {
+    return Invalid("strict", proto.strict() ? "true" : "false", "applies to json_schema only");
+  }
   return in;
 }
 

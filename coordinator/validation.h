@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/request.h"
 #include "coordinator/sampling.h"
+#include "coordinator/structured/constraint.h"
 #include "google/protobuf/message.h"
 #include "proto/tpserve.pb.h"
 
@@ -47,6 +48,7 @@ struct ValidatedInput {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool logprobs = false;
+  ConstraintSpec constraint;  // kind kNone: free text
 };
 
 // Parses a request message from its wire bytes. Protobuf rejects a string field holding invalid

@@ -34,8 +34,8 @@ std::string Seconds(absl::Duration d) { return absl::StrFormat("%g s", absl::ToD
 }  // namespace
 
 CompiledConstraint::CompiledConstraint(std::unique_ptr<xgrammar::CompiledGrammar> grammar,
-                                       std::vector<std::string> dropped_keywords)
-    : grammar_(std::move(grammar)), dropped_(std::move(dropped_keywords)) {}
+                                       int32_t vocab_size, std::vector<std::string> dropped_keywords)
+    : grammar_(std::move(grammar)), vocab_size_(vocab_size), dropped_(std::move(dropped_keywords)) {}
 
 CompiledConstraint::~CompiledConstraint() = default;
 
@@ -152,7 +152,9 @@ absl::StatusOr<Compiled> ConstraintCompiler::Shared::CompileNow(const Constraint
     }
     dropped.push_back(std::move(what));
   }
-  return std::make_shared<const CompiledConstraint>(std::move(grammar), std::move(dropped));
+  const int32_t vocab_size = grammar->GetTokenizerInfo().GetVocabSize();
+  return std::make_shared<const CompiledConstraint>(std::move(grammar), vocab_size,
+                                                    std::move(dropped));
 }
 
 void ConstraintCompiler::Shared::Finish(const std::shared_ptr<Job>& job,

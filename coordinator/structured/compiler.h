@@ -47,7 +47,7 @@ struct ConstraintLimits {
 // An immutable compiled constraint, shared by every request that sent the same one.
 class CompiledConstraint {
  public:
-  CompiledConstraint(std::unique_ptr<xgrammar::CompiledGrammar> grammar,
+  CompiledConstraint(std::unique_ptr<xgrammar::CompiledGrammar> grammar, int32_t vocab_size,
                      std::vector<std::string> dropped_keywords);
   ~CompiledConstraint();
 
@@ -56,9 +56,11 @@ class CompiledConstraint {
   // own words for what it relaxed).
   const std::vector<std::string>& dropped_keywords() const { return dropped_; }
   int64_t memory_bytes() const;
+  int32_t vocab_size() const { return vocab_size_; }  // the width of the masks it makes
 
  private:
   std::unique_ptr<xgrammar::CompiledGrammar> grammar_;
+  int32_t vocab_size_;
   std::vector<std::string> dropped_;
 };
 

@@ -1,6 +1,5 @@
 #include "coordinator/structured/matcher.h"
 
-#include <limits>
 #include <utility>
 
 #include "xgrammar/xgrammar.h"
@@ -8,19 +7,6 @@
 namespace tpserve {
 
 int32_t TokenMaskWords(int32_t vocab_size) { return xgrammar::GetBitmaskSize(vocab_size); }
-
-void ApplyTokenMask(absl::Span<const int32_t> mask, absl::Span<float> logits) {
-  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  const size_t n = logits.size();
-  for (size_t w = 0; w < mask.size() && w * 32 < n; ++w) {
-    const uint32_t bits = static_cast<uint32_t>(mask[w]);
-    if (bits == 0xffffffffu) continue;
-    const size_t end = std::min(n, w * 32 + 32);
-    for (size_t i = w * 32; i < end; ++i) {
-      if (((bits >> (i - w * 32)) & 1u) == 0) logits[i] = kMinusInf;
-    }
-  }
-}
 
 ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> constraint)
     : constraint_(std::move(constraint)),

@@ -3,7 +3,7 @@
 // forces next (jump-forward). EOS is allowed exactly where the grammar may end.
 //
 //   ConstraintMatcher m(compiled);
-//   m.FillMask(mask);  ApplyTokenMask(mask, logits);  ... sample t ...  m.Accept(t);
+//   m.FillMask(mask);  sampler.Sample(logits, history, mask) -> t;  m.Accept(t);
 //
 // Threading: one thread at a time (the engine's mask worker or its step thread, never both).
 #ifndef TPSERVE_COORDINATOR_STRUCTURED_MATCHER_H_
@@ -25,9 +25,6 @@ namespace tpserve {
 
 // Words of the bitmask over `vocab_size` ids: bit (id % 32) of word id / 32, 1 = allowed.
 int32_t TokenMaskWords(int32_t vocab_size);
-
-// Sets every logit whose id the mask forbids to -infinity.
-void ApplyTokenMask(absl::Span<const int32_t> mask, absl::Span<float> logits);
 
 class ConstraintMatcher {
  public:
