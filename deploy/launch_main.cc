@@ -117,6 +117,22 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "file holding a bearer token every request must carry (Authorization: Bearer ...)");
 ABSL_FLAG(std::string, reflection, "auto",
           "gRPC server reflection: on, off, or auto (on only for a loopback --listen)");
+ABSL_FLAG(std::string, served_model_name, "",
+          "the model id clients send as `model` and see in responses (default: the model's "
+          "general.name)");
+ABSL_FLAG(bool, structured_output, true,
+          "serve structured output (JSON schema, regex, grammar, choice); off: such requests "
+          "are refused with FAILED_PRECONDITION");
+ABSL_FLAG(int, structured_compile_timeout_ms, 10000,
+          "a constraint that takes longer to compile is refused (INVALID_ARGUMENT)");
+ABSL_FLAG(int, structured_max_constraint_bytes, 64 << 10,
+          "largest schema, regex, grammar or list of choices accepted, bytes");
+ABSL_FLAG(int64_t, structured_max_grammar_bytes, int64_t{256} << 20,
+          "largest compiled grammar (its token-mask caches), bytes");
+ABSL_FLAG(int64_t, structured_cache_bytes, int64_t{1} << 30,
+          "compiled grammars kept for reuse (LRU), bytes");
+ABSL_FLAG(bool, jump_forward, true,
+          "structured output: append text the constraint forces without a sampling step each");
 ABSL_FLAG(std::string, demo_prompt, "",
           "once serving, stream an answer to this question through the public API");
 
@@ -270,6 +286,26 @@ absl::StatusOr<GatewayOptions> PublicApiOptions() {
         "--drain_timeout_s = ", absl::GetFlag(FLAGS_drain_timeout_s), " must be at least 0"));
   }
   options.frontend.max_queued_requests = queued;
+  if (absl::GetFlag(FLAGS_structured_output)) {
+    ConstraintLimits limits;
+    const int timeout_ms = absl::GetFlag(FLAGS_structured_compile_timeout_ms);
+    const int max_bytes = absl::GetFlag(FLAGS_structured_max_constraint_bytes);
+    if (timeout_ms < 1 || max_bytes < 1 || absl::GetFlag(FLAGS_structured_max_grammar_bytes) < 1 ||
+        absl::GetFlag(FLAGS_structured_cache_bytes) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--structured_compile_timeout_ms = ", timeout_ms, ", --structured_max_constraint_bytes = ",
+          max_bytes, " and --structured_max_grammar_bytes = ",
+          absl::GetFlag(FLAGS_structured_max_grammar_bytes),
+          " must be at least 1, --structured_cache_bytes at least 0"));
+    }
+    limits.compile_timeout = absl::Milliseconds(timeout_ms);
+    limits.max_text_bytes = max_bytes;
+    limits.max_compiled_bytes = absl::GetFlag(FLAGS_structured_max_grammar_bytes);
+    limits.cache_bytes = absl::GetFlag(FLAGS_structured_cache_bytes);
+    options.structured = limits;
+  } else {
+    options.structured.reset();
+  }
   options.http_port = absl::GetFlag(FLAGS_http_port);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);
   if (options.http_port < 0 || options.http_port > 65535) {
@@ -433,7 +469,10 @@ absl::StatusOr<std::unique_ptr<Gateway>> StartServing(const LaunchSetup& setup,
   options.engine = plan.engine;
   options.engine.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   options.engine.eos_token_ids = bundle.EosTokenIds();
-  options.info.name = bundle.files.config.name;
+  options.engine.jump_forward = absl::GetFlag(FLAGS_jump_forward);
+  options.info.name = absl::GetFlag(FLAGS_served_model_name).empty()
+                          ? bundle.files.config.name
+                          : absl::GetFlag(FLAGS_served_model_name);
   options.info.weight_format =
       plan.formats.preset == "checkpoint" ? bundle.files.weight_format : plan.formats.preset;
   options.info.backend = setup.backend;

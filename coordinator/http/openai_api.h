@@ -43,6 +43,9 @@ namespace tpserve {
 
 enum class Endpoint { kChatCompletions, kCompletions };
 
+// max_tokens of a /v1/completions request without one (OpenAI's API reference: "Defaults to 16").
+inline constexpr int32_t kCompletionsDefaultMaxTokens = 16;
+
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::kChatCompletions;
   tpserve::v1::GenerateRequest proto;  // request_id is left to the server (X-Request-Id)
@@ -54,6 +57,9 @@ struct OpenAiRequest {
   // How the client spelled fields that have more than one spelling, so errors use its words.
   std::string max_tokens_field = "max_tokens";  // or "max_completion_tokens"
   bool stop_is_string = false;                  // "stop": "x" rather than ["x"]
+  // Where the client put a structured-output constraint ("response_format.json_schema.schema",
+  // "structured_outputs.regex", ...), named by errors about it.
+  std::string constraint_field;
 };
 
 // Parses and checks one request body. INVALID_ARGUMENT (with param) for a body that is not
@@ -117,7 +123,9 @@ class ResponseBuilder {
   // set (null otherwise). REQUIRES: the finishing event went through StreamChunks.
   nlohmann::json UsageChunk() const;
 
-  // Non-streaming: add every event, then take the whole object.
+  // Non-streaming: add every event, then take the whole object. A constrained request's object
+  // (and its finishing chunk, streamed) carries "structured_output": {completed,
+  // dropped_keywords}.
   void Append(const GenerationEvent& event);
   nlohmann::json Final() const;
 
@@ -139,6 +147,7 @@ class ResponseBuilder {
   nlohmann::json logprobs_all_;  // non-streaming: accumulated logprobs entries
   const char* finish_reason_ = nullptr;
   Usage usage_;
+  std::optional<StructuredOutcome> structured_;
 };
 
 // One server-sent event: "data: <json>\n\n". Invalid UTF-8 (never expected) is replaced.

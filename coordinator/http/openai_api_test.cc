@@ -174,8 +174,21 @@ TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
            {"{" + msgs + R"(, "n": 2})", "n"},
            {"{" + msgs + R"(, "tools": [{"type": "function"}]})", "tools"},
            {"{" + msgs + R"(, "tool_choice": "auto"})", "tool_choice"},
-           {"{" + msgs + R"(, "response_format": {"type": "json_object"}})", "response_format"},
-           {"{" + msgs + R"(, "logit_bias": {"5": 10}})", "logit_bias"},
+           {"{" + msgs + R"(, "response_format": {"type": "xml"}})", "response_format.type"},
+           {"{" + msgs + R"(, "response_format": {"type": "json_schema",
+                "json_schema": {"schema": {}}}})", "response_format.json_schema.name"},
+           {"{" + msgs + R"(, "response_format": {"type": "json_schema",
+                "json_schema": {"name": "x", "schema": "{}"}}})", "response_format.json_schema.schema"},
+           {"{" + msgs + R"(, "response_format": {"type": "json_object", "schema": {}}})",
+            "response_format.schema"},
+           {"{" + msgs + R"(, "structured_outputs": {"regex": "a", "choice": ["b"]}})",
+            "structured_outputs.regex"},
+           {"{" + msgs + R"(, "structured_outputs": {"whitespace_pattern": "a"}})",
+            "structured_outputs.whitespace_pattern"},
+           {"{" + msgs + R"(, "response_format": {"type": "text"}, "structured_outputs": {}})",
+            "structured_outputs"},
+           {"{" + msgs + R"(, "logit_bias": {"x": 10}})", "logit_bias"},
+           {"{" + msgs + R"(, "logit_bias": {"5": "up"}})", "logit_bias.5"},
            {"{" + msgs + R"(, "frobnicate": true})", "frobnicate"},
            {"{" + msgs + R"(, "stream_options": {"include_usage": true}})", "stream_options"},
            {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
@@ -199,6 +212,56 @@ TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
   // Defaults of the same fields are fine.
   ParseOk(kChat, "{" + msgs + R"(, "n": 1, "tools": [], "tool_choice": "none", "logit_bias": {},
                                   "response_format": {"type": "text"}, "store": false})");
+}
+
+TEST(ParseOpenAiRequest, ResponseFormatAndStructuredOutputsBecomeTheConstraint) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "a"}])";
+  OpenAiRequest schema = ParseOk(kChat, "{" + msgs + R"(, "response_format": {"type": "json_schema",
+      "json_schema": {"name": "p", "strict": true, "schema": {"type": "object"}}}})");
+  EXPECT_EQ(schema.proto.json_schema(), R"({"type":"object"})");
+  EXPECT_TRUE(schema.proto.has_strict() && schema.proto.strict());
+  EXPECT_EQ(schema.constraint_field, "response_format.json_schema.schema");
+  OpenAiRequest lax = ParseOk(kCompletions, R"({"prompt": "a", "response_format": {"type":
+      "json_schema", "json_schema": {"name": "p", "schema": {"type": "object"}}}})");
+  EXPECT_FALSE(lax.proto.strict());  // OpenAI's default
+  EXPECT_TRUE(ParseOk(kChat, "{" + msgs + R"(, "response_format": {"type": "json_object"}})")
+                  .proto.has_json_object());
+  OpenAiRequest json = ParseOk(kChat, "{" + msgs + R"(, "structured_outputs": {"json": "{}"}})");
+  EXPECT_EQ(json.proto.json_schema(), "{}");
+  EXPECT_FALSE(json.proto.has_strict());  // the door's default: strict
+  EXPECT_EQ(ParseOk(kCompletions, R"({"prompt": "a", "structured_outputs": {"regex": "a+"}})")
+                .proto.regex(), "a+");
+  EXPECT_EQ(ParseOk(kChat, "{" + msgs + R"(, "structured_outputs": {"grammar": "root ::= [a]+"}})")
+                .proto.grammar(), "root ::= [a]+");
+  OpenAiRequest choice = ParseOk(kChat, "{" + msgs + R"(, "structured_outputs": {"choice": ["x", "y"],
+      "regex": null}})");
+  EXPECT_EQ(choice.proto.choice().choices_size(), 2);
+  EXPECT_EQ(choice.constraint_field, "structured_outputs.choice");
+  OpenAiRequest bias = ParseOk(kChat, "{" + msgs + R"(, "logit_bias": {"5": 10, "7": -100}})");
+  EXPECT_EQ(bias.proto.sampling().logit_bias().at(5), 10.0f);
+  EXPECT_EQ(bias.proto.sampling().logit_bias().at(7), -100.0f);
+  // /v1/completions without max_tokens: 16, as OpenAI's reference says; chat: the door decides.
+  EXPECT_EQ(ParseOk(kCompletions, R"({"prompt": "a"})").proto.max_new_tokens(), 16);
+  EXPECT_FALSE(ParseOk(kChat, "{" + msgs + "}").proto.has_max_new_tokens());
+}
+
+TEST(ParseOpenAiRequest, ConstraintErrorsFromTheDoorNameTheClientsField) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "a"}])";
+  OpenAiRequest r = ParseOk(kChat, "{" + msgs + R"(, "structured_outputs": {"choice": ["x", ""]}})");
+  absl::Status door = ToClientFieldNames(
+      FieldError("choice.choices[1]", " is empty"), r);
+  EXPECT_EQ(door.message(), "structured_outputs.choice[1] is empty");
+  EXPECT_EQ(Json::parse(ToHttpError(door).body)["error"]["param"], "structured_outputs.choice[1]");
+  OpenAiRequest s = ParseOk(kChat, "{" + msgs + R"(, "response_format": {"type": "json_schema",
+      "json_schema": {"name": "p", "schema": {"type": "array", "uniqueItems": true}}}})");
+  absl::Status schema = ToClientFieldNames(
+      FieldError("json_schema", ": at /uniqueItems: keyword \"uniqueItems\" is not enforced"), s);
+  EXPECT_EQ(schema.message(),
+            "response_format.json_schema.schema: at /uniqueItems: keyword \"uniqueItems\" is not "
+            "enforced");
+  OpenAiRequest b = ParseOk(kChat, "{" + msgs + R"(, "logit_bias": {"999999": 1}})");
+  EXPECT_EQ(ToClientFieldNames(FieldError("sampling.logit_bias[999999]", ": token id"), b).message(),
+            "logit_bias[999999]: token id");
 }
 
 TEST(ParseOpenAiRequest, AnotherModelIs404ModelNotFound) {
@@ -376,7 +439,8 @@ TEST_F(ResponseBuilderTest, ChatLogprobsShapeWithBytesOfSplitCharacters) {
   b.Append(Event("", {}, FinishReason::kEos));
   Json out = b.Final();
   EXPECT_EQ(out["object"], "chat.completion");
-  EXPECT_EQ(out["choices"][0]["message"], Json::parse(R"({"role": "assistant", "content": "안"})"));
+  EXPECT_EQ(out["choices"][0]["message"],
+            Json::parse(R"({"role": "assistant", "content": "안", "refusal": null})"));
   EXPECT_EQ(out["choices"][0]["finish_reason"], "stop");
   const Json& content = out["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 3u);

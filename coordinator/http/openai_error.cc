@@ -40,6 +40,7 @@ constexpr FieldName kFieldNames[] = {
     {"sampling.presence_penalty", "presence_penalty", "presence_penalty"},
     {"sampling.frequency_penalty", "frequency_penalty", "frequency_penalty"},
     {"sampling.top_logprobs", "top_logprobs", "logprobs"},
+    {"sampling.logit_bias", "logit_bias", "logit_bias"},
     {"top_logprobs", "top_logprobs", "logprobs"},
     {"stop_sequences", "stop", "stop"},
     {"stop_token_ids", "stop_token_ids", "stop_token_ids"},
@@ -51,6 +52,14 @@ constexpr FieldName kFieldNames[] = {
 // The client's name for a proto path, or nullopt when the path is not one we know.
 std::optional<std::string> ClientPath(std::string_view path, const OpenAiRequest& r) {
   if (path == "max_new_tokens") return r.max_tokens_field;
+  // A structured-output constraint: wherever the client put it (choice.choices[1] ->
+  // structured_outputs.choice[1]).
+  for (std::string_view field : {"json_schema", "json_object", "regex", "grammar", "choice.choices"}) {
+    if (!r.constraint_field.empty() && path.substr(0, field.size()) == field &&
+        (path.size() == field.size() || path[field.size()] == '[')) {
+      return r.constraint_field + std::string(path.substr(field.size()));
+    }
+  }
   for (const FieldName& f : kFieldNames) {
     if (path.substr(0, f.proto.size()) != f.proto) continue;
     std::string_view rest = path.substr(f.proto.size());

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "coordinator/http/openai_api.h"
@@ -94,9 +95,10 @@ bool IsKnownField(Endpoint endpoint, const std::string& key) {
   static constexpr std::string_view kCommon[] = {
       "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed",
       "presence_penalty", "frequency_penalty", "stop", "n", "logprobs", "logit_bias",
-      "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids"};
+      "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids",
+      "response_format", "structured_outputs"};
   static constexpr std::string_view kChat[] = {
-      "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools",
+      "messages", "max_completion_tokens", "top_logprobs", "tools",
       "tool_choice", "functions", "function_call"};
   static constexpr std::string_view kCompletions[] = {"prompt", "echo", "suffix", "best_of"};
   for (std::string_view k : kIgnored) if (k == key) return true;
@@ -120,9 +122,6 @@ absl::Status CheckUnsupported(const Json& body, Endpoint endpoint) {
   if (n.has_value() && *n != 1) {
     return Unsupported("n", absl::StrCat("n = ", *n, "; only one choice per request (n = 1)"));
   }
-  if (const Json* v = Find(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) {
-    return Unsupported("logit_bias", "logit biases are not implemented");
-  }
   for (const char* tools : {"tools", "functions"}) {
     if (const Json* v = Find(body, tools); v != nullptr && !(v->is_array() && v->empty())) {
       return Unsupported(tools, "tool and function calling are not implemented");
@@ -131,11 +130,6 @@ absl::Status CheckUnsupported(const Json& body, Endpoint endpoint) {
   for (const char* choice : {"tool_choice", "function_call"}) {
     if (const Json* v = Find(body, choice); v != nullptr && *v != "none") {
       return Unsupported(choice, "tool and function calling are not implemented");
-    }
-  }
-  if (const Json* v = Find(body, "response_format"); v != nullptr) {
-    if (!v->is_object() || v->value("type", Json()) != "text") {
-      return Unsupported("response_format", "only {\"type\": \"text\"}");
     }
   }
   if (endpoint == Endpoint::kCompletions) {
@@ -273,6 +267,130 @@ absl::Status ParseSampling(const Json& body, tpserve::v1::SamplingParams& s) {
   return absl::OkStatus();
 }
 
+// logit_bias: {"<token id>": bias, ...}; the door checks the ids and the bounds.
+absl::Status ParseLogitBias(const Json& body, tpserve::v1::SamplingParams& s) {
+  const Json* bias = Find(body, "logit_bias");
+  if (bias == nullptr) return absl::OkStatus();
+  if (!bias->is_object()) return TypeError("logit_bias", *bias, "an object of token id -> bias");
+  for (const auto& [key, value] : bias->items()) {
+    const std::string path = absl::StrCat("logit_bias.", key);
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(key, &id) || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      return Invalid("logit_bias", absl::StrCat("logit_bias has the key \"", key,
+                                                "\": keys must be token ids (\"50256\")"));
+    }
+    if (!value.is_number()) return TypeError(path, value, "a number in [-100, 100]");
+    (*s.mutable_logit_bias())[static_cast<int32_t>(id)] = static_cast<float>(value.get<double>());
+  }
+  return absl::OkStatus();
+}
+
+// A JSON Schema given as an object (or, for structured_outputs.json, also as text).
+absl::StatusOr<std::string> SchemaText(const Json& schema, const std::string& field,
+                                       bool allow_text) {
+  if (schema.is_object() || schema.is_boolean()) return schema.dump();
+  if (allow_text && schema.is_string()) return schema.get<std::string>();
+  return TypeError(field, schema, allow_text ? "a JSON Schema (an object or its text)"
+                                             : "a JSON Schema object");
+}
+
+// OpenAI's response_format and vLLM's structured_outputs -> the proto's constraint.
+absl::Status ParseConstraint(const Json& body, OpenAiRequest& r) {
+  const Json* format = Find(body, "response_format");
+  const Json* outputs = Find(body, "structured_outputs");
+  if (format != nullptr && outputs != nullptr) {
+    return Invalid("structured_outputs", "set only one of response_format and structured_outputs");
+  }
+  tpserve::v1::GenerateRequest& p = r.proto;
+  if (format != nullptr) {
+    if (!format->is_object()) return TypeError("response_format", *format, "an object");
+    const Json* type = Find(*format, "type");
+    if (type == nullptr || !type->is_string()) {
+      return Invalid("response_format.type",
+                     "response_format.type is required: \"text\", \"json_object\" or \"json_schema\"");
+    }
+    for (const auto& [key, value] : format->items()) {
+      if (key != "type" && !(key == "json_schema" && *type == "json_schema")) {
+        return Unsupported(absl::StrCat("response_format.", key),
+                           absl::StrCat("not a field of a ", type->get<std::string>(), " format"));
+      }
+    }
+    if (*type == "text") return absl::OkStatus();
+    if (*type == "json_object") {
+      p.mutable_json_object();
+      r.constraint_field = "response_format";
+      return absl::OkStatus();
+    }
+    if (*type != "json_schema") {
+      return Invalid("response_format.type",
+                     absl::StrCat("response_format.type = \"", type->get<std::string>(),
+                                  "\" is invalid: must be \"text\", \"json_object\" or \"json_schema\""));
+    }
+    const Json* js = Find(*format, "json_schema");
+    if (js == nullptr) return Invalid("response_format.json_schema", "response_format.json_schema is required");
+    if (!js->is_object()) return TypeError("response_format.json_schema", *js, "an object");
+    for (const auto& [key, value] : js->items()) {
+      if (key != "name" && key != "schema" && key != "strict" && key != "description") {
+        return Unsupported(absl::StrCat("response_format.json_schema.", key),
+                           "json_schema takes name, description, schema and strict");
+      }
+    }
+    const Json* name = Find(*js, "name");
+    if (name == nullptr || !name->is_string() || name->get<std::string>().empty() ||
+        name->get<std::string>().size() > 64) {
+      return Invalid("response_format.json_schema.name",
+                     "response_format.json_schema.name is required: a string of 1 to 64 characters");
+    }
+    const Json* schema = Find(*js, "schema");
+    if (schema == nullptr) {
+      return Invalid("response_format.json_schema.schema",
+                     "response_format.json_schema.schema is required");
+    }
+    TP_ASSIGN_OR_RETURN(*p.mutable_json_schema(),
+                        SchemaText(*schema, "response_format.json_schema.schema", false));
+    TP_ASSIGN_OR_RETURN(std::optional<bool> strict, GetBool(*js, "strict"));
+    p.set_strict(strict.value_or(false));  // OpenAI's default
+    r.constraint_field = "response_format.json_schema.schema";
+    return absl::OkStatus();
+  }
+  if (outputs == nullptr) return absl::OkStatus();
+  if (!outputs->is_object()) return TypeError("structured_outputs", *outputs, "an object");
+  int set = 0;
+  for (const auto& [key, value] : outputs->items()) {
+    if (value.is_null()) continue;
+    const std::string field = absl::StrCat("structured_outputs.", key);
+    if (++set > 1) {
+      return Invalid(field, "structured_outputs takes one of json, regex, choice, grammar and "
+                            "json_object");
+    }
+    r.constraint_field = field;
+    if (key == "json") {
+      TP_ASSIGN_OR_RETURN(*p.mutable_json_schema(), SchemaText(value, field, true));
+    } else if (key == "regex" || key == "grammar") {
+      if (!value.is_string()) return TypeError(field, value, "a string");
+      key == "regex" ? p.set_regex(value.get<std::string>()) : p.set_grammar(value.get<std::string>());
+    } else if (key == "choice") {
+      if (!value.is_array()) return TypeError(field, value, "an array of strings");
+      for (size_t i = 0; i < value.size(); ++i) {
+        if (!value[i].is_string()) return TypeError(absl::StrCat(field, "[", i, "]"), value[i], "a string");
+        p.mutable_choice()->add_choices(value[i].get<std::string>());
+      }
+    } else if (key == "json_object") {
+      if (!value.is_boolean()) return TypeError(field, value, "a boolean");
+      if (!value.get<bool>()) {
+        --set;
+        r.constraint_field.clear();
+        continue;
+      }
+      p.mutable_json_object();
+    } else {
+      return Unsupported(field, "structured_outputs takes json, regex, choice, grammar and "
+                                "json_object");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseLimitsAndLogprobs(const Json& body, OpenAiRequest& r) {
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, GetInteger(body, "max_tokens"));
   std::optional<int64_t> max_completion_tokens;
@@ -286,6 +404,8 @@ absl::Status ParseLimitsAndLogprobs(const Json& body, OpenAiRequest& r) {
   if (max_completion_tokens) r.max_tokens_field = "max_completion_tokens";
   if (max_tokens || max_completion_tokens) {
     r.proto.set_max_new_tokens(static_cast<int32_t>(max_tokens ? *max_tokens : *max_completion_tokens));
+  } else if (r.endpoint == Endpoint::kCompletions) {
+    r.proto.set_max_new_tokens(kCompletionsDefaultMaxTokens);  // OpenAI's documented default
   }
 
   if (r.endpoint == Endpoint::kChatCompletions) {
@@ -362,6 +482,8 @@ absl::StatusOr<OpenAiRequest> ParseBody(Endpoint endpoint, const Json& body,
   TP_RETURN_IF_ERROR(endpoint == Endpoint::kChatCompletions ? ParseMessages(body, r.proto)
                                                             : ParsePrompt(body, r.proto));
   TP_RETURN_IF_ERROR(ParseSampling(body, *r.proto.mutable_sampling()));
+  TP_RETURN_IF_ERROR(ParseLogitBias(body, *r.proto.mutable_sampling()));
+  TP_RETURN_IF_ERROR(ParseConstraint(body, r));
   TP_RETURN_IF_ERROR(ParseLimitsAndLogprobs(body, r));
   TP_RETURN_IF_ERROR(ParseStop(body, r));
   TP_RETURN_IF_ERROR(ParseStreaming(body, r));

@@ -68,6 +68,11 @@ std::pair<std::string, Json> TokenTextAndBytes(const Tokenizer& tokenizer, int32
   return {SanitizeUtf8(bytes), std::move(list)};
 }
 
+// structured_output: {completed, dropped_keywords}, for a constrained request's last object.
+Json StructuredObject(const StructuredOutcome& outcome) {
+  return {{"completed", outcome.completed}, {"dropped_keywords", outcome.dropped_keywords}};
+}
+
 }  // namespace
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
@@ -146,6 +151,9 @@ std::vector<Json> ResponseBuilder::StreamChunks(const GenerationEvent& event) {
   choice["finish_reason"] = finish_reason_ != nullptr ? Json(finish_reason_) : Json(nullptr);
   Json chunk = ChunkShell();
   chunk["choices"] = Json::array({std::move(choice)});
+  if (finished && event.structured.has_value()) {
+    chunk["structured_output"] = StructuredObject(*event.structured);
+  }
   return {std::move(chunk)};
 }
 
@@ -168,6 +176,7 @@ void ResponseBuilder::Append(const GenerationEvent& event) {
   if (event.finish != FinishReason::kNone) {
     usage_ = event.usage;
     finish_reason_ = OpenAiFinishReason(event.finish);
+    structured_ = event.structured;
   }
 }
 
@@ -175,18 +184,21 @@ Json ResponseBuilder::Final() const {
   const bool chat = endpoint_ == Endpoint::kChatCompletions;
   Json choice = {{"index", 0}};
   if (chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    // The spec requires `refusal` on every response message; this server never refuses.
+    choice["message"] = {{"role", "assistant"}, {"content", text_}, {"refusal", nullptr}};
   } else {
     choice["text"] = text_;
   }
   choice["logprobs"] = logprobs_ ? logprobs_all_ : Json(nullptr);
   choice["finish_reason"] = finish_reason_ != nullptr ? Json(finish_reason_) : Json(nullptr);
-  return {{"id", id_},
-          {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", created_unix_s_},
-          {"model", model_},
-          {"choices", Json::array({std::move(choice)})},
-          {"usage", UsageObject(usage_)}};
+  Json out = {{"id", id_},
+              {"object", chat ? "chat.completion" : "text_completion"},
+              {"created", created_unix_s_},
+              {"model", model_},
+              {"choices", Json::array({std::move(choice)})},
+              {"usage", UsageObject(usage_)}};
+  if (structured_.has_value()) out["structured_output"] = StructuredObject(*structured_);
+  return out;
 }
 
 }  // namespace tpserve
