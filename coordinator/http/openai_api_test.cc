@@ -182,7 +182,7 @@ TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
            {"{" + msgs + R"(, "response_format": {"type": "json_object", "schema": {}}})",
             "response_format.schema"},
            {"{" + msgs + R"(, "structured_outputs": {"regex": "a", "choice": ["b"]}})",
-            "structured_outputs.regex"},
+            "structured_outputs.choice"},  // the second one set
            {"{" + msgs + R"(, "structured_outputs": {"whitespace_pattern": "a"}})",
             "structured_outputs.whitespace_pattern"},
            {"{" + msgs + R"(, "response_format": {"type": "text"}, "structured_outputs": {}})",
@@ -219,6 +219,10 @@ TEST(ParseOpenAiRequest, ResponseFormatAndStructuredOutputsBecomeTheConstraint) 
   OpenAiRequest schema = ParseOk(kChat, "{" + msgs + R"(, "response_format": {"type": "json_schema",
       "json_schema": {"name": "p", "strict": true, "schema": {"type": "object"}}}})");
   EXPECT_EQ(schema.proto.json_schema(), R"({"type":"object"})");
+  // The schema's property order is kept: objects are generated in it.
+  EXPECT_EQ(ParseOk(kChat, "{" + msgs + R"(, "structured_outputs": {"json": {"properties":
+                {"z": {}, "a": {}}}}})").proto.json_schema(),
+            R"({"properties":{"z":{},"a":{}}})");
   EXPECT_TRUE(schema.proto.has_strict() && schema.proto.strict());
   EXPECT_EQ(schema.constraint_field, "response_format.json_schema.schema");
   OpenAiRequest lax = ParseOk(kCompletions, R"({"prompt": "a", "response_format": {"type":

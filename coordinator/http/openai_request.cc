@@ -19,7 +19,8 @@
 namespace tpserve {
 namespace {
 
-using Json = nlohmann::json;
+// Ordered: a JSON Schema in the body keeps its property order (the order it is generated in).
+using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(const std::string& param, const std::string& message) {
   return WithParam(absl::InvalidArgumentError(message), param);

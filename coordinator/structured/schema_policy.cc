@@ -14,7 +14,8 @@
 namespace tpserve {
 namespace {
 
-using Json = nlohmann::json;
+// Ordered: a schema's property order is the order its object is generated in.
+using Json = nlohmann::ordered_json;
 
 // Keys that carry no constraint.
 bool IsAnnotation(const std::string& key) {
@@ -74,6 +75,7 @@ class Walker {
     std::vector<std::pair<std::string, std::string>> subschemas;  // key, kind of children
     TP_RETURN_IF_ERROR(Dispatch(node, pointer, enforced, subschemas));
 
+    TP_RETURN_IF_ERROR(CheckRequired(node, pointer, enforced));
     std::vector<std::string> drop;
     for (auto& [key, value] : node.items()) {
       if (IsAnnotation(key) || enforced.count(key) > 0) continue;
@@ -143,6 +145,36 @@ class Walker {
       return "on a node without \"type\" (add the type it constrains)";
     }
     return "by the grammar engine for this type";
+  }
+
+  // XGrammar generates only the listed properties (strict mode), so a required name that is
+  // not among them could never be produced: it would be silently unenforced.
+  absl::Status CheckRequired(Json& node, const std::string& pointer,
+                             const std::set<std::string>& enforced) {
+    if (enforced.count("required") == 0 || !node.contains("required")) return absl::OkStatus();
+    Json& required = node["required"];
+    const std::string at = Child(pointer, "required");
+    if (!required.is_array()) return Error(at, " must be an array of property names");
+    Json kept = Json::array();
+    for (size_t i = 0; i < required.size(); ++i) {
+      const Json& name = required[i];
+      if (!name.is_string()) return Error(Child(at, std::to_string(i)), " must be a string");
+      const bool listed = node.contains("properties") && node["properties"].is_object() &&
+                          node["properties"].contains(name.get<std::string>());
+      if (listed) {
+        kept.push_back(name);
+        continue;
+      }
+      const std::string item = Child(at, std::to_string(i));
+      if (strict_) {
+        return Error(item, StrCat(": required property \"", name.get<std::string>(),
+                                  "\" is not in \"properties\", so it would never be "
+                                  "generated; list it there"));
+      }
+      dropped_.push_back(item);
+    }
+    required = std::move(kept);
+    return absl::OkStatus();
   }
 
   absl::Status CheckRef(const Json& node, const std::string& pointer) {

@@ -68,6 +68,12 @@ TEST(SchemaPolicyTest, StrictRejectsAnUnenforcedKeywordNamingItsPointer) {
   EXPECT_THAT(Error(R"({"minimum": 3})"),
               HasSubstr("at /minimum: keyword \"minimum\" is not enforced on a node without "
                         "\"type\""));
+  EXPECT_EQ(Error(R"({"type": "object", "properties": {"a": {}}, "required": ["a", "b"]})"),
+            "json_schema: at /required/1: required property \"b\" is not in \"properties\", so it "
+            "would never be generated; list it there");
+  EXPECT_THAT(Error(R"({"type": "object", "properties": {"a": {"type": "string",
+                "nullable": true}}})"),
+              HasSubstr("at /properties/a/nullable: keyword \"nullable\" is not enforced"));
   EXPECT_THAT(Error(R"({"type": "string", "enum": ["a", 1]})"),
               HasSubstr("at /type: keyword \"type\" is not enforced beside \"enum\""));
 }
@@ -78,11 +84,18 @@ TEST(SchemaPolicyTest, NotStrictDropsAndListsWhatWouldNotBeEnforced) {
           "uniqueItems": true}, "n": {"type": "integer", "if": {}, "then": {}}}})",
       /*strict=*/false, "json_schema");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(r->dropped, ElementsAre("/properties/n/if", "/properties/n/then",
-                                      "/properties/tags/uniqueItems"));
+  EXPECT_THAT(r->dropped, ElementsAre("/properties/tags/uniqueItems", "/properties/n/if",
+                                      "/properties/n/then"));
   EXPECT_EQ(nlohmann::json::parse(r->schema),
             nlohmann::json::parse(R"({"type": "object", "properties": {"tags": {"type": "array",
                 "items": {"type": "string"}}, "n": {"type": "integer"}}})"));
+}
+
+TEST(SchemaPolicyTest, KeepsThePropertyOrderObjectsAreGeneratedIn) {
+  absl::StatusOr<SchemaPolicyResult> r = CheckSchema(
+      R"({"type": "object", "properties": {"zeta": {}, "alpha": {}, "mid": {}}})", true, "s");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->schema, R"({"type":"object","properties":{"zeta":{},"alpha":{},"mid":{}}})");
 }
 
 TEST(SchemaPolicyTest, RefsMustBeLocalAndResolve) {
