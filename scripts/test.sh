@@ -19,7 +19,7 @@ rc=$?
 # and the layering checks (tests/layering: no include or Bazel dependency reaches a higher layer).
 rm -rf bazel-e2e-report && mkdir -p bazel-e2e-report
 if bazel build //deploy:launch //deploy:client //worker:worker; then
-  python3 -m pytest -q tests/e2e tests/golden/quant tests/deploy tests/soak tests/layering --junitxml=bazel-e2e-report/test.xml || rc=1
+  python3 -m pytest -q tests/e2e tests/golden/quant tests/deploy tests/soak tests/layering tests/structured --junitxml=bazel-e2e-report/test.xml || rc=1
 else
   rc=1
   echo '<testsuite><testcase name="e2e-build"><failure/></testcase></testsuite>' > bazel-e2e-report/test.xml
