@@ -184,11 +184,15 @@ SampledToken Sampler::Sample(absl::Span<const float> row, absl::Span<const int32
       if (id < vocab) adjusted[id] += bias;
     }
     if (!allowed.empty()) {
+      // Word by word: a constraint mostly allows all of a word's 32 ids or none.
       constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-      for (int32_t id = 0; id < vocab; ++id) {
-        const size_t word = static_cast<size_t>(id) / 32;
-        if (word >= allowed.size() || ((static_cast<uint32_t>(allowed[word]) >> (id % 32)) & 1u) == 0) {
-          adjusted[id] = kMinusInf;
+      for (int32_t base = 0; base < vocab; base += 32) {
+        const size_t word = static_cast<size_t>(base) / 32;
+        const uint32_t bits = word < allowed.size() ? static_cast<uint32_t>(allowed[word]) : 0u;
+        if (bits == 0xffffffffu) continue;
+        const int32_t end = std::min(vocab, base + 32);
+        for (int32_t id = base; id < end; ++id) {
+          if (((bits >> (id - base)) & 1u) == 0) adjusted[id] = kMinusInf;
         }
       }
     }

@@ -32,7 +32,10 @@ void ConstraintMatcher::FillMask(absl::Span<int32_t> mask) {
 
 bool ConstraintMatcher::Accept(int32_t token) { return matcher_->AcceptToken(token); }
 
-std::string ConstraintMatcher::JumpForwardString() { return matcher_->FindJumpForwardString(); }
+std::string ConstraintMatcher::JumpForwardString() {
+  // XGrammar refuses (a fatal check) once the stop token is in: nothing is forced after it.
+  return matcher_->IsTerminated() ? std::string() : matcher_->FindJumpForwardString();
+}
 
 bool ConstraintMatcher::completed() const {
   return matcher_->IsTerminated() || matcher_->IsCompleted();

@@ -32,11 +32,12 @@ class ConstraintMatcher {
   ~ConstraintMatcher();
   ConstraintMatcher(ConstraintMatcher&&) noexcept;
 
-  // `mask` has TokenMaskWords(vocab) words.
+  // `mask` has TokenMaskWords(vocab) words. REQUIRES: !terminated().
   void FillMask(absl::Span<int32_t> mask);
   // False (and no change) when the grammar does not allow `token` here.
   bool Accept(int32_t token);
-  // The longest text every continuation must start with ("" when there is a choice).
+  // The longest text every continuation must start with ("" when there is a choice, and once
+  // terminated).
   std::string JumpForwardString();
   // The grammar's root is matched (it may end here) or its stop token was accepted.
   bool completed() const;

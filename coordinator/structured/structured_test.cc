@@ -2,10 +2,12 @@
 // token, plus a few merges and control tokens).
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/field_error.h"
 #include "coordinator/structured/compiler.h"
+#include "coordinator/structured/mask_worker.h"
 #include "coordinator/structured/matcher.h"
 #include "coordinator/tokenizer/test_vocab.h"
 #include "gmock/gmock.h"
@@ -86,6 +88,7 @@ TEST_F(StructuredTest, ChoiceAllowsExactlyTheListAndEosAtTheEnd) {
   EXPECT_EQ(std::count(end.begin(), end.end(), true), 1);
   EXPECT_TRUE(m.Accept(kTestImEnd));
   EXPECT_TRUE(m.terminated());
+  EXPECT_EQ(m.JumpForwardString(), "");  // XGrammar itself would refuse (the fuzzer found it)
 }
 
 TEST_F(StructuredTest, JsonSchemaForcesKeysAndValidatesValues) {
@@ -207,6 +210,42 @@ TEST_F(StructuredTest, CompiledGrammarsAreCachedByContent) {
   (void)*lru->Compile(Spec(ConstraintKind::kRegex, "[0-9]+", "regex"));
   EXPECT_EQ(lru->stats().cached_grammars, 1);
   EXPECT_NE(lru->Compile(a)->get(), one.get());  // evicted, compiled again
+}
+
+TEST_F(StructuredTest, MaskWorkerFillsMasksOffThreadAndHandsThemBack) {
+  std::shared_ptr<const CompiledConstraint> c =
+      MustCompile(Spec(ConstraintKind::kRegex, "(ab)+", "regex"));
+  ConstraintMatcher a(c), b(c);
+  ASSERT_TRUE(a.Accept(ByteId('a')));
+  const int32_t words = TokenMaskWords(compiler_->vocab_size());
+  std::vector<int32_t> mask_a(words, 0), mask_b(words, 0);
+  MaskWorker worker;
+  for (int round = 0; round < 3; ++round) {
+    worker.Start({{&a, absl::MakeSpan(mask_a)}, {&b, absl::MakeSpan(mask_b)}});
+    worker.Wait();
+    auto allowed = [](const std::vector<int32_t>& m, int32_t id) {
+      return ((static_cast<uint32_t>(m[id / 32]) >> (id % 32)) & 1u) != 0;
+    };
+    EXPECT_TRUE(allowed(mask_a, ByteId('b')));  // after "a": only "b"
+    EXPECT_FALSE(allowed(mask_a, ByteId('a')));
+    EXPECT_TRUE(allowed(mask_b, ByteId('a')));  // at the start: only "a"
+    EXPECT_FALSE(allowed(mask_b, ByteId('b')));
+  }
+  worker.Start({});  // nothing to do: returns, and Wait does not block
+  worker.Wait();
+}
+
+TEST_F(StructuredTest, ConcurrentRequestsForOneConstraintShareOneCompilation) {
+  const ConstraintSpec spec = Spec(ConstraintKind::kGrammar, "root ::= [a-z]+ \"!\"", "grammar");
+  std::vector<std::shared_ptr<const CompiledConstraint>> got(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] { got[i] = *compiler_->Compile(spec); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(got[i].get(), got[0].get());
+  EXPECT_EQ(compiler_->stats().cache_misses, 1);
+  EXPECT_EQ(compiler_->stats().cache_hits, 3);
 }
 
 TEST(ChoiceGrammarTest, EscapesQuotesBackslashesAndControlBytes) {
