@@ -52,6 +52,7 @@ struct OpenAiRequest {
   std::string model;                   // as the client sent it (checked against the served one)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: the prompt's text opens the choice's text
   bool logprobs = false;       // report the chosen tokens' logprobs
   int32_t top_logprobs = 0;    // alternatives per token
   // How the client spelled fields that have more than one spelling, so errors use its words.
@@ -141,6 +142,7 @@ class ResponseBuilder {
   const int64_t created_unix_s_;
   const Tokenizer* const tokenizer_;
 
+  std::string echo_;  // the prompt's text, not yet sent (echo)
   bool sent_role_ = false;
   int64_t text_offset_bytes_ = 0;  // completions logprobs' text_offset
   std::string text_;

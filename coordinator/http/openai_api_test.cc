@@ -195,7 +195,7 @@ TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
             "messages[0].content[0].type"},
            {R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})",
             "messages[0].tool_calls"},
-           {R"({"prompt": "a", "echo": true})", "echo"},
+           {R"({"prompt": "a", "echo": true, "logprobs": 0})", "echo"},
            {R"({"prompt": "a", "best_of": 3})", "best_of"},
            {R"({"prompt": "a", "suffix": "z"})", "suffix"},
            {R"({"prompt": ["a", "b"]})", "prompt"},
@@ -419,6 +419,25 @@ TEST_F(ResponseBuilderTest, ChatStreamRoleFirstThenContentThenFinishAndUsage) {
       "total_tokens": 9, "prompt_tokens_details": {"cached_tokens": 2}})"));
   EXPECT_EQ(SseData(usage).rfind("data: {", 0), 0u);
   EXPECT_EQ(SseData(usage).substr(SseData(usage).size() - 2), "\n\n");
+}
+
+TEST_F(ResponseBuilderTest, EchoOpensTheTextWithThePrompt) {
+  OpenAiRequest text = ParseOk(kCompletions, R"({"prompt": "Hi", "echo": true})");
+  ResponseBuilder whole(text, "x", "m", 1, &tokenizer_);
+  whole.Append(Event(" there", {' '}));
+  whole.Append(Event("", {}, FinishReason::kLength));
+  EXPECT_EQ(whole.Final()["choices"][0]["text"], "Hi there");
+  // Streamed: the first chunk carries the prompt, even before any token.
+  OpenAiRequest ids = ParseOk(kCompletions, R"({"prompt": [72, 105], "echo": true, "stream": true})");
+  ResponseBuilder stream(ids, "x", "m", 1, &tokenizer_);
+  std::vector<Json> first = stream.StreamChunks(Event("", {}));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["choices"][0]["text"], "Hi");
+  EXPECT_EQ(stream.StreamChunks(Event("!", {'!'}))[0]["choices"][0]["text"], "!");
+  Seen e = Refused(kCompletions, R"({"prompt": "a", "echo": true, "logprobs": 1})");
+  EXPECT_EQ(e.param, "echo");
+  EXPECT_EQ(e.message, "echo is not supported by this server: echo with logprobs (the prompt's "
+                       "logprobs) is not implemented; echo alone is");
 }
 
 TEST_F(ResponseBuilderTest, WithoutIncludeUsageThereIsNoUsageField) {

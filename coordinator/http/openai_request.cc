@@ -135,7 +135,10 @@ absl::Status CheckUnsupported(const Json& body, Endpoint endpoint) {
   }
   if (endpoint == Endpoint::kCompletions) {
     TP_ASSIGN_OR_RETURN(std::optional<bool> echo, GetBool(body, "echo"));
-    if (echo.value_or(false)) return Unsupported("echo", "the prompt is not echoed");
+    if (echo.value_or(false) && Find(body, "logprobs") != nullptr) {
+      return Unsupported("echo", "echo with logprobs (the prompt's logprobs) is not implemented; "
+                                 "echo alone is");
+    }
     if (const Json* v = Find(body, "suffix"); v != nullptr && *v != "") {
       return Unsupported("suffix", "insertion (suffix) is not implemented");
     }
@@ -488,6 +491,10 @@ absl::StatusOr<OpenAiRequest> ParseBody(Endpoint endpoint, const Json& body,
   TP_RETURN_IF_ERROR(ParseLimitsAndLogprobs(body, r));
   TP_RETURN_IF_ERROR(ParseStop(body, r));
   TP_RETURN_IF_ERROR(ParseStreaming(body, r));
+  if (endpoint == Endpoint::kCompletions) {
+    TP_ASSIGN_OR_RETURN(std::optional<bool> echo, GetBool(body, "echo"));
+    r.echo = echo.value_or(false);
+  }
   return r;
 }
 

@@ -54,6 +54,16 @@ ResponseBuilder::ResponseBuilder(const OpenAiRequest& request, std::string reque
       created_unix_s_(created_unix_s),
       tokenizer_(tokenizer) {
   logprobs_all_ = LogprobsObject({});
+  if (request.echo && request.endpoint == Endpoint::kCompletions) {
+    if (request.proto.has_text()) {
+      echo_ = request.proto.text();
+    } else if (request.proto.has_token_ids() && tokenizer_ != nullptr) {
+      const auto& ids = request.proto.token_ids().ids();
+      absl::StatusOr<std::string> text =
+          tokenizer_->Decode(std::vector<int32_t>(ids.begin(), ids.end()));
+      if (text.ok()) echo_ = SanitizeUtf8(*text);
+    }
+  }
 }
 
 namespace {
@@ -135,17 +145,19 @@ std::vector<Json> ResponseBuilder::StreamChunks(const GenerationEvent& event) {
   const bool with_logprobs = logprobs_ && !event.logprobs.empty();
   const bool chat = endpoint_ == Endpoint::kChatCompletions;
   const bool first_chat_chunk = chat && !sent_role_;
-  if (event.text.empty() && !with_logprobs && !finished && !first_chat_chunk) return {};
+  std::string text = std::move(echo_) + event.text;  // the echoed prompt opens the first chunk
+  echo_.clear();
+  if (text.empty() && !with_logprobs && !finished && !first_chat_chunk) return {};
 
   Json choice = {{"index", 0}};
   if (chat) {
     Json delta = Json::object();
     if (first_chat_chunk) delta["role"] = "assistant";
-    if (first_chat_chunk || !event.text.empty() || with_logprobs) delta["content"] = event.text;
+    if (first_chat_chunk || !text.empty() || with_logprobs) delta["content"] = text;
     choice["delta"] = std::move(delta);
     sent_role_ = true;
   } else {
-    choice["text"] = event.text;
+    choice["text"] = text;
   }
   choice["logprobs"] = with_logprobs ? LogprobsObject(event.logprobs) : Json(nullptr);
   choice["finish_reason"] = finish_reason_ != nullptr ? Json(finish_reason_) : Json(nullptr);
@@ -166,6 +178,8 @@ Json ResponseBuilder::UsageChunk() const {
 }
 
 void ResponseBuilder::Append(const GenerationEvent& event) {
+  if (!echo_.empty()) text_ = std::move(echo_);
+  echo_.clear();
   text_ += event.text;
   if (logprobs_ && !event.logprobs.empty()) {
     Json more = LogprobsObject(event.logprobs);

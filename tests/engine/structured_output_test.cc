@@ -2,7 +2,7 @@
 // EOS comes exactly where the grammar may end, and the promises of the engine hold for
 // constrained requests too: batch invariance (alone or among free and constrained requests),
 // preemption (the matcher survives recomputation), tensor parallelism, cancellation (the
-// matcher and the KV are freed), the length bound (finish "length", completed = false).
+// matcher and the KV are freed), the length bound and stop sequences (completed = false).
 #include <memory>
 #include <regex>
 #include <string>
@@ -203,7 +203,7 @@ TEST_F(StructuredOutputTest, SameTokensAtTp3) {
   EXPECT_EQ(tp3.ids, tp1.ids) << tp3.text << " vs " << tp1.text;
 }
 
-TEST_F(StructuredOutputTest, LengthCutAndCancelSayNotCompletedAndFreeEverything) {
+TEST_F(StructuredOutputTest, LengthStopAndCancelSayNotCompletedAndFreeEverything) {
   MakeEngine({});
   tpserve::v1::GenerateRequest short_one = Person();
   short_one.set_max_new_tokens(4);
@@ -211,6 +211,15 @@ TEST_F(StructuredOutputTest, LengthCutAndCancelSayNotCompletedAndFreeEverything)
   EXPECT_EQ(cut.finish, FinishReason::kLength);
   ASSERT_TRUE(cut.structured.has_value());
   EXPECT_FALSE(cut.structured->completed);
+
+  // A stop sequence inside the document ends it there, incomplete.
+  tpserve::v1::GenerateRequest stopped = Person();
+  stopped.add_stop_sequences("\"age\"");
+  const Output stop = Run({stopped})[0];
+  EXPECT_EQ(stop.finish, FinishReason::kStopSequence) << stop.text;
+  ASSERT_TRUE(stop.structured.has_value());
+  EXPECT_FALSE(stop.structured->completed);
+  EXPECT_EQ(stop.text.find("age"), std::string::npos) << stop.text;
 
   const Output cancelled = Run({Person()}, /*cancel_after_steps=*/3)[0];
   EXPECT_EQ(cancelled.finish, FinishReason::kCancelled);
