@@ -33,9 +33,12 @@ fi
 # would call us), for reading the GGUF vocabulary independently of our tokenizer, and for the
 # reference packers of quantized checkpoints (ml_dtypes' fp8, Hugging Face safetensors), and the
 # official OpenAI client plus Prometheus' parser for the HTTP front's end-to-end tests, and
-# PyYAML for the check of the Kubernetes manifests (tests/deploy).
-PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors openai prometheus_client pyyaml)
-if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client, yaml" 2>/dev/null; then
+# PyYAML for the check of the Kubernetes manifests (tests/deploy), and jsonschema (with the
+# format checkers of date-time and json-pointer) that validates structured output
+# (tests/structured, tests/e2e/test_structured_output.py).
+PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors openai prometheus_client pyyaml
+             jsonschema rfc3339-validator jsonpointer)
+if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client, yaml, jsonschema, rfc3339_validator, jsonpointer" 2>/dev/null; then
   echo "setup: pip installing ${PY_PACKAGES[*]}" >&2
   python3 -m pip install --quiet "${PY_PACKAGES[@]}"
 fi
