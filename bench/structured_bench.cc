@@ -128,16 +128,13 @@ absl::StatusOr<DecodeResult> ServeOnce(const ModelBundle& bundle, const Constrai
   std::vector<Clock::time_point> first(streams), last(streams);
   std::vector<int64_t> tokens(streams, 0);
   DecodeResult result;
-  int json_cases = 0;
+  std::vector<const CorpusCase*> schemas;
+  for (const CorpusCase& c : cases) {
+    if (c.spec.kind == ConstraintKind::kJsonSchema) schemas.push_back(&c);
+  }
+  if (schemas.empty()) return absl::InternalError("no json_schema cases");
   for (int i = 0; i < streams; ++i) {
-    // The json_schema cases, in turn.
-    const CorpusCase* c = nullptr;
-    for (size_t k = 0, seen = 0; k < cases.size(); ++k) {
-      if (cases[k].spec.kind != ConstraintKind::kJsonSchema) continue;
-      if (static_cast<int>(seen++) == i % 17) c = &cases[k];
-    }
-    if (c == nullptr) return absl::InternalError("no json_schema cases");
-    ++json_cases;
+    const CorpusCase* c = schemas[i % schemas.size()];  // the json_schema cases, in turn
     tpserve::v1::GenerateRequest proto;
     tpserve::v1::ChatMessage* m = proto.mutable_chat()->add_messages();
     m->set_role("user");
@@ -176,7 +173,6 @@ absl::StatusOr<DecodeResult> ServeOnce(const ModelBundle& bundle, const Constrai
   result.steps = engine.stats().steps;
   result.jumped = engine.stats().jump_forward_tokens;
   result.mask_wait_ms_per_step = engine.stats().mask_wait_s * 1e3 / std::max<int64_t>(1, result.steps);
-  (void)json_cases;
   return result;
 }
 

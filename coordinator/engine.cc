@@ -198,13 +198,10 @@ bool Engine::Step() {
   const absl::Time executed = absl::Now();
   const double wall_s = absl::ToDoubleSeconds(executed - start);
   masks_.Wait();
-  {
-    absl::MutexLock lock(&mu_);
-    stats_.mask_wait_s += absl::ToDoubleSeconds(absl::Now() - executed);
-  }
+  const double mask_wait_s = absl::ToDoubleSeconds(absl::Now() - executed);
   if (result.ok()) {
     scheduler_.Commit(step.batch);
-    RecordStep(step, *result, wall_s);
+    RecordStep(step, *result, wall_s, mask_wait_s);
     SampleAndDeliver(step.batch, *result);
   } else {
     FailAll(absl::UnavailableError(absl::StrCat("model step failed: ", result.status().message())));
@@ -213,13 +210,15 @@ bool Engine::Step() {
   return result.ok();
 }
 
-void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wall_s) {
+void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wall_s,
+                        double mask_wait_s) {
   std::function<void(const StepTiming&)> observer;
   {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;
     stats_.tokens_computed += step.batch.num_tokens();
     stats_.step_wall_s += wall_s;
+    stats_.mask_wait_s += mask_wait_s;
     stats_.execute_s += result.compute_s;
     stats_.allreduce_s += result.allreduce_s;
     stats_.preemptions += static_cast<int64_t>(step.preempted.size());

@@ -145,7 +145,8 @@ class Engine {
   // Starts filling the masks of the batch's constrained sequences that sample this step.
   void StartMasks(const StepBatch& batch);
   // After a step ran: the stats, the step observer and each admission's prefix-cache hits.
-  void RecordStep(const ScheduledStep& step, StepResult& result, double wall_s);
+  void RecordStep(const ScheduledStep& step, StepResult& result, double wall_s,
+                  double mask_wait_s);
   void SampleAndDeliver(const StepBatch& batch, const StepResult& result);
 
   const EngineOptions options_;

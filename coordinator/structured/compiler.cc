@@ -229,18 +229,19 @@ absl::StatusOr<std::unique_ptr<ConstraintCompiler>> ConstraintCompiler::Create(
     return absl::InvalidArgumentError(StrCat("structured output: ", e.what()));
   }
   return std::unique_ptr<ConstraintCompiler>(
-      new ConstraintCompiler(std::move(shared), vocab_size, limits));
+      new ConstraintCompiler(std::move(shared), vocab_size));
 }
 
-ConstraintCompiler::ConstraintCompiler(std::shared_ptr<Shared> shared, int32_t vocab_size,
-                                       ConstraintLimits limits)
-    : shared_(std::move(shared)), vocab_size_(vocab_size), limits_(limits) {
+ConstraintCompiler::ConstraintCompiler(std::shared_ptr<Shared> shared, int32_t vocab_size)
+    : shared_(std::move(shared)), vocab_size_(vocab_size) {
   // Detached: a compilation XGrammar cannot stop must not hold up this object's destruction.
   // Each thread keeps the shared state alive until it has seen `stop`.
-  for (int i = 0; i < std::max(1, limits_.compile_threads); ++i) {
+  for (int i = 0; i < std::max(1, limits().compile_threads); ++i) {
     std::thread([shared = shared_] { shared->WorkerLoop(); }).detach();
   }
 }
+
+const ConstraintLimits& ConstraintCompiler::limits() const { return shared_->limits; }
 
 ConstraintCompiler::~ConstraintCompiler() {
   absl::MutexLock lock(&shared_->mu);
@@ -251,10 +252,10 @@ absl::Status ConstraintCompiler::CheckBounds(const ConstraintSpec& spec) const {
   int64_t bytes = static_cast<int64_t>(spec.text.size());
   if (spec.kind == ConstraintKind::kChoice) {
     if (spec.choices.empty()) return FieldError(spec.field, " is empty: give at least one choice");
-    if (static_cast<int64_t>(spec.choices.size()) > limits_.max_choices) {
+    if (static_cast<int64_t>(spec.choices.size()) > limits().max_choices) {
       return FieldError(spec.field, StrCat(" has ", spec.choices.size(),
                                                  " choices, over the limit of ",
-                                                 limits_.max_choices));
+                                                 limits().max_choices));
     }
     for (size_t i = 0; i < spec.choices.size(); ++i) {
       if (spec.choices[i].empty()) {
@@ -265,9 +266,9 @@ absl::Status ConstraintCompiler::CheckBounds(const ConstraintSpec& spec) const {
   } else if (spec.kind != ConstraintKind::kJsonObject && spec.text.empty()) {
     return FieldError(spec.field, " is empty");
   }
-  if (bytes > limits_.max_text_bytes) {
+  if (bytes > limits().max_text_bytes) {
     return FieldError(spec.field, StrCat(" is ", bytes, " bytes, over the limit of ",
-                                               limits_.max_text_bytes,
+                                               limits().max_text_bytes,
                                                " (--structured_max_constraint_bytes)"));
   }
   return absl::OkStatus();
@@ -277,7 +278,7 @@ absl::StatusOr<Compiled> ConstraintCompiler::Compile(const ConstraintSpec& spec,
                                                       absl::Time deadline) const {
   TP_RETURN_IF_ERROR(CheckBounds(spec));
   const std::string timeout_message = StrCat(
-      ": compiling it took longer than the limit of ", Seconds(limits_.compile_timeout),
+      ": compiling it took longer than the limit of ", Seconds(limits().compile_timeout),
       " (--structured_compile_timeout_ms); simplify the constraint");
   std::string key = spec.CacheKey();
   std::shared_ptr<Shared::Job> job;
@@ -305,11 +306,11 @@ absl::StatusOr<Compiled> ConstraintCompiler::Compile(const ConstraintSpec& spec,
     }
   }
   const absl::Time now = absl::Now();
-  const absl::Time give_up = std::min(deadline, now + limits_.compile_timeout);
+  const absl::Time give_up = std::min(deadline, now + limits().compile_timeout);
   if (!job->done.WaitForNotificationWithDeadline(give_up)) {
     absl::MutexLock lock(&shared_->mu);
     ++shared_->stats.timeouts;
-    if (give_up == deadline && deadline < now + limits_.compile_timeout) {
+    if (give_up == deadline && deadline < now + limits().compile_timeout) {
       return absl::DeadlineExceededError(
           StrCat("the request's deadline passed while compiling ", spec.field));
     }

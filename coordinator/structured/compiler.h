@@ -87,18 +87,17 @@ class ConstraintCompiler {
       const ConstraintSpec& spec, absl::Time deadline = absl::InfiniteFuture()) const;
 
   int32_t vocab_size() const { return vocab_size_; }
-  const ConstraintLimits& limits() const { return limits_; }
+  const ConstraintLimits& limits() const;
   ConstraintCompilerStats stats() const;
 
  private:
   struct Shared;
-  ConstraintCompiler(std::shared_ptr<Shared> shared, int32_t vocab_size, ConstraintLimits limits);
+  ConstraintCompiler(std::shared_ptr<Shared> shared, int32_t vocab_size);
 
   absl::Status CheckBounds(const ConstraintSpec& spec) const;
 
   std::shared_ptr<Shared> shared_;
   const int32_t vocab_size_;
-  const ConstraintLimits limits_;
 };
 
 // An EBNF grammar (XGrammar's dialect) whose language is exactly `choices`.

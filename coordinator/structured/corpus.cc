@@ -1,9 +1,9 @@
 #include "coordinator/structured/corpus.h"
 
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <optional>
 
+#include "base/file_text.h"
 #include "base/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -14,11 +14,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 absl::StatusOr<Json> ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(StrCat("cannot open ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  std::optional<std::string> text = ReadFileText(path);
+  if (!text.has_value()) return absl::NotFoundError(StrCat("cannot open ", path));
+  Json j = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(StrCat(path, " is not valid JSON"));
   return j;
 }

@@ -1,6 +1,7 @@
 #include "coordinator/structured/schema_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <set>
 #include <utility>
@@ -46,12 +47,17 @@ std::string Child(const std::string& pointer, const std::string& token) {
 
 std::string Display(const std::string& pointer) { return pointer.empty() ? "/" : pointer; }
 
+// A JSON number with no fractional part (1 and 1.0 alike); false for anything else.
+bool IsWholeNumber(const Json& value) {
+  if (value.is_number_integer()) return true;
+  if (!value.is_number_float()) return false;
+  const double d = value.get<double>();
+  return std::isfinite(d) && d == std::floor(d);
+}
+
 bool JsonTypeMatches(const Json& value, const std::string& type) {
   if (type == "string") return value.is_string();
-  if (type == "integer") {
-    return value.is_number_integer() ||
-           (value.is_number_float() && value.get<double>() == static_cast<int64_t>(value.get<double>()));
-  }
+  if (type == "integer") return IsWholeNumber(value);
   if (type == "number") return value.is_number();
   if (type == "boolean") return value.is_boolean();
   if (type == "null") return value.is_null();
@@ -219,9 +225,8 @@ class Walker {
                               std::vector<std::pair<std::string, std::string>>& subschemas) {
     if (type == "integer" || type == "number") {
       enforced.insert({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"});
-      if (type == "integer" && node.contains("multipleOf") && node["multipleOf"].is_number() &&
-          node["multipleOf"].get<double>() > 0 &&
-          node["multipleOf"].get<double>() == static_cast<int64_t>(node["multipleOf"].get<double>())) {
+      if (type == "integer" && node.contains("multipleOf") && IsWholeNumber(node["multipleOf"]) &&
+          node["multipleOf"].get<double>() > 0) {
         enforced.insert("multipleOf");
       }
     } else if (type == "string") {
