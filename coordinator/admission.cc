@@ -68,6 +68,9 @@ absl::StatusOr<AdmittedRequest> Admitter::Admit(const tpserve::v1::GenerateReque
   r.stop_.stop_token_ids = std::move(in.stop_token_ids);
   r.stop_.ignore_eos = in.ignore_eos;
   r.logprobs_ = in.logprobs;
+  r.prompt_logprobs_ = in.prompt_logprobs;
+  r.n_ = in.n;
+  r.best_of_ = in.best_of;
   r.deadline_ = deadline;
   if (!in.constraint.empty()) {
     if (constraints_ == nullptr) {

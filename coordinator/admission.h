@@ -54,6 +54,11 @@ class AdmittedRequest {
   const SamplingParams& sampling() const { return sampling_; }
   const StopConditions& stop() const { return stop_; }  // max_new_tokens resolved, >= 1
   bool logprobs() const { return logprobs_; }
+  bool prompt_logprobs() const { return prompt_logprobs_; }
+  // Choices returned (n) and candidates generated (best_of >= n): the engine runs best_of
+  // sequences of this prompt; the frontend returns the best n of them.
+  int32_t n() const { return n_; }
+  int32_t best_of() const { return best_of_; }
   absl::Time deadline() const { return deadline_; }
   // The compiled structured-output constraint; null for free text.
   const std::shared_ptr<const CompiledConstraint>& constraint() const { return constraint_; }
@@ -67,6 +72,9 @@ class AdmittedRequest {
   SamplingParams sampling_;
   StopConditions stop_;
   bool logprobs_ = false;
+  bool prompt_logprobs_ = false;
+  int32_t n_ = 1;
+  int32_t best_of_ = 1;
   absl::Time deadline_ = absl::InfiniteFuture();
   std::shared_ptr<const CompiledConstraint> constraint_;
 };

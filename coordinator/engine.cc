@@ -11,27 +11,43 @@
 
 namespace tpserve {
 
+namespace {
+
+// Sequence `index` of a request draws from its own stream: seed + index when seeded.
+SamplingParams ForSequence(SamplingParams params, int32_t index) {
+  if (params.seed.has_value()) *params.seed += static_cast<uint64_t>(index);
+  return params;
+}
+
+}  // namespace
+
 struct Engine::Sequence {
-  Sequence(int64_t id, AdmittedRequest r, EventCallback cb, const Tokenizer* tokenizer)
+  Sequence(int64_t id, int64_t request_id, int32_t index,
+           std::shared_ptr<const AdmittedRequest> r, EventCallback cb, const Tokenizer* tokenizer)
       : id(id),
+        request_id(request_id),
+        index(index),
         request(std::move(r)),
         on_event(std::move(cb)),
-        tokens(request.prompt_ids()),
-        sampler(request.sampling()),
+        tokens(request->prompt_ids()),
+        sampler(ForSequence(request->sampling(), index)),
         // Control tokens (<|im_end|>, BOS) are not part of the text a client reads.
         detokenizer(tokenizer, DecodeOptions{/*skip_control=*/true}),
-        stops(request.stop().stop_sequences) {
-    if (request.constraint() != nullptr) {
-      matcher.emplace(request.constraint());
-      mask.resize(TokenMaskWords(request.constraint()->vocab_size()));
+        stops(request->stop().stop_sequences) {
+    if (request->constraint() != nullptr) {
+      matcher.emplace(request->constraint());
+      mask.resize(TokenMaskWords(request->constraint()->vocab_size()));
     }
   }
 
   int64_t id;
-  const AdmittedRequest request;
+  int64_t request_id;  // sequence 0's id
+  int32_t index;       // of the request's best_of sequences
+  const std::shared_ptr<const AdmittedRequest> request;
   EventCallback on_event;
   std::vector<int32_t> tokens;  // prompt, then generated
   int32_t num_generated = 0;
+  double cumulative_logprob = 0.0;
   bool admitted = false;      // scheduled at least once
   int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission
   Sampler sampler;
@@ -39,6 +55,11 @@ struct Engine::Sequence {
   StopMatcher stops;
   std::optional<ConstraintMatcher> matcher;  // structured output; its mask for the next token
   std::vector<int32_t> mask;
+  // Sequence 0: the request's other sequences, queued once the prompt's KV is in the cache.
+  std::vector<std::unique_ptr<Sequence>> followers;
+  // Sequence 0 with prompt_logprobs: the prompt's scores so far, sent with its first token
+  // (never when it ends before: partial scores are not sent).
+  std::vector<SampledToken> prompt_logprobs;
   absl::Time submitted = absl::Now();
   absl::Time first_token = absl::InfinitePast();
   absl::Time last_token = absl::InfinitePast();
@@ -58,10 +79,17 @@ Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
 Engine::~Engine() { Stop(); }
 
 absl::StatusOr<int64_t> Engine::Submit(AdmittedRequest request, EventCallback on_event) {
+  auto shared = std::make_shared<const AdmittedRequest>(std::move(request));
   absl::MutexLock lock(&mu_);
   if (!health_.ok()) return health_;
-  const int64_t id = next_id_++;
-  inbox_.push_back(std::make_unique<Sequence>(id, std::move(request), std::move(on_event), tokenizer_));
+  const int64_t id = next_id_;
+  next_id_ += shared->best_of();
+  auto leader = std::make_unique<Sequence>(id, id, 0, shared, on_event, tokenizer_);
+  for (int32_t i = 1; i < shared->best_of(); ++i) {
+    leader->followers.push_back(
+        std::make_unique<Sequence>(id + i, id, i, shared, on_event, tokenizer_));
+  }
+  inbox_.push_back(std::move(leader));
   return id;
 }
 
@@ -95,25 +123,65 @@ void Engine::DrainInbox() {
   }
   for (auto& seq : inbox) {
     const int64_t id = seq->id;
-    absl::Status added = scheduler_.Add(id, seq->tokens);
+    absl::Status added = scheduler_.Add(id, seq->tokens, seq->request->prompt_logprobs());
     seqs_[id] = std::move(seq);
     if (!added.ok()) Finish(*seqs_[id], FinishReason::kError, added);
   }
-  for (int64_t id : cancels) {
-    auto it = seqs_.find(id);
-    if (it != seqs_.end()) Finish(*it->second, FinishReason::kCancelled);
+  for (int64_t request_id : cancels) {
+    std::vector<int64_t> ids;
+    for (const auto& [id, seq] : seqs_) {
+      if (seq->request_id == request_id) ids.push_back(id);
+    }
+    std::sort(ids.begin(), ids.end());  // sequence 0 first: its followers end with it
+    for (int64_t id : ids) {
+      auto it = seqs_.find(id);
+      if (it != seqs_.end()) Finish(*it->second, FinishReason::kCancelled);
+    }
   }
   const absl::Time now = absl::Now();
   std::vector<int64_t> expired;
   for (const auto& [id, seq] : seqs_) {
-    if (seq->request.deadline() <= now) expired.push_back(id);
+    if (seq->request->deadline() <= now) expired.push_back(id);
   }
-  for (int64_t id : expired) Finish(*seqs_[id], FinishReason::kDeadline);
+  std::sort(expired.begin(), expired.end());
+  for (int64_t id : expired) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) Finish(*it->second, FinishReason::kDeadline);
+  }
+}
+
+void Engine::ReleaseFollowers(Sequence& seq) {
+  std::vector<std::unique_ptr<Sequence>> followers = std::move(seq.followers);
+  seq.followers.clear();
+  for (auto& f : followers) {
+    const int64_t id = f->id;
+    absl::Status added = scheduler_.Add(id, f->tokens);
+    seqs_[id] = std::move(f);
+    if (!added.ok()) Finish(*seqs_[id], FinishReason::kError, added);
+  }
 }
 
 void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
                     std::string matched_stop_sequence) {
+  if (!seq.followers.empty()) {
+    // Sequence 0 ended before its prompt was computed (cancelled, expired, failed): so do the
+    // others. After a normal end its prompt's blocks are cached: they go on.
+    if (reason == FinishReason::kCancelled || reason == FinishReason::kDeadline ||
+        reason == FinishReason::kError) {
+      std::vector<std::unique_ptr<Sequence>> followers = std::move(seq.followers);
+      seq.followers.clear();
+      for (auto& f : followers) {
+        const int64_t id = f->id;
+        seqs_[id] = std::move(f);
+        Finish(*seqs_[id], reason, error);
+      }
+    } else {
+      ReleaseFollowers(seq);
+    }
+  }
   GenerationEvent event;
+  event.index = seq.index;
+  event.cumulative_logprob = seq.cumulative_logprob;
   event.finish = reason;
   event.error = std::move(error);
   event.matched_stop_sequence = std::move(matched_stop_sequence);
@@ -123,9 +191,9 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   }
   if (seq.matcher.has_value()) {
     event.structured = StructuredOutcome{seq.matcher->completed(),
-                                         seq.request.constraint()->dropped_keywords()};
+                                         seq.request->constraint()->dropped_keywords()};
   }
-  event.usage.prompt_tokens = static_cast<int32_t>(seq.request.prompt_ids().size());
+  event.usage.prompt_tokens = static_cast<int32_t>(seq.request->prompt_ids().size());
   event.usage.completion_tokens = seq.num_generated;
   event.usage.cached_tokens = seq.cached_tokens;
   if (seq.num_generated > 0) {
@@ -157,7 +225,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
   seq.tokens.push_back(token.id);
   scheduler_.AppendToken(seq.id, token.id);
 
-  const StopConditions& stop = seq.request.stop();
+  const StopConditions& stop = seq.request->stop();
   // A constraint's stop token ends it even with ignore_eos: the grammar allows nothing after.
   const bool is_eos = (seq.matcher.has_value() && seq.matcher->terminated()) ||
                       (!stop.ignore_eos && std::count(options_.eos_token_ids.begin(),
@@ -167,7 +235,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
     return;
   }
   event.token_ids.push_back(token.id);
-  if (seq.request.logprobs()) event.logprobs.push_back(token);
+  if (seq.request->logprobs()) event.logprobs.push_back(token);
   absl::StatusOr<std::string> piece = seq.detokenizer.Push(token.id);
   if (!piece.ok()) {
     event.finish = FinishReason::kError;
@@ -240,7 +308,7 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
 void Engine::StartMasks(const StepBatch& batch) {
   std::vector<MaskWorker::Job> jobs;
   for (const StepBatch::Sequence& s : batch.sequences) {
-    if (s.num_logits == 0) continue;
+    if (!Samples(s)) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
     if (seq.matcher.has_value()) jobs.emplace_back(&*seq.matcher, absl::MakeSpan(seq.mask));
   }
@@ -265,16 +333,35 @@ void Engine::JumpForward(Sequence& seq, GenerationEvent& event) {
   stats_.jump_forward_tokens += appended;
 }
 
-// Every sequence that asked for logits samples its next token from its last row (through its
-// constraint's mask, if it has one).
+bool Engine::Samples(const StepBatch::Sequence& s) const {
+  return s.num_logits > 0 &&
+         s.end_position() == static_cast<int64_t>(seqs_.at(s.seq_id)->tokens.size());
+}
+
+// A sequence's rows are its last num_logits positions. Those before its last known token score
+// the prompt token that follows them (prompt logprobs); the last one samples the next token
+// (through the sequence's constraint's mask, if it has one).
 void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) {
   int64_t row = 0;
   for (const StepBatch::Sequence& s : batch.sequences) {
+    const int64_t first_row = row;
     row += s.num_logits;
     if (s.num_logits == 0) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
+    const bool samples = Samples(s);
+    const int64_t scored = s.num_logits - (samples ? 1 : 0);
+    for (int64_t i = 0; i < scored; ++i) {
+      const int64_t position = s.end_position() - s.num_logits + i;
+      seq.prompt_logprobs.push_back(ScoreToken(result.Row(first_row + i), seq.tokens[position + 1],
+                                               seq.request->sampling().top_logprobs));
+    }
+    if (!samples) continue;
+    if (seq.num_generated == 0) ReleaseFollowers(seq);  // its prompt's KV is in the cache now
     const SampledToken token = seq.sampler.Sample(result.Row(row - 1), seq.tokens, seq.mask);
+    seq.cumulative_logprob += token.logprob;
     GenerationEvent event;
+    event.index = seq.index;
+    if (seq.num_generated == 0) event.prompt_logprobs = std::move(seq.prompt_logprobs);
     if (seq.matcher.has_value() && !seq.matcher->Accept(token.id)) {
       event.finish = FinishReason::kError;
       event.error = absl::InternalError(absl::StrCat(
@@ -289,7 +376,10 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
     const absl::Status error = event.error;
     std::string matched = std::move(event.matched_stop_sequence);
     event.finish = FinishReason::kNone;
-    if (!event.token_ids.empty() || !event.text.empty()) seq.on_event(std::move(event));
+    // The prompt's scores go out at once, before any other sequence of the request has run.
+    if (!event.token_ids.empty() || !event.text.empty() || !event.prompt_logprobs.empty()) {
+      seq.on_event(std::move(event));
+    }
     if (reason != FinishReason::kNone) Finish(seq, reason, error, std::move(matched));
   }
 }

@@ -7,9 +7,17 @@
 //   TP_ASSIGN_OR_RETURN(int64_t id, engine.Submit(std::move(request), on_event));
 //   engine.Start();  ...  engine.Cancel(id);  ...  engine.Stop();
 //
+// A request with best_of = k runs k sequences of one prompt (GenerationEvent::index 0 .. k-1).
+// Sequence 0 computes the prompt; the others are queued once it has, so the prefix cache hands
+// them its full blocks and each computes only the prompt's last partial block itself (at most
+// block_size_tokens tokens: the recomputed equivalent of a copy-on-write of that block).
+// Sequence i samples with seed + i when the request has a seed.
+//
 // Threading: Submit, Cancel, health and Stop are thread-safe. Events are delivered on the step
-// thread, in order, ending with exactly one event whose `finish` is set; callbacks must not
-// block. A cancelled or expired request's KV blocks are freed before the next step runs.
+// thread, in order for each sequence, each sequence ending with exactly one event whose
+// `finish` is set (so a request ends after best_of of them); callbacks must not block.
+// Cancel ends every sequence of the request. A cancelled or expired request's KV blocks are
+// freed before the next step runs.
 #ifndef TPSERVE_COORDINATOR_ENGINE_H_
 #define TPSERVE_COORDINATOR_ENGINE_H_
 
@@ -62,6 +70,7 @@ struct StructuredOutcome {
 };
 
 struct GenerationEvent {
+  int32_t index = 0;                    // the sequence of the request (0 .. best_of - 1)
   std::vector<int32_t> token_ids;       // new since the previous event
   std::string text;                     // whole UTF-8 characters only
   std::vector<SampledToken> logprobs;   // one per token id when the request asked for them
@@ -70,6 +79,11 @@ struct GenerationEvent {
   absl::Status error;                   // set with finish == kError
   Usage usage;                          // set on the finishing event
   std::optional<StructuredOutcome> structured;  // the finishing event of a constrained request
+  // The finishing event: the sum of the sampled tokens' logprobs (SampledToken::logprob; EOS
+  // included, forced tokens count 0), what best_of ranks candidates by.
+  double cumulative_logprob = 0.0;
+  // prompt_logprobs: sequence 0's first event, one entry per prompt token after the first.
+  std::vector<SampledToken> prompt_logprobs;
 };
 
 using EventCallback = std::function<void(GenerationEvent)>;
@@ -110,9 +124,10 @@ class Engine {
   ~Engine();
 
   // Queues a request that came through the door (Admitter::Admit, over this engine's
-  // kv_capacity()). UNAVAILABLE once the engine has failed.
+  // kv_capacity()): its best_of() sequences. UNAVAILABLE once the engine has failed.
   absl::StatusOr<int64_t> Submit(AdmittedRequest request, EventCallback on_event);
-  // Ends a request with kCancelled (no-op for unknown or finished ids).
+  // Ends every unfinished sequence of a request with kCancelled (no-op for unknown or
+  // finished ids).
   void Cancel(int64_t request_id);
 
   // Runs steps on a thread of its own until Stop().
@@ -148,6 +163,10 @@ class Engine {
   void RecordStep(const ScheduledStep& step, StepResult& result, double wall_s,
                   double mask_wait_s);
   void SampleAndDeliver(const StepBatch& batch, const StepResult& result);
+  // Queues the sequences of `seq`'s request that waited for its prompt's KV.
+  void ReleaseFollowers(Sequence& seq);
+  // True when this step puts the sequence's last known token in the cache: it samples.
+  bool Samples(const StepBatch::Sequence& s) const;
 
   const EngineOptions options_;
   std::unique_ptr<ModelExecutor> executor_;

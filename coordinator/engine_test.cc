@@ -244,5 +244,68 @@ TEST_F(EngineTest, BackgroundThreadServesConcurrentSubmitters) {
   for (const auto& o : outs) EXPECT_EQ(o.text(), "23456789");
 }
 
+// n = 3: choice 0 computes the prompt alone; the others are queued once it sampled, start after
+// its full blocks (shared by reference, not recomputed) and compute only the partial last one.
+TEST_F(EngineTest, ChoicesWaitForThePromptThenShareItsFullBlocks) {
+  const std::string script = "0123456789abcdef";
+  Make(script);
+  std::map<int32_t, Collected> out;
+  absl::StatusOr<AdmittedRequest> r =
+      AdmitForTest(*engine_, {Bytes("0123456789"), /*max_new_tokens=*/3, {}, 0.0f,
+                              absl::InfiniteFuture(), /*n=*/3});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(engine_->Submit(*std::move(r), [&out](GenerationEvent e) {
+    out[e.index].events.push_back(std::move(e));
+  }).ok());
+  RunToIdle();
+  ASSERT_EQ(out.size(), 3u);
+  for (auto& [index, c] : out) {
+    EXPECT_EQ(c.text(), "abc") << index;
+    EXPECT_EQ(c.last().finish, FinishReason::kLength);
+    EXPECT_EQ(c.last().index, index);
+    EXPECT_EQ(c.last().usage.cached_tokens, index == 0 ? 0 : 8);  // two full blocks of 4
+  }
+  // Step 0: the prompt, alone. Step 1: choice 0's decode, and choices 1 and 2 from position 8
+  // with the same physical blocks for positions 0-7.
+  ASSERT_GE(executor_->seen_steps.size(), 2u);
+  const StepBatch& first = executor_->seen_steps[0];
+  ASSERT_EQ(first.sequences.size(), 1u);
+  EXPECT_EQ(first.sequences[0].num_tokens, 10);
+  const StepBatch& second = executor_->seen_steps[1];
+  ASSERT_EQ(second.sequences.size(), 3u);
+  const std::vector<int32_t>& table0 = second.sequences[0].block_table;
+  for (int i : {1, 2}) {
+    const StepBatch::Sequence& s = second.sequences[i];
+    EXPECT_EQ(s.start_position, 8);
+    EXPECT_EQ(s.num_tokens, 2);
+    ASSERT_GE(s.block_table.size(), 3u);
+    EXPECT_EQ(s.block_table[0], table0[0]);
+    EXPECT_EQ(s.block_table[1], table0[1]);
+    EXPECT_NE(s.block_table[2], table0[2]);  // the partial block is each one's own
+  }
+  EXPECT_EQ(engine_->stats().free_kv_blocks, 64);
+}
+
+// A request cancelled before its prompt ran: every choice ends cancelled, none computed.
+TEST_F(EngineTest, CancellingAChoiceRequestEndsEveryChoice) {
+  Make("0123456789abcdef");
+  std::map<int32_t, Collected> out;
+  absl::StatusOr<AdmittedRequest> r =
+      AdmitForTest(*engine_, {Bytes("0123"), 5, {}, 0.0f, absl::InfiniteFuture(), /*n=*/4});
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<int64_t> id = engine_->Submit(*std::move(r), [&out](GenerationEvent e) {
+    out[e.index].events.push_back(std::move(e));
+  });
+  ASSERT_TRUE(id.ok());
+  engine_->Cancel(*id);
+  RunToIdle();
+  ASSERT_EQ(out.size(), 4u);
+  for (auto& [index, c] : out) {
+    ASSERT_EQ(c.events.size(), 1u) << index;
+    EXPECT_EQ(c.last().finish, FinishReason::kCancelled);
+  }
+  EXPECT_TRUE(executor_->seen_steps.empty());
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -20,11 +20,29 @@ struct Frontend::Tracked {
   int64_t id = 0;
   std::string request_id;
   int32_t prompt_tokens = 0;
+  int32_t n = 1;        // choices delivered
+  int32_t best_of = 1;  // sequences the engine runs
   absl::Time submitted;
   absl::Time last_token = absl::InfinitePast();
-  int32_t tokens = 0;
+  int32_t tokens = 0;                  // sent, over all sequences
+  std::vector<int32_t> sent;           // sent, by sequence
+  int32_t finished = 0;                // sequences finished
+  // How the request ended, for its log line and metrics: the first abnormal end (cancelled,
+  // deadline, error), else sequence 0's; the completion tokens of every sequence.
+  GenerationEvent end;
+  int32_t completion_tokens = 0;
+  // best_of > n: every candidate's events, held until all have finished.
+  std::vector<std::vector<GenerationEvent>> held;
   EventCallback on_event;
 };
+
+namespace {
+
+bool Abnormal(FinishReason r) {
+  return r == FinishReason::kCancelled || r == FinishReason::kDeadline || r == FinishReason::kError;
+}
+
+}  // namespace
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -142,6 +160,10 @@ absl::StatusOr<Admitted> Frontend::Generate(const tpserve::v1::GenerateRequest& 
   auto tracked = std::make_shared<Tracked>();
   tracked->request_id = request->request_id();
   tracked->prompt_tokens = static_cast<int32_t>(request->prompt_ids().size());
+  tracked->n = request->n();
+  tracked->best_of = request->best_of();
+  tracked->sent.assign(tracked->best_of, 0);
+  if (tracked->best_of > tracked->n) tracked->held.resize(tracked->best_of);
   tracked->on_event = std::move(on_event);
 
   // Under the lock, so that the request is in flight before its first event can arrive.
@@ -149,22 +171,27 @@ absl::StatusOr<Admitted> Frontend::Generate(const tpserve::v1::GenerateRequest& 
   if (draining_) {
     return refuse(absl::UnavailableError("the server is draining: no new requests"));
   }
+  // Sequences are what wait for a place in a batch: a request with best_of = k counts k (and
+  // is admitted into an empty queue even when k alone exceeds the bound).
   const int64_t limit = int64_t{options_.max_running} + options_.max_queued_requests;
-  if (static_cast<int64_t>(in_flight_.size()) >= limit) {
+  if (in_flight_sequences_ > 0 && in_flight_sequences_ + tracked->best_of > limit) {
     return refuse(absl::ResourceExhaustedError(absl::StrCat(
-        "the request queue is full: ", in_flight_.size() - options_.max_running,
+        "the request queue is full: ", std::max<int64_t>(0, in_flight_sequences_ - options_.max_running),
         " requests wait for a place in a batch of ", options_.max_running,
         " (max_queued_requests = ", options_.max_queued_requests, "); retry after ",
         RetryAfterLocked(), " s")));
   }
   tracked->submitted = absl::Now();
+  std::vector<int32_t> prompt_ids = request->prompt_ids();
   absl::StatusOr<int64_t> id = engine_->Submit(
       *std::move(request), [this, tracked](GenerationEvent e) { OnEvent(*tracked, e); });
   if (!id.ok()) return refuse(id.status());
   tracked->id = *id;
   in_flight_.insert(*id);
+  in_flight_sequences_ += tracked->best_of;
   prompt_tokens_->Add(tracked->prompt_tokens);
-  return Admitted{*id, tracked->request_id, tracked->prompt_tokens};
+  return Admitted{*id, tracked->request_id, tracked->prompt_tokens, tracked->n,
+                  std::move(prompt_ids)};
 }
 
 void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
@@ -178,47 +205,119 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
       for (int32_t i = 0; i < n; ++i) inter_token_->Observe(gap);
     }
     t.tokens += n;
+    t.sent[event.index] += n;
     t.last_token = now;
     generation_tokens_->Add(n);
   }
   if (event.finish == FinishReason::kNone) {
-    t.on_event(std::move(event));
+    if (t.held.empty()) {
+      t.on_event(std::move(event));
+    } else {
+      t.held[event.index].push_back(std::move(event));
+    }
     return;
   }
 
   // The engine counts tokens it generated but did not send (EOS, a stop token id): so does the
   // counter, which then sums to the requests' usage.completion_tokens.
-  generation_tokens_->Add(std::max(0, event.usage.completion_tokens - t.tokens));
+  generation_tokens_->Add(std::max(0, event.usage.completion_tokens - t.sent[event.index]));
+  t.completion_tokens += event.usage.completion_tokens;
+  if (event.index == 0) t.end.usage = event.usage;
+  if (Abnormal(event.finish)) {
+    if (!Abnormal(t.end.finish)) {
+      t.end.finish = event.finish;
+      t.end.error = event.error;
+      // One sequence failed or ran out of time: the request has, so the others stop too.
+      if (t.finished + 1 < t.best_of) engine_->Cancel(t.id);
+    }
+  } else if (event.index == 0 && !Abnormal(t.end.finish)) {
+    t.end.finish = event.finish;
+  }
+  ++t.finished;
+  const bool last = t.finished == t.best_of;
+  if (!t.held.empty()) {
+    t.held[event.index].push_back(std::move(event));
+  } else if (!last) {
+    t.on_event(std::move(event));
+  }
+  if (!last) return;
+
   const double e2e_s = absl::ToDoubleSeconds(now - t.submitted);
   e2e_->Observe(e2e_s);
   metrics_
       .GetCounter("tpserve_requests_total", "Requests finished, by finish reason.",
-                  {{"finish_reason", FinishReasonName(event.finish)}})
+                  {{"finish_reason", FinishReasonName(t.end.finish)}})
       ->Add();
-  if (!event.error.ok()) RecordRejected(event.error);
-  const Usage& u = event.usage;
+  if (!t.end.error.ok()) RecordRejected(t.end.error);
+  const Usage& u = t.end.usage;
   nlohmann::json line = {
       {"event", "request"},
       {"request_id", t.request_id},
       {"prompt_tokens", u.prompt_tokens},
       {"cached_tokens", u.cached_tokens},
-      {"output_tokens", u.completion_tokens},
+      {"output_tokens", t.completion_tokens},
       {"ttft_s", u.time_to_first_token_s},
       {"e2e_s", e2e_s},
-      {"finish_reason", FinishReasonName(event.finish)},
-      {"status", CodeName(event.error.code())},
+      {"finish_reason", FinishReasonName(t.end.finish)},
+      {"status", CodeName(t.end.error.code())},
   };
-  if (!event.error.ok()) line["error"] = std::string(event.error.message());
+  if (t.best_of > 1) {
+    line["n"] = t.n;
+    line["best_of"] = t.best_of;
+  }
+  if (!t.end.error.ok()) line["error"] = std::string(t.end.error.message());
   const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::fprintf(options_.request_log != nullptr ? options_.request_log : stderr, "%s\n",
                text.c_str());
   {
     absl::MutexLock lock(&mu_);
     in_flight_.erase(t.id);
+    in_flight_sequences_ -= t.best_of;
     mean_e2e_s_ = mean_e2e_s_ == 0 ? e2e_s : 0.9 * mean_e2e_s_ + 0.1 * e2e_s;
   }
   EventCallback cb = std::move(t.on_event);
-  cb(std::move(event));
+  if (t.held.empty()) {
+    cb(std::move(event));
+    return;
+  }
+  for (GenerationEvent& e : BestOf(t)) cb(std::move(e));
+}
+
+// best_of > n, every candidate finished: the n with the highest mean logprob per token, best
+// first, renumbered 0 .. n-1; the prompt's scores (sequence 0's) open the first. A request that
+// ended abnormally ends each of its n choices so.
+std::vector<GenerationEvent> Frontend::BestOf(Tracked& t) {
+  std::vector<GenerationEvent> out;
+  if (Abnormal(t.end.finish)) {
+    for (int32_t i = 0; i < t.n; ++i) {
+      GenerationEvent e;
+      e.index = i;
+      e.finish = t.end.finish;
+      e.error = t.end.error;
+      e.usage = t.end.usage;
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+  std::vector<SampledToken> prompt_logprobs;
+  std::vector<std::pair<double, int32_t>> ranked;  // (mean logprob, candidate)
+  for (int32_t i = 0; i < t.best_of; ++i) {
+    for (GenerationEvent& e : t.held[i]) {
+      if (!e.prompt_logprobs.empty()) prompt_logprobs = std::move(e.prompt_logprobs);
+    }
+    const GenerationEvent& end = t.held[i].back();
+    ranked.emplace_back(end.cumulative_logprob / std::max(1, end.usage.completion_tokens), i);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (int32_t rank = 0; rank < t.n; ++rank) {
+    for (GenerationEvent& e : t.held[ranked[rank].second]) {
+      e.index = rank;
+      out.push_back(std::move(e));
+    }
+  }
+  out.front().prompt_logprobs = std::move(prompt_logprobs);
+  return out;
 }
 
 void Frontend::Cancel(int64_t id) { engine_->Cancel(id); }
@@ -277,7 +376,7 @@ int32_t Frontend::retry_after_s() const {
 
 int32_t Frontend::RetryAfterLocked() const {
   const int64_t queued =
-      std::max<int64_t>(0, static_cast<int64_t>(in_flight_.size()) - options_.max_running);
+      std::max<int64_t>(0, in_flight_sequences_ - options_.max_running);
   // Roughly: the queue ahead drains one batch per mean request duration.
   const double s = mean_e2e_s_ * static_cast<double>(queued + 1) / std::max(1, options_.max_running);
   return static_cast<int32_t>(std::clamp(std::ceil(s), 1.0, 60.0));

@@ -61,6 +61,8 @@ struct Admitted {
   int64_t id = 0;          // the engine's id, for Cancel
   std::string request_id;  // the client's, or one made here; echoed back and logged
   int32_t prompt_tokens = 0;
+  int32_t n = 1;           // choices: the request's events end after n finishing events
+  std::vector<int32_t> prompt_ids;  // what the prompt became (chat template, tokenizer)
 };
 
 class Frontend {
@@ -72,7 +74,11 @@ class Frontend {
   ~Frontend();
 
   // Admits the request (Admitter::Admit), checks the queue bound, then submits.
-  // `on_event` receives every event of the request, the last one with `finish` set. Errors:
+  // `on_event` receives every event of the request's n choices (GenerationEvent::index), in
+  // order for each choice, each choice's last one with `finish` set; the request is over after
+  // n of those. With best_of > n the best n candidates' events (by mean logprob per token)
+  // come only once every candidate has finished, renumbered best first. One choice ending
+  // abnormally (cancelled, deadline, error) cancels the others. Errors:
   // Admit's (INVALID_ARGUMENT naming the field by its proto path, ...), RESOURCE_EXHAUSTED when
   // the queue is full (retry after retry_after_s()), UNAVAILABLE while draining or after a
   // failed step.
@@ -110,6 +116,7 @@ class Frontend {
  private:
   struct Tracked;
   void OnEvent(Tracked& t, GenerationEvent& event);
+  std::vector<GenerationEvent> BestOf(Tracked& t);
   void RegisterMetrics();
   int32_t RetryAfterLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -129,6 +136,7 @@ class Frontend {
 
   mutable absl::Mutex mu_;
   std::unordered_set<int64_t> in_flight_ ABSL_GUARDED_BY(mu_);
+  int64_t in_flight_sequences_ ABSL_GUARDED_BY(mu_) = 0;  // best_of summed over in_flight_
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_request_number_ ABSL_GUARDED_BY(mu_) = 1;
   double mean_e2e_s_ ABSL_GUARDED_BY(mu_) = 0.0;  // moving average, for retry_after_s

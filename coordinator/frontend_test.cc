@@ -1,12 +1,14 @@
 #include "coordinator/frontend.h"
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "coordinator/test_support.h"
 #include "nlohmann/json.hpp"
@@ -110,6 +112,67 @@ TEST_F(FrontendTest, CountersMoveByWhatTheRequestsImplyAndEachRequestLogsOneLine
   EXPECT_EQ(lines[1]["request_id"].get<std::string>().size(), 16u);  // made up
   EXPECT_EQ(lines[1]["output_tokens"], 6);  // the engine counts EOS as generated
   EXPECT_EQ(lines[1]["finish_reason"], "stop");
+}
+
+// n = 3: three finishing events (one per choice), one request in the metrics and one log line
+// counting every choice's tokens.
+TEST_F(FrontendTest, ChoicesEndSeparatelyAndTheRequestIsCountedOnce) {
+  Start("abcdefgh");
+  pb::GenerateRequest req;
+  req.set_text("abc");
+  req.set_max_new_tokens(3);
+  req.set_n(3);
+  req.mutable_sampling()->set_temperature(0.0f);
+  absl::Mutex mu;
+  std::map<int32_t, std::string> text;
+  std::map<int32_t, int> finishes;
+  absl::BlockingCounter done(3);
+  auto admitted = door_->Generate(req, absl::InfiniteFuture(), [&](GenerationEvent e) {
+    absl::MutexLock lock(&mu);
+    text[e.index] += e.text;
+    if (e.finish != FinishReason::kNone) {
+      ++finishes[e.index];
+      done.DecrementCount();
+    }
+  });
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  EXPECT_EQ(admitted->n, 3);
+  done.Wait();
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(text, (std::map<int32_t, std::string>{{0, "def"}, {1, "def"}, {2, "def"}}));
+  EXPECT_EQ(finishes, (std::map<int32_t, int>{{0, 1}, {1, 1}, {2, 1}}));
+  EXPECT_EQ(door_->in_flight(), 0);
+  EXPECT_EQ(Sample("tpserve_requests_total{finish_reason=\"length\"}"), 1);
+  EXPECT_EQ(Sample("tpserve_generation_tokens_total"), 9);
+  const std::vector<nlohmann::json> lines = LogLines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["output_tokens"], 9);
+  EXPECT_EQ(lines[0]["n"], 3);
+  EXPECT_EQ(lines[0]["best_of"], 3);
+}
+
+// best_of = 3, n = 1, past its deadline before it runs: every candidate expires, and the one
+// choice the client asked for ends with the deadline (no candidate's tokens).
+TEST_F(FrontendTest, ACandidateThatExpiresEndsTheChoicesWithTheDeadline) {
+  Start("abcdefgh");
+  pb::GenerateRequest req;
+  req.set_text("abc");
+  req.set_max_new_tokens(3);
+  req.set_best_of(3);
+  absl::Notification done;
+  std::vector<GenerationEvent> events;
+  auto admitted = door_->Generate(req, absl::Now() - absl::Seconds(1), [&](GenerationEvent e) {
+    const bool last = e.finish != FinishReason::kNone;
+    events.push_back(std::move(e));
+    if (last) done.Notify();
+  });
+  ASSERT_TRUE(admitted.ok()) << admitted.status();
+  done.WaitForNotification();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].index, 0);
+  EXPECT_EQ(events[0].finish, FinishReason::kDeadline);
+  EXPECT_EQ(door_->in_flight(), 0);
+  EXPECT_EQ(Sample("tpserve_requests_total{finish_reason=\"deadline\"}"), 1);
 }
 
 TEST_F(FrontendTest, CachedPromptTokensAreReportedInUsageMetricsAndTheLog) {

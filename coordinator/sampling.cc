@@ -171,6 +171,36 @@ int32_t Sampler::Draw(const std::vector<float>& x) {
   return best;
 }
 
+namespace {
+
+// The `n` most likely ids of a log-softmax row (ties to the lower id), skipping forbidden ones.
+std::vector<std::pair<int32_t, float>> TopLogprobs(const std::vector<float>& logprobs, int32_t n) {
+  std::vector<std::pair<int32_t, float>> out;
+  if (n <= 0) return out;
+  std::vector<int32_t> top(logprobs.size());
+  std::iota(top.begin(), top.end(), 0);
+  const size_t k = std::min<size_t>(n, top.size());
+  std::partial_sort(top.begin(), top.begin() + k, top.end(), [&](int32_t a, int32_t b) {
+    return logprobs[a] > logprobs[b] || (logprobs[a] == logprobs[b] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i) {
+    if (std::isinf(logprobs[top[i]])) break;  // forbidden: not an alternative
+    out.emplace_back(top[i], logprobs[top[i]]);
+  }
+  return out;
+}
+
+}  // namespace
+
+SampledToken ScoreToken(absl::Span<const float> logits, int32_t id, int32_t top_logprobs) {
+  const std::vector<float> logprobs = LogSoftmax(logits);
+  SampledToken out;
+  out.id = id;
+  out.logprob = logprobs.at(static_cast<size_t>(id));
+  out.top_logprobs = TopLogprobs(logprobs, top_logprobs);
+  return out;
+}
+
 SampledToken Sampler::Sample(absl::Span<const float> row, absl::Span<const int32_t> history,
                              absl::Span<const int32_t> allowed) {
   const int32_t vocab = static_cast<int32_t>(row.size());
@@ -210,18 +240,7 @@ SampledToken Sampler::Sample(absl::Span<const float> row, absl::Span<const int32
     out.id = Draw(x);
   }
   out.logprob = model_logprobs[out.id];
-  if (params_.top_logprobs > 0) {
-    std::vector<int32_t> top(vocab);
-    std::iota(top.begin(), top.end(), 0);
-    const size_t n = std::min<size_t>(params_.top_logprobs, top.size());
-    std::partial_sort(top.begin(), top.begin() + n, top.end(), [&](int32_t a, int32_t b) {
-      return model_logprobs[a] > model_logprobs[b] || (model_logprobs[a] == model_logprobs[b] && a < b);
-    });
-    for (size_t i = 0; i < n; ++i) {
-      if (std::isinf(model_logprobs[top[i]])) break;  // forbidden: not an alternative
-      out.top_logprobs.emplace_back(top[i], model_logprobs[top[i]]);
-    }
-  }
+  out.top_logprobs = TopLogprobs(model_logprobs, params_.top_logprobs);
   return out;
 }
 

@@ -53,6 +53,11 @@ struct SampledToken {
   std::vector<std::pair<int32_t, float>> top_logprobs;  // most likely first
 };
 
+// A token that was given, not drawn (a prompt token): its logprob under log-softmax(logits), the
+// model's raw distribution, and the `top_logprobs` most likely alternatives.
+// REQUIRES: 0 <= id < logits.size().
+SampledToken ScoreToken(absl::Span<const float> logits, int32_t id, int32_t top_logprobs);
+
 class Sampler {
  public:
   // REQUIRES: ValidateSamplingParams(params, ...) is OK.

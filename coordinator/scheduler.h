@@ -31,6 +31,10 @@ namespace tpserve {
 struct SchedulerOptions {
   int32_t max_num_seqs = 64;            // sequences in one step
   int32_t max_tokens_per_step = 512;    // new tokens (prefill chunks + decodes) in one step
+  // Rows of logits one step may return (the executor's bound: its logits buffer is planned for
+  // this many); 0 = max_num_seqs. Every sequence wants at most one row, except one that scores
+  // its prompt (prompt logprobs), whose chunks are cut to the rows left.
+  int32_t max_logit_rows = 0;
 };
 
 // A sequence taken from the queue this step (the first time, or again after a preemption).
@@ -54,9 +58,11 @@ class Scheduler {
   Scheduler(const SchedulerOptions& options, BlockManager* blocks);
 
   // Queues a sequence whose first tokens are known (the prompt); the scheduler keeps a copy.
-  // INVALID_ARGUMENT if the id is already queued/running or the prompt is empty;
-  // RESOURCE_EXHAUSTED if it could never fit in the whole KV cache.
-  absl::Status Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids);
+  // With `score_prompt`, every prompt position gets a row of logits once (prompt logprobs):
+  // its chunks want a row per token, and until the whole prompt has been scored it takes
+  // nothing from the prefix cache. INVALID_ARGUMENT if the id is already queued/running or the
+  // prompt is empty; RESOURCE_EXHAUSTED if it could never fit in the whole KV cache.
+  absl::Status Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids, bool score_prompt = false);
 
   // Picks the next step. Running sequences first (oldest first), then waiting ones (FIFO).
   ScheduledStep Schedule();
@@ -78,13 +84,21 @@ class Scheduler {
   struct SeqState {
     std::vector<int32_t> tokens;  // known tokens: prompt + generated
     int64_t num_computed = 0;     // tokens whose KV is in the cache
+    // Prompt scoring: positions [0, score_end) each want a row once; [0, scored) have had it.
+    int64_t score_end = 0;
+    int64_t scored = 0;
     int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+    bool scoring() const { return scored < score_end; }
+    // Rows of logits a chunk of `n` tokens from num_computed wants.
+    int64_t RowsFor(int64_t n) const;
+    // The longest chunk of at most `n` tokens that wants at most `rows` rows.
+    int64_t CapToRows(int64_t n, int64_t rows) const;
   };
 
   void Preempt(int64_t seq_id, ScheduledStep& step);
-  // Admits the front of the queue if the budget and the blocks allow, returning the tokens it
-  // computes this step; 0 when they do not allow.
-  int64_t AdmitNext(int64_t& budget, ScheduledStep& step);
+  // Admits the front of the queue if the budget, the rows and the blocks allow, returning the
+  // tokens it computes this step; 0 when they do not allow.
+  int64_t AdmitNext(int64_t& budget, int64_t& rows, ScheduledStep& step);
   // Adds `n` tokens of `seq_id` from its first uncomputed one to the batch.
   void AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const;
   void Erase(std::vector<int64_t>& v, int64_t seq_id);

@@ -1,5 +1,6 @@
 #include "coordinator/scheduler.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -9,12 +10,15 @@ namespace tpserve {
 namespace {
 
 // "id:start+n" for each sequence of the batch ("*" when it wants a row of logits to sample
-// from), then "!id" for each preemption: a whole step in one string.
+// from, "*k" when it wants k rows), then "!id" for each preemption: a whole step in one string.
 std::string Describe(const ScheduledStep& step) {
   std::string out;
   for (const StepBatch::Sequence& s : step.batch.sequences) {
     out += std::to_string(s.seq_id) + ":" + std::to_string(s.start_position) + "+" +
-           std::to_string(s.num_tokens) + (s.num_logits == 1 ? "* " : " ");
+           std::to_string(s.num_tokens) +
+           (s.num_logits == 0   ? " "
+            : s.num_logits == 1 ? "* "
+                                : "*" + std::to_string(s.num_logits) + " ");
   }
   for (int64_t id : step.preempted) out += "!" + std::to_string(id) + " ";
   return out;
@@ -28,13 +32,18 @@ std::vector<int32_t> Prompt(int64_t seq_id, int64_t n) {
 }
 
 // Runs one step the way the engine does: every chunk that completes its known tokens samples
-// one (token 7, always).
-std::string Step(Scheduler& sched, const BlockManager& blocks) {
+// one (token 7, always). `known` counts each sequence's tokens (the test adds its prompts);
+// absent: every chunk with a row samples.
+std::string Step(Scheduler& sched, const BlockManager& blocks,
+                 std::map<int64_t, int64_t>* known = nullptr) {
   ScheduledStep step = sched.Schedule();
   EXPECT_TRUE(step.batch.CheckShape().ok());
   sched.Commit(step.batch);
   for (const StepBatch::Sequence& s : step.batch.sequences) {
-    if (s.num_logits > 0) sched.AppendToken(s.seq_id, 7);
+    if (s.num_logits == 0) continue;
+    if (known != nullptr && s.end_position() != (*known)[s.seq_id]) continue;
+    sched.AppendToken(s.seq_id, 7);
+    if (known != nullptr) ++(*known)[s.seq_id];
   }
   EXPECT_EQ(blocks.num_free_blocks() + blocks.num_used_blocks(), blocks.num_blocks());
   return Describe(step);
@@ -183,6 +192,54 @@ TEST(Scheduler, CancelledWaitingSequenceLeavesNoTrace) {
   EXPECT_TRUE(sched.Empty());
   EXPECT_EQ(blocks.num_free_blocks(), 8);
   EXPECT_EQ(Step(sched, blocks), "");
+}
+
+// Prompt scoring: a row per prompt token, once; cut to the step's rows, a row left for each
+// running sequence; never taken from the prefix cache.
+TEST(Scheduler, ScoredPromptWantsARowPerTokenWithinTheRowBudget) {
+  BlockManager blocks(/*num_blocks=*/32, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/4}, &blocks);
+  std::map<int64_t, int64_t> known = {{1, 3}, {2, 9}};
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 9), /*score_prompt=*/true).ok());
+  const std::vector<std::string> expected = {
+      "1:0+3* 2:0+3*3 ",  // 1 takes its row, 2 the three left (positions 0-2)
+      "1:3+1* 2:3+3*3 ",  // 1 decodes (a row kept for it), 2 scores 3-5
+      "1:4+1* 2:6+3*3 ",  // 2's last chunk: rows for 6 and 7, and 8's to sample from
+      "1:5+1* 2:9+1* ",   // both decode
+  };
+  for (const std::string& e : expected) EXPECT_EQ(Step(sched, blocks, &known), e);
+}
+
+TEST(Scheduler, ScoredPromptSkipsTheCacheAndIsNotScoredTwiceAfterPreemption) {
+  BlockManager blocks(/*num_blocks=*/6, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/8, /*max_logit_rows=*/8}, &blocks);
+  // Sequence 1 computes and caches the prompt's full blocks and finishes.
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 9)).ok());
+  EXPECT_EQ(Step(sched, blocks), "1:0+8 ");
+  EXPECT_EQ(Step(sched, blocks), "1:8+1* ");
+  sched.Remove(1);
+  // The same prompt, scored: computed from position 0, every row wanted.
+  ASSERT_TRUE(sched.Add(2, Prompt(1, 9), /*score_prompt=*/true).ok());
+  ScheduledStep first = sched.Schedule();
+  ASSERT_EQ(first.admitted.size(), 1u);
+  EXPECT_EQ(first.admitted[0].num_cached_tokens, 0);
+  EXPECT_EQ(Describe(first), "2:0+8*8 ");
+}
+
+TEST(Scheduler, ScoredPromptIsNotScoredTwiceAfterPreemption) {
+  BlockManager blocks(/*num_blocks=*/6, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/8}, &blocks);
+  std::map<int64_t, int64_t> known = {{3, 12}, {2, 9}};
+  ASSERT_TRUE(sched.Add(3, Prompt(3, 12)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 9), /*score_prompt=*/true).ok());
+  EXPECT_EQ(Step(sched, blocks, &known), "3:0+12* 2:0+4*4 ");  // 2 scored positions 0-3
+  EXPECT_EQ(Step(sched, blocks, &known), "3:12+1* !2 ");       // 3 grows: 2 makes room
+  EXPECT_EQ(Step(sched, blocks, &known), "3:13+1* ");          // 2 waits for blocks
+  sched.Remove(3);
+  // Recomputed from 0 (nothing from the cache while scoring), rows from position 4 on only.
+  EXPECT_EQ(Step(sched, blocks, &known), "2:0+9*5 ");
+  EXPECT_EQ(Step(sched, blocks, &known), "2:9+1* ");
 }
 
 }  // namespace

@@ -35,19 +35,22 @@ pb::FinishReason ToProto(FinishReason r) {
   return pb::FINISH_REASON_UNSPECIFIED;
 }
 
+void FillLogprob(const SampledToken& t, pb::TokenLogprob* lp) {
+  lp->set_token_id(t.id);
+  lp->set_logprob(t.logprob);
+  for (const auto& [id, logprob] : t.top_logprobs) {
+    pb::TopLogprob* top = lp->add_top();
+    top->set_token_id(id);
+    top->set_logprob(logprob);
+  }
+}
+
 void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
+  r->set_index(e.index);
   r->mutable_token_ids()->Add(e.token_ids.begin(), e.token_ids.end());
   r->set_text(e.text);
-  for (const SampledToken& t : e.logprobs) {
-    pb::TokenLogprob* lp = r->add_logprobs();
-    lp->set_token_id(t.id);
-    lp->set_logprob(t.logprob);
-    for (const auto& [id, logprob] : t.top_logprobs) {
-      pb::TopLogprob* top = lp->add_top();
-      top->set_token_id(id);
-      top->set_logprob(logprob);
-    }
-  }
+  for (const SampledToken& t : e.logprobs) FillLogprob(t, r->add_logprobs());
+  for (const SampledToken& t : e.prompt_logprobs) FillLogprob(t, r->add_prompt_logprobs());
   if (e.finish != FinishReason::kNone) {
     r->set_finish_reason(ToProto(e.finish));
     r->set_matched_stop_sequence(e.matched_stop_sequence);
@@ -131,6 +134,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       if (admitted.ok()) {
         id_ = admitted->id;
         request_id_ = admitted->request_id;
+        choices_left_ = admitted->n;
         context->AddInitialMetadata("x-request-id", request_id_);
         admitted_ = true;
         refs_ = 2;  // the engine's, until its final event has been handled
@@ -169,12 +173,20 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   void OnDone() override { Unref(); }
 
  private:
+  // Each of the request's n choices ends with one finishing event; the last of them is the
+  // engine's last call. The stream ends with the last choice, or with the first choice that
+  // ends abnormally (the frontend cancels the others; their events are dropped).
   void OnEvent(GenerationEvent event) {
-    const bool last = event.finish != FinishReason::kNone;
+    const bool finishing = event.finish != FinishReason::kNone;
+    bool last = false;
     {
       absl::MutexLock lock(&mu_);
-      if (last && event.finish == FinishReason::kError) {
-        final_status_ = ToGrpcStatus(FinishStatus(event.finish, event.error));
+      if (finishing) last = --choices_left_ == 0;
+      const absl::Status status = FinishStatus(event.finish, event.error);
+      if (final_status_.has_value()) {
+        // The stream has already ended.
+      } else if (event.finish == FinishReason::kError) {
+        final_status_ = ToGrpcStatus(status);
       } else {
         if (!client_gone_) {
           pb::GenerateResponse response;
@@ -183,7 +195,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
           FillResponse(event, &response);
           pending_.push_back(Serialize(response));
         }
-        if (last) final_status_ = ToGrpcStatus(FinishStatus(event.finish, event.error));
+        if (last || (finishing && !status.ok())) final_status_ = ToGrpcStatus(status);
       }
     }
     Pump();
@@ -238,6 +250,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   pb::GenerateRequest request_;
   int64_t id_ ABSL_GUARDED_BY(mu_) = 0;
   std::string request_id_ ABSL_GUARDED_BY(mu_);
+  int32_t choices_left_ ABSL_GUARDED_BY(mu_) = 1;  // choices whose finishing event is to come
   bool admitted_ ABSL_GUARDED_BY(mu_) = false;
   bool first_ ABSL_GUARDED_BY(mu_) = true;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -2,6 +2,8 @@
 
 #include <memory>
 #include <optional>
+#include <map>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +125,45 @@ TEST_F(ServerTest, StreamsKoreanAsWholeCharactersWithUsageOnTheLastMessage) {
   for (size_t i = 0; i + 1 < r.messages.size(); ++i) {
     EXPECT_EQ(r.messages[i].finish_reason(), pb::FINISH_REASON_UNSPECIFIED);
   }
+}
+
+// n = 2 and prompt_logprobs on the stream: the prompt's logprobs on the first message (choice
+// 0's), each choice's messages tagged with its index, one finishing message per choice, and
+// the stream ends OK after both.
+TEST_F(ServerTest, ChoicesAreTaggedAndThePromptIsScoredOnTheFirstMessage) {
+  Start("Q: hi? A: hello!");
+  pb::GenerateRequest req;
+  req.set_text("Q: hi? A: ");
+  req.mutable_sampling()->set_temperature(0.0f);
+  req.set_n(2);
+  req.set_prompt_logprobs(true);
+  req.set_top_logprobs(1);
+  Result r = Generate(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_FALSE(r.messages.empty());
+  const pb::GenerateResponse& first = r.messages.front();
+  EXPECT_EQ(first.index(), 0);
+  const std::vector<int32_t> prompt = Bytes("Q: hi? A: ");
+  ASSERT_EQ(first.prompt_logprobs_size(), static_cast<int>(prompt.size()) - 1);
+  // The script predicts every prompt byte with logit 10 against 0 for the rest of the vocabulary.
+  const float expected = 10.0f - std::log(std::exp(10.0f) + (kVocab - 1));
+  for (int p = 0; p < first.prompt_logprobs_size(); ++p) {
+    EXPECT_EQ(first.prompt_logprobs(p).token_id(), prompt[p + 1]);
+    EXPECT_NEAR(first.prompt_logprobs(p).logprob(), expected, 1e-5);
+    ASSERT_EQ(first.prompt_logprobs(p).top_size(), 1);
+    EXPECT_EQ(first.prompt_logprobs(p).top(0).token_id(), prompt[p + 1]);
+  }
+  std::map<int, std::string> text;
+  std::map<int, int> finishes;
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    const pb::GenerateResponse& m = r.messages[i];
+    text[m.index()] += m.text();
+    if (m.finish_reason() != pb::FINISH_REASON_UNSPECIFIED) ++finishes[m.index()];
+    if (i > 0) EXPECT_EQ(m.prompt_logprobs_size(), 0);
+  }
+  EXPECT_EQ(text, (std::map<int, std::string>{{0, "hello!"}, {1, "hello!"}}));
+  EXPECT_EQ(finishes, (std::map<int, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(r.messages.back().finish_reason(), pb::FINISH_REASON_EOS);
 }
 
 TEST_F(ServerTest, InvalidRequestsNameFieldValueAndBound) {

@@ -134,6 +134,7 @@ struct TestRequest {
   std::vector<std::string> stop_sequences;
   float temperature = 0.0f;
   absl::Time deadline = absl::InfiniteFuture();
+  int32_t n = 1;  // choices (GenerateRequest.n)
 };
 
 // `r` through the door (Admitter::Admit) of `engine` over the byte tokenizer's vocabulary, as
@@ -145,6 +146,7 @@ inline absl::StatusOr<AdmittedRequest> AdmitForTest(const Engine& engine, const 
   proto.set_max_new_tokens(r.max_new_tokens);
   for (const std::string& s : r.stop_sequences) proto.add_stop_sequences(s);
   proto.mutable_sampling()->set_temperature(r.temperature);
+  if (r.n != 1) proto.set_n(r.n);
   ModelLimits limits;
   limits.vocab_size = kVocab;
   limits.context_length = context_length;

@@ -187,6 +187,21 @@ absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::Genera
   }
   TP_RETURN_IF_ERROR(ValidateSamplingParams(in.sampling, limits.vocab_size));
   in.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
+  in.prompt_logprobs = proto.prompt_logprobs();
+  if (proto.has_n()) {
+    if (proto.n() < 1 || proto.n() > kMaxChoices) {
+      return Invalid("n", absl::StrCat(proto.n()), absl::StrCat("must be in [1, ", kMaxChoices, "]"));
+    }
+    in.n = proto.n();
+  }
+  in.best_of = in.n;
+  if (proto.has_best_of()) {
+    if (proto.best_of() < in.n || proto.best_of() > kMaxChoices) {
+      return Invalid("best_of", absl::StrCat(proto.best_of()),
+                     absl::StrCat("must be in [n = ", in.n, ", ", kMaxChoices, "]"));
+    }
+    in.best_of = proto.best_of();
+  }
 
   if (proto.has_max_new_tokens()) {
     if (proto.max_new_tokens() < 1) {

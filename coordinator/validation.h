@@ -48,8 +48,14 @@ struct ValidatedInput {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool logprobs = false;
+  bool prompt_logprobs = false;
+  int32_t n = 1;        // choices returned, in [1, kMaxChoices]
+  int32_t best_of = 1;  // candidates generated, in [n, kMaxChoices]
   ConstraintSpec constraint;  // kind kNone: free text
 };
+
+// The most choices (n) and candidates (best_of) one request may ask for.
+inline constexpr int32_t kMaxChoices = 16;
 
 // Parses a request message from its wire bytes. Protobuf rejects a string field holding invalid
 // UTF-8 without saying which; this says: INVALID_ARGUMENT naming the field by its proto path

@@ -85,6 +85,34 @@ TEST(ValidateGenerateRequest, NamesFieldValueAndBound) {
   ExpectInvalid(empty, "text = \"\" is invalid: the prompt must not be empty");
 }
 
+TEST(ValidateGenerateRequest, ChoicesAndCandidatesWithinTheirBounds) {
+  GenerateRequest r;
+  r.set_text("x");
+  absl::StatusOr<ValidatedInput> in = ValidateGenerateRequest(r, Limits());
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(in->n, 1);
+  EXPECT_EQ(in->best_of, 1);
+  EXPECT_FALSE(in->prompt_logprobs);
+  r.set_n(4);
+  r.set_prompt_logprobs(true);
+  in = ValidateGenerateRequest(r, Limits());
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(in->n, 4);
+  EXPECT_EQ(in->best_of, 4);  // best_of defaults to n
+  EXPECT_TRUE(in->prompt_logprobs);
+  r.set_best_of(16);
+  ASSERT_TRUE(ValidateGenerateRequest(r, Limits()).ok());
+  r.set_best_of(3);
+  ExpectInvalid(r, "best_of = 3 is invalid: must be in [n = 4, 16]");
+  r.set_best_of(17);
+  ExpectInvalid(r, "best_of = 17 is invalid: must be in [n = 4, 16]");
+  r.clear_best_of();
+  r.set_n(0);
+  ExpectInvalid(r, "n = 0 is invalid: must be in [1, 16]");
+  r.set_n(17);
+  ExpectInvalid(r, "n = 17 is invalid: must be in [1, 16]");
+}
+
 TEST(CheckContextWindow, NeverTruncatesAndGivesBothNumbers) {
   absl::StatusOr<int32_t> n = CheckContextWindow(60, 4, Limits());
   ASSERT_TRUE(n.ok());

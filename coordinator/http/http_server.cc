@@ -132,12 +132,14 @@ struct HttpServer::Stream {
   Stream(const OpenAiRequest& request, const Admitted& a, const std::string& model,
          const Tokenizer* tokenizer)
       : admitted(a),
-        builder(request, a.request_id, model, absl::ToUnixSeconds(absl::Now()), tokenizer) {}
+        builder(request, a.request_id, model, absl::ToUnixSeconds(absl::Now()), tokenizer) {
+    builder.SetPromptIds(a.prompt_ids);
+  }
 
   std::shared_ptr<EventQueue> queue = std::make_shared<EventQueue>();
   Admitted admitted;
   ResponseBuilder builder;
-  bool finished = false;  // the finishing event has been handled
+  bool finished = false;  // every choice's finishing event has been handled, or an error
   absl::Time last_write = absl::Now();
   absl::Time cancelled_at = absl::InfiniteFuture();  // when shutdown cancelled it
 };
@@ -345,10 +347,12 @@ void HttpServer::Respond(const std::shared_ptr<Stream>& s, httplib::Response& re
       break;
     }
     for (GenerationEvent& e : s->queue->Take(kPollInterval)) {
+      if (s->finished) break;
       s->builder.Append(e);
       if (e.finish == FinishReason::kNone) continue;
-      s->finished = true;
+      // The first choice that ends abnormally ends the response (the door cancels the rest).
       status = FinishStatus(e.finish, e.error);
+      s->finished = !status.ok() || s->builder.done();
     }
   }
   if (stopping_ && status.code() == absl::StatusCode::kCancelled) {
@@ -391,7 +395,7 @@ void HttpServer::RespondStreaming(const std::shared_ptr<Stream>& s, httplib::Res
             break;
           }
           for (const Json& chunk : s->builder.StreamChunks(e)) out += SseData(chunk);
-          if (e.finish != FinishReason::kNone) {
+          if (s->builder.done()) {
             if (Json usage = s->builder.UsageChunk(); !usage.is_null()) out += SseData(usage);
             out += kSseDone;
             s->finished = true;

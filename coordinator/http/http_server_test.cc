@@ -229,6 +229,42 @@ TEST_F(HttpServerTest, StreamedCompletionFromTokenIdsEndsByLength) {
   EXPECT_EQ(sse.events.back()["choices"][0]["finish_reason"], "length");
 }
 
+// n choices over HTTP: each with its own index and finish; streamed, [DONE] only after the last
+// choice's finish, the usage counting every choice's tokens.
+TEST_F(HttpServerTest, NChoicesEachEndAndTheStreamEndsAfterAll) {
+  Start("abcdefgh");
+  httplib::Result whole = Post("/v1/completions",
+                               R"({"prompt": [1, 2, 3], "max_tokens": 4, "n": 3, "temperature": 0})");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  Json out = Json::parse(whole->body);
+  ASSERT_EQ(out["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(out["choices"][i]["index"], i);
+    EXPECT_EQ(out["choices"][i]["text"], "abcd");
+    EXPECT_EQ(out["choices"][i]["finish_reason"], "length");
+  }
+  EXPECT_EQ(out["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(out["usage"]["completion_tokens"], 12);
+
+  httplib::Result r = Post("/v1/completions", R"({"prompt": [1, 2, 3], "max_tokens": 4, "n": 2,
+      "temperature": 0, "stream": true, "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  Sse sse = ParseSse(r->body);
+  EXPECT_TRUE(sse.done);
+  std::map<int, std::string> text;
+  std::map<int, int> finishes;
+  for (size_t i = 0; i + 1 < sse.events.size(); ++i) {
+    const Json& c = sse.events[i]["choices"][0];
+    text[c["index"].get<int>()] += c["text"].get<std::string>();
+    if (!c["finish_reason"].is_null()) ++finishes[c["index"].get<int>()];
+  }
+  EXPECT_EQ(text, (std::map<int, std::string>{{0, "abcd"}, {1, "abcd"}}));
+  EXPECT_EQ(finishes, (std::map<int, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(sse.events.back()["usage"]["completion_tokens"], 8);
+}
+
 TEST_F(HttpServerTest, InvalidRequestsAre400sNamingTheClientsField) {
   Start();
   const auto before = Metrics();
@@ -245,8 +281,7 @@ TEST_F(HttpServerTest, InvalidRequestsAre400sNamingTheClientsField) {
             "top_p = 1.5 is out of range: must be in (0, 1]"},
            {"{" + msgs + R"(, "stop": ["ok", ""]})", "stop[1]",
             "stop[1] = \"\" is invalid: must not be empty"},
-           {"{" + msgs + R"(, "n": 2})", "n",
-            "n is not supported by this server: n = 2; only one choice per request (n = 1)"},
+           {"{" + msgs + R"(, "n": 17})", "n", "n = 17 is invalid: must be in [1, 16]"},
            {"{" + msgs + R"(, "max_tokens": "7"})", "max_tokens",
             "max_tokens has type string; expected an integer"},
        }) {

@@ -16,11 +16,12 @@
 //   frequency_penalty -> sampling; stop (string or list) -> stop_sequences; chat logprobs (bool)
 //   + top_logprobs (int), completions logprobs (int = number of alternatives); stream,
 //   stream_options.include_usage. Extensions as in vLLM: top_k, min_p, repetition_penalty,
-//   ignore_eos, stop_token_ids. Ignored as harmless: user, metadata, store, service_tier,
-//   parallel_tool_calls. Anything else that would change the result (n != 1, tools,
-//   response_format other than text, logit_bias, echo, suffix, best_of != 1, unknown fields) is
-//   a 400 naming the field: a silently ignored field gives the client an answer to a question it
-//   did not ask. JSON null means "absent" everywhere.
+//   ignore_eos, stop_token_ids. n (choices, each its own index and finish), completions'
+//   best_of (not with stream) and echo (with logprobs: the prompt's tokens and their logprobs
+//   open each choice's logprobs, the first token's null). Ignored as harmless: user, metadata,
+//   store, service_tier, parallel_tool_calls. Anything else that would change the result
+//   (tools, suffix, unknown fields) is a 400 naming the field: a silently ignored field gives
+//   the client an answer to a question it did not ask. JSON null means "absent" everywhere.
 //
 // Threading: all functions are pure; a ResponseBuilder belongs to one request and one thread.
 #ifndef TPSERVE_COORDINATOR_HTTP_OPENAI_API_H_
@@ -53,6 +54,7 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: the prompt's text opens the choice's text
+  int32_t n = 1;               // choices (the door checks the bound)
   bool logprobs = false;       // report the chosen tokens' logprobs
   int32_t top_logprobs = 0;    // alternatives per token
   // How the client spelled fields that have more than one spelling, so errors use its words.
@@ -107,7 +109,8 @@ int32_t CachedPromptTokens(const Usage& usage);
 nlohmann::json UsageObject(const Usage& usage);
 
 // Builds a request's response objects from its events: chat.completion(.chunk) or
-// text_completion, with id "chatcmpl-<request_id>" / "cmpl-<request_id>".
+// text_completion, with id "chatcmpl-<request_id>" / "cmpl-<request_id>", one choice per
+// GenerationEvent::index (n of them).
 class ResponseBuilder {
  public:
   // `tokenizer` (for the logprobs' token text and bytes) must outlive the builder.
@@ -115,24 +118,47 @@ class ResponseBuilder {
                   int64_t created_unix_s, const Tokenizer* tokenizer);
 
   const std::string& id() const { return id_; }
+  // echo with logprobs: the prompt's ids (Admitted::prompt_ids), whose tokens and logprobs
+  // (the first one's null) open each choice's logprobs, as OpenAI's legacy completions do.
+  void SetPromptIds(std::vector<int32_t> ids) { prompt_ids_ = std::move(ids); }
+  // Every choice has had its finishing event.
+  bool done() const { return finished_ == static_cast<int32_t>(choices_.size()); }
 
-  // Streaming: the chunks one event produces (none for an event with nothing to show). The
-  // first chat chunk carries delta.role; the finishing one carries finish_reason. REQUIRES:
-  // FinishStatus(event.finish, event.error) is OK (an error end is the server's to report).
+  // Streaming: the chunks one event produces (none for an event with nothing to show). A
+  // chat choice's first chunk carries delta.role; its finishing one carries finish_reason.
+  // REQUIRES: FinishStatus(event.finish, event.error) is OK (an error end is the server's to
+  // report).
   std::vector<nlohmann::json> StreamChunks(const GenerationEvent& event);
   // The closing chunk with empty choices and the usage, when stream_options.include_usage was
-  // set (null otherwise). REQUIRES: the finishing event went through StreamChunks.
+  // set (null otherwise). REQUIRES: done().
   nlohmann::json UsageChunk() const;
 
   // Non-streaming: add every event, then take the whole object. A constrained request's object
-  // (and its finishing chunk, streamed) carries "structured_output": {completed,
-  // dropped_keywords}.
+  // (and its finishing chunks, streamed) carries "structured_output": {completed,
+  // dropped_keywords} (of choice 0). Usage: the prompt once, the completion tokens of every
+  // choice returned.
   void Append(const GenerationEvent& event);
   nlohmann::json Final() const;
 
  private:
+  struct Choice {
+    bool started = false;  // its first event has been seen (the echo went out with it)
+    bool sent_role = false;
+    int64_t text_offset_bytes = 0;  // completions logprobs' text_offset
+    std::string text;               // non-streaming: accumulated
+    nlohmann::json logprobs;        // non-streaming: accumulated entries
+    const char* finish_reason = nullptr;
+    bool finished = false;
+  };
+
   nlohmann::json ChunkShell() const;
-  nlohmann::json LogprobsObject(const std::vector<SampledToken>& tokens);
+  // The logprobs entries of `tokens` (their text offsets continuing the choice's).
+  nlohmann::json LogprobsObject(Choice& choice, const std::vector<SampledToken>& tokens);
+  // Completions echo with logprobs: the prompt's entries, the first token's logprob null.
+  nlohmann::json PromptLogprobsObject(Choice& choice);
+  // What an event adds to its choice: the echo (on its first event), text and logprobs.
+  std::pair<std::string, nlohmann::json> Take(Choice& choice, const GenerationEvent& event);
+  void RecordFinish(Choice& choice, const GenerationEvent& event);
 
   const Endpoint endpoint_;
   const bool logprobs_;
@@ -142,13 +168,12 @@ class ResponseBuilder {
   const int64_t created_unix_s_;
   const Tokenizer* const tokenizer_;
 
-  std::string echo_;  // the prompt's text, not yet sent (echo)
-  bool sent_role_ = false;
-  int64_t text_offset_bytes_ = 0;  // completions logprobs' text_offset
-  std::string text_;
-  nlohmann::json logprobs_all_;  // non-streaming: accumulated logprobs entries
-  const char* finish_reason_ = nullptr;
-  Usage usage_;
+  std::string echo_;  // completions echo: the prompt's text
+  std::vector<int32_t> prompt_ids_;
+  std::vector<SampledToken> prompt_logprobs_;  // from the event that brought them
+  std::vector<Choice> choices_;
+  int32_t finished_ = 0;
+  Usage usage_;  // choice 0's, with completion_tokens summed over the choices
   std::optional<StructuredOutcome> structured_;
 };
 

@@ -171,7 +171,6 @@ TEST(ParseOpenAiRequest, WrongTypesNameTheFieldAndTheExpectedType) {
 TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
   const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
   for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
-           {"{" + msgs + R"(, "n": 2})", "n"},
            {"{" + msgs + R"(, "tools": [{"type": "function"}]})", "tools"},
            {"{" + msgs + R"(, "tool_choice": "auto"})", "tool_choice"},
            {"{" + msgs + R"(, "response_format": {"type": "xml"}})", "response_format.type"},
@@ -195,8 +194,9 @@ TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
             "messages[0].content[0].type"},
            {R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})",
             "messages[0].tool_calls"},
-           {R"({"prompt": "a", "echo": true, "logprobs": 0})", "echo"},
-           {R"({"prompt": "a", "best_of": 3})", "best_of"},
+           {R"({"prompt": "a", "best_of": 3, "stream": true})", "best_of"},
+           {R"({"prompt": "a", "n": "2"})", "n"},
+           {"{" + msgs + R"(, "best_of": 2})", "best_of"},  // not a chat field
            {R"({"prompt": "a", "suffix": "z"})", "suffix"},
            {R"({"prompt": ["a", "b"]})", "prompt"},
            {R"({"prompt": "a", "max_completion_tokens": 3})", "max_completion_tokens"},
@@ -206,9 +206,8 @@ TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
     EXPECT_EQ(s.http_status, 400) << body;
     EXPECT_EQ(s.param, param) << body << ": " << s.message;
   }
-  Seen n = Refused(kChat, "{" + msgs + R"(, "n": 2})");
-  EXPECT_EQ(n.message, "n is not supported by this server: n = 2; only one choice per request (n = 1)");
-  EXPECT_EQ(n.code, "unsupported_parameter");
+  Seen streamed = Refused(kCompletions, R"({"prompt": "a", "n": 2, "best_of": 3, "stream": true})");
+  EXPECT_EQ(streamed.message, "best_of = 3 > n = 2 cannot be used with stream = true");
   // Defaults of the same fields are fine.
   ParseOk(kChat, "{" + msgs + R"(, "n": 1, "tools": [], "tool_choice": "none", "logit_bias": {},
                                   "response_format": {"type": "text"}, "store": false})");
@@ -434,10 +433,81 @@ TEST_F(ResponseBuilderTest, EchoOpensTheTextWithThePrompt) {
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0]["choices"][0]["text"], "Hi");
   EXPECT_EQ(stream.StreamChunks(Event("!", {'!'}))[0]["choices"][0]["text"], "!");
-  Seen e = Refused(kCompletions, R"({"prompt": "a", "echo": true, "logprobs": 1})");
-  EXPECT_EQ(e.param, "echo");
-  EXPECT_EQ(e.message, "echo is not supported by this server: echo with logprobs (the prompt's "
-                       "logprobs) is not implemented; echo alone is");
+  EXPECT_FALSE(ids.proto.prompt_logprobs());
+}
+
+TEST_F(ResponseBuilderTest, ChoicesNAndBestOfReachTheProto) {
+  OpenAiRequest chat = ParseOk(kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 3})");
+  EXPECT_EQ(chat.proto.n(), 3);
+  EXPECT_EQ(chat.n, 3);
+  EXPECT_FALSE(chat.proto.has_best_of());
+  OpenAiRequest completions = ParseOk(kCompletions, R"({"prompt": "a", "n": 2, "best_of": 5})");
+  EXPECT_EQ(completions.proto.n(), 2);
+  EXPECT_EQ(completions.proto.best_of(), 5);
+  // Out of the door's bounds, but not clamped into them: the door names the value.
+  EXPECT_EQ(ParseOk(kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 99})").proto.n(), 17);
+  EXPECT_EQ(ParseOk(kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 0})").proto.n(), 0);
+}
+
+// echo + logprobs: each choice's logprobs open with the prompt's tokens, the first one's
+// logprob and alternatives null, the offsets running on through the completion.
+TEST_F(ResponseBuilderTest, EchoWithLogprobsOpensEachChoiceWithThePromptsLogprobs) {
+  OpenAiRequest r = ParseOk(kCompletions, R"({"prompt": "Hi", "echo": true, "logprobs": 1, "n": 2})");
+  EXPECT_TRUE(r.proto.prompt_logprobs());
+  ResponseBuilder b(r, "x", "m", 1, &tokenizer_);
+  b.SetPromptIds({'H', 'i'});
+  GenerationEvent first = Event("!", {'!'});
+  first.prompt_logprobs = {SampledToken{'i', -3.0f, {{'o', -1.0f}}}};
+  b.Append(first);
+  GenerationEvent other = Event("?", {'?'}, FinishReason::kLength);
+  other.index = 1;
+  b.Append(other);
+  EXPECT_FALSE(b.done());
+  b.Append(Event("", {}, FinishReason::kEos));
+  EXPECT_TRUE(b.done());
+  Json out = b.Final();
+  ASSERT_EQ(out["choices"].size(), 2u);
+  EXPECT_EQ(out["choices"][0]["text"], "Hi!");
+  EXPECT_EQ(out["choices"][1]["text"], "Hi?");
+  EXPECT_EQ(out["choices"][1]["index"], 1);
+  EXPECT_EQ(out["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(out["choices"][1]["finish_reason"], "length");
+  for (int i : {0, 1}) {
+    const Json& lp = out["choices"][i]["logprobs"];
+    EXPECT_EQ(lp["tokens"], Json::parse(i == 0 ? R"(["H", "i", "!"])" : R"(["H", "i", "?"])"));
+    EXPECT_EQ(lp["token_logprobs"], Json::parse("[null, -3.0, -0.5]"));
+    EXPECT_EQ(lp["top_logprobs"][0], nullptr);
+    EXPECT_EQ(lp["top_logprobs"][1], Json::parse(R"({"o": -1.0})"));
+    EXPECT_EQ(lp["text_offset"], Json::parse("[0, 1, 2]"));
+  }
+  // The prompt once; the completion tokens of both choices.
+  EXPECT_EQ(out["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(out["usage"]["completion_tokens"], 8);
+}
+
+TEST_F(ResponseBuilderTest, StreamedChoicesCarryTheirIndex) {
+  OpenAiRequest r = ParseOk(kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 2,
+                                       "stream": true})");
+  ResponseBuilder b(r, "x", "m", 1, &tokenizer_);
+  GenerationEvent one = Event("b", {'b'});
+  one.index = 1;
+  std::vector<Json> c1 = b.StreamChunks(one);
+  ASSERT_EQ(c1.size(), 1u);
+  EXPECT_EQ(c1[0]["choices"][0]["index"], 1);
+  EXPECT_EQ(c1[0]["choices"][0]["delta"]["role"], "assistant");  // choice 1's first chunk
+  std::vector<Json> c0 = b.StreamChunks(Event("a", {'a'}, FinishReason::kEos));
+  EXPECT_EQ(c0[0]["choices"][0]["index"], 0);
+  EXPECT_EQ(c0[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(c0[0]["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(b.done());
+  one.finish = FinishReason::kLength;
+  one.text.clear();
+  one.token_ids.clear();
+  one.logprobs.clear();
+  std::vector<Json> end = b.StreamChunks(one);
+  EXPECT_EQ(end[0]["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(end[0]["choices"][0]["delta"].contains("role"));
+  EXPECT_TRUE(b.done());
 }
 
 TEST_F(ResponseBuilderTest, WithoutIncludeUsageThereIsNoUsageField) {

@@ -44,6 +44,8 @@ constexpr FieldName kFieldNames[] = {
     {"top_logprobs", "top_logprobs", "logprobs"},
     {"stop_sequences", "stop", "stop"},
     {"stop_token_ids", "stop_token_ids", "stop_token_ids"},
+    {"n", "n", "n"},
+    {"best_of", "best_of", "best_of"},
     {"chat.messages", "messages", "messages"},
     {"text", "prompt", "prompt"},
     {"token_ids.ids", "prompt", "prompt"},

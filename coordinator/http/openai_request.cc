@@ -1,4 +1,5 @@
 // OpenAI request JSON -> tpserve::v1::GenerateRequest (see openai_api.h for the field list).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "coordinator/http/openai_api.h"
+#include "coordinator/validation.h"
 #include "coordinator/tokenizer/utf8.h"
 
 namespace tpserve {
@@ -119,10 +121,6 @@ absl::Status Unsupported(const std::string& field, const std::string& why) {
 
 // Fields we know but cannot honour: an error unless they ask for the default behaviour.
 absl::Status CheckUnsupported(const Json& body, Endpoint endpoint) {
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInteger(body, "n"));
-  if (n.has_value() && *n != 1) {
-    return Unsupported("n", absl::StrCat("n = ", *n, "; only one choice per request (n = 1)"));
-  }
   for (const char* tools : {"tools", "functions"}) {
     if (const Json* v = Find(body, tools); v != nullptr && !(v->is_array() && v->empty())) {
       return Unsupported(tools, "tool and function calling are not implemented");
@@ -134,17 +132,8 @@ absl::Status CheckUnsupported(const Json& body, Endpoint endpoint) {
     }
   }
   if (endpoint == Endpoint::kCompletions) {
-    TP_ASSIGN_OR_RETURN(std::optional<bool> echo, GetBool(body, "echo"));
-    if (echo.value_or(false) && Find(body, "logprobs") != nullptr) {
-      return Unsupported("echo", "echo with logprobs (the prompt's logprobs) is not implemented; "
-                                 "echo alone is");
-    }
     if (const Json* v = Find(body, "suffix"); v != nullptr && *v != "") {
       return Unsupported("suffix", "insertion (suffix) is not implemented");
-    }
-    TP_ASSIGN_OR_RETURN(std::optional<int64_t> best_of, GetInteger(body, "best_of"));
-    if (best_of.has_value() && *best_of != 1) {
-      return Unsupported("best_of", absl::StrCat("best_of = ", *best_of, "; only 1"));
     }
   }
   return absl::OkStatus();
@@ -460,6 +449,30 @@ absl::Status ParseStreaming(const Json& body, OpenAiRequest& r) {
   return absl::OkStatus();
 }
 
+// n, best_of and echo (with logprobs: the prompt's logprobs). Their bounds are the door's.
+absl::Status ParseChoices(const Json& body, OpenAiRequest& r) {
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInteger(body, "n"));
+  if (n.has_value()) {
+    // Out of int32 range is out of the door's [1, 16] as well; clamp so the door says so.
+    r.proto.set_n(static_cast<int32_t>(std::clamp<int64_t>(*n, -1, kMaxChoices + 1)));
+  }
+  r.n = static_cast<int32_t>(std::clamp<int64_t>(n.value_or(1), 1, kMaxChoices));
+  if (r.endpoint != Endpoint::kCompletions) return absl::OkStatus();
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> best_of, GetInteger(body, "best_of"));
+  if (best_of.has_value()) {
+    r.proto.set_best_of(static_cast<int32_t>(std::clamp<int64_t>(*best_of, -1, kMaxChoices + 1)));
+    // As OpenAI's: the best candidates are known only once all have finished.
+    if (r.stream && *best_of > n.value_or(1)) {
+      return Invalid("best_of", absl::StrCat("best_of = ", *best_of, " > n = ", n.value_or(1),
+                                             " cannot be used with stream = true"));
+    }
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<bool> echo, GetBool(body, "echo"));
+  r.echo = echo.value_or(false);
+  r.proto.set_prompt_logprobs(r.echo && r.logprobs);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OpenAiRequest> ParseBody(Endpoint endpoint, const Json& body,
                                         std::string_view served_model) {
   if (!body.is_object()) return TypeError("body", body, "a JSON object");
@@ -491,10 +504,7 @@ absl::StatusOr<OpenAiRequest> ParseBody(Endpoint endpoint, const Json& body,
   TP_RETURN_IF_ERROR(ParseLimitsAndLogprobs(body, r));
   TP_RETURN_IF_ERROR(ParseStop(body, r));
   TP_RETURN_IF_ERROR(ParseStreaming(body, r));
-  if (endpoint == Endpoint::kCompletions) {
-    TP_ASSIGN_OR_RETURN(std::optional<bool> echo, GetBool(body, "echo"));
-    r.echo = echo.value_or(false);
-  }
+  TP_RETURN_IF_ERROR(ParseChoices(body, r));
   return r;
 }
 

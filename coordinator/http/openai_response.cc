@@ -1,5 +1,6 @@
 // Engine events -> OpenAI response objects: chat.completion, chat.completion.chunk,
 // text_completion; usage; logprobs in each endpoint's shape.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,8 +53,8 @@ ResponseBuilder::ResponseBuilder(const OpenAiRequest& request, std::string reque
                        request_id)),
       model_(std::move(model)),
       created_unix_s_(created_unix_s),
-      tokenizer_(tokenizer) {
-  logprobs_all_ = LogprobsObject({});
+      tokenizer_(tokenizer),
+      choices_(static_cast<size_t>(std::max(1, request.n))) {
   if (request.echo && request.endpoint == Endpoint::kCompletions) {
     if (request.proto.has_text()) {
       echo_ = request.proto.text();
@@ -64,6 +65,7 @@ ResponseBuilder::ResponseBuilder(const OpenAiRequest& request, std::string reque
       if (text.ok()) echo_ = SanitizeUtf8(*text);
     }
   }
+  for (Choice& c : choices_) c.logprobs = LogprobsObject(c, {});
 }
 
 namespace {
@@ -87,8 +89,8 @@ Json StructuredObject(const StructuredOutcome& outcome) {
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
 // Completions: {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}, where
-// text_offset counts bytes of the completion text before the token.
-Json ResponseBuilder::LogprobsObject(const std::vector<SampledToken>& tokens) {
+// text_offset counts bytes of the choice's text before the token.
+Json ResponseBuilder::LogprobsObject(Choice& choice, const std::vector<SampledToken>& tokens) {
   Json out;
   if (endpoint_ == Endpoint::kChatCompletions) {
     out["content"] = Json::array();
@@ -120,8 +122,26 @@ Json ResponseBuilder::LogprobsObject(const std::vector<SampledToken>& tokens) {
     out["tokens"].push_back(text);
     out["token_logprobs"].push_back(t.logprob);
     out["top_logprobs"].push_back(std::move(top));
-    out["text_offset"].push_back(text_offset_bytes_);
-    text_offset_bytes_ += static_cast<int64_t>(bytes.size());
+    out["text_offset"].push_back(choice.text_offset_bytes);
+    choice.text_offset_bytes += static_cast<int64_t>(bytes.size());
+  }
+  return out;
+}
+
+Json ResponseBuilder::PromptLogprobsObject(Choice& choice) {
+  Json out = LogprobsObject(choice, {});
+  if (prompt_ids_.empty()) return out;
+  // The first prompt token has no logprob (nothing precedes it).
+  SampledToken first;
+  first.id = prompt_ids_.front();
+  Json head = LogprobsObject(choice, {first});
+  out["tokens"].push_back(head["tokens"][0]);
+  out["token_logprobs"].push_back(nullptr);
+  out["top_logprobs"].push_back(nullptr);
+  out["text_offset"].push_back(head["text_offset"][0]);
+  Json rest = LogprobsObject(choice, prompt_logprobs_);
+  for (auto& [key, values] : rest.items()) {
+    for (Json& v : values) out[key].push_back(std::move(v));
   }
   return out;
 }
@@ -136,31 +156,62 @@ Json ResponseBuilder::ChunkShell() const {
   return chunk;
 }
 
-std::vector<Json> ResponseBuilder::StreamChunks(const GenerationEvent& event) {
-  const bool finished = event.finish != FinishReason::kNone;
-  if (finished) {
-    usage_ = event.usage;
-    finish_reason_ = OpenAiFinishReason(event.finish);
+std::pair<std::string, Json> ResponseBuilder::Take(Choice& choice, const GenerationEvent& event) {
+  if (!event.prompt_logprobs.empty()) prompt_logprobs_ = event.prompt_logprobs;
+  std::string text;
+  Json logprobs = nullptr;
+  const bool first = !choice.started;
+  choice.started = true;
+  if (first && !echo_.empty()) text = echo_;  // the echoed prompt opens every choice's text
+  text += event.text;
+  const bool echo_logprobs = first && logprobs_ && !prompt_ids_.empty() && !echo_.empty();
+  if (echo_logprobs || (logprobs_ && !event.logprobs.empty())) {
+    logprobs = echo_logprobs ? PromptLogprobsObject(choice) : LogprobsObject(choice, {});
+    Json more = LogprobsObject(choice, event.logprobs);
+    for (auto& [key, values] : more.items()) {
+      for (Json& v : values) logprobs[key].push_back(std::move(v));
+    }
   }
-  const bool with_logprobs = logprobs_ && !event.logprobs.empty();
-  const bool chat = endpoint_ == Endpoint::kChatCompletions;
-  const bool first_chat_chunk = chat && !sent_role_;
-  std::string text = std::move(echo_) + event.text;  // the echoed prompt opens the first chunk
-  echo_.clear();
-  if (text.empty() && !with_logprobs && !finished && !first_chat_chunk) return {};
+  return {std::move(text), std::move(logprobs)};
+}
 
-  Json choice = {{"index", 0}};
+void ResponseBuilder::RecordFinish(Choice& choice, const GenerationEvent& event) {
+  if (event.finish == FinishReason::kNone || choice.finished) return;
+  choice.finished = true;
+  ++finished_;
+  choice.finish_reason = OpenAiFinishReason(event.finish);
+  if (event.index == 0) {
+    const int32_t completion = usage_.completion_tokens;
+    usage_ = event.usage;
+    usage_.completion_tokens += completion;
+    structured_ = event.structured;
+  } else {
+    usage_.completion_tokens += event.usage.completion_tokens;
+  }
+}
+
+std::vector<Json> ResponseBuilder::StreamChunks(const GenerationEvent& event) {
+  if (event.index < 0 || event.index >= static_cast<int32_t>(choices_.size())) return {};
+  Choice& c = choices_[event.index];
+  const bool finished = event.finish != FinishReason::kNone;
+  RecordFinish(c, event);
+  const bool chat = endpoint_ == Endpoint::kChatCompletions;
+  const bool first_chat_chunk = chat && !c.sent_role;
+  auto [text, logprobs] = Take(c, event);
+  if (text.empty() && logprobs.is_null() && !finished && !first_chat_chunk) return {};
+
+  Json choice = {{"index", event.index}};
   if (chat) {
     Json delta = Json::object();
     if (first_chat_chunk) delta["role"] = "assistant";
-    if (first_chat_chunk || !text.empty() || with_logprobs) delta["content"] = text;
+    if (first_chat_chunk || !text.empty() || !logprobs.is_null()) delta["content"] = text;
     choice["delta"] = std::move(delta);
-    sent_role_ = true;
+    c.sent_role = true;
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = with_logprobs ? LogprobsObject(event.logprobs) : Json(nullptr);
-  choice["finish_reason"] = finish_reason_ != nullptr ? Json(finish_reason_) : Json(nullptr);
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = c.finish_reason != nullptr ? Json(c.finish_reason) : Json(nullptr);
   Json chunk = ChunkShell();
   chunk["choices"] = Json::array({std::move(choice)});
   if (finished && event.structured.has_value()) {
@@ -178,38 +229,39 @@ Json ResponseBuilder::UsageChunk() const {
 }
 
 void ResponseBuilder::Append(const GenerationEvent& event) {
-  if (!echo_.empty()) text_ = std::move(echo_);
-  echo_.clear();
-  text_ += event.text;
-  if (logprobs_ && !event.logprobs.empty()) {
-    Json more = LogprobsObject(event.logprobs);
-    for (auto& [key, values] : more.items()) {
-      for (Json& v : values) logprobs_all_[key].push_back(std::move(v));
+  if (event.index < 0 || event.index >= static_cast<int32_t>(choices_.size())) return;
+  Choice& c = choices_[event.index];
+  auto [text, logprobs] = Take(c, event);
+  c.text += text;
+  if (!logprobs.is_null()) {
+    for (auto& [key, values] : logprobs.items()) {
+      for (Json& v : values) c.logprobs[key].push_back(std::move(v));
     }
   }
-  if (event.finish != FinishReason::kNone) {
-    usage_ = event.usage;
-    finish_reason_ = OpenAiFinishReason(event.finish);
-    structured_ = event.structured;
-  }
+  RecordFinish(c, event);
 }
 
 Json ResponseBuilder::Final() const {
   const bool chat = endpoint_ == Endpoint::kChatCompletions;
-  Json choice = {{"index", 0}};
-  if (chat) {
-    // The spec requires `refusal` on every response message; this server never refuses.
-    choice["message"] = {{"role", "assistant"}, {"content", text_}, {"refusal", nullptr}};
-  } else {
-    choice["text"] = text_;
+  Json choices = Json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    Json choice = {{"index", i}};
+    if (chat) {
+      // The spec requires `refusal` on every response message; this server never refuses.
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = logprobs_ ? c.logprobs : Json(nullptr);
+    choice["finish_reason"] = c.finish_reason != nullptr ? Json(c.finish_reason) : Json(nullptr);
+    choices.push_back(std::move(choice));
   }
-  choice["logprobs"] = logprobs_ ? logprobs_all_ : Json(nullptr);
-  choice["finish_reason"] = finish_reason_ != nullptr ? Json(finish_reason_) : Json(nullptr);
   Json out = {{"id", id_},
               {"object", chat ? "chat.completion" : "text_completion"},
               {"created", created_unix_s_},
               {"model", model_},
-              {"choices", Json::array({std::move(choice)})},
+              {"choices", std::move(choices)},
               {"usage", UsageObject(usage_)}};
   if (structured_.has_value()) out["structured_output"] = StructuredObject(*structured_);
   return out;

@@ -12,6 +12,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import ROOT
+
 KOREAN_PROMPT = "안녕하세요! 한국어로 짧게 자기소개를 해 주세요."
 
 
@@ -179,3 +181,72 @@ def test_unknown_model_is_404(http_url):
         urllib.request.urlopen(req, timeout=30)
     assert e.value.code == 404
     assert json.loads(e.value.read())["error"]["code"] == "model_not_found"
+
+
+# ---- n, best_of and echo with logprobs (the rest of OpenAI's sampling surface) -------------
+
+def test_n_choices_are_the_requests_seeded_seed_plus_index(client, model):
+    messages = [{"role": "user", "content": "Write one sentence about the sea."}]
+    together = client.chat.completions.create(model=model, messages=messages, n=3, seed=5,
+                                              temperature=0.9, max_tokens=12)
+    assert [c.index for c in together.choices] == [0, 1, 2]
+    for i, choice in enumerate(together.choices):
+        alone = client.chat.completions.create(model=model, messages=messages, seed=5 + i,
+                                               temperature=0.9, max_tokens=12)
+        assert choice.message.content == alone.choices[0].message.content, i
+        assert choice.finish_reason == alone.choices[0].finish_reason
+    assert len({c.message.content for c in together.choices}) > 1
+    # The prompt once, every choice's tokens.
+    assert together.usage.prompt_tokens == alone.usage.prompt_tokens
+    assert together.usage.completion_tokens >= 3
+
+    streamed = client.chat.completions.create(model=model, messages=messages, n=2, seed=5,
+                                              temperature=0.9, max_tokens=12, stream=True)
+    text, finishes = {0: "", 1: ""}, {0: 0, 1: 0}
+    for chunk in streamed:
+        for c in chunk.choices:
+            text[c.index] += c.delta.content or ""
+            finishes[c.index] += c.finish_reason is not None
+    assert finishes == {0: 1, 1: 1}
+    assert text == {i: together.choices[i].message.content for i in (0, 1)}
+
+
+def test_best_of_returns_the_candidate_with_the_highest_mean_logprob(client, model):
+    prompt = "My favourite animal is the"
+    common = dict(model=model, prompt=prompt, temperature=1.0, max_tokens=6,
+                  extra_body={"ignore_eos": True})  # every candidate has all 6 tokens reported
+    candidates = []
+    for i in range(3):
+        r = client.completions.create(seed=21 + i, logprobs=0, **common)
+        lps = r.choices[0].logprobs.token_logprobs
+        assert len(lps) == 6
+        candidates.append((sum(lps) / len(lps), r.choices[0].text))
+    best = client.completions.create(seed=21, best_of=3, **common)
+    assert len(best.choices) == 1
+    assert best.choices[0].text == max(candidates)[1], candidates
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(seed=21, best_of=3, stream=True, **common)
+    assert e.value.body["param"] == "best_of"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(n=3, best_of=2, **common)
+    assert e.value.body["param"] == "best_of"
+    assert e.value.body["message"] == "best_of = 2 is invalid: must be in [n = 3, 16]"
+
+
+def test_echo_with_logprobs_scores_the_prompt_as_llama_cpp_does(client, model):
+    golden = json.loads((ROOT / "tests/golden/model/prompt_logprobs.json").read_text())
+    english = next(p for p in golden["prompts"] if p["name"] == "english")
+    r = client.completions.create(model=model, prompt=english["token_ids"], echo=True, logprobs=1,
+                                  max_tokens=2, temperature=0)
+    c = r.choices[0]
+    assert c.text.startswith(english["text"])
+    n = len(english["token_ids"])
+    lp = c.logprobs
+    assert len(lp.tokens) == n + 2
+    assert "".join(lp.tokens[:n]) == english["text"]
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    # Within what llama.cpp's own variants differ by (tests/engine/sampling_surface_test.cc).
+    for ours, theirs in zip(lp.token_logprobs[1:n], english["prompt_logprobs"]):
+        assert abs(ours - theirs) < 0.5, (ours, theirs)
+    assert lp.text_offset[:3] == [0, len(lp.tokens[0].encode()), len((lp.tokens[0] + lp.tokens[1]).encode())]
+    assert all(len(top) == 1 for top in lp.top_logprobs[1:])
