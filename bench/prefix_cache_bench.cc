@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "bench/engine_bench_support.h"
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "model/bundled_model.h"
@@ -34,23 +35,6 @@ namespace tpserve {
 namespace {
 
 constexpr int32_t kBlockTokens = 16;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-// A system prompt of about `tokens` tokens: numbered shop rules.
-absl::StatusOr<std::vector<int32_t>> Prompt(const ModelBundle& bundle, int tokens,
-                                            const std::string& question) {
-  std::string system = "You are the assistant of a bookshop. Follow these rules.";
-  const int num_rules = tokens / 17;  // each rule is about 17 tokens
-  for (int i = 1; i <= num_rules; ++i) {
-    system += " Rule " + std::to_string(i) + ": shelf " + std::to_string(i * 7 % 97) +
-              " holds books on topic " + std::to_string(i * 13 % 89) + ".";
-  }
-  return bundle.EncodeChat({{"system", system}, {"user", question}});
-}
 
 struct Pair {
   double cold_s = 0, warm_s = 0;
@@ -102,15 +86,7 @@ absl::StatusOr<Pair> ServePair(const ModelBundle& bundle, bool caching,
 
 int Run() {
   std::string path = absl::GetFlag(FLAGS_model);
-  if (path.empty()) {
-    absl::StatusOr<std::string> bundled = BundledModelPath();
-    if (!bundled.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(bundled.status().message()).c_str());
-      return 1;
-    }
-    path = *bundled;
-  }
-  absl::StatusOr<ModelBundle> bundle = LoadModelBundle(path);
+  absl::StatusOr<ModelBundle> bundle = LoadBenchModel(path);
   if (!bundle.ok()) {
     std::fprintf(stderr, "%s\n", std::string(bundle.status().message()).c_str());
     return 1;
@@ -119,9 +95,10 @@ int Run() {
                           ? absl::GetFlag(FLAGS_threads)
                           : std::max(1u, std::thread::hardware_concurrency());
   const int system_tokens = absl::GetFlag(FLAGS_system_tokens);
-  absl::StatusOr<std::vector<int32_t>> a = Prompt(*bundle, system_tokens, "Where are the maps?");
+  absl::StatusOr<std::vector<int32_t>> a =
+      ShopPrompt(*bundle, system_tokens, "Where are the maps?");
   absl::StatusOr<std::vector<int32_t>> b =
-      Prompt(*bundle, system_tokens, "Which shelf has poetry?");
+      ShopPrompt(*bundle, system_tokens, "Which shelf has poetry?");
   if (!a.ok() || !b.ok()) {
     std::fprintf(stderr, "cannot encode the prompts\n");
     return 1;

@@ -228,7 +228,15 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
       t.end.finish = event.finish;
       t.end.error = event.error;
       // One sequence failed or ran out of time: the request has, so the others stop too.
-      if (t.finished + 1 < t.best_of) engine_->Cancel(t.id);
+      // (t.id is set under mu_ after Submit, which may already be delivering events.)
+      if (t.finished + 1 < t.best_of) {
+        int64_t id;
+        {
+          absl::MutexLock lock(&mu_);
+          id = t.id;
+        }
+        engine_->Cancel(id);
+      }
     }
   } else if (event.index == 0 && !Abnormal(t.end.finish)) {
     t.end.finish = event.finish;

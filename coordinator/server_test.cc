@@ -159,7 +159,9 @@ TEST_F(ServerTest, ChoicesAreTaggedAndThePromptIsScoredOnTheFirstMessage) {
     const pb::GenerateResponse& m = r.messages[i];
     text[m.index()] += m.text();
     if (m.finish_reason() != pb::FINISH_REASON_UNSPECIFIED) ++finishes[m.index()];
-    if (i > 0) EXPECT_EQ(m.prompt_logprobs_size(), 0);
+    if (i > 0) {
+      EXPECT_EQ(m.prompt_logprobs_size(), 0);
+    }
   }
   EXPECT_EQ(text, (std::map<int, std::string>{{0, "hello!"}, {1, "hello!"}}));
   EXPECT_EQ(finishes, (std::map<int, int>{{0, 1}, {1, 1}}));
