@@ -127,6 +127,7 @@ absl::StatusOr<DecodeResult> ServeOnce(const ModelBundle& bundle, const Constrai
   const Admitter door = bundle.Door(eo.context_length, engine.kv_capacity(), compiler);
   std::vector<Clock::time_point> first(streams), last(streams);
   std::vector<int64_t> tokens(streams, 0);
+  std::vector<bool> started(streams, false);
   DecodeResult result;
   std::vector<const CorpusCase*> schemas;
   for (const CorpusCase& c : cases) {
@@ -152,9 +153,14 @@ absl::StatusOr<DecodeResult> ServeOnce(const ModelBundle& bundle, const Constrai
                            .Submit(std::move(r),
                                    [&, i](GenerationEvent e) {
                                      const Clock::time_point now = Clock::now();
-                                     if (!e.token_ids.empty() && tokens[i] == 0) first[i] = now;
-                                     tokens[i] += static_cast<int64_t>(e.token_ids.size());
-                                     last[i] = now;
+                                     if (!e.token_ids.empty() && !started[i]) first[i] = now;
+                                     started[i] = started[i] || !e.token_ids.empty();
+                                     // Every token generated, the constrained run's EOS
+                                     // included (its step is work like any other).
+                                     if (e.finish != FinishReason::kNone) {
+                                       tokens[i] = e.usage.completion_tokens;
+                                       last[i] = now;
+                                     }
                                      if (e.structured.has_value() && e.structured->completed) {
                                        ++result.valid_end;
                                      }
@@ -163,8 +169,10 @@ absl::StatusOr<DecodeResult> ServeOnce(const ModelBundle& bundle, const Constrai
   }
   while (engine.Step()) {
   }
-  // Decode throughput: tokens after each request's first, over the span from the earliest first
-  // token to the latest last one (prefill excluded, as in model_bench).
+  // Decode throughput: tokens generated after each request's first, over the span from the
+  // earliest first token to the latest end (prefill excluded, as in model_bench). A constrained
+  // request's EOS counts: the free-text run then generates as many tokens (ignore_eos), so both
+  // take the same steps with the same batch.
   const Clock::time_point start = *std::min_element(first.begin(), first.end());
   const Clock::time_point end = *std::max_element(last.begin(), last.end());
   for (int64_t t : tokens) result.tokens += std::max<int64_t>(0, t - 1);
