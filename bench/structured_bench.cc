@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "bench/engine_bench_support.h"
 #include "coordinator/admission.h"
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
@@ -227,10 +228,7 @@ absl::Status RunDecode(const ModelBundle& bundle, const std::vector<CorpusCase>&
 
 absl::Status Main() {
   std::string path = absl::GetFlag(FLAGS_model);
-  if (path.empty()) {
-    TP_ASSIGN_OR_RETURN(path, BundledModelPath());
-  }
-  TP_ASSIGN_OR_RETURN(ModelBundle bundle, LoadModelBundle(path));
+  TP_ASSIGN_OR_RETURN(ModelBundle bundle, LoadBenchModel(path));
   const std::string dir = absl::GetFlag(FLAGS_corpus_dir);
   TP_ASSIGN_OR_RETURN(std::vector<CorpusCase> cases,
                       LoadCorpus(dir + "/corpus.json", dir + "/walks.json"));

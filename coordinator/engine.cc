@@ -163,21 +163,14 @@ void Engine::ReleaseFollowers(Sequence& seq) {
 
 void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
                     std::string matched_stop_sequence) {
-  if (!seq.followers.empty()) {
-    // Sequence 0 ended before its prompt was computed (cancelled, expired, failed): so do the
-    // others. After a normal end its prompt's blocks are cached: they go on.
-    if (reason == FinishReason::kCancelled || reason == FinishReason::kDeadline ||
-        reason == FinishReason::kError) {
-      std::vector<std::unique_ptr<Sequence>> followers = std::move(seq.followers);
-      seq.followers.clear();
-      for (auto& f : followers) {
-        const int64_t id = f->id;
-        seqs_[id] = std::move(f);
-        Finish(*seqs_[id], reason, error);
-      }
-    } else {
-      ReleaseFollowers(seq);
-    }
+  // Sequence 0 ended before its prompt was computed (cancelled, expired, failed; every normal
+  // end comes after its first token, which released the others): so do the others.
+  std::vector<std::unique_ptr<Sequence>> followers = std::move(seq.followers);
+  seq.followers.clear();
+  for (auto& f : followers) {
+    const int64_t id = f->id;
+    seqs_[id] = std::move(f);
+    Finish(*seqs_[id], reason, error);
   }
   GenerationEvent event;
   event.index = seq.index;
@@ -308,8 +301,8 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
 void Engine::StartMasks(const StepBatch& batch) {
   std::vector<MaskWorker::Job> jobs;
   for (const StepBatch::Sequence& s : batch.sequences) {
-    if (!Samples(s)) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
+    if (!Samples(s, seq)) continue;
     if (seq.matcher.has_value()) jobs.emplace_back(&*seq.matcher, absl::MakeSpan(seq.mask));
   }
   masks_.Start(std::move(jobs));
@@ -333,9 +326,8 @@ void Engine::JumpForward(Sequence& seq, GenerationEvent& event) {
   stats_.jump_forward_tokens += appended;
 }
 
-bool Engine::Samples(const StepBatch::Sequence& s) const {
-  return s.num_logits > 0 &&
-         s.end_position() == static_cast<int64_t>(seqs_.at(s.seq_id)->tokens.size());
+bool Engine::Samples(const StepBatch::Sequence& s, const Sequence& seq) {
+  return s.num_logits > 0 && s.end_position() == static_cast<int64_t>(seq.tokens.size());
 }
 
 // A sequence's rows are its last num_logits positions. Those before its last known token score
@@ -348,7 +340,7 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
     row += s.num_logits;
     if (s.num_logits == 0) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
-    const bool samples = Samples(s);
+    const bool samples = Samples(s, seq);
     const int64_t scored = s.num_logits - (samples ? 1 : 0);
     for (int64_t i = 0; i < scored; ++i) {
       const int64_t position = s.end_position() - s.num_logits + i;

@@ -166,7 +166,7 @@ class Engine {
   // Queues the sequences of `seq`'s request that waited for its prompt's KV.
   void ReleaseFollowers(Sequence& seq);
   // True when this step puts the sequence's last known token in the cache: it samples.
-  bool Samples(const StepBatch::Sequence& s) const;
+  static bool Samples(const StepBatch::Sequence& s, const Sequence& seq);
 
   const EngineOptions options_;
   std::unique_ptr<ModelExecutor> executor_;

@@ -24,8 +24,7 @@ struct Frontend::Tracked {
   int32_t best_of = 1;  // sequences the engine runs
   absl::Time submitted;
   absl::Time last_token = absl::InfinitePast();
-  int32_t tokens = 0;                  // sent, over all sequences
-  std::vector<int32_t> sent;           // sent, by sequence
+  std::vector<int32_t> sent;           // tokens sent, by sequence
   int32_t finished = 0;                // sequences finished
   // How the request ended, for its log line and metrics: the first abnormal end (cancelled,
   // deadline, error), else sequence 0's; the completion tokens of every sequence.
@@ -198,13 +197,12 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
   const absl::Time now = absl::Now();
   const int32_t n = static_cast<int32_t>(event.token_ids.size());
   if (n > 0) {
-    if (t.tokens == 0) {
+    if (t.last_token == absl::InfinitePast()) {  // the request's first token
       ttft_->Observe(absl::ToDoubleSeconds(now - t.submitted));
     } else {
       const double gap = absl::ToDoubleSeconds(now - t.last_token) / n;
       for (int32_t i = 0; i < n; ++i) inter_token_->Observe(gap);
     }
-    t.tokens += n;
     t.sent[event.index] += n;
     t.last_token = now;
     generation_tokens_->Add(n);
