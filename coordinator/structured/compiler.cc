@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "base/field_error.h"
 #include "base/status_macros.h"
 #include "coordinator/structured/schema_policy.h"
+#include "coordinator/structured/structural_tag_policy.h"
 #include "coordinator/structured/xgrammar_log.h"
 #include "xgrammar/xgrammar.h"
 
@@ -30,6 +32,28 @@ using Compiled = std::shared_ptr<const CompiledConstraint>;
 constexpr char kAnyObjectSchema[] = R"({"type": "object"})";
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%g s", absl::ToDoubleSeconds(d)); }
+
+// The kinds whose schemas pass the schema policy, so that strict=false relaxes them.
+bool HasSchemas(ConstraintKind kind) {
+  return kind == ConstraintKind::kJsonSchema || kind == ConstraintKind::kStructuralTag;
+}
+
+// XGrammar's grammar for a structural tag, or INVALID_ARGUMENT naming `field` with XGrammar's
+// reason ("Invalid structural tag error: ..."). Not GrammarCompiler::CompileStructuralTag: that
+// reports a bad tag as a failed internal check. `info` resolves the tag's token formats by
+// their text (not control tokens: their text here is empty).
+absl::StatusOr<xgrammar::Grammar> StructuralTagGrammar(const std::string& tag,
+                                                       const xgrammar::TokenizerInfo& info,
+                                                       std::string_view field) {
+  std::variant<xgrammar::Grammar, xgrammar::StructuralTagError> parsed =
+      xgrammar::Grammar::FromStructuralTag(tag, info);
+  if (const auto* error = std::get_if<xgrammar::StructuralTagError>(&parsed)) {
+    return FieldError(field, StrCat(": ", std::visit([](const auto& e) {
+                                      return std::string(e.what());
+                                    }, *error)));
+  }
+  return std::get<xgrammar::Grammar>(std::move(parsed));
+}
 
 }  // namespace
 
@@ -77,7 +101,8 @@ struct ConstraintCompiler::Shared {
   };
 
   Shared(const xgrammar::TokenizerInfo& info, ConstraintLimits limits)
-      : compiler(info, std::max(1, limits.compile_threads), /*cache_enabled=*/false),
+      : info(info),
+        compiler(info, std::max(1, limits.compile_threads), /*cache_enabled=*/false),
         limits(limits) {}
 
   absl::StatusOr<Compiled> CompileNow(const ConstraintSpec& spec);
@@ -85,6 +110,7 @@ struct ConstraintCompiler::Shared {
               absl::Duration took);
   void WorkerLoop();
 
+  const xgrammar::TokenizerInfo info;
   xgrammar::GrammarCompiler compiler;  // thread-safe; its own cache is off (ours is below)
   const ConstraintLimits limits;
 
@@ -135,6 +161,18 @@ absl::StatusOr<Compiled> ConstraintCompiler::Shared::CompileNow(const Constraint
         grammar = std::make_unique<xgrammar::CompiledGrammar>(
             compiler.CompileGrammar(ChoiceGrammar(spec.choices), "root"));
         break;
+      case ConstraintKind::kStructuralTag: {
+        // XGrammar compiles a tag's schemas with free whitespace, up to the tag's
+        // max_whitespace_cnt in a row (coordinator/tools/structural_tag.cc sets it).
+        TP_ASSIGN_OR_RETURN(SchemaPolicyResult policy,
+                            CheckStructuralTagSchemas(spec.text, spec.strict, spec.field));
+        dropped = std::move(policy.dropped);
+        one_of = std::move(policy.one_of_pointers);
+        TP_ASSIGN_OR_RETURN(xgrammar::Grammar tag,
+                            StructuralTagGrammar(policy.schema, info, spec.field));
+        grammar = std::make_unique<xgrammar::CompiledGrammar>(compiler.CompileGrammar(tag));
+        break;
+      }
       case ConstraintKind::kNone:
         return absl::InternalError("Compile called without a constraint");
     }
@@ -147,7 +185,7 @@ absl::StatusOr<Compiled> ConstraintCompiler::Shared::CompileNow(const Constraint
     if (absl::StrContains(warning, "oneOf") && !one_of.empty()) {
       what = StrCat(what, " (oneOf at ", absl::StrJoin(one_of, ", "), ")");
     }
-    if (spec.kind != ConstraintKind::kJsonSchema || spec.strict) {
+    if (!HasSchemas(spec.kind) || spec.strict) {
       return FieldError(spec.field, StrCat(": would not be enforced exactly: ", what));
     }
     dropped.push_back(std::move(what));

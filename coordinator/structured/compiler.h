@@ -82,7 +82,9 @@ class ConstraintCompiler {
   ~ConstraintCompiler();
 
   // INVALID_ARGUMENT naming spec.field for a bad constraint (schema policy, regex offset,
-  // grammar line and column) and for each bound above.
+  // grammar line and column, XGrammar's reason for a structural tag it refuses, and the schema
+  // policy's for a schema inside one, by its pointer from the tag's root) and for each bound
+  // above.
   absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
       const ConstraintSpec& spec, absl::Time deadline = absl::InfiniteFuture()) const;
 

@@ -13,6 +13,7 @@ std::string_view ConstraintKindName(ConstraintKind kind) {
     case ConstraintKind::kRegex: return "regex";
     case ConstraintKind::kGrammar: return "grammar";
     case ConstraintKind::kChoice: return "choice";
+    case ConstraintKind::kStructuralTag: return "structural_tag";
   }
   return "unknown";
 }

@@ -336,7 +336,9 @@ bool IsEnforcedStringFormat(std::string_view format) {
 }
 
 absl::StatusOr<SchemaPolicyResult> CheckSchema(std::string_view text, bool strict,
-                                               std::string_view field) {
+                                               std::string_view field,
+                                               std::string_view pointer_prefix) {
+  const std::string root_pointer(pointer_prefix);
   Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     // Parse again for the position of the error.
@@ -348,11 +350,11 @@ absl::StatusOr<SchemaPolicyResult> CheckSchema(std::string_view text, bool stric
     return FieldError(field, ": not valid JSON");
   }
   if (!root.is_object() && !root.is_boolean()) {
-    return FieldError(field, StrCat(": at / is ", root.type_name(),
-                                          ", not a schema (an object or a boolean)"));
+    return FieldError(field, StrCat(": at ", Display(root_pointer), " is ", root.type_name(),
+                                    ", not a schema (an object or a boolean)"));
   }
   Walker walker(&root, strict, field);
-  TP_RETURN_IF_ERROR(walker.Walk(root, ""));
+  TP_RETURN_IF_ERROR(walker.Walk(root, root_pointer));
   SchemaPolicyResult result;
   result.schema = root.dump();
   result.dropped = std::move(walker.dropped_);

@@ -28,9 +28,12 @@ struct SchemaPolicyResult {
 
 // INVALID_ARGUMENT naming `field` for text that is not JSON, a node that is not a schema, an
 // unresolvable or non-local $ref, or (strict) a keyword that would not be enforced; each names
-// the JSON pointer of the offending node.
+// the JSON pointer of the offending node. `pointer_prefix` opens every pointer (in errors,
+// `dropped` and `one_of_pointers`): where the schema sits inside a larger document, e.g.
+// "/format/content/json_schema" in a structural tag; $refs still resolve against `text`.
 absl::StatusOr<SchemaPolicyResult> CheckSchema(std::string_view text, bool strict,
-                                               std::string_view field);
+                                               std::string_view field,
+                                               std::string_view pointer_prefix = "");
 
 // The "format" values enforced for strings.
 bool IsEnforcedStringFormat(std::string_view format);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/field_error.h"
+#include "base/str_cat.h"
 #include "coordinator/structured/compiler.h"
 #include "coordinator/structured/mask_worker.h"
 #include "coordinator/structured/matcher.h"
@@ -246,6 +247,122 @@ TEST_F(StructuredTest, ConcurrentRequestsForOneConstraintShareOneCompilation) {
   for (int i = 1; i < 4; ++i) EXPECT_EQ(got[i].get(), got[0].get());
   EXPECT_EQ(compiler_->stats().cache_misses, 1);
   EXPECT_EQ(compiler_->stats().cache_hits, 3);
+}
+
+// A Hermes-style tool call (Qwen, Hermes): free text; "<tool_call>" opens a call of
+// get_weather whose arguments must match its parameters schema.
+constexpr char kCallBegin[] = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ";
+constexpr char kCallEnd[] = "}\n</tool_call>";
+
+std::string HermesTag(bool at_least_one, const std::string& parameters =
+    R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+        "additionalProperties": false})") {
+  return StrCat(R"({"type": "structural_tag", "format": {"type": "triggered_tags",
+      "triggers": ["<tool_call>"], "tags": [{"type": "tag",
+      "begin": "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+      "content": {"type": "json_schema", "json_schema": )", parameters, R"(},
+      "end": "}\n</tool_call>"}], "at_least_one": )", at_least_one ? "true" : "false", "}}");
+}
+
+TEST_F(StructuredTest, StructuralTagLeavesTextFreeUntilTheTriggerThenConstrainsTheCall) {
+  ConstraintMatcher m(MustCompile(
+      Spec(ConstraintKind::kStructuralTag, HermesTag(/*at_least_one=*/false), "structural_tag")));
+  EXPECT_FALSE(Allowed(m)[kTestImStart]);  // control tokens never, even in free text
+  ASSERT_TRUE(AcceptBytes(m, "Let me check. "));
+  EXPECT_TRUE(Allowed(m)[kTestImEnd]);  // a reply without a call may end
+  ASSERT_TRUE(AcceptBytes(m, "<tool_call>"));
+  // The trigger commits to the call: the rest of its opening is forced, and no EOS.
+  EXPECT_THAT(m.JumpForwardString(), StartsWith("\n{\"name\": \"get_weather\", \"arguments\": {"));
+  EXPECT_FALSE(Allowed(m)[kTestImEnd]);
+  ASSERT_TRUE(AcceptBytes(m, "\n{\"name\": \"get_weather\", \"arguments\": {"));
+  EXPECT_FALSE(Allowed(m)[ByteId('}')]);  // "city" is required
+  EXPECT_FALSE(m.Accept(ByteId('}')));
+  EXPECT_FALSE(AcceptBytes(m, "\"town"));  // only "city" is listed (refused at the 't')
+  ASSERT_TRUE(AcceptBytes(m, "city\": \"Paris\"}"));
+  EXPECT_EQ(m.JumpForwardString(), kCallEnd);
+  ASSERT_TRUE(AcceptBytes(m, kCallEnd));
+  ASSERT_TRUE(AcceptBytes(m, " Done."));  // free text again after the call
+  EXPECT_TRUE(m.Accept(kTestImEnd));
+  EXPECT_TRUE(m.terminated());
+}
+
+TEST_F(StructuredTest, StructuralTagAtLeastOneStartsWithTheCall) {
+  ConstraintMatcher m(MustCompile(
+      Spec(ConstraintKind::kStructuralTag, HermesTag(/*at_least_one=*/true), "structural_tag")));
+  std::vector<bool> first = Allowed(m);
+  EXPECT_FALSE(first[ByteId('L')]);  // no text before the first call
+  EXPECT_TRUE(first[ByteId('<')]);
+  EXPECT_FALSE(first[kTestImEnd]);
+  EXPECT_EQ(m.JumpForwardString(), StrCat(kCallBegin, "{"));
+  ASSERT_TRUE(AcceptBytes(m, StrCat(kCallBegin, "{\"city\": \"Oslo\"}", kCallEnd)));
+  EXPECT_TRUE(Allowed(m)[kTestImEnd]);
+}
+
+// A trigger that is one user-defined token ("<tool>" here, as "<tool_call>" is in Qwen's
+// vocabulary) fires by that token as well as by its bytes.
+TEST_F(StructuredTest, StructuralTagTriggerFiresOnAUserDefinedToken) {
+  const std::string tag = R"({"type": "structural_tag", "format": {"type": "triggered_tags",
+      "triggers": ["<tool>"], "tags": [{"begin": "<tool>", "content": {"type": "json_schema",
+      "json_schema": {"type": "integer"}}, "end": "</tool>"}]}})";
+  ConstraintMatcher m(MustCompile(Spec(ConstraintKind::kStructuralTag, tag, "structural_tag")));
+  ASSERT_TRUE(AcceptBytes(m, "x "));
+  EXPECT_TRUE(Allowed(m)[kTestTool]);
+  ASSERT_TRUE(m.Accept(kTestTool));
+  EXPECT_FALSE(Allowed(m)[ByteId('a')]);  // inside the tag: an integer
+  EXPECT_TRUE(AcceptBytes(m, "42</tool>"));
+}
+
+TEST_F(StructuredTest, StructuralTagErrorsNameTheFieldAndThePointer) {
+  absl::Status no_end = compiler_->Compile(Spec(ConstraintKind::kStructuralTag,
+      R"({"type": "structural_tag", "format": {"type": "tag", "begin": "<a>",
+          "content": {"type": "any_text"}}})", "structural_tag")).status();
+  EXPECT_EQ(no_end.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorField(no_end), "structural_tag");
+  EXPECT_EQ(no_end.message(),
+            "structural_tag: Invalid structural tag error: Tag format must have an end field");
+
+  absl::Status not_json = compiler_->Compile(
+      Spec(ConstraintKind::kStructuralTag, R"({"format": )", "structural_tag")).status();
+  EXPECT_EQ(ErrorField(not_json), "structural_tag");
+  EXPECT_THAT(std::string(not_json.message()),
+              StartsWith("structural_tag: not valid JSON at byte"));
+
+  // Each schema inside passes the schema policy, named by its pointer from the tag's root.
+  const std::string unique_days = HermesTag(false,
+      R"({"type": "object", "properties": {"days": {"type": "array", "uniqueItems": true}}})");
+  absl::Status strict =
+      compiler_->Compile(Spec(ConstraintKind::kStructuralTag, unique_days, "tools")).status();
+  EXPECT_EQ(ErrorField(strict), "tools");
+  EXPECT_THAT(std::string(strict.message()),
+              StartsWith("tools: at /format/tags/0/content/json_schema/properties/days/"
+                         "uniqueItems: keyword \"uniqueItems\" is not enforced"));
+  ConstraintSpec lax = Spec(ConstraintKind::kStructuralTag, unique_days, "tools");
+  lax.strict = false;
+  std::shared_ptr<const CompiledConstraint> c = MustCompile(lax);
+  ASSERT_NE(c, nullptr);
+  EXPECT_THAT(c->dropped_keywords(),
+              ElementsAre("/format/tags/0/content/json_schema/properties/days/uniqueItems"));
+
+  ConstraintLimits limits;
+  limits.max_text_bytes = 16;
+  auto small = *ConstraintCompiler::Create(*tokenizer_, kTestVocabSize, {kTestImEnd}, limits);
+  EXPECT_EQ(small->Compile(Spec(ConstraintKind::kStructuralTag, HermesTag(true), "tools"))
+                .status().message(),
+            StrCat("tools is ", HermesTag(true).size(),
+                   " bytes, over the limit of 16 (--structured_max_constraint_bytes)"));
+}
+
+TEST_F(StructuredTest, StructuralTagsAreCachedByContent) {
+  const ConstraintSpec spec = Spec(ConstraintKind::kStructuralTag, HermesTag(true), "tools");
+  std::shared_ptr<const CompiledConstraint> first = MustCompile(spec);
+  std::shared_ptr<const CompiledConstraint> again = MustCompile(spec);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first.get(), again.get());
+  EXPECT_NE(MustCompile(Spec(ConstraintKind::kStructuralTag, HermesTag(false), "tools")).get(),
+            first.get());
+  ConstraintCompilerStats stats = compiler_->stats();
+  EXPECT_EQ(stats.cache_hits, 1);
+  EXPECT_EQ(stats.cache_misses, 2);
 }
 
 TEST(ChoiceGrammarTest, EscapesQuotesBackslashesAndControlBytes) {
