@@ -134,6 +134,13 @@ TEST_F(StructuredTest, ErrorsNameTheFieldAndWhere) {
       compiler_->Compile(Spec(ConstraintKind::kGrammar, "root ::= \"a\" |", "grammar")).status();
   EXPECT_EQ(ErrorField(grammar), "grammar");
   EXPECT_THAT(std::string(grammar.message()), HasSubstr("line 1"));
+  // A hex escape past U+10FFFF (this one overflowed XGrammar's int32 before our patch, which
+  // the sanitizer passes catch) is an invalid escape.
+  absl::Status escape = compiler_->Compile(
+      Spec(ConstraintKind::kGrammar, R"(root ::= "\x7fffffff0")", "grammar")).status();
+  EXPECT_EQ(escape.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ErrorField(escape), "grammar");
+  EXPECT_THAT(std::string(escape.message()), HasSubstr("escape")) << escape;
 
   absl::Status schema = compiler_->Compile(Spec(ConstraintKind::kJsonSchema,
       R"({"type": "array", "contains": {"type": "integer"}})", "json_schema")).status();
