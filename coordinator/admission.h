@@ -26,8 +26,10 @@
 #include "coordinator/request.h"
 #include "coordinator/sampling.h"
 #include "coordinator/structured/compiler.h"
-#include "coordinator/tokenizer/chat_template.h"
+#include "coordinator/chat/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
+#include "coordinator/tools/output_parser.h"
+#include "coordinator/tools/tool_call_format.h"
 #include "coordinator/validation.h"
 #include "proto/tpserve.pb.h"
 
@@ -60,8 +62,17 @@ class AdmittedRequest {
   int32_t n() const { return n_; }
   int32_t best_of() const { return best_of_; }
   absl::Time deadline() const { return deadline_; }
-  // The compiled structured-output constraint; null for free text.
+  // The compiled structured-output constraint; null for free text. A chat with tools (and
+  // tool_choice other than none) is constrained by its calls' structural tag.
   const std::shared_ptr<const CompiledConstraint>& constraint() const { return constraint_; }
+  // Chat output that is read for tool calls and/or reasoning (coordinator/tools): how each
+  // choice's text is parsed (the frontend runs one OutputParser per choice); nullopt: the
+  // text is content as generated.
+  const std::optional<OutputParser::Options>& output_parsing() const { return output_parsing_; }
+  // Whether the text of control tokens the model generates is kept (the formats that mark calls
+  // with them: [TOOL_CALLS], <|python_tag|>); otherwise it is dropped. EOS and stop tokens never
+  // become text either way.
+  bool keep_control_text() const { return keep_control_text_; }
 
  private:
   friend class Admitter;
@@ -77,6 +88,22 @@ class AdmittedRequest {
   int32_t best_of_ = 1;
   absl::Time deadline_ = absl::InfiniteFuture();
   std::shared_ptr<const CompiledConstraint> constraint_;
+  std::optional<OutputParser::Options> output_parsing_;
+  bool keep_control_text_ = false;
+};
+
+// How the served model writes tool calls and reasoning: --tool_call_parser (else the format its
+// chat template renders calls in, DetectToolCallFormat, else hermes) and --reasoning_parser.
+struct OutputFormats {
+  ToolCallFormat tool_calls = ToolCallFormat::kHermes;
+  std::optional<ReasoningFormat> reasoning;  // nullopt: <think> text stays in the content
+};
+
+// A request's prompt: its ids and, for text and chat input, its text (chat: the rendered
+// template, exactly what the ids encode).
+struct BuiltPrompt {
+  std::vector<int32_t> ids;
+  std::string text;
 };
 
 class Admitter {
@@ -85,29 +112,40 @@ class Admitter {
   // FAILED_PRECONDITION. `constraints` may be null: a constrained request is then
   // FAILED_PRECONDITION.
   Admitter(const Tokenizer* tokenizer, const ChatTemplate* chat_template, ModelLimits limits,
-           KvCapacity kv, const ConstraintCompiler* constraints = nullptr);
+           KvCapacity kv, const ConstraintCompiler* constraints = nullptr,
+           OutputFormats formats = {});
 
   // INVALID_ARGUMENT naming the field (ErrorField, base/field_error.h) for any field out of
   // bounds; INVALID_ARGUMENT with ErrorReason "context_length_exceeded" when prompt +
   // max_new_tokens does not fit the window, or naming max_new_tokens when they would need
   // more KV blocks than the whole cache has (no retry can succeed: the request must ask for
   // less); FAILED_PRECONDITION for chat input without a template; the tokenizer's errors; the
-  // constraint compiler's (INVALID_ARGUMENT naming the constraint's field).
+  // constraint compiler's (INVALID_ARGUMENT naming the constraint's field). A chat with tools:
+  // INVALID_ARGUMENT naming chat.tools when it also carries a constraint; FAILED_PRECONDITION
+  // naming chat.tool_choice when `required` or a named function cannot be enforced (no
+  // compiler, or the format's call marker is a control token the grammar cannot produce;
+  // `auto` then runs unconstrained, its calls still parsed).
   absl::StatusOr<AdmittedRequest> Admit(const tpserve::v1::GenerateRequest& request,
                                         absl::Time deadline = absl::InfiniteFuture()) const;
 
-  // The prompt's token ids for any input kind (also what Tokenize and CountTokens return).
-  absl::StatusOr<std::vector<int32_t>> BuildPrompt(const ValidatedInput& input) const;
+  // The prompt for any input kind (also what Tokenize and CountTokens return).
+  absl::StatusOr<BuiltPrompt> BuildPrompt(const ValidatedInput& input) const;
 
   const ModelLimits& limits() const { return limits_; }
   const KvCapacity& kv_capacity() const { return kv_; }
+  const OutputFormats& output_formats() const { return formats_; }
 
  private:
+  // A chat's tools and reasoning: the output parsing, and the tool calls' constraint.
+  absl::Status AdmitChatOutput(const ValidatedInput& in, const BuiltPrompt& prompt,
+                               absl::Time deadline, AdmittedRequest& r) const;
+
   const Tokenizer* const tokenizer_;
   const ChatTemplate* const chat_template_;
   const ModelLimits limits_;
   const KvCapacity kv_;
   const ConstraintCompiler* const constraints_;
+  const OutputFormats formats_;
 };
 
 }  // namespace tpserve

@@ -31,8 +31,9 @@ struct Engine::Sequence {
         on_event(std::move(cb)),
         tokens(request->prompt_ids()),
         sampler(ForSequence(request->sampling(), index)),
-        // Control tokens (<|im_end|>, BOS) are not part of the text a client reads.
-        detokenizer(tokenizer, DecodeOptions{/*skip_control=*/true}),
+        // Control tokens (<|im_end|>, BOS) are not part of the text a client reads, unless
+        // the output is read for tool calls whose markers may be control tokens.
+        detokenizer(tokenizer, DecodeOptions{/*skip_control=*/!request->keep_control_text()}),
         stops(request->stop().stop_sequences) {
     if (request->constraint() != nullptr) {
       matcher.emplace(request->constraint());

@@ -40,6 +40,7 @@
 #include "coordinator/scheduler.h"
 #include "coordinator/structured/mask_worker.h"
 #include "coordinator/tokenizer/tokenizer.h"
+#include "coordinator/tools/tool_call_parser.h"
 
 namespace tpserve {
 
@@ -73,6 +74,11 @@ struct GenerationEvent {
   int32_t index = 0;                    // the sequence of the request (0 .. best_of - 1)
   std::vector<int32_t> token_ids;       // new since the previous event
   std::string text;                     // whole UTF-8 characters only
+  // A chat whose output is parsed (AdmittedRequest::output_parsing, filled in by the
+  // frontend): `text` is then the content only, the reasoning goes here, and each tool call
+  // arrives whole in one ToolCallDelta (coordinator/tools/tool_call_parser.h).
+  std::string reasoning_text;
+  std::vector<ToolCallDelta> tool_calls;
   std::vector<SampledToken> logprobs;   // one per token id when the request asked for them
   FinishReason finish = FinishReason::kNone;
   std::string matched_stop_sequence;

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "base/constant_time.h"
 #include "base/status_macros.h"
+#include "coordinator/tools/output_parser.h"
 #include "nlohmann/json.hpp"
 
 namespace tpserve {
@@ -32,6 +33,8 @@ struct Frontend::Tracked {
   int32_t completion_tokens = 0;
   // best_of > n: every candidate's events, held until all have finished.
   std::vector<std::vector<GenerationEvent>> held;
+  // A parsed chat output (AdmittedRequest::output_parsing): one parser per sequence.
+  std::vector<OutputParser> parsers;
   EventCallback on_event;
 };
 
@@ -51,6 +54,7 @@ const char* FinishReasonName(FinishReason reason) {
     case FinishReason::kCancelled: return "cancelled";
     case FinishReason::kDeadline: return "deadline";
     case FinishReason::kError: return "error";
+    case FinishReason::kToolCalls: return "tool_calls";
     case FinishReason::kNone: break;
   }
   return "none";
@@ -73,7 +77,8 @@ Frontend::Frontend(Engine* engine, const Tokenizer* tokenizer, const ChatTemplat
                    ServedModelInfo info, ModelLimits limits, FrontendOptions options)
     : engine_(engine),
       tokenizer_(tokenizer),
-      admitter_(tokenizer, chat_template, limits, engine->kv_capacity(), options.constraints),
+      admitter_(tokenizer, chat_template, limits, engine->kv_capacity(), options.constraints,
+                options.output_formats),
       info_(std::move(info)),
       options_(std::move(options)) {
   RegisterMetrics();
@@ -141,7 +146,8 @@ void Frontend::RegisterMetrics() {
   metrics_.AddCounterFunction("tpserve_engine_steps_total", "Model steps run.",
                               [engine] { return static_cast<double>(engine->stats().steps); });
   for (FinishReason r : {FinishReason::kEos, FinishReason::kStopSequence, FinishReason::kLength,
-                         FinishReason::kCancelled, FinishReason::kDeadline, FinishReason::kError}) {
+                         FinishReason::kToolCalls, FinishReason::kCancelled,
+                         FinishReason::kDeadline, FinishReason::kError}) {
     metrics_.GetCounter("tpserve_requests_total", "Requests finished, by finish reason.",
                         {{"finish_reason", FinishReasonName(r)}});
   }
@@ -163,6 +169,9 @@ absl::StatusOr<Admitted> Frontend::Generate(const tpserve::v1::GenerateRequest& 
   tracked->best_of = request->best_of();
   tracked->sent.assign(tracked->best_of, 0);
   if (tracked->best_of > tracked->n) tracked->held.resize(tracked->best_of);
+  if (request->output_parsing().has_value()) {
+    tracked->parsers.assign(tracked->best_of, OutputParser(*request->output_parsing()));
+  }
   tracked->on_event = std::move(on_event);
 
   // Under the lock, so that the request is in flight before its first event can arrive.
@@ -193,7 +202,31 @@ absl::StatusOr<Admitted> Frontend::Generate(const tpserve::v1::GenerateRequest& 
                   std::move(prompt_ids)};
 }
 
+namespace {
+
+// The event's text read by its choice's parser: content stays in `text`, reasoning and whole
+// tool calls move to their fields. The last event flushes what the parser held back.
+void ParseEventText(OutputParser& parser, GenerationEvent& event) {
+  ParsedDelta delta = parser.Feed(event.text);
+  if (event.finish != FinishReason::kNone) {
+    ParsedDelta rest = parser.Finish();
+    delta.content += rest.content;
+    delta.reasoning += rest.reasoning;
+    for (ToolCallDelta& call : rest.tool_calls) delta.tool_calls.push_back(std::move(call));
+    // OpenAI's finish_reason for a turn that ends by calling tools.
+    if (event.finish == FinishReason::kEos && parser.saw_tool_calls()) {
+      event.finish = FinishReason::kToolCalls;
+    }
+  }
+  event.text = std::move(delta.content);
+  event.reasoning_text = std::move(delta.reasoning);
+  event.tool_calls = std::move(delta.tool_calls);
+}
+
+}  // namespace
+
 void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
+  if (!t.parsers.empty()) ParseEventText(t.parsers[event.index], event);
   const absl::Time now = absl::Now();
   const int32_t n = static_cast<int32_t>(event.token_ids.size());
   if (n > 0) {

@@ -26,7 +26,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/structured/compiler.h"
 #include "coordinator/metrics.h"
-#include "coordinator/tokenizer/chat_template.h"
+#include "coordinator/chat/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "coordinator/validation.h"
 #include "proto/tpserve.pb.h"
@@ -55,6 +55,8 @@ struct FrontendOptions {
   // Compiles structured-output constraints; null: constrained requests are FAILED_PRECONDITION.
   // Must outlive the frontend.
   const ConstraintCompiler* constraints = nullptr;
+  // How the model writes tool calls and reasoning (--tool_call_parser, --reasoning_parser).
+  OutputFormats output_formats;
 };
 
 struct Admitted {
@@ -76,7 +78,10 @@ class Frontend {
   // Admits the request (Admitter::Admit), checks the queue bound, then submits.
   // `on_event` receives every event of the request's n choices (GenerationEvent::index), in
   // order for each choice, each choice's last one with `finish` set; the request is over after
-  // n of those. With best_of > n the best n candidates' events (by mean logprob per token)
+  // n of those. A chat whose output is parsed (tools, a reasoning format) gets its events'
+  // text split into content, reasoning_text and whole tool_calls; a choice that called a tool
+  // and then ended at EOS finishes with kToolCalls.
+  // With best_of > n the best n candidates' events (by mean logprob per token)
   // come only once every candidate has finished, renumbered best first. One choice ending
   // abnormally (cancelled, deadline, error) cancels the others. Errors:
   // Admit's (INVALID_ARGUMENT naming the field by its proto path, ...), RESOURCE_EXHAUSTED when

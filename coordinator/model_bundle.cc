@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_text.h"
 #include "base/status_macros.h"
 #include "coordinator/tokenizer/gguf_tokenizer.h"
 #include "coordinator/tokenizer/hf_tokenizer_json.h"
@@ -32,14 +31,19 @@ std::vector<int32_t> ModelBundle::EosTokenIds() const {
 }
 
 absl::StatusOr<std::vector<int32_t>> ModelBundle::EncodeChat(
-    const std::vector<ChatMessage>& messages) const {
+    const std::vector<std::pair<std::string, std::string>>& messages) const {
   if (!chat_template.has_value() || !tokenizer.has_value()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("model ", files.path, " has no supported chat template"));
+        absl::StrCat("model ", files.path, " has no chat template"));
   }
-  TP_ASSIGN_OR_RETURN(std::vector<PromptSegment> segments,
-                      chat_template->Render(messages, /*add_generation_prompt=*/true));
-  return EncodeSegments(*tokenizer, segments);
+  tpserve::v1::Chat chat;
+  for (const auto& [role, content] : messages) {
+    tpserve::v1::ChatMessage* m = chat.add_messages();
+    m->set_role(role);
+    m->set_content(content);
+  }
+  TP_ASSIGN_OR_RETURN(RenderedPrompt prompt, chat_template->Render(chat));
+  return EncodeRenderedPrompt(*tokenizer, prompt);
 }
 
 Admitter ModelBundle::Door(int64_t context_length, KvCapacity kv,
@@ -51,30 +55,63 @@ Admitter ModelBundle::Door(int64_t context_length, KvCapacity kv,
                   constraints);
 }
 
-absl::StatusOr<ModelBundle> LoadModelBundle(const std::string& path) {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::optional<std::string> text = ReadFileText(path);
+  if (!text.has_value()) {
+    return absl::NotFoundError(absl::StrCat(what, " ", path, ": cannot read it"));
+  }
+  return *std::move(text);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelBundle> LoadModelBundle(const std::string& path,
+                                            const ModelBundleOptions& options) {
   ModelBundle bundle;
   TP_ASSIGN_OR_RETURN(bundle.files, OpenModelFiles(path));
   std::optional<std::string> template_text;
+  std::optional<std::string> tool_use_text;
+  std::string template_origin;
   if (bundle.files.gguf != nullptr) {
     TP_ASSIGN_OR_RETURN(Tokenizer tok, TokenizerFromGguf(*bundle.files.gguf));
     bundle.tokenizer.emplace(std::move(tok));
     if (bundle.files.gguf->HasKey("tokenizer.chat_template")) {
       TP_ASSIGN_OR_RETURN(template_text, bundle.files.gguf->GetString("tokenizer.chat_template"));
+      template_origin = absl::StrCat(path, " (tokenizer.chat_template)");
     }
   } else {
     const std::filesystem::path dir(bundle.files.hf_directory);
     TP_ASSIGN_OR_RETURN(Tokenizer tok, LoadHfTokenizerJson((dir / "tokenizer.json").string()));
     bundle.tokenizer.emplace(std::move(tok));
-    std::ifstream in(dir / "tokenizer_config.json");
-    if (in) {
-      std::stringstream ss;
-      ss << in.rdbuf();
-      template_text = ss.str();  // the markers are what FromJinja looks for
+    const std::filesystem::path config = dir / "tokenizer_config.json";
+    if (std::filesystem::exists(config)) {
+      TP_ASSIGN_OR_RETURN(std::string text, ReadFile(config.string(), "tokenizer config"));
+      absl::StatusOr<std::string> source = ChatTemplateFromTokenizerConfig(text, &tool_use_text);
+      if (source.ok()) {
+        template_text = *std::move(source);
+        template_origin = absl::StrCat(config.string(), " (chat_template)");
+      } else if (!absl::IsNotFound(source.status())) {
+        return source.status();
+      }
     }
   }
+  if (!options.chat_template_file.empty()) {
+    TP_ASSIGN_OR_RETURN(template_text, ReadFile(options.chat_template_file, "chat template file"));
+    tool_use_text.reset();
+    template_origin = options.chat_template_file;
+  }
   if (template_text.has_value()) {
-    absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(*template_text);
-    if (chat.ok()) bundle.chat_template.emplace(*std::move(chat));
+    absl::StatusOr<ChatTemplate> chat =
+        ChatTemplate::Create(*template_text, ChatTemplateTokensOf(*bundle.tokenizer), {},
+                             std::move(tool_use_text));
+    if (!chat.ok()) {
+      return absl::Status(chat.status().code(),
+                          absl::StrCat(template_origin, ": ", chat.status().message(),
+                                       " (--chat_template=FILE replaces it)"));
+    }
+    bundle.chat_template.emplace(*std::move(chat));
   }
   return bundle;
 }

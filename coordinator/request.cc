@@ -14,6 +14,7 @@ absl::Status FinishStatus(FinishReason reason, const absl::Status& error) {
     case FinishReason::kEos:
     case FinishReason::kLength:
     case FinishReason::kStopSequence:
+    case FinishReason::kToolCalls:
       break;
   }
   return absl::OkStatus();

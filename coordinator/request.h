@@ -18,7 +18,18 @@ struct StopConditions {
   bool ignore_eos = false;
 };
 
-enum class FinishReason { kNone, kEos, kLength, kStopSequence, kCancelled, kDeadline, kError };
+// kToolCalls: the model ended its turn (EOS) after tool calls; set by the frontend's output
+// parser (coordinator/tools), never by the engine.
+enum class FinishReason {
+  kNone,
+  kEos,
+  kLength,
+  kStopSequence,
+  kCancelled,
+  kDeadline,
+  kError,
+  kToolCalls,
+};
 
 // The one status a finished request's stream ends with, on every protocol: OK for a normal end
 // (EOS, length, a stop sequence), CANCELLED or DEADLINE_EXCEEDED for those ends, and for kError

@@ -29,6 +29,7 @@ pb::FinishReason ToProto(FinishReason r) {
     case FinishReason::kStopSequence: return pb::FINISH_REASON_STOP_SEQUENCE;
     case FinishReason::kCancelled: return pb::FINISH_REASON_CANCELLED;
     case FinishReason::kDeadline: return pb::FINISH_REASON_DEADLINE;
+    case FinishReason::kToolCalls: return pb::FINISH_REASON_TOOL_CALLS;
     case FinishReason::kNone:
     case FinishReason::kError: break;
   }
@@ -49,6 +50,14 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
   r->set_index(e.index);
   r->mutable_token_ids()->Add(e.token_ids.begin(), e.token_ids.end());
   r->set_text(e.text);
+  r->set_reasoning_text(e.reasoning_text);
+  for (const ToolCallDelta& call : e.tool_calls) {
+    pb::ToolCall* out = r->add_tool_calls();
+    out->set_index(call.index);
+    out->set_id(call.id);
+    out->set_name(call.name);
+    out->set_arguments(call.arguments);
+  }
   for (const SampledToken& t : e.logprobs) FillLogprob(t, r->add_logprobs());
   for (const SampledToken& t : e.prompt_logprobs) FillLogprob(t, r->add_prompt_logprobs());
   if (e.finish != FinishReason::kNone) {
@@ -263,7 +272,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
 };
 
 // Tokenize and CountTokens: the prompt a GenerateRequest with the same input would get.
-absl::StatusOr<std::vector<int32_t>> EncodeTokenizeRequest(const Frontend& frontend,
+absl::StatusOr<BuiltPrompt> EncodeTokenizeRequest(const Frontend& frontend,
                                                            const grpc::CallbackServerContext& ctx,
                                                            const grpc::ByteBuffer& bytes) {
   TP_RETURN_IF_ERROR(Authenticate(frontend, ctx));
@@ -277,7 +286,9 @@ absl::StatusOr<std::vector<int32_t>> EncodeTokenizeRequest(const Frontend& front
   }
   as_generate.set_allow_special_tokens(request.allow_special_tokens());
   TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(as_generate, frontend.limits()));
-  return frontend.admitter().BuildPrompt(in);
+  TP_ASSIGN_OR_RETURN(BuiltPrompt prompt, frontend.admitter().BuildPrompt(in));
+  if (!request.has_chat()) prompt.text.clear();  // TokenizeResponse.prompt_text is chat's only
+  return prompt;
 }
 
 // Finishes a raw unary call with `result`'s message, or with its error.
@@ -302,10 +313,10 @@ grpc::ServerUnaryReactor* TpServeService::Tokenize(grpc::CallbackServerContext* 
                                                    const grpc::ByteBuffer* request,
                                                    grpc::ByteBuffer* response) {
   absl::StatusOr<pb::TokenizeResponse> out = [&]() -> absl::StatusOr<pb::TokenizeResponse> {
-    TP_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
-                        EncodeTokenizeRequest(*frontend_, *context, *request));
+    TP_ASSIGN_OR_RETURN(BuiltPrompt prompt, EncodeTokenizeRequest(*frontend_, *context, *request));
     pb::TokenizeResponse r;
-    for (int32_t id : ids) {
+    r.set_prompt_text(prompt.text);
+    for (int32_t id : prompt.ids) {
       r.add_ids(id);
       absl::StatusOr<std::string> piece = frontend_->tokenizer().Decode({id});
       r.add_pieces(piece.ok() ? SanitizeUtf8(*piece) : "");
@@ -319,10 +330,9 @@ grpc::ServerUnaryReactor* TpServeService::CountTokens(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   absl::StatusOr<pb::CountTokensResponse> out = [&]() -> absl::StatusOr<pb::CountTokensResponse> {
-    TP_ASSIGN_OR_RETURN(std::vector<int32_t> ids,
-                        EncodeTokenizeRequest(*frontend_, *context, *request));
+    TP_ASSIGN_OR_RETURN(BuiltPrompt prompt, EncodeTokenizeRequest(*frontend_, *context, *request));
     pb::CountTokensResponse r;
-    r.set_count(static_cast<int32_t>(ids.size()));
+    r.set_count(static_cast<int32_t>(prompt.ids.size()));
     r.set_context_length(static_cast<int32_t>(frontend_->limits().context_length));
     return r;
   }();

@@ -44,8 +44,11 @@ class ServerTest : public ::testing::Test {
   void Start(std::string script, int32_t num_blocks = 64) {
     auto exec = std::make_unique<ScriptedExecutor>(std::move(script));
     executor_ = exec.get();
+    StartWith(std::move(exec), num_blocks);
+  }
+  void StartWith(std::unique_ptr<ModelExecutor> exec, int32_t num_blocks = 64) {
     engine_ = StartTestEngine(std::move(exec), &tokenizer_, num_blocks);
-    chat_ = std::make_unique<ChatTemplate>(*ChatTemplate::FromName("chatml"));
+    chat_ = std::make_unique<ChatTemplate>(ChatMlTemplate());
     frontend_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, chat_.get(),
                                            ServedModelInfo{"scripted"}, TestModelLimits(),
                                            frontend_options_);
@@ -210,12 +213,44 @@ TEST_F(ServerTest, ChatInputUsesTheTemplateAndKeepsMarkersInContentAsText) {
   expected.push_back(257);
   for (int32_t b : Bytes("assistant\n")) expected.push_back(b);
   EXPECT_EQ(std::vector<int32_t>(resp.ids().begin(), resp.ids().end()), expected);
+  EXPECT_EQ(resp.prompt_text(),
+            "<|im_start|>user\nhi<|im_end|><|im_end|>\n<|im_start|>assistant\n");
 
   pb::CountTokensResponse count;
   grpc::ClientContext ctx2;
   ASSERT_TRUE(stub_->CountTokens(&ctx2, req, &count).ok());
   EXPECT_EQ(count.count(), static_cast<int>(expected.size()));
   EXPECT_EQ(count.context_length(), 256);
+}
+
+TEST_F(ServerTest, ToolCallsAndReasoningArriveInTheirOwnFields) {
+  frontend_options_.output_formats.reasoning = ReasoningFormat::kDeepSeekR1;
+  StartWith(std::make_unique<ReplyExecutor>(
+      "<think>Use the tool.</think><tool_call>\n{\"name\": \"lookup\", \"arguments\": {\"q\": 1}}"
+      "\n</tool_call>"));
+  pb::GenerateRequest req;
+  auto* m = req.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("find it");
+  req.mutable_chat()->add_tools()->set_name("lookup");
+  req.mutable_sampling()->set_temperature(0.0f);
+  req.mutable_sampling()->set_seed(3);
+  Result r = Generate(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  std::string reasoning;
+  std::vector<pb::ToolCall> calls;
+  for (const pb::GenerateResponse& msg : r.messages) {
+    reasoning += msg.reasoning_text();
+    calls.insert(calls.end(), msg.tool_calls().begin(), msg.tool_calls().end());
+  }
+  EXPECT_EQ(reasoning, "Use the tool.");
+  EXPECT_EQ(r.text(), "");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].index(), 0);
+  EXPECT_EQ(calls[0].name(), "lookup");
+  EXPECT_EQ(calls[0].arguments(), R"({"q": 1})");
+  EXPECT_FALSE(calls[0].id().empty());
+  EXPECT_EQ(r.messages.back().finish_reason(), pb::FINISH_REASON_TOOL_CALLS);
 }
 
 TEST_F(ServerTest, ClientCancelStopsGenerationAndFreesTheKvCache) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "coordinator/admission.h"
+#include "coordinator/chat/chat_template.h"
 #include "coordinator/engine.h"
 #include "step/executor.h"
 #include "coordinator/validation.h"
@@ -21,6 +22,17 @@ namespace tpserve {
 
 inline constexpr int32_t kEos = 256;
 inline constexpr int32_t kVocab = 259;  // bytes, <eos>, <|im_start|>, <|im_end|>
+
+// The classic ChatML template (as Hugging Face documents it), for ByteTokenizer's markers.
+inline ChatTemplate ChatMlTemplate() {
+  absl::StatusOr<ChatTemplate> chat = ChatTemplate::Create(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+      "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+      "{{ '<|im_start|>assistant\n' }}{% endif %}",
+      ChatTemplateTokens{});
+  if (!chat.ok()) abort();
+  return *std::move(chat);
+}
 
 // Byte tokens 0..255 plus one control token: enough to stream any text byte by byte, which
 // splits every Korean syllable across three tokens.
@@ -100,6 +112,41 @@ class ScriptedExecutor : public ModelExecutor {
   std::string script_;
   std::map<int64_t, int32_t> kv_;
   int steps_ = 0;
+};
+
+// A model that answers any prompt with `reply` (then kEos): the token after the prompt is
+// reply[0], whatever the prompt is (a chat's rendered template, with its control tokens, which a
+// ScriptedExecutor's script cannot spell). A sequence's prompt is what its first step carried.
+class ReplyExecutor : public ModelExecutor {
+ public:
+  explicit ReplyExecutor(std::string reply) : reply_(std::move(reply)) {}
+
+  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
+    if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
+    StepResult r;
+    r.vocab_size = kVocab;
+    r.logits.assign(batch.num_logit_rows() * r.vocab_size, 0.0f);
+    int64_t row = 0;
+    for (const StepBatch::Sequence& c : batch.sequences) {
+      const int64_t prompt_end = prompt_end_.try_emplace(c.seq_id, c.end_position()).first->second;
+      for (int64_t p = c.end_position() - c.num_logits; p < c.end_position(); ++p) {
+        const int64_t k = p + 1 - prompt_end;
+        const int32_t next = k >= 0 && k < static_cast<int64_t>(reply_.size())
+                                 ? static_cast<uint8_t>(reply_[k])
+                                 : kEos;
+        r.logits[row++ * r.vocab_size + next] = 100.0f;  // certain even at temperature 1
+      }
+    }
+    return r;
+  }
+  int64_t vocab_size() const override { return kVocab; }
+  std::string Describe() const override { return "reply"; }
+
+  absl::Duration step_delay_ = absl::ZeroDuration();
+
+ private:
+  std::string reply_;
+  std::map<int64_t, int64_t> prompt_end_;  // by sequence id; step thread only
 };
 
 inline constexpr int64_t kTestContextLength = 256;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "base/field_error.h"
 #include "base/status_macros.h"
@@ -81,6 +83,133 @@ ConstraintSpec ConstraintFromProto(const tpserve::v1::GenerateRequest& proto) {
   return c;
 }
 
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+// A role or a function name: 1 to `max` characters of [A-Za-z0-9_.-].
+absl::Status ValidateName(const std::string& field, const std::string& name, size_t max) {
+  if (name.empty() || name.size() > max || !std::all_of(name.begin(), name.end(), IsNameChar)) {
+    return Invalid(field, absl::StrCat("\"", name.substr(0, 80), "\""),
+                   absl::StrCat("must be 1 to ", max, " characters of [A-Za-z0-9_.-]"));
+  }
+  return absl::OkStatus();
+}
+
+// `text` parses as a JSON object (empty is allowed when `allow_empty`: an empty object).
+absl::Status ValidateJsonObject(const std::string& field, const std::string& text,
+                                bool allow_empty) {
+  if (text.empty() && allow_empty) return absl::OkStatus();
+  const nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !value.is_object()) {
+    return Invalid(field, absl::StrCat(text.size(), " bytes"), "must be a JSON object");
+  }
+  return absl::OkStatus();
+}
+
+constexpr int kMaxTools = 128;
+constexpr size_t kMaxRoleBytes = 32;
+constexpr size_t kMaxFunctionNameBytes = 64;
+constexpr size_t kMaxToolCallIdBytes = 64;
+
+absl::Status ValidateChat(const tpserve::v1::Chat& chat, const ModelLimits& limits) {
+  const auto& msgs = chat.messages();
+  if (msgs.empty()) return Invalid("chat.messages", "[]", "at least one message is required");
+  if (msgs.size() > limits.max_chat_messages) {
+    return Invalid("chat.messages", absl::StrCat(msgs.size(), " messages"),
+                   absl::StrCat("at most ", limits.max_chat_messages));
+  }
+  int64_t bytes = 0;
+  for (int i = 0; i < msgs.size(); ++i) {
+    const tpserve::v1::ChatMessage& m = msgs[i];
+    const std::string at = absl::StrCat("chat.messages[", i, "]");
+    TP_RETURN_IF_ERROR(ValidateName(at + ".role", m.role(), kMaxRoleBytes));
+    if (m.tool_calls_size() > 0 && m.role() != "assistant") {
+      return Invalid(at + ".tool_calls", absl::StrCat(m.tool_calls_size(), " calls"),
+                     absl::StrCat("only an assistant message has tool calls, not \"", m.role(),
+                                  "\""));
+    }
+    for (int j = 0; j < m.tool_calls_size(); ++j) {
+      const tpserve::v1::ToolCall& call = m.tool_calls(j);
+      const std::string call_at = absl::StrCat(at, ".tool_calls[", j, "]");
+      TP_RETURN_IF_ERROR(ValidateName(call_at + ".name", call.name(), kMaxFunctionNameBytes));
+      if (call.id().size() > kMaxToolCallIdBytes) {
+        return Invalid(call_at + ".id", absl::StrCat(call.id().size(), " bytes"),
+                       absl::StrCat("at most ", kMaxToolCallIdBytes, " bytes"));
+      }
+      TP_RETURN_IF_ERROR(ValidateJsonObject(call_at + ".arguments", call.arguments(),
+                                            /*allow_empty=*/true));
+      bytes += static_cast<int64_t>(call.arguments().size());
+    }
+    if (m.tool_call_id().size() > kMaxToolCallIdBytes) {
+      return Invalid(at + ".tool_call_id", absl::StrCat(m.tool_call_id().size(), " bytes"),
+                     absl::StrCat("at most ", kMaxToolCallIdBytes, " bytes"));
+    }
+    if (!m.name().empty()) {
+      TP_RETURN_IF_ERROR(ValidateName(at + ".name", m.name(), kMaxFunctionNameBytes));
+    }
+    bytes += static_cast<int64_t>(m.content().size() + m.reasoning_content().size());
+  }
+  if (chat.tools_size() > kMaxTools) {
+    return Invalid("chat.tools", absl::StrCat(chat.tools_size(), " tools"),
+                   absl::StrCat("at most ", kMaxTools));
+  }
+  for (int i = 0; i < chat.tools_size(); ++i) {
+    const tpserve::v1::Tool& tool = chat.tools(i);
+    const std::string at = absl::StrCat("chat.tools[", i, "]");
+    TP_RETURN_IF_ERROR(ValidateName(at + ".name", tool.name(), kMaxFunctionNameBytes));
+    for (int k = 0; k < i; ++k) {
+      if (chat.tools(k).name() == tool.name()) {
+        return Invalid(at + ".name", absl::StrCat("\"", tool.name(), "\""),
+                       absl::StrCat("tool names must be unique; chat.tools[", k, "] has it too"));
+      }
+    }
+    TP_RETURN_IF_ERROR(ValidateJsonObject(at + ".parameters", tool.parameters(),
+                                          /*allow_empty=*/true));
+    // Every call format writes the arguments as one JSON object.
+    if (!tool.parameters().empty()) {
+      const nlohmann::json type =
+          nlohmann::json::parse(tool.parameters()).value("type", nlohmann::json());
+      if (!type.is_null() && type != "object") {
+        return Invalid(at + ".parameters.type", type.dump(),
+                       "must be \"object\" (a function's arguments are a JSON object)");
+      }
+    }
+    bytes += static_cast<int64_t>(tool.description().size() + tool.parameters().size());
+  }
+  using Choice = tpserve::v1::ToolChoice;
+  const Choice& choice = chat.tool_choice();
+  if ((choice.mode() == Choice::REQUIRED || choice.mode() == Choice::FUNCTION) &&
+      chat.tools_size() == 0) {
+    return Invalid("chat.tool_choice.mode", Choice::Mode_Name(choice.mode()),
+                   "a call is required but chat.tools is empty");
+  }
+  if (choice.mode() == Choice::FUNCTION) {
+    const bool known = std::any_of(chat.tools().begin(), chat.tools().end(),
+                                   [&](const tpserve::v1::Tool& t) {
+                                     return t.name() == choice.function_name();
+                                   });
+    if (!known) {
+      return Invalid("chat.tool_choice.function_name",
+                     absl::StrCat("\"", choice.function_name().substr(0, 80), "\""),
+                     "must name one of chat.tools");
+    }
+  } else if (!choice.function_name().empty()) {
+    return Invalid("chat.tool_choice.function_name",
+                   absl::StrCat("\"", choice.function_name().substr(0, 80), "\""),
+                   "is only used with mode FUNCTION");
+  }
+  TP_RETURN_IF_ERROR(ValidateJsonObject("chat.template_kwargs", chat.template_kwargs(),
+                                        /*allow_empty=*/true));
+  bytes += static_cast<int64_t>(chat.template_kwargs().size());
+  if (bytes > limits.max_prompt_bytes) {
+    return Invalid("chat", absl::StrCat(bytes, " bytes of content, tools and arguments"),
+                   absl::StrCat("at most ", limits.max_prompt_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 // Walks the wire form of a message of type `type` field by field (as an UnknownFieldSet, which
 // checks no UTF-8) and names the first string field whose bytes are not UTF-8.
 absl::Status FindInvalidUtf8(const google::protobuf::Descriptor& type, std::string_view wire,
@@ -140,30 +269,11 @@ absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::Genera
       in.kind = ValidatedInput::Kind::kText;
       in.text = proto.text();
       break;
-    case Req::kChat: {
-      const auto& msgs = proto.chat().messages();
-      if (msgs.empty()) return Invalid("chat.messages", "[]", "at least one message is required");
-      if (msgs.size() > limits.max_chat_messages) {
-        return Invalid("chat.messages", absl::StrCat(msgs.size(), " messages"),
-                       absl::StrCat("at most ", limits.max_chat_messages));
-      }
-      int64_t bytes = 0;
-      for (int i = 0; i < msgs.size(); ++i) {
-        const std::string& role = msgs[i].role();
-        if (role != "system" && role != "user" && role != "assistant") {
-          return Invalid(absl::StrCat("chat.messages[", i, "].role"), absl::StrCat("\"", role, "\""),
-                         "must be \"system\", \"user\" or \"assistant\"");
-        }
-        bytes += static_cast<int64_t>(msgs[i].content().size());
-        in.chat.emplace_back(role, msgs[i].content());
-      }
-      if (bytes > limits.max_prompt_bytes) {
-        return Invalid("chat.messages", absl::StrCat(bytes, " bytes of content"),
-                       absl::StrCat("at most ", limits.max_prompt_bytes, " bytes"));
-      }
+    case Req::kChat:
+      TP_RETURN_IF_ERROR(ValidateChat(proto.chat(), limits));
       in.kind = ValidatedInput::Kind::kChat;
+      in.chat = proto.chat();
       break;
-    }
     case Req::kTokenIds:
       if (proto.token_ids().ids().empty()) {
         return Invalid("token_ids.ids", "[]", "the prompt must not be empty");

@@ -38,7 +38,7 @@ struct ModelLimits {
 struct ValidatedInput {
   enum class Kind { kText, kChat, kTokenIds } kind = Kind::kText;
   std::string text;
-  std::vector<std::pair<std::string, std::string>> chat;  // (role, content)
+  tpserve::v1::Chat chat;  // kChat: messages, tools and tool choice, each checked
   std::vector<int32_t> token_ids;
   bool allow_special_tokens = false;
   std::optional<int32_t> max_new_tokens;  // absent: fill the context window

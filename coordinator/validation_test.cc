@@ -77,12 +77,66 @@ TEST(ValidateGenerateRequest, NamesFieldValueAndBound) {
   auto* m = chat.mutable_chat()->add_messages();
   m->set_role("user");
   m = chat.mutable_chat()->add_messages();
-  m->set_role("wizard");
-  ExpectInvalid(chat, "chat.messages[1].role = \"wizard\" is invalid: must be \"system\", \"user\" or \"assistant\"");
+  m->set_role("wiz ard");
+  ExpectInvalid(chat, "chat.messages[1].role = \"wiz ard\" is invalid: must be 1 to 32 characters of [A-Za-z0-9_.-]");
 
   GenerateRequest empty;
   empty.set_text("");
   ExpectInvalid(empty, "text = \"\" is invalid: the prompt must not be empty");
+}
+
+TEST(ValidateGenerateRequest, ChatToolsCallsAndChoiceEachNamedWhenWrong) {
+  GenerateRequest base;
+  tpserve::v1::Chat* chat = base.mutable_chat();
+  auto* user = chat->add_messages();
+  user->set_role("user");
+  user->set_content("weather?");
+  tpserve::v1::Tool* tool = chat->add_tools();
+  tool->set_name("get_weather");
+  tool->set_parameters(R"({"type": "object", "properties": {"city": {"type": "string"}}})");
+  ASSERT_TRUE(ValidateGenerateRequest(base, Limits()).ok());
+
+  GenerateRequest r = base;
+  r.mutable_chat()->mutable_tools(0)->set_parameters("[1, 2]");
+  ExpectInvalid(r, "chat.tools[0].parameters = 6 bytes is invalid: must be a JSON object");
+  r.mutable_chat()->mutable_tools(0)->set_parameters(R"({"type": "array"})");
+  ExpectInvalid(r, "chat.tools[0].parameters.type = \"array\" is invalid: must be \"object\" (a "
+                   "function's arguments are a JSON object)");
+  r = base;
+  r.mutable_chat()->add_tools()->set_name("get_weather");
+  ExpectInvalid(r, "chat.tools[1].name = \"get_weather\" is invalid: tool names must be unique; "
+                   "chat.tools[0] has it too");
+  r = base;
+  r.mutable_chat()->mutable_tools(0)->set_name("get weather");
+  ExpectInvalid(r, "chat.tools[0].name = \"get weather\" is invalid: must be 1 to 64 characters "
+                   "of [A-Za-z0-9_.-]");
+  r = base;
+  r.mutable_chat()->mutable_tool_choice()->set_mode(tpserve::v1::ToolChoice::FUNCTION);
+  r.mutable_chat()->mutable_tool_choice()->set_function_name("get_time");
+  ExpectInvalid(r, "chat.tool_choice.function_name = \"get_time\" is invalid: must name one of "
+                   "chat.tools");
+  r = base;
+  r.mutable_chat()->clear_tools();
+  r.mutable_chat()->mutable_tool_choice()->set_mode(tpserve::v1::ToolChoice::REQUIRED);
+  ExpectInvalid(r, "chat.tool_choice.mode = REQUIRED is invalid: a call is required but "
+                   "chat.tools is empty");
+  r = base;
+  auto* assistant = r.mutable_chat()->add_messages();
+  assistant->set_role("assistant");
+  auto* call = assistant->add_tool_calls();
+  call->set_id("call_1");
+  call->set_name("get_weather");
+  call->set_arguments(R"({"city": "Paris")");
+  ExpectInvalid(r, "chat.messages[1].tool_calls[0].arguments = 16 bytes is invalid: must be a "
+                   "JSON object");
+  call->set_arguments(R"({"city": "Paris"})");
+  ASSERT_TRUE(ValidateGenerateRequest(r, Limits()).ok());
+  r.mutable_chat()->mutable_messages(0)->add_tool_calls()->set_name("get_weather");
+  ExpectInvalid(r, "chat.messages[0].tool_calls = 1 calls is invalid: only an assistant message "
+                   "has tool calls, not \"user\"");
+  r = base;
+  r.mutable_chat()->set_template_kwargs("true");
+  ExpectInvalid(r, "chat.template_kwargs = 4 bytes is invalid: must be a JSON object");
 }
 
 TEST(ValidateGenerateRequest, ChoicesAndCandidatesWithinTheirBounds) {

@@ -44,6 +44,7 @@
 #include "coordinator/gateway.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/remote_executor.h"
+#include "coordinator/tools/tool_call_format.h"
 #include "deploy/cluster_plan.h"
 #include "deploy/gpu_target.h"
 #include "deploy/stream_client.h"
@@ -120,6 +121,15 @@ ABSL_FLAG(std::string, reflection, "auto",
 ABSL_FLAG(std::string, served_model_name, "",
           "the model id clients send as `model` and see in responses (default: the model's "
           "general.name)");
+ABSL_FLAG(std::string, chat_template, "",
+          "a Jinja chat template file that replaces the model's own (tokenizer.chat_template "
+          "or tokenizer_config.json's chat_template)");
+ABSL_FLAG(std::string, tool_call_parser, "",
+          "how the model writes tool calls: hermes, llama3_json, mistral, deepseek_v3 or "
+          "deepseek_v31 (default: the format its chat template renders calls in, else hermes)");
+ABSL_FLAG(std::string, reasoning_parser, "",
+          "return <think>...</think> as reasoning_content: qwen3 or deepseek_r1 (default: off, "
+          "the reasoning stays in the content)");
 ABSL_FLAG(bool, structured_output, true,
           "serve structured output (JSON schema, regex, grammar, choice); off: such requests "
           "are refused with FAILED_PRECONDITION");
@@ -144,6 +154,19 @@ std::map<pid_t, int> g_rank_of_pid;  // written before the signal thread starts
 int Fail(const std::string& message, int code = 1) {
   std::fprintf(stderr, "launch: %s\n", message.c_str());
   return code;
+}
+
+// --chat_template; a relative path is the caller's (`bazel run` starts in the runfiles tree).
+ModelBundleOptions BundleOptions() {
+  ModelBundleOptions options;
+  options.chat_template_file = absl::GetFlag(FLAGS_chat_template);
+  const char* caller_dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (!options.chat_template_file.empty() && caller_dir != nullptr &&
+      std::filesystem::path(options.chat_template_file).is_relative()) {
+    options.chat_template_file =
+        (std::filesystem::path(caller_dir) / options.chat_template_file).string();
+  }
+  return options;
 }
 
 std::string FindWorkerBinary(const char* argv0) {
@@ -247,7 +270,7 @@ int CpuMain(const char* argv0) {
   }
   absl::StatusOr<std::string> model_path = ResolveModelPath(absl::GetFlag(FLAGS_model));
   if (!model_path.ok()) return Fail(std::string(model_path.status().message()), 2);
-  absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*model_path);
+  absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*model_path, BundleOptions());
   if (!bundle.ok()) return Fail(std::string(bundle.status().message()));
   absl::StatusOr<DType> kv_dtype = KvDtypeFlag(/*gpu=*/false);
   if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()), 2);
@@ -272,6 +295,11 @@ int CpuMain(const char* argv0) {
   return Serve(argv0, setup);
 }
 
+// The parsers' name errors already quote the value and list the valid names.
+absl::Status FlagError(const char* flag, const absl::Status& status) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", status.message()));
+}
+
 // The public API's options from the flags: address, admission, TLS, bearer token, reflection.
 absl::StatusOr<GatewayOptions> PublicApiOptions() {
   GatewayOptions options;
@@ -286,6 +314,16 @@ absl::StatusOr<GatewayOptions> PublicApiOptions() {
         "--drain_timeout_s = ", absl::GetFlag(FLAGS_drain_timeout_s), " must be at least 0"));
   }
   options.frontend.max_queued_requests = queued;
+  if (const std::string name = absl::GetFlag(FLAGS_tool_call_parser); !name.empty()) {
+    absl::StatusOr<ToolCallFormat> format = ParseToolCallFormatName(name);
+    if (!format.ok()) return FlagError("--tool_call_parser", format.status());
+    options.frontend.output_formats.tool_calls = *format;  // else set from the model's template
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_reasoning_parser); !name.empty()) {
+    absl::StatusOr<ReasoningFormat> format = ParseReasoningFormatName(name);
+    if (!format.ok()) return FlagError("--reasoning_parser", format.status());
+    options.frontend.output_formats.reasoning = *format;
+  }
   if (absl::GetFlag(FLAGS_structured_output)) {
     ConstraintLimits limits;
     const int timeout_ms = absl::GetFlag(FLAGS_structured_compile_timeout_ms);
@@ -470,6 +508,11 @@ absl::StatusOr<std::unique_ptr<Gateway>> StartServing(const LaunchSetup& setup,
   options.engine.enable_prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   options.engine.eos_token_ids = bundle.EosTokenIds();
   options.engine.jump_forward = absl::GetFlag(FLAGS_jump_forward);
+  if (absl::GetFlag(FLAGS_tool_call_parser).empty() && bundle.chat_template.has_value()) {
+    options.frontend.output_formats.tool_calls =
+        DetectToolCallFormat(bundle.chat_template->tool_call_source())
+            .value_or(ToolCallFormat::kHermes);
+  }
   options.info.name = absl::GetFlag(FLAGS_served_model_name).empty()
                           ? bundle.files.config.name
                           : absl::GetFlag(FLAGS_served_model_name);
@@ -699,7 +742,7 @@ int GpuMain(const char* argv0) {
     FitInt4Groups(*config, gpus, &formats);
   }
   if (!checkpoint.empty()) {
-    absl::StatusOr<ModelBundle> loaded = LoadModelBundle(checkpoint);
+    absl::StatusOr<ModelBundle> loaded = LoadModelBundle(checkpoint, BundleOptions());
     if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
     bundle.emplace(*std::move(loaded));
     if (config.ok() && !SameShape(*config, bundle->files.config)) {

@@ -1,7 +1,7 @@
 // libFuzzer target: structured-output constraints (coordinator/structured): the JSON-schema
 // policy and XGrammar's schema, regex and EBNF compilers behind it. The last byte picks the
 // kind (FuzzedDataProvider reads integers from the end: schema strict or not, regex, grammar,
-// choice); the rest is the constraint. What
+// choice, structural tag strict or not); the rest is the constraint. What
 // compiles is then walked: masks filled and allowed tokens accepted, as the engine does.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider input(data, size);
   tpserve::ConstraintSpec spec;
   spec.field = "constraint";
-  switch (input.ConsumeIntegralInRange<int>(0, 4)) {
+  switch (input.ConsumeIntegralInRange<int>(0, 5)) {
     case 0:
     case 1:
       spec.kind = tpserve::ConstraintKind::kJsonSchema;
@@ -48,6 +48,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 3:
       spec.kind = tpserve::ConstraintKind::kGrammar;
+      break;
+    case 5:
+      spec.kind = tpserve::ConstraintKind::kStructuralTag;
+      spec.strict = input.ConsumeBool();
       break;
     default:
       spec.kind = tpserve::ConstraintKind::kChoice;

@@ -35,10 +35,11 @@ fi
 # official OpenAI client plus Prometheus' parser for the HTTP front's end-to-end tests, and
 # PyYAML for the check of the Kubernetes manifests (tests/deploy), and jsonschema (with the
 # format checkers of date-time and json-pointer) that validates structured output
-# (tests/structured, tests/e2e/test_structured_output.py).
+# (tests/structured, tests/e2e/test_structured_output.py); jinja2, the reference our chat
+# templates are rendered against end to end (tests/e2e/test_tool_calls.py).
 PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors openai prometheus_client pyyaml
-             jsonschema rfc3339-validator jsonpointer)
-if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client, yaml, jsonschema, rfc3339_validator, jsonpointer" 2>/dev/null; then
+             jsonschema rfc3339-validator jsonpointer jinja2)
+if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client, yaml, jsonschema, rfc3339_validator, jsonpointer, jinja2" 2>/dev/null; then
   echo "setup: pip installing ${PY_PACKAGES[*]}" >&2
   python3 -m pip install --quiet "${PY_PACKAGES[@]}"
 fi

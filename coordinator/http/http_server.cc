@@ -20,7 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "coordinator/http/elastic_task_queue.h"
+#include "coordinator/tokenizer/utf8.h"
 
 namespace tpserve {
 namespace {
@@ -220,6 +222,9 @@ void HttpServer::AddRoutes() {
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGenerate(Endpoint::kCompletions, req, res);
   });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleTokenize(req, res);
+  });
   s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     HandleModels(req, res);
   });
@@ -298,6 +303,32 @@ void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& re
     return res.set_content(DumpJson(model), kJson);
   }
   res.set_content(DumpJson({{"object", "list"}, {"data", Json::array({model})}}), kJson);
+}
+
+void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  if (!Authorized(req, res)) return;
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(Endpoint::kTokenize, req.body, frontend_->info().name);
+  if (!parsed.ok()) return Refuse(parsed.status(), res);
+  absl::StatusOr<BuiltPrompt> prompt = [&]() -> absl::StatusOr<BuiltPrompt> {
+    TP_ASSIGN_OR_RETURN(ValidatedInput in,
+                        ValidateGenerateRequest(parsed->proto, frontend_->limits()));
+    return frontend_->admitter().BuildPrompt(in);
+  }();
+  if (!prompt.ok()) return Refuse(ToClientFieldNames(prompt.status(), *parsed), res);
+  Json out = {{"count", prompt->ids.size()},
+              {"max_model_len", frontend_->limits().context_length},
+              {"tokens", prompt->ids}};
+  if (parsed->proto.has_chat()) out["prompt"] = prompt->text;
+  if (parsed->return_token_strs) {
+    Json strs = Json::array();
+    for (int32_t id : prompt->ids) {
+      absl::StatusOr<std::string> piece = frontend_->tokenizer().Decode({id});
+      strs.push_back(piece.ok() ? SanitizeUtf8(*piece) : std::string());
+    }
+    out["token_strs"] = std::move(strs);
+  }
+  res.set_content(DumpJson(out), kJson);
 }
 
 void HttpServer::HandleGenerate(Endpoint endpoint, const httplib::Request& req,

@@ -97,6 +97,9 @@ class HttpServer {
   void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
   void Respond(const std::shared_ptr<Stream>& stream, httplib::Response& res);
   void RespondStreaming(const std::shared_ptr<Stream>& stream, httplib::Response& res);
+  // POST /tokenize (vLLM's): the prompt a chat or a prompt becomes, its ids and, for a chat,
+  // the rendered text ("prompt").
+  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);
   void SendError(const absl::Status& status, httplib::Response& res) const;
   // Counts a refusal before the door, then SendError.

@@ -23,45 +23,13 @@
 #include "coordinator/engine.h"
 #include "coordinator/frontend.h"
 #include "coordinator/test_support.h"
-#include "coordinator/tokenizer/chat_template.h"
+#include "coordinator/chat/chat_template.h"
 #include "coordinator/tokenizer/utf8.h"
 
 namespace tpserve {
 namespace {
 
 using Json = nlohmann::json;
-
-// A model that answers every prompt with `answer` (byte tokens), then EOS: the token after
-// position p of a sequence is answer[p - prompt length]. A prompt is assumed to arrive in one
-// chunk, which holds for the short prompts here (the step budget is 512 tokens).
-class AnswerExecutor : public ModelExecutor {
- public:
-  explicit AnswerExecutor(std::string answer) : answer_(std::move(answer)) {}
-  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
-    if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
-    StepResult r;
-    r.vocab_size = kVocab;
-    r.logits.assign(batch.num_logit_rows() * kVocab, 0.0f);
-    int64_t row = 0;
-    for (const StepBatch::Sequence& c : batch.sequences) {
-      if (c.start_position == 0) prompt_length_[c.seq_id] = c.num_tokens;
-      if (c.num_logits == 0) continue;  // the asserted one-chunk prompts always ask for one
-      const int64_t k = c.end_position() - prompt_length_[c.seq_id];
-      const int32_t next =
-          k < static_cast<int64_t>(answer_.size()) ? static_cast<uint8_t>(answer_[k]) : kEos;
-      r.logits[row++ * kVocab + next] = 100.0f;  // certain even at temperature 1
-    }
-    return r;
-  }
-  int64_t vocab_size() const override { return kVocab; }
-  std::string Describe() const override { return "answer"; }
-
-  absl::Duration step_delay_ = absl::ZeroDuration();
-
- private:
-  std::string answer_;
-  std::map<int64_t, int64_t> prompt_length_;  // step thread only
-};
 
 // One parsed SSE stream: the JSON of each `data:` line, and whether it ended with [DONE].
 struct Sse {
@@ -108,10 +76,10 @@ class HttpServerTest : public ::testing::Test {
  protected:
   void Start(std::string answer = kAnswer, FrontendOptions frontend_options = {},
              HttpServerOptions http = {}) {
-    auto exec = std::make_unique<AnswerExecutor>(std::move(answer));
+    auto exec = std::make_unique<ReplyExecutor>(std::move(answer));
     executor_ = exec.get();
     engine_ = StartTestEngine(std::move(exec), &tokenizer_, /*num_blocks=*/128);
-    chat_ = std::make_unique<ChatTemplate>(*ChatTemplate::FromName("chatml"));
+    chat_ = std::make_unique<ChatTemplate>(ChatMlTemplate());
     log_ = std::tmpfile();
     frontend_options.request_log = log_;
     frontend_ = std::make_unique<Frontend>(engine_.get(), &tokenizer_, chat_.get(),
@@ -149,7 +117,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   Tokenizer tokenizer_ = ByteTokenizer();
-  AnswerExecutor* executor_ = nullptr;
+  ReplyExecutor* executor_ = nullptr;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ChatTemplate> chat_;
   std::FILE* log_ = nullptr;
@@ -209,6 +177,90 @@ TEST_F(HttpServerTest, StreamedChatSendsWholeCharactersThenUsageThenDone) {
   const Json& usage = sse.events.back();
   EXPECT_EQ(usage["choices"], Json::array());
   EXPECT_EQ(usage["usage"]["completion_tokens"], static_cast<int>(std::string(kAnswer).size()) + 1);
+}
+
+// Tool calls over HTTP: the same output streamed and whole gives the same calls, byte for byte.
+constexpr char kCallAnswer[] =
+    "Checking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"서울\"}}\n"
+    "</tool_call>";
+const std::string kToolsBody =
+    R"({"messages": [{"role": "user", "content": "Weather?"}], "seed": 7,
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+
+TEST_F(HttpServerTest, ToolCallsStreamedEqualNonStreamedWithFinishReasonToolCalls) {
+  Start(kCallAnswer);
+  httplib::Result whole = Post("/v1/chat/completions", kToolsBody + "}");
+  ASSERT_TRUE(whole) << httplib::to_string(whole.error());
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const Json choice = Json::parse(whole->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Checking.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << whole->body;
+  const Json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], R"({"city": "서울"})");
+  EXPECT_TRUE(absl::StartsWith(call["id"].get<std::string>(), "call_")) << call;
+
+  httplib::Result streamed = Post("/v1/chat/completions", kToolsBody + R"(, "stream": true})");
+  ASSERT_TRUE(streamed) << httplib::to_string(streamed.error());
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  Sse sse = ParseSse(streamed->body);
+  EXPECT_TRUE(sse.done);
+  std::string content;
+  std::map<int, Json> calls;  // by index: id, name, arguments concatenated
+  Json finish;
+  for (const Json& e : sse.events) {
+    const Json& c = e["choices"][0];
+    const Json& delta = c["delta"];
+    content += delta.value("content", "");
+    for (const Json& d : delta.value("tool_calls", Json::array())) {
+      Json& into = calls[d["index"].get<int>()];
+      if (d.contains("id")) into["id"] = d["id"];
+      if (d["function"].contains("name")) into["name"] = d["function"]["name"];
+      into["arguments"] =
+          into.value("arguments", "") + d["function"].value("arguments", std::string());
+    }
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(content, "Checking.");
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["arguments"], call["function"]["arguments"]);
+  EXPECT_EQ(calls[0]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["id"], call["id"]);  // the same seed, the same call id
+}
+
+TEST_F(HttpServerTest, TokenizeShowsTheRenderedPromptBesideItsIds) {
+  Start();
+  httplib::Result r = Post("/tokenize", R"({"messages": [{"role": "user", "content": "hi"}],
+                                           "return_token_strs": true})");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const Json out = Json::parse(r->body);
+  EXPECT_EQ(out["prompt"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  // <|im_start|> and <|im_end|> are one token each, the rest one per byte.
+  EXPECT_EQ(out["count"], 1 + 7 + 1 + 1 + 1 + 10);  // user\nhi, \n, assistant\n
+  EXPECT_EQ(out["tokens"].size(), out["count"]);
+  EXPECT_EQ(out["tokens"][0], 257);
+  EXPECT_EQ(out["token_strs"][0], "<|im_start|>");
+  EXPECT_EQ(out["max_model_len"], kTestContextLength);
+
+  httplib::Result no_prompt = Post("/tokenize", R"({"messages": [{"role": "user", "content": "hi"}],
+                                                   "add_generation_prompt": false})");
+  ASSERT_TRUE(no_prompt);
+  EXPECT_EQ(Json::parse(no_prompt->body)["prompt"], "<|im_start|>user\nhi<|im_end|>\n");
+
+  httplib::Result text = Post("/tokenize", R"({"prompt": "abc"})");
+  ASSERT_TRUE(text);
+  EXPECT_EQ(Json::parse(text->body)["tokens"], Json::array({'a', 'b', 'c'}));
+  EXPECT_FALSE(Json::parse(text->body).contains("prompt"));
+
+  httplib::Result bad = Post("/tokenize", R"({"messages": [{"role": "user", "content": 5}]})");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(Json::parse(bad->body)["error"]["param"], "messages[0].content") << bad->body;
 }
 
 TEST_F(HttpServerTest, StreamedCompletionFromTokenIdsEndsByLength) {
@@ -532,7 +584,7 @@ TEST_F(TlsTest, BadTlsOptionsNameTheOptionAndFile) {
   EngineOptions eo;
   eo.num_kv_blocks = 8;
   eo.context_length = 64;
-  Engine engine(eo, std::make_unique<AnswerExecutor>("a"), &tok);
+  Engine engine(eo, std::make_unique<ReplyExecutor>("a"), &tok);
   ModelLimits limits;
   limits.vocab_size = kVocab;
   limits.context_length = 64;

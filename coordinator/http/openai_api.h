@@ -19,9 +19,12 @@
 //   ignore_eos, stop_token_ids. n (choices, each its own index and finish), completions'
 //   best_of (not with stream) and echo (with logprobs: the prompt's tokens and their logprobs
 //   open each choice's logprobs, the first token's null). Ignored as harmless: user, metadata,
-//   store, service_tier, parallel_tool_calls. Anything else that would change the result
-//   (tools, suffix, unknown fields) is a 400 naming the field: a silently ignored field gives
-//   the client an answer to a question it did not ask. JSON null means "absent" everywhere.
+//   store, service_tier. Tools: tools, tool_choice, parallel_tool_calls, assistant tool_calls
+//   and tool messages in the history (docs/API.md, "Tool calls"); vLLM's chat_template_kwargs
+//   and add_generation_prompt. Anything else that would change the result (the deprecated
+//   functions API, suffix, unknown fields) is a 400 naming the field: a silently ignored field
+//   gives the client an answer to a question it did not ask. JSON null means "absent"
+//   everywhere.
 //
 // Threading: all functions are pure; a ResponseBuilder belongs to one request and one thread.
 #ifndef TPSERVE_COORDINATOR_HTTP_OPENAI_API_H_
@@ -42,7 +45,8 @@
 
 namespace tpserve {
 
-enum class Endpoint { kChatCompletions, kCompletions };
+// kTokenize: POST /tokenize (vLLM's), a chat or a prompt to render and tokenize.
+enum class Endpoint { kChatCompletions, kCompletions, kTokenize };
 
 // max_tokens of a /v1/completions request without one (OpenAI's API reference: "Defaults to 16").
 inline constexpr int32_t kCompletionsDefaultMaxTokens = 16;
@@ -63,6 +67,7 @@ struct OpenAiRequest {
   // Where the client put a structured-output constraint ("response_format.json_schema.schema",
   // "structured_outputs.regex", ...), named by errors about it.
   std::string constraint_field;
+  bool return_token_strs = false;  // kTokenize: each token's text beside the ids
 };
 
 // Parses and checks one request body. INVALID_ARGUMENT (with param) for a body that is not
@@ -126,6 +131,8 @@ class ResponseBuilder {
 
   // Streaming: the chunks one event produces (none for an event with nothing to show). A
   // chat choice's first chunk carries delta.role; its finishing one carries finish_reason.
+  // A parsed chat output adds delta.reasoning_content and delta.tool_calls (each call whole in
+  // one chunk: {index, id, type, function: {name, arguments}}).
   // REQUIRES: FinishStatus(event.finish, event.error) is OK (an error end is the server's to
   // report).
   std::vector<nlohmann::json> StreamChunks(const GenerationEvent& event);
@@ -136,7 +143,8 @@ class ResponseBuilder {
   // Non-streaming: add every event, then take the whole object. A constrained request's object
   // (and its finishing chunks, streamed) carries "structured_output": {completed,
   // dropped_keywords} (of choice 0). Usage: the prompt once, the completion tokens of every
-  // choice returned.
+  // choice returned. A choice that called tools has message.tool_calls (content null when
+  // it said nothing else); reasoning, message.reasoning_content.
   void Append(const GenerationEvent& event);
   nlohmann::json Final() const;
 
@@ -146,6 +154,8 @@ class ResponseBuilder {
     bool sent_role = false;
     int64_t text_offset_bytes = 0;  // completions logprobs' text_offset
     std::string text;               // non-streaming: accumulated
+    std::string reasoning;          // non-streaming: accumulated reasoning_content
+    nlohmann::json tool_calls = nlohmann::json::array();  // non-streaming: message.tool_calls
     nlohmann::json logprobs;        // non-streaming: accumulated entries
     const char* finish_reason = nullptr;
     bool finished = false;

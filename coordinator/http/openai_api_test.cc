@@ -171,8 +171,10 @@ TEST(ParseOpenAiRequest, WrongTypesNameTheFieldAndTheExpectedType) {
 TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
   const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
   for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
-           {"{" + msgs + R"(, "tools": [{"type": "function"}]})", "tools"},
-           {"{" + msgs + R"(, "tool_choice": "auto"})", "tool_choice"},
+           {"{" + msgs + R"(, "tools": [{"type": "function"}]})", "tools[0].function"},
+           {"{" + msgs + R"(, "tools": [{"type": "code_interpreter"}]})", "tools[0].type"},
+           {"{" + msgs + R"(, "tool_choice": "maybe"})", "tool_choice"},
+           {"{" + msgs + R"(, "functions": [{"name": "f"}]})", "functions"},
            {"{" + msgs + R"(, "response_format": {"type": "xml"}})", "response_format.type"},
            {"{" + msgs + R"(, "response_format": {"type": "json_schema",
                 "json_schema": {"schema": {}}}})", "response_format.json_schema.name"},
@@ -192,8 +194,6 @@ TEST(ParseOpenAiRequest, SemanticFieldsWeCannotHonourAreRefusedByName) {
            {"{" + msgs + R"(, "stream_options": {"include_usage": true}})", "stream_options"},
            {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
             "messages[0].content[0].type"},
-           {R"({"messages": [{"role": "user", "content": "a", "tool_calls": []}]})",
-            "messages[0].tool_calls"},
            {R"({"prompt": "a", "best_of": 3, "stream": true})", "best_of"},
            {R"({"prompt": "a", "n": "2"})", "n"},
            {"{" + msgs + R"(, "best_of": 2})", "best_of"},  // not a chat field

@@ -54,6 +54,28 @@ constexpr FieldName kFieldNames[] = {
 // The client's name for a proto path, or nullopt when the path is not one we know.
 std::optional<std::string> ClientPath(std::string_view path, const OpenAiRequest& r) {
   if (path == "max_new_tokens") return r.max_tokens_field;
+  // Tools: the proto flattens OpenAI's {"type": "function", "function": {...}} wrappers.
+  if (path == "chat.tool_choice.mode") return std::string("tool_choice");
+  if (path == "chat.tool_choice.function_name") return std::string("tool_choice.function.name");
+  if (path == "chat.template_kwargs") return std::string("chat_template_kwargs");
+  const absl::string_view apath(path.data(), path.size());  // Debian's absl has its own view
+  if (absl::StartsWith(apath, "chat.tools")) {
+    std::string out = absl::StrCat("tools", apath.substr(10));
+    if (const size_t dot = out.find("]."); dot != std::string::npos) {
+      out.insert(dot + 1, ".function");
+    }
+    return out;
+  }
+  if (const size_t calls = path.find(".tool_calls[");
+      absl::StartsWith(apath, "chat.messages") && calls != std::string_view::npos) {
+    std::string out = absl::StrCat("messages", apath.substr(13));
+    const size_t close = out.find("].", calls - 13 + 12);
+    if (close != std::string::npos &&
+        (absl::EndsWith(out, ".name") || absl::EndsWith(out, ".arguments"))) {
+      out.insert(close + 1, ".function");
+    }
+    return out;
+  }
   // A structured-output constraint: wherever the client put it (choice.choices[1] ->
   // structured_outputs.choice[1]).
   for (std::string_view field : {"json_schema", "json_object", "regex", "grammar", "choice.choices"}) {

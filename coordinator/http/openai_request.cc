@@ -91,8 +91,7 @@ absl::StatusOr<std::optional<int64_t>> GetInteger(
 }
 
 // Fields that do not change what is generated: accepted and not used.
-constexpr std::string_view kIgnored[] = {"user", "metadata", "store", "service_tier",
-                                         "parallel_tool_calls"};
+constexpr std::string_view kIgnored[] = {"user", "metadata", "store", "service_tier"};
 
 bool IsKnownField(Endpoint endpoint, const std::string& key) {
   static constexpr std::string_view kCommon[] = {
@@ -102,8 +101,15 @@ bool IsKnownField(Endpoint endpoint, const std::string& key) {
       "response_format", "structured_outputs"};
   static constexpr std::string_view kChat[] = {
       "messages", "max_completion_tokens", "top_logprobs", "tools",
-      "tool_choice", "functions", "function_call"};
+      "tool_choice", "parallel_tool_calls", "functions", "function_call",
+      "chat_template_kwargs", "add_generation_prompt"};
   static constexpr std::string_view kCompletions[] = {"prompt", "echo", "suffix", "best_of"};
+  if (endpoint == Endpoint::kTokenize) {
+    static constexpr std::string_view kTokenize[] = {
+        "model", "messages", "prompt", "tools", "tool_choice", "parallel_tool_calls",
+        "add_generation_prompt", "chat_template_kwargs", "return_token_strs"};
+    return std::find(std::begin(kTokenize), std::end(kTokenize), key) != std::end(kTokenize);
+  }
   for (std::string_view k : kIgnored) if (k == key) return true;
   for (std::string_view k : kCommon) if (k == key) return true;
   if (endpoint == Endpoint::kChatCompletions) {
@@ -121,19 +127,108 @@ absl::Status Unsupported(const std::string& field, const std::string& why) {
 
 // Fields we know but cannot honour: an error unless they ask for the default behaviour.
 absl::Status CheckUnsupported(const Json& body, Endpoint endpoint) {
-  for (const char* tools : {"tools", "functions"}) {
-    if (const Json* v = Find(body, tools); v != nullptr && !(v->is_array() && v->empty())) {
-      return Unsupported(tools, "tool and function calling are not implemented");
-    }
+  if (const Json* v = Find(body, "functions"); v != nullptr && !(v->is_array() && v->empty())) {
+    return Unsupported("functions", "the deprecated functions API; send tools");
   }
-  for (const char* choice : {"tool_choice", "function_call"}) {
-    if (const Json* v = Find(body, choice); v != nullptr && *v != "none") {
-      return Unsupported(choice, "tool and function calling are not implemented");
-    }
+  if (const Json* v = Find(body, "function_call"); v != nullptr && *v != "none") {
+    return Unsupported("function_call", "the deprecated functions API; send tool_choice");
   }
   if (endpoint == Endpoint::kCompletions) {
     if (const Json* v = Find(body, "suffix"); v != nullptr && *v != "") {
       return Unsupported("suffix", "insertion (suffix) is not implemented");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> GetString(const Json& obj, const std::string& key,
+                                      const std::string& path, bool required) {
+  const Json* v = Find(obj, key);
+  if (v == nullptr) {
+    if (required) return Invalid(path, path + " is required");
+    return std::string();
+  }
+  if (!v->is_string()) return TypeError(path, *v, "a string");
+  return v->get<std::string>();
+}
+
+absl::Status CheckKeys(const Json& obj, const std::string& path,
+                       std::initializer_list<std::string_view> allowed) {
+  for (const auto& [key, value] : obj.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::string names;
+      for (std::string_view a : allowed) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ", absl::string_view(a.data(), a.size()));
+      }
+      return Unsupported(absl::StrCat(path, ".", key), absl::StrCat(path, " takes ", names));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A message's content: a string, text parts (joined), or null (OpenAI allows it for an
+// assistant message with tool calls).
+absl::Status ParseContent(const Json& m, const std::string& path, tpserve::v1::ChatMessage* out) {
+  const Json* content = Find(m, "content");
+  const std::string content_path = path + ".content";
+  if (content == nullptr) {
+    if (out->tool_calls_size() > 0) return absl::OkStatus();
+    return Invalid(content_path, content_path + " is required");
+  }
+  if (content->is_string()) {
+    out->set_content(content->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!content->is_array()) {
+    return TypeError(content_path, *content, "a string or an array of text parts");
+  }
+  for (size_t j = 0; j < content->size(); ++j) {
+    const Json& part = (*content)[j];
+    const std::string part_path = absl::StrCat(content_path, "[", j, "]");
+    if (!part.is_object()) return TypeError(part_path, part, "a content part object");
+    const Json* type = Find(part, "type");
+    if (type == nullptr || *type != "text") {
+      return Unsupported(part_path + ".type", "only text content parts");
+    }
+    const Json* text = Find(part, "text");
+    if (text == nullptr || !text->is_string()) {
+      return TypeError(part_path + ".text", text ? *text : Json(), "a string");
+    }
+    out->mutable_content()->append(text->get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// An assistant message's tool_calls: [{id, type: "function", function: {name, arguments}}],
+// arguments a JSON string (OpenAI's form; an object is accepted too, as some clients send).
+absl::Status ParseHistoryToolCalls(const Json& calls, const std::string& path,
+                                   tpserve::v1::ChatMessage* out) {
+  if (!calls.is_array()) return TypeError(path, calls, "an array of tool calls");
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const Json& call = calls[j];
+    const std::string call_path = absl::StrCat(path, "[", j, "]");
+    if (!call.is_object()) return TypeError(call_path, call, "a tool call object");
+    TP_RETURN_IF_ERROR(CheckKeys(call, call_path, {"id", "type", "function", "index"}));
+    if (const Json* type = Find(call, "type"); type != nullptr && *type != "function") {
+      return Unsupported(call_path + ".type", "only \"function\" tool calls");
+    }
+    const Json* function = Find(call, "function");
+    const std::string function_path = call_path + ".function";
+    if (function == nullptr) return Invalid(function_path, function_path + " is required");
+    if (!function->is_object()) return TypeError(function_path, *function, "an object");
+    TP_RETURN_IF_ERROR(CheckKeys(*function, function_path, {"name", "arguments"}));
+    tpserve::v1::ToolCall* to = out->add_tool_calls();
+    TP_ASSIGN_OR_RETURN(*to->mutable_id(), GetString(call, "id", call_path + ".id", false));
+    TP_ASSIGN_OR_RETURN(*to->mutable_name(),
+                        GetString(*function, "name", function_path + ".name", true));
+    const Json* arguments = Find(*function, "arguments");
+    if (arguments == nullptr) continue;
+    if (arguments->is_string()) {
+      to->set_arguments(arguments->get<std::string>());
+    } else if (arguments->is_object()) {
+      to->set_arguments(arguments->dump());
+    } else {
+      return TypeError(function_path + ".arguments", *arguments, "a JSON string");
     }
   }
   return absl::OkStatus();
@@ -148,40 +243,98 @@ absl::Status ParseMessages(const Json& body, tpserve::v1::GenerateRequest& proto
     const Json& m = (*messages)[i];
     const std::string path = absl::StrCat("messages[", i, "]");
     if (!m.is_object()) return TypeError(path, m, "an object");
-    for (const auto& [key, value] : m.items()) {
-      if (key != "role" && key != "content" && key != "name") {
-        return Unsupported(absl::StrCat(path, ".", key), "messages take role, content and name");
-      }
-    }
+    TP_RETURN_IF_ERROR(CheckKeys(m, path, {"role", "content", "name", "tool_calls",
+                                           "tool_call_id", "reasoning_content", "refusal"}));
     tpserve::v1::ChatMessage* out = chat->add_messages();
-    const Json* role = Find(m, "role");
-    if (role == nullptr) return Invalid(path + ".role", path + ".role is required");
-    if (!role->is_string()) return TypeError(path + ".role", *role, "a string");
+    TP_ASSIGN_OR_RETURN(std::string role, GetString(m, "role", path + ".role", true));
     // OpenAI's newer name for the system role.
-    out->set_role(*role == "developer" ? std::string("system") : role->get<std::string>());
-    const Json* content = Find(m, "content");
-    const std::string content_path = path + ".content";
-    if (content == nullptr) return Invalid(content_path, content_path + " is required");
-    if (content->is_string()) {
-      out->set_content(content->get<std::string>());
-    } else if (content->is_array()) {
-      for (size_t j = 0; j < content->size(); ++j) {
-        const Json& part = (*content)[j];
-        const std::string part_path = absl::StrCat(content_path, "[", j, "]");
-        if (!part.is_object()) return TypeError(part_path, part, "a content part object");
-        const Json* type = Find(part, "type");
-        if (type == nullptr || *type != "text") {
-          return Unsupported(part_path + ".type", "only text content parts");
-        }
-        const Json* text = Find(part, "text");
-        if (text == nullptr || !text->is_string()) {
-          return TypeError(part_path + ".text", text ? *text : Json(), "a string");
-        }
-        out->mutable_content()->append(text->get<std::string>());
-      }
-    } else {
-      return TypeError(content_path, *content, "a string or an array of text parts");
+    out->set_role(role == "developer" ? std::string("system") : role);
+    if (const Json* calls = Find(m, "tool_calls"); calls != nullptr) {
+      TP_RETURN_IF_ERROR(ParseHistoryToolCalls(*calls, path + ".tool_calls", out));
     }
+    TP_RETURN_IF_ERROR(ParseContent(m, path, out));
+    TP_ASSIGN_OR_RETURN(*out->mutable_name(), GetString(m, "name", path + ".name", false));
+    TP_ASSIGN_OR_RETURN(*out->mutable_tool_call_id(),
+                        GetString(m, "tool_call_id", path + ".tool_call_id", false));
+    TP_ASSIGN_OR_RETURN(*out->mutable_reasoning_content(),
+                        GetString(m, "reasoning_content", path + ".reasoning_content", false));
+  }
+  return absl::OkStatus();
+}
+
+// tools, tool_choice, parallel_tool_calls, and vLLM's chat_template_kwargs and
+// add_generation_prompt.
+absl::Status ParseTools(const Json& body, tpserve::v1::Chat* chat) {
+  if (const Json* tools = Find(body, "tools"); tools != nullptr) {
+    if (!tools->is_array()) return TypeError("tools", *tools, "an array of tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& tool = (*tools)[i];
+      const std::string path = absl::StrCat("tools[", i, "]");
+      if (!tool.is_object()) return TypeError(path, tool, "a tool object");
+      TP_RETURN_IF_ERROR(CheckKeys(tool, path, {"type", "function"}));
+      if (const Json* type = Find(tool, "type"); type == nullptr || *type != "function") {
+        return Unsupported(path + ".type", "only \"function\" tools");
+      }
+      const Json* function = Find(tool, "function");
+      const std::string function_path = path + ".function";
+      if (function == nullptr) return Invalid(function_path, function_path + " is required");
+      if (!function->is_object()) return TypeError(function_path, *function, "an object");
+      // strict: the arguments are always constrained to the schema, so it changes nothing.
+      TP_RETURN_IF_ERROR(
+          CheckKeys(*function, function_path, {"name", "description", "parameters", "strict"}));
+      tpserve::v1::Tool* out = chat->add_tools();
+      TP_ASSIGN_OR_RETURN(*out->mutable_name(),
+                          GetString(*function, "name", function_path + ".name", true));
+      TP_ASSIGN_OR_RETURN(*out->mutable_description(),
+                          GetString(*function, "description", function_path + ".description",
+                                    false));
+      if (const Json* parameters = Find(*function, "parameters"); parameters != nullptr) {
+        if (!parameters->is_object()) {
+          return TypeError(function_path + ".parameters", *parameters, "a JSON Schema object");
+        }
+        out->set_parameters(parameters->dump());
+      }
+    }
+  }
+  using Choice = tpserve::v1::ToolChoice;
+  if (const Json* choice = Find(body, "tool_choice"); choice != nullptr) {
+    Choice* out = chat->mutable_tool_choice();
+    if (choice->is_string()) {
+      const std::string mode = choice->get<std::string>();
+      if (mode == "auto") {
+        out->set_mode(Choice::AUTO);
+      } else if (mode == "none") {
+        out->set_mode(Choice::NONE);
+      } else if (mode == "required") {
+        out->set_mode(Choice::REQUIRED);
+      } else {
+        return Invalid("tool_choice",
+                       absl::StrCat("tool_choice = \"", mode.substr(0, 40),
+                                    "\" is invalid: must be \"none\", \"auto\", \"required\" or "
+                                    "{\"type\": \"function\", \"function\": {\"name\": ...}}"));
+      }
+    } else if (choice->is_object()) {
+      TP_RETURN_IF_ERROR(CheckKeys(*choice, "tool_choice", {"type", "function"}));
+      const Json* function = Find(*choice, "function");
+      if (function == nullptr || !function->is_object()) {
+        return TypeError("tool_choice.function", function ? *function : Json(),
+                         "an object with a name");
+      }
+      out->set_mode(Choice::FUNCTION);
+      TP_ASSIGN_OR_RETURN(*out->mutable_function_name(),
+                          GetString(*function, "name", "tool_choice.function.name", true));
+    } else {
+      return TypeError("tool_choice", *choice, "a string or an object");
+    }
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<bool> parallel, GetBool(body, "parallel_tool_calls"));
+  if (parallel) chat->set_parallel_tool_calls(*parallel);
+  TP_ASSIGN_OR_RETURN(std::optional<bool> generation_prompt,
+                      GetBool(body, "add_generation_prompt"));
+  if (generation_prompt) chat->set_add_generation_prompt(*generation_prompt);
+  if (const Json* kwargs = Find(body, "chat_template_kwargs"); kwargs != nullptr) {
+    if (!kwargs->is_object()) return TypeError("chat_template_kwargs", *kwargs, "an object");
+    chat->set_template_kwargs(kwargs->dump());
   }
   return absl::OkStatus();
 }
@@ -473,6 +626,23 @@ absl::Status ParseChoices(const Json& body, OpenAiRequest& r) {
   return absl::OkStatus();
 }
 
+// POST /tokenize, vLLM's: a chat (messages, tools, add_generation_prompt,
+// chat_template_kwargs) or a prompt; return_token_strs adds each token's text.
+absl::StatusOr<OpenAiRequest> ParseTokenizeBody(const Json& body, OpenAiRequest r) {
+  if (Find(body, "messages") != nullptr) {
+    if (Find(body, "prompt") != nullptr) {
+      return Invalid("prompt", "send either messages or prompt, not both");
+    }
+    TP_RETURN_IF_ERROR(ParseMessages(body, r.proto));
+    TP_RETURN_IF_ERROR(ParseTools(body, r.proto.mutable_chat()));
+  } else {
+    TP_RETURN_IF_ERROR(ParsePrompt(body, r.proto));
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<bool> token_strs, GetBool(body, "return_token_strs"));
+  r.return_token_strs = token_strs.value_or(false);
+  return r;
+}
+
 absl::StatusOr<OpenAiRequest> ParseBody(Endpoint endpoint, const Json& body,
                                         std::string_view served_model) {
   if (!body.is_object()) return TypeError("body", body, "a JSON object");
@@ -495,9 +665,14 @@ absl::StatusOr<OpenAiRequest> ParseBody(Endpoint endpoint, const Json& body,
                       "model_not_found");
     }
   }
+  if (endpoint == Endpoint::kTokenize) return ParseTokenizeBody(body, std::move(r));
   TP_RETURN_IF_ERROR(CheckUnsupported(body, endpoint));
-  TP_RETURN_IF_ERROR(endpoint == Endpoint::kChatCompletions ? ParseMessages(body, r.proto)
-                                                            : ParsePrompt(body, r.proto));
+  if (endpoint == Endpoint::kChatCompletions) {
+    TP_RETURN_IF_ERROR(ParseMessages(body, r.proto));
+    TP_RETURN_IF_ERROR(ParseTools(body, r.proto.mutable_chat()));
+  } else {
+    TP_RETURN_IF_ERROR(ParsePrompt(body, r.proto));
+  }
   TP_RETURN_IF_ERROR(ParseSampling(body, *r.proto.mutable_sampling()));
   TP_RETURN_IF_ERROR(ParseLogitBias(body, *r.proto.mutable_sampling()));
   TP_RETURN_IF_ERROR(ParseConstraint(body, r));

@@ -23,6 +23,8 @@ const char* OpenAiFinishReason(FinishReason reason) {
       return "stop";
     case FinishReason::kLength:
       return "length";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
     default:
       return nullptr;
   }
@@ -78,6 +80,14 @@ std::pair<std::string, Json> TokenTextAndBytes(const Tokenizer& tokenizer, int32
   Json list = Json::array();
   for (char c : bytes) list.push_back(static_cast<int>(static_cast<unsigned char>(c)));
   return {SanitizeUtf8(bytes), std::move(list)};
+}
+
+// One call as OpenAI's tool_calls lists it. Streamed and whole alike: calls arrive complete.
+Json ToolCallObject(const ToolCallDelta& call) {
+  return {{"index", call.index},
+          {"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 // structured_output: {completed, dropped_keywords}, for a constrained request's last object.
@@ -198,13 +208,21 @@ std::vector<Json> ResponseBuilder::StreamChunks(const GenerationEvent& event) {
   const bool chat = endpoint_ == Endpoint::kChatCompletions;
   const bool first_chat_chunk = chat && !c.sent_role;
   auto [text, logprobs] = Take(c, event);
-  if (text.empty() && logprobs.is_null() && !finished && !first_chat_chunk) return {};
+  const bool parsed = !event.reasoning_text.empty() || !event.tool_calls.empty();
+  if (text.empty() && logprobs.is_null() && !parsed && !finished && !first_chat_chunk) return {};
 
   Json choice = {{"index", event.index}};
   if (chat) {
     Json delta = Json::object();
     if (first_chat_chunk) delta["role"] = "assistant";
     if (first_chat_chunk || !text.empty() || !logprobs.is_null()) delta["content"] = text;
+    if (!event.reasoning_text.empty()) delta["reasoning_content"] = event.reasoning_text;
+    if (!event.tool_calls.empty()) {
+      delta["tool_calls"] = Json::array();
+      for (const ToolCallDelta& call : event.tool_calls) {
+        delta["tool_calls"].push_back(ToolCallObject(call));
+      }
+    }
     choice["delta"] = std::move(delta);
     c.sent_role = true;
   } else {
@@ -233,6 +251,12 @@ void ResponseBuilder::Append(const GenerationEvent& event) {
   Choice& c = choices_[event.index];
   auto [text, logprobs] = Take(c, event);
   c.text += text;
+  c.reasoning += event.reasoning_text;
+  for (const ToolCallDelta& call : event.tool_calls) {
+    Json whole = ToolCallObject(call);
+    whole.erase("index");  // a message's calls are a list; the index is only for chunks
+    c.tool_calls.push_back(std::move(whole));
+  }
   if (!logprobs.is_null()) {
     for (auto& [key, values] : logprobs.items()) {
       for (Json& v : values) c.logprobs[key].push_back(std::move(v));
@@ -249,7 +273,13 @@ Json ResponseBuilder::Final() const {
     Json choice = {{"index", i}};
     if (chat) {
       // The spec requires `refusal` on every response message; this server never refuses.
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      Json message = {{"role", "assistant"},
+                      {"content", c.text.empty() && !c.tool_calls.empty() ? Json(nullptr)
+                                                                          : Json(c.text)},
+                      {"refusal", nullptr}};
+      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      if (!c.tool_calls.empty()) message["tool_calls"] = c.tool_calls;
+      choice["message"] = std::move(message);
     } else {
       choice["text"] = c.text;
     }

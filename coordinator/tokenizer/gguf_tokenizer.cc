@@ -96,9 +96,4 @@ absl::StatusOr<Tokenizer> TokenizerFromGguf(const GgufFile& gguf) {
   return Tokenizer::Create(std::move(data));
 }
 
-absl::StatusOr<ChatTemplate> ChatTemplateFromGguf(const GgufFile& gguf) {
-  TP_ASSIGN_OR_RETURN(std::string text, gguf.GetString("tokenizer.chat_template"));
-  return ChatTemplate::FromJinja(text);
-}
-
 }  // namespace tpserve

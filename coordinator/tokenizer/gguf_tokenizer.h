@@ -1,5 +1,6 @@
-// Adapter from GGUF metadata (llama.cpp's `tokenizer.ggml.*` keys) to the tokenizer and chat
-// template. Only byte-level BPE vocabularies (tokenizer.ggml.model = "gpt2") are supported.
+// Adapter from GGUF metadata (llama.cpp's `tokenizer.ggml.*` keys) to the tokenizer (the chat
+// template, tokenizer.chat_template, is read by coordinator/model_bundle.cc). Only byte-level
+// BPE vocabularies (tokenizer.ggml.model = "gpt2") are supported.
 //
 //   TP_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
 //   TP_ASSIGN_OR_RETURN(Tokenizer tokenizer, TokenizerFromGguf(*gguf));
@@ -7,14 +8,13 @@
 // Keys read: tokenizer.ggml.model, .pre (absent = "default", as llama.cpp), .tokens,
 // .token_type (absent = all normal), .merges ("left right"), .bos/.eos/.unknown/.padding
 // _token_id (absent = none), .add_bos_token (absent = true for Llama 3, false otherwise, as
-// llama.cpp), tokenizer.chat_template. Llama 3's pre-tokenizer implies ignore_merges.
+// llama.cpp). Llama 3's pre-tokenizer implies ignore_merges.
 //
 // Threading: pure functions; the GgufFile is only read.
 #ifndef TPSERVE_COORDINATOR_TOKENIZER_GGUF_TOKENIZER_H_
 #define TPSERVE_COORDINATOR_TOKENIZER_GGUF_TOKENIZER_H_
 
 #include "absl/status/statusor.h"
-#include "coordinator/tokenizer/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "formats/gguf.h"
 
@@ -25,9 +25,6 @@ namespace tpserve {
 // arrays (e.g. token_type length differs from tokens, a merge without a space).
 absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf);
 absl::StatusOr<Tokenizer> TokenizerFromGguf(const GgufFile& gguf);
-
-// From tokenizer.chat_template: NOT_FOUND if absent, else as ChatTemplate::FromJinja.
-absl::StatusOr<ChatTemplate> ChatTemplateFromGguf(const GgufFile& gguf);
 
 }  // namespace tpserve
 

@@ -115,11 +115,5 @@ TEST(GgufTokenizerTest, OptionalIdsDefaultToNone) {
   EXPECT_EQ(tok->bos_id(), -1);
 }
 
-TEST(GgufTokenizerTest, ChatTemplateIsDetected) {
-  absl::StatusOr<ChatTemplate> chat = ChatTemplateFromGguf(*BuildGguf(TestParts()));
-  ASSERT_TRUE(chat.ok()) << chat.status();
-  EXPECT_EQ(chat->kind(), ChatTemplateKind::kChatMl);
-}
-
 }  // namespace
 }  // namespace tpserve

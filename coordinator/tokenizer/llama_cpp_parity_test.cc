@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "coordinator/tokenizer/chat_template.h"
+#include "coordinator/chat/chat_template.h"
 #include "coordinator/tokenizer/gguf_tokenizer.h"
 #include "coordinator/tokenizer/golden_corpus.h"
 #include "coordinator/tokenizer/incremental_detokenizer.h"
@@ -34,10 +34,15 @@ class LlamaCppParityTest : public ::testing::Test {
       return;
     }
     absl::StatusOr<Tokenizer> tok = TokenizerFromGguf(**gguf);
-    absl::StatusOr<ChatTemplate> chat = ChatTemplateFromGguf(**gguf);
-    if (!tok.ok() || !chat.ok()) {
-      load_error_ =
-          new std::string(std::string((tok.ok() ? chat.status() : tok.status()).message()));
+    if (!tok.ok()) {
+      load_error_ = new std::string(std::string(tok.status().message()));
+      return;
+    }
+    absl::StatusOr<std::string> source = (*gguf)->GetString("tokenizer.chat_template");
+    absl::StatusOr<ChatTemplate> chat =
+        source.ok() ? ChatTemplate::Create(*source, ChatTemplateTokensOf(*tok)) : source.status();
+    if (!chat.ok()) {
+      load_error_ = new std::string(std::string(chat.status().message()));
       return;
     }
     tokenizer_ = new Tokenizer(*std::move(tok));
@@ -69,9 +74,6 @@ TEST_F(LlamaCppParityTest, ModelMetadata) {
   EXPECT_EQ(tokenizer_->eos_id(), 2);
   EXPECT_FALSE(tokenizer_->add_bos_by_default());
   EXPECT_EQ(tokenizer_->pre_tokenizer_kind(), PreTokenizerKind::kSmolLm);
-  EXPECT_EQ(chat_->kind(), ChatTemplateKind::kChatMl);
-  EXPECT_EQ(chat_->default_system_message(),
-            "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
 }
 
 TEST_F(LlamaCppParityTest, IdsMatchLlamaCppOnTheWholeCorpus) {
@@ -116,15 +118,19 @@ TEST_F(LlamaCppParityTest, ChatRenderingAndIdsMatchJinjaAndLlamaCpp) {
   const nlohmann::json golden = nlohmann::json::parse(*golden_text);
   int with_ids = 0;
   for (const nlohmann::json& c : golden["cases"]) {
-    std::vector<ChatMessage> messages;
-    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
-    absl::StatusOr<std::vector<PromptSegment>> segments =
-        chat_->Render(messages, c["add_generation_prompt"].get<bool>());
-    ASSERT_TRUE(segments.ok()) << segments.status();
-    EXPECT_EQ(SegmentsToText(*segments), c["smollm2_text"].get<std::string>());
+    tpserve::v1::Chat chat;
+    for (const auto& m : c["messages"]) {
+      tpserve::v1::ChatMessage* message = chat.add_messages();
+      message->set_role(m["role"].get<std::string>());
+      message->set_content(m["content"].get<std::string>());
+    }
+    chat.set_add_generation_prompt(c["add_generation_prompt"].get<bool>());
+    absl::StatusOr<RenderedPrompt> prompt = chat_->Render(chat);
+    ASSERT_TRUE(prompt.ok()) << prompt.status();
+    EXPECT_EQ(prompt->Text(), c["smollm2_text"].get<std::string>());
     if (c.contains("smollm2_ids")) {
       ++with_ids;
-      EXPECT_EQ(*EncodeSegments(*tokenizer_, *segments),
+      EXPECT_EQ(*EncodeRenderedPrompt(*tokenizer_, *prompt),
                 c["smollm2_ids"].get<std::vector<int32_t>>());
     }
   }

@@ -87,6 +87,12 @@ class Tokenizer {
   absl::StatusOr<std::string_view> TokenBytes(int32_t id) const;
   absl::StatusOr<TokenType> GetTokenType(int32_t id) const;
 
+  // `text` split at every special token (control and user-defined), as Encode does with
+  // allow_special: the fragments concatenate to `text`.
+  std::vector<SpecialTokenSplitter::Fragment> SplitSpecialTokens(std::string_view text) const {
+    return special_splitter_.Split(text, /*match_control=*/true);
+  }
+
   // Id of the control/user-defined token whose text is exactly `text`.
   std::optional<int32_t> SpecialTokenId(std::string_view text) const;
 

@@ -95,6 +95,13 @@ class Cluster:
         self.channel.close()
 
 
+def openai_client(cluster, timeout=300):
+    """The official OpenAI client on a cluster's HTTP API (no retries: a refusal is a result)."""
+    import openai
+    return openai.OpenAI(base_url=f"{cluster.http_url.rstrip('/')}/v1", api_key="unused",
+                         max_retries=0, timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = Cluster(ranks=int(os.environ.get("TPSERVE_E2E_RANKS", "3")), tmp=tmp_path_factory.mktemp("cluster"))

@@ -19,7 +19,7 @@ import jsonschema
 import openai
 import pytest
 
-from conftest import ROOT, Cluster, pb
+from conftest import ROOT, Cluster, openai_client, pb
 
 sys.path.insert(0, str(ROOT / "tests/structured"))
 from test_corpus import CORPUS, _Gbnf  # noqa: E402
@@ -37,8 +37,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(server):
-    return openai.OpenAI(base_url=f"{server.http_url.rstrip('/')}/v1", api_key="unused",
-                         max_retries=0, timeout=300)
+    return openai_client(server)
 
 
 def _request_kwargs(case):
