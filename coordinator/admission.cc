@@ -13,10 +13,13 @@
 namespace tpserve {
 namespace {
 
-std::string NewRequestId() {
+// Per-thread: std::random_device is a system call, not something to ask once per request.
+uint64_t RandomU64() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
-  return absl::StrFormat("%016x", rng());
+  return rng();
 }
+
+std::string NewRequestId() { return absl::StrFormat("%016x", RandomU64()); }
 
 }  // namespace
 
@@ -40,7 +43,6 @@ absl::StatusOr<BuiltPrompt> Admitter::BuildPrompt(const ValidatedInput& in) cons
       TP_ASSIGN_OR_RETURN(prompt.ids,
                           tokenizer_->Encode(in.text, EncodeOptions{in.allow_special_tokens,
                                                                     tokenizer_->add_bos_by_default()}));
-      prompt.text = in.text;
       return prompt;
     }
     case ValidatedInput::Kind::kChat: {
@@ -61,7 +63,7 @@ absl::StatusOr<AdmittedRequest> Admitter::Admit(const tpserve::v1::GenerateReque
   TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(proto, limits_));
   AdmittedRequest r;
   TP_ASSIGN_OR_RETURN(BuiltPrompt prompt, BuildPrompt(in));
-  r.prompt_ids_ = prompt.ids;
+  r.prompt_ids_ = std::move(prompt.ids);  // prompt.text stays, for AdmitChatOutput
   const int64_t prompt_tokens = static_cast<int64_t>(r.prompt_ids_.size());
   TP_ASSIGN_OR_RETURN(r.stop_.max_new_tokens,
                       CheckContextWindow(prompt_tokens, in.max_new_tokens, limits_));
@@ -90,12 +92,12 @@ absl::StatusOr<AdmittedRequest> Admitter::Admit(const tpserve::v1::GenerateReque
     TP_ASSIGN_OR_RETURN(r.constraint_, constraints_->Compile(in.constraint, deadline));
   }
   if (in.kind == ValidatedInput::Kind::kChat) {
-    TP_RETURN_IF_ERROR(AdmitChatOutput(in, prompt, deadline, r));
+    TP_RETURN_IF_ERROR(AdmitChatOutput(in, prompt.text, deadline, r));
   }
   return r;
 }
 
-absl::Status Admitter::AdmitChatOutput(const ValidatedInput& in, const BuiltPrompt& prompt,
+absl::Status Admitter::AdmitChatOutput(const ValidatedInput& in, const std::string& prompt_text,
                                        absl::Time deadline, AdmittedRequest& r) const {
   using Choice = tpserve::v1::ToolChoice;
   const tpserve::v1::Chat& chat = in.chat;
@@ -107,12 +109,12 @@ absl::Status Admitter::AdmitChatOutput(const ValidatedInput& in, const BuiltProm
   OutputParser::Options parsing;
   parsing.reasoning_format = formats_.reasoning;
   parsing.starts_in_reasoning =
-      formats_.reasoning.has_value() && PromptOpensReasoning(prompt.text);
+      formats_.reasoning.has_value() && PromptOpensReasoning(prompt_text);
   if (calls) {
     parsing.tool_call_format = formats_.tool_calls;
     for (const tpserve::v1::Tool& tool : chat.tools()) parsing.tool_names.push_back(tool.name());
     // Call ids follow the seed when there is one, so a seeded request repeats exactly.
-    parsing.call_id_seed = r.sampling_.seed.value_or(std::random_device{}());
+    parsing.call_id_seed = r.sampling_.seed.value_or(RandomU64());
     r.keep_control_text_ = true;
   }
   r.output_parsing_ = parsing;

@@ -99,8 +99,8 @@ struct OutputFormats {
   std::optional<ReasoningFormat> reasoning;  // nullopt: <think> text stays in the content
 };
 
-// A request's prompt: its ids and, for text and chat input, its text (chat: the rendered
-// template, exactly what the ids encode).
+// A request's prompt: its ids and, for chat input, the rendered template (exactly what the ids
+// encode; empty for text and token ids, whose text the caller already has).
 struct BuiltPrompt {
   std::vector<int32_t> ids;
   std::string text;
@@ -137,7 +137,7 @@ class Admitter {
 
  private:
   // A chat's tools and reasoning: the output parsing, and the tool calls' constraint.
-  absl::Status AdmitChatOutput(const ValidatedInput& in, const BuiltPrompt& prompt,
+  absl::Status AdmitChatOutput(const ValidatedInput& in, const std::string& prompt_text,
                                absl::Time deadline, AdmittedRequest& r) const;
 
   const Tokenizer* const tokenizer_;

@@ -273,8 +273,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
 
 // Tokenize and CountTokens: the prompt a GenerateRequest with the same input would get.
 absl::StatusOr<BuiltPrompt> EncodeTokenizeRequest(const Frontend& frontend,
-                                                           const grpc::CallbackServerContext& ctx,
-                                                           const grpc::ByteBuffer& bytes) {
+                                                  const grpc::CallbackServerContext& ctx,
+                                                  const grpc::ByteBuffer& bytes) {
   TP_RETURN_IF_ERROR(Authenticate(frontend, ctx));
   pb::TokenizeRequest request;
   TP_RETURN_IF_ERROR(ParseByteBuffer(bytes, &request));
@@ -286,9 +286,7 @@ absl::StatusOr<BuiltPrompt> EncodeTokenizeRequest(const Frontend& frontend,
   }
   as_generate.set_allow_special_tokens(request.allow_special_tokens());
   TP_ASSIGN_OR_RETURN(ValidatedInput in, ValidateGenerateRequest(as_generate, frontend.limits()));
-  TP_ASSIGN_OR_RETURN(BuiltPrompt prompt, frontend.admitter().BuildPrompt(in));
-  if (!request.has_chat()) prompt.text.clear();  // TokenizeResponse.prompt_text is chat's only
-  return prompt;
+  return frontend.admitter().BuildPrompt(in);
 }
 
 // Finishes a raw unary call with `result`'s message, or with its error.

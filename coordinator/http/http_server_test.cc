@@ -242,8 +242,11 @@ TEST_F(HttpServerTest, TokenizeShowsTheRenderedPromptBesideItsIds) {
   EXPECT_EQ(out["prompt"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   // <|im_start|> and <|im_end|> are one token each, the rest one per byte.
   EXPECT_EQ(out["count"], 1 + 7 + 1 + 1 + 1 + 10);  // user\nhi, \n, assistant\n
-  EXPECT_EQ(out["tokens"].size(), out["count"]);
-  EXPECT_EQ(out["tokens"][0], 257);
+  Json ids = Json::array({257});
+  for (int32_t b : Bytes("user\nhi")) ids.push_back(b);
+  for (int32_t id : {258, int32_t{'\n'}, 257}) ids.push_back(id);
+  for (int32_t b : Bytes("assistant\n")) ids.push_back(b);
+  EXPECT_EQ(out["tokens"], ids);
   EXPECT_EQ(out["token_strs"][0], "<|im_start|>");
   EXPECT_EQ(out["max_model_len"], kTestContextLength);
 

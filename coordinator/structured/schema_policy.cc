@@ -335,20 +335,22 @@ bool IsEnforcedStringFormat(std::string_view format) {
   return kFormats.count(format) > 0;
 }
 
-absl::StatusOr<SchemaPolicyResult> CheckSchema(std::string_view text, bool strict,
-                                               std::string_view field,
-                                               std::string_view pointer_prefix) {
-  const std::string root_pointer(pointer_prefix);
+absl::StatusOr<Json> ParseJsonNamingField(std::string_view text, std::string_view field) {
   Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    // Parse again for the position of the error.
-    try {
-      (void)Json::parse(text);
-    } catch (const Json::parse_error& e) {
-      return FieldError(field, StrCat(": not valid JSON at byte ", e.byte, " (counting from 1)"));
-    }
-    return FieldError(field, ": not valid JSON");
+  if (!root.is_discarded()) return root;
+  // Parse again for the position of the error.
+  try {
+    (void)Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return FieldError(field, StrCat(": not valid JSON at byte ", e.byte, " (counting from 1)"));
   }
+  return FieldError(field, ": not valid JSON");
+}
+
+absl::StatusOr<SchemaPolicyResult> CheckSchemaInPlace(Json& root, bool strict,
+                                                      std::string_view field,
+                                                      std::string_view pointer_prefix) {
+  const std::string root_pointer(pointer_prefix);
   if (!root.is_object() && !root.is_boolean()) {
     return FieldError(field, StrCat(": at ", Display(root_pointer), " is ", root.type_name(),
                                     ", not a schema (an object or a boolean)"));
@@ -356,9 +358,18 @@ absl::StatusOr<SchemaPolicyResult> CheckSchema(std::string_view text, bool stric
   Walker walker(&root, strict, field);
   TP_RETURN_IF_ERROR(walker.Walk(root, root_pointer));
   SchemaPolicyResult result;
-  result.schema = root.dump();
   result.dropped = std::move(walker.dropped_);
   result.one_of_pointers = std::move(walker.one_of_);
+  return result;
+}
+
+absl::StatusOr<SchemaPolicyResult> CheckSchema(std::string_view text, bool strict,
+                                               std::string_view field,
+                                               std::string_view pointer_prefix) {
+  TP_ASSIGN_OR_RETURN(Json root, ParseJsonNamingField(text, field));
+  TP_ASSIGN_OR_RETURN(SchemaPolicyResult result,
+                      CheckSchemaInPlace(root, strict, field, pointer_prefix));
+  result.schema = root.dump();
   return result;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace tpserve {
 
@@ -34,6 +35,16 @@ struct SchemaPolicyResult {
 absl::StatusOr<SchemaPolicyResult> CheckSchema(std::string_view text, bool strict,
                                                std::string_view field,
                                                std::string_view pointer_prefix = "");
+
+// CheckSchema on a schema already parsed (a node of a larger document: a structural tag's
+// json_schema), its dropped keywords removed in place; the result's `schema` stays empty.
+absl::StatusOr<SchemaPolicyResult> CheckSchemaInPlace(nlohmann::ordered_json& schema, bool strict,
+                                                      std::string_view field,
+                                                      std::string_view pointer_prefix);
+
+// `text` as JSON; INVALID_ARGUMENT naming `field` (and the byte of a syntax error) otherwise.
+absl::StatusOr<nlohmann::ordered_json> ParseJsonNamingField(std::string_view text,
+                                                            std::string_view field);
 
 // The "format" values enforced for strings.
 bool IsEnforcedStringFormat(std::string_view format);

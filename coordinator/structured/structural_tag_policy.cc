@@ -83,8 +83,7 @@ class TagWalker {
     // Not a schema at all (a string, a number): XGrammar refuses the format, in its words.
     if (!schema.is_object() && !schema.is_boolean()) return absl::OkStatus();
     TP_ASSIGN_OR_RETURN(SchemaPolicyResult checked,
-                        CheckSchema(schema.dump(), strict_, field_, Child(pointer, "json_schema")));
-    schema = Json::parse(checked.schema);
+                        CheckSchemaInPlace(schema, strict_, field_, Child(pointer, "json_schema")));
     for (std::string& d : checked.dropped) result_.dropped.push_back(std::move(d));
     for (std::string& p : checked.one_of_pointers) result_.one_of_pointers.push_back(std::move(p));
     return absl::OkStatus();
@@ -98,16 +97,7 @@ class TagWalker {
 
 absl::StatusOr<SchemaPolicyResult> CheckStructuralTagSchemas(std::string_view text, bool strict,
                                                              std::string_view field) {
-  Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    // Parse again for the position of the error.
-    try {
-      (void)Json::parse(text);
-    } catch (const Json::parse_error& e) {
-      return FieldError(field, StrCat(": not valid JSON at byte ", e.byte, " (counting from 1)"));
-    }
-    return FieldError(field, ": not valid JSON");
-  }
+  TP_ASSIGN_OR_RETURN(Json root, ParseJsonNamingField(text, field));
   TagWalker walker(strict, field);
   TP_RETURN_IF_ERROR(walker.Walk(root, "", 0));
   walker.result_.schema = root.dump();
