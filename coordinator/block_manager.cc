@@ -79,6 +79,25 @@ absl::Status BlockManager::Grow(int64_t seq_id, int64_t num_tokens) {
   return absl::OkStatus();
 }
 
+void BlockManager::Shrink(int64_t seq_id, int64_t num_tokens) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end() || it->second.num_tokens <= num_tokens) return;
+  Sequence& seq = it->second;
+  // Registered blocks hold computed tokens: never shrunk away.
+  seq.num_tokens = std::max<int64_t>(num_tokens, int64_t{seq.num_registered} * block_size_tokens_);
+  while (static_cast<int32_t>(seq.blocks.size()) > BlocksFor(seq.num_tokens)) {
+    Block& block = blocks_[seq.blocks.back()];
+    if (--block.ref_count == 0) {
+      if (block.registered) {
+        block.lru_pos = evictable_.insert(evictable_.end(), seq.blocks.back());
+      } else {
+        free_.push_back(seq.blocks.back());
+      }
+    }
+    seq.blocks.pop_back();
+  }
+}
+
 int32_t BlockManager::Lookup(uint64_t parent_key, absl::Span<const int32_t> tokens) const {
   auto it = cached_.find(ChainKey(parent_key, tokens));
   if (it == cached_.end()) return -1;

@@ -75,6 +75,14 @@ class BlockManager {
   // RESOURCE_EXHAUSTED (changing nothing) when the free blocks do not suffice.
   absl::Status Grow(int64_t seq_id, int64_t num_tokens);
 
+  // Gives back `seq_id`'s room beyond its first `num_tokens` tokens (speculative decoding
+  // rolling back rejected drafted tokens): blocks past BlocksFor(num_tokens) are freed. Those
+  // blocks were never registered (only computed, known tokens are), so the prefix cache is
+  // untouched; a registered block is never given back this way (the sequence keeps at least
+  // the tokens of its registered blocks). No-op for unknown ids or when the sequence holds no
+  // more than `num_tokens`.
+  void Shrink(int64_t seq_id, int64_t num_tokens);
+
   // The longest chain of cached full blocks that `tokens` starts with, capped at
   // floor((tokens.size() - 1) / block_size_tokens) blocks so that at least one token is always
   // left to compute (its logits are needed) and a sequence never writes into a shared block.

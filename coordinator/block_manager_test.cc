@@ -256,5 +256,36 @@ TEST(PrefixCache, CountsMatchTheTablesUnderChurn) {
   }
 }
 
+TEST(BlockManager, ShrinkFreesTheRejectedTailAndKeepsTheCache) {
+  BlockManager m(/*num_blocks=*/8, /*block_size_tokens=*/4);
+  const std::vector<int32_t> prompt = Range(100, 8);  // two full blocks
+  EXPECT_EQ(RunPrompt(m, 1, prompt), 0);
+  // Room for a decode token and 7 drafted ones: positions 8..15, two more blocks.
+  ASSERT_TRUE(m.Grow(1, 8).ok());
+  EXPECT_EQ(m.BlockTable(1).size(), 4u);
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  // Two of the drafts were accepted: 8 + 1 + 2 tokens stay, the fourth block goes.
+  m.Shrink(1, 11);
+  EXPECT_EQ(m.NumTokens(1), 11);
+  EXPECT_EQ(m.BlockTable(1).size(), 3u);
+  EXPECT_EQ(m.num_free_blocks(), 5);
+  EXPECT_EQ(m.num_cached_blocks(), 0);
+  ExpectInvariant(m);
+  // Growing or shrinking to the same size changes nothing; a larger "shrink" is a no-op.
+  m.Shrink(1, 11);
+  m.Shrink(1, 40);
+  EXPECT_EQ(m.BlockTable(1).size(), 3u);
+  // The registered prompt blocks survive a shrink below them.
+  m.Shrink(1, 2);
+  EXPECT_EQ(m.NumTokens(1), 8);
+  EXPECT_EQ(m.BlockTable(1).size(), 2u);
+  ExpectInvariant(m);
+  m.Free(1);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  EXPECT_EQ(m.num_cached_blocks(), 2);
+  EXPECT_EQ(m.MatchPrefix(Concat(prompt, {7})).num_tokens, 8);
+  ExpectInvariant(m);
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -52,18 +52,52 @@ void Scheduler::Erase(std::vector<int64_t>& v, int64_t seq_id) {
 void Scheduler::Preempt(int64_t seq_id, ScheduledStep& step) {
   blocks_->Free(seq_id);
   seqs_[seq_id].num_computed = 0;
+  seqs_[seq_id].pending.clear();
   Erase(running_, seq_id);
   waiting_.push_front(seq_id);
   step.preempted.push_back(seq_id);
 }
 
 void Scheduler::AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const {
-  batch.Add(seq_id, s.num_computed, absl::MakeConstSpan(s.tokens).subspan(s.num_computed, n),
-            blocks_->BlockTable(seq_id), /*num_logits=*/s.RowsFor(n));
+  const absl::Span<const int32_t> known = absl::MakeConstSpan(s.tokens).subspan(s.num_computed, n);
+  if (s.pending.empty()) {
+    batch.Add(seq_id, s.num_computed, known, blocks_->BlockTable(seq_id), s.RowsFor(n));
+    return;
+  }
+  // A decode token and its drafts: a row for each, to verify every draft and sample after them.
+  std::vector<int32_t> tokens(known.begin(), known.end());
+  tokens.insert(tokens.end(), s.pending.begin(), s.pending.end());
+  batch.Add(seq_id, s.num_computed, tokens, blocks_->BlockTable(seq_id),
+            static_cast<int64_t>(tokens.size()));
 }
 
-ScheduledStep Scheduler::Schedule() {
+void Scheduler::DropPending(int64_t seq_id, SeqState& s) {
+  s.pending.clear();
+  blocks_->Shrink(seq_id, s.num_computed);
+}
+
+void Scheduler::ProposeDrafts(DraftSource& drafts, std::vector<DraftSlot>& slots,
+                              int64_t& budget, int64_t& rows) {
+  for (DraftSlot& slot : slots) slot.block_table = blocks_->BlockTable(slot.seq_id);
+  drafts.Propose(absl::MakeSpan(slots));
+  for (DraftSlot& slot : slots) {
+    SeqState& s = seqs_.at(slot.seq_id);
+    if (static_cast<int64_t>(slot.draft.size()) > slot.max_tokens) slot.draft.resize(slot.max_tokens);
+    const int64_t unused = slot.max_tokens - static_cast<int64_t>(slot.draft.size());
+    s.pending = std::move(slot.draft);
+    blocks_->Shrink(slot.seq_id, s.num_tokens() + static_cast<int64_t>(s.pending.size()));
+    budget += unused;
+    rows += unused;
+  }
+}
+
+ScheduledStep Scheduler::Schedule(DraftSource* drafts) {
   ScheduledStep step;
+  // Drafts the engine did not settle (a sequence that stopped mid-verification) are stale.
+  for (int64_t id : running_) {
+    SeqState& s = seqs_.at(id);
+    if (!s.pending.empty()) DropPending(id, s);
+  }
   int64_t budget = options_.max_tokens_per_step;
   int64_t rows = options_.max_logit_rows > 0 ? options_.max_logit_rows : options_.max_num_seqs;
   // (sequence, tokens it computes); the batch is built from them once their order is settled.
@@ -91,6 +125,33 @@ ScheduledStep Scheduler::Schedule() {
     ++i;
   }
 
+  // Drafts, from what the running sequences left: budget, rows and free blocks. Never by
+  // preempting, and before admitting anyone (a running stream's speed comes first).
+  if (drafts != nullptr) {
+    int64_t num_decoding = 0;
+    for (const auto& [id, n] : chunks) {
+      const SeqState& s = seqs_.at(id);
+      if (n == 1 && s.num_tokens() - s.num_computed == 1 && !s.scoring()) ++num_decoding;
+    }
+    std::vector<DraftSlot> slots;
+    for (const auto& [id, n] : chunks) {
+      const SeqState& s = seqs_.at(id);
+      if (n != 1 || s.num_tokens() - s.num_computed != 1 || s.scoring()) continue;
+      int64_t k = std::min({drafts->WantedDraftTokens(id, num_decoding), budget, rows});
+      while (k > 0 && !blocks_->CanGrow(id, k)) --k;
+      if (k <= 0) continue;
+      blocks_->Grow(id, k).IgnoreError();  // CanGrow checked
+      budget -= k;
+      rows -= k;
+      DraftSlot& slot = slots.emplace_back();
+      slot.seq_id = id;
+      slot.tokens = s.tokens;
+      slot.max_tokens = k;
+    }
+    if (!slots.empty()) ProposeDrafts(*drafts, slots, budget, rows);
+    for (auto& [id, n] : chunks) n += static_cast<int64_t>(seqs_.at(id).pending.size());
+  }
+
   // Admit waiting sequences in order while the budget, the blocks and the batch size allow.
   // A sequence preempted in this very step is not readmitted until the next one.
   while (!waiting_.empty() && budget > 0 && rows > 0 &&
@@ -103,11 +164,15 @@ ScheduledStep Scheduler::Schedule() {
   }
   // One-token chunks (decodes) lead the step: a GPU rank attends to that leading run with
   // split-key kernels and to the rest with Hopper's prefill kernels, two launches over two
-  // contiguous row ranges (kernels/cuda/flashinfer/flashinfer_attention.h). Nothing else
-  // depends on the order: every sequence in the batch names itself.
+  // contiguous row ranges (kernels/cuda/flashinfer/flashinfer_attention.h). A decode with
+  // drafts is a multi-token chunk and goes with the rest. Nothing else depends on the order:
+  // every sequence in the batch names itself.
   std::stable_partition(chunks.begin(), chunks.end(),
                         [](const std::pair<int64_t, int64_t>& c) { return c.second == 1; });
-  for (const auto& [id, n] : chunks) AddToBatch(id, seqs_.at(id), n, step.batch);
+  for (const auto& [id, n] : chunks) {
+    const SeqState& s = seqs_.at(id);
+    AddToBatch(id, s, n - static_cast<int64_t>(s.pending.size()), step.batch);
+  }
   return step;
 }
 
@@ -137,7 +202,7 @@ void Scheduler::Commit(const StepBatch& batch) {
     auto it = seqs_.find(b.seq_id);
     if (it == seqs_.end()) continue;
     SeqState& s = it->second;
-    s.num_computed += b.num_tokens;
+    s.num_computed += b.num_tokens - static_cast<int64_t>(s.pending.size());
     if (s.scoring()) s.scored = std::max(s.scored, std::min(s.num_computed, s.score_end));
     blocks_->MarkComputed(b.seq_id, absl::MakeConstSpan(s.tokens).first(s.num_computed));
   }
@@ -145,7 +210,49 @@ void Scheduler::Commit(const StepBatch& batch) {
 
 void Scheduler::AppendToken(int64_t seq_id, int32_t token_id) {
   auto it = seqs_.find(seq_id);
-  if (it != seqs_.end()) it->second.tokens.push_back(token_id);
+  if (it == seqs_.end()) return;
+  SeqState& s = it->second;
+  s.tokens.push_back(token_id);
+  if (s.pending.empty()) return;
+  // The token lands where the first pending draft was computed: same token, same KV.
+  if (token_id != s.pending.front() || s.num_computed != s.num_tokens() - 1) {
+    DropPending(seq_id, s);
+    return;
+  }
+  s.pending.erase(s.pending.begin());
+  ++s.num_computed;
+  blocks_->MarkComputed(seq_id, absl::MakeConstSpan(s.tokens).first(s.num_computed));
+}
+
+absl::Status Scheduler::CheckBlocks() const {
+  for (int64_t id : running_) {
+    const SeqState& s = seqs_.at(id);
+    const int64_t held = s.num_computed + static_cast<int64_t>(s.pending.size());
+    const int64_t table = static_cast<int64_t>(blocks_->BlockTable(id).size());
+    if (blocks_->NumTokens(id) != held || table != blocks_->BlocksFor(held)) {
+      return absl::InternalError(absl::StrCat(
+          "sequence ", id, " holds ", table, " blocks for ", blocks_->NumTokens(id),
+          " tokens; its ", s.num_computed, " computed and ", s.pending.size(),
+          " drafted tokens need ", blocks_->BlocksFor(held), " blocks"));
+    }
+  }
+  for (int64_t id : waiting_) {
+    if (blocks_->Contains(id)) {
+      return absl::InternalError(absl::StrCat("waiting sequence ", id, " holds KV blocks"));
+    }
+  }
+  if (blocks_->num_free_blocks() + blocks_->num_used_blocks() != blocks_->num_blocks()) {
+    return absl::InternalError(absl::StrCat(
+        blocks_->num_free_blocks(), " free and ", blocks_->num_used_blocks(), " used blocks of ",
+        blocks_->num_blocks()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Span<const int32_t> Scheduler::PendingDraft(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return {};
+  return it->second.pending;
 }
 
 void Scheduler::Remove(int64_t seq_id) {

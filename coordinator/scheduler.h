@@ -10,6 +10,14 @@
 //   ScheduledStep step = sched.Schedule();
 //   executor->Execute(step.batch);  sched.Commit(step.batch);
 //
+// Speculative decoding: a running sequence that decodes may carry drafted tokens after its last
+// known one. Schedule asks a DraftSource how many each wants, makes room for them (never by
+// preempting anyone: drafts take only what is spare), has them proposed, and puts them in the
+// batch with a row of logits each. Commit counts only the known token as computed; the drafts
+// wait: each AppendToken that equals the next draft keeps its KV (the token is computed), the
+// first that differs drops the rest and gives their blocks back. Only known tokens ever reach
+// the prefix cache.
+//
 // The scheduler owns the queues and a copy of each sequence's token ids, never a tensor; it
 // allocates and frees KV blocks through the engine's BlockManager, which it does not own.
 // Threading: not thread-safe; driven by the engine's step thread.
@@ -35,6 +43,26 @@ struct SchedulerOptions {
   // this many); 0 = max_num_seqs. Every sequence wants at most one row, except one that scores
   // its prompt (prompt logprobs), whose chunks are cut to the rows left.
   int32_t max_logit_rows = 0;
+};
+
+// A running sequence that may speculate this step: what a DraftSource proposes for.
+struct DraftSlot {
+  int64_t seq_id = 0;
+  absl::Span<const int32_t> tokens;  // its known tokens; the last one is computed this step
+  // Its KV blocks, covering the known tokens and max_tokens more.
+  absl::Span<const int32_t> block_table;
+  int64_t max_tokens = 0;
+  std::vector<int32_t> draft;  // out: at most max_tokens tokens to follow `tokens`
+};
+
+class DraftSource {
+ public:
+  virtual ~DraftSource() = default;
+  // Drafted tokens sequence `seq_id` asks for this step (0 = none), when `num_decoding`
+  // running sequences decode in it.
+  virtual int64_t WantedDraftTokens(int64_t seq_id, int64_t num_decoding) = 0;
+  // Fills each slot's draft.
+  virtual void Propose(absl::Span<DraftSlot> slots) = 0;
 };
 
 // A sequence taken from the queue this step (the first time, or again after a preemption).
@@ -65,16 +93,26 @@ class Scheduler {
   absl::Status Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids, bool score_prompt = false);
 
   // Picks the next step. Running sequences first (oldest first), then waiting ones (FIFO).
-  ScheduledStep Schedule();
+  // With `drafts`, decoding sequences may carry drafted tokens (speculative decoding).
+  ScheduledStep Schedule(DraftSource* drafts = nullptr);
 
-  // After the step ran: marks the batch's tokens as computed, which registers their full blocks
-  // in the prefix cache. For each sequence that sampled a token, call AppendToken before the
-  // next Schedule.
+  // After the step ran: marks the batch's known tokens as computed, which registers their full
+  // blocks in the prefix cache. For each sequence that sampled a token, call AppendToken before
+  // the next Schedule.
   void Commit(const StepBatch& batch);
+  // Appends a known token. After a step with drafts: a token equal to the next draft takes its
+  // KV as computed; any other drops the remaining drafts and frees their blocks.
   void AppendToken(int64_t seq_id, int32_t token_id);
+  // The drafted tokens of the sequence's last step not yet accepted or dropped.
+  absl::Span<const int32_t> PendingDraft(int64_t seq_id) const;
 
   // Removes a sequence wherever it is (finished, cancelled, failed) and frees its blocks.
   void Remove(int64_t seq_id);
+
+  // OK when every running sequence holds exactly the KV room of its computed and pending
+  // drafted tokens, counted from its block table, no waiting one holds any, and no block is
+  // lost; else INTERNAL naming the sequence and the counts. A check for tests, O(blocks).
+  absl::Status CheckBlocks() const;
 
   size_t num_waiting() const { return waiting_.size(); }
   size_t num_running() const { return running_.size(); }
@@ -87,6 +125,9 @@ class Scheduler {
     // Prompt scoring: positions [0, score_end) each want a row once; [0, scored) have had it.
     int64_t score_end = 0;
     int64_t scored = 0;
+    // Drafted tokens after the known ones whose KV the last step computed (positions
+    // num_computed ...), waiting for AppendToken to accept or drop them.
+    std::vector<int32_t> pending;
     int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
     bool scoring() const { return scored < score_end; }
     // Rows of logits a chunk of `n` tokens from num_computed wants.
@@ -101,6 +142,11 @@ class Scheduler {
   int64_t AdmitNext(int64_t& budget, int64_t& rows, ScheduledStep& step);
   // Adds `n` tokens of `seq_id` from its first uncomputed one to the batch.
   void AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const;
+  // Drops a sequence's pending drafts and gives their blocks back.
+  void DropPending(int64_t seq_id, SeqState& s);
+  // Asks `drafts` for the slots' tokens and gives back the room of those not proposed.
+  void ProposeDrafts(DraftSource& drafts, std::vector<DraftSlot>& slots, int64_t& budget,
+                     int64_t& rows);
   void Erase(std::vector<int64_t>& v, int64_t seq_id);
 
   const SchedulerOptions options_;

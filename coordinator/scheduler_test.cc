@@ -242,5 +242,145 @@ TEST(Scheduler, ScoredPromptIsNotScoredTwiceAfterPreemption) {
   EXPECT_EQ(Step(sched, blocks, &known), "2:9+1* ");
 }
 
+// Proposes `script` tokens for every slot (cut to max_tokens), wanting `want` of them.
+class ScriptedDrafts : public DraftSource {
+ public:
+  ScriptedDrafts(int64_t want, std::vector<int32_t> script) : want_(want), script_(script) {}
+  int64_t WantedDraftTokens(int64_t, int64_t num_decoding) override {
+    last_num_decoding = num_decoding;
+    return want_;
+  }
+  void Propose(absl::Span<DraftSlot> slots) override {
+    for (DraftSlot& slot : slots) {
+      max_tokens[slot.seq_id] = slot.max_tokens;
+      // The table already covers the known tokens and every draft it may propose.
+      covered[slot.seq_id] = static_cast<int64_t>(slot.block_table.size());
+      slot.draft = script_;
+    }
+  }
+  int64_t last_num_decoding = 0;
+  std::map<int64_t, int64_t> max_tokens, covered;
+
+ private:
+  int64_t want_;
+  std::vector<int32_t> script_;
+};
+
+// Blocks the sequence's table holds, counted from the table, against what its tokens need.
+void ExpectBlocksMatch(const BlockManager& blocks, int64_t seq_id, int64_t needed_tokens) {
+  EXPECT_EQ(static_cast<int64_t>(blocks.BlockTable(seq_id).size()),
+            blocks.BlocksFor(needed_tokens)) << "sequence " << seq_id;
+  EXPECT_EQ(blocks.num_free_blocks() + blocks.num_used_blocks(), blocks.num_blocks());
+}
+
+TEST(SchedulerDrafts, AcceptedDraftsKeepTheirKvAndRejectedOnesGiveItBack) {
+  BlockManager blocks(/*num_blocks=*/16, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 6)).ok());
+  ScriptedDrafts drafts(/*want=*/5, {11, 12, 13, 14, 15});
+  EXPECT_EQ(Describe(sched.Schedule(&drafts)), "1:0+6* ");  // a prompt chunk never drafts
+  // (Scheduled but not yet committed: commit the prompt and sample token 10.)
+  StepBatch prompt;
+  prompt.Add(1, 0, Prompt(1, 6), blocks.BlockTable(1));
+  sched.Commit(prompt);
+  sched.AppendToken(1, 10);
+  ExpectBlocksMatch(blocks, 1, 6);
+
+  // Decode token 10 with five drafts: six rows, room for positions 6..11.
+  ScheduledStep step = sched.Schedule(&drafts);
+  EXPECT_EQ(Describe(step), "1:6+6*6 ");
+  EXPECT_EQ(std::vector<int32_t>(step.batch.token_ids.begin(), step.batch.token_ids.end()),
+            (std::vector<int32_t>{10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(drafts.max_tokens[1], 5);
+  EXPECT_EQ(drafts.covered[1], blocks.BlocksFor(12));
+  EXPECT_EQ(drafts.last_num_decoding, 1);
+  sched.Commit(step.batch);
+  EXPECT_EQ(sched.PendingDraft(1).size(), 5u);
+  ExpectBlocksMatch(blocks, 1, 12);  // the drafts' blocks are held until settled
+
+  // The model agrees with 11 and 12, then says 20: 13..15's KV is dropped.
+  sched.AppendToken(1, 11);
+  sched.AppendToken(1, 12);
+  EXPECT_EQ(sched.PendingDraft(1).size(), 3u);
+  sched.AppendToken(1, 20);
+  EXPECT_TRUE(sched.PendingDraft(1).empty());
+  // Known: 6 prompt + 10, 11, 12, 20 = 10 tokens, of which 9 are computed (20 is not).
+  ExpectBlocksMatch(blocks, 1, 9);
+  // The next step computes 20 at position 9: the accepted drafts are not recomputed.
+  EXPECT_EQ(Describe(sched.Schedule()), "1:9+1* ");
+}
+
+TEST(SchedulerDrafts, AllAcceptedThenTheBonusTokenDecodesNext) {
+  BlockManager blocks(/*num_blocks=*/16, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
+  ScriptedDrafts drafts(/*want=*/3, {21, 22, 23});
+  Step(sched, blocks);  // prompt; samples 7
+  ScheduledStep step = sched.Schedule(&drafts);
+  EXPECT_EQ(Describe(step), "1:3+4*4 ");
+  sched.Commit(step.batch);
+  for (int32_t t : {21, 22, 23, 30}) sched.AppendToken(1, t);  // all three, then the bonus
+  ExpectBlocksMatch(blocks, 1, 7);
+  EXPECT_EQ(Describe(sched.Schedule()), "1:7+1* ");
+}
+
+TEST(SchedulerDrafts, DraftsTakeOnlyWhatIsSpare) {
+  // Two sequences; 6 blocks of 4 tokens. Drafts never preempt and never take a block that a
+  // running sequence needs for its own decode token.
+  BlockManager blocks(/*num_blocks=*/6, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 8)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 8)).ok());
+  Step(sched, blocks);  // both prompts: 4 blocks, both sample
+  ScriptedDrafts drafts(/*want=*/8, {1, 2, 3, 4, 5, 6, 7, 8});
+  ScheduledStep step = sched.Schedule(&drafts);
+  // Each decode token needs a new block (positions 8): 2 blocks, none spare for drafts beyond
+  // those blocks' 3 other slots each.
+  EXPECT_EQ(Describe(step), "1:8+4*4 2:8+4*4 ");
+  EXPECT_TRUE(step.preempted.empty());
+  EXPECT_EQ(drafts.last_num_decoding, 2);
+  EXPECT_EQ(blocks.num_free_blocks(), 0);
+}
+
+TEST(SchedulerDrafts, TokenBudgetAndRowsBoundTheDrafts) {
+  BlockManager blocks(/*num_blocks=*/64, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/2, /*max_tokens_per_step=*/6, /*max_logit_rows=*/5}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 2)).ok());
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 2)).ok());
+  Step(sched, blocks);
+  ScriptedDrafts drafts(/*want=*/4, {1, 2, 3, 4});
+  // 2 decode tokens leave 4 of the budget but 3 of the rows: the first takes all 3 (and,
+  // a multi-token chunk now, goes after the plain decode).
+  EXPECT_EQ(Describe(sched.Schedule(&drafts)), "2:2+1* 1:2+4*4 ");
+}
+
+TEST(SchedulerDrafts, FewerDraftsThanRoomGiveTheRestBack) {
+  BlockManager blocks(/*num_blocks=*/64, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/64}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 5)).ok());
+  Step(sched, blocks);
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 12)).ok());
+  ScriptedDrafts drafts(/*want=*/8, {1});  // asks for 8, proposes 1
+  // The 7 unused tokens of budget go to the waiting prompt (16 - 2 = 14 >= 12).
+  EXPECT_EQ(Describe(sched.Schedule(&drafts)), "1:5+2*2 2:0+12* ");
+  ExpectBlocksMatch(blocks, 1, 7);
+}
+
+TEST(SchedulerDrafts, StaleDraftsAreDroppedByTheNextSchedule) {
+  BlockManager blocks(/*num_blocks=*/16, /*block_size_tokens=*/4);
+  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 4)).ok());
+  Step(sched, blocks);
+  ScriptedDrafts drafts(/*want=*/6, {1, 2, 3, 4, 5, 6});
+  ScheduledStep step = sched.Schedule(&drafts);
+  sched.Commit(step.batch);
+  sched.AppendToken(1, 1);  // one accepted; the engine then stopped reading the rows
+  EXPECT_EQ(sched.PendingDraft(1).size(), 5u);
+  ExpectBlocksMatch(blocks, 1, 11);
+  EXPECT_EQ(Describe(sched.Schedule()), "");  // nothing known is left to compute
+  EXPECT_TRUE(sched.PendingDraft(1).empty());
+  ExpectBlocksMatch(blocks, 1, 6);
+}
+
 }  // namespace
 }  // namespace tpserve
