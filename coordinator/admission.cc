@@ -81,6 +81,7 @@ absl::StatusOr<AdmittedRequest> Admitter::Admit(const tpserve::v1::GenerateReque
   r.stop_.ignore_eos = in.ignore_eos;
   r.logprobs_ = in.logprobs;
   r.prompt_logprobs_ = in.prompt_logprobs;
+  r.speculative_ = in.speculative;
   r.n_ = in.n;
   r.best_of_ = in.best_of;
   r.deadline_ = deadline;

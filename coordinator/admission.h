@@ -73,6 +73,10 @@ class AdmittedRequest {
   // with them: [TOOL_CALLS], <|python_tag|>); otherwise it is dropped. EOS and stop tokens never
   // become text either way.
   bool keep_control_text() const { return keep_control_text_; }
+  // Whether the request may be decoded speculatively where the server speculates (default
+  // true; GenerateRequest.speculative = false turns it off). Its tokens are the same either
+  // way: this only trades the server's work for the request's speed.
+  bool speculative() const { return speculative_; }
 
  private:
   friend class Admitter;
@@ -90,6 +94,7 @@ class AdmittedRequest {
   std::shared_ptr<const CompiledConstraint> constraint_;
   std::optional<OutputParser::Options> output_parsing_;
   bool keep_control_text_ = false;
+  bool speculative_ = true;
 };
 
 // How the served model writes tool calls and reasoning: --tool_call_parser (else the format its

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/sampling.h"
+#include "coordinator/speculative/ngram.h"
 #include "coordinator/stop_matcher.h"
 #include "coordinator/tokenizer/incremental_detokenizer.h"
 
@@ -20,6 +21,16 @@ SamplingParams ForSequence(SamplingParams params, int32_t index) {
 }
 
 }  // namespace
+
+double DraftAcceptanceRate(const Usage& u) {
+  return u.draft_tokens > 0 ? static_cast<double>(u.accepted_draft_tokens) / u.draft_tokens : 0.0;
+}
+
+double MeanAcceptedLength(const Usage& u) {
+  return u.speculative_steps > 0
+             ? 1.0 + static_cast<double>(u.accepted_draft_tokens) / u.speculative_steps
+             : 0.0;
+}
 
 struct Engine::Sequence {
   Sequence(int64_t id, int64_t request_id, int32_t index,
@@ -61,20 +72,44 @@ struct Engine::Sequence {
   // Sequence 0 with prompt_logprobs: the prompt's scores so far, sent with its first token
   // (never when it ends before: partial scores are not sent).
   std::vector<SampledToken> prompt_logprobs;
+  // Speculative decoding: how its drafts fare, and the drafts the running step verifies.
+  SpeculationState spec;
+  std::vector<int32_t> draft;
   absl::Time submitted = absl::Now();
   absl::Time first_token = absl::InfinitePast();
   absl::Time last_token = absl::InfinitePast();
 };
 
+class Engine::Drafts final : public DraftSource {
+ public:
+  explicit Drafts(Engine* engine) : engine_(engine) {}
+  int64_t WantedDraftTokens(int64_t seq_id, int64_t num_decoding) override {
+    return engine_->WantedDraftTokens(seq_id, num_decoding);
+  }
+  void Propose(absl::Span<DraftSlot> slots) override { engine_->ProposeDrafts(slots); }
+
+ private:
+  Engine* const engine_;
+};
+
 Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
-               const Tokenizer* tokenizer)
+               const Tokenizer* tokenizer, std::unique_ptr<Proposer> proposer)
     : options_(std::move(options)),
       executor_(std::move(executor)),
       tokenizer_(tokenizer),
       blocks_(options_.num_kv_blocks, options_.block_size_tokens,
               options_.enable_prefix_caching),
-      scheduler_(options_.scheduler, &blocks_) {
+      scheduler_(options_.scheduler, &blocks_),
+      proposer_(std::move(proposer)) {
   stats_.free_kv_blocks = stats_.total_kv_blocks = options_.num_kv_blocks;
+  const SpeculativeOptions& spec = options_.speculative;
+  if (proposer_ == nullptr && spec.method == SpeculativeMethod::kNgram) {
+    proposer_ = std::make_unique<NgramProposer>(spec.ngram_min, spec.ngram_max);
+  }
+  if (proposer_ != nullptr) {
+    policy_.emplace(spec, proposer_.get());
+    drafts_ = std::make_unique<Drafts>(this);
+  }
 }
 
 Engine::~Engine() { Stop(); }
@@ -190,11 +225,15 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   event.usage.prompt_tokens = static_cast<int32_t>(seq.request->prompt_ids().size());
   event.usage.completion_tokens = seq.num_generated;
   event.usage.cached_tokens = seq.cached_tokens;
+  event.usage.draft_tokens = seq.spec.draft_tokens;
+  event.usage.accepted_draft_tokens = seq.spec.accepted_tokens;
+  event.usage.speculative_steps = seq.spec.verify_steps;
   if (seq.num_generated > 0) {
     event.usage.time_to_first_token_s = absl::ToDoubleSeconds(seq.first_token - seq.submitted);
     event.usage.decode_time_s = absl::ToDoubleSeconds(seq.last_token - seq.first_token);
   }
   scheduler_.Remove(seq.id);  // frees its KV blocks now
+  if (proposer_ != nullptr) proposer_->Forget(seq.id);
   EventCallback cb = std::move(seq.on_event);
   seqs_.erase(seq.id);        // `seq` is gone after this line
   cb(std::move(event));
@@ -249,7 +288,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
 
 bool Engine::Step() {
   DrainInbox();
-  ScheduledStep step = scheduler_.Schedule();
+  ScheduledStep step = scheduler_.Schedule(drafts_.get());
   if (step.batch.empty()) {
     PublishStats();
     return false;
@@ -262,6 +301,19 @@ bool Engine::Step() {
   masks_.Wait();
   const double mask_wait_s = absl::ToDoubleSeconds(absl::Now() - executed);
   if (result.ok()) {
+    if (policy_.has_value()) {
+      // A step of decoding sequences only (drafts or not) prices the next drafts.
+      bool decoding = true;
+      for (const StepBatch::Sequence& s : step.batch.sequences) {
+        const Sequence& seq = *seqs_.at(s.seq_id);
+        decoding &= Samples(s, seq) &&
+                    s.num_tokens == 1 + static_cast<int64_t>(seq.draft.size());
+      }
+      if (decoding) {
+        policy_->ObserveStep(static_cast<int64_t>(step.batch.sequences.size()),
+                             step.batch.num_tokens(), wall_s);
+      }
+    }
     scheduler_.Commit(step.batch);
     RecordStep(step, *result, wall_s, mask_wait_s);
     SampleAndDeliver(step.batch, *result);
@@ -284,6 +336,11 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
     stats_.execute_s += result.compute_s;
     stats_.allreduce_s += result.allreduce_s;
     stats_.preemptions += static_cast<int64_t>(step.preempted.size());
+    // Their blocks were dropped or are new: a draft model's KV in them is not theirs.
+    if (proposer_ != nullptr) {
+      for (int64_t id : step.preempted) proposer_->Forget(id);
+      for (const Admission& a : step.admitted) proposer_->Forget(a.seq_id);
+    }
     for (const Admission& a : step.admitted) {
       Sequence& seq = *seqs_.at(a.seq_id);
       stats_.prefix_cache_hits_tokens += a.num_cached_tokens;
@@ -328,7 +385,43 @@ void Engine::JumpForward(Sequence& seq, GenerationEvent& event) {
 }
 
 bool Engine::Samples(const StepBatch::Sequence& s, const Sequence& seq) {
-  return s.num_logits > 0 && s.end_position() == static_cast<int64_t>(seq.tokens.size());
+  return s.num_logits > 0 && s.end_position() - static_cast<int64_t>(seq.draft.size()) ==
+                                 static_cast<int64_t>(seq.tokens.size());
+}
+
+int64_t Engine::WantedDraftTokens(int64_t seq_id, int64_t num_decoding) {
+  Sequence& seq = *seqs_.at(seq_id);
+  if (!seq.request->speculative() || (seq.matcher.has_value() && seq.matcher->terminated())) {
+    return 0;
+  }
+  // The step samples at least one token; drafts past max_new_tokens or the context are waste.
+  const int64_t known = static_cast<int64_t>(seq.tokens.size());
+  const int64_t remaining =
+      std::min<int64_t>(seq.request->stop().max_new_tokens - seq.num_generated - 1,
+                        options_.context_length - known);
+  return policy_->DraftLength(seq.spec, num_decoding, remaining);
+}
+
+void Engine::ProposeDrafts(absl::Span<DraftSlot> slots) {
+  std::vector<DraftSampling> sampling;
+  sampling.reserve(slots.size());
+  for (const DraftSlot& slot : slots) sampling.push_back({&seqs_.at(slot.seq_id)->sampler});
+  proposer_->Propose(slots, sampling);
+  for (DraftSlot& slot : slots) {
+    Sequence& seq = *seqs_.at(slot.seq_id);
+    if (static_cast<int64_t>(slot.draft.size()) > slot.max_tokens) slot.draft.resize(slot.max_tokens);
+    if (seq.matcher.has_value()) {
+      // Drafts the constraint forbids could never be accepted: cut them here, unscored.
+      int32_t allowed = 0;
+      for (int32_t id : slot.draft) {
+        if (seq.matcher->terminated() || !seq.matcher->Accept(id)) break;
+        ++allowed;
+      }
+      seq.matcher->Rollback(allowed);
+      slot.draft.resize(allowed);
+    }
+    seq.draft = slot.draft;
+  }
 }
 
 // A sequence's rows are its last num_logits positions. Those before its last known token score
@@ -342,7 +435,9 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
     if (s.num_logits == 0) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
     const bool samples = Samples(s, seq);
-    const int64_t scored = s.num_logits - (samples ? 1 : 0);
+    // Rows that sample: the last, and one per drafted token before it.
+    const int64_t sampled_rows = samples ? 1 + static_cast<int64_t>(seq.draft.size()) : 0;
+    const int64_t scored = s.num_logits - sampled_rows;
     for (int64_t i = 0; i < scored; ++i) {
       const int64_t position = s.end_position() - s.num_logits + i;
       seq.prompt_logprobs.push_back(ScoreToken(result.Row(first_row + i), seq.tokens[position + 1],
@@ -350,21 +445,10 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
     }
     if (!samples) continue;
     if (seq.num_generated == 0) ReleaseFollowers(seq);  // its prompt's KV is in the cache now
-    const SampledToken token = seq.sampler.Sample(result.Row(row - 1), seq.tokens, seq.mask);
-    seq.cumulative_logprob += token.logprob;
     GenerationEvent event;
     event.index = seq.index;
     if (seq.num_generated == 0) event.prompt_logprobs = std::move(seq.prompt_logprobs);
-    if (seq.matcher.has_value() && !seq.matcher->Accept(token.id)) {
-      event.finish = FinishReason::kError;
-      event.error = absl::InternalError(absl::StrCat(
-          "sampled token ", token.id, " which the request's constraint does not allow"));
-    } else {
-      HandleSampled(seq, token, event);
-      if (event.finish == FinishReason::kNone && seq.matcher.has_value() && options_.jump_forward) {
-        JumpForward(seq, event);
-      }
-    }
+    SampleRows(seq, result, row - 1 - static_cast<int64_t>(seq.draft.size()), event);
     const FinishReason reason = event.finish;
     const absl::Status error = event.error;
     std::string matched = std::move(event.matched_stop_sequence);
@@ -374,6 +458,44 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
       seq.on_event(std::move(event));
     }
     if (reason != FinishReason::kNone) Finish(seq, reason, error, std::move(matched));
+  }
+}
+
+void Engine::SampleRows(Sequence& seq, const StepResult& result, int64_t first_row,
+                        GenerationEvent& event) {
+  const std::vector<int32_t> draft = std::move(seq.draft);
+  seq.draft.clear();
+  int64_t accepted = 0;
+  int64_t emitted = 0;
+  for (size_t i = 0; i <= draft.size(); ++i) {
+    // Row 0's mask was filled during the forward pass; a later row's follows the tokens
+    // accepted before it.
+    if (i > 0 && seq.matcher.has_value()) seq.matcher->FillMask(absl::MakeSpan(seq.mask));
+    const SampledToken token =
+        seq.sampler.Sample(result.Row(first_row + static_cast<int64_t>(i)), seq.tokens, seq.mask);
+    seq.cumulative_logprob += token.logprob;
+    if (seq.matcher.has_value() && !seq.matcher->Accept(token.id)) {
+      event.finish = FinishReason::kError;
+      event.error = absl::InternalError(absl::StrCat(
+          "sampled token ", token.id, " which the request's constraint does not allow"));
+      break;
+    }
+    HandleSampled(seq, token, event);  // also settles the scheduler's copy of the draft
+    ++emitted;
+    const bool agreed = i < draft.size() && token.id == draft[i];
+    if (agreed) ++accepted;
+    if (event.finish != FinishReason::kNone || !agreed) break;
+  }
+  if (!draft.empty()) {
+    policy_->Observe(seq.spec, static_cast<int64_t>(draft.size()), accepted);
+    absl::MutexLock lock(&mu_);
+    stats_.spec_draft_tokens += static_cast<int64_t>(draft.size());
+    stats_.spec_accepted_tokens += accepted;
+    stats_.spec_emitted_tokens += emitted;
+    ++stats_.spec_verify_steps;
+  }
+  if (event.finish == FinishReason::kNone && seq.matcher.has_value() && options_.jump_forward) {
+    JumpForward(seq, event);
   }
 }
 

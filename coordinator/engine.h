@@ -38,6 +38,7 @@
 #include "step/executor.h"
 #include "coordinator/request.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/speculative/speculation.h"
 #include "coordinator/structured/mask_worker.h"
 #include "coordinator/tokenizer/tokenizer.h"
 #include "coordinator/tools/tool_call_parser.h"
@@ -54,7 +55,17 @@ struct EngineOptions {
   // Structured output: where the constraint admits exactly one continuation, append its tokens
   // without a sampling step each (they are computed in the next step, as a prompt chunk is).
   bool jump_forward = true;
+  // Speculative decoding (coordinator/speculative): with a Proposer given to the engine, a
+  // decoding sequence drafts tokens that the next step verifies. Its max_logit_rows must leave
+  // room for the drafts' rows (a row per drafted token).
+  SpeculativeOptions speculative;
 };
+
+struct Usage;
+// Speculative decoding's per-request figures: accepted / drafted tokens, and tokens per
+// verifying step (1 + accepted / steps); 0 without drafts.
+double DraftAcceptanceRate(const Usage& usage);
+double MeanAcceptedLength(const Usage& usage);
 
 struct Usage {
   int32_t prompt_tokens = 0;
@@ -62,6 +73,10 @@ struct Usage {
   int32_t cached_tokens = 0;   // of prompt_tokens, served from the prefix cache when first admitted
   double time_to_first_token_s = 0.0;
   double decode_time_s = 0.0;  // first token to last
+  // Speculative decoding: tokens drafted, drafts accepted, steps that verified drafts.
+  int32_t draft_tokens = 0;
+  int32_t accepted_draft_tokens = 0;
+  int32_t speculative_steps = 0;
 };
 
 // How a constrained request's output stands against its constraint (on the finishing event).
@@ -117,6 +132,12 @@ struct EngineStats {
   // entirely hidden behind it).
   int64_t jump_forward_tokens = 0;
   double mask_wait_s = 0.0;
+  // Speculative decoding, as vLLM counts it: tokens drafted, drafts accepted, and tokens
+  // emitted by steps that verified drafts (accepted ones plus the one sampled after them).
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  int64_t spec_emitted_tokens = 0;
+  int64_t spec_verify_steps = 0;
   int32_t free_kv_blocks = 0;    // allocatable: unused plus cached_kv_blocks
   int32_t cached_kv_blocks = 0;  // unreferenced but holding a cached prefix, evicted LRU first
   int32_t total_kv_blocks = 0;
@@ -126,7 +147,10 @@ struct EngineStats {
 
 class Engine {
  public:
-  Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor, const Tokenizer* tokenizer);
+  // `proposer` drafts tokens for speculative decoding (null: none, unless options.speculative
+  // asks for prompt lookup, which needs no model and is made here).
+  Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor, const Tokenizer* tokenizer,
+         std::unique_ptr<Proposer> proposer = nullptr);
   ~Engine();
 
   // Queues a request that came through the door (Admitter::Admit, over this engine's
@@ -149,11 +173,15 @@ class Engine {
   // OK while serving; the executor's error once a step failed (e.g. a rank died).
   absl::Status health() const;
   EngineStats stats() const;
+  // The scheduler's KV accounting (Scheduler::CheckBlocks). Call between steps, on the thread
+  // that runs Step (tests).
+  absl::Status CheckKvAccounting() const { return scheduler_.CheckBlocks(); }
   // Called on the step thread after every step that ran; null removes it. Thread-safe.
   void SetStepObserver(std::function<void(const StepTiming&)> observer);
 
  private:
   struct Sequence;
+  class Drafts;  // the engine as the scheduler's DraftSource
 
   void DrainInbox();
   void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
@@ -169,6 +197,13 @@ class Engine {
   void RecordStep(const ScheduledStep& step, StepResult& result, double wall_s,
                   double mask_wait_s);
   void SampleAndDeliver(const StepBatch& batch, const StepResult& result);
+  // Samples the sequence's rows from `first_row` in order: its next token, then, after each
+  // drafted token the model chose itself, the one after it (speculative decoding's verify).
+  void SampleRows(Sequence& seq, const StepResult& result, int64_t first_row,
+                  GenerationEvent& event);
+  // DraftSource, for the scheduler.
+  int64_t WantedDraftTokens(int64_t seq_id, int64_t num_decoding);
+  void ProposeDrafts(absl::Span<DraftSlot> slots);
   // Queues the sequences of `seq`'s request that waited for its prompt's KV.
   void ReleaseFollowers(Sequence& seq);
   // True when this step puts the sequence's last known token in the cache: it samples.
@@ -181,6 +216,9 @@ class Engine {
   Scheduler scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;  // step thread only
   MaskWorker masks_;
+  std::unique_ptr<Proposer> proposer_;  // null: no speculation
+  std::optional<SpeculationPolicy> policy_;
+  std::unique_ptr<Drafts> drafts_;
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Sequence>> inbox_ ABSL_GUARDED_BY(mu_);

@@ -143,6 +143,21 @@ void Frontend::RegisterMetrics() {
   metrics_.AddCounterFunction(
       "tpserve_preemptions_total", "Sequences whose KV cache was dropped to make room.",
       [engine] { return static_cast<double>(engine->stats().preemptions); });
+  // Speculative decoding, named as vLLM's spec_decode counters are.
+  metrics_.AddCounterFunction(
+      "tpserve_spec_decode_num_drafts_total", "Steps that verified a sequence's drafted tokens.",
+      [engine] { return static_cast<double>(engine->stats().spec_verify_steps); });
+  metrics_.AddCounterFunction(
+      "tpserve_spec_decode_num_draft_tokens_total", "Tokens drafted (speculative decoding).",
+      [engine] { return static_cast<double>(engine->stats().spec_draft_tokens); });
+  metrics_.AddCounterFunction(
+      "tpserve_spec_decode_num_accepted_tokens_total",
+      "Drafted tokens the model accepted (it chose the same token).",
+      [engine] { return static_cast<double>(engine->stats().spec_accepted_tokens); });
+  metrics_.AddCounterFunction(
+      "tpserve_spec_decode_num_emitted_tokens_total",
+      "Tokens produced by steps that verified drafts: the accepted ones and one after them.",
+      [engine] { return static_cast<double>(engine->stats().spec_emitted_tokens); });
   metrics_.AddCounterFunction("tpserve_engine_steps_total", "Model steps run.",
                               [engine] { return static_cast<double>(engine->stats().steps); });
   for (FinishReason r : {FinishReason::kEos, FinishReason::kStopSequence, FinishReason::kLength,
@@ -300,6 +315,12 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
       {"finish_reason", FinishReasonName(t.end.finish)},
       {"status", CodeName(t.end.error.code())},
   };
+  if (u.speculative_steps > 0) {
+    line["draft_tokens"] = u.draft_tokens;
+    line["accepted_draft_tokens"] = u.accepted_draft_tokens;
+    line["draft_acceptance_rate"] = DraftAcceptanceRate(u);
+    line["mean_accepted_length"] = MeanAcceptedLength(u);
+  }
   if (t.best_of > 1) {
     line["n"] = t.n;
     line["best_of"] = t.best_of;

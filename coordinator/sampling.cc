@@ -119,8 +119,7 @@ Sampler::Sampler(const SamplingParams& params)
 // depends on the order of the scores only, not on where every CDF boundary falls: logits that
 // differ by rounding (another tensor-parallel degree, another summation order) pick the same
 // token unless the top two perturbed scores are that close, as with greedy decoding.
-int32_t Sampler::Draw(const std::vector<float>& x) {
-  const uint64_t draw = draws_++;
+int32_t Sampler::Draw(const std::vector<float>& x, uint64_t draw) const {
   const int32_t vocab = static_cast<int32_t>(x.size());
   const double inv_t = 1.0 / params_.temperature;
   std::vector<int32_t> candidates;
@@ -232,16 +231,29 @@ SampledToken Sampler::Sample(absl::Span<const float> row, absl::Span<const int32
 
   std::vector<float> x(logits.begin(), logits.end());
   ApplyPenalties(params_, history, x);
-
-  if (params_.temperature == 0.0f) {
-    // Greedy; ties go to the lowest id, as in llama.cpp and transformers.
-    out.id = static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
-  } else {
-    out.id = Draw(x);
-  }
+  out.id = Choose(x, draws_);
+  if (params_.temperature != 0.0f) ++draws_;
   out.logprob = model_logprobs[out.id];
   out.top_logprobs = TopLogprobs(model_logprobs, params_.top_logprobs);
   return out;
+}
+
+int32_t Sampler::Choose(const std::vector<float>& x, uint64_t draw) const {
+  if (params_.temperature == 0.0f) {
+    // Greedy; ties go to the lowest id, as in llama.cpp and transformers.
+    return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
+  }
+  return Draw(x, draw);
+}
+
+int32_t Sampler::Peek(absl::Span<const float> logits, absl::Span<const int32_t> history,
+                      int64_t ahead) const {
+  std::vector<float> x(logits.begin(), logits.end());
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (static_cast<size_t>(id) < x.size()) x[id] += bias;
+  }
+  ApplyPenalties(params_, history, x);
+  return Choose(x, draws_ + static_cast<uint64_t>(ahead));
 }
 
 }  // namespace tpserve

@@ -67,6 +67,9 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
     u->set_prompt_tokens(e.usage.prompt_tokens);
     u->set_completion_tokens(e.usage.completion_tokens);
     u->set_cached_tokens(e.usage.cached_tokens);
+    u->set_draft_tokens(e.usage.draft_tokens);
+    u->set_accepted_draft_tokens(e.usage.accepted_draft_tokens);
+    u->set_speculative_steps(e.usage.speculative_steps);
     u->set_time_to_first_token_s(e.usage.time_to_first_token_s);
     u->set_decode_time_s(e.usage.decode_time_s);
     if (e.structured.has_value()) {

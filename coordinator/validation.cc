@@ -298,6 +298,7 @@ absl::StatusOr<ValidatedInput> ValidateGenerateRequest(const tpserve::v1::Genera
   TP_RETURN_IF_ERROR(ValidateSamplingParams(in.sampling, limits.vocab_size));
   in.logprobs = proto.logprobs() || proto.top_logprobs() > 0;
   in.prompt_logprobs = proto.prompt_logprobs();
+  in.speculative = !proto.has_speculative() || proto.speculative();
   if (proto.has_n()) {
     if (proto.n() < 1 || proto.n() > kMaxChoices) {
       return Invalid("n", absl::StrCat(proto.n()), absl::StrCat("must be in [1, ", kMaxChoices, "]"));

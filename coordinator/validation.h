@@ -49,6 +49,7 @@ struct ValidatedInput {
   bool ignore_eos = false;
   bool logprobs = false;
   bool prompt_logprobs = false;
+  bool speculative = true;  // GenerateRequest.speculative (unset: true)
   int32_t n = 1;        // choices returned, in [1, kMaxChoices]
   int32_t best_of = 1;  // candidates generated, in [n, kMaxChoices]
   ConstraintSpec constraint;  // kind kNone: free text

@@ -51,7 +51,9 @@ extra_pass() {
 #    uses (benchmarks, fuzzers, the chat and load-generator programs) compile in the main pass
 #    and the fuzz pass already, and instrumenting them here cost CI minutes for no check.
 # shellcheck disable=SC2086  # one pattern per word
-extra_pass asan --config=nocuda --config=asan --build_tests_only $packages
+#    Tests tagged no-sanitizer (long sweeps whose code paths quicker tests in the pass cover)
+#    are left to the main pass.
+extra_pass asan --config=nocuda --config=asan --build_tests_only --test_tag_filters=-no-sanitizer $packages
 
 # 2. ThreadSanitizer over the engine, scheduler, communicator and server tests
 #    (//tools/tsan:tsan_suite; tools/tsan/BUILD says how TSan is made to see absl::Mutex).

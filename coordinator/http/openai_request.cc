@@ -98,7 +98,7 @@ bool IsKnownField(Endpoint endpoint, const std::string& key) {
       "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "seed",
       "presence_penalty", "frequency_penalty", "stop", "n", "logprobs", "logit_bias",
       "top_k", "min_p", "repetition_penalty", "ignore_eos", "stop_token_ids",
-      "response_format", "structured_outputs"};
+      "response_format", "structured_outputs", "speculative"};
   static constexpr std::string_view kChat[] = {
       "messages", "max_completion_tokens", "top_logprobs", "tools",
       "tool_choice", "parallel_tool_calls", "functions", "function_call",
@@ -573,6 +573,8 @@ absl::Status ParseLimitsAndLogprobs(const Json& body, OpenAiRequest& r) {
 
   TP_ASSIGN_OR_RETURN(std::optional<bool> ignore_eos, GetBool(body, "ignore_eos"));
   r.proto.set_ignore_eos(ignore_eos.value_or(false));
+  TP_ASSIGN_OR_RETURN(std::optional<bool> speculative, GetBool(body, "speculative"));
+  if (speculative.has_value()) r.proto.set_speculative(*speculative);
   if (const Json* ids = Find(body, "stop_token_ids"); ids != nullptr) {
     if (!ids->is_array()) return TypeError("stop_token_ids", *ids, "an array of token ids");
     for (size_t i = 0; i < ids->size(); ++i) {

@@ -33,10 +33,22 @@ const char* OpenAiFinishReason(FinishReason reason) {
 int32_t CachedPromptTokens(const Usage& usage) { return usage.cached_tokens; }
 
 Json UsageObject(const Usage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", CachedPromptTokens(usage)}}}};
+  Json out = {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", CachedPromptTokens(usage)}}}};
+  if (usage.speculative_steps > 0) {
+    // OpenAI's names for predicted tokens the model did and did not take, and ours beside.
+    out["completion_tokens_details"] = {
+        {"accepted_prediction_tokens", usage.accepted_draft_tokens},
+        {"rejected_prediction_tokens", usage.draft_tokens - usage.accepted_draft_tokens}};
+    out["speculative"] = {{"draft_tokens", usage.draft_tokens},
+                          {"accepted_draft_tokens", usage.accepted_draft_tokens},
+                          {"steps", usage.speculative_steps},
+                          {"acceptance_rate", DraftAcceptanceRate(usage)},
+                          {"mean_accepted_length", MeanAcceptedLength(usage)}};
+  }
+  return out;
 }
 
 std::string DumpJson(const Json& value) {

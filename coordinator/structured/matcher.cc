@@ -12,7 +12,7 @@ ConstraintMatcher::ConstraintMatcher(std::shared_ptr<const CompiledConstraint> c
     : constraint_(std::move(constraint)),
       matcher_(std::make_unique<xgrammar::GrammarMatcher>(
           constraint_->grammar(), std::nullopt, /*terminate_without_stop_token=*/false,
-          /*max_rollback_tokens=*/0)) {}
+          /*max_rollback_tokens=*/-1)) {}
 
 ConstraintMatcher::~ConstraintMatcher() = default;
 ConstraintMatcher::ConstraintMatcher(ConstraintMatcher&&) noexcept = default;
@@ -31,6 +31,10 @@ void ConstraintMatcher::FillMask(absl::Span<int32_t> mask) {
 }
 
 bool ConstraintMatcher::Accept(int32_t token) { return matcher_->AcceptToken(token); }
+
+void ConstraintMatcher::Rollback(int32_t num_tokens) {
+  if (num_tokens > 0) matcher_->Rollback(num_tokens);
+}
 
 std::string ConstraintMatcher::JumpForwardString() {
   // XGrammar refuses (a fatal check) once the stop token is in: nothing is forced after it.

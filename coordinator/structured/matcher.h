@@ -36,6 +36,9 @@ class ConstraintMatcher {
   void FillMask(absl::Span<int32_t> mask);
   // False (and no change) when the grammar does not allow `token` here.
   bool Accept(int32_t token);
+  // Undoes the last `num_tokens` Accepts (speculative decoding checks drafted tokens, then
+  // takes them back). REQUIRES: at most the tokens accepted since construction.
+  void Rollback(int32_t num_tokens);
   // The longest text every continuation must start with ("" when there is a choice, and once
   // terminated).
   std::string JumpForwardString();
