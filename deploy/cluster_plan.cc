@@ -19,6 +19,18 @@ namespace {
 constexpr double kTimeOnlyBandwidth = 10e9;
 constexpr double kTimeOnlyFlops = 100e9;
 
+// The draft model's line of a plan summary ("" without one).
+std::string DraftSummary(const MemoryPlan& m) {
+  if (!m.inputs.draft.has_value()) return "";
+  const StageMemory& s = m.stages[0];
+  return absl::StrFormat(
+      "plan: draft model %s as %s, per rank: weights %s, step buffers %s, %s of KV per token; "
+      "memory for %d KV blocks instead of %d\n",
+      m.inputs.draft->model.name, m.inputs.draft->weights.preset,
+      FormatBytes(s.draft_weight_bytes), FormatBytes(s.draft_activations.Total()),
+      FormatBytes(s.draft_kv_bytes_per_token), m.num_kv_blocks, m.num_kv_blocks_without_draft);
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
@@ -32,6 +44,57 @@ absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
   }
   return absl::NotFoundError(absl::StrCat("--model=", name, ": no such file or directory"));
 }
+
+absl::StatusOr<DraftPlanInputs> ResolveDraftModel(const std::string& name,
+                                                  const std::string& weights, int ranks,
+                                                  std::string* path) {
+  absl::StatusOr<std::string> resolved = ResolveModelPath(name);
+  if (!resolved.ok()) {
+    return absl::Status(resolved.status().code(),
+                        absl::StrCat("--draft_model: ", resolved.status().message()));
+  }
+  TP_ASSIGN_OR_RETURN(ModelFiles files, OpenModelFiles(*resolved));
+  DraftPlanInputs draft;
+  draft.model = files.config;
+  absl::StatusOr<WeightFormats> formats =
+      ResolveWeightFormats(files.stored_formats, weights, files.config, ranks);
+  if (!formats.ok()) {
+    return absl::Status(formats.status().code(),
+                        absl::StrCat("--draft_weights: ", formats.status().message()));
+  }
+  draft.weights = *std::move(formats);
+  *path = *std::move(resolved);
+  return draft;
+}
+
+int64_t LogitRows(const ClusterRequest& request) {
+  int64_t rows = request.max_seqs;
+  const SpeculativeOptions& spec = request.speculative;
+  if (spec.method != SpeculativeMethod::kOff) {
+    const int64_t drafting = spec.max_batch > 0 ? std::min(spec.max_batch, request.max_seqs)
+                                                : request.max_seqs;
+    rows += drafting * spec.num_speculative_tokens;
+  }
+  return std::min(rows, request.max_tokens_per_step);
+}
+
+namespace {
+
+// The speculative part of a plan's inputs and of its engine options.
+void ApplySpeculation(const ClusterRequest& request, PlanInputs& in) {
+  in.max_sequences_per_step = LogitRows(request);
+  if (request.draft.has_value()) {
+    in.draft = request.draft;
+    in.draft->max_sequences_per_step = std::min<int64_t>(request.max_seqs, request.max_tokens_per_step);
+  }
+}
+
+void SpeculativeEngine(const ClusterRequest& request, const PlanInputs& in, EngineOptions& engine) {
+  engine.speculative = request.speculative;
+  engine.scheduler.max_logit_rows = static_cast<int32_t>(in.max_sequences_per_step);
+}
+
+}  // namespace
 
 absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterRequest& request) {
   PlanInputs in;
@@ -57,6 +120,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
   in.max_sequences_per_step = std::min<int64_t>(request.max_seqs, request.max_tokens_per_step);
   in.target_concurrent_sequences = request.max_seqs;
   in.kv_block_size_tokens = request.block_size_tokens;
+  ApplySpeculation(request, in);
   return in;
 }
 
@@ -82,8 +146,9 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
   plan.engine.context_length = inputs.max_context_tokens;
   plan.engine.scheduler.max_num_seqs = request.max_seqs;
   plan.engine.scheduler.max_tokens_per_step = static_cast<int32_t>(request.max_tokens_per_step);
+  SpeculativeEngine(request, inputs, plan.engine);
   const StageMemory& s = m.stages[0];
-  plan.summary = absl::StrFormat(
+  plan.summary = DraftSummary(m) + absl::StrFormat(
       "plan: %d CPU rank(s), per rank: weights %s, step buffers %s, KV cache %d blocks x %d "
       "tokens = %s (%d sequences of %d tokens)\n",
       request.ranks, FormatBytes(s.weight_bytes), FormatBytes(s.activations.Total() + s.comm.Total()),
@@ -109,6 +174,7 @@ absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightForma
   in.max_sequences_per_step = std::min<int64_t>(request.max_seqs, request.max_tokens_per_step);
   in.target_concurrent_sequences = request.max_seqs;
   in.kv_block_size_tokens = request.block_size_tokens;
+  ApplySpeculation(request, in);
   return PlanMemory(in);
 }
 
@@ -129,8 +195,9 @@ absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan memory, const ClusterReque
   plan.engine.context_length = memory.inputs.max_context_tokens;
   plan.engine.scheduler.max_num_seqs = request.max_seqs;
   plan.engine.scheduler.max_tokens_per_step = static_cast<int32_t>(request.max_tokens_per_step);
+  SpeculativeEngine(request, memory.inputs, plan.engine);
   const StageMemory& s = memory.stages[0];
-  plan.summary = absl::StrFormat(
+  plan.summary = DraftSummary(memory) + absl::StrFormat(
       "plan: %d x %s, per GPU: weights %s, step buffers %s, KV cache %d blocks x %d tokens = "
       "%s\n",
       memory.inputs.tp, memory.inputs.device.name, FormatBytes(s.weight_bytes),

@@ -8,6 +8,7 @@
 #define TPSERVE_DEPLOY_CLUSTER_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -31,7 +32,23 @@ struct ClusterRequest {
   std::string weights;
   DType kv_dtype = DType::kF16;
   bool deterministic_tp = false;  // --deterministic_tp: sizes its step buffers and collectives
+  // Speculative decoding (--speculative ...): the engine's options; the target's rows of
+  // logits make room for the drafts of the sequences that may draft at once.
+  SpeculativeOptions speculative;
+  // The draft model, with speculative.method kDraft (ResolveDraftModel): planned on the same
+  // ranks (planner/memory_plan.h's DraftPlanInputs; its max_sequences_per_step is set here).
+  std::optional<DraftPlanInputs> draft;
 };
+
+// A draft model named by --draft_model (a path, or "smollm2") and held as --draft_weights ("" =
+// as stored) on `ranks` ranks: its plan inputs, and its path in `path`.
+absl::StatusOr<DraftPlanInputs> ResolveDraftModel(const std::string& name,
+                                                  const std::string& weights, int ranks,
+                                                  std::string* path);
+
+// Rows of logits a step may return: one per sequence, and a drafted token's each for the
+// sequences that may draft at once (capped at the step's tokens).
+int64_t LogitRows(const ClusterRequest& request);
 
 struct ClusterPlan {
   MemoryPlan memory;

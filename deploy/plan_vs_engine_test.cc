@@ -86,6 +86,73 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
 INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
                          ::testing::Combine(::testing::Values(1, 3), ::testing::Bool()));
 
+// Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
+// target's rows of logits make room for the drafts, and on every rank the two executors hold
+// what the plan says: the target's weights and workspace, the draft's weights and workspace,
+// and the two KV caches over one block count, which together are the plan's pool.
+TEST(PlanVsEngineDraft, TargetAndDraftHoldWhatThePlanSays) {
+  for (int tp : {1, 3}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    absl::StatusOr<ModelFiles> files = OpenModelFiles(ModelPath());
+    ASSERT_TRUE(files.ok()) << files.status();
+    ClusterRequest request;
+    request.ranks = tp;
+    request.context_tokens = 1024;
+    request.max_seqs = 4;
+    request.max_tokens_per_step = 256;
+    request.weights = "bf16";
+    request.speculative.method = SpeculativeMethod::kDraft;
+    request.speculative.num_speculative_tokens = 5;
+    request.speculative.max_batch = 2;
+    std::string draft_path;
+    absl::StatusOr<DraftPlanInputs> draft = ResolveDraftModel("smollm2", "", tp, &draft_path);
+    ASSERT_TRUE(draft.ok()) << draft.status();
+    request.draft = *draft;
+    absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    // 4 sequences, of which 2 may draft 5 tokens each.
+    EXPECT_EQ(plan->engine.scheduler.max_logit_rows, 4 + 2 * 5);
+    EXPECT_EQ(plan->memory.inputs.max_sequences_per_step, 4 + 2 * 5);
+    EXPECT_EQ(plan->engine.speculative.method, SpeculativeMethod::kDraft);
+    const StageMemory& stage = plan->memory.stages[0];
+
+    LocalExecutorOptions options;
+    options.tp_degree = tp;
+    options.num_kv_blocks = plan->num_kv_blocks;
+    options.block_size_tokens = plan->block_size_tokens;
+    options.kv_dtype = request.kv_dtype;
+    options.max_step_tokens = request.max_tokens_per_step;
+    options.max_context_tokens = plan->engine.context_length;
+    LocalExecutorOptions target_options = options;
+    target_options.max_logit_rows = plan->engine.scheduler.max_logit_rows;
+    target_options.formats = plan->formats;
+    LocalExecutorOptions draft_options = options;
+    draft_options.max_logit_rows = plan->memory.inputs.draft->max_sequences_per_step;
+    draft_options.formats = plan->memory.inputs.draft->weights;
+    absl::StatusOr<std::unique_ptr<LocalExecutor>> target =
+        LocalExecutor::Create(files->config, files->weights, target_options);
+    ASSERT_TRUE(target.ok()) << target.status();
+    absl::StatusOr<ModelFiles> draft_files = OpenModelFiles(draft_path);
+    ASSERT_TRUE(draft_files.ok());
+    absl::StatusOr<std::unique_ptr<LocalExecutor>> draft_exec =
+        LocalExecutor::Create(draft_files->config, draft_files->weights, draft_options);
+    ASSERT_TRUE(draft_exec.ok()) << draft_exec.status();
+    const MemoryFootprint t = (*target)->footprint(0);
+    const MemoryFootprint d = (*draft_exec)->footprint(0);
+    EXPECT_EQ(t.weight_bytes_resident, stage.weight_bytes);
+    EXPECT_EQ(t.workspace_bytes, stage.activations.step.Total());
+    EXPECT_EQ(d.weight_bytes_resident, stage.draft_weight_bytes);
+    EXPECT_EQ(d.workspace_bytes, stage.draft_activations.step.Total());
+    for (int rank = 0; rank < tp; ++rank) {
+      EXPECT_EQ((*target)->kv_cache_bytes(rank) + (*draft_exec)->kv_cache_bytes(rank),
+                int64_t{plan->num_kv_blocks} * stage.kv_bytes_per_block);
+      EXPECT_EQ((*draft_exec)->kv_cache_bytes(rank),
+                int64_t{plan->num_kv_blocks} * plan->block_size_tokens *
+                    stage.draft_kv_bytes_per_token);
+    }
+  }
+}
+
 // A model that splits three ways on whole blocks of every format (6 heads and 3 KV heads of
 // 128, FFN 1536 = 3 x 512) but whose vocabulary (1001) does not: the last rank holds fewer
 // rows.

@@ -18,6 +18,11 @@ ABSL_FLAG(std::string, weights, "",
           "weight format preset: f32, fp16, bf16, fp8, fp8-block, int4, int4-g<N>, q8_0, q4_0, "
           "q4_1, q4_k, q5_k, q6_k (default bf16; a .gguf defaults to its own tensor types); the "
           "same names as the engine's --weights");
+ABSL_FLAG(std::string, draft_model, "",
+          "speculative decoding's draft model, as --model (same vocabulary): adds its weights, "
+          "step buffers and KV to every rank and shows what it takes from the KV cache");
+ABSL_FLAG(std::string, draft_weights, "",
+          "the draft model's weight format preset, as --weights (default bf16, or the GGUF's)");
 ABSL_FLAG(std::string, role_formats, "",
           "per-role overrides, e.g. embedding=q8_0,lm_head=bf16 (roles: embedding, attn_norm, "
           "q, k, v, o, ffn_norm, gate, up, down, final_norm, lm_head)");
@@ -65,6 +70,8 @@ tpserve::VramRequest RequestFromFlags() {
   tpserve::VramRequest r;
   r.model = absl::GetFlag(FLAGS_model);
   r.weights = absl::GetFlag(FLAGS_weights);
+  r.draft_model = absl::GetFlag(FLAGS_draft_model);
+  r.draft_weights = absl::GetFlag(FLAGS_draft_weights);
   r.role_formats = absl::GetFlag(FLAGS_role_formats);
   r.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   r.activations = absl::GetFlag(FLAGS_activations);

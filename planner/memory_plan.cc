@@ -55,6 +55,24 @@ absl::Status ValidateInputs(const PlanInputs& in) {
   if (!in.device.is_host && in.device.num_sms < 1) {  // attention's workspace scales with it
     return OutOfRange("device.num_sms", in.device.num_sms, ">= 1 for a GPU");
   }
+  if (in.draft.has_value()) {
+    if (in.pp > 1) {
+      return absl::InvalidArgumentError(StrCat(
+          "draft: a draft model runs on the target's ranks of one pipeline stage; pp=", in.pp,
+          " is not supported with one"));
+    }
+    if (in.draft->model.vocab_size != in.model.vocab_size) {
+      return absl::InvalidArgumentError(StrCat(
+          "draft.model.vocab_size=", in.draft->model.vocab_size,
+          ": a draft model must share the target's vocabulary of ", in.model.vocab_size,
+          " tokens"));
+    }
+    if (in.draft->max_sequences_per_step < 1 ||
+        in.draft->max_sequences_per_step > in.max_tokens_per_step) {
+      return OutOfRange("draft.max_sequences_per_step", in.draft->max_sequences_per_step,
+                        StrCat("in [1, max_tokens_per_step=", in.max_tokens_per_step, "]"));
+    }
+  }
   const double safety = in.safety_fraction.value_or(in.device.safety_fraction);
   if (!(safety >= 0 && safety < 1)) {
     return absl::InvalidArgumentError(StrCat("safety_fraction=", safety, ": must be in [0, 1)"));
@@ -67,8 +85,35 @@ absl::Status ValidateInputs(const PlanInputs& in) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The draft model's plan inputs: the target's, with the draft's model, formats and rows.
+PlanInputs DraftInputs(const PlanInputs& in) {
+  PlanInputs d = in;
+  d.model = in.draft->model;
+  d.weights = in.draft->weights;
+  d.max_sequences_per_step = in.draft->max_sequences_per_step;
+  d.draft.reset();
+  return d;
+}
+
+// The draft's share of a rank: its weights, buffers and KV per token.
+absl::Status AddDraft(const PlanInputs& in, StageMemory& m) {
+  const PlanInputs d = DraftInputs(in);
+  auto draft_error = [](const absl::Status& s) {
+    return absl::Status(s.code(), StrCat("draft: ", s.message()));
+  };
+  absl::StatusOr<ShardingTable> shards =
+      PlanSharding(d.model, d.weights, d.tp, 1, WeightDeviceOf(d.device));
+  if (!shards.ok()) return draft_error(shards.status());
+  absl::StatusOr<ShardingPlan> rank0 = ShardingPlan::Create(d.model, d.weights, {0, d.tp});
+  if (!rank0.ok()) return draft_error(rank0.status());
+  m.draft_weight_bytes = shards->stages[0].weight_bytes_per_rank;
+  m.draft_activations = ActivationBuffersFor(d, *rank0, /*last_stage=*/true);
+  m.draft_kv_bytes_per_token = KvBytesPerToken(d);
+  return absl::OkStatus();
+}
+
 StageMemory FixedStageMemory(const PlanInputs& in, const ShardingTable& shards,
-                             const ShardingPlan& rank0, int stage) {
+                             const ShardingPlan& rank0, int stage, const StageMemory& draft) {
   StageMemory m;
   m.stage = stage;
   m.device_bytes = in.device.memory_bytes;
@@ -80,7 +125,10 @@ StageMemory FixedStageMemory(const PlanInputs& in, const ShardingTable& shards,
   m.weight_bytes = shards.stages[stage].weight_bytes_per_rank;
   m.activations = ActivationBuffersFor(in, rank0, stage == in.pp - 1);
   m.comm = CommBuffersFor(in);
-  m.kv_bytes_per_token = KvBytesPerToken(in);
+  m.draft_weight_bytes = draft.draft_weight_bytes;
+  m.draft_activations = draft.draft_activations;
+  m.draft_kv_bytes_per_token = draft.draft_kv_bytes_per_token;
+  m.kv_bytes_per_token = KvBytesPerToken(in) + m.draft_kv_bytes_per_token;
   m.kv_bytes_per_block = m.kv_bytes_per_token * in.kv_block_size_tokens;
   m.available_for_kv_bytes = m.device_bytes - m.FixedBytes();
   m.kv_blocks_fit = m.available_for_kv_bytes > 0 && m.kv_bytes_per_block > 0
@@ -135,7 +183,8 @@ WeightDevice WeightDeviceOf(const GpuSpec& device) {
 int64_t CommBuffers::Total() const { return allreduce_bytes + pipeline_bytes + fixed_bytes; }
 
 int64_t StageMemory::FixedBytes() const {
-  return runtime_reserve_bytes + safety_bytes + weight_bytes + activations.Total() + comm.Total();
+  return runtime_reserve_bytes + safety_bytes + weight_bytes + activations.Total() + comm.Total() +
+         draft_weight_bytes + draft_activations.Total();
 }
 
 ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan& rank0,
@@ -190,13 +239,23 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
   plan.blocks_per_sequence = CeilDiv(inputs.max_context_tokens, inputs.kv_block_size_tokens);
   plan.weights_fit = plan.buffers_fit = true;
   plan.num_kv_blocks = INT64_MAX;
+  StageMemory draft;
+  if (inputs.draft.has_value()) TP_RETURN_IF_ERROR(AddDraft(inputs, draft));
+  int64_t no_draft_blocks = INT64_MAX;
   for (int s = 0; s < inputs.pp; ++s) {
-    StageMemory m = FixedStageMemory(inputs, plan.sharding, rank0, s);
+    StageMemory m = FixedStageMemory(inputs, plan.sharding, rank0, s, draft);
     m.kv_target_bytes =
         inputs.target_concurrent_sequences * plan.blocks_per_sequence * m.kv_bytes_per_block;
     plan.weights_fit &= m.runtime_reserve_bytes + m.safety_bytes + m.weight_bytes <= m.device_bytes;
     plan.buffers_fit &= m.available_for_kv_bytes >= 0;
     plan.num_kv_blocks = std::min(plan.num_kv_blocks, m.kv_blocks_fit);
+    const int64_t no_draft_available =
+        m.available_for_kv_bytes + m.draft_weight_bytes + m.draft_activations.Total();
+    const int64_t no_draft_block = m.kv_bytes_per_block - m.draft_kv_bytes_per_token *
+                                                              inputs.kv_block_size_tokens;
+    no_draft_blocks = std::min(no_draft_blocks, no_draft_available > 0 && no_draft_block > 0
+                                                    ? no_draft_available / no_draft_block
+                                                    : 0);
     plan.shortfall_bytes_per_rank =
         std::max(plan.shortfall_bytes_per_rank, m.kv_target_bytes - m.available_for_kv_bytes);
     plan.required_bytes_all_ranks +=
@@ -207,6 +266,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
     m.kv_pool_bytes = plan.num_kv_blocks * m.kv_bytes_per_block;
     m.unallocated_bytes = m.device_bytes - m.FixedBytes() - m.kv_pool_bytes;
   }
+  plan.num_kv_blocks_without_draft = no_draft_blocks;
   plan.kv_token_capacity = plan.num_kv_blocks * inputs.kv_block_size_tokens;
   plan.max_concurrent_sequences = plan.num_kv_blocks / plan.blocks_per_sequence;
   plan.meets_target =

@@ -37,6 +37,17 @@
 
 namespace tpserve {
 
+// Speculative decoding's draft model (coordinator/speculative/draft_model.h): it runs on the
+// same ranks at the same tensor-parallel degree, so each rank holds its slice of the draft's
+// weights, the draft's step buffers, and in every KV block of the pool the draft's KV for the
+// block's tokens beside the target's. So a draft costs its weights and buffers once and a
+// share of every block: the pool gets fewer blocks.
+struct DraftPlanInputs {
+  LlamaConfig model;
+  WeightFormats weights;
+  int64_t max_sequences_per_step = 1;  // rows of logits of a draft step (one per sequence)
+};
+
 struct PlanInputs {
   LlamaConfig model;
   WeightFormats weights;
@@ -55,6 +66,7 @@ struct PlanInputs {
   bool deterministic_tp = false;
   std::optional<int64_t> runtime_reserve_bytes;  // overrides device.runtime_reserve_bytes
   std::optional<double> safety_fraction;         // overrides device.safety_fraction
+  std::optional<DraftPlanInputs> draft;          // speculative decoding's draft model
 };
 
 // One step's buffers on one rank, each allocated once at start-up.
@@ -85,15 +97,21 @@ struct StageMemory {
   int64_t weight_bytes = 0;
   ActivationBuffers activations;
   CommBuffers comm;
+  // The draft model's share (0 without one): its slice of weights and its step buffers.
+  int64_t draft_weight_bytes = 0;
+  ActivationBuffers draft_activations;
+  // KV per token and per block of the pool: the target's plus the draft's.
   int64_t kv_bytes_per_token = 0;
   int64_t kv_bytes_per_block = 0;
+  int64_t draft_kv_bytes_per_token = 0;  // of kv_bytes_per_token
   int64_t available_for_kv_bytes = 0;  // negative when the fixed parts alone don't fit
   int64_t kv_blocks_fit = 0;           // what this stage alone could hold
   int64_t kv_pool_bytes = 0;           // num_kv_blocks (plan-wide) * kv_bytes_per_block
   int64_t kv_target_bytes = 0;         // target sequences * blocks_per_sequence * block bytes
   int64_t unallocated_bytes = 0;       // device bytes no line above claims (>= 0 when fits)
 
-  // Everything but the KV pool: reserve + safety + weights + activations + comm.
+  // Everything but the KV pool: reserve + safety + weights + activations + comm (and the
+  // draft's weights and activations).
   int64_t FixedBytes() const;
 };
 
@@ -106,6 +124,9 @@ struct MemoryPlan {
   int64_t kv_token_capacity = 0;         // num_kv_blocks * kv_block_size_tokens
   int64_t blocks_per_sequence = 0;       // ceil(max_context_tokens / kv_block_size_tokens)
   int64_t max_concurrent_sequences = 0;  // num_kv_blocks / blocks_per_sequence
+  // With a draft model: what the pool would hold without it (what the draft takes from the KV
+  // cache is the difference); equal to num_kv_blocks without one.
+  int64_t num_kv_blocks_without_draft = 0;
   bool weights_fit = false;              // reserve + safety + weights fit on every rank
   bool buffers_fit = false;              // ... and the step and communicator buffers
   bool meets_target = false;             // ... and KV for the target sequences

@@ -254,6 +254,61 @@ TEST(MemoryPlanTest, BadInputsNameTheFieldAndBound) {
   EXPECT_EQ(PlanMemory(in).status().message(), "safety_fraction=1: must be in [0, 1)");
 }
 
+// A draft model on the same ranks: each rank pays the draft's weights and buffers, as the
+// draft planned alone at the same degree holds them, and every block holds both models' KV.
+// What the pool would have held without it is the plan without a draft.
+TEST(MemoryPlanTest, ADraftModelCostsItsOwnPlanAndASliceOfEveryBlock) {
+  PlanInputs in = Inputs(Llama31_405B(), "fp8", 8, "h200");
+  const MemoryPlan alone = *PlanMemory(in);
+  PlanInputs draft_alone = Inputs(Llama31_8B(), "fp8", 8, "h200");
+  draft_alone.max_sequences_per_step = 64;
+  const MemoryPlan draft_plan = *PlanMemory(draft_alone);
+  in.draft = DraftPlanInputs{Llama31_8B(), *WeightFormatsPreset("fp8"), 64};
+  const MemoryPlan with = *PlanMemory(in);
+  const StageMemory& m = with.stages[0];
+  EXPECT_EQ(m.draft_weight_bytes, draft_plan.stages[0].weight_bytes);
+  EXPECT_EQ(m.draft_activations.Total(), draft_plan.stages[0].activations.Total());
+  EXPECT_EQ(m.draft_kv_bytes_per_token, draft_plan.stages[0].kv_bytes_per_token);
+  EXPECT_EQ(m.kv_bytes_per_token,
+            alone.stages[0].kv_bytes_per_token + draft_plan.stages[0].kv_bytes_per_token);
+  EXPECT_EQ(m.FixedBytes(), alone.stages[0].FixedBytes() + draft_plan.stages[0].weight_bytes +
+                                draft_plan.stages[0].activations.Total());
+  EXPECT_EQ(with.num_kv_blocks_without_draft, alone.num_kv_blocks);
+  EXPECT_EQ(alone.num_kv_blocks_without_draft, alone.num_kv_blocks);
+  EXPECT_LT(with.num_kv_blocks, alone.num_kv_blocks);
+  // Every byte is still accounted for, and the pool is as many blocks as fit.
+  EXPECT_EQ(m.FixedBytes() + m.kv_pool_bytes + m.unallocated_bytes, m.device_bytes);
+  EXPECT_GE(m.unallocated_bytes, 0);
+  EXPECT_LT(m.unallocated_bytes, m.kv_bytes_per_block);
+}
+
+TEST(MemoryPlanTest, DraftModelsThatCannotServeAreRefusedByName) {
+  PlanInputs in = Inputs(Llama31_405B(), "fp8", 8, "h200");
+  LlamaConfig other = Llama31_8B();
+  other.vocab_size = 32000;
+  in.draft = DraftPlanInputs{other, *WeightFormatsPreset("fp8"), 64};
+  EXPECT_EQ(PlanMemory(in).status().message(),
+            "draft.model.vocab_size=32000: a draft model must share the target's vocabulary of "
+            "128256 tokens");
+  in.draft = DraftPlanInputs{Llama31_8B(), *WeightFormatsPreset("fp8"), 64};
+  in.tp = 4;
+  in.pp = 2;
+  EXPECT_EQ(PlanMemory(in).status().message(),
+            "draft: a draft model runs on the target's ranks of one pipeline stage; pp=2 is not "
+            "supported with one");
+  // A draft whose heads do not split over the degree: the sharding's own error, prefixed.
+  in = Inputs(Llama31_405B(), "fp8", 8, "h200");
+  LlamaConfig smol = SmolLM2_135M();  // 3 KV heads: not split over 8 ranks
+  smol.vocab_size = in.model.vocab_size;
+  in.draft = DraftPlanInputs{smol, *WeightFormatsPreset("bf16"), 64};
+  const absl::Status s = PlanMemory(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "draft: tensor-parallel degree 8 does not divide num_heads = 9 or num_kv_heads = 3; "
+            "heads are split whole (GQA groups kept), so valid degrees (divisors of num_heads = "
+            "9, num_kv_heads = 3 and intermediate_size = 1536) are: 1, 3");
+}
+
 TEST(MemoryPlanTest, FormatBytes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(1536), "1.5 KiB");

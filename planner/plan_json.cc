@@ -55,7 +55,14 @@ json InputsJson(const PlanInputs& in) {
           {"max_sequences_per_step", in.max_sequences_per_step},
           {"target_concurrent_sequences", in.target_concurrent_sequences},
           {"kv_block_size_tokens", in.kv_block_size_tokens},
-          {"deterministic_tp", in.deterministic_tp}};
+          {"deterministic_tp", in.deterministic_tp},
+          {"draft", in.draft.has_value()
+                        ? json{{"model", in.draft->model.name},
+                               {"weights_preset", in.draft->weights.preset},
+                               {"num_layers", in.draft->model.num_layers},
+                               {"hidden_size", in.draft->model.hidden_size},
+                               {"max_sequences_per_step", in.draft->max_sequences_per_step}}
+                        : json(nullptr)}};
 }
 
 json StageJson(const MemoryPlan& plan, const StageMemory& m) {
@@ -101,6 +108,9 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
             {"pipeline_bytes", m.comm.pipeline_bytes},
             {"fixed_bytes", m.comm.fixed_bytes},
             {"total_bytes", m.comm.Total()}}},
+          {"draft_weight_bytes", m.draft_weight_bytes},
+          {"draft_activations_bytes", m.draft_activations.Total()},
+          {"draft_kv_bytes_per_token", m.draft_kv_bytes_per_token},
           {"kv_bytes_per_token", m.kv_bytes_per_token},
           {"kv_bytes_per_block", m.kv_bytes_per_block},
           {"available_for_kv_bytes", m.available_for_kv_bytes},
@@ -151,6 +161,7 @@ json PlanCore(const MemoryPlan& plan) {
           {"kv_token_capacity", plan.kv_token_capacity},
           {"blocks_per_sequence", plan.blocks_per_sequence},
           {"max_concurrent_sequences", plan.max_concurrent_sequences},
+          {"num_kv_blocks_without_draft", plan.num_kv_blocks_without_draft},
           {"weights_fit", plan.weights_fit},
           {"buffers_fit", plan.buffers_fit},
           {"meets_target", plan.meets_target},

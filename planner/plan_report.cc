@@ -156,10 +156,22 @@ std::string StageBlock(const MemoryPlan& plan, const StageMemory& m) {
   out += WeightLines(shards, in.weights);
   out += BufferLines(in, m, plan.sharding.vocab_padded);
   out += CommLines(in, m);
+  if (in.draft.has_value()) {
+    out += Line("draft model weights",
+                absl::StrFormat("%s as %s: this rank's shards", in.draft->model.name,
+                                in.draft->weights.preset),
+                m.draft_weight_bytes);
+    out += Line("draft step buffers", "its activations, attention and logits",
+                m.draft_activations.Total());
+  }
   out += Line(
       "KV cache pool",
-      absl::StrFormat("%d blocks x %s B (%s B/token)", plan.num_kv_blocks,
-                      WithThousands(m.kv_bytes_per_block), WithThousands(m.kv_bytes_per_token)),
+      in.draft.has_value()
+          ? absl::StrFormat("%d blocks x %s B (%s B/token, draft's %s)", plan.num_kv_blocks,
+                            WithThousands(m.kv_bytes_per_block), WithThousands(m.kv_bytes_per_token),
+                            WithThousands(m.draft_kv_bytes_per_token))
+          : absl::StrFormat("%d blocks x %s B (%s B/token)", plan.num_kv_blocks,
+                            WithThousands(m.kv_bytes_per_block), WithThousands(m.kv_bytes_per_token)),
       m.kv_pool_bytes);
   out +=
       Line("unallocated",
@@ -222,6 +234,22 @@ std::string RenderPlanTable(const MemoryPlan& plan, const Roofline& roofline) {
       &out, "CAPACITY  %d KV blocks = %s tokens = %d sequences of %s tokens (target %d)\n",
       plan.num_kv_blocks, WithThousands(plan.kv_token_capacity), plan.max_concurrent_sequences,
       WithThousands(plan.inputs.max_context_tokens), plan.inputs.target_concurrent_sequences);
+  if (plan.inputs.draft.has_value()) {
+    const StageMemory& m = plan.stages[0];
+    const int64_t lost = plan.num_kv_blocks_without_draft - plan.num_kv_blocks;
+    absl::StrAppendFormat(
+        &out,
+        "DRAFT     %s costs %s per rank (weights %s + buffers %s) and %s B of every KV token; "
+        "the pool holds %d blocks instead of %d (%d fewer, %.1f%%)\n",
+        plan.inputs.draft->model.name,
+        FormatBytes(m.draft_weight_bytes + m.draft_activations.Total()),
+        FormatBytes(m.draft_weight_bytes), FormatBytes(m.draft_activations.Total()),
+        WithThousands(m.draft_kv_bytes_per_token), plan.num_kv_blocks,
+        plan.num_kv_blocks_without_draft, lost,
+        plan.num_kv_blocks_without_draft > 0
+            ? 100.0 * static_cast<double>(lost) / static_cast<double>(plan.num_kv_blocks_without_draft)
+            : 0.0);
+  }
   absl::StrAppendFormat(&out, "VERDICT   %s\n", plan.verdict);
   absl::StrAppendFormat(
       &out,

@@ -253,6 +253,24 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
   in.deterministic_tp = r.deterministic_tp;
   if (r.reserve_gib >= 0) in.runtime_reserve_bytes = static_cast<int64_t>(r.reserve_gib * kGiB);
   if (r.safety >= 0) in.safety_fraction = r.safety;
+  if (!r.draft_model.empty()) {
+    TP_ASSIGN_OR_RETURN(LoadedModel draft, LoadModel(r.draft_model));
+    DraftPlanInputs d;
+    d.model = draft.config;
+    if (!r.draft_weights.empty() || !draft.file_formats) {
+      absl::StatusOr<WeightFormats> preset =
+          WeightFormatsPreset(r.draft_weights.empty() ? "bf16" : r.draft_weights);
+      if (!preset.ok()) return FlagError("draft_weights", r.draft_weights, preset.status().message());
+      d.weights = *std::move(preset);
+    } else {
+      d.weights = *draft.file_formats;
+    }
+    FitInt4Groups(d.model, in.tp, &d.weights);
+    d.max_sequences_per_step = in.max_sequences_per_step;
+    in.draft = std::move(d);
+  } else if (!r.draft_weights.empty()) {
+    return FlagError("draft_weights", r.draft_weights, "needs --draft_model");
+  }
   return in;
 }
 

@@ -26,6 +26,10 @@ namespace tpserve {
 // "" mean "use the default" as the flag help says.
 struct VramRequest {
   std::string model;         // preset name, path to config.json, or path to a .gguf
+  // Speculative decoding's draft model, as --model; "" = none. Its weights as --draft_weights
+  // (a preset; "" = bf16, or the GGUF's own types).
+  std::string draft_model;
+  std::string draft_weights;
   std::string weights;       // weight format preset; "" = bf16 (or the GGUF's own types)
   std::string role_formats;  // per-role overrides: "embedding=q8_0,lm_head=bf16"
   std::string kv_dtype;      // KV cache dtype: auto (= ""), f32, f16, bf16, fp8; as launch's

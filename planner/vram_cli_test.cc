@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -57,6 +58,53 @@ TEST(VramCliTest, JsonParsesAndHasThePlan) {
   EXPECT_EQ(j["plan"]["inputs"]["model"]["num_layers"], 126);
   EXPECT_EQ(j["plan"]["stages"][0]["kv_bytes_per_token"], 64512);
   EXPECT_TRUE(j["suggestions"].empty());
+}
+
+// --draft_model: the table shows the draft's lines and what it takes from the KV cache; the
+// JSON's block counts with and without it are the plans with and without it.
+TEST(VramCliTest, DraftModelShowsItsCostAndWhatItTakesFromTheCache) {
+  VramRequest r = Request405B();
+  r.gpu = "h200";
+  r.json = true;
+  const Result without = RunWith(r);
+  ASSERT_EQ(without.code, 0) << without.err;
+  r.draft_model = "8b";
+  r.draft_weights = "fp8";
+  const Result with = RunWith(r);
+  ASSERT_EQ(with.code, 0) << with.err;
+  const nlohmann::json a = nlohmann::json::parse(without.out)["plan"];
+  const nlohmann::json b = nlohmann::json::parse(with.out)["plan"];
+  EXPECT_TRUE(a["inputs"]["draft"].is_null());
+  EXPECT_EQ(b["inputs"]["draft"]["model"], "llama-3.1-8b");
+  EXPECT_EQ(b["num_kv_blocks_without_draft"], a["num_kv_blocks"]);
+  EXPECT_LT(b["num_kv_blocks"], a["num_kv_blocks"]);
+  // 8B's KV per rank of 8: 32 layers x 1 KV head x 128 x 2 (K, V) x 2 bytes.
+  EXPECT_EQ(b["stages"][0]["draft_kv_bytes_per_token"], 16384);
+  EXPECT_EQ(b["stages"][0]["kv_bytes_per_token"], 64512 + 16384);
+  r.json = false;
+  const Result table = RunWith(r);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("draft model weights llama-3.1-8b as fp8"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("DRAFT     llama-3.1-8b costs "), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(absl::StrCat("the pool holds ", b["num_kv_blocks"].get<int64_t>(),
+                                        " blocks instead of ",
+                                        a["num_kv_blocks"].get<int64_t>())),
+            std::string::npos)
+      << table.out;
+  // A draft format without a draft; a draft with another vocabulary.
+  r = Request405B();
+  r.draft_weights = "fp8";
+  EXPECT_EQ(RunWith(r).err, "vram: --draft_weights=fp8: needs --draft_model\n");
+  EXPECT_EQ(RunWith(r).code, 2);
+  r.draft_weights = "";
+  r.draft_model = "smollm2";
+  const Result other = RunWith(r);
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.err.find("draft.model.vocab_size=49152: a draft model must share the target's "
+                           "vocabulary of 128256 tokens"),
+            std::string::npos)
+      << other.err;
 }
 
 // --deterministic_tp plans the engine's chunked reduction: one f32 chunk sum per KV group
