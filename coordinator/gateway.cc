@@ -62,7 +62,8 @@ bool IsLoopbackHost(std::string_view host_view) {
 
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(const ModelBundle* bundle,
                                                         std::unique_ptr<ModelExecutor> executor,
-                                                        GatewayOptions options) {
+                                                        GatewayOptions options,
+                                                        std::unique_ptr<Proposer> proposer) {
   if (!bundle->tokenizer.has_value()) {
     return absl::FailedPreconditionError(
         absl::StrCat("model ", bundle->files.path, " has no tokenizer"));
@@ -78,7 +79,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(const ModelBundle* bundl
         "token travel in plaintext; give --tls_cert_file and --tls_key_file"));
   }
   g->engine_ = std::make_unique<Engine>(g->options_.engine, std::move(executor),
-                                        &*bundle->tokenizer);
+                                        &*bundle->tokenizer, std::move(proposer));
   ModelLimits limits;
   limits.vocab_size = bundle->files.config.vocab_size;
   limits.context_length = g->options_.engine.context_length;

@@ -65,9 +65,11 @@ struct GatewayOptions {
 
 class Gateway {
  public:
+  // `proposer`: speculative decoding's drafts (Engine's constructor says when it may be null).
   static absl::StatusOr<std::unique_ptr<Gateway>> Start(const ModelBundle* bundle,
                                                         std::unique_ptr<ModelExecutor> executor,
-                                                        GatewayOptions options);
+                                                        GatewayOptions options,
+                                                        std::unique_ptr<Proposer> proposer = nullptr);
   ~Gateway();
 
   const std::string& address() const { return address_; }

@@ -79,6 +79,11 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     return absl::InvalidArgumentError(absl::StrCat("sharding plan has ", options.assignments.size(),
                                                    " assignments for ", world, " ranks"));
   }
+  if (!options.draft_model_path.empty() && options.draft_assignments.size() != addresses.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the draft model's sharding plan has ",
+                                                   options.draft_assignments.size(),
+                                                   " assignments for ", world, " ranks"));
+  }
   if (!options.device_ordinals.empty() && options.device_ordinals.size() != addresses.size()) {
     return absl::InvalidArgumentError(absl::StrCat("device_ordinals has ",
                                                    options.device_ordinals.size(),
@@ -93,6 +98,8 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   }
   exec->weight_bytes_.assign(world, 0);
   exec->kv_cache_bytes_.assign(world, 0);
+  exec->draft_weight_bytes_.assign(world, 0);
+  exec->draft_kv_cache_bytes_.assign(world, 0);
   StepChannel channel;
   if (options.step_channel && options.vocab_size > 0) {
     // A channel that cannot be made leaves the steps on gRPC: slower, not wrong.
@@ -124,6 +131,12 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     req.set_max_logit_rows(options.max_logit_rows);
     req.set_max_context_tokens(options.max_context_tokens);
     *req.mutable_assignment() = options.assignments[r];
+    if (!options.draft_model_path.empty()) {
+      req.set_draft_model_path(options.draft_model_path);
+      req.set_draft_weights(options.draft_weights);
+      *req.mutable_draft_assignment() = options.draft_assignments[r];
+      req.set_draft_max_logit_rows(options.draft_max_logit_rows);
+    }
     req.set_collective_timeout_ms(
         static_cast<int32_t>(absl::ToInt64Milliseconds(options.collective_timeout)));
     if (channel.valid()) req.set_step_channel(channel.name());
@@ -134,6 +147,8 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
       if (p.ready()) {
         exec->weight_bytes_[r] = p.weight_bytes();
         exec->kv_cache_bytes_[r] = p.kv_cache_bytes();
+        exec->draft_weight_bytes_[r] = p.draft_weight_bytes();
+        exec->draft_kv_cache_bytes_[r] = p.draft_kv_cache_bytes();
         serves_channel[r] = p.step_channel();
       }
       absl::MutexLock lock(&progress_mu);
@@ -153,8 +168,33 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   return exec;
 }
 
+class RemoteExecutor::Draft final : public ModelExecutor {
+ public:
+  explicit Draft(RemoteExecutor* target) : target_(target) {}
+  absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
+    return target_->ExecuteModel(batch, /*draft=*/true);
+  }
+  int64_t vocab_size() const override { return target_->vocab_size(); }
+  std::string Describe() const override {
+    return absl::StrCat(target_->options_.draft_model_path, " on the same ",
+                        target_->world_size(), " rank(s)");
+  }
+
+ private:
+  RemoteExecutor* const target_;
+};
+
+std::unique_ptr<ModelExecutor> RemoteExecutor::DraftExecutor() {
+  return std::make_unique<Draft>(this);
+}
+
 absl::StatusOr<StepResult> RemoteExecutor::Execute(const StepBatch& batch) {
-  const wpb::StepRequest req = ToProto(batch, next_step_id_++);
+  return ExecuteModel(batch, /*draft=*/false);
+}
+
+absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, bool draft) {
+  wpb::StepRequest req = ToProto(batch, next_step_id_++);
+  req.set_draft(draft);
   const size_t rows = static_cast<size_t>(batch.num_logit_rows());
   const int world = world_size();
   if (channel_.valid()) {

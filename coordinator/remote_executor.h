@@ -63,6 +63,12 @@ struct RemoteExecutorOptions {
   int64_t vocab_size = 0;
   // What each rank must load (index = rank), from the coordinator's sharding plan.
   std::vector<tpserve::worker::v1::ShardAssignment> assignments;
+  // Speculative decoding's draft model, loaded on every rank beside the target: "" = none.
+  // Its steps run through DraftExecutor().
+  std::string draft_model_path;
+  std::string draft_weights;
+  std::vector<tpserve::worker::v1::ShardAssignment> draft_assignments;
+  int32_t draft_max_logit_rows = 0;
 };
 
 using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadProgress&)>;
@@ -89,6 +95,13 @@ class RemoteExecutor final : public ModelExecutor {
   int world_size() const { return static_cast<int>(stubs_.size()); }
   int64_t weight_bytes(int rank) const { return weight_bytes_.at(rank); }
   int64_t kv_cache_bytes(int rank) const { return kv_cache_bytes_.at(rank); }
+  int64_t draft_weight_bytes(int rank) const { return draft_weight_bytes_.at(rank); }
+  int64_t draft_kv_cache_bytes(int rank) const { return draft_kv_cache_bytes_.at(rank); }
+
+  // The draft model's steps on the same ranks (StepRequest.draft), as an executor of its own
+  // for the draft proposer. REQUIRES: options.draft_model_path was set; this executor outlives
+  // the returned one, and both are used from one thread.
+  std::unique_ptr<ModelExecutor> DraftExecutor();
 
  private:
   RemoteExecutor(std::vector<std::string> addresses, RemoteExecutorOptions options);
@@ -100,12 +113,17 @@ class RemoteExecutor final : public ModelExecutor {
   absl::Status NameSilentRanks(const absl::Status& failure) const;
   // One step through channel_: `request` serialized, `num_rows` rows of logits back.
   absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request, size_t num_rows);
+  // A step of the target, or of the draft model.
+  absl::StatusOr<StepResult> ExecuteModel(const StepBatch& batch, bool draft);
+  class Draft;
 
   const std::vector<std::string> addresses_;
   const RemoteExecutorOptions options_;
   std::vector<std::unique_ptr<tpserve::worker::v1::Worker::Stub>> stubs_;
   std::vector<int64_t> weight_bytes_;
   std::vector<int64_t> kv_cache_bytes_;
+  std::vector<int64_t> draft_weight_bytes_;
+  std::vector<int64_t> draft_kv_cache_bytes_;
   int64_t next_step_id_ = 1;
   StepChannel channel_;  // valid when every rank serves it
 };

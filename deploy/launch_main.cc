@@ -41,9 +41,11 @@
 #include "cluster/control_service.h"
 #include "cluster/secret.h"
 #include "base/file_text.h"
+#include "base/status_macros.h"
 #include "coordinator/gateway.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/remote_executor.h"
+#include "coordinator/speculative/draft_model.h"
 #include "coordinator/tools/tool_call_format.h"
 #include "deploy/cluster_plan.h"
 #include "deploy/gpu_target.h"
@@ -143,6 +145,21 @@ ABSL_FLAG(int64_t, structured_cache_bytes, int64_t{1} << 30,
           "compiled grammars kept for reuse (LRU), bytes");
 ABSL_FLAG(bool, jump_forward, true,
           "structured output: append text the constraint forces without a sampling step each");
+ABSL_FLAG(std::string, speculative, "off",
+          "speculative decoding: off, ngram (prompt lookup: drafts from the prompt and the output "
+          "so far) or draft (a smaller model with the same vocabulary, --draft_model, on the same "
+          "ranks); greedy and seeded tokens are the same as with off (docs/API.md)");
+ABSL_FLAG(std::string, draft_model, "",
+          "--speculative=draft: the draft model, a path (GGUF or Hugging Face directory) or "
+          "smollm2; its weights, buffers and KV are in the memory plan");
+ABSL_FLAG(std::string, draft_weights, "",
+          "the draft model's weights as stored (default) or a preset, as --weights");
+ABSL_FLAG(int, num_speculative_tokens, 4, "the most tokens a sequence drafts per step (K), 1..16");
+ABSL_FLAG(bool, speculative_adaptive, true,
+          "choose each sequence's K from its recent acceptance, off where none pays");
+ABSL_FLAG(int, speculative_max_batch, 4,
+          "no sequence drafts in a step where more than this many decode: the step is compute-"
+          "bound there (docs/PERFORMANCE.md); 0 = no limit");
 ABSL_FLAG(std::string, demo_prompt, "",
           "once serving, stream an answer to this question through the public API");
 
@@ -236,7 +253,33 @@ struct LaunchSetup {
   std::string backend = "cpu";
   std::string comm_kind = "auto";
   DType kv_dtype = DType::kF16;  // --kv_dtype, auto resolved
+  std::string draft_path;        // --speculative=draft: the draft model's files
+  std::string draft_weights;
 };
+
+// The --speculative flags into a ClusterRequest (the draft model's path into `setup`).
+absl::Status SpeculationFlags(int ranks, ClusterRequest& want, LaunchSetup& setup) {
+  absl::StatusOr<SpeculativeMethod> method =
+      ParseSpeculativeMethod(absl::GetFlag(FLAGS_speculative));
+  if (!method.ok()) return method.status();
+  SpeculativeOptions& spec = want.speculative;
+  spec.method = *method;
+  spec.num_speculative_tokens = absl::GetFlag(FLAGS_num_speculative_tokens);
+  spec.adaptive = absl::GetFlag(FLAGS_speculative_adaptive);
+  spec.max_batch = absl::GetFlag(FLAGS_speculative_max_batch);
+  TP_RETURN_IF_ERROR(ValidateSpeculativeOptions(spec));
+  const std::string draft = absl::GetFlag(FLAGS_draft_model);
+  if ((spec.method == SpeculativeMethod::kDraft) != !draft.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--draft_model=", draft, ": a draft model is given exactly with --speculative=draft (--speculative=",
+        SpeculativeMethodName(spec.method), ")"));
+  }
+  if (draft.empty()) return absl::OkStatus();
+  setup.draft_weights = absl::GetFlag(FLAGS_draft_weights);
+  TP_ASSIGN_OR_RETURN(want.draft,
+                      ResolveDraftModel(draft, setup.draft_weights, ranks, &setup.draft_path));
+  return absl::OkStatus();
+}
 
 int Serve(const char* argv0, const LaunchSetup& setup);
 
@@ -282,10 +325,13 @@ int CpuMain(const char* argv0) {
   want.weights = absl::GetFlag(FLAGS_weights);
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  LaunchSetup setup;
+  if (absl::Status s = SpeculationFlags(ranks, want, setup); !s.ok()) {
+    return Fail(std::string(s.message()), 2);
+  }
   absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
   if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
   std::fprintf(stderr, "%s", plan->summary.c_str());
-  LaunchSetup setup;
   setup.model_path = *model_path;
   setup.bundle = &*bundle;
   setup.plan = *std::move(plan);
@@ -478,7 +524,19 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
   exec_options.vocab_size = setup.bundle->files.config.vocab_size;
   exec_options.assignments = std::move(assignments);
   exec_options.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
-  exec_options.max_logit_rows = plan.engine.scheduler.max_num_seqs;
+  exec_options.max_logit_rows = plan.engine.scheduler.max_logit_rows;
+  if (!setup.draft_path.empty()) {
+    const DraftPlanInputs& draft = *plan.memory.inputs.draft;
+    exec_options.draft_model_path = setup.draft_path;
+    exec_options.draft_weights = setup.draft_weights;
+    exec_options.draft_max_logit_rows = static_cast<int32_t>(draft.max_sequences_per_step);
+    for (int r = 0; r < setup.ranks; ++r) {
+      absl::StatusOr<ShardingPlan> shards =
+          ShardingPlan::Create(draft.model, draft.weights, {r, setup.ranks});
+      if (!shards.ok()) return shards.status();
+      exec_options.draft_assignments.push_back(ToAssignment(*shards));
+    }
+  }
   exec_options.max_context_tokens = static_cast<int32_t>(plan.engine.context_length);
   const absl::Time load_start = absl::Now();
   return RemoteExecutor::Connect(
@@ -490,6 +548,11 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
                        p.rank(), WithThousands(p.weight_bytes()).c_str(),
                        p.weight_bytes() / 1048576.0, p.kv_cache_bytes() / 1048576.0,
                        absl::ToDoubleSeconds(absl::Now() - load_start));
+          if (p.draft_weight_bytes() > 0) {
+            std::fprintf(stderr, "launch: rank %d draft model: weights %.1f MiB, KV cache %.1f MiB\n",
+                         p.rank(), p.draft_weight_bytes() / 1048576.0,
+                         p.draft_kv_cache_bytes() / 1048576.0);
+          }
         } else {
           std::fprintf(stderr, "launch: rank %d loading its shard of %d layers...\n", p.rank(),
                        p.num_layers());
@@ -524,8 +587,22 @@ absl::StatusOr<std::unique_ptr<Gateway>> StartServing(const LaunchSetup& setup,
   options.info.kv_cache_tokens = int64_t{plan.num_kv_blocks} * plan.block_size_tokens;
   RemoteExecutor* remote = exec.get();
   options.ranks_alive = [remote] { return remote->Ping(absl::Seconds(1)); };
+  std::unique_ptr<Proposer> proposer;  // prompt lookup needs none: the engine makes it
+  if (!setup.draft_path.empty()) {
+    DraftModelOptions draft;
+    draft.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
+    draft.max_logit_rows = plan.memory.inputs.draft->max_sequences_per_step;
+    proposer = std::make_unique<DraftModelProposer>(remote->DraftExecutor(), draft);
+  }
+  if (plan.engine.speculative.method != SpeculativeMethod::kOff) {
+    std::fprintf(stderr, "launch: speculative decoding: %s, K up to %d%s, none above %d decoding\n",
+                 SpeculativeMethodName(plan.engine.speculative.method),
+                 plan.engine.speculative.num_speculative_tokens,
+                 plan.engine.speculative.adaptive ? " (adaptive)" : "",
+                 plan.engine.speculative.max_batch);
+  }
   absl::StatusOr<std::unique_ptr<Gateway>> started =
-      Gateway::Start(setup.bundle, std::move(exec), options);
+      Gateway::Start(setup.bundle, std::move(exec), options, std::move(proposer));
   if (!started.ok()) return started.status();
   std::unique_ptr<Gateway> gateway = *std::move(started);
   for (const std::string& w : gateway->warnings()) {
@@ -760,6 +837,10 @@ int GpuMain(const char* argv0) {
   want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  LaunchSetup setup;
+  if (absl::Status s = SpeculationFlags(gpus, want, setup); !s.ok()) {
+    return Fail(std::string(s.message()), 2);
+  }
   // The GPUs found here, else the product's (or --gpu's): the plan is printed either way.
   const absl::StatusOr<GpuTarget> target =
       ChooseGpuTarget(absl::GetFlag(FLAGS_gpu), gpus, VisibleCudaDevices());
@@ -783,7 +864,6 @@ int GpuMain(const char* argv0) {
   absl::StatusOr<ClusterPlan> plan = GpuClusterPlan(*std::move(memory), want);
   if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
   std::fprintf(stderr, "%s", plan->summary.c_str());
-  LaunchSetup setup;
   setup.model_path = checkpoint;
   setup.bundle = &*bundle;
   setup.plan = *std::move(plan);

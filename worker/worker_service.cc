@@ -18,6 +18,30 @@ namespace {
 namespace wpb = ::tpserve::worker::v1;
 }  // namespace
 
+namespace {
+
+// Checks the coordinator's assignment against this rank's own sharding plan of an opened model
+// (they were built from different models or code otherwise), and builds its runtime.
+absl::StatusOr<std::unique_ptr<RankRuntime>> LoadModel(
+    const ModelFiles& files, const std::string& weights, const wpb::ShardAssignment& assignment,
+    int rank, int world_size, RankRuntimeOptions o) {
+  TP_ASSIGN_OR_RETURN(WeightFormats formats,
+                      ResolveWeightFormats(files.stored_formats, weights, files.config, world_size));
+  TP_ASSIGN_OR_RETURN(ShardingPlan plan,
+                      ShardingPlan::Create(files.config, formats, {rank, world_size}));
+  const wpb::ShardAssignment mine = ToAssignment(plan);
+  if (mine.SerializeAsString() != assignment.SerializeAsString()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the coordinator assigned {", assignment.ShortDebugString(),
+        "} but this rank's sharding plan is {", mine.ShortDebugString(), "}"));
+  }
+  o.load.formats = formats;
+  o.load.scheme = files.scheme;
+  return RankRuntime::Create(files.config, files.weights, o);
+}
+
+}  // namespace
+
 absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
                                        grpc::ServerWriter<wpb::LoadProgress>* writer) {
   if (runtime_ != nullptr) {
@@ -28,21 +52,6 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   progress.set_rank(request.rank());
   progress.set_num_layers(static_cast<int32_t>(files_.config.num_layers));
   writer->Write(progress);  // opened; joining the group next
-
-  // The coordinator said which slices to load; this rank's own plan must agree, or the two
-  // were built from different models or code.
-  TP_ASSIGN_OR_RETURN(WeightFormats formats,
-                      ResolveWeightFormats(files_.stored_formats, request.weights(),
-                                           files_.config, request.world_size()));
-  TP_ASSIGN_OR_RETURN(ShardingPlan plan,
-                      ShardingPlan::Create(files_.config, formats,
-                                           {request.rank(), request.world_size()}));
-  const wpb::ShardAssignment mine = ToAssignment(plan);
-  if (mine.SerializeAsString() != request.assignment().SerializeAsString()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the coordinator assigned {", request.assignment().ShortDebugString(),
-        "} but this rank's sharding plan is {", mine.ShortDebugString(), "}"));
-  }
 
   RankRuntimeOptions o;
   TP_ASSIGN_OR_RETURN(o.backend.kind, ParseBackendKind(request.backend().empty()
@@ -64,14 +73,35 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   o.load.max_step_tokens = request.max_step_tokens();
   o.load.max_logit_rows = request.max_logit_rows();
   o.load.max_context_tokens = request.max_context_tokens();
-  o.load.formats = formats;
-  o.load.scheme = files_.scheme;
   o.load.reduction =
       request.deterministic_tp() ? TpReduction::kDeterministic : TpReduction::kAllReduce;
   o.num_kv_blocks = request.num_kv_blocks();
   o.block_size_tokens = request.block_size_tokens();
   TP_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDtype(request.kv_dtype()));
-  TP_ASSIGN_OR_RETURN(runtime_, RankRuntime::Create(files_.config, files_.weights, o));
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<RankRuntime> runtime,
+                      LoadModel(files_, request.weights(), request.assignment(), request.rank(),
+                                request.world_size(), o));
+  if (!request.draft_model_path().empty()) {
+    // The draft: the same ranks, its own communicator (a rendezvous of its own), its KV cache
+    // with a slot for every block of the target's.
+    RankRuntimeOptions d = o;
+    d.comm.run_id = absl::StrCat(request.rendezvous_prefix(), "-draft");
+    d.load.max_logit_rows = std::max(1, request.draft_max_logit_rows());
+    TP_ASSIGN_OR_RETURN(draft_files_, OpenModelFiles(request.draft_model_path()));
+    if (draft_files_.config.vocab_size != files_.config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "draft model ", request.draft_model_path(), " has ", draft_files_.config.vocab_size,
+          " tokens in its vocabulary, the target ", files_.config.vocab_size));
+    }
+    TP_ASSIGN_OR_RETURN(draft_runtime_,
+                        LoadModel(draft_files_, request.draft_weights(),
+                                  request.draft_assignment(), request.rank(),
+                                  request.world_size(), d));
+    abortable_draft_.store(draft_runtime_.get());
+    progress.set_draft_weight_bytes(draft_runtime_->footprint().weight_bytes_resident);
+    progress.set_draft_kv_cache_bytes(draft_runtime_->kv_cache_bytes());
+  }
+  runtime_ = std::move(runtime);
   abortable_runtime_.store(runtime_.get());
   rank_ = request.rank();
   const MemoryFootprint fp = runtime_->footprint();
@@ -151,6 +181,13 @@ absl::Status WorkerService::RunStepLocked(
     const wpb::StepRequest& request,
     const std::function<absl::StatusOr<float*>(size_t)>& logits_for, double* allreduce_s) {
   if (runtime_ == nullptr) return absl::FailedPreconditionError("Step before Load");
+  RankRuntime* runtime = runtime_.get();
+  if (request.draft()) {
+    if (draft_runtime_ == nullptr) {
+      return absl::FailedPreconditionError("a draft step, but no draft model was loaded");
+    }
+    runtime = draft_runtime_.get();
+  }
   TP_ASSIGN_OR_RETURN(const StepBatch batch, FromProto(request));
   const size_t logit_floats =
       static_cast<size_t>(batch.num_logit_rows()) * static_cast<size_t>(files_.config.vocab_size);
@@ -161,8 +198,8 @@ absl::Status WorkerService::RunStepLocked(
     logits_.resize(logit_floats);
     logits = logits_.data();
   }
-  absl::Status s = runtime_->Step(batch, logits);
-  *allreduce_s = runtime_->comm().TakeSeconds();
+  absl::Status s = runtime->Step(batch, logits);
+  *allreduce_s = runtime->comm().TakeSeconds();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   return absl::OkStatus();
 }
@@ -200,6 +237,7 @@ grpc::Status WorkerService::Shutdown(grpc::ServerContext* context, const wpb::Sh
                                      wpb::ShutdownResponse*) {
   if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
   if (RankRuntime* runtime = abortable_runtime_.load()) runtime->RequestAbort();
+  if (RankRuntime* draft = abortable_draft_.load()) draft->RequestAbort();
   if (!shutdown_.HasBeenNotified()) shutdown_.Notify();
   return grpc::Status::OK;
 }

@@ -81,6 +81,10 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   std::unique_ptr<RankRuntime> runtime_ ABSL_GUARDED_BY(mu_);
   // runtime_, for Shutdown to abort a step in flight without taking mu_ (which the step holds).
   std::atomic<RankRuntime*> abortable_runtime_{nullptr};
+  // Speculative decoding's draft model, when the LoadRequest names one; and for Shutdown.
+  ModelFiles draft_files_ ABSL_GUARDED_BY(mu_);  // its weights outlive the runtime's views
+  std::unique_ptr<RankRuntime> draft_runtime_ ABSL_GUARDED_BY(mu_);
+  std::atomic<RankRuntime*> abortable_draft_{nullptr};
   std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
   absl::Notification shutdown_;
   StepChannel channel_;  // set once by Load, before the threads start
