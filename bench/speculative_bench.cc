@@ -5,8 +5,7 @@
 // Greedy tokens are the same in every mode (the bench checks it), so tokens/s compare like for
 // like.
 //
-//   bazel run -c opt //bench:speculative_bench -- --streams=1,4,8,16 --repeats=3 \
-//       --dump_prompts=/tmp/spec_prompts.json
+//   bazel run -c opt //bench:speculative_bench -- --streams=1,4,8,16 --dump_prompts=/tmp/p.json
 //
 // Tasks: input-grounded ones (summarise a given text, edit given code, extract from a given
 // document), where the output quotes the input, and open-ended chat. With N streams, N copies

@@ -1,7 +1,9 @@
 """End-to-end: speculative decoding through a real launcher and three worker ranks, on SmolLM2.
 
 The target is the Q4_1 file widened to bf16 on load (--weights=bf16); the draft model is the
-Q4_1 file as stored, loaded by every rank beside the target (--speculative=draft). Greedy
+Q4_1 file as stored, loaded by every rank beside the target (--speculative=draft). K is fixed
+(--speculative_adaptive=false): on a small CPU the adaptive policy rightly stops drafting once
+it has measured the costs, and these tests need drafts to check. Greedy
 tokens must be the same as a cluster without speculation gives, alone and four at once, with the
 draft model and with prompt lookup; the usage, the request log and the Prometheus counters
 must say what was drafted and accepted; a request can turn it off; bad flags are refused.
@@ -34,11 +36,12 @@ def clusters(tmp_path_factory):
         made["draft"] = Cluster(
             ranks=3, tmp=tmp_path_factory.mktemp("spec_draft"),
             extra_args=COMMON + ["--speculative=draft", f"--draft_model={MODEL}",
-                                 "--num_speculative_tokens=4", "--speculative_max_batch=0"])
+                                 "--num_speculative_tokens=4", "--speculative_max_batch=0",
+                                 "--speculative_adaptive=false"])
         made["ngram"] = Cluster(
             ranks=3, tmp=tmp_path_factory.mktemp("spec_ngram"),
             extra_args=COMMON + ["--speculative=ngram", "--num_speculative_tokens=6",
-                                 "--speculative_max_batch=0"])
+                                 "--speculative_max_batch=0", "--speculative_adaptive=false"])
         yield made
     finally:
         for c in made.values():
