@@ -72,9 +72,9 @@ struct Engine::Sequence {
   // Sequence 0 with prompt_logprobs: the prompt's scores so far, sent with its first token
   // (never when it ends before: partial scores are not sent).
   std::vector<SampledToken> prompt_logprobs;
-  // Speculative decoding: how its drafts fare, and the drafts the running step verifies.
+  // Speculative decoding: how its drafts fare (the drafts the running step verifies are the
+  // scheduler's: Scheduler::PendingDraft).
   SpeculationState spec;
-  std::vector<int32_t> draft;
   absl::Time submitted = absl::Now();
   absl::Time first_token = absl::InfinitePast();
   absl::Time last_token = absl::InfinitePast();
@@ -307,7 +307,7 @@ bool Engine::Step() {
       for (const StepBatch::Sequence& s : step.batch.sequences) {
         const Sequence& seq = *seqs_.at(s.seq_id);
         decoding &= Samples(s, seq) &&
-                    s.num_tokens == 1 + static_cast<int64_t>(seq.draft.size());
+                    s.num_tokens == 1 + NumPendingDrafts(seq);
       }
       if (decoding) {
         policy_->ObserveStep(static_cast<int64_t>(step.batch.sequences.size()),
@@ -384,9 +384,13 @@ void Engine::JumpForward(Sequence& seq, GenerationEvent& event) {
   stats_.jump_forward_tokens += appended;
 }
 
-bool Engine::Samples(const StepBatch::Sequence& s, const Sequence& seq) {
-  return s.num_logits > 0 && s.end_position() - static_cast<int64_t>(seq.draft.size()) ==
-                                 static_cast<int64_t>(seq.tokens.size());
+int64_t Engine::NumPendingDrafts(const Sequence& seq) const {
+  return static_cast<int64_t>(scheduler_.PendingDraft(seq.id).size());
+}
+
+bool Engine::Samples(const StepBatch::Sequence& s, const Sequence& seq) const {
+  return s.num_logits > 0 &&
+         s.end_position() - NumPendingDrafts(seq) == static_cast<int64_t>(seq.tokens.size());
 }
 
 int64_t Engine::WantedDraftTokens(int64_t seq_id, int64_t num_decoding) {
@@ -409,7 +413,6 @@ void Engine::ProposeDrafts(absl::Span<DraftSlot> slots) {
   proposer_->Propose(slots, sampling);
   for (DraftSlot& slot : slots) {
     Sequence& seq = *seqs_.at(slot.seq_id);
-    if (static_cast<int64_t>(slot.draft.size()) > slot.max_tokens) slot.draft.resize(slot.max_tokens);
     if (seq.matcher.has_value()) {
       // Drafts the constraint forbids could never be accepted: cut them here, unscored.
       int32_t allowed = 0;
@@ -420,7 +423,6 @@ void Engine::ProposeDrafts(absl::Span<DraftSlot> slots) {
       seq.matcher->Rollback(allowed);
       slot.draft.resize(allowed);
     }
-    seq.draft = slot.draft;
   }
 }
 
@@ -436,7 +438,7 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
     Sequence& seq = *seqs_.at(s.seq_id);
     const bool samples = Samples(s, seq);
     // Rows that sample: the last, and one per drafted token before it.
-    const int64_t sampled_rows = samples ? 1 + static_cast<int64_t>(seq.draft.size()) : 0;
+    const int64_t sampled_rows = samples ? 1 + NumPendingDrafts(seq) : 0;
     const int64_t scored = s.num_logits - sampled_rows;
     for (int64_t i = 0; i < scored; ++i) {
       const int64_t position = s.end_position() - s.num_logits + i;
@@ -448,7 +450,7 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
     GenerationEvent event;
     event.index = seq.index;
     if (seq.num_generated == 0) event.prompt_logprobs = std::move(seq.prompt_logprobs);
-    SampleRows(seq, result, row - 1 - static_cast<int64_t>(seq.draft.size()), event);
+    SampleRows(seq, result, row - 1 - NumPendingDrafts(seq), event);
     const FinishReason reason = event.finish;
     const absl::Status error = event.error;
     std::string matched = std::move(event.matched_stop_sequence);
@@ -463,8 +465,9 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
 
 void Engine::SampleRows(Sequence& seq, const StepResult& result, int64_t first_row,
                         GenerationEvent& event) {
-  const std::vector<int32_t> draft = std::move(seq.draft);
-  seq.draft.clear();
+  // A copy: appending the tokens settles the scheduler's pending drafts as they go.
+  const absl::Span<const int32_t> pending = scheduler_.PendingDraft(seq.id);
+  const std::vector<int32_t> draft(pending.begin(), pending.end());
   int64_t accepted = 0;
   int64_t emitted = 0;
   for (size_t i = 0; i <= draft.size(); ++i) {
