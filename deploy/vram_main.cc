@@ -2,10 +2,15 @@
 //
 //   bazel run //deploy:vram -- --model=405b --weights=fp8 --gpus=8 --context=8192 --users=10
 //   bazel run //deploy:vram -- --model=70b --weights=bf16 --gpu=h200 --context=32768 --fit
+//   bazel run //deploy:vram -- --model=405b --weights=fp8 --gpus=4,8,8x2 --context=8192
+//       --users=10 --report=capacity.html   (a relative path is where bazel run was typed)
 //
 // Exit codes: 0 fits, 1 does not fit (the output says by how much and suggests changes),
 // 2 bad flags. The planning itself lives in //planner (see docs/CAPACITY.md).
+#include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "planner/strict_flags.h"
@@ -14,10 +19,10 @@
 ABSL_FLAG(std::string, model, "",
           "model: a preset (405b, 70b, 8b, smollm2, ...), a config.json (or its directory), "
           "or a .gguf file");
-ABSL_FLAG(std::string, weights, "",
+ABSL_FLAG(std::vector<std::string>, weights, {},
           "weight format preset: f32, fp16, bf16, fp8, fp8-block, int4, int4-g<N>, q8_0, q4_0, "
           "q4_1, q4_k, q5_k, q6_k (default bf16; a .gguf defaults to its own tensor types); the "
-          "same names as the engine's --weights");
+          "same names as the engine's --weights. Several (fp8,int4) compare formats");
 ABSL_FLAG(std::string, draft_model, "",
           "speculative decoding's draft model, as --model (same vocabulary): adds its weights, "
           "step buffers and KV to every rank and shows what it takes from the KV cache");
@@ -31,7 +36,9 @@ ABSL_FLAG(std::string, kv_dtype, "auto",
           "bf16, fp8 (the engine's --kv_dtype)");
 ABSL_FLAG(std::string, activations, "",
           "activation dtype: f32, f16, bf16 (default bf16; f32 on cpu-host)");
-ABSL_FLAG(int64_t, gpus, 1, "devices in total = tensor-parallel degree x --pp");
+ABSL_FLAG(std::vector<std::string>, gpus, {"1"},
+          "devices in total = tensor-parallel degree x --pp, or TPxPP (8x2: tp 8, 2 pipeline "
+          "stages). Several (4,8,8x2) compare layouts: each is planned and printed");
 ABSL_FLAG(int64_t, pp, 1, "pipeline stages (must divide --gpus and the layer count)");
 ABSL_FLAG(std::string, gpu, "h100-80g",
           "device: a100-40g, a100-40g-pcie, a100-80g, h100-80g, h100-pcie, h200, b200, l40s, "
@@ -63,8 +70,31 @@ ABSL_FLAG(bool, fit, false, "find the fewest devices of --gpu that meet the targ
 ABSL_FLAG(int64_t, max_gpus, 64, "--fit: largest device count considered");
 ABSL_FLAG(bool, allow_pipeline, false, "--fit: also consider pipeline stages");
 ABSL_FLAG(bool, json, false, "print JSON instead of the table");
+ABSL_FLAG(std::string, report, "",
+          "also write the capacity report to this HTML file: memory bars per layout, capacity "
+          "against context, roofline speed, the verdict (self-contained; docs/CAPACITY.md)");
+ABSL_FLAG(std::string, svg, "", "also write the memory chart alone to this SVG file");
 
 namespace {
+
+// The command as typed, for the report: "vram --model=405b ...", arguments with spaces or
+// shell characters single-quoted.
+std::string CommandLine(int argc, char** argv) {
+  std::string out = "vram";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool plain = arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789-_=.,/:+@%") == std::string::npos;
+    if (plain) {
+      out += " " + arg;
+      continue;
+    }
+    out += " '";
+    for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += "'";
+  }
+  return out;
+}
 
 tpserve::VramRequest RequestFromFlags() {
   tpserve::VramRequest r;
@@ -101,6 +131,8 @@ tpserve::VramRequest RequestFromFlags() {
   r.max_gpus = absl::GetFlag(FLAGS_max_gpus);
   r.allow_pipeline = absl::GetFlag(FLAGS_allow_pipeline);
   r.json = absl::GetFlag(FLAGS_json);
+  r.report = absl::GetFlag(FLAGS_report);
+  r.svg = absl::GetFlag(FLAGS_svg);
   return r;
 }
 
@@ -122,5 +154,13 @@ int main(int argc, char** argv) {
               << "\"; flags take the form --name=value\n";
     return 2;
   }
-  return tpserve::RunVram(RequestFromFlags(), std::cout, std::cerr);
+  tpserve::VramRequest request = RequestFromFlags();
+  request.command_line = CommandLine(argc, argv);
+  // `bazel run` starts us in the runfiles tree: files named relative to where it was typed.
+  if (const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY"); cwd != nullptr) {
+    for (std::string* path : {&request.report, &request.svg}) {
+      if (!path->empty() && path->front() != '/') *path = std::string(cwd) + "/" + *path;
+    }
+  }
+  return tpserve::RunVram(request, std::cout, std::cerr);
 }

@@ -1,5 +1,7 @@
 #include "planner/vram_cli.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -7,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
@@ -16,6 +19,8 @@
 #include "base/str_cat.h"
 #include "model/config.h"
 #include "model/sharding.h"
+#include "base/version.h"
+#include "planner/capacity_report.h"
 #include "planner/fit.h"
 #include "planner/plan_json.h"
 #include "planner/plan_report.h"
@@ -130,7 +135,7 @@ absl::Status ApplyRoleFormats(std::string_view spec, WeightFormats& formats) {
   return formats.Validate();
 }
 
-absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r) {
+absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r, int64_t gpus) {
   GpuSpec d;
   if (r.gpu == "cpu-host") {
     if (!(r.host_bandwidth_gbs > 0)) {
@@ -141,13 +146,13 @@ absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r) {
                                                : std::max(1u, std::thread::hardware_concurrency()) *
                                                      kHostAssumedHz * kHostFlopsPerCycle;
     TP_ASSIGN_OR_RETURN(d, HostCpuSpec(r.meminfo, r.host_bandwidth_gbs * 1e9, peak));
-    if (r.gpus > 1) {  // the ranks share this host: each plans against its share
+    if (gpus > 1) {  // the ranks share this host: each plans against its share
       const GpuSpec whole = d;
-      d = HostCpuSpecFromMemTotal(whole.memory_bytes / r.gpus,
-                                  whole.memory_bandwidth_bytes_per_s / r.gpus,
-                                  whole.peak_flops / r.gpus);
+      d = HostCpuSpecFromMemTotal(whole.memory_bytes / gpus,
+                                  whole.memory_bandwidth_bytes_per_s / gpus,
+                                  whole.peak_flops / gpus);
       d.interconnect = whole.interconnect;  // shared memory runs at the host's speed
-      d.description = StrCat(whole.description, ", shared by ", r.gpus, " ranks");
+      d.description = StrCat(whole.description, ", shared by ", gpus, " ranks");
     }
   } else {
     absl::StatusOr<GpuSpec> preset = GpuPreset(r.gpu);
@@ -163,10 +168,6 @@ absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r) {
 }
 
 absl::Status CheckNumericFlags(const VramRequest& r) {
-  if (r.gpus < 1) return FlagError("gpus", r.gpus, "must be >= 1");
-  if (r.pp < 1 || r.gpus % r.pp != 0) {
-    return FlagError("pp", r.pp, StrCat("must be >= 1 and divide --gpus=", r.gpus));
-  }
   if (r.users < 1) return FlagError("users", r.users, "must be >= 1");
   if (r.context < 0) return FlagError("context", r.context, "must be >= 0 (0: the model's)");
   if (r.max_tokens_per_step < 1) {
@@ -201,23 +202,65 @@ absl::StatusOr<FormatKind> PlainKind(std::string_view flag, std::string_view val
 
 }  // namespace
 
-absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
+absl::StatusOr<std::vector<VramLayout>> VramLayouts(const VramRequest& r) {
+  if (r.gpus.empty()) return FlagError("gpus", "\"\"", "needs a device count");
+  if (r.pp < 1) return FlagError("pp", r.pp, "must be >= 1");
+  std::vector<VramLayout> counts;
+  for (const std::string& entry : r.gpus) {
+    VramLayout layout;
+    const std::vector<std::string> parts = absl::StrSplit(entry, 'x');
+    int64_t tp = 0, pp = r.pp;
+    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &tp) ||
+        (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &pp))) {
+      return FlagError("gpus", entry, "must be a device count (8) or tp x pp (8x2), comma-separated");
+    }
+    if (parts.size() == 1) {  // a count: tp * --pp
+      if (tp < 1) return FlagError("gpus", entry, "must be >= 1");
+      if (tp > (int64_t{1} << 20)) return FlagError("gpus", entry, "must be <= 1048576");
+      if (tp % r.pp != 0) {
+        return FlagError("pp", r.pp, StrCat("must be >= 1 and divide --gpus=", entry));
+      }
+      layout.gpus = tp;
+      layout.pp = r.pp;
+    } else {
+      if (tp < 1 || pp < 1) return FlagError("gpus", entry, "tp and pp must be >= 1");
+      if (tp > (int64_t{1} << 20) || pp > (int64_t{1} << 20)) {
+        return FlagError("gpus", entry, "tp and pp must be <= 1048576");
+      }
+      layout.gpus = tp * pp;
+      layout.pp = pp;
+    }
+    counts.push_back(layout);
+  }
+  std::vector<VramLayout> layouts;
+  const std::vector<std::string> formats =
+      r.weights.empty() ? std::vector<std::string>{""} : r.weights;
+  for (const VramLayout& count : counts) {
+    for (const std::string& weights : formats) {
+      layouts.push_back(count);
+      layouts.back().weights = weights;
+    }
+  }
+  return layouts;
+}
+
+absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r, const VramLayout& layout,
                                            std::optional<int64_t>* checkpoint_tensor_bytes) {
   TP_RETURN_IF_ERROR(CheckNumericFlags(r));
   TP_ASSIGN_OR_RETURN(LoadedModel model, LoadModel(r.model));
   if (checkpoint_tensor_bytes != nullptr) *checkpoint_tensor_bytes = model.checkpoint_tensor_bytes;
   PlanInputs in;
   in.model = model.config;
-  TP_ASSIGN_OR_RETURN(in.device, DeviceFor(r));
-  if (!r.weights.empty() || !model.file_formats) {
+  TP_ASSIGN_OR_RETURN(in.device, DeviceFor(r, layout.gpus));
+  if (!layout.weights.empty() || !model.file_formats) {
     absl::StatusOr<WeightFormats> preset =
-        WeightFormatsPreset(r.weights.empty() ? "bf16" : r.weights);
-    if (!preset.ok()) return FlagError("weights", r.weights, preset.status().message());
+        WeightFormatsPreset(layout.weights.empty() ? "bf16" : layout.weights);
+    if (!preset.ok()) return FlagError("weights", layout.weights, preset.status().message());
     in.weights = *std::move(preset);
   } else {
     in.weights = *model.file_formats;
   }
-  FitInt4Groups(in.model, static_cast<int>(r.gpus / std::max<int64_t>(r.pp, 1)), &in.weights);
+  FitInt4Groups(in.model, static_cast<int>(layout.gpus / layout.pp), &in.weights);
   TP_RETURN_IF_ERROR(ApplyRoleFormats(r.role_formats, in.weights));
   const FormatKind host_default = in.device.is_host ? FormatKind::kF32 : FormatKind::kBF16;
   // auto, as launch's --kv_dtype: bf16 on GPUs (their activations; FlashInfer reads it as
@@ -234,8 +277,8 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r,
   if (in.activation_dtype == FormatKind::kF8E4M3) {
     return FlagError("activations", r.activations, "must be one of f32, f16, bf16");
   }
-  in.pp = static_cast<int>(r.pp);
-  in.tp = static_cast<int>(r.gpus / r.pp);
+  in.pp = static_cast<int>(layout.pp);
+  in.tp = static_cast<int>(layout.gpus / layout.pp);
   const int64_t model_ctx = in.model.max_context_tokens;
   in.max_context_tokens = r.context > 0 ? r.context : model_ctx;
   if (model_ctx > 0 && in.max_context_tokens > model_ctx) {
@@ -295,33 +338,122 @@ void PrintPlanError(const PlanInputs& in, const absl::Status& status, std::ostre
   }
 }
 
-int RunPlan(const PlanInputs& in, const FitOptions& options, const RooflineAssumptions& assumptions,
-            std::optional<int64_t> file_bytes, bool json, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
-  if (!plan.ok()) {
-    PrintPlanError(in, plan.status(), err);
-    return 2;
-  }
-  const Roofline roofline = EstimateRoofline(*plan, assumptions);
+// "8 x h100-80g (tp=8), fp8": names a layout on the report and in its charts.
+std::string LayoutLabel(const PlanInputs& in) {
+  return StrCat(in.tp * in.pp, " x ", in.device.name, " (tp=", in.tp,
+                in.pp > 1 ? StrCat(", pp=", in.pp) : std::string(), "), ", in.weights.preset);
+}
+
+// One planned layout, with what the text and JSON print for it.
+struct PlannedLayout {
+  MemoryPlan plan;
+  Roofline roofline;
   std::vector<Suggestion> suggestions;
-  if (!plan->meets_target) {
-    suggestions = SuggestAlternatives(in, options).value_or(std::vector<Suggestion>{});
+  std::optional<int64_t> file_bytes;
+};
+
+std::string PlanText(const PlannedLayout& p) {
+  std::string out = RenderPlanTable(p.plan, p.roofline);
+  if (p.file_bytes) {
+    absl::StrAppend(&out, "CHECK     tensor bytes in the file: ", WithThousands(*p.file_bytes),
+                    "; planned checkpoint bytes: ",
+                    WithThousands(p.plan.sharding.checkpoint_bytes),
+                    *p.file_bytes == p.plan.sharding.checkpoint_bytes ? " (equal)" : " (DIFFERENT)",
+                    "\n");
   }
-  if (json) {
-    nlohmann::json j = {{"plan", PlanToJson(*plan, roofline)},
-                        {"suggestions", SuggestionsToJson(suggestions)}};
-    if (file_bytes) j["checkpoint_file_tensor_bytes"] = *file_bytes;
-    out << j.dump(2) << "\n";
-  } else {
-    out << RenderPlanTable(*plan, roofline);
-    if (file_bytes) {
-      out << "CHECK     tensor bytes in the file: " << WithThousands(*file_bytes)
-          << "; planned checkpoint bytes: " << WithThousands(plan->sharding.checkpoint_bytes)
-          << (*file_bytes == plan->sharding.checkpoint_bytes ? " (equal)" : " (DIFFERENT)") << "\n";
+  if (!p.plan.meets_target) absl::StrAppend(&out, "\n", RenderSuggestions(p.suggestions));
+  return out;
+}
+
+nlohmann::json PlanJson(const PlannedLayout& p) {
+  nlohmann::json j = {{"plan", PlanToJson(p.plan, p.roofline)},
+                      {"suggestions", SuggestionsToJson(p.suggestions)}};
+  if (p.file_bytes) j["checkpoint_file_tensor_bytes"] = *p.file_bytes;
+  return j;
+}
+
+absl::Status WriteFile(std::string_view flag, const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (file) file << text;
+  if (file) file.close();
+  if (!file) {
+    return FlagError(flag, path, StrCat("cannot write: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// --report and --svg: the layouts drawn, each with its capacity curve.
+absl::Status WriteReport(const VramRequest& request, const std::vector<PlannedLayout>& planned,
+                         const std::string& text) {
+  CapacityReport report;
+  report.version = kTpserveVersion;
+  report.command_line = request.command_line;
+  report.text_report = text;
+  for (const PlannedLayout& p : planned) {
+    const std::string label = LayoutLabel(p.plan.inputs);
+    report.layouts.push_back({label, p.plan, p.roofline});
+    TP_ASSIGN_OR_RETURN(CapacityCurve curve, PlanCapacityCurve(p.plan.inputs, label));
+    report.curves.push_back(std::move(curve));
+  }
+  if (!request.report.empty()) {
+    TP_RETURN_IF_ERROR(WriteFile("report", request.report, RenderCapacityReportHtml(report)));
+  }
+  if (!request.svg.empty()) {
+    TP_RETURN_IF_ERROR(WriteFile("svg", request.svg, RenderMemorySvg(report)));
+  }
+  return absl::OkStatus();
+}
+
+int RunPlans(const VramRequest& request, const std::vector<VramLayout>& layouts,
+             const FitOptions& options, const RooflineAssumptions& assumptions,
+             std::ostream& out, std::ostream& err) {
+  // Every layout is planned before anything is printed: a bad one fails the whole request.
+  std::vector<PlannedLayout> planned;
+  for (const VramLayout& layout : layouts) {
+    PlannedLayout p;
+    absl::StatusOr<PlanInputs> in = BuildPlanInputs(request, layout, &p.file_bytes);
+    if (!in.ok()) {
+      err << "vram: " << in.status().message() << "\n";
+      return 2;
     }
-    if (!plan->meets_target) out << "\n" << RenderSuggestions(suggestions);
+    absl::StatusOr<MemoryPlan> plan = PlanMemory(*in);
+    if (!plan.ok()) {
+      PrintPlanError(*in, plan.status(), err);
+      return 2;
+    }
+    p.plan = *std::move(plan);
+    p.roofline = EstimateRoofline(p.plan, assumptions);
+    if (!p.plan.meets_target) {
+      p.suggestions = SuggestAlternatives(*in, options).value_or(std::vector<Suggestion>{});
+    }
+    planned.push_back(std::move(p));
   }
-  return plan->meets_target ? 0 : 1;
+  std::string text;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    absl::StrAppend(&text, i > 0 ? "\n" : "", PlanText(planned[i]));
+  }
+  if (request.json) {
+    if (planned.size() == 1) {
+      out << PlanJson(planned[0]).dump(2) << "\n";
+    } else {
+      nlohmann::json all = nlohmann::json::array();
+      for (const PlannedLayout& p : planned) all.push_back(PlanJson(p));
+      out << nlohmann::json{{"layouts", all}}.dump(2) << "\n";
+    }
+  } else {
+    out << text;
+  }
+  if (!request.report.empty() || !request.svg.empty()) {
+    const absl::Status written = WriteReport(request, planned, text);
+    if (!written.ok()) {
+      err << "vram: " << written.message() << "\n";
+      return 2;
+    }
+  }
+  for (const PlannedLayout& p : planned) {
+    if (!p.plan.meets_target) return 1;
+  }
+  return 0;
 }
 
 int RunFit(const PlanInputs& in, const FitOptions& options, const RooflineAssumptions& assumptions,
@@ -354,17 +486,33 @@ int RunFit(const PlanInputs& in, const FitOptions& options, const RooflineAssump
 }  // namespace
 
 int RunVram(const VramRequest& request, std::ostream& out, std::ostream& err) {
-  std::optional<int64_t> file_bytes;
-  absl::StatusOr<PlanInputs> in = BuildPlanInputs(request, &file_bytes);
-  if (!in.ok()) {
-    err << "vram: " << in.status().message() << "\n";
+  absl::StatusOr<std::vector<VramLayout>> layouts = VramLayouts(request);
+  absl::Status bad = layouts.ok() ? CheckNumericFlags(request) : layouts.status();
+  if (bad.ok() && request.fit) {
+    if (layouts->size() > 1) {
+      bad = FlagError("fit", "true", "searches the GPU count itself: give one --gpus and one --weights");
+    } else if (!request.report.empty() || !request.svg.empty()) {
+      bad = FlagError("fit", "true",
+                      "--report and --svg draw the --gpus layouts: run --fit, then --report with "
+                      "the layout it finds");
+    }
+  }
+  if (!bad.ok()) {
+    err << "vram: " << bad.message() << "\n";
     return 2;
   }
   const FitOptions options{static_cast<int>(std::min<int64_t>(request.max_gpus, 1 << 20)),
                            request.allow_pipeline};
   const RooflineAssumptions assumptions = RooflineAssumptionsFor(request);
-  if (request.fit) return RunFit(*in, options, assumptions, request.json, out, err);
-  return RunPlan(*in, options, assumptions, file_bytes, request.json, out, err);
+  if (request.fit) {
+    absl::StatusOr<PlanInputs> in = BuildPlanInputs(request, layouts->front(), nullptr);
+    if (!in.ok()) {
+      err << "vram: " << in.status().message() << "\n";
+      return 2;
+    }
+    return RunFit(*in, options, assumptions, request.json, out, err);
+  }
+  return RunPlans(request, *layouts, options, assumptions, out, err);
 }
 
 }  // namespace tpserve

@@ -2,10 +2,14 @@
 // bad value becomes an error naming the flag, the value and the bound), plans, and prints the
 // per-GPU table, the JSON, the fit or the suggestions.
 //
-//   VramRequest request;  request.model = "405b";  request.weights = "fp8";  request.gpus = 8;
+//   VramRequest request;  request.model = "405b";  request.weights = {"fp8"};
+//   request.gpus = {"4", "8", "8x2"};  request.report = "capacity.html";
 //   int exit_code = RunVram(request, std::cout, std::cerr);
 //
-// Exit codes: 0 the plan meets the target (or --fit found a layout), 1 it does not (the
+// Several --gpus and --weights values compare layouts: every count with every format is
+// planned and printed in turn (--json: {"layouts": [...]}), and --report / --svg draw them side
+// by side (planner/capacity_report.h).
+// Exit codes: 0 every plan meets the target (or --fit found a layout), 1 one does not (the
 // output says what is over and suggests changes), 2 bad flags or an unrunnable request.
 // Thread-compatible: no shared state.
 #ifndef TPSERVE_PLANNER_VRAM_CLI_H_
@@ -15,6 +19,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "planner/memory_plan.h"
@@ -30,12 +35,14 @@ struct VramRequest {
   // (a preset; "" = bf16, or the GGUF's own types).
   std::string draft_model;
   std::string draft_weights;
-  std::string weights;       // weight format preset; "" = bf16 (or the GGUF's own types)
+  // Weight format presets compared; empty = bf16 (or the checkpoint's own types).
+  std::vector<std::string> weights;
   std::string role_formats;  // per-role overrides: "embedding=q8_0,lm_head=bf16"
   std::string kv_dtype;      // KV cache dtype: auto (= ""), f32, f16, bf16, fp8; as launch's
   std::string activations;   // "" = bf16 on GPUs, f32 on cpu-host
-  int64_t gpus = 1;          // tp * pp
-  int64_t pp = 1;
+  // Layouts compared: each a device count (tp * --pp) or "TPxPP" ("8x2": tp 8, 2 stages).
+  std::vector<std::string> gpus = {"1"};
+  int64_t pp = 1;  // pipeline stages of the plain counts
   std::string gpu = "h100-80g";  // preset or "cpu-host"
   int64_t context = 0;           // 0 = the model's max context
   int64_t users = 1;
@@ -60,12 +67,27 @@ struct VramRequest {
   int64_t max_gpus = 64;
   bool allow_pipeline = false;
   bool json = false;
+  std::string report;        // write the HTML capacity report here ("" = none)
+  std::string svg;           // write the memory chart alone here as SVG ("" = none)
+  std::string command_line;  // as typed, stated on the report
 };
+
+// One layout of a request: a device count, its pipeline stages and a weights preset.
+struct VramLayout {
+  int64_t gpus = 1;
+  int64_t pp = 1;
+  std::string weights;  // "" = bf16, or the checkpoint's own
+};
+
+// Every --gpus entry with every --weights preset, in the order given. INVALID_ARGUMENT
+// naming --gpus or --pp for an entry that is not a count or TPxPP, or a --pp that does not
+// divide a count.
+absl::StatusOr<std::vector<VramLayout>> VramLayouts(const VramRequest& request);
 
 // INVALID_ARGUMENT "--flag=value: <bound>" for a bad value; errors loading the model pass
 // through with the path. `checkpoint_tensor_bytes`, when not null, receives the sum of the
 // tensors' stored sizes for a .gguf model (for the table's cross-check line).
-absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& request,
+absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& request, const VramLayout& layout,
                                            std::optional<int64_t>* checkpoint_tensor_bytes);
 RooflineAssumptions RooflineAssumptionsFor(const VramRequest& request);
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "base/version.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -26,8 +27,8 @@ Result RunWith(const VramRequest& r) {
 VramRequest Request405B() {
   VramRequest r;
   r.model = "405b";
-  r.weights = "fp8";
-  r.gpus = 8;
+  r.weights = {"fp8"};
+  r.gpus = {"8"};
   r.gpu = "h100-80g";
   r.context = 8192;
   r.users = 10;
@@ -136,7 +137,7 @@ TEST(VramCliTest, DeterministicTpPlansItsChunkSumsAndCollectives) {
 
 TEST(VramCliTest, InvalidTpExitsTwoWithValidDegreesAndCapacityCheck) {
   VramRequest r = Request405B();
-  r.gpus = 6;
+  r.gpus = {"6"};
   const Result run = RunWith(r);
   EXPECT_EQ(run.code, 2);
   EXPECT_NE(run.err.find("--gpus=6 --pp=1 --weights=fp8: tensor-parallel degree 6 does not divide"),
@@ -150,7 +151,7 @@ TEST(VramCliTest, InvalidTpExitsTwoWithValidDegreesAndCapacityCheck) {
 
 TEST(VramCliTest, NotFittingExitsOneWithSuggestions) {
   VramRequest r = Request405B();
-  r.weights = "bf16";
+  r.weights = {"bf16"};
   const Result run = RunWith(r);
   EXPECT_EQ(run.code, 1) << run.err;
   EXPECT_NE(run.out.find("DOES NOT FIT: weights need"), std::string::npos) << run.out;
@@ -160,7 +161,7 @@ TEST(VramCliTest, NotFittingExitsOneWithSuggestions) {
 
 TEST(VramCliTest, FitModeFindsEightH100s) {
   VramRequest r = Request405B();
-  r.gpus = 1;
+  r.gpus = {"1"};
   r.fit = true;
   r.json = true;
   const Result run = RunWith(r);
@@ -171,10 +172,119 @@ TEST(VramCliTest, FitModeFindsEightH100s) {
   EXPECT_EQ(j["fit"]["weights_only_min_gpus"], 6);
 }
 
+// --gpus and --weights lists: every count with every format, planned and printed in turn.
+TEST(VramCliTest, SeveralLayoutsArePlannedInTurn) {
+  VramRequest r = Request405B();
+  r.gpus = {"4", "8", "8x2"};
+  r.json = true;
+  Result run = RunWith(r);
+  EXPECT_EQ(run.code, 1) << run.err;  // 4 x H100 cannot hold 405B in fp8
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  ASSERT_EQ(j["layouts"].size(), 3u);
+  const std::vector<std::pair<int, int>> want = {{4, 1}, {8, 1}, {8, 2}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(j["layouts"][i]["plan"]["inputs"]["tp"], want[i].first);
+    EXPECT_EQ(j["layouts"][i]["plan"]["inputs"]["pp"], want[i].second);
+  }
+  EXPECT_FALSE(j["layouts"][0]["plan"]["meets_target"].get<bool>());
+  EXPECT_FALSE(j["layouts"][0]["suggestions"].empty());
+  EXPECT_TRUE(j["layouts"][2]["plan"]["meets_target"].get<bool>());
+  r.json = false;
+  run = RunWith(r);
+  size_t verdicts = 0;
+  for (size_t at = run.out.find("VERDICT   "); at != std::string::npos;
+       at = run.out.find("VERDICT   ", at + 1)) {
+    ++verdicts;
+  }
+  EXPECT_EQ(verdicts, 3u) << run.out;
+  // Formats compared on one count; all fit: exit 0.
+  r = Request405B();
+  r.weights = {"fp8", "int4"};
+  r.json = true;
+  run = RunWith(r);
+  EXPECT_EQ(run.code, 0) << run.err;
+  const nlohmann::json f = nlohmann::json::parse(run.out);
+  ASSERT_EQ(f["layouts"].size(), 2u);
+  EXPECT_EQ(f["layouts"][0]["plan"]["inputs"]["weights_preset"], "fp8");
+  EXPECT_EQ(f["layouts"][1]["plan"]["inputs"]["weights_preset"], "int4");
+  EXPECT_LT(f["layouts"][1]["plan"]["stages"][0]["weight_bytes"].get<int64_t>(),
+            f["layouts"][0]["plan"]["stages"][0]["weight_bytes"].get<int64_t>());
+}
+
+TEST(VramCliTest, BadLayoutsAndCombinationsNameTheFlag) {
+  const std::vector<std::pair<void (*)(VramRequest&), std::string>> cases = {
+      {[](VramRequest& r) { r.gpus = {"8x"}; },
+       "vram: --gpus=8x: must be a device count (8) or tp x pp (8x2), comma-separated\n"},
+      {[](VramRequest& r) { r.gpus = {"8", "eight"}; },
+       "vram: --gpus=eight: must be a device count (8) or tp x pp (8x2), comma-separated\n"},
+      {[](VramRequest& r) { r.gpus = {"0x2"}; }, "vram: --gpus=0x2: tp and pp must be >= 1\n"},
+      {[](VramRequest& r) { r.gpus = {}; }, "vram: --gpus=\"\": needs a device count\n"},
+      {[](VramRequest& r) {
+         r.fit = true;
+         r.gpus = {"4", "8"};
+       },
+       "vram: --fit=true: searches the GPU count itself: give one --gpus and one --weights\n"},
+      {[](VramRequest& r) {
+         r.fit = true;
+         r.report = "x.html";
+       },
+       "vram: --fit=true: --report and --svg draw the --gpus layouts: run --fit, then --report "
+       "with the layout it finds\n"},
+  };
+  for (const auto& [mutate, expected] : cases) {
+    VramRequest r = Request405B();
+    mutate(r);
+    const Result run = RunWith(r);
+    EXPECT_EQ(run.code, 2) << expected;
+    EXPECT_EQ(run.err, expected);
+    EXPECT_EQ(run.out, "");
+  }
+  // An unrunnable layout among several fails the request before anything is printed.
+  VramRequest r = Request405B();
+  r.gpus = {"8", "16"};
+  const Result run = RunWith(r);
+  EXPECT_EQ(run.code, 2);
+  EXPECT_EQ(run.out, "");
+  EXPECT_NE(run.err.find("--gpus=16 --pp=1 --weights=fp8: tensor-parallel degree 16"),
+            std::string::npos)
+      << run.err;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(VramCliTest, ReportAndSvgAreWrittenBesideTheTable) {
+  VramRequest r = Request405B();
+  r.gpus = {"8", "8x2"};
+  r.report = std::string(std::getenv("TEST_TMPDIR")) + "/report.html";
+  r.svg = std::string(std::getenv("TEST_TMPDIR")) + "/memory.svg";
+  r.command_line = "vram --model=405b --gpus=8,8x2";
+  const Result run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("VERDICT   FITS: "), std::string::npos);
+  const std::string page = Slurp(r.report);
+  EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(page.find(std::string("tpserve ") + kTpserveVersion), std::string::npos);
+  EXPECT_NE(page.find("<code class=\"command\">vram --model=405b --gpus=8,8x2</code>"),
+            std::string::npos);
+  EXPECT_NE(page.find("data-layout=\"16 x h100-80g (tp=8, pp=2), fp8\""), std::string::npos);
+  const std::string svg = Slurp(r.svg);
+  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_NE(page.find(svg), std::string::npos);  // the page's memory chart, the same bytes
+  r.report = std::string(std::getenv("TEST_TMPDIR")) + "/absent/report.html";
+  const Result bad = RunWith(r);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "vram: --report=" + r.report + ": cannot write: No such file or directory\n");
+}
+
 TEST(VramCliTest, BadFlagValuesNameFlagValueAndBound) {
   const std::vector<std::pair<void (*)(VramRequest&), std::string>> cases = {
       {[](VramRequest& r) { r.users = 0; }, "vram: --users=0: must be >= 1\n"},
-      {[](VramRequest& r) { r.gpus = 0; }, "vram: --gpus=0: must be >= 1\n"},
+      {[](VramRequest& r) { r.gpus = {"0"}; }, "vram: --gpus=0: must be >= 1\n"},
       {[](VramRequest& r) { r.pp = 3; }, "vram: --pp=3: must be >= 1 and divide --gpus=8\n"},
       {[](VramRequest& r) { r.context = 200000; },
        "vram: --context=200000: must be <= 131072, the model's context length\n"},
@@ -202,7 +312,7 @@ TEST(VramCliTest, UnknownNamesListWhatIsKnown) {
   EXPECT_EQ(run.err.rfind("vram: --gpu=h900: unknown GPU \"h900\"; known: a100-40g", 0), 0u)
       << run.err;
   r = Request405B();
-  r.weights = "int3";
+  r.weights = {"int3"};
   run = RunWith(r);
   EXPECT_EQ(run.err.rfind("vram: --weights=int3: unknown weight format", 0), 0u) << run.err;
   r = Request405B();
@@ -259,7 +369,7 @@ TEST(VramCliTest, CpuHostRanksShareMemoryAndBandwidth) {
   VramRequest r;
   r.model = "smollm2";
   r.gpu = "cpu-host";
-  r.gpus = 3;
+  r.gpus = {"3"};
   r.context = 2048;
   r.host_bandwidth_gbs = 12;
   r.meminfo = TempFile("meminfo3", "MemTotal:        3145728 kB\n");
