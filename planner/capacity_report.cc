@@ -26,24 +26,15 @@ struct ColorKey {
   const char* color;
 };
 constexpr ColorKey kColors[] = {
-    {"runtime reserve", "#7f7f7f"},
-    {"weights: embedding", "#54278f"},
-    {"weights: q", "#08519c"},
-    {"weights: k", "#3182bd"},
-    {"weights: v", "#6baed6"},
-    {"weights: o", "#9ecae1"},
-    {"weights: norms", "#bcbddc"},
-    {"weights: gate", "#006d2c"},
-    {"weights: up", "#31a354"},
-    {"weights: down", "#74c476"},
-    {"weights: lm_head", "#9e9ac8"},
-    {"draft model weights", "#e377c2"},
-    {"step buffers", "#ff7f0e"},
-    {"draft step buffers", "#f7b6d2"},
-    {"communicator", "#d62728"},
-    {"KV cache pool", "#f2c12e"},
-    {"unallocated", "#eeeeee"},
-    {"safety margin", "#8c564b"},
+    {"runtime reserve", "#7f7f7f"},  {"weights: embedding", "#54278f"},
+    {"weights: q", "#08519c"},       {"weights: k", "#3182bd"},
+    {"weights: v", "#6baed6"},       {"weights: o", "#9ecae1"},
+    {"weights: norms", "#bcbddc"},   {"weights: gate", "#006d2c"},
+    {"weights: up", "#31a354"},      {"weights: down", "#74c476"},
+    {"weights: lm_head", "#9e9ac8"}, {"draft model weights", "#e377c2"},
+    {"step buffers", "#ff7f0e"},     {"draft step buffers", "#f7b6d2"},
+    {"communicator", "#d62728"},     {"KV cache pool", "#f2c12e"},
+    {"unallocated", "#eeeeee"},      {"safety margin", "#8c564b"},
 };
 // One colour per compared layout (lines of the capacity chart, bars of the roofline chart).
 // None is a segment's colour, so a screenshot's colours say which chart drew them.
@@ -83,7 +74,8 @@ std::string Number(double value, int decimals) {
 std::string GiB(int64_t bytes) { return absl::StrFormat("%s GiB", Number(bytes / kGiB, 2)); }
 
 std::string Seconds(double s) {
-  return s < 1 ? absl::StrFormat("%s ms", Number(s * 1e3, 1)) : absl::StrFormat("%s s", Number(s, 2));
+  return s < 1 ? absl::StrFormat("%s ms", Number(s * 1e3, 1))
+               : absl::StrFormat("%s s", Number(s, 2));
 }
 
 // "1K" for 1024, "128K", "1M"; other values with separators.
@@ -105,8 +97,16 @@ double NiceStep(double top, int max_ticks) {
 
 std::string Text(double x, double y, std::string_view text, std::string_view attributes = "") {
   return absl::StrFormat("<text x=\"%.2f\" y=\"%.2f\"%s%s>%s</text>\n", x, y,
-                         attributes.empty() ? "" : " ", std::string(attributes),
-                         XmlEscape(text));
+                         attributes.empty() ? "" : " ", std::string(attributes), XmlEscape(text));
+}
+
+// <line ATTRIBUTES x1=.. y1=.. x2=.. y2=../>, with a <title> child (a tooltip) when given.
+std::string SvgLine(double x1, double y1, double x2, double y2, std::string_view attributes,
+                    std::string_view title = "") {
+  std::string out = absl::StrFormat("<line %s x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\"",
+                                    std::string(attributes), x1, y1, x2, y2);
+  return title.empty() ? out + "/>\n"
+                       : StrCat(out, "><title>", XmlEscape(title), "</title></line>\n");
 }
 
 std::string SvgOpen(double width, double height, std::string_view title) {
@@ -122,9 +122,8 @@ std::string SvgOpen(double width, double height, std::string_view title) {
 std::string Subject(const CapacityReport& report) {
   if (report.layouts.empty()) return "no layouts";
   const PlanInputs& in = report.layouts[0].plan.inputs;
-  return absl::StrFormat("%s on %s: %s tokens of context x %d users", in.model.name,
-                         in.device.name, WithThousands(in.max_context_tokens),
-                         in.target_concurrent_sequences);
+  return absl::StrFormat("%s on %s: %s tokens of context x %d users", in.model.name, in.device.name,
+                         WithThousands(in.max_context_tokens), in.target_concurrent_sequences);
 }
 
 std::string Layout(const MemoryPlan& plan) {
@@ -154,16 +153,11 @@ std::string MemoryLegend(const CapacityReport& report, double x, double y) {
     out += Text(x + 20, y, c.name);
     y += 19;
   }
-  absl::StrAppendFormat(&out,
-                        "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#000000\" "
-                        "stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n",
-                        x, y - 4, x + 14, y - 4);
+  out += SvgLine(x, y - 4, x + 14, y - 4,
+                 "stroke=\"#000000\" stroke-width=\"2\" stroke-dasharray=\"6 3\"");
   out += Text(x + 20, y, "device memory");
   y += 19;
-  absl::StrAppendFormat(&out,
-                        "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#c00000\" "
-                        "stroke-width=\"3\"/>\n",
-                        x, y - 4, x + 14, y - 4);
+  out += SvgLine(x, y - 4, x + 14, y - 4, "stroke=\"#c00000\" stroke-width=\"3\"");
   out += Text(x + 20, y, "what the target needs");
   return out + "</g>\n";
 }
@@ -175,12 +169,23 @@ std::string XmlEscape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -218,9 +223,8 @@ int64_t TargetNeedBytes(const StageMemory& m) { return m.FixedBytes() + m.kv_tar
 
 absl::StatusOr<CapacityCurve> PlanCapacityCurve(const PlanInputs& inputs, std::string label) {
   CapacityCurve curve{std::move(label), {}};
-  const int64_t model_max =
-      inputs.model.max_context_tokens > 0 ? inputs.model.max_context_tokens
-                                          : inputs.max_context_tokens;
+  const int64_t model_max = inputs.model.max_context_tokens > 0 ? inputs.model.max_context_tokens
+                                                                : inputs.max_context_tokens;
   std::vector<int64_t> contexts;
   for (int64_t c = std::min<int64_t>(1024, model_max); c < model_max; c *= 2) {
     contexts.push_back(c);
@@ -260,7 +264,8 @@ std::string RenderMemorySvg(const CapacityReport& report) {
   auto y_of = [&](double bytes) { return baseline - bytes * scale; };
 
   std::string out = SvgOpen(width, height, StrCat("Memory per GPU: ", Subject(report)));
-  out += Text(left, 24, "Memory per GPU, by what it holds", "font-size=\"15\" font-weight=\"bold\"");
+  out +=
+      Text(left, 24, "Memory per GPU, by what it holds", "font-size=\"15\" font-weight=\"bold\"");
   out += Text(left, 44, Subject(report), "fill=\"#444444\"");
   out += Text(left, 60, "One rank of each layout (the stage with the least room for KV), to scale.",
               "fill=\"#444444\"");
@@ -269,17 +274,11 @@ std::string RenderMemorySvg(const CapacityReport& report) {
   out += "<g class=\"axis\">\n";
   for (double v = 0; v * kGiB <= y_max; v += step) {
     const double y = y_of(v * kGiB);
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-                          "stroke=\"#e0e0e0\"/>\n",
-                          left, y, plot_right, y);
-    out += Text(left - 8, y + 4, StrCat(Number(v, step < 1 ? 1 : 0), " GiB"),
-                "text-anchor=\"end\"");
+    out += SvgLine(left, y, plot_right, y, "stroke=\"#e0e0e0\"");
+    out +=
+        Text(left - 8, y + 4, StrCat(Number(v, step < 1 ? 1 : 0), " GiB"), "text-anchor=\"end\"");
   }
-  absl::StrAppendFormat(&out,
-                        "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-                        "stroke=\"#000000\"/>\n</g>\n",
-                        left, baseline, plot_right, baseline);
+  out += SvgLine(left, baseline, plot_right, baseline, "stroke=\"#000000\"") + "</g>\n";
 
   for (size_t i = 0; i < n; ++i) {
     const MemoryPlan& plan = report.layouts[i].plan;
@@ -310,34 +309,31 @@ std::string RenderMemorySvg(const CapacityReport& report) {
                   "text-anchor=\"middle\" font-size=\"11\"");
     }
     const double device_y = y_of(m.device_bytes);
-    absl::StrAppendFormat(&out,
-                          "<line class=\"capacity\" data-bytes=\"%d\" x1=\"%.2f\" y1=\"%.2f\" "
-                          "x2=\"%.2f\" y2=\"%.2f\" stroke=\"#000000\" stroke-width=\"2\" "
-                          "stroke-dasharray=\"6 3\"><title>device memory: %s B</title></line>\n",
-                          m.device_bytes, x - 10, device_y, x + bar_w + 10, device_y,
-                          WithThousands(m.device_bytes));
+    out += SvgLine(x - 10, device_y, x + bar_w + 10, device_y,
+                   absl::StrFormat("class=\"capacity\" data-bytes=\"%d\" stroke=\"#000000\" "
+                                   "stroke-width=\"2\" stroke-dasharray=\"6 3\"",
+                                   m.device_bytes),
+                   StrCat("device memory: ", WithThousands(m.device_bytes), " B"));
     out += Text(x + bar_w / 2, device_y - 6, StrCat(GiB(m.device_bytes), " device"),
                 "text-anchor=\"middle\" font-size=\"10\"");
     const int64_t need = TargetNeedBytes(m);
     const double need_y = y_of(need);
-    absl::StrAppendFormat(
-        &out,
-        "<line class=\"target\" data-bytes=\"%d\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" "
-        "y2=\"%.2f\" stroke=\"#c00000\" stroke-width=\"3\"><title>the target (%d x %s tokens) "
-        "needs %s B (%s)</title></line>\n",
-        need, x + bar_w - 4, need_y, x + bar_w + 14, need_y,
-        plan.inputs.target_concurrent_sequences, WithThousands(plan.inputs.max_context_tokens),
-        WithThousands(need), GiB(need));
+    out += SvgLine(
+        x + bar_w - 4, need_y, x + bar_w + 14, need_y,
+        absl::StrFormat("class=\"target\" data-bytes=\"%d\" stroke=\"#c00000\" stroke-width=\"3\"",
+                        need),
+        absl::StrFormat(
+            "the target (%d x %s tokens) needs %s B (%s)", plan.inputs.target_concurrent_sequences,
+            WithThousands(plan.inputs.max_context_tokens), WithThousands(need), GiB(need)));
     out += Text(x + bar_w / 2, baseline + 18,
                 absl::StrFormat("%d \u00d7 %s", plan.num_ranks, plan.inputs.device.name),
                 "text-anchor=\"middle\" font-weight=\"bold\"");
-    out += Text(x + bar_w / 2, baseline + 34,
-                StrCat(Layout(plan), ", ", plan.inputs.weights.preset),
-                "text-anchor=\"middle\" font-size=\"11\"");
+    out +=
+        Text(x + bar_w / 2, baseline + 34, StrCat(Layout(plan), ", ", plan.inputs.weights.preset),
+             "text-anchor=\"middle\" font-size=\"11\"");
     out += Text(x + bar_w / 2, baseline + 50,
-                plan.meets_target
-                    ? absl::StrFormat("fits: %d seqs", plan.max_concurrent_sequences)
-                    : std::string("does not fit"),
+                plan.meets_target ? absl::StrFormat("fits: %d seqs", plan.max_concurrent_sequences)
+                                  : std::string("does not fit"),
                 absl::StrFormat("text-anchor=\"middle\" font-size=\"11\" fill=\"%s\"",
                                 plan.meets_target ? "#006d2c" : "#c00000"));
     if (plan.stages.size() > 1) {
@@ -393,26 +389,18 @@ std::string RenderCapacitySvg(const CapacityReport& report) {
       const double v = m * std::pow(10.0, d);
       if (std::log10(v) > decades + 1e-9) continue;
       const double y = top + plot_h - std::log10(v) / decades * plot_h;
-      absl::StrAppendFormat(&out,
-                            "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-                            "stroke=\"%s\"/>\n",
-                            left, y, left + plot_w, y, m == 1 ? "#d0d0d0" : "#f0f0f0");
+      out +=
+          SvgLine(left, y, left + plot_w, y, m == 1 ? "stroke=\"#d0d0d0\"" : "stroke=\"#f0f0f0\"");
       out += Text(left - 8, y + 4, WithThousands(static_cast<int64_t>(v)), "text-anchor=\"end\"");
     }
   }
   out += Text(left - 8, zero_row + 4, "0", "text-anchor=\"end\"");
   for (int64_t c = int64_t{1} << static_cast<int>(std::ceil(lx0)); c <= max_ctx; c *= 2) {
     const double x = x_of(c);
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-                          "stroke=\"#e8e8e8\"/>\n",
-                          x, top, x, top + plot_h);
+    out += SvgLine(x, top, x, top + plot_h, "stroke=\"#e8e8e8\"");
     out += Text(x, zero_row + 22, ContextLabel(c), "text-anchor=\"middle\"");
   }
-  absl::StrAppendFormat(&out,
-                        "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-                        "stroke=\"#000000\"/>\n",
-                        left, top + plot_h, left + plot_w, top + plot_h);
+  out += SvgLine(left, top + plot_h, left + plot_w, top + plot_h, "stroke=\"#000000\"");
   out += Text(left + plot_w / 2, zero_row + 42, "context per sequence (tokens)",
               "text-anchor=\"middle\"");
   out += Text(20, top + plot_h / 2, "concurrent sequences",
@@ -423,8 +411,7 @@ std::string RenderCapacitySvg(const CapacityReport& report) {
   for (size_t i = 0; i < report.curves.size(); ++i) {
     const CapacityCurve& curve = report.curves[i];
     const char* color = SeriesColor(i);
-    absl::StrAppendFormat(&out, "<g class=\"series\" data-label=\"%s\">\n",
-                          XmlEscape(curve.label));
+    absl::StrAppendFormat(&out, "<g class=\"series\" data-label=\"%s\">\n", XmlEscape(curve.label));
     std::string points;
     for (const CapacityPoint& p : curve.points) {
       absl::StrAppendFormat(&points, "%.2f,%.2f ", x_of(p.context_tokens), y_of(p.max_sequences));
@@ -441,28 +428,21 @@ std::string RenderCapacitySvg(const CapacityReport& report) {
           "</circle>\n",
           p.context_tokens, p.max_sequences, x_of(p.context_tokens), y_of(p.max_sequences),
           p.max_sequences > 0 ? color : "#ffffff\" stroke=\"" + std::string(color),
-          XmlEscape(curve.label), WithThousands(p.max_sequences),
-          WithThousands(p.context_tokens));
+          XmlEscape(curve.label), WithThousands(p.max_sequences), WithThousands(p.context_tokens));
     }
     const double ly = top + 10 + i * 20;
-    absl::StrAppendFormat(&out,
-                          "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\" "
-                          "stroke-width=\"2\"/>\n",
-                          left + plot_w + 24, ly - 4, left + plot_w + 44, ly - 4, color);
+    out += SvgLine(left + plot_w + 24, ly - 4, left + plot_w + 44, ly - 4,
+                   absl::StrFormat("stroke=\"%s\" stroke-width=\"2\"", color));
     out += Text(left + plot_w + 50, ly, curve.label);
     out += "</g>\n";
   }
   if (target != nullptr) {
     const double x = x_of(target->max_context_tokens);
     const double y = y_of(target->target_concurrent_sequences);
-    absl::StrAppendFormat(
-        &out,
-        "<g class=\"target\" data-context=\"%d\" data-sequences=\"%d\">\n"
-        "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#000000\" "
-        "stroke-width=\"2\"/>\n<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
-        "stroke=\"#000000\" stroke-width=\"2\"/>\n",
-        target->max_context_tokens, target->target_concurrent_sequences, x - 7, y - 7, x + 7,
-        y + 7, x - 7, y + 7, x + 7, y - 7);
+    absl::StrAppendFormat(&out, "<g class=\"target\" data-context=\"%d\" data-sequences=\"%d\">\n",
+                          target->max_context_tokens, target->target_concurrent_sequences);
+    const char* pen = "stroke=\"#000000\" stroke-width=\"2\"";
+    out += SvgLine(x - 7, y - 7, x + 7, y + 7, pen) + SvgLine(x - 7, y + 7, x + 7, y - 7, pen);
     out += Text(x + 10, y - 8,
                 absl::StrFormat("target: %d \u00d7 %s tokens", target->target_concurrent_sequences,
                                 WithThousands(target->max_context_tokens)),
@@ -500,7 +480,8 @@ std::string RenderRooflineSvg(const CapacityReport& report) {
   for (const Panel& p : panels) {
     out += Text(10, y + 16, p.title, "font-weight=\"bold\"");
     double max_value = 0;
-    for (const ReportLayout& l : report.layouts) max_value = std::max(max_value, p.value(l.roofline));
+    for (const ReportLayout& l : report.layouts)
+      max_value = std::max(max_value, p.value(l.roofline));
     for (size_t i = 0; i < n; ++i) {
       const ReportLayout& l = report.layouts[i];
       const double v = p.value(l.roofline);
@@ -539,16 +520,16 @@ std::vector<std::string> Cells(const CapacityReport& report, F f) {
 
 std::string InputsTable(const CapacityReport& report) {
   std::string out = "<table class=\"inputs\">\n<tr><th></th>";
-  for (const ReportLayout& l : report.layouts) absl::StrAppend(&out, "<th>", XmlEscape(l.label), "</th>");
+  for (const ReportLayout& l : report.layouts)
+    absl::StrAppend(&out, "<th>", XmlEscape(l.label), "</th>");
   out += "</tr>\n";
   auto in = [](const ReportLayout& l) -> const PlanInputs& { return l.plan.inputs; };
   out += Row("model", Cells(report, [&](const ReportLayout& l) {
                const LlamaConfig& c = in(l).model;
                return absl::StrFormat(
-                   "%s: %d layers, hidden %s, %d heads (%d KV) of %d, vocab %s, context %s",
-                   c.name, c.num_layers, WithThousands(c.hidden_size), c.num_heads,
-                   c.num_kv_heads, c.head_dim, WithThousands(c.vocab_size),
-                   WithThousands(c.max_context_tokens));
+                   "%s: %d layers, hidden %s, %d heads (%d KV) of %d, vocab %s, context %s", c.name,
+                   c.num_layers, WithThousands(c.hidden_size), c.num_heads, c.num_kv_heads,
+                   c.head_dim, WithThousands(c.vocab_size), WithThousands(c.max_context_tokens));
              }));
   out += Row("weights", Cells(report, [&](const ReportLayout& l) { return in(l).weights.preset; }));
   out += Row("KV cache, activations", Cells(report, [&](const ReportLayout& l) {
@@ -556,8 +537,8 @@ std::string InputsTable(const CapacityReport& report) {
                              TensorFormatName(TensorFormat::Of(in(l).activation_dtype)));
              }));
   out += Row("devices", Cells(report, [&](const ReportLayout& l) {
-               return absl::StrFormat("%d x %s (tp=%d, pp=%d)", l.plan.num_ranks,
-                                      in(l).device.name, in(l).tp, in(l).pp);
+               return absl::StrFormat("%d x %s (tp=%d, pp=%d)", l.plan.num_ranks, in(l).device.name,
+                                      in(l).tp, in(l).pp);
              }));
   out += Row("device", Cells(report, [&](const ReportLayout& l) {
                const GpuSpec& d = in(l).device;
@@ -567,15 +548,12 @@ std::string InputsTable(const CapacityReport& report) {
              }));
   out += Row("reserve, safety margin", Cells(report, [&](const ReportLayout& l) {
                const StageMemory& m = BindingStage(l.plan);
-               return absl::StrFormat("%s B, %s%% after the reserve",
-                                      WithThousands(m.runtime_reserve_bytes),
-                                      Number(100 * in(l).safety_fraction.value_or(
-                                                       in(l).device.safety_fraction),
-                                             1));
+               return absl::StrFormat(
+                   "%s B, %s%% after the reserve", WithThousands(m.runtime_reserve_bytes),
+                   Number(100 * in(l).safety_fraction.value_or(in(l).device.safety_fraction), 1));
              }));
   out += Row("target", Cells(report, [&](const ReportLayout& l) {
-               return absl::StrFormat("%d sequences x %s tokens",
-                                      in(l).target_concurrent_sequences,
+               return absl::StrFormat("%d sequences x %s tokens", in(l).target_concurrent_sequences,
                                       WithThousands(in(l).max_context_tokens));
              }));
   out += Row("per step", Cells(report, [&](const ReportLayout& l) {
@@ -592,10 +570,9 @@ std::string InputsTable(const CapacityReport& report) {
                }));
   }
   out += Row("KV pool", Cells(report, [&](const ReportLayout& l) {
-               return absl::StrFormat("%s blocks = %s tokens = %d sequences", 
-                                      WithThousands(l.plan.num_kv_blocks),
-                                      WithThousands(l.plan.kv_token_capacity),
-                                      l.plan.max_concurrent_sequences);
+               return absl::StrFormat(
+                   "%s blocks = %s tokens = %d sequences", WithThousands(l.plan.num_kv_blocks),
+                   WithThousands(l.plan.kv_token_capacity), l.plan.max_concurrent_sequences);
              }));
   return out + "</table>\n";
 }

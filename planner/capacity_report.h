@@ -54,12 +54,12 @@ struct CapacityReport {
   std::string command_line;  // what made the report, as typed
   std::vector<ReportLayout> layouts;
   std::vector<CapacityCurve> curves;  // one per layout, same order
-  std::string text_report;  // what `vram` printed for the same request
+  std::string text_report;            // what `vram` printed for the same request
 };
 
 // One segment of a memory bar: a line of the plan, in bytes on one rank.
 struct MemorySegment {
-  std::string name;  // "runtime reserve", "weights: q", "KV cache pool", ...
+  std::string name;   // "runtime reserve", "weights: q", "KV cache pool", ...
   std::string color;  // "#rrggbb"
   int64_t bytes = 0;
 };

@@ -38,8 +38,8 @@ TEST(CapacityReportTest, SegmentsAreThePlansLinesBottomToTop) {
   EXPECT_EQ(segments.front().bytes, m.runtime_reserve_bytes);
   // Every role of the sharding table, as many bytes as the rank holds of it.
   for (const RoleShard& r : plan.sharding.stages[0].roles) {
-    const MemorySegment* s = Find(segments, std::string("weights: ") +
-                                                std::string(TensorRoleName(r.role)));
+    const MemorySegment* s =
+        Find(segments, std::string("weights: ") + std::string(TensorRoleName(r.role)));
     if (r.bytes_per_rank == 0) {
       EXPECT_EQ(s, nullptr);
     } else {
@@ -120,8 +120,8 @@ CapacityReport ThreeLayouts() {
 
 int Count(const std::string& text, const std::string& pattern) {
   const std::regex re(pattern);
-  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re),
-                                        std::sregex_iterator()));
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
 TEST(CapacityReportTest, ChartsHaveOneBarAndOneLinePerLayout) {

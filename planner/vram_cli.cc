@@ -209,25 +209,26 @@ absl::StatusOr<std::vector<VramLayout>> VramLayouts(const VramRequest& r) {
   for (const std::string& entry : r.gpus) {
     VramLayout layout;
     const std::vector<std::string> parts = absl::StrSplit(entry, 'x');
-    int64_t tp = 0, pp = r.pp;
-    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &tp) ||
+    int64_t first = 0, pp = r.pp;  // the count, or TPxPP's tp
+    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &first) ||
         (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &pp))) {
-      return FlagError("gpus", entry, "must be a device count (8) or tp x pp (8x2), comma-separated");
+      return FlagError("gpus", entry,
+                       "must be a device count (8) or tp x pp (8x2), comma-separated");
     }
-    if (parts.size() == 1) {  // a count: tp * --pp
-      if (tp < 1) return FlagError("gpus", entry, "must be >= 1");
-      if (tp > (int64_t{1} << 20)) return FlagError("gpus", entry, "must be <= 1048576");
-      if (tp % r.pp != 0) {
+    if (parts.size() == 1) {  // a count: tp x --pp
+      if (first < 1) return FlagError("gpus", entry, "must be >= 1");
+      if (first > (int64_t{1} << 20)) return FlagError("gpus", entry, "must be <= 1048576");
+      if (first % r.pp != 0) {
         return FlagError("pp", r.pp, StrCat("must be >= 1 and divide --gpus=", entry));
       }
-      layout.gpus = tp;
+      layout.gpus = first;
       layout.pp = r.pp;
     } else {
-      if (tp < 1 || pp < 1) return FlagError("gpus", entry, "tp and pp must be >= 1");
-      if (tp > (int64_t{1} << 20) || pp > (int64_t{1} << 20)) {
+      if (first < 1 || pp < 1) return FlagError("gpus", entry, "tp and pp must be >= 1");
+      if (first > (int64_t{1} << 20) || pp > (int64_t{1} << 20)) {
         return FlagError("gpus", entry, "tp and pp must be <= 1048576");
       }
-      layout.gpus = tp * pp;
+      layout.gpus = first * pp;
       layout.pp = pp;
     }
     counts.push_back(layout);
@@ -490,7 +491,8 @@ int RunVram(const VramRequest& request, std::ostream& out, std::ostream& err) {
   absl::Status bad = layouts.ok() ? CheckNumericFlags(request) : layouts.status();
   if (bad.ok() && request.fit) {
     if (layouts->size() > 1) {
-      bad = FlagError("fit", "true", "searches the GPU count itself: give one --gpus and one --weights");
+      bad = FlagError("fit", "true",
+                      "searches the GPU count itself: give one --gpus and one --weights");
     } else if (!request.report.empty() || !request.svg.empty()) {
       bad = FlagError("fit", "true",
                       "--report and --svg draw the --gpus layouts: run --fit, then --report with "

@@ -35,6 +35,19 @@ VramRequest Request405B() {
   return r;
 }
 
+// Each case changes Request405B() one way; vram must exit 2 printing exactly the message.
+void ExpectFlagErrors(
+    const std::vector<std::pair<void (*)(VramRequest&), std::string>>& cases) {
+  for (const auto& [mutate, expected] : cases) {
+    VramRequest r = Request405B();
+    mutate(r);
+    const Result run = RunWith(r);
+    EXPECT_EQ(run.code, 2) << expected;
+    EXPECT_EQ(run.err, expected);
+    EXPECT_EQ(run.out, "");
+  }
+}
+
 std::string TempFile(const std::string& name, const std::string& text) {
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
   std::ofstream(path) << text;
@@ -231,14 +244,7 @@ TEST(VramCliTest, BadLayoutsAndCombinationsNameTheFlag) {
        "vram: --fit=true: --report and --svg draw the --gpus layouts: run --fit, then --report "
        "with the layout it finds\n"},
   };
-  for (const auto& [mutate, expected] : cases) {
-    VramRequest r = Request405B();
-    mutate(r);
-    const Result run = RunWith(r);
-    EXPECT_EQ(run.code, 2) << expected;
-    EXPECT_EQ(run.err, expected);
-    EXPECT_EQ(run.out, "");
-  }
+  ExpectFlagErrors(cases);
   // An unrunnable layout among several fails the request before anything is printed.
   VramRequest r = Request405B();
   r.gpus = {"8", "16"};
@@ -294,14 +300,7 @@ TEST(VramCliTest, BadFlagValuesNameFlagValueAndBound) {
        "vram: --kv_dtype=q4_0: must be one of auto, f32, f16, bf16, fp8\n"},
       {[](VramRequest& r) { r.safety = 1.5; }, "vram: --safety=1.5: must be in [0, 1)\n"},
   };
-  for (const auto& [mutate, expected] : cases) {
-    VramRequest r = Request405B();
-    mutate(r);
-    const Result run = RunWith(r);
-    EXPECT_EQ(run.code, 2) << expected;
-    EXPECT_EQ(run.err, expected);
-    EXPECT_EQ(run.out, "");
-  }
+  ExpectFlagErrors(cases);
 }
 
 TEST(VramCliTest, UnknownNamesListWhatIsKnown) {
