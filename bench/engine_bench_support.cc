@@ -1,6 +1,7 @@
 #include "bench/engine_bench_support.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "base/status_macros.h"
 #include "model/bundled_model.h"
@@ -10,6 +11,10 @@ namespace tpserve {
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+int BenchThreads(int flag) {
+  return flag > 0 ? flag : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 absl::StatusOr<ModelBundle> LoadBenchModel(std::string& path) {

@@ -14,6 +14,9 @@ namespace tpserve {
 
 double Median(std::vector<double> v);
 
+// A --threads flag's value: itself when > 0, else every core of this machine.
+int BenchThreads(int flag);
+
 // The model at `path`, or the bundled SmolLM2 when `path` is empty; `path` becomes the file
 // loaded.
 absl::StatusOr<ModelBundle> LoadBenchModel(std::string& path);

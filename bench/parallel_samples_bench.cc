@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -123,9 +122,7 @@ int Main() {
     std::fprintf(stderr, "%s\n", std::string(bundle.status().message()).c_str());
     return 1;
   }
-  const int threads = absl::GetFlag(FLAGS_threads) > 0
-                          ? absl::GetFlag(FLAGS_threads)
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = BenchThreads(absl::GetFlag(FLAGS_threads));
   const int n = absl::GetFlag(FLAGS_n);
   const int new_tokens = absl::GetFlag(FLAGS_new_tokens);
   absl::StatusOr<std::vector<int32_t>> prompt =

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -91,9 +90,7 @@ int Run() {
     std::fprintf(stderr, "%s\n", std::string(bundle.status().message()).c_str());
     return 1;
   }
-  const int threads = absl::GetFlag(FLAGS_threads) > 0
-                          ? absl::GetFlag(FLAGS_threads)
-                          : std::max(1u, std::thread::hardware_concurrency());
+  const int threads = BenchThreads(absl::GetFlag(FLAGS_threads));
   const int system_tokens = absl::GetFlag(FLAGS_system_tokens);
   absl::StatusOr<std::vector<int32_t>> a =
       ShopPrompt(*bundle, system_tokens, "Where are the maps?");

@@ -19,7 +19,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -195,9 +194,7 @@ int Main() {
     std::fprintf(stderr, "%s\n", std::string(bundle.status().message()).c_str());
     return 1;
   }
-  const int threads = absl::GetFlag(FLAGS_threads) > 0
-                          ? absl::GetFlag(FLAGS_threads)
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = BenchThreads(absl::GetFlag(FLAGS_threads));
   std::vector<int> streams;
   for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_streams), ',')) {
     int n = 0;

@@ -134,11 +134,12 @@ std::string Layout(const MemoryPlan& plan) {
 
 // --- memory chart ---------------------------------------------------------------------------
 
-std::string MemoryLegend(const CapacityReport& report, double x, double y) {
+// `bars`: each layout's segments.
+std::string MemoryLegend(const std::vector<std::vector<MemorySegment>>& bars, double x, double y) {
   // One entry per colour drawn (the three norms share one).
   std::vector<std::string> drawn;
-  for (const ReportLayout& l : report.layouts) {
-    for (const MemorySegment& s : MemorySegments(l.plan)) drawn.push_back(s.color);
+  for (const std::vector<MemorySegment>& bar : bars) {
+    for (const MemorySegment& s : bar) drawn.push_back(s.color);
   }
   auto has = [&](std::string_view color) {
     return std::find(drawn.begin(), drawn.end(), color) != drawn.end();
@@ -250,11 +251,13 @@ std::string RenderMemorySvg(const CapacityReport& report) {
   const double legend_x = plot_right + 24;
   const double width = legend_x + 230;
   const double height = std::max(top + plot_h + bottom, top + 19.0 * (std::size(kColors) + 3));
+  std::vector<std::vector<MemorySegment>> bars;
   double y_max = 1;
   for (const ReportLayout& l : report.layouts) {
     const StageMemory& m = BindingStage(l.plan);
+    bars.push_back(MemorySegments(l.plan));
     int64_t stacked = 0;
-    for (const MemorySegment& s : MemorySegments(l.plan)) stacked += s.bytes;
+    for (const MemorySegment& s : bars.back()) stacked += s.bytes;
     y_max = std::max({y_max, static_cast<double>(m.device_bytes), static_cast<double>(stacked),
                       static_cast<double>(TargetNeedBytes(m))});
   }
@@ -289,7 +292,7 @@ std::string RenderMemorySvg(const CapacityReport& report) {
                           "data-baseline=\"%.2f\" data-device-bytes=\"%d\">\n",
                           XmlEscape(report.layouts[i].label), m.stage, baseline, m.device_bytes);
     double stacked = 0;
-    for (const MemorySegment& s : MemorySegments(plan)) {
+    for (const MemorySegment& s : bars[i]) {
       const double h = s.bytes * scale;
       stacked += s.bytes;
       absl::StrAppendFormat(
@@ -345,7 +348,7 @@ std::string RenderMemorySvg(const CapacityReport& report) {
     }
     out += "</g>\n";
   }
-  out += MemoryLegend(report, legend_x, top + 10);
+  out += MemoryLegend(bars, legend_x, top + 10);
   return out + "</svg>\n";
 }
 

@@ -245,23 +245,49 @@ absl::StatusOr<std::vector<VramLayout>> VramLayouts(const VramRequest& r) {
   return layouts;
 }
 
-absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r, const VramLayout& layout,
-                                           std::optional<int64_t>* checkpoint_tensor_bytes) {
-  TP_RETURN_IF_ERROR(CheckNumericFlags(r));
-  TP_ASSIGN_OR_RETURN(LoadedModel model, LoadModel(r.model));
-  if (checkpoint_tensor_bytes != nullptr) *checkpoint_tensor_bytes = model.checkpoint_tensor_bytes;
-  PlanInputs in;
-  in.model = model.config;
-  TP_ASSIGN_OR_RETURN(in.device, DeviceFor(r, layout.gpus));
-  if (!layout.weights.empty() || !model.file_formats) {
-    absl::StatusOr<WeightFormats> preset =
-        WeightFormatsPreset(layout.weights.empty() ? "bf16" : layout.weights);
-    if (!preset.ok()) return FlagError("weights", layout.weights, preset.status().message());
-    in.weights = *std::move(preset);
-  } else {
-    in.weights = *model.file_formats;
+namespace {
+
+// The models a request names, read once for all its layouts.
+struct VramModels {
+  LoadedModel target;
+  std::optional<LoadedModel> draft;
+};
+
+absl::StatusOr<VramModels> LoadModels(const VramRequest& r) {
+  VramModels models;
+  TP_ASSIGN_OR_RETURN(models.target, LoadModel(r.model));
+  if (!r.draft_model.empty()) {
+    TP_ASSIGN_OR_RETURN(models.draft, LoadModel(r.draft_model));
+  } else if (!r.draft_weights.empty()) {
+    return FlagError("draft_weights", r.draft_weights, "needs --draft_model");
   }
-  FitInt4Groups(in.model, static_cast<int>(layout.gpus / layout.pp), &in.weights);
+  return models;
+}
+
+// --weights / --draft_weights: the preset named, else the checkpoint's own formats, else bf16;
+// int4 groups fitted to the tensor-parallel degree.
+absl::StatusOr<WeightFormats> FormatsFor(std::string_view flag, const std::string& preset,
+                                         const LoadedModel& model, int tp) {
+  WeightFormats formats;
+  if (!preset.empty() || !model.file_formats) {
+    absl::StatusOr<WeightFormats> named = WeightFormatsPreset(preset.empty() ? "bf16" : preset);
+    if (!named.ok()) return FlagError(flag, preset, named.status().message());
+    formats = *std::move(named);
+  } else {
+    formats = *model.file_formats;
+  }
+  FitInt4Groups(model.config, tp, &formats);
+  return formats;
+}
+
+absl::StatusOr<PlanInputs> PlanInputsFor(const VramRequest& r, const VramLayout& layout,
+                                         const VramModels& models) {
+  PlanInputs in;
+  in.model = models.target.config;
+  TP_ASSIGN_OR_RETURN(in.device, DeviceFor(r, layout.gpus));
+  in.pp = static_cast<int>(layout.pp);
+  in.tp = static_cast<int>(layout.gpus / layout.pp);
+  TP_ASSIGN_OR_RETURN(in.weights, FormatsFor("weights", layout.weights, models.target, in.tp));
   TP_RETURN_IF_ERROR(ApplyRoleFormats(r.role_formats, in.weights));
   const FormatKind host_default = in.device.is_host ? FormatKind::kF32 : FormatKind::kBF16;
   // auto, as launch's --kv_dtype: bf16 on GPUs (their activations; FlashInfer reads it as
@@ -278,8 +304,6 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r, const VramLayou
   if (in.activation_dtype == FormatKind::kF8E4M3) {
     return FlagError("activations", r.activations, "must be one of f32, f16, bf16");
   }
-  in.pp = static_cast<int>(layout.pp);
-  in.tp = static_cast<int>(layout.gpus / layout.pp);
   const int64_t model_ctx = in.model.max_context_tokens;
   in.max_context_tokens = r.context > 0 ? r.context : model_ctx;
   if (model_ctx > 0 && in.max_context_tokens > model_ctx) {
@@ -297,25 +321,27 @@ absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r, const VramLayou
   in.deterministic_tp = r.deterministic_tp;
   if (r.reserve_gib >= 0) in.runtime_reserve_bytes = static_cast<int64_t>(r.reserve_gib * kGiB);
   if (r.safety >= 0) in.safety_fraction = r.safety;
-  if (!r.draft_model.empty()) {
-    TP_ASSIGN_OR_RETURN(LoadedModel draft, LoadModel(r.draft_model));
+  if (models.draft.has_value()) {
     DraftPlanInputs d;
-    d.model = draft.config;
-    if (!r.draft_weights.empty() || !draft.file_formats) {
-      absl::StatusOr<WeightFormats> preset =
-          WeightFormatsPreset(r.draft_weights.empty() ? "bf16" : r.draft_weights);
-      if (!preset.ok()) return FlagError("draft_weights", r.draft_weights, preset.status().message());
-      d.weights = *std::move(preset);
-    } else {
-      d.weights = *draft.file_formats;
-    }
-    FitInt4Groups(d.model, in.tp, &d.weights);
+    d.model = models.draft->config;
+    TP_ASSIGN_OR_RETURN(d.weights,
+                        FormatsFor("draft_weights", r.draft_weights, *models.draft, in.tp));
     d.max_sequences_per_step = in.max_sequences_per_step;
     in.draft = std::move(d);
-  } else if (!r.draft_weights.empty()) {
-    return FlagError("draft_weights", r.draft_weights, "needs --draft_model");
   }
   return in;
+}
+
+}  // namespace
+
+absl::StatusOr<PlanInputs> BuildPlanInputs(const VramRequest& r, const VramLayout& layout,
+                                           std::optional<int64_t>* checkpoint_tensor_bytes) {
+  TP_RETURN_IF_ERROR(CheckNumericFlags(r));
+  TP_ASSIGN_OR_RETURN(VramModels models, LoadModels(r));
+  if (checkpoint_tensor_bytes != nullptr) {
+    *checkpoint_tensor_bytes = models.target.checkpoint_tensor_bytes;
+  }
+  return PlanInputsFor(r, layout, models);
 }
 
 RooflineAssumptions RooflineAssumptionsFor(const VramRequest& r) {
@@ -408,11 +434,17 @@ absl::Status WriteReport(const VramRequest& request, const std::vector<PlannedLa
 int RunPlans(const VramRequest& request, const std::vector<VramLayout>& layouts,
              const FitOptions& options, const RooflineAssumptions& assumptions,
              std::ostream& out, std::ostream& err) {
+  absl::StatusOr<VramModels> models = LoadModels(request);
+  if (!models.ok()) {
+    err << "vram: " << models.status().message() << "\n";
+    return 2;
+  }
   // Every layout is planned before anything is printed: a bad one fails the whole request.
   std::vector<PlannedLayout> planned;
   for (const VramLayout& layout : layouts) {
     PlannedLayout p;
-    absl::StatusOr<PlanInputs> in = BuildPlanInputs(request, layout, &p.file_bytes);
+    p.file_bytes = models->target.checkpoint_tensor_bytes;
+    absl::StatusOr<PlanInputs> in = PlanInputsFor(request, layout, *models);
     if (!in.ok()) {
       err << "vram: " << in.status().message() << "\n";
       return 2;
@@ -429,8 +461,9 @@ int RunPlans(const VramRequest& request, const std::vector<VramLayout>& layouts,
     }
     planned.push_back(std::move(p));
   }
-  std::string text;
-  for (size_t i = 0; i < planned.size(); ++i) {
+  const bool draws = !request.report.empty() || !request.svg.empty();
+  std::string text;  // the tables: printed, or quoted by the report
+  for (size_t i = 0; (!request.json || draws) && i < planned.size(); ++i) {
     absl::StrAppend(&text, i > 0 ? "\n" : "", PlanText(planned[i]));
   }
   if (request.json) {
@@ -444,7 +477,7 @@ int RunPlans(const VramRequest& request, const std::vector<VramLayout>& layouts,
   } else {
     out << text;
   }
-  if (!request.report.empty() || !request.svg.empty()) {
+  if (draws) {
     const absl::Status written = WriteReport(request, planned, text);
     if (!written.ok()) {
       err << "vram: " << written.message() << "\n";
