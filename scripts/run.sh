@@ -5,4 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec bazel run //deploy:launch -- --demo_prompt="Hello! What can you help me with?" "$@"
+source scripts/bazel_cache.sh  # the disk cache every script shares
+tpserve_trim_disk_cache
+exec bazel --bazelrc="$(tpserve_bazelrc)" run //deploy:launch -- --demo_prompt="Hello! What can you help me with?" "$@"

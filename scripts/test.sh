@@ -3,14 +3,36 @@
 # counting test cases from the JUnit XML that Bazel writes for every test target. Which XML
 # belongs to this run is read from each Bazel invocation's build event file (bazel-bep/), so
 # reports an output base keeps from earlier runs (other targets, --runs_per_test) never count.
+#
+# Every Bazel invocation shares one disk cache (scripts/bazel_cache.sh), so a fresh clone on a
+# machine that has built the tree before compiles only what changed; test results are never
+# taken from it. Each pass's wall time and share of the whole is printed at the end, above the
+# count, and each Bazel pass leaves its profile in bazel-bep/<pass>.profile.gz
+# (tools/compile_profile.py lists the slowest actions and targets from one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bazel_cache.sh
+
+pass_names=()
+pass_seconds=()
+pass_started=$SECONDS
+# pass_done NAME: the time since the previous pass ended is NAME's.
+pass_done() {
+  pass_names+=("$1")
+  pass_seconds+=($((SECONDS - pass_started)))
+  pass_started=$SECONDS
+}
+
 bash scripts/setup.sh --test || exit 1
 export TPSERVE_MODEL_DIR="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
+tpserve_trim_disk_cache
+pass_done setup
 
 rm -rf bazel-bep && mkdir -p bazel-bep
-bazel test --build_event_json_file="$PWD/bazel-bep/main.json" //... "$@"
+bazel test --build_event_json_file="$PWD/bazel-bep/main.json" \
+  --profile="$PWD/bazel-bep/main.profile.gz" //... "$@"
 rc=$?
+pass_done main
 
 # End-to-end: real launcher and worker processes, driven from Python gRPC; the reference
 # packers of quantized checkpoints (Python, from the public specifications); and the deployment
@@ -25,6 +47,7 @@ else
   rc=1
   echo '<testsuite><testcase name="e2e-build"><failure/></testcase></testsuite>' > bazel-e2e-report/test.xml
 fi
+pass_done e2e
 
 # Further passes, each in an output base of its own so that they do not evict each other
 # (docs/RELIABILITY.md). Their test reports are counted with the rest. The output bases default
@@ -39,11 +62,13 @@ extra_pass() {
   local name=$1 skip base
   shift
   skip="TPSERVE_SKIP_$(tr '[:lower:]' '[:upper:]' <<<"$name")"
-  [ "${!skip:-0}" = "1" ] && { echo "test.sh: $skip=1, skipping the $name pass"; return; }
+  [ "${!skip:-0}" = "1" ] && { echo "test.sh: $skip=1, skipping the $name pass"; pass_done "$name"; return; }
   base="$HOME/.cache/tpserve-bazel-$name"
   echo "test.sh: the $name pass: bazel test $*"
   bazel --output_base="$base" test --symlink_prefix=/ \
-    --build_event_json_file="$PWD/bazel-bep/$name.json" "$@" || rc=1
+    --build_event_json_file="$PWD/bazel-bep/$name.json" \
+    --profile="$PWD/bazel-bep/$name.profile.gz" "$@" || rc=1
+  pass_done "$name"
 }
 
 # 1. A machine without the CUDA toolkit must build and pass too (--config=nocuda), and every
@@ -66,6 +91,17 @@ if [ "${TPSERVE_SKIP_FUZZ:-0}" != "1" ]; then
   TPSERVE_FUZZ_JUNIT="$PWD/bazel-fuzz-report/test.xml" \
     bash tools/fuzz.sh "${TPSERVE_CI_FUZZ_SECONDS:-10}" || rc=1
 fi
+pass_done fuzz
+tpserve_trim_disk_cache
+
+# Where the time went, pass by pass, so that a run that grows shows where.
+total=$((SECONDS > 0 ? SECONDS : 1))
+echo "test.sh: wall time by pass"
+for i in "${!pass_names[@]}"; do
+  printf '  %-6s %5d s  %3d%%\n' "${pass_names[$i]}" "${pass_seconds[$i]}" \
+    $((100 * pass_seconds[i] / total))
+done
+printf '  %-6s %5d s  (%dm%02ds)\n' total "$SECONDS" $((SECONDS / 60)) $((SECONDS % 60))
 
 python3 - bazel-bep/*.json <<'PY' || rc=1
 import glob, json, os, sys, urllib.parse, xml.etree.ElementTree as ET

@@ -21,6 +21,7 @@ seconds=$1
 shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+source scripts/bazel_cache.sh  # the disk cache every script shares
 if [[ $# -gt 0 ]]; then
   targets=("$@")
 else
