@@ -7,6 +7,7 @@
 #   bash bench/405b_shape.sh [DIR]     (default /tmp/tpserve-405b-shape)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bazel_cache.sh  # the disk cache every script shares
 dir="${1:-/tmp/tpserve-405b-shape}"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  cpu: $(lscpu | sed -n 's/^Model name: *//p')  cores: $(nproc)  memory: $(free -g | awk '/Mem:/{print $2}') GiB"
 if [ ! -f "$dir/model.safetensors.index.json" ]; then

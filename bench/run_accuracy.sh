@@ -12,6 +12,7 @@
 #   bash bench/run_accuracy.sh [--windows=4]      (~15 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bazel_cache.sh  # the disk cache every script shares
 windows=4
 for arg in "$@"; do
   case "$arg" in

@@ -9,6 +9,7 @@
 #   bash bench/run_format_bench.sh [--threads=1,2] [--repeats=3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bazel_cache.sh  # the disk cache every script shares
 threads=1,2; repeats=3
 for arg in "$@"; do
   case "$arg" in

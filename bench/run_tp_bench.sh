@@ -5,6 +5,7 @@
 #   bash bench/run_tp_bench.sh [extra launch flags, e.g. --comm=gloo or --deterministic_tp]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bazel_cache.sh  # the disk cache every script shares
 bazel build -c opt //deploy:launch //worker:worker
 model_dir="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
 synthetic="$model_dir/synthetic-tp-bench.Q4_1.gguf"

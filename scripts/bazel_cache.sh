@@ -8,7 +8,8 @@
 #     build (tests/ci/test_disk_cache.py truncates entries to show it);
 #   - one repository cache, ~/.cache/tpserve/bazel-repo, for the pinned archives (XGrammar,
 #     FlashInfer, Abseil's source), so a new output base does not download them again.
-# Only the disk cache has a size bound, TPSERVE_BAZEL_DISK_CACHE_MAX_GB (default 40):
+# Only the disk cache has a size bound, TPSERVE_BAZEL_DISK_CACHE_MAX_GB (default 16;
+# one cold run of every pass stores about 4 GiB):
 # `tpserve_trim_disk_cache` removes its least recently used entries (tools/trim_disk_cache.py),
 # never anything beside it (the model, the venvs). Test results are never taken from a cache
 # (`test --nocache_test_results` in .bazelrc): tests read the model through --test_env, which no
@@ -19,7 +20,7 @@
 TPSERVE_CACHE_HOME="$HOME/.cache/tpserve"
 TPSERVE_BAZEL_DISK_CACHE="${TPSERVE_BAZEL_DISK_CACHE:-$TPSERVE_CACHE_HOME/bazel-disk}"
 TPSERVE_BAZEL_REPO_CACHE="${TPSERVE_BAZEL_REPO_CACHE:-$TPSERVE_CACHE_HOME/bazel-repo}"
-TPSERVE_BAZEL_DISK_CACHE_MAX_GB="${TPSERVE_BAZEL_DISK_CACHE_MAX_GB:-40}"
+TPSERVE_BAZEL_DISK_CACHE_MAX_GB="${TPSERVE_BAZEL_DISK_CACHE_MAX_GB:-16}"
 _tpserve_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # The rc file is written on every use (atomically: two scripts may start at once), so it always

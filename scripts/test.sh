@@ -39,10 +39,12 @@ pass_done main
 # files (deploy/Dockerfile, deploy/k8s, deploy/slurm) against the programs' real flags.
 # And the soak's short version (tests/soak/test_soak_short.py; soak.py itself is the long run),
 # and the layering checks (tests/layering: no include or Bazel dependency reaches a higher layer),
-# and the capacity report drawn by //deploy:vram and rendered in headless Chromium (tests/report).
+# and the capacity report drawn by //deploy:vram and rendered in headless Chromium (tests/report),
+# and the checks of CI itself (tests/ci: every test target is in some pass; the disk cache
+# survives truncated entries; its trimming).
 rm -rf bazel-e2e-report && mkdir -p bazel-e2e-report
 if bazel build //deploy:launch //deploy:client //deploy:vram //worker:worker; then
-  python3 -m pytest -q tests/e2e tests/golden/quant tests/deploy tests/soak tests/layering tests/structured tests/report --junitxml=bazel-e2e-report/test.xml || rc=1
+  python3 -m pytest -q tests/e2e tests/golden/quant tests/deploy tests/soak tests/layering tests/structured tests/report tests/ci --junitxml=bazel-e2e-report/test.xml || rc=1
 else
   rc=1
   echo '<testsuite><testcase name="e2e-build"><failure/></testcase></testsuite>' > bazel-e2e-report/test.xml

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target in //fuzz for SECONDS each, one after another, and ends with one
-# line: "N targets, M executions, K crashes". Exit status 1 when anything crashed (the crashing
-# input's path is printed), 2 when the build failed.
+# Runs every libFuzzer target in //fuzz for SECONDS each, one per core at a time
+# (TPSERVE_FUZZ_JOBS sets how many), and ends with one line: "N targets, M executions, K crashes".
+# Exit status 1 when anything crashed (the crashing input's path is printed), 2 when the build
+# failed.
 #
 #   tools/fuzz.sh 30                      # all targets, 30 s each
 #   tools/fuzz.sh 60 gguf_fuzzer          # one target
@@ -63,17 +64,34 @@ if ! bazel_fuzz build --config=fuzz "${labels[@]}" >"$work/build.log" 2>&1; then
 fi
 bin=$(bazel_fuzz info --config=fuzz bazel-bin 2>/dev/null)
 
-total_runs=0
-crashes=0
-for t in "${targets[@]}"; do
-  dir="$work/$t"
+# fuzz_one TARGET: runs it for SECONDS from a copy of its seeds; its exit status goes to rc.
+fuzz_one() {
+  local t=$1 dir="$work/$1"
   mkdir -p "$dir/corpus" "$dir/artifacts"
   [[ -d fuzz/corpus/$t ]] && cp fuzz/corpus/"$t"/* "$dir/corpus/"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$bin/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=25 \
     -print_final_stats=1 -artifact_prefix="$dir/artifacts/" ${TPSERVE_FUZZ_FLAGS:-} \
     "$dir/corpus" >"$dir/log" 2>&1
-  rc=$?
+  echo $? >"$dir/rc"
+}
+
+# A libFuzzer process runs on one core: TPSERVE_FUZZ_JOBS targets (default: one per core) run
+# side by side, each still for SECONDS of its own.
+jobs_max=${TPSERVE_FUZZ_JOBS:-$(nproc)}
+[[ $jobs_max =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: TPSERVE_FUZZ_JOBS must be a positive count, got '$jobs_max'" >&2; exit 2; }
+echo "fuzz: ${#targets[@]} targets, ${seconds} s each, $jobs_max at a time" >&2
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n; done
+  fuzz_one "$t" &
+done
+wait
+
+total_runs=0
+crashes=0
+for t in "${targets[@]}"; do
+  dir="$work/$t"
+  rc=$(cat "$dir/rc" 2>/dev/null || echo 1)
   # "Done N runs" on a clean finish; the final stats also come after a crash.
   runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$dir/log" | tail -1)
   [[ -n $runs ]] || runs=$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' "$dir/log" | tail -1)
