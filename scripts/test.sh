@@ -44,7 +44,9 @@ pass_done main
 # survives truncated entries; its trimming).
 rm -rf bazel-e2e-report && mkdir -p bazel-e2e-report
 if bazel build //deploy:launch //deploy:client //deploy:vram //worker:worker; then
-  python3 -m pytest -q tests/e2e tests/golden/quant tests/deploy tests/soak tests/layering tests/structured tests/report tests/ci --junitxml=bazel-e2e-report/test.xml || rc=1
+  python3 -m pytest -q tests/e2e tests/golden/quant tests/deploy tests/soak tests/layering \
+    tests/structured tests/report tests/ci --durations=15 \
+    --junitxml=bazel-e2e-report/test.xml || rc=1
 else
   rc=1
   echo '<testsuite><testcase name="e2e-build"><failure/></testcase></testsuite>' > bazel-e2e-report/test.xml
