@@ -207,3 +207,16 @@ def test_the_rc_names_this_homes_caches(tmp_path):
     assert f"build --disk_cache={tmp_path}/.cache/tpserve/bazel-disk\n" in result.stdout
     assert f"build --repository_cache={tmp_path}/.cache/tpserve/bazel-repo\n" in result.stdout
     assert f"try-import {tmp_path}/.bazelrc\n" in result.stdout
+
+
+def test_a_refused_trim_warns_and_does_not_stop_the_script(tmp_path):
+    foreign = tmp_path / "not-a-cache"
+    (foreign / "venv").mkdir(parents=True)
+    result = subprocess.run(
+        ["bash", "-c", f'set -e; source "{ROOT}/scripts/bazel_cache.sh"; tpserve_trim_disk_cache; '
+         'echo went-on'],
+        env=dict(os.environ, HOME=str(tmp_path), TPSERVE_BAZEL_DISK_CACHE=str(foreign)),
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == "went-on\n", result.stderr
+    assert f"bazel_cache: {foreign} was not trimmed" in result.stderr
+    assert (foreign / "venv").is_dir()
