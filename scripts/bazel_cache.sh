@@ -9,7 +9,7 @@
 #   - one repository cache, ~/.cache/tpserve/bazel-repo, for the pinned archives (XGrammar,
 #     FlashInfer, Abseil's source), so a new output base does not download them again.
 # Only the disk cache has a size bound, TPSERVE_BAZEL_DISK_CACHE_MAX_GB (default 16;
-# one cold run of every pass stores about 4 GiB):
+# a cold run of every pass and a header change stored 2.7 GiB):
 # `tpserve_trim_disk_cache` removes its least recently used entries (tools/trim_disk_cache.py),
 # never anything beside it (the model, the venvs). Test results are never taken from a cache
 # (`test --nocache_test_results` in .bazelrc): tests read the model through --test_env, which no
