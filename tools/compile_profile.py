@@ -25,7 +25,7 @@ KINDS = (
 )
 
 
-def package_of(kind, what):
+def package_of(what):
     if what.startswith("//"):
         return what[2:].split(":")[0] or "//"
     if what.startswith("external/"):
@@ -67,7 +67,7 @@ def summarize(profile, top):
         by_kind[kind] += seconds
         count[kind] += 1
         if kind != "other":
-            by_package[(kind, package_of(kind, what))] += seconds
+            by_package[(kind, package_of(what))] += seconds
         rows.append((seconds, e["name"]))
     total = sum(by_kind.values())
     out = [f"actions from first start to last end: {(end - start) / 1e6:.0f} s; "

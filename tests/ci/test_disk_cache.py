@@ -49,26 +49,29 @@ class Builder:
     def __init__(self, ws, home):
         self.ws, self.home, self.bases = ws, home, []
 
-    def build(self):
-        base = self.home / f"output-base-{len(self.bases)}"  # a fresh one: nothing local
-        self.bases.append(base)
+    def bazel(self, base, command):
+        """`bazel --output_base=base command` as the scripts run it, with HOME=`home`."""
         env = dict(os.environ, HOME=str(self.home))
         for name in ("TPSERVE_BAZEL_DISK_CACHE", "TPSERVE_BAZEL_REPO_CACHE"):
             env.pop(name, None)
-        result = subprocess.run(
+        return subprocess.run(
             ["bash", "-c", f'source "{ROOT}/scripts/bazel_cache.sh" && '
-             f'bazel --output_base="{base}" build //:hello'],
+             f'bazel --output_base="{base}" {command}'],
             cwd=self.ws, env=env, capture_output=True, text=True, timeout=600)
-        return result
+
+    def build(self):
+        base = self.home / f"output-base-{len(self.bases)}"  # a fresh one: nothing local
+        self.bases.append(base)
+        return self.bazel(base, "build //:hello")
 
     def run_hello(self):
         binary = self.ws / "bazel-bin/hello"
         return subprocess.run([str(binary)], capture_output=True, text=True, timeout=60).stdout
 
     def shutdown(self):
+        # With the startup options each server was started with, so none is restarted to stop.
         for base in self.bases:
-            subprocess.run(["bazel", f"--output_base={base}", "shutdown"], cwd=self.ws,
-                           capture_output=True, timeout=120)
+            self.bazel(base, "shutdown")
 
 
 @pytest.fixture
@@ -83,13 +86,13 @@ def builder(tmp_path):
 
 
 def cache_files(home, sub):
-    return sorted((home / ".cache/tpserve/bazel-disk" / sub).rglob("*"), key=str)
+    """The entries (files) under the disk cache's ac/ or cas/."""
+    return sorted(f for f in (home / ".cache/tpserve/bazel-disk" / sub).rglob("*") if f.is_file())
 
 
 def truncate(files, fraction):
     for f in files:
-        if f.is_file():
-            os.truncate(f, int(f.stat().st_size * fraction))
+        os.truncate(f, int(f.stat().st_size * fraction))
 
 
 @pytest.mark.skipif(shutil.which("bazel") is None, reason="bazel is not on PATH")
@@ -97,8 +100,8 @@ def test_a_truncated_entry_is_rebuilt_not_a_failed_build(builder):
     first = builder.build()
     assert first.returncode == 0, first.stderr[-4000:]
     assert builder.run_hello() == "cached hello\n"
-    cas = [f for f in cache_files(builder.home, "cas") if f.is_file()]
-    ac = [f for f in cache_files(builder.home, "ac") if f.is_file()]
+    cas = cache_files(builder.home, "cas")
+    ac = cache_files(builder.home, "ac")
     assert cas and ac, "the build wrote nothing to ~/.cache/tpserve/bazel-disk"
     assert (builder.home / ".cache/tpserve/bazel-repo").is_dir()
 
@@ -116,8 +119,8 @@ def test_a_truncated_entry_is_rebuilt_not_a_failed_build(builder):
     assert builder.run_hello() == "cached hello\n"
 
     # Every action result cut in half, and every output emptied: the results do not parse.
-    truncate([f for f in cache_files(builder.home, "ac") if f.is_file()], 0.5)
-    truncate([f for f in cache_files(builder.home, "cas") if f.is_file()], 0.0)
+    truncate(cache_files(builder.home, "ac"), 0.5)
+    truncate(cache_files(builder.home, "cas"), 0.0)
     broken = builder.build()
     assert broken.returncode == 0, broken.stderr[-4000:]
     assert builder.run_hello() == "cached hello\n"
