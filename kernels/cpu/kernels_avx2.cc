@@ -364,9 +364,8 @@ void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, flo
   DotRow<BF16Lanes>(w, x, num_x, n, out);
 }
 
-}  // namespace avx2_internal
-
-const CpuKernels& Avx2CpuKernels() {
+// The plain table; Avx2CpuKernels() (kernels_bounds.cc) hands it out, under ASan wrapped.
+const CpuKernels& Avx2Table() {
   static const CpuKernels kernels = {
       .quantize_q8 = avx2_internal::QuantizeQ8,
       .dot_q8_0 = avx2_internal::DotQ8_0,
@@ -398,6 +397,7 @@ const CpuKernels& Avx2CpuKernels() {
   return kernels;
 }
 
+}  // namespace avx2_internal
 }  // namespace tpserve
 
 #pragma GCC pop_options

@@ -1,4 +1,8 @@
 // Portable reference kernels. Kept deliberately plain: every SIMD table is checked against this.
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -349,8 +353,11 @@ bool CpuSupportsIsa(CpuIsa isa) {
   if (isa == CpuIsa::kScalar) return true;
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c",
+  // and clang builds these kernels for //fuzz:cpu_kernels_fuzzer.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
   return false;
 #endif
