@@ -72,6 +72,7 @@ struct SpecSetup {
 class SpeculativeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (bundle_ != nullptr) return;  // loaded by the other suite (SpeculativeTpTest) already
     absl::StatusOr<std::string> path = BundledModelPath();
     ASSERT_TRUE(path.ok()) << path.status();
     absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*path);
@@ -221,39 +222,46 @@ class SpeculativeTest : public ::testing::Test {
 ModelBundle* SpeculativeTest::bundle_ = nullptr;
 ConstraintCompiler* SpeculativeTest::compiler_ = nullptr;
 
-TEST_F(SpeculativeTest, PromptLookupGreedyTokensAreBitIdenticalAtEveryKBatchAndTp) {
+// The sweeps, one test case per TP degree so that their shards (speculative_sweep_test) take
+// a core each.
+class SpeculativeTpTest : public SpeculativeTest, public ::testing::WithParamInterface<int> {};
+
+INSTANTIATE_TEST_SUITE_P(Tp, SpeculativeTpTest, ::testing::Values(1, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "tp" + std::to_string(info.param);
+                         });
+
+TEST_P(SpeculativeTpTest, PromptLookupGreedyTokensAreBitIdenticalAtEveryKBatchAndTp) {
   const auto prompts = Prompts(32);
-  for (int tp : {1, 3}) {
-    MakeEngine({});
-    const auto expected = RunAloneAndBatched(prompts);
-    for (int32_t k : DraftLengths(tp)) {
-      MakeEngine({SpeculativeMethod::kNgram, k, tp});
-      EXPECT_EQ(RunAloneAndBatched(prompts), expected) << "K=" << k << " TP=" << tp;
-      const EngineStats stats = engine_->stats();
-      EXPECT_GT(stats.spec_draft_tokens, 0) << "K=" << k;
-      EXPECT_GT(stats.spec_accepted_tokens, 0) << "K=" << k;
-      EXPECT_LE(stats.spec_accepted_tokens, stats.spec_draft_tokens);
-      // Each verifying step samples one token after its accepted drafts, unless the request
-      // ended on an accepted draft (at most once per request: 2 alone + 8 batched).
-      EXPECT_LE(stats.spec_emitted_tokens - stats.spec_accepted_tokens, stats.spec_verify_steps);
-      EXPECT_GE(stats.spec_emitted_tokens - stats.spec_accepted_tokens,
-                stats.spec_verify_steps - 10);
-    }
+  const int tp = GetParam();
+  MakeEngine({});
+  const auto expected = RunAloneAndBatched(prompts);
+  for (int32_t k : DraftLengths(tp)) {
+    MakeEngine({SpeculativeMethod::kNgram, k, tp});
+    EXPECT_EQ(RunAloneAndBatched(prompts), expected) << "K=" << k << " TP=" << tp;
+    const EngineStats stats = engine_->stats();
+    EXPECT_GT(stats.spec_draft_tokens, 0) << "K=" << k;
+    EXPECT_GT(stats.spec_accepted_tokens, 0) << "K=" << k;
+    EXPECT_LE(stats.spec_accepted_tokens, stats.spec_draft_tokens);
+    // Each verifying step samples one token after its accepted drafts, unless the request
+    // ended on an accepted draft (at most once per request: 2 alone + 8 batched).
+    EXPECT_LE(stats.spec_emitted_tokens - stats.spec_accepted_tokens, stats.spec_verify_steps);
+    EXPECT_GE(stats.spec_emitted_tokens - stats.spec_accepted_tokens,
+              stats.spec_verify_steps - 10);
   }
 }
 
-TEST_F(SpeculativeTest, DraftModelGreedyTokensAreBitIdenticalAtEveryKBatchAndTp) {
+TEST_P(SpeculativeTpTest, DraftModelGreedyTokensAreBitIdenticalAtEveryKBatchAndTp) {
   const auto prompts = Prompts(24);
-  for (int tp : {1, 3}) {
-    MakeEngine({.tp = tp}, /*bf16_target=*/true);
-    const auto expected = RunAloneAndBatched(prompts);
-    for (int32_t k : DraftLengths(tp)) {
-      MakeEngine({SpeculativeMethod::kDraft, k, tp});
-      EXPECT_EQ(RunAloneAndBatched(prompts), expected) << "K=" << k << " TP=" << tp;
-      const EngineStats stats = engine_->stats();
-      // Q4_1 and bf16 of one model agree on most greedy tokens.
-      EXPECT_GT(stats.spec_accepted_tokens * 2, stats.spec_draft_tokens) << "K=" << k;
-    }
+  const int tp = GetParam();
+  MakeEngine({.tp = tp}, /*bf16_target=*/true);
+  const auto expected = RunAloneAndBatched(prompts);
+  for (int32_t k : DraftLengths(tp)) {
+    MakeEngine({SpeculativeMethod::kDraft, k, tp});
+    EXPECT_EQ(RunAloneAndBatched(prompts), expected) << "K=" << k << " TP=" << tp;
+    const EngineStats stats = engine_->stats();
+    // Q4_1 and bf16 of one model agree on most greedy tokens.
+    EXPECT_GT(stats.spec_accepted_tokens * 2, stats.spec_draft_tokens) << "K=" << k;
   }
 }
 
