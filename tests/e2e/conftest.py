@@ -65,6 +65,7 @@ class Cluster:
         self.http_url = lines[1] if len(lines) > 1 and lines[1] else None
         self.channel = grpc.insecure_channel(self.address)
         self.stub = pb_grpc.TpServeStub(self.channel)
+        self.clients = []  # openai_client()s, closed before the launcher is stopped
 
     def output(self):
         self.log.flush()
@@ -85,6 +86,10 @@ class Cluster:
         return reply[1] if len(reply) >= 2 else 0
 
     def stop(self):
+        # Hang up first: an idle keep-alive connection holds its cpp-httplib worker (and so the
+        # launcher's exit) for the 5 s keep-alive timeout, which stop() cannot cut short.
+        for client in self.clients:
+            client.close()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -98,8 +103,10 @@ class Cluster:
 def openai_client(cluster, timeout=300):
     """The official OpenAI client on a cluster's HTTP API (no retries: a refusal is a result)."""
     import openai
-    return openai.OpenAI(base_url=f"{cluster.http_url.rstrip('/')}/v1", api_key="unused",
-                         max_retries=0, timeout=timeout)
+    client = openai.OpenAI(base_url=f"{cluster.http_url.rstrip('/')}/v1", api_key="unused",
+                           max_retries=0, timeout=timeout)
+    cluster.clients.append(client)
+    return client
 
 
 @pytest.fixture(scope="module")

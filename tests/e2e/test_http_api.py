@@ -12,14 +12,14 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ROOT
+from conftest import ROOT, openai_client
 
 KOREAN_PROMPT = "안녕하세요! 한국어로 짧게 자기소개를 해 주세요."
 
 
 @pytest.fixture(scope="module")
-def client(http_url):
-    return openai.OpenAI(base_url=f"{http_url}/v1", api_key="unused", max_retries=0, timeout=120)
+def client(cluster):
+    return openai_client(cluster, timeout=120)
 
 
 @pytest.fixture(scope="module")
