@@ -93,6 +93,7 @@ struct ConstraintCompiler::Shared {
     std::string key;
     absl::Notification done;
     absl::StatusOr<Compiled> result;
+    bool too_slow = false;  // took longer than the limit: a timeout for every waiter
   };
   struct Entry {
     std::string key;
@@ -200,7 +201,9 @@ void ConstraintCompiler::Shared::Finish(const std::shared_ptr<Job>& job,
   absl::MutexLock lock(&mu);
   running.erase(job->key);
   if (took > limits.compile_timeout) {
-    // Its waiters were told it timed out; so will everyone who sends it again.
+    // Its waiters were told it timed out; so will everyone who sends it again, and a waiter
+    // that looks only now (a limit of 0 s is shorter than the hand-over to it).
+    job->too_slow = true;
     if (too_slow.size() >= 4096) too_slow.clear();
     too_slow.insert(job->key);
   } else if (result.ok()) {
@@ -352,6 +355,11 @@ absl::StatusOr<Compiled> ConstraintCompiler::Compile(const ConstraintSpec& spec,
       return absl::DeadlineExceededError(
           StrCat("the request's deadline passed while compiling ", spec.field));
     }
+    return FieldError(spec.field, timeout_message);
+  }
+  if (job->too_slow) {
+    absl::MutexLock lock(&shared_->mu);
+    ++shared_->stats.timeouts;
     return FieldError(spec.field, timeout_message);
   }
   // Another request's field name may be in a shared job's error: name this one's.
