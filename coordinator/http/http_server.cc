@@ -243,13 +243,18 @@ void HttpServer::AddRoutes() {
   // Unknown routes, 413 and the library's other refusals get an OpenAI error body too; a
   // response that already has one is left alone.
   s.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
+      [max_body = options_.max_body_bytes](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty() || res.is_chunked_content_provider_) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    std::string message = res.status == 404
-                              ? absl::StrCat("no route ", req.method, " ", req.path)
-                              : absl::StrCat("the request was refused with HTTP ", res.status);
+    std::string message;
+    if (res.status == 404) {
+      message = absl::StrCat("no route ", req.method, " ", req.path);
+    } else if (res.status == 413) {
+      message = absl::StrCat("the request body is over the limit of ", max_body, " bytes");
+    } else {
+      message = absl::StrCat("the request was refused with HTTP ", res.status);
+    }
     Json error = {{"error",
                    {{"message", message}, {"type", "invalid_request_error"}, {"param", nullptr},
                     {"code", nullptr}}}};

@@ -337,6 +337,7 @@ TEST_F(HttpServerTest, InvalidRequestsAre400sNamingTheClientsField) {
            {"{" + msgs + R"(, "stop": ["ok", ""]})", "stop[1]",
             "stop[1] = \"\" is invalid: must not be empty"},
            {"{" + msgs + R"(, "n": 17})", "n", "n = 17 is invalid: must be in [1, 16]"},
+           {"{" + msgs + R"(, "n": 1000})", "n", "n = 1000 is invalid: must be in [1, 16]"},
            {"{" + msgs + R"(, "max_tokens": "7"})", "max_tokens",
             "max_tokens has type string; expected an integer"},
        }) {
@@ -366,7 +367,7 @@ TEST_F(HttpServerTest, InvalidRequestsAre400sNamingTheClientsField) {
   // Every refusal, before the door or by it, is counted once.
   const auto after = Metrics();
   const std::string key = R"(tpserve_request_errors_total{code="INVALID_ARGUMENT"})";
-  EXPECT_EQ(after.at(key) - (before.count(key) ? before.at(key) : 0.0), 7.0);
+  EXPECT_EQ(after.at(key) - (before.count(key) ? before.at(key) : 0.0), 8.0);
 }
 
 TEST_F(HttpServerTest, BearerTokenIsRequiredExceptOnHealth) {
@@ -450,6 +451,17 @@ TEST_F(HttpServerTest, ModelsAndHealth) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 503);
   EXPECT_FALSE(refused->get_header_value("Retry-After").empty());
+}
+
+TEST_F(HttpServerTest, ABodyOverTheLimitIs413NamingTheLimit) {
+  HttpServerOptions http;
+  http.max_body_bytes = 64;
+  Start(kAnswer, {}, http);
+  httplib::Result r = Post("/v1/chat/completions", "{" + std::string(100, ' ') + "}");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(Json::parse(r->body)["error"]["message"],
+            "the request body is over the limit of 64 bytes");
 }
 
 TEST_F(HttpServerTest, AFullQueueIs429WithRetryAfter) {

@@ -445,7 +445,9 @@ TEST_F(ResponseBuilderTest, ChoicesNAndBestOfReachTheProto) {
   EXPECT_EQ(completions.proto.n(), 2);
   EXPECT_EQ(completions.proto.best_of(), 5);
   // Out of the door's bounds, but not clamped into them: the door names the value.
-  EXPECT_EQ(ParseOk(kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 99})").proto.n(), 17);
+  EXPECT_EQ(ParseOk(kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 1000})").proto.n(),
+            1000);
+  EXPECT_EQ(ParseOk(kCompletions, R"({"prompt": "a", "best_of": 99})").proto.best_of(), 99);
   EXPECT_EQ(ParseOk(kChat, R"({"messages": [{"role": "user", "content": "a"}], "n": 0})").proto.n(), 0);
 }
 

@@ -607,15 +607,13 @@ absl::Status ParseStreaming(const Json& body, OpenAiRequest& r) {
 // n, best_of and echo (with logprobs: the prompt's logprobs). Their bounds are the door's.
 absl::Status ParseChoices(const Json& body, OpenAiRequest& r) {
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> n, GetInteger(body, "n"));
-  if (n.has_value()) {
-    // Out of int32 range is out of the door's [1, 16] as well; clamp so the door says so.
-    r.proto.set_n(static_cast<int32_t>(std::clamp<int64_t>(*n, -1, kMaxChoices + 1)));
-  }
+  // As sent (GetInteger keeps it in int32): the door checks [1, 16] and names the value.
+  if (n.has_value()) r.proto.set_n(static_cast<int32_t>(*n));
   r.n = static_cast<int32_t>(std::clamp<int64_t>(n.value_or(1), 1, kMaxChoices));
   if (r.endpoint != Endpoint::kCompletions) return absl::OkStatus();
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> best_of, GetInteger(body, "best_of"));
   if (best_of.has_value()) {
-    r.proto.set_best_of(static_cast<int32_t>(std::clamp<int64_t>(*best_of, -1, kMaxChoices + 1)));
+    r.proto.set_best_of(static_cast<int32_t>(*best_of));
     // As OpenAI's: the best candidates are known only once all have finished.
     if (r.stream && *best_of > n.value_or(1)) {
       return Invalid("best_of", absl::StrCat("best_of = ", *best_of, " > n = ", n.value_or(1),
