@@ -137,6 +137,9 @@ struct CpuKernels {
 const CpuKernels& ScalarCpuKernels();
 // REQUIRES: the CPU supports AVX2, FMA and F16C (see DetectCpuIsa).
 const CpuKernels& Avx2CpuKernels();
+// True when Avx2CpuKernels() checks every call's ranges against AddressSanitizer's shadow before
+// the kernel runs (an ASan build: kernels_bounds.cc); false otherwise.
+bool Avx2KernelBoundsChecked();
 const CpuKernels& CpuKernelsFor(CpuIsa isa);
 
 }  // namespace tpserve

@@ -244,4 +244,12 @@ const CpuKernels& Avx2CpuKernels() {
 
 #endif  // __x86_64__
 
+bool Avx2KernelBoundsChecked() {
+#if defined(TPSERVE_KERNEL_BOUNDS) && defined(__x86_64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace tpserve

@@ -7,24 +7,15 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_kernels.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TPSERVE_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TPSERVE_TEST_ASAN 1
-#endif
-#endif
-
 namespace tpserve {
 namespace {
 
 class KernelBoundsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-#if !defined(TPSERVE_TEST_ASAN)
-    GTEST_SKIP() << "the bounds are checked only in an AddressSanitizer build "
-                    "(--config=asan)";
-#endif
+    if (!Avx2KernelBoundsChecked()) {
+      GTEST_SKIP() << "the bounds are checked only in an AddressSanitizer build (--config=asan)";
+    }
     if (DetectCpuIsa() != CpuIsa::kAvx2) GTEST_SKIP() << "AVX2 not supported on this CPU";
   }
   const CpuKernels& k_ = Avx2CpuKernels();
