@@ -2,16 +2,16 @@
 //
 // ASan checks each load a kernel makes, and the AVX2 dot products make one per 32 bytes: under
 // --config=asan they ran 6x slower than without it, most of the ASan pass's test time
-// (//worker:llama_golden_test 42.5 s; 15.5 s with the AVX2 files not instrumented, 23.1 s with
-// the checks below as well: docs/RELIABILITY.md). So that config compiles kernels_avx2*.cc without ASan (UBSan stays), and
-// this file, which is instrumented, hands out the AVX2 table with every entry wrapped: before the
-// kernel runs, each range the table's contract (cpu_kernels.h) says it reads or writes is checked
-// against ASan's shadow memory in one call, and a range that is not all addressable aborts with
-// ASan's description of the byte (heap-buffer-overflow, use-after-free, ...). That keeps what the
-// engine's tests under ASan were there to catch: a caller that hands a kernel a short or freed
-// buffer. What a kernel reads outside its own contract is checked by //fuzz:cpu_kernels_fuzzer,
-// which runs the kernels instrumented (clang ASan+UBSan, exact-size buffers, random shapes) in
-// every CI run.
+// (//worker:llama_golden_test 42.5 s; 15.5 s with the AVX2 files not instrumented, 23.1 s with the
+// checks below as well: docs/RELIABILITY.md). So that config compiles kernels_avx2*.cc without ASan
+// (UBSan stays), and this file, which is instrumented, hands out the AVX2 table with every entry
+// wrapped: before the kernel runs, each range the table's contract (cpu_kernels.h) says it reads or
+// writes is checked against ASan's shadow memory in one call, and a range that is not all
+// addressable aborts with ASan's description of the byte (heap-buffer-overflow, use-after-free,
+// ...). That keeps what the engine's tests under ASan were there to catch: a caller that hands a
+// kernel a short or freed buffer. What a kernel reads outside its own contract is checked by
+// //fuzz:cpu_kernels_fuzzer, which runs the kernels instrumented (clang ASan+UBSan, exact-size
+// buffers, random shapes) in every CI run.
 //
 // Without ASan, Avx2CpuKernels() is the plain table.
 #include <cctype>
