@@ -220,7 +220,8 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   }
   if (seq.matcher.has_value()) {
     event.structured = StructuredOutcome{seq.matcher->completed(),
-                                         seq.request->constraint()->dropped_keywords()};
+                                         seq.request->constraint()->dropped_keywords(),
+                                         seq.request->constraint()->annotations()};
   }
   event.usage.prompt_tokens = static_cast<int32_t>(seq.request->prompt_ids().size());
   event.usage.completion_tokens = seq.num_generated;

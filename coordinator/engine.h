@@ -83,6 +83,7 @@ struct Usage {
 struct StructuredOutcome {
   bool completed = false;  // a whole sentence of the grammar (a JSON value ended, ...)
   std::vector<std::string> dropped_keywords;  // strict=false: what was not enforced
+  std::vector<std::string> annotations;       // schema keywords taken as annotations
 };
 
 struct GenerationEvent {

@@ -268,7 +268,10 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
   // counter, which then sums to the requests' usage.completion_tokens.
   generation_tokens_->Add(std::max(0, event.usage.completion_tokens - t.sent[event.index]));
   t.completion_tokens += event.usage.completion_tokens;
-  if (event.index == 0) t.end.usage = event.usage;
+  if (event.index == 0) {
+    t.end.usage = event.usage;
+    t.end.structured = event.structured;
+  }
   if (Abnormal(event.finish)) {
     if (!Abnormal(t.end.finish)) {
       t.end.finish = event.finish;
@@ -326,6 +329,15 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
     line["best_of"] = t.best_of;
   }
   if (!t.end.error.ok()) line["error"] = std::string(t.end.error.message());
+  // What of the request's schema was not enforced: dropped (strict=false) or an annotation.
+  if (t.end.structured.has_value()) {
+    if (!t.end.structured->dropped_keywords.empty()) {
+      line["dropped_keywords"] = t.end.structured->dropped_keywords;
+    }
+    if (!t.end.structured->annotations.empty()) {
+      line["annotations"] = t.end.structured->annotations;
+    }
+  }
   const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::fprintf(options_.request_log != nullptr ? options_.request_log : stderr, "%s\n",
                text.c_str());

@@ -76,6 +76,7 @@ void FillResponse(const GenerationEvent& e, pb::GenerateResponse* r) {
       pb::StructuredOutput* so = r->mutable_structured();
       so->set_completed(e.structured->completed);
       for (const std::string& k : e.structured->dropped_keywords) so->add_dropped_keywords(k);
+      for (const std::string& k : e.structured->annotations) so->add_annotations(k);
     }
   }
 }

@@ -2,7 +2,10 @@
 // policy and XGrammar's schema, regex and EBNF compilers behind it. The last byte picks the
 // kind (FuzzedDataProvider reads integers from the end: schema strict or not, regex, grammar,
 // choice, structural tag strict or not); the rest is the constraint. What
-// compiles is then walked: masks filled and allowed tokens accepted, as the engine does.
+// compiles is then walked: masks filled and allowed tokens accepted, as the engine does. A schema
+// the policy (its draft vocabulary, $ref resolution against $id, the merges of allOf and of the
+// keywords beside combinators: schema_normalize.h) accepts strict must pass unchanged without
+// strict, nothing dropped (the seeds under fuzz/corpus/constraint_fuzzer/schema_* exercise them).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -13,6 +16,7 @@
 
 #include "coordinator/structured/compiler.h"
 #include "coordinator/structured/matcher.h"
+#include "coordinator/structured/schema_policy.h"
 #include "coordinator/tokenizer/test_vocab.h"
 
 namespace {
@@ -61,6 +65,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
   }
   if (spec.kind != tpserve::ConstraintKind::kChoice) spec.text = input.ConsumeRemainingBytesAsString();
+  if (spec.kind == tpserve::ConstraintKind::kJsonSchema) {
+    auto strict = tpserve::CheckSchema(spec.text, /*strict=*/true, "constraint");
+    if (strict.ok()) {
+      auto loose = tpserve::CheckSchema(spec.text, /*strict=*/false, "constraint");
+      if (!loose.ok() || !loose->dropped.empty() || loose->schema != strict->schema ||
+          loose->annotations != strict->annotations) {
+        __builtin_trap();  // strict acceptance promises nothing would be dropped
+      }
+    }
+  }
   auto compiled = Compiler().Compile(spec);
   if (!compiled.ok()) return 0;
   tpserve::ConstraintMatcher matcher(*compiled);

@@ -9,7 +9,7 @@ APT_PACKAGES=(
   bazel-bootstrap g++ python3 python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev
+  libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev liburiparser-dev
   libcpp-httplib-dev openssl curl
   clang libclang-rt-14-dev
 )

@@ -102,9 +102,12 @@ Json ToolCallObject(const ToolCallDelta& call) {
           {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
-// structured_output: {completed, dropped_keywords}, for a constrained request's last object.
+// structured_output: {completed, dropped_keywords, annotations}, for a constrained request's
+// last object.
 Json StructuredObject(const StructuredOutcome& outcome) {
-  return {{"completed", outcome.completed}, {"dropped_keywords", outcome.dropped_keywords}};
+  return {{"completed", outcome.completed},
+          {"dropped_keywords", outcome.dropped_keywords},
+          {"annotations", outcome.annotations}};
 }
 
 }  // namespace

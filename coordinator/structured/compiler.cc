@@ -55,11 +55,58 @@ absl::StatusOr<xgrammar::Grammar> StructuralTagGrammar(const std::string& tag,
   return std::get<xgrammar::Grammar>(std::move(parsed));
 }
 
+// XGrammar warns where it relaxes what it was given instead of failing: strict (and the kinds
+// without a schema policy) refuse, not strict lists the warning among the dropped keywords.
+absl::Status JudgeXGrammarWarnings(const ConstraintSpec& spec,
+                                   const std::vector<std::string>& warnings,
+                                   SchemaPolicyResult& policy) {
+  for (const std::string& warning : warnings) {
+    std::string what = warning;
+    if (absl::StrContains(warning, "oneOf") && !policy.one_of_pointers.empty()) {
+      what = StrCat(what, " (oneOf at ", absl::StrJoin(policy.one_of_pointers, ", "), ")");
+    }
+    if (!HasSchemas(spec.kind) || spec.strict) {
+      return FieldError(spec.field, StrCat(": would not be enforced exactly: ", what));
+    }
+    policy.dropped.push_back(std::move(what));
+  }
+  return absl::OkStatus();
+}
+
+// The schema policy's equivalent schema (into `policy`) and XGrammar's grammar for it, with
+// compact separators (", " and ": ") and no free whitespace: a model cannot wander off into
+// endless blanks, and more of each document is forced (jump-forward).
+absl::StatusOr<xgrammar::Grammar> JsonSchemaGrammar(const ConstraintSpec& spec,
+                                                    SchemaPolicyResult& policy) {
+  TP_ASSIGN_OR_RETURN(policy, CheckSchema(spec.text, spec.strict, spec.field));
+  return xgrammar::Grammar::FromJSONSchema(policy.schema, /*any_whitespace=*/false, std::nullopt,
+                                           std::nullopt, /*strict_mode=*/true);
+}
+
 }  // namespace
 
+absl::StatusOr<SchemaCheck> CheckJsonSchemaConstraint(const ConstraintSpec& spec) {
+  if (spec.kind != ConstraintKind::kJsonSchema) {
+    return absl::InvalidArgumentError("CheckJsonSchemaConstraint: not a json_schema constraint");
+  }
+  XGrammarWarningCapture capture;
+  SchemaPolicyResult policy;
+  try {
+    TP_RETURN_IF_ERROR(JsonSchemaGrammar(spec, policy).status());
+  } catch (const std::exception& e) {
+    return FieldError(spec.field, StrCat(": ", e.what()));
+  }
+  TP_RETURN_IF_ERROR(JudgeXGrammarWarnings(spec, capture.warnings(), policy));
+  return SchemaCheck{std::move(policy.dropped), std::move(policy.annotations)};
+}
+
 CompiledConstraint::CompiledConstraint(std::unique_ptr<xgrammar::CompiledGrammar> grammar,
-                                       int32_t vocab_size, std::vector<std::string> dropped_keywords)
-    : grammar_(std::move(grammar)), vocab_size_(vocab_size), dropped_(std::move(dropped_keywords)) {}
+                                       int32_t vocab_size, std::vector<std::string> dropped_keywords,
+                                       std::vector<std::string> annotations)
+    : grammar_(std::move(grammar)),
+      vocab_size_(vocab_size),
+      dropped_(std::move(dropped_keywords)),
+      annotations_(std::move(annotations)) {}
 
 CompiledConstraint::~CompiledConstraint() = default;
 
@@ -129,21 +176,13 @@ struct ConstraintCompiler::Shared {
 
 absl::StatusOr<Compiled> ConstraintCompiler::Shared::CompileNow(const ConstraintSpec& spec) {
   XGrammarWarningCapture capture;
-  std::vector<std::string> dropped;
-  std::vector<std::string> one_of;
+  SchemaPolicyResult policy;  // for the kinds that hold schemas
   std::unique_ptr<xgrammar::CompiledGrammar> grammar;
   try {
     switch (spec.kind) {
       case ConstraintKind::kJsonSchema: {
-        TP_ASSIGN_OR_RETURN(SchemaPolicyResult policy,
-                            CheckSchema(spec.text, spec.strict, spec.field));
-        dropped = std::move(policy.dropped);
-        one_of = std::move(policy.one_of_pointers);
-        // Compact separators (", " and ": ") and no free whitespace: a model cannot wander off
-        // into endless blanks, and more of each document is forced (jump-forward).
-        grammar = std::make_unique<xgrammar::CompiledGrammar>(compiler.CompileJSONSchema(
-            policy.schema, /*any_whitespace=*/false, std::nullopt, std::nullopt,
-            /*strict_mode=*/true));
+        TP_ASSIGN_OR_RETURN(xgrammar::Grammar g, JsonSchemaGrammar(spec, policy));
+        grammar = std::make_unique<xgrammar::CompiledGrammar>(compiler.CompileGrammar(g));
         break;
       }
       case ConstraintKind::kJsonObject:
@@ -165,10 +204,7 @@ absl::StatusOr<Compiled> ConstraintCompiler::Shared::CompileNow(const Constraint
       case ConstraintKind::kStructuralTag: {
         // XGrammar compiles a tag's schemas with free whitespace, up to the tag's
         // max_whitespace_cnt in a row (coordinator/tools/structural_tag.cc sets it).
-        TP_ASSIGN_OR_RETURN(SchemaPolicyResult policy,
-                            CheckStructuralTagSchemas(spec.text, spec.strict, spec.field));
-        dropped = std::move(policy.dropped);
-        one_of = std::move(policy.one_of_pointers);
+        TP_ASSIGN_OR_RETURN(policy, CheckStructuralTagSchemas(spec.text, spec.strict, spec.field));
         TP_ASSIGN_OR_RETURN(xgrammar::Grammar tag,
                             StructuralTagGrammar(policy.schema, info, spec.field));
         grammar = std::make_unique<xgrammar::CompiledGrammar>(compiler.CompileGrammar(tag));
@@ -180,20 +216,10 @@ absl::StatusOr<Compiled> ConstraintCompiler::Shared::CompileNow(const Constraint
   } catch (const std::exception& e) {
     return FieldError(spec.field, StrCat(": ", e.what()));
   }
-  // XGrammar warns where it relaxes what it was given instead of failing.
-  for (const std::string& warning : capture.warnings()) {
-    std::string what = warning;
-    if (absl::StrContains(warning, "oneOf") && !one_of.empty()) {
-      what = StrCat(what, " (oneOf at ", absl::StrJoin(one_of, ", "), ")");
-    }
-    if (!HasSchemas(spec.kind) || spec.strict) {
-      return FieldError(spec.field, StrCat(": would not be enforced exactly: ", what));
-    }
-    dropped.push_back(std::move(what));
-  }
+  TP_RETURN_IF_ERROR(JudgeXGrammarWarnings(spec, capture.warnings(), policy));
   const int32_t vocab_size = grammar->GetTokenizerInfo().GetVocabSize();
-  return std::make_shared<const CompiledConstraint>(std::move(grammar), vocab_size,
-                                                    std::move(dropped));
+  return std::make_shared<const CompiledConstraint>(
+      std::move(grammar), vocab_size, std::move(policy.dropped), std::move(policy.annotations));
 }
 
 void ConstraintCompiler::Shared::Finish(const std::shared_ptr<Job>& job,

@@ -48,13 +48,17 @@ struct ConstraintLimits {
 class CompiledConstraint {
  public:
   CompiledConstraint(std::unique_ptr<xgrammar::CompiledGrammar> grammar, int32_t vocab_size,
-                     std::vector<std::string> dropped_keywords);
+                     std::vector<std::string> dropped_keywords,
+                     std::vector<std::string> annotations = {});
   ~CompiledConstraint();
 
   const xgrammar::CompiledGrammar& grammar() const { return *grammar_; }
   // Not strict: what was dropped because it would not be enforced (JSON pointers, or XGrammar's
   // own words for what it relaxed).
   const std::vector<std::string>& dropped_keywords() const { return dropped_; }
+  // JSON pointers of the schema keywords taken as annotations (schema_policy.h): accepted, not
+  // assertions in the schema's draft, so not enforced; strict or not.
+  const std::vector<std::string>& annotations() const { return annotations_; }
   int64_t memory_bytes() const;
   int32_t vocab_size() const { return vocab_size_; }  // the width of the masks it makes
 
@@ -62,6 +66,7 @@ class CompiledConstraint {
   std::unique_ptr<xgrammar::CompiledGrammar> grammar_;
   int32_t vocab_size_;
   std::vector<std::string> dropped_;
+  std::vector<std::string> annotations_;
 };
 
 struct ConstraintCompilerStats {
@@ -101,6 +106,15 @@ class ConstraintCompiler {
   std::shared_ptr<Shared> shared_;
   const int32_t vocab_size_;
 };
+
+// A json_schema constraint judged as Compile judges it (the schema policy, XGrammar's grammar
+// and its warnings), without the compile over a vocabulary: for measuring which schemas are
+// accepted (bench/jsonschemabench.cc). The same errors as Compile's, bounds aside.
+struct SchemaCheck {
+  std::vector<std::string> dropped;
+  std::vector<std::string> annotations;
+};
+absl::StatusOr<SchemaCheck> CheckJsonSchemaConstraint(const ConstraintSpec& spec);
 
 // An EBNF grammar (XGrammar's dialect) whose language is exactly `choices`.
 std::string ChoiceGrammar(const std::vector<std::string>& choices);

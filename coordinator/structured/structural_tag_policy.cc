@@ -85,6 +85,7 @@ class TagWalker {
     TP_ASSIGN_OR_RETURN(SchemaPolicyResult checked,
                         CheckSchemaInPlace(schema, strict_, field_, Child(pointer, "json_schema")));
     for (std::string& d : checked.dropped) result_.dropped.push_back(std::move(d));
+    for (std::string& a : checked.annotations) result_.annotations.push_back(std::move(a));
     for (std::string& p : checked.one_of_pointers) result_.one_of_pointers.push_back(std::move(p));
     return absl::OkStatus();
   }

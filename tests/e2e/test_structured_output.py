@@ -55,8 +55,10 @@ def _request_kwargs(case):
 def _check(case, text):
     kind, constraint = case["kind"], case["constraint"]
     if kind == "json_schema":
-        jsonschema.Draft202012Validator(constraint, format_checker=jsonschema.FormatChecker()).validate(
-            json.loads(text))
+        # The draft the schema declares ($schema), 2020-12 where it declares none.
+        cls = jsonschema.validators.validator_for(constraint,
+                                                  default=jsonschema.Draft202012Validator)
+        cls(constraint, format_checker=jsonschema.FormatChecker()).validate(json.loads(text))
     elif kind == "json_object":
         assert isinstance(json.loads(text), dict), text
     elif kind == "regex":
@@ -71,12 +73,24 @@ def _finished_or_cut(case, finish_reason, structured, text):
     """A finished output validates; one cut by max_tokens says it is incomplete. (SmolLM2-135M
     sometimes loops inside an unbounded array, string or recursion until max_tokens: every
     token it produced is still allowed, but the document is unfinished.)"""
+    annotations = ANNOTATIONS.get(case["name"], [])
     if finish_reason == "length":
-        assert structured == {"completed": False, "dropped_keywords": []}, text
+        assert structured == {"completed": False, "dropped_keywords": [],
+                              "annotations": annotations}, text
         pytest.xfail(f"cut at max_tokens (the model looped): {text[-80:]!r}")
     assert finish_reason == "stop", text
-    assert structured == {"completed": True, "dropped_keywords": []}, text
+    assert structured == {"completed": True, "dropped_keywords": [],
+                          "annotations": annotations}, text
     _check(case, text)
+
+
+# What tpserve reports as annotations for the corpus' schemas (accepted, not enforced: not
+# assertions in the draft each declares); none for the others.
+ANNOTATIONS = {
+    "snowplow_self_describing": ["/self"],
+    "draft04_annotations": ["/properties/path/format", "/properties/path/example",
+                            "/properties/data/format", "/properties/data/readonly"],
+}
 
 
 def _structured(obj):
@@ -149,8 +163,32 @@ def test_strict_false_drops_and_lists(client):
                 "properties": {"tags": {"type": "array", "items": {"type": "string"},
                                         "maxItems": 3, "uniqueItems": True}}}}})
     assert _structured(r) == {"completed": True,
-                              "dropped_keywords": ["/properties/tags/uniqueItems"]}
+                              "dropped_keywords": ["/properties/tags/uniqueItems"],
+                              "annotations": []}
     assert len(json.loads(r.choices[0].message.content)["tags"]) <= 3
+
+
+def test_annotations_are_reported_and_logged(server, client):
+    """Keywords outside the declared draft's vocabulary pass strict, unenforced, and are listed
+    in the response and in the request's log line; the siblings of a draft-07 $ref likewise."""
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+              "required": ["n"], "additionalProperties": False, "x-owner": "billing",
+              "properties": {"n": {"$ref": "#/definitions/small", "maximum": 1}},
+              "definitions": {"small": {"type": "integer", "minimum": 0, "maximum": 9}}}
+    r = client.chat.completions.create(
+        model=SERVED_NAME, messages=[{"role": "user", "content": "A small number as JSON."}],
+        temperature=0, max_tokens=32,
+        response_format={"type": "json_schema", "json_schema": {
+            "name": "n", "schema": schema, "strict": True}},
+        extra_headers={"x-request-id": "annotations-e2e"})
+    assert _structured(r) == {"completed": True, "dropped_keywords": [],
+                              "annotations": ["/x-owner", "/properties/n/maximum"]}
+    value = json.loads(r.choices[0].message.content)["n"]
+    assert 0 <= value <= 9  # the $ref's bounds hold; its sibling maximum is ignored by draft-07
+    jsonschema.Draft7Validator(schema).validate(json.loads(r.choices[0].message.content))
+    lines = [json.loads(line) for line in server.output().splitlines()
+             if line.startswith("{") and '"annotations-e2e"' in line]
+    assert lines and lines[-1]["annotations"] == ["/x-owner", "/properties/n/maximum"], lines
 
 
 def test_grpc_constraint_and_error(server):
