@@ -17,4 +17,8 @@ if ! "$VENV/bin/python" -c "import xgrammar, llguidance, llama_cpp" 2>/dev/null;
   CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
     "${PIP[@]}" llama-cpp-python==0.3.36
 fi
+# jsonschema's optional format checkers (date-time, uri, hostname, ...), for
+# bench/jsonschemabench_peers.py validate.
+"$VENV/bin/python" -c "import rfc3339_validator, rfc3986_validator, fqdn, uri_template, webcolors" \
+  2>/dev/null || "${PIP[@]}" "jsonschema[format-nongpl]"
 echo "structured_venv: ok ($VENV)"

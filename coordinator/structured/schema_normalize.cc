@@ -304,7 +304,8 @@ Json FilterValues(Json node) {
   std::vector<Json> values =
       is_const ? std::vector<Json>{node["const"]} : node["enum"].get<std::vector<Json>>();
   std::vector<std::string> decided;
-  for (const auto& [key, bound] : node.items()) {
+  for (const auto& item : node.items()) {
+    const std::string& key = item.key();
     if (key == "const" || key == "enum" || key == kOriginKey || key == kMergedKey ||
         IsSchemaMetadataKeyword(key)) {
       continue;
