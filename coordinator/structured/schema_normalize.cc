@@ -803,6 +803,12 @@ class Normalizer {
         TP_RETURN_IF_ERROR(Inexact(at, b, key, StrCat("two different \"", key, "\"")));
       }
     }
+    // A required name the merged object cannot hold: nothing satisfies both sides.
+    if (a.contains("required") && a["required"].is_array()) {
+      for (const Json& name : a["required"]) {
+        if (name.is_string() && Forbids(a, name.get<std::string>())) return Json(false);
+      }
+    }
     // const beside enum: the const, if the enum allows it.
     if (a.contains("const") && a.contains("enum") && a["enum"].is_array()) {
       const Json& values = a["enum"];

@@ -364,6 +364,23 @@ class Walker {
         node["items"] = Json::object();
       }
     }
+    // XGrammar refuses integer bounds past 2^53 (where doubles stop holding every integer): a
+    // bound beyond is brought to 2^53, which only narrows what is generated.
+    if (has("integer") && !has("number")) {
+      constexpr double kLimit = 9007199254740992.0;  // 2^53
+      for (const char* key : {"minimum", "exclusiveMinimum"}) {
+        if (node.contains(key) && node[key].is_number() && node[key].get<double>() < -kLimit) {
+          node.erase(key);
+          node["minimum"] = static_cast<int64_t>(-kLimit);
+        }
+      }
+      for (const char* key : {"maximum", "exclusiveMaximum"}) {
+        if (node.contains(key) && node[key].is_number() && node[key].get<double>() > kLimit) {
+          node.erase(key);
+          node["maximum"] = static_cast<int64_t>(kLimit);
+        }
+      }
+    }
     if (has("string") && node.contains("pattern") && node["pattern"].is_string() &&
         !node.contains("format") && (node.contains("minLength") || node.contains("maxLength"))) {
       const Json min = node.value("minLength", Json(0)), max = node.value("maxLength", Json(-1));

@@ -310,6 +310,20 @@ TEST(SchemaPolicyTest, AssertionsThatHoldForEveryInstanceOfTheNodeAreRemovedUnli
       "required": ["n", "id"]})"));
 }
 
+TEST(SchemaPolicyTest, BranchesThatCannotHoldAreLeftOutAndHugeIntegerBoundsNarrowed) {
+  // The first branch requires a name the closed object beside it forbids.
+  EXPECT_EQ(Compiled(Accepted(R"({"type": "object", "additionalProperties": false,
+      "properties": {"b": {"type": "string"}},
+      "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})")),
+            nlohmann::json::parse(R"({"anyOf": [{"type": "object", "additionalProperties": false,
+      "properties": {"b": {"type": "string"}}, "required": ["b"]}]})"));
+  // XGrammar refuses integer bounds past 2^53; they are brought to 2^53 (fewer values, all valid).
+  EXPECT_EQ(Compiled(Accepted(R"({"type": "integer", "minimum": -1e300,
+      "exclusiveMaximum": 18446744073709551615})")),
+            nlohmann::json::parse(R"({"type": "integer", "minimum": -9007199254740992,
+      "maximum": 9007199254740992})"));
+}
+
 TEST(SchemaPolicyTest, OlderSpellingsBecomeTheirCurrentOnes) {
   EXPECT_EQ(Compiled(Accepted(R"({"$schema": "http://json-schema.org/draft-04/schema#",
       "type": "object", "properties": {
