@@ -25,6 +25,14 @@ pass_done() {
 
 bash scripts/setup.sh --test || exit 1
 export TPSERVE_MODEL_DIR="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
+# JSONSchemaBench's schemas (not in the repository; //tests/structured:jsonschemabench_test skips
+# without them): beside the checkout as the project's machines have it, or where they are.
+if [ -z "${TPSERVE_JSONSCHEMABENCH_DIR:-}" ]; then
+  for d in ../shared/jsonschemabench /work/shared/jsonschemabench; do
+    [ -d "$d" ] && { TPSERVE_JSONSCHEMABENCH_DIR="$(cd "$d" && pwd)"; break; }
+  done
+fi
+export TPSERVE_JSONSCHEMABENCH_DIR="${TPSERVE_JSONSCHEMABENCH_DIR:-}"
 tpserve_trim_disk_cache
 pass_done setup
 
