@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "base/field_error.h"
 #include "base/status_macros.h"
 #include "base/str_cat.h"
@@ -376,11 +377,9 @@ class Normalizer {
     while (!pending.empty()) {
       const Json* j = pending.back();
       pending.pop_back();
-      if (j->is_object() && j->contains("$ref") && (*j)["$ref"].is_string()) {
-        const std::string name = (*j)["$ref"].get<std::string>();
-        if (name != "#") {
-          const size_t index = std::stoul(name.substr(std::string("#/$defs/ref").size()));
-          if (used.insert(index).second) pending.push_back(&targets_[index].out);
+      if (j->is_object() && j->contains("$ref")) {
+        if (std::optional<size_t> index = TableIndex((*j)["$ref"])) {
+          if (used.insert(*index).second) pending.push_back(&targets_[*index].out);
         }
       }
       if (j->is_object() || j->is_array()) {
@@ -424,6 +423,20 @@ class Normalizer {
   }
 
   static std::string DefName(size_t i) { return StrCat("ref", i); }
+
+  // The table entry a rewritten reference ("#/$defs/ref<n>") names; nullopt for anything else
+  // (a value in an enum or a default may look like one).
+  std::optional<size_t> TableIndex(const Json& ref) const {
+    constexpr std::string_view kPrefix = "#/$defs/ref";
+    if (!ref.is_string()) return std::nullopt;
+    const std::string& name = ref.get_ref<const std::string&>();
+    size_t index = 0;
+    if (name.rfind(kPrefix, 0) != 0 || !absl::SimpleAtoi(name.substr(kPrefix.size()), &index) ||
+        index >= targets_.size()) {
+      return std::nullopt;
+    }
+    return index;
+  }
 
   // The identifier of a schema node: "$id" (draft-04: "id"), when it is a string.
   const Json* IdOf(const Json& node) const {
@@ -493,8 +506,8 @@ class Normalizer {
       }
       if (node->is_object() && node->contains(token)) {
         node = &(*node)[token];
-      } else if (node->is_array()) {
-        node = &(*node)[std::stoul(token)];
+      } else if (size_t i = 0; node->is_array() && absl::SimpleAtoi(token, &i) && i < node->size()) {
+        node = &(*node)[i];
       } else {
         break;
       }
@@ -569,13 +582,13 @@ class Normalizer {
   // A node's content where a merge needs it: its $ref replaced by what the reference names.
   absl::StatusOr<Json> Content(Json node, const std::string& at) {
     for (int hops = 0; node.is_object() && node.contains("$ref"); ++hops) {
-      const std::string name = node["$ref"].get<std::string>();
-      if (name == "#") {
+      const std::optional<size_t> entry = TableIndex(node["$ref"]);
+      if (!entry.has_value()) {
         return Error(at,
                      ": merges a schema with a reference to the whole document, which "
                      "holds that merge; the result would be infinite");
       }
-      const size_t index = std::stoul(name.substr(std::string("#/$defs/ref").size()));
+      const size_t index = *entry;
       absl::StatusOr<Json> target = Normalized(index);
       if (absl::IsFailedPrecondition(target.status()) || hops > kMaxDepth) {
         return Error(at, StrCat(": the merge reaches ", Shown(targets_[index].pointer),
@@ -960,9 +973,9 @@ class Normalizer {
     Json a_target, b_target;
     for (auto [side, target] : {std::pair{&a, &a_target}, std::pair{&b, &b_target}}) {
       if (!(*side)->contains("$ref")) continue;
-      const std::string name = (**side)["$ref"].get<std::string>();
-      if (name == "#") return false;
-      const size_t index = std::stoul(name.substr(std::string("#/$defs/ref").size()));
+      const std::optional<size_t> entry = TableIndex((**side)["$ref"]);
+      if (!entry.has_value()) return false;  // "#": the whole document
+      const size_t index = *entry;
       if (targets_[index].state == Target::kRunning) return false;
       absl::StatusOr<Json> content = Normalized(index);
       if (!content.ok()) return false;

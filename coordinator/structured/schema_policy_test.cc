@@ -336,6 +336,14 @@ TEST(SchemaPolicyTest, OlderSpellingsBecomeTheirCurrentOnes) {
               "prefixItems": [{"type": "string"}, {"type": "integer"}]}}})"));
 }
 
+TEST(SchemaPolicyTest, DataThatLooksLikeAReferenceIsData) {
+  SchemaPolicyResult r = Accepted(R"({"type": "object", "properties": {
+      "e": {"enum": [{"$ref": "#/$defs/ref99"}, {"$ref": "#/$defs/refx"}]},
+      "d": {"type": "string", "default": {"$ref": "#/$defs/ref0"}}}})");
+  EXPECT_FALSE(Compiled(r).contains("$defs"));
+  EXPECT_EQ(Compiled(r)["properties"]["e"]["enum"][0]["$ref"], "#/$defs/ref99");
+}
+
 TEST(SchemaPolicyTest, MalformedSchemasNameTheNodeOrTheByte) {
   EXPECT_EQ(Error(R"({"type": "object",)"), "json_schema: not valid JSON at byte 19 (counting from 1)");
   EXPECT_EQ(Error(R"([1, 2])"), "json_schema: at / is array, not a schema (an object or a boolean)");
