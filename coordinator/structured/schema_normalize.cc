@@ -371,6 +371,10 @@ class Normalizer {
     TP_ASSIGN_OR_RETURN(result.schema, Node(root_, "", kDocumentUri, 0));
     // Targets found while normalizing may reach more targets.
     for (size_t i = 0; i < targets_.size(); ++i) TP_RETURN_IF_ERROR(Normalized(i).status());
+    // A reference to `true` or `false` is that boolean (XGrammar refuses a $ref to `false`, and
+    // the second half of the policy treats a `false` property or pattern by itself).
+    InlineBooleanTargets(result.schema);
+    for (Target& t : targets_) InlineBooleanTargets(t.out);
     // The table holds the targets still referred to (a merge copies the ones it reaches).
     std::set<size_t> used;
     std::vector<const Json*> pending = {&result.schema};
@@ -423,6 +427,20 @@ class Normalizer {
   }
 
   static std::string DefName(size_t i) { return StrCat("ref", i); }
+
+  void InlineBooleanTargets(Json& j) const {
+    if (j.is_object() && j.contains("$ref")) {
+      if (std::optional<size_t> index = TableIndex(j["$ref"])) {
+        if (targets_[*index].out.is_boolean()) {
+          j = targets_[*index].out;
+          return;
+        }
+      }
+    }
+    if (j.is_object() || j.is_array()) {
+      for (Json& child : j) InlineBooleanTargets(child);
+    }
+  }
 
   // The table entry a rewritten reference ("#/$defs/ref<n>") names; nullopt for anything else
   // (a value in an enum or a default may look like one).
@@ -506,7 +524,8 @@ class Normalizer {
       }
       if (node->is_object() && node->contains(token)) {
         node = &(*node)[token];
-      } else if (size_t i = 0; node->is_array() && absl::SimpleAtoi(token, &i) && i < node->size()) {
+      } else if (size_t i = 0;
+                 node->is_array() && absl::SimpleAtoi(token, &i) && i < node->size()) {
         node = &(*node)[i];
       } else {
         break;
@@ -1070,6 +1089,43 @@ class Normalizer {
     return out;
   }
 
+  // The positive schema equal to {"not": negated}, where one exists: `not` of what admits
+  // everything is `false` and of `false` is `true`; "not required [a]" is a property `a` that
+  // cannot hold a value; "not type T" is every other type (except where T splits the numbers).
+  static std::optional<Json> Negated(const Json& negated) {
+    if (IsTrueSchema(negated)) return Json(false);
+    if (IsFalseSchema(negated)) return Json(true);
+    if (!negated.is_object()) return std::nullopt;
+    std::vector<std::string> keys;
+    for (const auto& item : negated.items()) {
+      if (item.key() != kOriginKey && item.key() != kMergedKey && !IsMetadata(item.key())) {
+        keys.push_back(item.key());
+      }
+    }
+    if (keys == std::vector<std::string>{"required"} && negated["required"].is_array() &&
+        negated["required"].size() == 1 && negated["required"][0].is_string()) {
+      return Json{{"properties", {{negated["required"][0].get<std::string>(), false}}}};
+    }
+    if (keys == std::vector<std::string>{"type"}) {
+      std::set<std::string> excluded;
+      if (negated["type"].is_string()) excluded.insert(negated["type"].get<std::string>());
+      if (negated["type"].is_array()) {
+        for (const Json& t : negated["type"]) {
+          if (!t.is_string()) return std::nullopt;
+          excluded.insert(t.get<std::string>());
+        }
+      }
+      if (excluded.count("integer") > 0 && excluded.count("number") == 0) return std::nullopt;
+      Json rest = Json::array();
+      for (const char* t : {"string", "number", "boolean", "null", "array", "object"}) {
+        if (excluded.count(t) == 0) rest.push_back(t);
+      }
+      if (rest.empty()) return Json(false);
+      return Json{{"type", rest.size() == 1 ? rest[0] : rest}};
+    }
+    return std::nullopt;
+  }
+
   void Annotation(const std::string& pointer) { annotations_.push_back(StrCat(prefix_, pointer)); }
 
   // The normalized form of the schema `in` at input pointer `pointer`.
@@ -1142,6 +1198,19 @@ class Normalizer {
       TP_ASSIGN_OR_RETURN(std::string target, RefTarget(own["$ref"], Child(pointer, "$ref"), base));
       own["$ref"] = RefName(target);
     }
+    // "not" in the shapes that have a positive spelling (an allOf branch then carries it).
+    if (own.contains("not")) {
+      std::optional<Json> positive = Negated(own["not"]);
+      if (positive.has_value()) {
+        own.erase("not");
+        if (IsFalseSchema(*positive)) return Json(false);
+        if (!IsTrueSchema(*positive)) {
+          (*positive)[kOriginKey] = Child(pointer, "not");
+          if (!own.contains("allOf")) own["allOf"] = Json::array();
+          own["allOf"].push_back(std::move(*positive));
+        }
+      }
+    }
     // One node for XGrammar: allOf and every sibling of a combinator or $ref merged.
     const int parts = (own.contains("$ref") ? 1 : 0) + (own.contains("allOf") ? 1 : 0) +
                       (own.contains("anyOf") ? 1 : 0) + (own.contains("oneOf") ? 1 : 0);
@@ -1149,6 +1218,16 @@ class Normalizer {
     for (const auto& [key, value] : own.items()) {
       plain_rest =
           plain_rest || (key != "$ref" && key != "allOf" && key != "anyOf" && key != "oneOf");
+    }
+    // Branches that admit nothing are left out (for oneOf too: they never count).
+    for (const char* combinator : {"anyOf", "oneOf"}) {
+      if (!own.contains(combinator)) continue;
+      Json kept = Json::array();
+      for (Json& branch : own[combinator]) {
+        if (!IsFalseSchema(branch)) kept.push_back(std::move(branch));
+      }
+      if (kept.empty()) return Json(false);
+      own[combinator] = std::move(kept);
     }
     if (!own.contains("allOf") && parts + (plain_rest ? 1 : 0) <= 1) {
       for (auto& [key, value] : own.items()) out[key] = std::move(value);

@@ -314,14 +314,31 @@ class Walker {
     const auto has = [&](const char* t) {
       return std::find(types.begin(), types.end(), t) != types.end();
     };
-    if (has("object") && !node.contains("patternProperties") &&
-        (!node.contains("properties") || node["properties"].is_object())) {
+    if (has("object") && (!node.contains("properties") || node["properties"].is_object())) {
+      // A patternProperties entry that admits nothing (XGrammar refuses `false` here too): the
+      // names it matches may not appear. Without other patterns, in a closed object, it is
+      // simply left out; otherwise the object is closed whole, which only narrows.
+      if (node.contains("patternProperties") && node["patternProperties"].is_object()) {
+        Json& patterns = node["patternProperties"];
+        std::vector<std::string> never;
+        for (const auto& [pattern, sub] : patterns.items()) {
+          if (sub == false) never.push_back(pattern);
+        }
+        for (const std::string& pattern : never) patterns.erase(pattern);
+        if (!never.empty()) {
+          const bool open = node.contains("additionalProperties") &&
+                            node["additionalProperties"] != false;
+          if (!patterns.empty() || open) node["additionalProperties"] = false;
+          node.erase("patternProperties");
+        }
+      }
       if (!node.contains("properties")) node["properties"] = Json::object();
       Json& props = node["properties"];
-      const bool closed = !node.contains("additionalProperties") ||
-                          node["additionalProperties"] == false;
+      const bool patterns = node.contains("patternProperties");
+      const bool closed = !patterns && (!node.contains("additionalProperties") ||
+                                        node["additionalProperties"] == false);
       // A required name that "properties" does not list: its value is additionalProperties'.
-      if (node.contains("required") && node["required"].is_array()) {
+      if (!patterns && node.contains("required") && node["required"].is_array()) {
         for (const Json& name : node["required"]) {
           if (!name.is_string() || props.contains(name.get<std::string>())) continue;
           if (node.contains("additionalProperties") && node["additionalProperties"] != false) {
@@ -331,8 +348,10 @@ class Walker {
           }
         }
       }
-      // A property that can never hold a value, where no other name may appear either: left
-      // out (XGrammar refuses a `false` schema even where the property is optional).
+      // A property that can never hold a value is left out (XGrammar refuses a `false` schema
+      // even where the property is optional); where other names may appear, the object is
+      // closed, as strict_mode closes one that does not say: XGrammar cannot keep that one
+      // name out of the additional ones, and fewer properties are still valid.
       std::vector<std::string> never;
       for (const auto& [name, sub] : props.items()) {
         if (sub == false) never.push_back(name);
@@ -342,13 +361,17 @@ class Walker {
                std::find(node["required"].begin(), node["required"].end(), n) !=
                    node["required"].end();
       });
-      if (closed && !required_never) {
+      if (!never.empty() && !required_never) {
         for (const std::string& name : never) props.erase(name);
+        if (!closed) {
+          node.erase("patternProperties");
+          node["additionalProperties"] = false;
+        }
       }
       // strict_mode closes an object that does not say; one that must hold more properties than
       // it lists is opened instead.
-      if (!node.contains("additionalProperties") && node.contains("minProperties") &&
-          node["minProperties"].is_number() &&
+      if (!node.contains("additionalProperties") && !node.contains("patternProperties") &&
+          node.contains("minProperties") && node["minProperties"].is_number() &&
           node["minProperties"].get<double>() > static_cast<double>(props.size())) {
         node["additionalProperties"] = Json::object();
       }

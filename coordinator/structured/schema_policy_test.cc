@@ -336,6 +336,30 @@ TEST(SchemaPolicyTest, OlderSpellingsBecomeTheirCurrentOnes) {
               "prefixItems": [{"type": "string"}, {"type": "integer"}]}}})"));
 }
 
+TEST(SchemaPolicyTest, NotInShapesWithAPositiveSpellingIsEnforced) {
+  // not {} admits nothing; not required [b] forbids b; not type [...] is the other types.
+  EXPECT_EQ(Compiled(Accepted(R"({"type": "object", "additionalProperties": {"type": "string"},
+      "properties": {"a": {"type": "integer"}, "gone": {"not": {}}}, "not": {"required": ["b"]},
+      "oneOf": [{"required": ["a"], "not": {"required": ["c"]}},
+                {"required": ["c"], "not": {"required": ["a"]}}]})")),
+            nlohmann::json::parse(R"({"anyOf": [
+      {"type": "object", "additionalProperties": false, "properties": {"a": {"type": "integer"}},
+       "required": ["a"]},
+      {"type": "object", "additionalProperties": false, "properties": {"c": {"type": "string"}},
+       "required": ["c"]}]})"));
+  EXPECT_EQ(Compiled(Accepted(R"({"not": {"type": ["string", "object", "array", "null"]}})")),
+            nlohmann::json::parse(R"({"type": ["number", "boolean"]})"));
+  // A definition that admits nothing, referred to as a property's and a pattern's schema.
+  EXPECT_EQ(Compiled(Accepted(R"({"type": "object", "properties": {"x": {"$ref": "#/$defs/no"},
+      "y": {"type": "boolean"}}, "patternProperties": {"^z": {"$ref": "#/$defs/no"}},
+      "additionalProperties": false, "$defs": {"no": {"not": {}}}})")),
+            nlohmann::json::parse(R"({"type": "object", "properties": {"y": {"type": "boolean"}},
+      "additionalProperties": false})"));
+  // "not" of anything else is still not enforced.
+  EXPECT_THAT(Error(R"({"type": "string", "not": {"enum": ["a"]}})"),
+              HasSubstr("at /not: keyword \"not\" is not enforced"));
+}
+
 TEST(SchemaPolicyTest, DataThatLooksLikeAReferenceIsData) {
   SchemaPolicyResult r = Accepted(R"({"type": "object", "properties": {
       "e": {"enum": [{"$ref": "#/$defs/ref99"}, {"$ref": "#/$defs/refx"}]},

@@ -21,7 +21,7 @@ constexpr char kTag[] = R"({"type": "structural_tag", "format": {"type": "sequen
   {"type": "json_schema", "json_schema": {"type": "array", "uniqueItems": true}},
   {"type": "triggered_tags", "triggers": ["<f>"], "tags": [{"begin": "<f>", "end": "</f>",
     "content": {"json_schema": {"type": "object", "properties": {
-      "v": {"oneOf": [{"type": "integer"}, {"type": "number"}]}}, "not": {}}}}]},
+      "v": {"oneOf": [{"type": "integer"}, {"type": "number"}]}}, "not": {"enum": [1]}}}}]},
   {"type": "dispatch", "rules": [["<g>", {"type": "json_schema",
     "json_schema": {"type": "string", "format": "color"}}]]},
   {"type": "const_string", "value": "x", "json_schema": {"not": {}}}]}})";
