@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <set>
 #include <utility>
@@ -52,116 +53,173 @@ std::string Child(const std::string& pointer, const std::string& token) {
 
 std::string Display(const std::string& pointer) { return pointer.empty() ? "/" : pointer; }
 
-// A "pattern" of single-character atoms (a class, an escape, ".", a literal) each with a
-// quantifier, at most one of them of variable count, with minLength/maxLength folded into that
-// count: "^[a-z][a-z0-9-]*$" with maxLength 63 is "^[a-z][a-z0-9-]{0,62}$". XGrammar enforces a
-// pattern and ignores lengths beside it; this rewrite is exact (each atom matches one code
-// point) and covers most of the pairs in real schemas (814 nodes in JSONSchemaBench). Nothing
-// (nullopt) for any other pattern, or where no length fits.
-std::optional<std::string> FoldLengthsIntoPattern(std::string_view pattern, int64_t min_length,
-                                                  int64_t max_length) {
-  constexpr int64_t kUnbounded = -1;
-  if (!pattern.empty() && pattern.front() == '^') pattern.remove_prefix(1);
-  if (pattern.size() >= 2 && pattern.back() == '$' && pattern[pattern.size() - 2] != '\\') {
-    pattern.remove_suffix(1);
-  } else if (pattern.size() == 1 && pattern.back() == '$') {
-    pattern.remove_suffix(1);
+// Lengths beside a "pattern", folded into it. XGrammar enforces a pattern and ignores
+// minLength/maxLength beside it; most such pairs in real schemas (808 nodes in JSONSchemaBench)
+// have patterns that are sequences of one-character atoms (a class, an escape, ".", a literal)
+// with counts, some inside groups ("^([a-z0-9-]+):([a-z0-9.-]+)$"). There the lengths become
+// counts: with one variable count the rewrite is exact ("^[a-z][a-z0-9-]*$" with maxLength 63
+// is "^[a-z][a-z0-9-]{0,62}$"); with several, the room is shared among them, which admits fewer
+// strings, all of the right length. Every atom matches one code point. nullopt for any other
+// pattern (alternation, nested groups, lookaround) or where no length fits.
+namespace pattern_lengths {
+
+constexpr int64_t kUnbounded = -1;
+
+struct Item {
+  std::string atom;
+  int64_t lo, hi;  // hi: kUnbounded for no bound
+};
+
+// One atom at `i` (advanced past it), or nullopt.
+std::optional<std::string> Atom(std::string_view p, size_t& i) {
+  const size_t start = i;
+  const char c = p[i];
+  if (c == '[') {
+    ++i;
+    if (i < p.size() && p[i] == '^') ++i;
+    if (i < p.size() && p[i] == ']') ++i;
+    while (i < p.size() && p[i] != ']') i += p[i] == '\\' ? 2 : 1;
+    if (i >= p.size()) return std::nullopt;
+    ++i;
+  } else if (c == '\\') {
+    if (i + 1 >= p.size()) return std::nullopt;
+    const char e = p[i + 1];
+    const bool one_char = std::string_view("dDwWsStnr").find(e) != std::string_view::npos ||
+                          !std::isalnum(static_cast<unsigned char>(e));
+    if (!one_char) return std::nullopt;
+    i += 2;
+  } else if (std::string_view("()|*+?{}^$]").find(c) != std::string_view::npos) {
+    return std::nullopt;
+  } else {
+    ++i;  // "." or a literal (a UTF-8 lead byte takes its continuation bytes along)
+    while (i < p.size() && (static_cast<unsigned char>(p[i]) & 0xC0) == 0x80) ++i;
   }
-  struct Item {
-    std::string atom;
-    int64_t lo, hi;  // hi: kUnbounded for no bound
-  };
-  std::vector<Item> items;
-  size_t i = 0;
-  while (i < pattern.size()) {
-    const size_t start = i;
-    const char c = pattern[i];
-    if (c == '[') {
-      ++i;
-      if (i < pattern.size() && pattern[i] == '^') ++i;
-      if (i < pattern.size() && pattern[i] == ']') ++i;
-      while (i < pattern.size() && pattern[i] != ']') i += pattern[i] == '\\' ? 2 : 1;
-      if (i >= pattern.size()) return std::nullopt;
-      ++i;
-    } else if (c == '\\') {
-      if (i + 1 >= pattern.size()) return std::nullopt;
-      const char e = pattern[i + 1];
-      const bool one_char = std::string_view("dDwWsStnr").find(e) != std::string_view::npos ||
-                            !std::isalnum(static_cast<unsigned char>(e));
-      if (!one_char) return std::nullopt;
-      i += 2;
-    } else if (std::string_view("()|*+?{}^$]").find(c) != std::string_view::npos) {
-      return std::nullopt;
+  return std::string(p.substr(start, i - start));
+}
+
+// A count after an atom or group at `i` ({1,1} where there is none); false where it is not one
+// we read (lazy, possessive, malformed).
+bool Count(std::string_view p, size_t& i, int64_t& lo, int64_t& hi) {
+  lo = hi = 1;
+  if (i >= p.size()) return true;
+  const char q = p[i];
+  if (q == '*' || q == '+' || q == '?') {
+    lo = q == '+' ? 1 : 0;
+    hi = q == '?' ? 1 : kUnbounded;
+    ++i;
+  } else if (q == '{') {
+    const size_t close = p.find('}', i);
+    if (close == std::string_view::npos) return false;
+    const std::string body(p.substr(i + 1, close - i - 1));
+    const size_t comma = body.find(',');
+    char* end = nullptr;
+    lo = std::strtoll(body.c_str(), &end, 10);
+    if (end == body.c_str() || lo < 0) return false;
+    if (comma == std::string::npos) {
+      if (*end != '\0') return false;
+      hi = lo;
+    } else if (comma + 1 == body.size()) {
+      hi = kUnbounded;
     } else {
-      ++i;  // "." or a literal (a UTF-8 lead byte takes its continuation bytes along)
-      while (i < pattern.size() && (static_cast<unsigned char>(pattern[i]) & 0xC0) == 0x80) ++i;
+      const char* hi_text = body.c_str() + comma + 1;
+      hi = std::strtoll(hi_text, &end, 10);
+      if (end == hi_text || *end != '\0' || hi < lo) return false;
     }
-    Item item{std::string(pattern.substr(start, i - start)), 1, 1};
-    if (i < pattern.size()) {
-      const char q = pattern[i];
-      if (q == '*' || q == '+' || q == '?') {
-        item.lo = q == '+' ? 1 : 0;
-        item.hi = q == '?' ? 1 : kUnbounded;
-        ++i;
-      } else if (q == '{') {
-        const size_t close = pattern.find('}', i);
-        if (close == std::string_view::npos) return std::nullopt;
-        const std::string body(pattern.substr(i + 1, close - i - 1));
-        const size_t comma = body.find(',');
-        char* end = nullptr;
-        item.lo = std::strtoll(body.c_str(), &end, 10);
-        if (end == body.c_str()) return std::nullopt;
-        if (comma == std::string::npos) {
-          if (*end != '\0') return std::nullopt;
-          item.hi = item.lo;
-        } else if (comma + 1 == body.size()) {
-          item.hi = kUnbounded;
-        } else {
-          const char* hi_text = body.c_str() + comma + 1;
-          item.hi = std::strtoll(hi_text, &end, 10);
-          if (end == hi_text || *end != '\0') return std::nullopt;
-        }
-        i = close + 1;
+    i = close + 1;
+  }
+  return i >= p.size() || (p[i] != '?' && p[i] != '+');
+}
+
+// A sequence of atoms and groups of atoms, until `stop` (')' inside a group).
+bool Sequence(std::string_view p, size_t& i, bool in_group, std::vector<Item>& items) {
+  while (i < p.size() && !(in_group && p[i] == ')')) {
+    if (p[i] == '(') {
+      i += p.compare(i, 3, "(?:") == 0 ? 3 : 1;
+      std::vector<Item> inner;
+      if (!Sequence(p, i, /*in_group=*/true, inner) || i >= p.size()) return false;
+      ++i;  // ')'
+      int64_t lo, hi;
+      if (!Count(p, i, lo, hi)) return false;
+      if (lo == 1 && hi == 1) {
+        for (Item& item : inner) items.push_back(std::move(item));  // a group: its items
+      } else if (lo == 0 && hi == 1 && inner.size() == 1 && inner[0].lo <= 1) {
+        items.push_back({inner[0].atom, 0, inner[0].hi});  // (x{0|1,n})? is x{0,n}
+      } else {
+        return false;
       }
-      if (i < pattern.size() && (pattern[i] == '?' || pattern[i] == '+')) {
-        return std::nullopt;  // lazy or possessive: keep clear of them
-      }
+      continue;
     }
+    std::optional<std::string> atom = Atom(p, i);
+    if (!atom) return false;
+    Item item{*std::move(atom), 1, 1};
+    if (!Count(p, i, item.lo, item.hi)) return false;
     items.push_back(std::move(item));
   }
-  int64_t fixed = 0;
-  Item* variable = nullptr;
+  return true;
+}
+
+std::optional<std::string> Fold(std::string_view pattern, int64_t min_length,
+                                int64_t max_length) {
+  if (!pattern.empty() && pattern.front() == '^') pattern.remove_prefix(1);
+  if (!pattern.empty() && pattern.back() == '$' &&
+      (pattern.size() == 1 || pattern[pattern.size() - 2] != '\\')) {
+    pattern.remove_suffix(1);
+  }
+  std::vector<Item> items;
+  size_t i = 0;
+  if (!Sequence(pattern, i, /*in_group=*/false, items) || i != pattern.size()) {
+    return std::nullopt;
+  }
+  int64_t base = 0;
+  std::vector<Item*> variable;
   for (Item& item : items) {
-    if (item.lo == item.hi) {
-      fixed += item.lo;
-    } else if (variable != nullptr) {
-      return std::nullopt;  // two variable counts: their sum is not one quantifier
+    base += item.lo;
+    if (item.hi != item.lo) variable.push_back(&item);
+  }
+  auto room = [](const Item* item) {  // how much longer it may be
+    return item->hi == kUnbounded ? std::numeric_limits<int64_t>::max() : item->hi - item->lo;
+  };
+  if (max_length != kUnbounded) {
+    if (base > max_length) return std::nullopt;
+    // Each variable item gets an equal share of the room (its own bound permitting).
+    const int64_t share =
+        variable.empty() ? 0 : (max_length - base) / static_cast<int64_t>(variable.size());
+    if (variable.size() == 1) {
+      variable[0]->hi = variable[0]->lo + std::min(room(variable[0]), max_length - base);
     } else {
-      variable = &item;
+      for (Item* item : variable) item->hi = item->lo + std::min(room(item), share);
     }
   }
-  if (variable == nullptr) {
-    const bool fits = fixed >= min_length && (max_length == kUnbounded || fixed <= max_length);
-    if (!fits) return std::nullopt;
-  } else {
-    variable->lo = std::max(variable->lo, min_length - fixed);
-    if (max_length != kUnbounded) {
-      const int64_t room = max_length - fixed;
-      variable->hi = variable->hi == kUnbounded ? room : std::min(variable->hi, room);
+  int64_t longest = 0;  // after the shares
+  for (const Item& item : items) {
+    longest = item.hi == kUnbounded || longest == kUnbounded ? kUnbounded : longest + item.hi;
+  }
+  if (min_length > base) {
+    if (longest != kUnbounded && longest < min_length) return std::nullopt;
+    // The shortfall raised from the front; every item keeps its own upper bound.
+    int64_t missing = min_length - base;
+    for (Item* item : variable) {
+      const int64_t take = std::min(missing, room(item));
+      item->lo += take;
+      missing -= take;
     }
-    if (variable->lo < 0) variable->lo = 0;
-    if (variable->hi != kUnbounded && variable->hi < variable->lo) return std::nullopt;
+    if (missing > 0) return std::nullopt;
   }
   std::string out = "^";
   for (const Item& item : items) {
     out += item.atom;
     if (item.lo == 1 && item.hi == 1) continue;
-    out += item.hi == kUnbounded ? StrCat("{", item.lo, ",}")
-           : item.lo == item.hi  ? StrCat("{", item.lo, "}")
-                                 : StrCat("{", item.lo, ",", item.hi, "}");
+    if (item.hi == kUnbounded) {
+      out += item.lo == 0 ? "*" : item.lo == 1 ? "+" : StrCat("{", item.lo, ",}");
+    } else {
+      out += item.lo == item.hi ? StrCat("{", item.lo, "}")
+                                : StrCat("{", item.lo, ",", item.hi, "}");
+    }
   }
   return out + "$";
 }
+
+}  // namespace pattern_lengths
 
 class Walker {
  public:
@@ -408,7 +466,7 @@ class Walker {
         !node.contains("format") && (node.contains("minLength") || node.contains("maxLength"))) {
       const Json min = node.value("minLength", Json(0)), max = node.value("maxLength", Json(-1));
       if (IsWholeNumber(min) && IsWholeNumber(max)) {
-        if (std::optional<std::string> folded = FoldLengthsIntoPattern(
+        if (std::optional<std::string> folded = pattern_lengths::Fold(
                 node["pattern"].get<std::string>(), min.get<int64_t>(), max.get<int64_t>())) {
           node["pattern"] = *folded;
           node.erase("minLength");

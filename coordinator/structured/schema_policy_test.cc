@@ -298,6 +298,8 @@ TEST(SchemaPolicyTest, AssertionsThatHoldForEveryInstanceOfTheNodeAreRemovedUnli
       "e": {"type": "string", "enum": ["a", 1, null, "bb"], "maxLength": 1},
       "s": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 63},
       "t": {"type": "string", "pattern": "[0-9]{10,10}", "minLength": 10, "maxLength": 10},
+      "g": {"type": "string", "pattern": "^([a-z]+):(?:[0-9]+)?:([a-z-]*)$", "maxLength": 20},
+      "m": {"type": "string", "pattern": "^[ab]*x[ab]*$", "minLength": 7},
       "f": {"format": "date"}},
       "required": ["n", "id"]})");
   EXPECT_THAT(r.annotations, IsEmpty());
@@ -306,6 +308,8 @@ TEST(SchemaPolicyTest, AssertionsThatHoldForEveryInstanceOfTheNodeAreRemovedUnli
       "n": {"type": "integer"}, "e": {"enum": ["a"]},
       "s": {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,62}$"},
       "t": {"type": "string", "pattern": "^[0-9]{10}$"},
+      "g": {"type": "string", "pattern": "^[a-z]{1,6}:[0-9]{0,5}:[a-z-]{0,5}$"},
+      "m": {"type": "string", "pattern": "^[ab]{6,}x[ab]*$"},
       "f": {"format": "date", "type": "string"}, "id": {}},
       "required": ["n", "id"]})"));
 }
