@@ -462,6 +462,19 @@ class Walker {
         }
       }
     }
+    // A NUL character in a pattern (JSON's \u0000): XGrammar refuses it raw and reads "\x00".
+    if (node.contains("pattern") && node["pattern"].is_string() &&
+        node["pattern"].get_ref<const std::string&>().find('\0') != std::string::npos) {
+      std::string escaped;
+      for (char c : node["pattern"].get<std::string>()) {
+        if (c == '\0') {
+          escaped += "\\x00";
+        } else {
+          escaped += c;
+        }
+      }
+      node["pattern"] = escaped;
+    }
     if (has("string") && node.contains("pattern") && node["pattern"].is_string() &&
         !node.contains("format") && (node.contains("minLength") || node.contains("maxLength"))) {
       const Json min = node.value("minLength", Json(0)), max = node.value("maxLength", Json(-1));

@@ -300,6 +300,7 @@ TEST(SchemaPolicyTest, AssertionsThatHoldForEveryInstanceOfTheNodeAreRemovedUnli
       "t": {"type": "string", "pattern": "[0-9]{10,10}", "minLength": 10, "maxLength": 10},
       "g": {"type": "string", "pattern": "^([a-z]+):(?:[0-9]+)?:([a-z-]*)$", "maxLength": 20},
       "m": {"type": "string", "pattern": "^[ab]*x[ab]*$", "minLength": 7},
+      "z": {"type": "string", "pattern": "^/[^\u0000]+$"},
       "f": {"format": "date"}},
       "required": ["n", "id"]})");
   EXPECT_THAT(r.annotations, IsEmpty());
@@ -310,6 +311,7 @@ TEST(SchemaPolicyTest, AssertionsThatHoldForEveryInstanceOfTheNodeAreRemovedUnli
       "t": {"type": "string", "pattern": "^[0-9]{10}$"},
       "g": {"type": "string", "pattern": "^[a-z]{1,6}:[0-9]{0,5}:[a-z-]{0,5}$"},
       "m": {"type": "string", "pattern": "^[ab]{6,}x[ab]*$"},
+      "z": {"type": "string", "pattern": "^/[^\\x00]+$"},
       "f": {"format": "date", "type": "string"}, "id": {}},
       "required": ["n", "id"]})"));
 }
