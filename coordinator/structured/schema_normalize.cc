@@ -589,11 +589,19 @@ class Normalizer {
   absl::StatusOr<Json> Normalized(size_t i) {
     Target& t = targets_[i];
     if (t.state == Target::kDone) return t.out;
-    if (t.state == Target::kRunning) return absl::FailedPreconditionError("cycle");
+    if (t.state == Target::kRunning) {
+      // Content turns this into a message naming the merge; no other caller lets it through.
+      return absl::FailedPreconditionError(
+          StrCat("the schema at ", Shown(t.pointer), " is reached again while it is merged"));
+    }
     t.state = Target::kRunning;
     const std::string pointer = t.pointer, base = t.base;
-    TP_ASSIGN_OR_RETURN(Json out, Node(root_.at(Json::json_pointer(pointer)), pointer, base, 0));
-    targets_[i].out = std::move(out);
+    absl::StatusOr<Json> out = Node(root_.at(Json::json_pointer(pointer)), pointer, base, 0);
+    if (!out.ok()) {
+      targets_[i].state = Target::kQueued;  // a later caller meets the same error, not a cycle
+      return out.status();
+    }
+    targets_[i].out = *std::move(out);
     targets_[i].state = Target::kDone;
     return targets_[i].out;
   }
