@@ -902,11 +902,13 @@ class Normalizer {
       if (!IsFalseSchema(extra)) break;
       props.erase(name);
     }
+    // An empty "properties" either side wrote stays (see schema_policy.cc's Adapt).
+    const bool wrote_properties = a.contains("properties") || b.contains("properties");
     a.erase("properties");
     a.erase("additionalProperties");
     b.erase("properties");
     b.erase("additionalProperties");
-    if (!props.empty()) a["properties"] = std::move(props);
+    if (!props.empty() || wrote_properties) a["properties"] = std::move(props);
     if (!IsTrueSchema(extra)) a["additionalProperties"] = std::move(extra);
     return absl::OkStatus();
   }

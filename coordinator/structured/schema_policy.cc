@@ -390,7 +390,10 @@ class Walker {
           node.erase("patternProperties");
         }
       }
-      if (!node.contains("properties")) node["properties"] = Json::object();
+      // An empty "properties" the schema wrote stays: XGrammar reads an object schema without
+      // one differently (a structural tag's schema then admits any property).
+      const bool had_properties = node.contains("properties");
+      if (!had_properties) node["properties"] = Json::object();
       Json& props = node["properties"];
       const bool patterns = node.contains("patternProperties");
       const bool closed = !patterns && (!node.contains("additionalProperties") ||
@@ -433,7 +436,7 @@ class Walker {
           node["minProperties"].get<double>() > static_cast<double>(props.size())) {
         node["additionalProperties"] = Json::object();
       }
-      if (props.empty()) node.erase("properties");
+      if (props.empty() && !had_properties) node.erase("properties");
     }
     // Likewise strict_mode's closed array against minItems.
     if (has("array") && !node.contains("items") && node.contains("minItems") &&

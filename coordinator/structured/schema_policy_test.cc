@@ -366,6 +366,17 @@ TEST(SchemaPolicyTest, NotInShapesWithAPositiveSpellingIsEnforced) {
               HasSubstr("at /not: keyword \"not\" is not enforced"));
 }
 
+// XGrammar reads an object schema with an empty "properties" otherwise than one without (in a
+// structural tag, the latter admits any property): what the schema wrote is kept.
+TEST(SchemaPolicyTest, AnEmptyPropertiesTheSchemaWroteStays) {
+  EXPECT_EQ(Compiled(Accepted(R"({"type": "object", "properties": {}})")),
+            nlohmann::json::parse(R"({"type": "object", "properties": {}})"));
+  EXPECT_EQ(Compiled(Accepted(R"({"properties": {}, "allOf": [{"type": "object"}]})")),
+            nlohmann::json::parse(R"({"type": "object", "properties": {}})"));
+  EXPECT_EQ(Compiled(Accepted(R"({"type": "object"})")),
+            nlohmann::json::parse(R"({"type": "object"})"));
+}
+
 TEST(SchemaPolicyTest, DataThatLooksLikeAReferenceIsData) {
   SchemaPolicyResult r = Accepted(R"({"type": "object", "properties": {
       "e": {"enum": [{"$ref": "#/$defs/ref99"}, {"$ref": "#/$defs/refx"}]},
