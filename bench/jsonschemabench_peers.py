@@ -5,11 +5,14 @@ Measures, over the 9,557 real-world schemas of JSONSchemaBench (../shared/jsonsc
 sets; see SOURCES.md there):
   coverage  which schemas each peer accepts. XGrammar: Grammar.from_json_schema(text,
             any_whitespace=False, strict_mode=True) returns (the schema -> EBNF conversion; no
-            token-mask compilation). llguidance: LLMatcher.validate_grammar_with_warnings() of
-            LLMatcher.grammar_from_json_schema(text) over SmolLM2's tokenizer reports no error
-            (default options, i.e. lenient=false: unimplemented keywords are errors; warnings,
-            e.g. an unknown format, are counted apart). Every (schema, peer) check runs in a
-            worker process with a 10 s limit: a hang is "timeout", a dead worker "crash".
+            token-mask compilation); the "Warning: ..." lines its C++ core logs (what it relaxed,
+            e.g. oneOf read as anyOf) are counted per schema. llguidance:
+            LLMatcher.validate_grammar_with_warnings() of LLMatcher.grammar_from_json_schema(text)
+            over SmolLM2's tokenizer reports no error (default options but the layout, i.e.
+            lenient=false and coerce_one_of=false: unimplemented keywords, unknown formats and
+            oneOf are errors; --ll_options '{"lenient": true, "coerce_one_of": true}' turns them
+            into warnings, counted apart). Every (schema, peer) check runs in a worker process
+            with a 10 s limit: a hang is "timeout", a dead worker "crash".
   sample    a deterministic per-set sample and the exact ChatML prompt SmolLM2 gets for each
             (the C++ side feeds the same text as a raw prompt).
   generate  greedy decoding of the sample with SmolLM2-135M-Instruct (llama-cpp-python, driven
@@ -448,8 +451,15 @@ def cmd_generate(args):
     samples = read_jsonl(args.sample)
     if args.limit:
         samples = samples[:args.limit]
+    mode = "w"
+    if args.resume and os.path.exists(args.out):
+        done = {(r["set"], r["name"]) for r in read_jsonl(args.out)}
+        samples = [s for s in samples if (s["set"], s["name"]) not in done]
+        mode = "a"
+        print(f"[generate {args.engine}] resuming: {len(done)} done, {len(samples)} to go",
+              file=sys.stderr)
     counts, t_all = Counter(), time.perf_counter()
-    with open(args.out, "w", encoding="utf-8") as out:
+    with open(args.out, mode, encoding="utf-8") as out:
         for smp in samples:
             t0 = time.perf_counter()
             rec = {"set": smp["set"], "name": smp["name"], "engine": args.engine}
@@ -638,6 +648,8 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--max_tokens", type=int, default=160)
     p.add_argument("--limit", type=int, default=0, help="the first N sample lines only")
+    p.add_argument("--resume", action="store_true",
+                   help="append to --out, skipping the schemas it already has")
     p.add_argument("--threads", type=int, default=2,
                    help="llama.cpp threads and XGrammar compiler threads")
     p.add_argument("--n_ctx", type=int, default=4096)
