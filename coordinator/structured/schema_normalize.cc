@@ -398,6 +398,13 @@ class Normalizer {
       for (size_t i : used) defs[DefName(i)] = targets_[i].out;
       result.schema["$defs"] = std::move(defs);
     }
+    // A target normalized twice (once inside a failed disjointness proof) lists once.
+    for (std::vector<std::string>* list : {&annotations_, &dropped_}) {
+      std::set<std::string> seen;
+      list->erase(std::remove_if(list->begin(), list->end(),
+                                 [&](const std::string& p) { return !seen.insert(p).second; }),
+                  list->end());
+    }
     if (annotations_.size() > kMaxListedAnnotations) {
       const size_t more = annotations_.size() - kMaxListedAnnotations;
       annotations_.resize(kMaxListedAnnotations);
