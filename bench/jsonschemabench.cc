@@ -22,7 +22,6 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -35,6 +34,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/structured/compiler.h"
+#include "formats/test_files.h"
 #include "model/bundled_model.h"
 #include "nlohmann/json.hpp"
 #include "worker/local_executor.h"
@@ -60,14 +60,6 @@ std::string FromWorkspace(const std::string& path) {
   if (path.empty() || path[0] == '/') return path;
   const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
   return ws != nullptr ? StrCat(ws, "/", path) : path;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // A refusal's message with the parts that differ per schema (pointers, quoted values) blanked,
@@ -131,7 +123,7 @@ absl::Status RunCoverage() {
     }
     SetCount& count = counts[set];
     for (const std::string& file : files) {
-      TP_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
+      TP_ASSIGN_OR_RETURN(std::string text, ReadFileBytes(file));
       Json line = {{"set", set}, {"name", fs::path(file).filename().string()}};
       ++count.schemas;
       for (bool strict : {true, false}) {
@@ -195,7 +187,7 @@ absl::Status RunGenerate() {
   TP_ASSIGN_OR_RETURN(std::unique_ptr<ConstraintCompiler> compiler,
                       ConstraintCompiler::Create(*bundle.tokenizer, vocab, bundle.EosTokenIds()));
   TP_ASSIGN_OR_RETURN(std::string sample_text,
-                      ReadFile(FromWorkspace(absl::GetFlag(FLAGS_sample))));
+                      ReadFileBytes(FromWorkspace(absl::GetFlag(FLAGS_sample))));
   std::vector<Json> sample;
   std::istringstream lines(sample_text);
   for (std::string line; std::getline(lines, line);) {
@@ -208,7 +200,7 @@ absl::Status RunGenerate() {
   options.block_size_tokens = 16;
   options.max_step_tokens = 2048;
   options.max_logit_rows = streams;
-  options.threads_per_rank = static_cast<int>(std::thread::hardware_concurrency());
+  options.threads_per_rank = BenchThreads(0);
   TP_ASSIGN_OR_RETURN(std::unique_ptr<LocalExecutor> exec,
                       LocalExecutor::Create(bundle.files.config, bundle.files.weights, options));
   EngineOptions eo;
@@ -229,7 +221,7 @@ absl::Status RunGenerate() {
     const Json& s = sample[i];
     Json& r = results[i];
     r = {{"set", s["set"]}, {"name", s["name"]}, {"engine", engine_name}};
-    TP_ASSIGN_OR_RETURN(std::string schema, ReadFile(s["path"].get<std::string>()));
+    TP_ASSIGN_OR_RETURN(std::string schema, ReadFileBytes(s["path"].get<std::string>()));
     tpserve::v1::GenerateRequest proto;
     proto.set_text(s["prompt"].get<std::string>());
     proto.set_allow_special_tokens(true);

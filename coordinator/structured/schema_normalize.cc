@@ -97,6 +97,32 @@ std::string_view KeywordInstanceType(std::string_view key) {
   return "";
 }
 
+std::string JsonPointerChild(std::string_view pointer, std::string_view token) {
+  std::string out(pointer);
+  out += '/';
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> TypeNames(const Json& type) {
+  std::vector<std::string> out;
+  if (type.is_string()) out.push_back(type.get<std::string>());
+  if (type.is_array()) {
+    for (const Json& t : type) {
+      if (t.is_string()) out.push_back(t.get<std::string>());
+    }
+  }
+  return out;
+}
+
 bool IsSchemaMetadataKeyword(std::string_view key) {
   static const std::set<std::string> kKeys = {
       "title",     "description", "default",          "examples",        "deprecated",   "readOnly",
@@ -105,8 +131,6 @@ bool IsSchemaMetadataKeyword(std::string_view key) {
 }
 
 namespace {
-
-bool IsMetadata(const std::string& key) { return IsSchemaMetadataKeyword(key); }
 
 // Keywords about the document, not the instance: identifiers, anchors, definitions.
 bool IsStructural(const std::string& key, Draft draft) {
@@ -165,22 +189,8 @@ bool IsAssertion(const std::string& key, Draft draft) {
   return key == "prefixItems";
 }
 
-std::string EscapeToken(const std::string& token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string Child(const std::string& pointer, const std::string& token) {
-  return StrCat(pointer, "/", EscapeToken(token));
+  return JsonPointerChild(pointer, token);
 }
 
 int64_t CountNodes(const Json& j) {
@@ -242,7 +252,7 @@ bool IsTrueSchema(const Json& j) {
   if (j.is_boolean()) return j.get<bool>();
   if (!j.is_object()) return false;
   for (const auto& [key, value] : j.items()) {
-    if (key != kOriginKey && key != kMergedKey && !IsMetadata(key)) return false;
+    if (key != kOriginKey && key != kMergedKey && !IsSchemaMetadataKeyword(key)) return false;
   }
   return true;
 }
@@ -728,19 +738,8 @@ class Normalizer {
     return OneOfAsAnyOfWhereDisjoint(std::move(out));
   }
 
-  static std::vector<std::string> Types(const Json& type) {
-    std::vector<std::string> out;
-    if (type.is_string()) out.push_back(type.get<std::string>());
-    if (type.is_array()) {
-      for (const Json& t : type) {
-        if (t.is_string()) out.push_back(t.get<std::string>());
-      }
-    }
-    return out;
-  }
-
   static Json IntersectTypes(const Json& a, const Json& b) {
-    const std::vector<std::string> ta = Types(a), tb = Types(b);
+    const std::vector<std::string> ta = TypeNames(a), tb = TypeNames(b);
     Json out = Json::array();
     auto has = [](const std::vector<std::string>& v, const std::string& t) {
       return std::find(v.begin(), v.end(), t) != v.end();
@@ -800,7 +799,7 @@ class Normalizer {
         continue;
       }
       Json& va = a[key];
-      if (va == vb || IsMetadata(key)) continue;
+      if (va == vb || IsSchemaMetadataKeyword(key)) continue;
       if (key == "type") {
         va = IntersectTypes(va, vb);
         if (va.is_array() && va.empty()) return Json(false);
@@ -967,14 +966,7 @@ class Normalizer {
       return out;
     }
     if (!node.contains("type")) return kAll;
-    std::vector<std::string> types;
-    if (node["type"].is_string()) types.push_back(node["type"].get<std::string>());
-    if (node["type"].is_array()) {
-      for (const Json& t : node["type"]) {
-        if (t.is_string()) types.push_back(t.get<std::string>());
-      }
-    }
-    for (const std::string& t : types) {
+    for (const std::string& t : TypeNames(node["type"])) {
       out.insert(t);
       if (t == "number") out.insert("integer");
     }
@@ -1115,7 +1107,8 @@ class Normalizer {
     if (!negated.is_object()) return std::nullopt;
     std::vector<std::string> keys;
     for (const auto& item : negated.items()) {
-      if (item.key() != kOriginKey && item.key() != kMergedKey && !IsMetadata(item.key())) {
+      if (item.key() != kOriginKey && item.key() != kMergedKey &&
+          !IsSchemaMetadataKeyword(item.key())) {
         keys.push_back(item.key());
       }
     }
@@ -1170,7 +1163,7 @@ class Normalizer {
     out[kOriginKey] = pointer;
     for (const auto& [key, value] : in.items()) {
       const std::string at = Child(pointer, key);
-      if (IsMetadata(key)) {
+      if (IsSchemaMetadataKeyword(key)) {
         out[key] = value;
       } else if (IsStructural(key, draft_)) {
         continue;  // definitions are reached through references only

@@ -54,6 +54,12 @@ struct NormalizedSchema {
 // examples, ...): they constrain nothing, so they are kept and never listed.
 bool IsSchemaMetadataKeyword(std::string_view key);
 
+// `pointer` with one more reference token, escaped ("~" as "~0", "/" as "~1"; RFC 6901).
+std::string JsonPointerChild(std::string_view pointer, std::string_view token);
+
+// The type names a "type" keyword's value holds (a name or an array of them; others skipped).
+std::vector<std::string> TypeNames(const nlohmann::ordered_json& type);
+
 // The instance type a keyword constrains ("string", "number", "array", "object"; "" for any).
 std::string_view KeywordInstanceType(std::string_view key);
 // A JSON number with no fractional part (1 and 1.0 alike); false for anything else.

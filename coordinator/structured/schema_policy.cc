@@ -33,22 +33,8 @@ bool HoldsTrivially(const std::string& key, const nlohmann::ordered_json& value)
   return false;
 }
 
-std::string EscapePointerToken(const std::string& token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string Child(const std::string& pointer, const std::string& token) {
-  return StrCat(pointer, "/", EscapePointerToken(token));
+  return JsonPointerChild(pointer, token);
 }
 
 std::string Display(const std::string& pointer) { return pointer.empty() ? "/" : pointer; }
@@ -308,13 +294,7 @@ class Walker {
   static bool AppliesToNoneOf(const Json& node, const std::string& key) {
     const std::string type = std::string(KeywordInstanceType(key));
     if (type.empty() || !node.contains("type")) return false;
-    std::vector<std::string> types;
-    if (node["type"].is_string()) types.push_back(node["type"].get<std::string>());
-    if (node["type"].is_array()) {
-      for (const Json& t : node["type"]) {
-        if (t.is_string()) types.push_back(t.get<std::string>());
-      }
-    }
+    const std::vector<std::string> types = TypeNames(node["type"]);
     for (const std::string& t : types) {
       if (t == type || (type == "number" && t == "integer")) return false;
     }
@@ -361,14 +341,8 @@ class Walker {
       }
       if (types.size() == 1) node["type"] = *types.begin();
     }
-    std::vector<std::string> types;
-    if (node.contains("type") && node["type"].is_string()) {
-      types.push_back(node["type"].get<std::string>());
-    } else if (node.contains("type") && node["type"].is_array()) {
-      for (const Json& t : node["type"]) {
-        if (t.is_string()) types.push_back(t.get<std::string>());
-      }
-    }
+    const std::vector<std::string> types =
+        node.contains("type") ? TypeNames(node["type"]) : std::vector<std::string>{};
     const auto has = [&](const char* t) {
       return std::find(types.begin(), types.end(), t) != types.end();
     };
@@ -534,14 +508,7 @@ class Walker {
   // A "type" beside const/enum is enforced when every allowed value already has that type.
   static bool TypeAgrees(const Json& node, const std::vector<Json>& values) {
     if (!node.contains("type")) return false;
-    std::vector<std::string> types;
-    if (node["type"].is_string()) {
-      types.push_back(node["type"].get<std::string>());
-    } else if (node["type"].is_array()) {
-      for (const Json& t : node["type"]) {
-        if (t.is_string()) types.push_back(t.get<std::string>());
-      }
-    }
+    const std::vector<std::string> types = TypeNames(node["type"]);
     return std::all_of(values.begin(), values.end(), [&](const Json& v) {
       return std::any_of(types.begin(), types.end(),
                          [&](const std::string& t) { return JsonTypeMatches(v, t); });

@@ -6,6 +6,7 @@
 #include "base/field_error.h"
 #include "base/status_macros.h"
 #include "base/str_cat.h"
+#include "coordinator/structured/schema_normalize.h"
 #include "nlohmann/json.hpp"
 
 namespace tpserve {
@@ -38,17 +39,7 @@ bool IsSchemaFormat(const Json& node) {
 }
 
 std::string Child(const std::string& pointer, const std::string& token) {
-  std::string escaped;
-  for (char c : token) {
-    if (c == '~') {
-      escaped += "~0";
-    } else if (c == '/') {
-      escaped += "~1";
-    } else {
-      escaped += c;
-    }
-  }
-  return StrCat(pointer, "/", escaped);
+  return JsonPointerChild(pointer, token);
 }
 
 class TagWalker {

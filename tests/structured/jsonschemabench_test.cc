@@ -11,13 +11,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "coordinator/structured/compiler.h"
 #include "coordinator/structured/schema_policy.h"
+#include "formats/test_files.h"
 #include "gtest/gtest.h"
 
 namespace tpserve {
@@ -56,12 +55,11 @@ TEST_P(JsonSchemaBenchTest, CoverageStaysAtItsFloorAndStrictMeansNothingDropped)
   ASSERT_EQ(static_cast<int>(files.size()), floor.schemas) << floor.set;
   int strict_ok = 0, loose_ok = 0;
   for (const fs::path& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
+    absl::StatusOr<std::string> text = ReadFileBytes(file.string());
+    ASSERT_TRUE(text.ok()) << text.status();
     ConstraintSpec spec;
     spec.kind = ConstraintKind::kJsonSchema;
-    spec.text = text.str();
+    spec.text = *std::move(text);
     spec.field = "json_schema";
     spec.strict = true;
     const bool strict = CheckJsonSchemaConstraint(spec).ok();
