@@ -1,5 +1,6 @@
 #include "coordinator/tokenizer/gguf_tokenizer.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,69 @@ absl::Status ReadTokenTypes(const GgufFile& gguf, TokenizerData* data) {
   return absl::OkStatus();
 }
 
+// tokenizer.ggml.scores: one float per token, as many as tokens (llama.cpp also takes int32).
+absl::Status ReadScores(const GgufFile& gguf, TokenizerData* data) {
+  constexpr char kKey[] = "tokenizer.ggml.scores";
+  const size_t vocab_size = data->tokens.size();
+  if (!gguf.HasKey(kKey)) {
+    data->scores.assign(vocab_size, 0.0f);  // llama.cpp's default: merges then go leftmost first
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<float>> scores = gguf.GetF32Array(kKey);
+  if (!scores.ok()) {
+    absl::StatusOr<std::vector<int32_t>> int_scores = gguf.GetI32Array(kKey);
+    if (!int_scores.ok()) return scores.status();
+    scores.emplace(int_scores->begin(), int_scores->end());
+  }
+  if (scores->size() != vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s has %d entries but tokenizer.ggml.tokens has %d", kKey,
+                        scores->size(), vocab_size));
+  }
+  for (size_t id = 0; id < vocab_size; ++id) {
+    if (std::isnan((*scores)[id])) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s[%d] is NaN", kKey, id));
+    }
+  }
+  data->scores = *std::move(scores);
+  return absl::OkStatus();
+}
+
+// Special ids of an SPM vocabulary, with llama.cpp's defaults for absent keys (BOS 1, EOS 2,
+// UNK 0), each dropped when outside the vocabulary as llama.cpp does.
+absl::Status ReadSpmSpecialIds(const GgufFile& gguf, TokenizerData* data) {
+  const auto vocab_size = static_cast<int64_t>(data->tokens.size());
+  auto read = [&](const char* key, int32_t fallback) -> absl::StatusOr<int32_t> {
+    TP_ASSIGN_OR_RETURN(int32_t id, OptionalTokenId(gguf, key));
+    if (!gguf.HasKey(key)) id = fallback < vocab_size ? fallback : -1;
+    return id;
+  };
+  TP_ASSIGN_OR_RETURN(data->bos_id, read("tokenizer.ggml.bos_token_id", 1));
+  TP_ASSIGN_OR_RETURN(data->eos_id, read("tokenizer.ggml.eos_token_id", 2));
+  TP_ASSIGN_OR_RETURN(data->unk_id, read("tokenizer.ggml.unknown_token_id", 0));
+  TP_ASSIGN_OR_RETURN(data->pad_id, read("tokenizer.ggml.padding_token_id", -1));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TokenizerData> SpmDataFromGguf(const GgufFile& gguf) {
+  // llama.cpp ignores tokenizer.ggml.pre for SPM vocabularies (Gemma 3 files say "default").
+  TokenizerData data;
+  data.model = TokenizerModel::kSpm;
+  data.add_bos_by_default = true;
+  if (gguf.HasKey("tokenizer.ggml.add_bos_token")) {
+    TP_ASSIGN_OR_RETURN(data.add_bos_by_default, gguf.GetBool("tokenizer.ggml.add_bos_token"));
+  }
+  data.add_space_prefix = true;
+  if (gguf.HasKey("tokenizer.ggml.add_space_prefix")) {
+    TP_ASSIGN_OR_RETURN(data.add_space_prefix, gguf.GetBool("tokenizer.ggml.add_space_prefix"));
+  }
+  TP_ASSIGN_OR_RETURN(data.tokens, gguf.GetStringArray("tokenizer.ggml.tokens"));
+  TP_RETURN_IF_ERROR(ReadTokenTypes(gguf, &data));
+  TP_RETURN_IF_ERROR(ReadScores(gguf, &data));
+  TP_RETURN_IF_ERROR(ReadSpmSpecialIds(gguf, &data));
+  return data;
+}
+
 absl::Status ReadMerges(const GgufFile& gguf, TokenizerData* data) {
   TP_ASSIGN_OR_RETURN(std::vector<std::string> merges,
                       gguf.GetStringArray("tokenizer.ggml.merges"));
@@ -66,9 +130,11 @@ absl::Status ReadMerges(const GgufFile& gguf, TokenizerData* data) {
 
 absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
   TP_ASSIGN_OR_RETURN(std::string model, gguf.GetString("tokenizer.ggml.model"));
+  if (model == "llama") return SpmDataFromGguf(gguf);
   if (model != "gpt2") {
-    return absl::UnimplementedError(absl::StrCat(
-        "tokenizer.ggml.model '", model, "' is not supported (only byte-level BPE 'gpt2')"));
+    return absl::UnimplementedError(
+        absl::StrCat("tokenizer.ggml.model '", model,
+                     "' is not supported (supported: byte-level BPE 'gpt2', SentencePiece 'llama')"));
   }
   std::string pre = "default";
   if (gguf.HasKey("tokenizer.ggml.pre")) {
@@ -76,8 +142,11 @@ absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
   }
   TokenizerData data;
   TP_ASSIGN_OR_RETURN(data.pre_tokenizer, PreTokenizerKindFromName(pre));
-  data.ignore_merges = data.pre_tokenizer == PreTokenizerKind::kLlama3;
-  data.add_bos_by_default = data.pre_tokenizer == PreTokenizerKind::kLlama3;
+  // As llama.cpp: Llama 3 and tekken emit a piece that is a whole token as is, and add a BOS.
+  const bool llama3_like = data.pre_tokenizer == PreTokenizerKind::kLlama3 ||
+                           data.pre_tokenizer == PreTokenizerKind::kTekken;
+  data.ignore_merges = llama3_like;
+  data.add_bos_by_default = llama3_like;
   if (gguf.HasKey("tokenizer.ggml.add_bos_token")) {
     TP_ASSIGN_OR_RETURN(data.add_bos_by_default, gguf.GetBool("tokenizer.ggml.add_bos_token"));
   }

@@ -1,14 +1,18 @@
 // Adapter from GGUF metadata (llama.cpp's `tokenizer.ggml.*` keys) to the tokenizer (the chat
-// template, tokenizer.chat_template, is read by coordinator/model_bundle.cc). Only byte-level
-// BPE vocabularies (tokenizer.ggml.model = "gpt2") are supported.
+// template, tokenizer.chat_template, is read by coordinator/model_bundle.cc). Supports byte-level
+// BPE (tokenizer.ggml.model = "gpt2") and SentencePiece-style (= "llama": Llama 2, Mistral,
+// Gemma) vocabularies.
 //
 //   TP_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
 //   TP_ASSIGN_OR_RETURN(Tokenizer tokenizer, TokenizerFromGguf(*gguf));
 //
-// Keys read: tokenizer.ggml.model, .pre (absent = "default", as llama.cpp), .tokens,
-// .token_type (absent = all normal), .merges ("left right"), .bos/.eos/.unknown/.padding
-// _token_id (absent = none), .add_bos_token (absent = true for Llama 3, false otherwise, as
-// llama.cpp). Llama 3's pre-tokenizer implies ignore_merges.
+// Keys read, both kinds: tokenizer.ggml.model, .tokens, .token_type (absent = all normal),
+// .bos/.eos/.unknown/.padding_token_id, .add_bos_token.
+// BPE: .pre (absent = "default", as llama.cpp), .merges ("left right"); special ids absent =
+// none; add_bos absent = true for Llama 3 and tekken, false otherwise. Llama 3's and tekken's
+// pre-tokenizers imply ignore_merges.
+// SPM (as llama.cpp): .scores (absent = all 0), .add_space_prefix (absent = true); .pre is
+// ignored; absent ids default to BOS 1, EOS 2, UNK 0; add_bos absent = true.
 //
 // Threading: pure functions; the GgufFile is only read.
 #ifndef TPSERVE_COORDINATOR_TOKENIZER_GGUF_TOKENIZER_H_
@@ -22,7 +26,8 @@ namespace tpserve {
 
 // UNIMPLEMENTED for another tokenizer model or pre-tokenizer (named); NOT_FOUND for a
 // missing required key; INVALID_ARGUMENT naming the key, index and bound for inconsistent
-// arrays (e.g. token_type length differs from tokens, a merge without a space).
+// arrays (e.g. token_type or scores length differs from tokens, a merge without a space, a
+// NaN score).
 absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf);
 absl::StatusOr<Tokenizer> TokenizerFromGguf(const GgufFile& gguf);
 

@@ -11,7 +11,8 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer, Decod
     : tokenizer_(tokenizer), options_(options) {}
 
 absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
-  TP_ASSIGN_OR_RETURN(std::string_view bytes, tokenizer_->TokenBytes(id));
+  TP_ASSIGN_OR_RETURN(std::string_view bytes, tokenizer_->DecodedPiece(id, num_pushed_));
+  ++num_pushed_;
   if (options_.skip_control && *tokenizer_->GetTokenType(id) == TokenType::kControl) {
     return std::string();
   }
@@ -27,6 +28,7 @@ absl::StatusOr<std::string> IncrementalDetokenizer::Push(int32_t id) {
 std::string IncrementalDetokenizer::Flush() {
   std::string rest = SanitizeUtf8(pending_);
   pending_.clear();
+  num_pushed_ = 0;
   return rest;
 }
 

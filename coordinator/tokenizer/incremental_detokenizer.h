@@ -5,7 +5,9 @@
 //   IncrementalDetokenizer detok(&tokenizer);
 //   TP_ASSIGN_OR_RETURN(std::string chunk, detok.Push(id));  // "" while a char is pending
 //
-// Every returned chunk is valid UTF-8. Bytes that can never form a character are replaced by
+// SentencePiece byte-fallback tokens ("<0xEC>") are single bytes, so they are held back the same
+// way; pieces come from Tokenizer::DecodedPiece, so the stream drops the same leading space as
+// Decode. Every returned chunk is valid UTF-8. Bytes that can never form a character are replaced by
 // U+FFFD as soon as that is certain; Flush() does the same for a still-incomplete tail. When
 // Decode(all ids) is valid UTF-8, the concatenation of all chunks equals it exactly.
 //
@@ -29,7 +31,8 @@ class IncrementalDetokenizer {
   // state is unchanged then).
   absl::StatusOr<std::string> Push(int32_t id);
 
-  // Remaining held-back bytes, as U+FFFD since they never completed; resets the state.
+  // Remaining held-back bytes, as U+FFFD since they never completed; resets the state (the
+  // next Push starts a new sequence).
   std::string Flush();
 
   // Number of bytes currently held back (0 to 3).
@@ -39,6 +42,7 @@ class IncrementalDetokenizer {
   const Tokenizer* tokenizer_;
   DecodeOptions options_;
   std::string pending_;  // an incomplete UTF-8 prefix, at most 3 bytes
+  size_t num_pushed_ = 0;  // ids pushed since construction or Flush: the next id's position
 };
 
 }  // namespace tpserve

@@ -94,5 +94,27 @@ TEST(IncrementalDetokenizerTest, ByteByByteStreamingEqualsDecode) {
   EXPECT_EQ(streamed, text);
 }
 
+TEST(IncrementalDetokenizerTest, SpmByteFallbackKoreanNeverEmitsPartialCharacters) {
+  absl::StatusOr<Tokenizer> tok = Tokenizer::Create(MakeTestSpmTokenizerData(false));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  // "한" (ED 95 9C) arrives as three byte tokens, then "안" as one token.
+  const std::vector<int32_t> ids = {SpmByteId(0xED), SpmByteId(0x95), SpmByteId(0x9C), kSpmAn};
+  ASSERT_EQ(*tok->Encode("\xED\x95\x9C\xEC\x95\x88"), ids);
+  IncrementalDetokenizer detok(&*tok);
+  EXPECT_THAT(PushAll(detok, ids), ElementsAre("", "", "\xED\x95\x9C", "\xEC\x95\x88"));
+  EXPECT_EQ(detok.Flush(), "");
+}
+
+TEST(IncrementalDetokenizerTest, SpmStreamDropsTheSameLeadingSpaceAsDecode) {
+  absl::StatusOr<Tokenizer> tok = Tokenizer::Create(MakeTestSpmTokenizerData(true));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  IncrementalDetokenizer detok(&*tok);
+  EXPECT_THAT(PushAll(detok, {kSpmSpaceHI, kSpmSpaceHI}), ElementsAre("hi", " hi"));
+  EXPECT_EQ(*tok->Decode({kSpmSpaceHI, kSpmSpaceHI}), "hi hi");
+  // Flush starts a new sequence.
+  EXPECT_EQ(detok.Flush(), "");
+  EXPECT_THAT(PushAll(detok, {kSpmSpaceA}), ElementsAre("a"));
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -28,6 +28,19 @@ constexpr std::string_view kLlama3Pattern =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
     R"(\p{N}{1,3}| ?[^{WS}\p{L}\p{N}]+[\r\n]*|[{WS}]*[\r\n]+|[{WS}]+(?![^{WS}])|[{WS}]+)";
 
+// Qwen2 / llama.cpp "qwen2": Llama 3's rule with every digit alone.
+constexpr std::string_view kQwen2Pattern =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
+    R"(\p{N}| ?[^{WS}\p{L}\p{N}]+[\r\n]*|[{WS}]*[\r\n]+|[{WS}]+(?![^{WS}])|[{WS}]+)";
+
+// Mistral Nemo's tekken, as llama.cpp rewrites it for its regex engine: "upper case" is any
+// letter but a-z and "lower case" any letter but A-Z, so a non-ASCII letter is both (the
+// original's \p{Lu}/\p{Ll} classes would differ there; llama.cpp's reading is the one we match).
+constexpr std::string_view kTekkenPattern =
+    R"([^\r\n\p{L}\p{N}]?(?:(?=\p{L})[^a-z])*(?:(?=\p{L})[^A-Z])+|)"
+    R"([^\r\n\p{L}\p{N}]?(?:(?=\p{L})[^a-z])+(?:(?=\p{L})[^A-Z])*|)"
+    R"(\p{N}| ?[^{WS}\p{L}\p{N}]+[\r\n/]*|[{WS}]*[\r\n]+|[{WS}]+(?![^{WS}])|[{WS}]+)";
+
 constexpr std::string_view kDigitPattern = R"(\p{N})";
 
 std::vector<std::string_view> PatternsFor(PreTokenizerKind kind) {
@@ -38,6 +51,10 @@ std::vector<std::string_view> PatternsFor(PreTokenizerKind kind) {
       return {kDigitPattern, kGpt2Pattern};
     case PreTokenizerKind::kLlama3:
       return {kLlama3Pattern};
+    case PreTokenizerKind::kQwen2:
+      return {kQwen2Pattern};
+    case PreTokenizerKind::kTekken:
+      return {kTekkenPattern};
   }
   return {};
 }
@@ -110,9 +127,14 @@ absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view name)
   if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
     return PreTokenizerKind::kLlama3;
   }
+  // llama.cpp maps these names to the same regex (Qwen2/2.5/3 GGUFs say "qwen2").
+  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "megrez") {
+    return PreTokenizerKind::kQwen2;
+  }
+  if (name == "tekken") return PreTokenizerKind::kTekken;
   return absl::UnimplementedError(absl::StrCat("pre-tokenizer '", std::string(name),
                                                "' is not supported (supported: default, gpt2, "
-                                               "smollm, llama-bpe)"));
+                                               "smollm, llama-bpe, qwen2, tekken)"));
 }
 
 std::string_view PreTokenizerKindName(PreTokenizerKind kind) {
@@ -123,6 +145,10 @@ std::string_view PreTokenizerKindName(PreTokenizerKind kind) {
       return "smollm";
     case PreTokenizerKind::kLlama3:
       return "llama-bpe";
+    case PreTokenizerKind::kQwen2:
+      return "qwen2";
+    case PreTokenizerKind::kTekken:
+      return "tekken";
   }
   return "unknown";
 }

@@ -31,10 +31,16 @@ enum class PreTokenizerKind {
   // Llama 3 / llama.cpp "llama-bpe": letters with one leading non-letter, digits in runs of
   // at most 3, punctuation with trailing newlines, newline runs.
   kLlama3,
+  // Qwen2 / Qwen2.5 / Qwen3 / llama.cpp "qwen2": Llama 3's rule but every digit alone.
+  kQwen2,
+  // Mistral Nemo / llama.cpp "tekken": words split at case changes (ASCII cases only, as
+  // llama.cpp reads it), digits alone, punctuation runs with trailing newlines or slashes.
+  kTekken,
 };
 
 // Maps a GGUF `tokenizer.ggml.pre` value ("default", "gpt2", "smollm", "llama-bpe", "llama3",
-// "llama-v3") to a kind; UNIMPLEMENTED naming the value otherwise.
+// "llama-v3", "qwen2", "deepseek-r1-qwen", "megrez", "tekken") to a kind; UNIMPLEMENTED naming
+// the value otherwise.
 absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view name);
 std::string_view PreTokenizerKindName(PreTokenizerKind kind);
 

@@ -66,9 +66,25 @@ TEST(PreTokenizerTest, NamesMapToKinds) {
   EXPECT_EQ(*PreTokenizerKindFromName("smollm"), PreTokenizerKind::kSmolLm);
   EXPECT_EQ(*PreTokenizerKindFromName("llama-bpe"), PreTokenizerKind::kLlama3);
   EXPECT_EQ(*PreTokenizerKindFromName("default"), PreTokenizerKind::kGpt2);
-  absl::StatusOr<PreTokenizerKind> unknown = PreTokenizerKindFromName("qwen2");
+  EXPECT_EQ(*PreTokenizerKindFromName("qwen2"), PreTokenizerKind::kQwen2);
+  EXPECT_EQ(*PreTokenizerKindFromName("deepseek-r1-qwen"), PreTokenizerKind::kQwen2);
+  EXPECT_EQ(*PreTokenizerKindFromName("tekken"), PreTokenizerKind::kTekken);
+  absl::StatusOr<PreTokenizerKind> unknown = PreTokenizerKindFromName("deepseek-coder");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(unknown.status().message().find("'qwen2'"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("'deepseek-coder'"), std::string::npos);
+}
+
+TEST(PreTokenizerTest, Qwen2SplitsEveryDigit) {
+  EXPECT_THAT(SplitWith(PreTokenizerKind::kQwen2, "abc 12345 I'm\n\n  x"),
+              ElementsAre("abc", " ", "1", "2", "3", "4", "5", " I", "'m", "\n\n", " ", " x"));
+  // Llama 3 keeps runs of up to three digits; Qwen2 does not.
+  EXPECT_THAT(SplitWith(PreTokenizerKind::kLlama3, "12345"), ElementsAre("123", "45"));
+}
+
+TEST(PreTokenizerTest, TekkenSplitsAtAsciiCaseChanges) {
+  EXPECT_THAT(SplitWith(PreTokenizerKind::kTekken, "HelloWorld ABCdef \xC3\x89" "coleX 12/3"),
+              ElementsAre("Hello", "World", " ABCdef", " \xC3\x89" "cole", "X", " ", "1", "2",
+                          "/", "3"));
 }
 
 TEST(PreTokenizerTest, LongRunsWithoutSpacesStayOnePiece) {

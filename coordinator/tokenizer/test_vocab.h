@@ -30,6 +30,38 @@ inline int32_t ByteId(unsigned char byte) { return 4 + byte; }
 
 TokenizerData MakeTestTokenizerData();
 
+// SentencePiece-style counterpart, shaped like Gemma's: 0 "<unk>" (unknown), 1 "<s>" and 2 "</s>"
+// (control), 3 "<start_of_turn>" and 4 "<end_of_turn>" (control), 5 "\n" (user-defined), ids
+// 6..261 the byte tokens "<0x00>".."<0xFF>" (SpmByteId), then the normal tokens below, with
+// scores chosen so that merge order matters: "ab" (-1) beats "bc" (-2); "aa" (-3) ties with
+// itself, so the leftmost pair wins; "▁hi" (-0.5) forms after "hi" (-1.5). "안" (U+C548) is a
+// token; "한" (U+D55C) is not, so it falls back to its three byte tokens.
+inline constexpr int32_t kSpmUnk = 0;
+inline constexpr int32_t kSpmBos = 1;
+inline constexpr int32_t kSpmEos = 2;
+inline constexpr int32_t kSpmStartOfTurn = 3;
+inline constexpr int32_t kSpmEndOfTurn = 4;
+inline constexpr int32_t kSpmNewline = 5;
+inline constexpr int32_t kSpmSpaceSymbol = 262;  // "▁"
+inline constexpr int32_t kSpmA = 263;
+inline constexpr int32_t kSpmB = 264;
+inline constexpr int32_t kSpmC = 265;
+inline constexpr int32_t kSpmAB = 266;
+inline constexpr int32_t kSpmBC = 267;
+inline constexpr int32_t kSpmAA = 268;
+inline constexpr int32_t kSpmSpaceA = 269;  // "▁a"
+inline constexpr int32_t kSpmH = 270;
+inline constexpr int32_t kSpmI = 271;
+inline constexpr int32_t kSpmHI = 272;
+inline constexpr int32_t kSpmSpaceHI = 273;  // "▁hi"
+inline constexpr int32_t kSpmAn = 274;       // "안"
+inline constexpr int32_t kSpmVocabSize = 275;
+
+inline int32_t SpmByteId(unsigned char byte) { return 6 + byte; }
+
+// add_space_prefix as given; BOS 1, EOS 2, UNK 0.
+TokenizerData MakeTestSpmTokenizerData(bool add_space_prefix);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_COORDINATOR_TOKENIZER_TEST_VOCAB_H_

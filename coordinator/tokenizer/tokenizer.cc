@@ -2,7 +2,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "coordinator/tokenizer/byte_level.h"
 
@@ -14,10 +16,15 @@ bool IsSpecialType(TokenType type) {
          type == TokenType::kUnknown;
 }
 
-// Raw bytes of one vocabulary entry, per its type (see TokenType).
-absl::StatusOr<std::string> TokenTextToBytes(int32_t id, const std::string& text, TokenType type) {
+// Raw bytes of one vocabulary entry, per its type (see TokenType) and the model's spelling.
+absl::StatusOr<std::string> TokenTextToBytes(int32_t id, const std::string& text, TokenType type,
+                                             TokenizerModel model) {
   switch (type) {
     case TokenType::kNormal: {
+      if (model == TokenizerModel::kSpm) {
+        return absl::StrReplaceAll(text, {{absl::string_view(kSpmSpace.data(), kSpmSpace.size()),
+                                           absl::string_view(" ")}});
+      }
       absl::StatusOr<std::string> bytes = ByteLevelDecode(text);
       if (!bytes.ok()) {
         return absl::InvalidArgumentError(
@@ -69,18 +76,54 @@ absl::StatusOr<Tokenizer> Tokenizer::Create(TokenizerData data) {
   TP_RETURN_IF_ERROR(CheckSpecialId("eos_id", data.eos_id, vocab_size));
   TP_RETURN_IF_ERROR(CheckSpecialId("unk_id", data.unk_id, vocab_size));
   TP_RETURN_IF_ERROR(CheckSpecialId("pad_id", data.pad_id, vocab_size));
+  if (data.model == TokenizerModel::kBpe && !data.scores.empty() &&
+      data.scores.size() != vocab_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "scores has %d entries but tokens has %d", data.scores.size(), vocab_size));
+  }
 
   std::vector<std::string> token_bytes(vocab_size);
   std::vector<SpecialTokenSplitter::Entry> special_entries;
   for (size_t id = 0; id < vocab_size; ++id) {
     const auto id32 = static_cast<int32_t>(id);
-    TP_ASSIGN_OR_RETURN(token_bytes[id],
-                        TokenTextToBytes(id32, data.tokens[id], data.token_types[id]));
+    TP_ASSIGN_OR_RETURN(token_bytes[id], TokenTextToBytes(id32, data.tokens[id],
+                                                          data.token_types[id], data.model));
     const TokenType type = data.token_types[id];
     if (IsSpecialType(type)) {
       special_entries.push_back({id32, data.tokens[id], type != TokenType::kUserDefined});
     }
   }
+  std::optional<BpePipeline> bpe;
+  std::optional<SpmModel> spm;
+  if (data.model == TokenizerModel::kSpm) {
+    absl::StatusOr<SpmModel> model = SpmModel::Create(data.tokens, data.scores);
+    if (!model.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("SPM: ", model.status().message()));
+    }
+    spm.emplace(*std::move(model));
+  } else {
+    TP_ASSIGN_OR_RETURN(BpePipeline pipeline, CreateBpe(data, token_bytes));
+    bpe.emplace(std::move(pipeline));
+  }
+
+  Tokenizer tokenizer(std::move(token_bytes), std::move(data.token_types),
+                      SpecialTokenSplitter(special_entries));
+  tokenizer.model_ = data.model;
+  tokenizer.bpe_ = std::move(bpe);
+  tokenizer.spm_ = std::move(spm);
+  tokenizer.add_space_prefix_ = data.model == TokenizerModel::kSpm && data.add_space_prefix;
+  for (const auto& entry : special_entries)
+    tokenizer.special_ids_.try_emplace(entry.text, entry.id);
+  tokenizer.bos_id_ = data.bos_id;
+  tokenizer.eos_id_ = data.eos_id;
+  tokenizer.unk_id_ = data.unk_id;
+  tokenizer.pad_id_ = data.pad_id;
+  tokenizer.add_bos_by_default_ = data.add_bos_by_default;
+  return tokenizer;
+}
+
+absl::StatusOr<Tokenizer::BpePipeline> Tokenizer::CreateBpe(
+    const TokenizerData& data, const std::vector<std::string>& token_bytes) {
   std::vector<std::pair<std::string, std::string>> merges_bytes;
   merges_bytes.reserve(data.merges.size());
   for (size_t rank = 0; rank < data.merges.size(); ++rank) {
@@ -96,25 +139,13 @@ absl::StatusOr<Tokenizer> Tokenizer::Create(TokenizerData data) {
   TP_ASSIGN_OR_RETURN(BpeModel bpe,
                       BpeModel::Create(token_bytes, merges_bytes, data.ignore_merges));
   TP_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::Create(data.pre_tokenizer));
-
-  Tokenizer tokenizer(std::move(token_bytes), std::move(data.token_types), std::move(bpe),
-                      std::move(pre), SpecialTokenSplitter(special_entries));
-  for (const auto& entry : special_entries)
-    tokenizer.special_ids_.try_emplace(entry.text, entry.id);
-  tokenizer.bos_id_ = data.bos_id;
-  tokenizer.eos_id_ = data.eos_id;
-  tokenizer.unk_id_ = data.unk_id;
-  tokenizer.pad_id_ = data.pad_id;
-  tokenizer.add_bos_by_default_ = data.add_bos_by_default;
-  return tokenizer;
+  return BpePipeline{std::move(pre), std::move(bpe)};
 }
 
 Tokenizer::Tokenizer(std::vector<std::string> token_bytes, std::vector<TokenType> token_types,
-                     BpeModel bpe, PreTokenizer pre_tokenizer, SpecialTokenSplitter splitter)
+                     SpecialTokenSplitter splitter)
     : token_bytes_(std::move(token_bytes)),
       token_types_(std::move(token_types)),
-      bpe_(std::move(bpe)),
-      pre_tokenizer_(std::move(pre_tokenizer)),
       special_splitter_(std::move(splitter)) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
@@ -130,14 +161,22 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
     ids.push_back(bos_id_);
   }
   std::vector<std::string_view> pieces;
+  // SPM's space prefix goes before text that starts the input or follows a special token.
+  bool after_special = true;
   for (const auto& fragment : special_splitter_.Split(text, options.allow_special)) {
     if (fragment.special_id >= 0) {
       ids.push_back(fragment.special_id);
+      after_special = true;
       continue;
     }
-    pieces.clear();
-    TP_RETURN_IF_ERROR(pre_tokenizer_.Split(fragment.text, &pieces));
-    for (std::string_view piece : pieces) bpe_.EncodePiece(piece, &ids);
+    if (spm_.has_value()) {
+      spm_->EncodeFragment(fragment.text, add_space_prefix_ && after_special, &ids);
+    } else {
+      pieces.clear();
+      TP_RETURN_IF_ERROR(bpe_->pre_tokenizer.Split(fragment.text, &pieces));
+      for (std::string_view piece : pieces) bpe_->bpe.EncodePiece(piece, &ids);
+    }
+    after_special = false;
   }
   return ids;
 }
@@ -155,11 +194,21 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
                                               const DecodeOptions& options) const {
   std::string text;
   for (size_t i = 0; i < ids.size(); ++i) {
-    TP_RETURN_IF_ERROR(CheckId(ids[i], i));
+    TP_ASSIGN_OR_RETURN(std::string_view piece, DecodedPiece(ids[i], i));
     if (options.skip_control && token_types_[ids[i]] == TokenType::kControl) continue;
-    text += token_bytes_[ids[i]];
+    text += piece;
   }
   return text;
+}
+
+absl::StatusOr<std::string_view> Tokenizer::DecodedPiece(int32_t id, size_t position) const {
+  TP_RETURN_IF_ERROR(CheckId(id, position));
+  std::string_view piece = token_bytes_[id];
+  // llama.cpp drops the space its encoder prefixed, from the first token only, whatever it is.
+  if (add_space_prefix_ && position == 0 && !piece.empty() && piece.front() == ' ') {
+    piece.remove_prefix(1);
+  }
+  return piece;
 }
 
 absl::StatusOr<std::string_view> Tokenizer::TokenBytes(int32_t id) const {

@@ -1,12 +1,16 @@
-// Byte-level BPE tokenizer (GPT-2 / Llama 3 / SmolLM2 family), built from plain data so that
-// any source (GGUF metadata, HF tokenizer.json) can feed it through a small adapter.
+// The tokenizer callers use, whatever the model's kind: byte-level BPE (GPT-2 / Llama 3 /
+// SmolLM2 / Qwen2 family) or SentencePiece-style (Llama 2 / Mistral / Gemma), built from plain
+// data so that any source (GGUF metadata, HF tokenizer.json) can feed it through a small adapter.
+// The kind is TokenizerData::model; no caller branches on it.
 //
 //   TP_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::Create(std::move(data)));
 //   TP_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode("Hi <|im_end|>"));  // plain text
 //
-// Encode pipeline: special-token split (special_token_splitter.h) -> pre-tokenizer regexes
-// (pre_tokenizer.h) -> BPE merges per piece (bpe_model.h). Decode(Encode(s)) == s for every
-// byte string s, valid UTF-8 or not.
+// Encode pipeline: special-token split (special_token_splitter.h), then per plain fragment
+//   BPE: pre-tokenizer regexes (pre_tokenizer.h) -> BPE merges per piece (bpe_model.h);
+//   SPM: optional space prefix, spaces as U+2581 -> score-ordered merges (spm_model.h).
+// Decode(Encode(s)) == s for every byte string s, valid UTF-8 or not (SPM with
+// add_space_prefix: s without the one space Decode drops from the front, as llama.cpp does).
 //
 // Threading: immutable after Create; every method is const and safe from many threads.
 #ifndef TPSERVE_COORDINATOR_TOKENIZER_TOKENIZER_H_
@@ -25,12 +29,13 @@
 #include "coordinator/tokenizer/bpe_model.h"
 #include "coordinator/tokenizer/pre_tokenizer.h"
 #include "coordinator/tokenizer/special_token_splitter.h"
+#include "coordinator/tokenizer/spm_model.h"
 
 namespace tpserve {
 
 // Values are GGUF's `tokenizer.ggml.token_type` codes.
 enum class TokenType : int32_t {
-  kNormal = 1,       // text in the byte-level alphabet, produced by BPE
+  kNormal = 1,       // BPE: text in the byte-level alphabet; SPM: UTF-8 with U+2581 for space
   kUnknown = 2,      // raw text
   kControl = 3,      // raw text; matched in input only with allow_special (<|im_start|>)
   kUserDefined = 4,  // raw text; always matched in input before pre-tokenization
@@ -38,13 +43,25 @@ enum class TokenType : int32_t {
   kByte = 6,         // "<0xAB>": the single byte 0xAB
 };
 
+// How plain text becomes ids (GGUF `tokenizer.ggml.model`: "gpt2" or "llama").
+enum class TokenizerModel {
+  kBpe,  // byte-level BPE: pre-tokenizer, then ranked merges
+  kSpm,  // SentencePiece-style: score-ordered merges over characters, byte fallback
+};
+
 struct TokenizerData {
+  TokenizerModel model = TokenizerModel::kBpe;
   std::vector<std::string> tokens;     // index = id; see TokenType for the encoding
   std::vector<TokenType> token_types;  // same length as tokens
-  // Merge rules in rank order, each side in the byte-level alphabet ("Ġ", "t").
+  // BPE only: merge rules in rank order, each side in the byte-level alphabet ("Ġ", "t").
   std::vector<std::pair<std::string, std::string>> merges;
-  PreTokenizerKind pre_tokenizer = PreTokenizerKind::kGpt2;
-  bool ignore_merges = false;  // Llama 3: a piece that is a whole token skips merging
+  PreTokenizerKind pre_tokenizer = PreTokenizerKind::kGpt2;  // BPE only
+  bool ignore_merges = false;  // BPE, Llama 3: a piece that is a whole token skips merging
+  // SPM only: merge priority per token (same length as tokens; higher merges first).
+  std::vector<float> scores;
+  // SPM only: a space is put before each plain fragment that starts the input or follows a
+  // special token, and Decode drops a leading space from the first token (llama.cpp's rule).
+  bool add_space_prefix = false;
   bool add_bos_by_default = false;
   int32_t bos_id = -1;  // -1: the model has none
   int32_t eos_id = -1;
@@ -64,9 +81,9 @@ struct DecodeOptions {
 
 class Tokenizer {
  public:
-  // INVALID_ARGUMENT naming the offending field, id and bound for: mismatched array sizes,
-  // a normal token outside the byte-level alphabet, a malformed byte token, a special id
-  // outside the vocabulary, or an empty merge side.
+  // INVALID_ARGUMENT naming the offending field, id and bound for: mismatched array sizes
+  // (scores: for SPM), a BPE normal token outside the byte-level alphabet, a malformed byte
+  // token, a special id outside the vocabulary, an empty merge side, or a NaN score.
   static absl::StatusOr<Tokenizer> Create(TokenizerData data);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -85,6 +102,10 @@ class Tokenizer {
 
   // Raw bytes that token `id` decodes to; INVALID_ARGUMENT for an unknown id.
   absl::StatusOr<std::string_view> TokenBytes(int32_t id) const;
+  // What token `id` adds to Decode's output at index `position` of the ids: TokenBytes, less
+  // the leading space SPM models with add_space_prefix drop from position 0. For streaming
+  // (IncrementalDetokenizer). INVALID_ARGUMENT for an unknown id.
+  absl::StatusOr<std::string_view> DecodedPiece(int32_t id, size_t position) const;
   absl::StatusOr<TokenType> GetTokenType(int32_t id) const;
 
   // `text` split at every special token (control and user-defined), as Encode does with
@@ -102,17 +123,31 @@ class Tokenizer {
   int32_t unk_id() const { return unk_id_; }
   int32_t pad_id() const { return pad_id_; }
   bool add_bos_by_default() const { return add_bos_by_default_; }
-  PreTokenizerKind pre_tokenizer_kind() const { return pre_tokenizer_.kind(); }
+  TokenizerModel model() const { return model_; }
+  // The BPE pre-tokenizer; meaningless for SPM (which has none: it reports kGpt2).
+  PreTokenizerKind pre_tokenizer_kind() const {
+    return bpe_.has_value() ? bpe_->pre_tokenizer.kind() : PreTokenizerKind::kGpt2;
+  }
+  bool add_space_prefix() const { return add_space_prefix_; }
 
  private:
-  Tokenizer(std::vector<std::string> token_bytes, std::vector<TokenType> token_types, BpeModel bpe,
-            PreTokenizer pre_tokenizer, SpecialTokenSplitter splitter);
+  struct BpePipeline {
+    PreTokenizer pre_tokenizer;
+    BpeModel bpe;
+  };
+
+  Tokenizer(std::vector<std::string> token_bytes, std::vector<TokenType> token_types,
+            SpecialTokenSplitter splitter);
+  static absl::StatusOr<BpePipeline> CreateBpe(const TokenizerData& data,
+                                               const std::vector<std::string>& token_bytes);
   absl::Status CheckId(int32_t id, size_t position) const;
 
   std::vector<std::string> token_bytes_;  // raw bytes per id
   std::vector<TokenType> token_types_;
-  BpeModel bpe_;
-  PreTokenizer pre_tokenizer_;
+  TokenizerModel model_ = TokenizerModel::kBpe;
+  std::optional<BpePipeline> bpe_;  // set for kBpe
+  std::optional<SpmModel> spm_;     // set for kSpm
+  bool add_space_prefix_ = false;   // kSpm only
   SpecialTokenSplitter special_splitter_;
   absl::flat_hash_map<std::string, int32_t> special_ids_;  // control + user-defined text
   int32_t bos_id_ = -1;

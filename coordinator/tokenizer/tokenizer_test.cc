@@ -125,5 +125,78 @@ TEST(TokenizerTest, CreateRejectsInconsistentData) {
               HasSubstr("tokens[5] '\xC4\x81' has type byte but is not of the form <0xHH>"));
 }
 
+Tokenizer MakeSpmTokenizer(bool add_space_prefix) {
+  return MakeTokenizer(MakeTestSpmTokenizerData(add_space_prefix));
+}
+
+std::vector<int32_t> SpmBytesOf(std::string_view text) {
+  std::vector<int32_t> ids;
+  for (const char c : text) ids.push_back(SpmByteId(static_cast<unsigned char>(c)));
+  return ids;
+}
+
+TEST(TokenizerSpmTest, MergesByScoreWithByteFallback) {
+  const Tokenizer tok = MakeSpmTokenizer(/*add_space_prefix=*/false);
+  EXPECT_EQ(tok.model(), TokenizerModel::kSpm);
+  EXPECT_EQ(tok.vocab_size(), kSpmVocabSize);
+  EXPECT_THAT(*tok.Encode("abc"), ElementsAre(kSpmAB, kSpmC));
+  EXPECT_THAT(*tok.Encode("aaa"), ElementsAre(kSpmAA, kSpmA));  // tie: the leftmost pair
+  EXPECT_THAT(*tok.Encode("a hi"), ElementsAre(kSpmA, kSpmSpaceHI));
+  EXPECT_THAT(*tok.Encode("\xEC\x95\x88"), ElementsAre(kSpmAn));
+  // "한" (ED 95 9C) is no token: its bytes.
+  EXPECT_EQ(*tok.Encode("\xED\x95\x9C"), SpmBytesOf("\xED\x95\x9C"));
+  EXPECT_TRUE(tok.Encode("")->empty());
+  EXPECT_EQ(*tok.Decode(*tok.Encode("a hi")), "a hi");
+  EXPECT_EQ(*tok.TokenBytes(kSpmSpaceHI), " hi");
+  EXPECT_EQ(*tok.TokenBytes(SpmByteId(0xED)), "\xED");
+}
+
+TEST(TokenizerSpmTest, SpacePrefixGoesBeforeTextAfterAnySpecialToken) {
+  const Tokenizer tok = MakeSpmTokenizer(/*add_space_prefix=*/true);
+  EXPECT_THAT(*tok.Encode("hi"), ElementsAre(kSpmSpaceHI));
+  EXPECT_THAT(*tok.Encode("a hi"), ElementsAre(kSpmSpaceA, kSpmSpaceHI));
+  EXPECT_THAT(*tok.Encode("<start_of_turn>hi<end_of_turn>", {.allow_special = true}),
+              ElementsAre(kSpmStartOfTurn, kSpmSpaceHI, kSpmEndOfTurn));
+  // The user-defined "\n" is always split out, and counts as special for the prefix.
+  EXPECT_THAT(*tok.Encode("hi\nhi"), ElementsAre(kSpmSpaceHI, kSpmNewline, kSpmSpaceHI));
+  EXPECT_THAT(*tok.Encode("hi", {.add_bos = true}), ElementsAre(kSpmBos, kSpmSpaceHI));
+}
+
+TEST(TokenizerSpmTest, DecodeDropsTheLeadingSpaceOfTheFirstTokenOnly) {
+  const Tokenizer tok = MakeSpmTokenizer(/*add_space_prefix=*/true);
+  EXPECT_EQ(*tok.Decode({kSpmSpaceA, kSpmSpaceHI}), "a hi");
+  // A control token first takes the drop (llama.cpp's detokenize): the space stays.
+  EXPECT_EQ(*tok.Decode({kSpmStartOfTurn, kSpmSpaceHI, kSpmEndOfTurn}),
+            "<start_of_turn> hi<end_of_turn>");
+  EXPECT_EQ(*tok.Decode({kSpmStartOfTurn, kSpmSpaceHI, kSpmEndOfTurn}, {.skip_control = true}),
+            " hi");
+  EXPECT_EQ(*tok.DecodedPiece(kSpmSpaceHI, 0), "hi");
+  EXPECT_EQ(*tok.DecodedPiece(kSpmSpaceHI, 1), " hi");
+  // Without add_space_prefix nothing is dropped.
+  EXPECT_EQ(*MakeSpmTokenizer(false).Decode({kSpmSpaceHI}), " hi");
+}
+
+TEST(TokenizerSpmTest, ControlAndUnknownTokenTextIsPlainUnlessAllowed) {
+  const Tokenizer tok = MakeSpmTokenizer(/*add_space_prefix=*/false);
+  EXPECT_EQ(*tok.Encode("<unk>"), SpmBytesOf("<unk>"));
+  EXPECT_THAT(*tok.Encode("<unk>", {.allow_special = true}), ElementsAre(kSpmUnk));
+  EXPECT_EQ(*tok.Encode("</s>"), SpmBytesOf("</s>"));
+  EXPECT_EQ(tok.SpecialTokenId("<end_of_turn>"), kSpmEndOfTurn);
+}
+
+TEST(TokenizerSpmTest, CreateRejectsBadScores) {
+  TokenizerData short_scores = MakeTestSpmTokenizerData(false);
+  short_scores.scores.pop_back();
+  absl::StatusOr<Tokenizer> tok = Tokenizer::Create(short_scores);
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(tok.status().message(),
+              HasSubstr("SPM: scores has 274 entries but the vocabulary has 275"));
+
+  TokenizerData byte_token = MakeTestSpmTokenizerData(false);
+  byte_token.tokens[SpmByteId(7)] = "<0x7>";
+  EXPECT_THAT(Tokenizer::Create(byte_token).status().message(),
+              HasSubstr("tokens[13] '<0x7>' has type byte but is not of the form <0xHH>"));
+}
+
 }  // namespace
 }  // namespace tpserve
