@@ -19,10 +19,12 @@
 namespace tpserve {
 
 struct GoldenRow {
-  std::string text;
+  std::string text;  // the input bytes (from "text", or "text_hex" when not UTF-8)
   std::vector<int32_t> ids;                         // special-token text as plain text
   std::optional<std::vector<int32_t>> ids_special;  // special-token text parsed
   bool add_bos = false;                             // ids include the BOS the model adds
+  // The reference's detokenization of `ids` where it differs from `text` ("decoded_hex").
+  std::optional<std::string> decoded;
 };
 
 // Path of a golden file relative to the test's working directory (the runfiles root).
@@ -30,7 +32,8 @@ std::string GoldenPath(std::string_view file_name);
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
-// One JSON object per line: {"text": str, "ids": [int], "ids_special"?: [int], "add_bos"?}.
+// One JSON object per line: {"text": str | "text_hex": hex, "ids": [int], "ids_special"?: [int],
+// "add_bos"?: bool, "decoded_hex"?: hex}. INVALID_ARGUMENT naming the line for a bad row.
 absl::StatusOr<std::vector<GoldenRow>> ReadGoldenRows(const std::string& path);
 
 }  // namespace tpserve

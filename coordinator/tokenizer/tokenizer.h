@@ -9,8 +9,10 @@
 // Encode pipeline: special-token split (special_token_splitter.h), then per plain fragment
 //   BPE: pre-tokenizer regexes (pre_tokenizer.h) -> BPE merges per piece (bpe_model.h);
 //   SPM: optional space prefix, spaces as U+2581 -> score-ordered merges (spm_model.h).
-// Decode(Encode(s)) == s for every byte string s, valid UTF-8 or not (SPM with
-// add_space_prefix: s without the one space Decode drops from the front, as llama.cpp does).
+// BPE: Decode(Encode(s)) == s for every byte string s, valid UTF-8 or not. SPM, as llama.cpp:
+// the same for valid UTF-8 without U+2581 (which comes back as a space), except that with
+// add_space_prefix Decode drops one leading space; in invalid UTF-8 a space inside a broken
+// character comes back as U+2581's three bytes.
 //
 // Threading: immutable after Create; every method is const and safe from many threads.
 #ifndef TPSERVE_COORDINATOR_TOKENIZER_TOKENIZER_H_
