@@ -1,0 +1,862 @@
+#!/usr/bin/env python3
+"""Tiny random-weight models of six model families, each in a GGUF and a Hugging Face form
+holding the same weights, with golden logits and greedy continuations (issue 35).
+
+Run by hand (deterministic; rewrites every file in this directory except README.md):
+    ~/.cache/tpserve/venv-structured/bin/python tests/golden/families/make_family_goldens.py
+Needs numpy, gguf (0.19), llama-cpp-python (0.3.36) and safetensors (optional: a numpy writer
+of the same format is used when the package is missing).
+
+For every case the script
+  1. draws Hugging Face tensors (HF names, HF conventions) from numpy default_rng(seed),
+  2. converts them exactly as llama.cpp's convert_hf_to_gguf.py (the copy vendored in
+     llama-cpp-python 0.3.36) does for that architecture and writes `<case>.gguf`,
+  3. writes `<case>_hf/config.json` and `<case>_hf/model.safetensors`,
+  4. runs llama.cpp on the GGUF (2 prompts: logits at every prompt position, 16 greedy steps),
+  5. runs its own float64 numpy forward pass on the HF tensors with HF semantics and asserts
+     that it reproduces llama.cpp's logits on the GGUF at every position (prompt and greedy
+     steps): this is the proof that the two forms hold the same model,
+  6. for `mistral` (HF sliding_window 8; llama.cpp runs arch `llama` without a window) the
+     goldens come from the numpy reference WITH the window, after step 5 passed without it,
+  7. measures, with the numpy reference, how much each exercised feature moves the logits
+     (window, soft-caps, YaRN, biases, local RoPE base), so a golden cannot pass by accident.
+
+FORMAT
+  <case>.gguf                     GGUF v3 as convert_hf_to_gguf.py writes the arch (see README).
+  <case>_hf/config.json           HF config of the class in `architectures`.
+  <case>_hf/model.safetensors     HF tensors; dtype F32 (cases *) or F16 (cases *_f16) for every
+                                  tensor. Tied models have no lm_head.weight.
+  <case>.<prompt>.logits.f32      float32 little-endian, row-major [n_prompt, vocab]: row p is
+                                  the logits after feeding prompt tokens 0..p (prompt = "short"
+                                  12 tokens or "long" 40 tokens).
+  goldens.json                    per case: arch, files, dtype, shapes, hyper-parameters, the
+                                  prompt ids, greedy_ids (16, argmax each step, EOS ignored),
+                                  greedy_gaps (top-1 minus top-2 logit of the row that chose each
+                                  greedy token), logits file names, the reference that produced
+                                  them, the cross-check figures and the feature effects.
+  Tokens are fed as ids; the tiny vocabularies exist only so llama.cpp loads the files.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import sys
+
+import numpy as np
+
+import gguf
+import llama_cpp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LLAMA_CPP_REF = "llama.cpp vendored in llama-cpp-python %s" % llama_cpp.__version__
+VOCAB = 128
+N_GREEDY = 16
+PROMPT_LENS = [("short", 12), ("long", 40)]
+LLAMA_SETTINGS = dict(n_ctx=128, n_batch=128, n_ubatch=128, logits_all=True, n_threads=2,
+                      n_threads_batch=2, seed=1234, flash_attn=False, swa_full=True,
+                      # f32 KV cache: llama.cpp's default f16 cache would round K and V.
+                      type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
+# Cross-check tolerance on max|llama.cpp - numpy| / max|logit|. F16 GGUF: ggml's CPU matmul
+# rounds the activations to f16 before the dot product with f16 weights.
+TOL = {"F32": 2e-4, "F16": 3e-2}
+# Gemma: ggml-cpu's GeGLU uses an f16 lookup table for GELU (see gelu_tanh_ggml_cpu).
+TOL_GEMMA = {"F32": 5e-3, "F16": 3e-2}
+
+
+# --------------------------------------------------------------------------------------------
+# Cases
+
+def base_spec(**kw):
+    spec = dict(hidden=64, intermediate=32, vocab=VOCAB, max_pos=128, eps=1e-6, tied=True,
+                biases=False, qk_norm=False, gemma=False, window=None, swa_layers=None,
+                rope_local_base=None, attn_softcap=None, final_softcap=None, yarn=None,
+                emb_std=0.5, head_std=0.5, q_gain=1.0, bias_std=0.0, out_gain=1.0,
+                final_norm=1.0, post_norm=1.0)
+    spec.update(kw)
+    return spec
+
+
+CASES = [
+    ("llama", base_spec(
+        family="llama", gguf_arch="llama", hf_arch="LlamaForCausalLM", model_type="llama",
+        layers=2, heads=4, kv_heads=2, head_dim=16, rope_theta=500000.0, eps=1e-5,
+        out_gain=2.0, vocab_kind="bpe", tok_pre="llama-bpe", seed=110)),
+    ("qwen2", base_spec(
+        family="qwen2", gguf_arch="qwen2", hf_arch="Qwen2ForCausalLM", model_type="qwen2",
+        layers=2, heads=4, kv_heads=2, head_dim=16, rope_theta=1000000.0, biases=True,
+        bias_std=0.5, out_gain=2.0, vocab_kind="bpe", tok_pre="qwen2", seed=143)),
+    ("qwen2_yarn", base_spec(
+        family="qwen2", gguf_arch="qwen2", hf_arch="Qwen2ForCausalLM", model_type="qwen2",
+        layers=2, heads=4, kv_heads=2, head_dim=16, rope_theta=1000000.0, biases=True,
+        bias_std=0.5, out_gain=2.0, yarn=dict(factor=4.0, original=32), vocab_kind="bpe",
+        tok_pre="qwen2", seed=128)),
+    ("qwen3", base_spec(
+        family="qwen3", gguf_arch="qwen3", hf_arch="Qwen3ForCausalLM", model_type="qwen3",
+        layers=2, heads=4, kv_heads=2, head_dim=32, rope_theta=1000000.0, qk_norm=True,
+        intermediate=16, out_gain=2.0, vocab_kind="bpe", tok_pre="qwen2", seed=139)),
+    ("mistral", base_spec(
+        family="mistral", gguf_arch="llama", hf_arch="MistralForCausalLM", model_type="mistral",
+        layers=2, heads=4, kv_heads=2, head_dim=16, rope_theta=1000000.0, eps=1e-5,
+        tied=False, window=8, out_gain=2.0, vocab_kind="spm_mistral", seed=111)),
+    ("gemma2", base_spec(
+        family="gemma2", gguf_arch="gemma2", hf_arch="Gemma2ForCausalLM", model_type="gemma2",
+        layers=3, heads=4, kv_heads=2, head_dim=16, rope_theta=10000.0, gemma=True, window=8,
+        swa_layers=[True, False, True], attn_softcap=5.0, final_softcap=15.0, q_gain=1.5,
+        emb_std=0.15, final_norm=3.5, post_norm=3.0, intermediate=16, vocab_kind="spm_gemma",
+        seed=101)),
+    ("gemma3", base_spec(
+        family="gemma3", gguf_arch="gemma3", hf_arch="Gemma3ForCausalLM",
+        model_type="gemma3_text", layers=6, heads=2, kv_heads=1, head_dim=16,
+        rope_theta=1000000.0, rope_local_base=10000.0, gemma=True, qk_norm=True, window=8,
+        swa_layers=[True] * 5 + [False], emb_std=0.15, final_norm=3.0, post_norm=3.0,
+        intermediate=16, vocab_kind="spm_gemma", seed=127)),
+]
+F16_CASES = ["qwen2", "qwen3", "gemma3"]
+
+
+# --------------------------------------------------------------------------------------------
+# Tokenizers (tiny; content irrelevant, prompts are ids)
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+PAIRS = ["th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "is", "or", "es", "it",
+         "al", "ar", "st", "to"]
+SPACE_LEAD = "tasowbcmfp"
+
+
+def make_vocab(kind):
+    """(tokens, types, scores, merges, special ids, specials set, extra keys)."""
+    N, U, C, B = gguf.TokenType.NORMAL, gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, \
+        gguf.TokenType.BYTE
+    if kind == "bpe_llama" or kind == "bpe_qwen":
+        b2u = bytes_to_unicode()
+        base = [b2u[0x20], b2u[0x0A]] + [b2u[b] for b in range(0x21, 0x7F)]
+        merges = ["%s %s" % (b2u[0x20], c) for c in SPACE_LEAD] + ["%s %s" % (p[0], p[1]) for p in PAIRS]
+        merged = [m.replace(" ", "") for m in merges]
+        if kind == "bpe_llama":
+            specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|eot_id|>"]
+        else:
+            specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|fim_pad|>"]
+        tokens = base + merged + specials
+        types = [N] * (len(base) + len(merged)) + [C] * len(specials)
+        first = len(base) + len(merged)
+        if kind == "bpe_llama":
+            ids = dict(bos=first, eos=first + 3)
+            extra = dict(add_bos=True)
+        else:
+            ids = dict(bos=first, eos=first + 2, pad=first)
+            extra = dict(add_bos=False)
+        return tokens, types, None, merges, ids, set(range(first, len(tokens))), extra
+    # SentencePiece ("llama" tokenizer model)
+    if kind == "spm_gemma":
+        specials = [("<pad>", C), ("<eos>", C), ("<bos>", C), ("<unk>", U)]
+        ids = dict(pad=0, eos=1, bos=2, unk=3)
+        extra = dict(add_bos=True, add_eos=False, add_space_prefix=False)
+    else:
+        specials = [("<unk>", U), ("<s>", C), ("</s>", C)]
+        ids = dict(unk=0, bos=1, eos=2)
+        extra = dict(add_bos=True, add_eos=False)
+    tokens = [t for t, _ in specials]
+    types = [ty for _, ty in specials]
+    tokens.append("<0x0A>")
+    types.append(B)
+    pieces = ["\u2581"] + [chr(c) for c in range(0x21, 0x7F)] + \
+        ["\u2581" + c for c in SPACE_LEAD] + PAIRS + ["ou", "le", "ve"]
+    pieces = pieces[:VOCAB - len(tokens)]
+    tokens += pieces
+    types += [N] * len(pieces)
+    scores = [0.0] * (len(specials) + 1) + [-float(i) for i in range(len(pieces))]
+    assert len(tokens) == VOCAB
+    return tokens, types, scores, None, ids, set(range(len(specials))), extra
+
+
+def vocab_for(spec):
+    kind = spec["vocab_kind"]
+    if kind == "bpe":
+        kind = "bpe_llama" if spec["family"] == "llama" else "bpe_qwen"
+    return make_vocab(kind)
+
+
+# --------------------------------------------------------------------------------------------
+# Weights (HF names and conventions)
+
+def q8(x):
+    """Round to a multiple of 2^-8 (|x| < 7): exact in f16, and so is x + 1."""
+    x = np.round(np.asarray(x) * 256.0) / 256.0
+    assert np.all(np.abs(x) < 7)
+    return x
+
+
+def make_hf_tensors(spec):
+    rng = np.random.default_rng(spec["seed"])
+    H, I, V = spec["hidden"], spec["intermediate"], spec["vocab"]
+    nh, nkv, hd = spec["heads"], spec["kv_heads"], spec["head_dim"]
+    t = {}
+
+    def mat(rows, cols, std):
+        return rng.standard_normal((rows, cols)) * std
+
+    def norm(n, center=1.0):
+        # HF-effective scale center + noise; Gemma stores w and applies 1 + w. Multiples of
+        # 2^-8 below 8 in magnitude: exact in f16, before and after the converter's + 1.
+        w = center + np.clip(0.15 * rng.standard_normal(n), -0.45, 0.45)
+        return q8(w - 1.0) if spec["gemma"] else q8(w)
+
+    t["model.embed_tokens.weight"] = mat(V, H, spec["emb_std"])
+    for l in range(spec["layers"]):
+        p = "model.layers.%d." % l
+        t[p + "input_layernorm.weight"] = norm(H)
+        t[p + "self_attn.q_proj.weight"] = mat(nh * hd, H, spec["q_gain"] / math.sqrt(H))
+        t[p + "self_attn.k_proj.weight"] = mat(nkv * hd, H, spec["q_gain"] / math.sqrt(H))
+        t[p + "self_attn.v_proj.weight"] = mat(nkv * hd, H, 1.0 / math.sqrt(H))
+        if spec["biases"]:
+            t[p + "self_attn.q_proj.bias"] = rng.standard_normal(nh * hd) * spec["bias_std"]
+            t[p + "self_attn.k_proj.bias"] = rng.standard_normal(nkv * hd) * spec["bias_std"]
+            t[p + "self_attn.v_proj.bias"] = rng.standard_normal(nkv * hd) * spec["bias_std"]
+        t[p + "self_attn.o_proj.weight"] = mat(H, nh * hd, spec["out_gain"] / math.sqrt(nh * hd))
+        if spec["qk_norm"]:
+            t[p + "self_attn.q_norm.weight"] = norm(hd)
+            t[p + "self_attn.k_norm.weight"] = norm(hd)
+        if spec["gemma"]:
+            t[p + "post_attention_layernorm.weight"] = norm(H, spec["post_norm"])
+            t[p + "pre_feedforward_layernorm.weight"] = norm(H)
+            t[p + "post_feedforward_layernorm.weight"] = norm(H, spec["post_norm"])
+        else:
+            t[p + "post_attention_layernorm.weight"] = norm(H)
+        t[p + "mlp.gate_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
+        t[p + "mlp.up_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
+        t[p + "mlp.down_proj.weight"] = mat(H, I, spec["out_gain"] / math.sqrt(I))
+    t["model.norm.weight"] = norm(H, spec["final_norm"])
+    if not spec["tied"]:
+        t["lm_head.weight"] = mat(V, H, spec["head_std"])
+    return t
+
+
+def cast_tensors(t, dtype):
+    np_dtype = np.float32 if dtype == "F32" else np.float16
+    return {k: np.ascontiguousarray(v.astype(np_dtype)) for k, v in t.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# HF config.json
+
+def hf_config(spec, dtype):
+    torch_dtype = "float32" if dtype == "F32" else "float16"
+    L, H = spec["layers"], spec["hidden"]
+    c = {"architectures": [spec["hf_arch"]], "model_type": spec["model_type"]}
+    common = dict(vocab_size=spec["vocab"], hidden_size=H, intermediate_size=spec["intermediate"],
+                  num_hidden_layers=L, num_attention_heads=spec["heads"],
+                  num_key_value_heads=spec["kv_heads"], max_position_embeddings=spec["max_pos"],
+                  rms_norm_eps=spec["eps"], rope_theta=spec["rope_theta"],
+                  initializer_range=0.02, attention_dropout=0.0, use_cache=True,
+                  tie_word_embeddings=spec["tied"], torch_dtype=torch_dtype)
+    vocab = vocab_for(spec)
+    ids = vocab[4]
+    fam = spec["family"]
+    if fam == "llama":
+        c.update(common, head_dim=spec["head_dim"], hidden_act="silu", attention_bias=False,
+                 mlp_bias=False, pretraining_tp=1, rope_scaling=None,
+                 bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    elif fam == "mistral":
+        c.update(common, head_dim=spec["head_dim"], hidden_act="silu",
+                 sliding_window=spec["window"], bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    elif fam in ("qwen2", "qwen3"):
+        rope_scaling = None
+        if spec["yarn"]:
+            y = spec["yarn"]
+            rope_scaling = {"type": "yarn", "rope_type": "yarn", "factor": y["factor"],
+                            "original_max_position_embeddings": y["original"]}
+        c.update(common, hidden_act="silu", rope_scaling=rope_scaling, use_sliding_window=False,
+                 sliding_window=None, max_window_layers=L, bos_token_id=ids["bos"],
+                 eos_token_id=ids["eos"])
+        if fam == "qwen3":
+            c.update(head_dim=spec["head_dim"], attention_bias=False)
+    elif fam == "gemma2":
+        c.update(common, head_dim=spec["head_dim"], hidden_activation="gelu_pytorch_tanh",
+                 hidden_act="gelu_pytorch_tanh", attention_bias=False,
+                 query_pre_attn_scalar=spec["head_dim"], sliding_window=spec["window"],
+                 attn_logit_softcapping=spec["attn_softcap"],
+                 final_logit_softcapping=spec["final_softcap"], cache_implementation="hybrid",
+                 layer_types=["sliding_attention" if s else "full_attention"
+                              for s in spec["swa_layers"]],
+                 pad_token_id=ids["pad"], bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    elif fam == "gemma3":
+        c.update(common, head_dim=spec["head_dim"], hidden_activation="gelu_pytorch_tanh",
+                 attention_bias=False, query_pre_attn_scalar=spec["head_dim"],
+                 sliding_window=spec["window"], _sliding_window_pattern=6,
+                 layer_types=["sliding_attention" if s else "full_attention"
+                              for s in spec["swa_layers"]],
+                 rope_local_base_freq=spec["rope_local_base"], rope_scaling=None,
+                 attn_logit_softcapping=None, final_logit_softcapping=None,
+                 cache_implementation="hybrid", use_bidirectional_attention=False,
+                 pad_token_id=ids["pad"], bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    return c
+
+
+# --------------------------------------------------------------------------------------------
+# HF -> GGUF, as convert_hf_to_gguf.py (conversion/{llama,qwen,gemma,base}.py) does it
+
+def permute(w, n_head, n_head_kv):
+    """LlamaModel.permute: HF's rotate-half Q/K rows -> llama.cpp's adjacent-pair (NORM) rope."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2) \
+        .reshape(w.shape)
+
+
+def hf_to_gguf_tensors(spec, hf, dtype):
+    arch = getattr(gguf.MODEL_ARCH, spec["gguf_arch"].upper())
+    tmap = gguf.get_tensor_name_map(arch, spec["layers"])
+    out = []
+    for name, data in hf.items():
+        if spec["family"] == "gemma2" and name == "lm_head.weight":
+            continue
+        if spec["gguf_arch"] == "llama":
+            if name.endswith("q_proj.weight"):
+                data = permute(data, spec["heads"], spec["heads"])
+            elif name.endswith("k_proj.weight"):
+                data = permute(data, spec["heads"], spec["kv_heads"])
+        if spec["gemma"] and name.endswith("norm.weight"):
+            data = data + data.dtype.type(1)            # in the checkpoint's dtype, as torch does
+        new_name = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
+        assert new_name is not None, name
+        if data.ndim <= 1 or new_name.endswith("_norm.weight"):
+            qtype = np.float32
+        else:
+            qtype = np.float32 if dtype == "F32" else np.float16
+        out.append((new_name, np.ascontiguousarray(data.astype(qtype))))
+    return out
+
+
+def write_gguf(path, case, spec, cfg, tensors, dtype):
+    arch = spec["gguf_arch"]
+    w = gguf.GGUFWriter(path, arch)
+    w.add_type(gguf.GGUFType.MODEL)
+    w.add_name("tpserve-family-golden-" + case)
+    ftype = gguf.LlamaFileType.ALL_F32 if dtype == "F32" else gguf.LlamaFileType.MOSTLY_F16
+    L, H = spec["layers"], spec["hidden"]
+    fam = spec["family"]
+    if fam == "gemma2":   # Gemma2Model.set_gguf_parameters (does not call TextModel's)
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(H)
+        w.add_block_count(L)
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_head_count(cfg["num_attention_heads"])
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        w.add_key_length(cfg["head_dim"])
+        w.add_value_length(cfg["head_dim"])
+        w.add_file_type(ftype)
+        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+        w.add_sliding_window(cfg["sliding_window"])
+    else:                 # TextModel.set_gguf_parameters + the family's additions
+        w.add_block_count(L)
+        w.add_context_length(cfg["max_position_embeddings"])
+        w.add_embedding_length(H)
+        w.add_feed_forward_length(cfg["intermediate_size"])
+        w.add_head_count(cfg["num_attention_heads"])
+        w.add_head_count_kv(cfg["num_key_value_heads"])
+        if cfg.get("rope_scaling"):
+            rs = cfg["rope_scaling"]
+            w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+            w.add_rope_scaling_factor(rs["factor"])
+            w.add_rope_scaling_orig_ctx_len(rs["original_max_position_embeddings"])
+        w.add_rope_freq_base(cfg["rope_theta"])
+        if cfg.get("rope_local_base_freq") is not None:
+            w.add_rope_freq_base_swa(cfg["rope_local_base_freq"])
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        if cfg.get("head_dim") is not None:
+            w.add_key_length(cfg["head_dim"])
+            w.add_value_length(cfg["head_dim"])
+        w.add_file_type(ftype)
+        if arch == "llama":   # LlamaModel
+            w.add_vocab_size(cfg["vocab_size"])
+            w.add_rope_dimension_count(cfg.get("head_dim") or H // cfg["num_attention_heads"])
+        if fam == "gemma3":   # Gemma3Model (final_logit_softcapping is None: not written)
+            w.add_sliding_window(cfg["sliding_window"])
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    tokens, types, scores, merges, ids, _, extra = vocab_for(spec)
+    if merges is not None:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(spec["tok_pre"])
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(merges)
+    else:
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(tokens)
+        w.add_token_scores(scores)
+        w.add_token_types(types)
+    w.add_bos_token_id(ids["bos"])
+    w.add_eos_token_id(ids["eos"])
+    if "unk" in ids:
+        w.add_unk_token_id(ids["unk"])
+    if "pad" in ids:
+        w.add_pad_token_id(ids["pad"])
+    w.add_add_bos_token(extra["add_bos"])
+    if "add_eos" in extra:
+        w.add_add_eos_token(extra["add_eos"])
+    if "add_space_prefix" in extra:
+        w.add_add_space_prefix(extra["add_space_prefix"])
+
+    for name, arr in tensors:
+        w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+# --------------------------------------------------------------------------------------------
+# safetensors
+
+def write_safetensors(path, tensors):
+    try:
+        from safetensors.numpy import save_file
+        save_file(tensors, path, metadata={"format": "pt"})
+        return
+    except ImportError:
+        pass
+    header = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    blobs = []
+    for name in sorted(tensors):
+        a = tensors[name]
+        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}[a.dtype],
+                        "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dt = {"F32": "<f4", "F16": "<f2"}[info["dtype"]]
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype=dt).reshape(info["shape"])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# numpy reference: float64, Hugging Face semantics, read from config.json + safetensors
+
+def rms_norm(x, w, eps, gemma):
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y * ((1.0 + w) if gemma else w)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_tanh_ggml_cpu(x):
+    """ggml-cpu's GELU (GGML_GELU_FP16): the input rounded to f16, the result read from an f16
+    table. Used only to show that this is all that separates llama.cpp from gelu_tanh."""
+    xf = x.astype(np.float16).astype(np.float32)
+    y = (0.5 * xf * (1.0 + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * xf *
+                                   (1.0 + np.float32(0.044715) * xf * xf)))).astype(np.float16)
+    y = y.astype(np.float64)
+    y = np.where(x <= -10.0, 0.0, y)
+    return np.where(x >= 10.0, x, y)
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def rope_tables(cfg, base, positions, head_dim, use_scaling=True):
+    """transformers' ROPE_INIT_FUNCTIONS: default, or yarn (_compute_yarn_parameters)."""
+    dim = head_dim
+    inv_freq = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
+    attention_factor = 1.0
+    rs = cfg.get("rope_scaling") if use_scaling else None
+    if rs and rs.get("rope_type", rs.get("type")) == "yarn":
+        factor = rs["factor"]
+        if "original_max_position_embeddings" in rs:
+            omp = rs["original_max_position_embeddings"]
+            factor = cfg["max_position_embeddings"] / omp
+        else:
+            omp = cfg["max_position_embeddings"]
+        attention_factor = rs.get("attention_factor") or (0.1 * math.log(factor) + 1.0)
+        beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+        def corr_dim(n_rot):
+            return (dim * math.log(omp / (n_rot * 2 * math.pi))) / (2 * math.log(base))
+
+        low = max(math.floor(corr_dim(beta_fast)), 0)
+        high = min(math.ceil(corr_dim(beta_slow)), dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        extrap = 1.0 - ramp
+        inv_freq = (inv_freq / factor) * (1 - extrap) + inv_freq * extrap
+    freqs = np.outer(np.asarray(positions, dtype=np.float64), inv_freq)
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    return np.cos(emb) * attention_factor, np.sin(emb) * attention_factor
+
+
+def apply_rope(x, cos, sin):
+    # x [T, n, d]; rotate_half (NEOX layout: pairs (i, i + d/2))
+    d = x.shape[-1]
+    rot = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+    return x * cos[:, None, :] + rot * sin[:, None, :]
+
+
+def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_base=True,
+                     biases=True, ggml_gelu=False):
+    """Logits [len(ids), vocab] of the HF model (config dict, tensors as float64 arrays)."""
+    mt = cfg["model_type"]
+    gemma = mt in ("gemma2", "gemma3_text")
+    L, H = cfg["num_hidden_layers"], cfg["hidden_size"]
+    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or H // nh
+    eps = cfg["rms_norm_eps"]
+    T = len(ids)
+    pos = np.arange(T)
+    x = t["model.embed_tokens.weight"][np.asarray(ids)]
+    if gemma:
+        # Gemma: embeddings * sqrt(hidden), the normalizer cast to the checkpoint dtype
+        dt = np.float16 if cfg["torch_dtype"] == "float16" else np.float32
+        x = x * float(dt(math.sqrt(H)))
+    if gemma:
+        scaling = cfg["query_pre_attn_scalar"] ** -0.5
+    else:
+        scaling = hd ** -0.5
+    layer_types = cfg.get("layer_types")
+    for l in range(L):
+        p = "model.layers.%d." % l
+        # per-layer window and rope base
+        win = None
+        base = cfg["rope_theta"]
+        if mt == "mistral":
+            win = cfg.get("sliding_window")
+        elif gemma and layer_types[l] == "sliding_attention":
+            win = cfg["sliding_window"]
+            if mt == "gemma3_text" and local_base:
+                base = cfg["rope_local_base_freq"]
+        if not window:
+            win = None
+        cos, sin = rope_tables(cfg, base, pos, hd, use_scaling=yarn)
+
+        h = rms_norm(x, t[p + "input_layernorm.weight"], eps, gemma)
+        q = h @ t[p + "self_attn.q_proj.weight"].T
+        k = h @ t[p + "self_attn.k_proj.weight"].T
+        v = h @ t[p + "self_attn.v_proj.weight"].T
+        if biases and (p + "self_attn.q_proj.bias") in t:
+            q = q + t[p + "self_attn.q_proj.bias"]
+            k = k + t[p + "self_attn.k_proj.bias"]
+            v = v + t[p + "self_attn.v_proj.bias"]
+        q = q.reshape(T, nh, hd)
+        k = k.reshape(T, nkv, hd)
+        v = v.reshape(T, nkv, hd)
+        if (p + "self_attn.q_norm.weight") in t:
+            q = rms_norm(q, t[p + "self_attn.q_norm.weight"], eps, gemma)
+            k = rms_norm(k, t[p + "self_attn.k_norm.weight"], eps, gemma)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        rep = nh // nkv
+        k = np.repeat(k, rep, axis=1)
+        v = np.repeat(v, rep, axis=1)
+        s = np.einsum("qhd,khd->hqk", q, k) * scaling
+        if softcap and cfg.get("attn_logit_softcapping"):
+            c = cfg["attn_logit_softcapping"]
+            s = np.tanh(s / c) * c
+        qi, ki = np.meshgrid(pos, pos, indexing="ij")
+        allowed = ki <= qi
+        if win is not None:
+            allowed &= (qi - ki) < win
+        s = np.where(allowed[None], s, -np.inf)
+        s = s - s.max(axis=-1, keepdims=True)
+        a = np.exp(s)
+        a = a / a.sum(axis=-1, keepdims=True)
+        o = np.einsum("hqk,khd->qhd", a, v).reshape(T, nh * hd)
+        o = o @ t[p + "self_attn.o_proj.weight"].T
+        if gemma:
+            o = rms_norm(o, t[p + "post_attention_layernorm.weight"], eps, True)
+            x = x + o
+            h = rms_norm(x, t[p + "pre_feedforward_layernorm.weight"], eps, True)
+        else:
+            x = x + o
+            h = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps, False)
+        act = (gelu_tanh_ggml_cpu if ggml_gelu else gelu_tanh) if gemma else silu
+        m = act(h @ t[p + "mlp.gate_proj.weight"].T) * (h @ t[p + "mlp.up_proj.weight"].T)
+        m = m @ t[p + "mlp.down_proj.weight"].T
+        if gemma:
+            m = rms_norm(m, t[p + "post_feedforward_layernorm.weight"], eps, True)
+        x = x + m
+    x = rms_norm(x, t["model.norm.weight"], eps, gemma)
+    head = t["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else t["lm_head.weight"]
+    logits = x @ head.T
+    if softcap and cfg.get("final_logit_softcapping"):
+        c = cfg["final_logit_softcapping"]
+        logits = np.tanh(logits / c) * c
+    return logits
+
+
+def greedy_reference(cfg, t, prompt, n, **kw):
+    seq = list(prompt)
+    toks, gaps = [], []
+    for _ in range(n):
+        row = reference_logits(cfg, t, seq, **kw)[-1]
+        o = np.argsort(row)[::-1]
+        toks.append(int(o[0]))
+        gaps.append(float(row[o[0]] - row[o[1]]))
+        seq.append(int(o[0]))
+    logits = reference_logits(cfg, t, seq[:-1], **kw)
+    return toks, gaps, logits
+
+
+# --------------------------------------------------------------------------------------------
+# llama.cpp
+
+def run_llama_cpp(gguf_path, prompts):
+    llm = llama_cpp.Llama(model_path=gguf_path, verbose=False, **LLAMA_SETTINGS)
+    assert llm.n_vocab() == VOCAB
+    out = {}
+    for name, ids in prompts.items():
+        llm.reset()
+        llm.eval(ids)
+        toks, gaps = [], []
+        for step in range(N_GREEDY):
+            row = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+            o = np.argsort(row, kind="stable")[::-1]
+            toks.append(int(o[0]))
+            gaps.append(float(row[o[0]]) - float(row[o[1]]))
+            if step + 1 < N_GREEDY:
+                llm.eval([int(o[0])])
+        rows = np.array(llm.scores[:llm.n_tokens], dtype=np.float32)
+        out[name] = dict(toks=toks, gaps=gaps, rows=rows)
+    del llm
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+
+def build_case(case, spec, dtype):
+    print("== %s (%s, %s)" % (case, spec["gguf_arch"], dtype), flush=True)
+    hf = cast_tensors(make_hf_tensors(spec), dtype)
+    cfg = hf_config(spec, dtype)
+
+    hf_dir = os.path.join(HERE, case + "_hf")
+    if os.path.isdir(hf_dir):
+        shutil.rmtree(hf_dir)
+    os.makedirs(hf_dir)
+    with open(os.path.join(hf_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    write_safetensors(os.path.join(hf_dir, "model.safetensors"), hf)
+    gguf_path = os.path.join(HERE, case + ".gguf")
+    write_gguf(gguf_path, case, spec, cfg, hf_to_gguf_tensors(spec, hf, dtype), dtype)
+
+    # prompts: ids drawn from the non-special tokens
+    _, _, _, _, _, specials, _ = vocab_for(spec)
+    allowed = np.array([i for i in range(VOCAB) if i not in specials])
+    prng = np.random.default_rng(spec["seed"] * 1000 + 7)
+    prompts = {name: [int(i) for i in prng.choice(allowed, size=n)] for name, n in PROMPT_LENS}
+
+    lc = run_llama_cpp(gguf_path, prompts)
+
+    # the HF form, read back from disk
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        cfg_disk = json.load(f)
+    t = {k: v.astype(np.float64) for k, v in read_safetensors(
+        os.path.join(hf_dir, "model.safetensors")).items()}
+
+    windowed_hf = spec["family"] == "mistral"
+    tol = TOL[dtype] if not spec["gemma"] else TOL_GEMMA[dtype]
+    worst = dict(max_abs_diff=0.0, max_abs_logit=0.0)
+    if spec["gemma"]:
+        worst["max_abs_diff_ggml_gelu"] = 0.0
+    greedy_mismatch = []
+    for name, ids in prompts.items():
+        seq = ids + lc[name]["toks"][:-1]
+        ref = reference_logits(cfg_disk, t, seq, window=not windowed_hf)
+        got = lc[name]["rows"]
+        assert got.shape == ref.shape, (got.shape, ref.shape)
+        worst["max_abs_diff"] = max(worst["max_abs_diff"], float(np.max(np.abs(got - ref))))
+        worst["max_abs_logit"] = max(worst["max_abs_logit"], float(np.max(np.abs(ref))))
+        if spec["gemma"]:
+            ref_g = reference_logits(cfg_disk, t, seq, ggml_gelu=True)
+            worst["max_abs_diff_ggml_gelu"] = max(worst["max_abs_diff_ggml_gelu"],
+                                                  float(np.max(np.abs(got - ref_g))))
+        n = len(ids)
+        for s, tok in enumerate(lc[name]["toks"]):
+            if int(np.argmax(ref[n - 1 + s])) != tok and lc[name]["gaps"][s] > 0.05:
+                greedy_mismatch.append((name, s))
+    rel = worst["max_abs_diff"] / worst["max_abs_logit"]
+    worst["rel"] = rel
+    worst["tolerance_rel"] = tol
+    worst["compared"] = ("numpy float64 forward on %s_hf (HF conventions%s) vs llama.cpp on %s.gguf,"
+                         " every prompt position and every greedy step" %
+                         (case, ", sliding window off" if windowed_hf else "", case))
+    print("   cross-check: max|diff| %.3g, max|logit| %.3g, rel %.3g (tol %.0e)" %
+          (worst["max_abs_diff"], worst["max_abs_logit"], rel, tol), flush=True)
+    if spec["gemma"]:
+        worst["rel_ggml_gelu"] = worst["max_abs_diff_ggml_gelu"] / worst["max_abs_logit"]
+        worst["note"] = ("llama.cpp's CPU GeGLU rounds the GELU input to f16 and reads an f16 table;"
+                         " *_ggml_gelu: the numpy reference with that GELU emulated")
+        print("   cross-check with ggml's f16-table GELU emulated: max|diff| %.3g, rel %.3g" %
+              (worst["max_abs_diff_ggml_gelu"], worst["rel_ggml_gelu"]), flush=True)
+    assert rel < tol, "HF form does not reproduce llama.cpp on the GGUF: %s" % case
+    assert not greedy_mismatch, greedy_mismatch
+
+    # goldens
+    entry_prompts = {}
+    effects = {}
+    for name, ids in prompts.items():
+        fname = "%s.%s.logits.f32" % (case, name)
+        n = len(ids)
+        if windowed_hf:
+            toks, gaps, full = greedy_reference(cfg_disk, t, ids, N_GREEDY)
+            prompt_logits = full[:n].astype("<f4")
+        else:
+            toks, gaps = lc[name]["toks"], lc[name]["gaps"]
+            prompt_logits = lc[name]["rows"][:n].astype("<f4")
+        with open(os.path.join(HERE, fname), "wb") as f:
+            f.write(prompt_logits.tobytes())
+        pl = prompt_logits.astype(np.float64)
+        srt = np.sort(pl, axis=1)
+        pos_gaps = srt[:, -1] - srt[:, -2]
+        entry_prompts[name] = dict(
+            ids=ids, logits_file=fname, logits_shape=[n, VOCAB], greedy_ids=toks,
+            greedy_gaps=[round(g, 6) for g in gaps],
+            greedy_gaps_over_0_5=int(sum(g > 0.5 for g in gaps)),
+            prompt_gap_median=round(float(np.median(pos_gaps)), 4),
+            prompt_positions_gap_over_0_5=int(np.sum(pos_gaps > 0.5)))
+        print("   %s: greedy %s" % (name, toks), flush=True)
+        print("   %s: greedy gaps > 0.5: %d/%d, min %.3f; prompt-row gaps > 0.5: %d/%d" %
+              (name, sum(g > 0.5 for g in gaps), len(gaps), min(gaps), int(np.sum(pos_gaps > 0.5)),
+               n), flush=True)
+
+    # feature effects (numpy, on the long prompt): max |logit change| when a feature is off
+    long_ids = prompts["long"]
+    base = reference_logits(cfg_disk, t, long_ids)
+    checks = {}
+    if spec["window"]:
+        checks["sliding_window_off"] = dict(window=False)
+    if spec["attn_softcap"]:
+        checks["soft_caps_off"] = dict(softcap=False)
+    if spec["yarn"]:
+        checks["yarn_off"] = dict(yarn=False)
+    if spec["biases"]:
+        checks["qkv_biases_off"] = dict(biases=False)
+    if spec["rope_local_base"]:
+        checks["local_rope_base_as_global"] = dict(local_base=False)
+    for k, kw in checks.items():
+        alt = reference_logits(cfg_disk, t, long_ids, **kw)
+        effects[k] = round(float(np.max(np.abs(alt - base))), 4)
+    if spec["attn_softcap"]:
+        c = dict(cfg_disk)
+        c["final_logit_softcapping"] = None
+        effects["final_soft_cap_only_off"] = round(float(np.max(np.abs(
+            reference_logits(c, t, long_ids) - base))), 4)
+    if effects:
+        print("   feature effects (max |logit change|, long prompt): %s" % effects, flush=True)
+
+    shapes = dict(n_layer=spec["layers"], hidden=spec["hidden"], n_head=spec["heads"],
+                  n_kv_head=spec["kv_heads"], head_dim=spec["head_dim"],
+                  intermediate=spec["intermediate"], vocab=VOCAB, tied_embeddings=spec["tied"])
+    hp = dict(rope_theta=spec["rope_theta"], rms_norm_eps=spec["eps"],
+              rope_layout_llama_cpp="NORM" if spec["gguf_arch"] == "llama" else "NEOX")
+    if spec["window"]:
+        hp["sliding_window"] = spec["window"]
+    if spec["swa_layers"]:
+        hp["swa_layers"] = [i for i, s in enumerate(spec["swa_layers"]) if s]
+    if spec["rope_local_base"]:
+        hp["rope_local_base"] = spec["rope_local_base"]
+    if spec["attn_softcap"]:
+        hp["attn_logit_softcapping"] = spec["attn_softcap"]
+        hp["final_logit_softcapping"] = spec["final_softcap"]
+    if spec["yarn"]:
+        hp["yarn"] = dict(factor=spec["yarn"]["factor"],
+                          original_context_length=spec["yarn"]["original"], beta_fast=32.0,
+                          beta_slow=1.0, mscale=round(1 + 0.1 * math.log(spec["yarn"]["factor"]), 7))
+    if spec["gemma"]:
+        hp["embedding_scale"] = math.sqrt(spec["hidden"])
+        hp["attention_scale"] = 1.0 / math.sqrt(spec["head_dim"])
+    if spec["biases"]:
+        hp["qkv_bias"] = True
+    if spec["qk_norm"]:
+        hp["qk_norm"] = True
+    if windowed_hf:
+        reference = "numpy reference (llama.cpp has no window for arch llama)"
+    else:
+        reference = LLAMA_CPP_REF
+    return dict(arch=spec["gguf_arch"], hf_architecture=spec["hf_arch"],
+                hf_model_type=spec["model_type"], gguf=case + ".gguf", hf_dir=case + "_hf",
+                dtype=dtype, shapes=shapes, hparams=hp, reference=reference,
+                cross_check=worst, feature_effects=effects, prompts=entry_prompts)
+
+
+def main():
+    only = set(sys.argv[1:])
+    results = {}
+    for case, spec in CASES:
+        for dtype in (["F32", "F16"] if case in F16_CASES else ["F32"]):
+            name = case if dtype == "F32" else case + "_f16"
+            if only and name not in only:
+                continue
+            results[name] = build_case(name, spec, dtype)
+    out = dict(generator="tests/golden/families/make_family_goldens.py",
+               llama_cpp=LLAMA_CPP_REF, llama_cpp_settings={
+                   k: v for k, v in LLAMA_SETTINGS.items() if k not in ("type_k", "type_v")},
+               kv_cache_type="F32", vocab_size=VOCAB, n_greedy=N_GREEDY,
+               f16_cases=[c + "_f16" for c in F16_CASES], cases=results)
+    if only and os.path.exists(os.path.join(HERE, "goldens.json")):
+        with open(os.path.join(HERE, "goldens.json")) as f:
+            old = json.load(f)
+        old["cases"].update(results)
+        out["cases"] = {k: old["cases"][k] for k in sorted(old["cases"], key=list(
+            _case_order()).index)}
+    text = json.dumps(out, indent=1)
+    # one line per list of numbers
+    text = re.sub(r"\[\s*(-?[0-9][^\[\]{}\"]*?)\s*\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+    with open(os.path.join(HERE, "goldens.json"), "w") as f:
+        f.write(text + "\n")
+    total = 0
+    for root, _, files in os.walk(HERE):
+        for fn in files:
+            total += os.path.getsize(os.path.join(root, fn))
+    print("directory size: %d bytes" % total)
+
+
+def _case_order():
+    for case, _ in CASES:
+        yield case
+        if case in F16_CASES:
+            yield case + "_f16"
+
+
+if __name__ == "__main__":
+    main()
