@@ -533,7 +533,7 @@ def apply_rope(x, cos, sin):
 
 
 def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_base=True,
-                     biases=True, ggml_gelu=False):
+                     biases=True, qk_norm=True, ggml_gelu=False):
     """Logits [len(ids), vocab] of the HF model (config dict, tensors as float64 arrays)."""
     mt = cfg["model_type"]
     gemma = mt in ("gemma2", "gemma3_text")
@@ -579,7 +579,7 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
         q = q.reshape(T, nh, hd)
         k = k.reshape(T, nkv, hd)
         v = v.reshape(T, nkv, hd)
-        if (p + "self_attn.q_norm.weight") in t:
+        if qk_norm and (p + "self_attn.q_norm.weight") in t:
             q = rms_norm(q, t[p + "self_attn.q_norm.weight"], eps, gemma)
             k = rms_norm(k, t[p + "self_attn.k_norm.weight"], eps, gemma)
         q = apply_rope(q, cos, sin)
@@ -772,6 +772,8 @@ def build_case(case, spec, dtype):
         checks["qkv_biases_off"] = dict(biases=False)
     if spec["rope_local_base"]:
         checks["local_rope_base_as_global"] = dict(local_base=False)
+    if spec["qk_norm"]:
+        checks["qk_norm_off"] = dict(qk_norm=False)
     for k, kw in checks.items():
         alt = reference_logits(cfg_disk, t, long_ids, **kw)
         effects[k] = round(float(np.max(np.abs(alt - base))), 4)
