@@ -76,8 +76,8 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-absl::StatusOr<LlamaConfig> BenchConfig() {
-  absl::StatusOr<LlamaConfig> c = LlamaConfigPreset(absl::GetFlag(FLAGS_preset));
+absl::StatusOr<ModelSpec> BenchConfig() {
+  absl::StatusOr<ModelSpec> c = ModelSpecPreset(absl::GetFlag(FLAGS_preset));
   if (!c.ok()) return c.status();
   auto set = [](int64_t flag, int64_t& field) {
     if (flag > 0) field = flag;
@@ -154,7 +154,7 @@ Json StepJson(const StepTimes& t, int64_t tokens_per_step) {
 }
 
 struct BenchContext {
-  LlamaConfig config;
+  ModelSpec config;
   TimingOptions timing;
   Backend* backend = nullptr;
   const WeightSource* source = nullptr;
@@ -271,14 +271,14 @@ int Finish(Json& summary, int code, double t0) {
 int Main() {
   const double t0 = Now();
   Json summary{{"status", "failed"}};
-  absl::StatusOr<LlamaConfig> config = BenchConfig();
+  absl::StatusOr<ModelSpec> config = BenchConfig();
   absl::StatusOr<BackendKind> kind = ParseBackendKind(absl::GetFlag(FLAGS_backend));
   if (!config.ok() || !kind.ok()) {
     summary["error"] = std::string((config.ok() ? kind.status() : config.status()).message());
     std::fprintf(stderr, "gpu_bench: %s\n", summary["error"].get<std::string>().c_str());
     return Finish(summary, 1, t0);
   }
-  const LlamaConfig& c = *config;
+  const ModelSpec& c = *config;
   summary["shape"] = {{"name", c.name},
                       {"layers", c.num_layers},
                       {"hidden", c.hidden_size},

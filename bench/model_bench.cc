@@ -171,7 +171,7 @@ absl::StatusOr<Figures> RunOnce(LlamaModel& model, CpuBackend& backend, DType kv
 }
 
 // Aggregate decode of `batch` sequences against one, each at `context` cached positions.
-absl::Status PrintBatchedDecode(const LlamaConfig& config, const ModelFiles& files,
+absl::Status PrintBatchedDecode(const ModelSpec& config, const ModelFiles& files,
                                 const WeightFormats& formats, DType kv_dtype, int threads,
                                 int64_t batch, int64_t context) {
   CpuBackend backend(CpuBackendOptions{.num_threads = threads});
@@ -207,7 +207,7 @@ int Main() {
     std::fprintf(stderr, "%s\n", std::string(files.status().message()).c_str());
     return 1;
   }
-  const LlamaConfig* config = &files->config;
+  const ModelSpec* config = &files->config;
   auto formats = ResolveWeightFormats(files->stored_formats, absl::GetFlag(FLAGS_weights),
                                       files->config, 1);
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));

@@ -2,14 +2,14 @@
 
 namespace tpserve {
 
-int64_t LinearParams(const LlamaConfig& c) {
+int64_t LinearParams(const ModelSpec& c) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t per_layer =
       c.hidden_size * (q + 2 * kv) + q * c.hidden_size + 3 * c.hidden_size * c.intermediate_size;
   return c.num_layers * per_layer;
 }
 
-double PrefillFlops(const LlamaConfig& c, int64_t tokens, int64_t logit_rows) {
+double PrefillFlops(const ModelSpec& c, int64_t tokens, int64_t logit_rows) {
   const double t = static_cast<double>(tokens);
   const double linear = 2.0 * static_cast<double>(LinearParams(c)) * t;
   const double lm_head = 2.0 * static_cast<double>(c.vocab_size) *
@@ -21,7 +21,7 @@ double PrefillFlops(const LlamaConfig& c, int64_t tokens, int64_t logit_rows) {
   return linear + lm_head + attention;
 }
 
-double DecodeBytesRead(const LlamaConfig& c, const std::array<int64_t, kNumTensorRoles>& role_bytes,
+double DecodeBytesRead(const ModelSpec& c, const std::array<int64_t, kNumTensorRoles>& role_bytes,
                        const DecodeShape& shape) {
   double weights = 0;
   for (TensorRole role : kAllTensorRoles) {

@@ -27,10 +27,10 @@
 namespace tpserve {
 
 // Parameters of the seven projection matrices of every layer.
-int64_t LinearParams(const LlamaConfig& config);
+int64_t LinearParams(const ModelSpec& config);
 
 // Prefill of one sequence of `tokens` tokens from position 0, `logit_rows` rows of logits.
-double PrefillFlops(const LlamaConfig& config, int64_t tokens, int64_t logit_rows);
+double PrefillFlops(const ModelSpec& config, int64_t tokens, int64_t logit_rows);
 
 struct DecodeShape {
   int64_t batch = 1;           // sequences, one new token each
@@ -39,7 +39,7 @@ struct DecodeShape {
 };
 
 // `role_bytes`: the bytes the rank holds per tensor role (MemoryFootprint::weight_bytes_by_role).
-double DecodeBytesRead(const LlamaConfig& config,
+double DecodeBytesRead(const ModelSpec& config,
                        const std::array<int64_t, kNumTensorRoles>& role_bytes,
                        const DecodeShape& shape);
 

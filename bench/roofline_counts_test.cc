@@ -6,7 +6,7 @@ namespace tpserve {
 namespace {
 
 TEST(RooflineCounts, Llama31_8bParameters) {
-  absl::StatusOr<LlamaConfig> c = LlamaConfigPreset("llama-3.1-8b");
+  absl::StatusOr<ModelSpec> c = ModelSpecPreset("llama-3.1-8b");
   ASSERT_TRUE(c.ok()) << c.status();
   // 32 x (4096 x (4096 + 2 x 1024) + 4096 x 4096 + 3 x 4096 x 14336).
   EXPECT_EQ(LinearParams(*c), 6'979'321'856);
@@ -17,7 +17,7 @@ TEST(RooflineCounts, Llama31_8bParameters) {
 }
 
 TEST(RooflineCounts, HandCountedTinyModel) {
-  LlamaConfig c;
+  ModelSpec c;
   c.num_layers = 1;
   c.hidden_size = 2;
   c.num_heads = 1;

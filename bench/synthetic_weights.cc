@@ -34,12 +34,12 @@ void FillRandomBf16(uint64_t seed, uint64_t first, uint16_t* out, int64_t n) {
 }
 
 std::unique_ptr<SyntheticLlamaSource> SyntheticLlamaSource::Create(
-    const LlamaConfig& config, const SyntheticWeightsOptions& options) {
+    const ModelSpec& config, const SyntheticWeightsOptions& options) {
   std::unique_ptr<SyntheticLlamaSource> src(new SyntheticLlamaSource());
   const int64_t h = config.hidden_size, hd = config.head_dim, f = config.intermediate_size;
   const CheckpointFormat hf = CheckpointFormat::kSafetensors;
   auto name = [&](TensorRole role, int64_t layer) {
-    return ModuleName(hf, role, layer) + ".weight";
+    return ModuleName(config, hf, role, layer) + ".weight";
   };
   src->Add(name(TensorRole::kEmbedding, 0), {config.vocab_size, h});
   if (!config.tie_word_embeddings) src->Add(name(TensorRole::kLmHead, 0), {config.vocab_size, h});

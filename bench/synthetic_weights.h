@@ -38,7 +38,7 @@ struct SyntheticWeightsOptions {
 class SyntheticLlamaSource final : public WeightSource {
  public:
   // REQUIRES: config.Validate() is OK. Stores lm_head.weight unless the config ties it.
-  static std::unique_ptr<SyntheticLlamaSource> Create(const LlamaConfig& config,
+  static std::unique_ptr<SyntheticLlamaSource> Create(const ModelSpec& config,
                                                       const SyntheticWeightsOptions& options);
 
   CheckpointFormat format() const override { return CheckpointFormat::kSafetensors; }

@@ -14,8 +14,8 @@
 namespace tpserve {
 namespace {
 
-LlamaConfig Tiny() {
-  LlamaConfig c = *LlamaConfigPreset("llama-3.1-8b");
+ModelSpec Tiny() {
+  ModelSpec c = *ModelSpecPreset("llama-3.1-8b");
   c.num_layers = 2;
   c.hidden_size = 128;
   c.num_heads = 4;
@@ -53,7 +53,7 @@ TEST(SyntheticWeights, ValuesAreFiniteSmallSignedAndIndependentOfChunking) {
 }
 
 TEST(SyntheticWeights, HoldsEveryTensorOfTheShapeInHuggingFaceNames) {
-  const LlamaConfig c = Tiny();
+  const ModelSpec c = Tiny();
   auto src = SyntheticLlamaSource::Create(c, {.num_threads = 3});
   EXPECT_EQ(src->TensorNames().size(), 3u + 9u * 2);  // embed, head, norm; 9 per layer
   absl::StatusOr<TensorView> q0 = src->Find("model.layers.0.self_attn.q_proj.weight");
@@ -73,7 +73,7 @@ TEST(SyntheticWeights, HoldsEveryTensorOfTheShapeInHuggingFaceNames) {
 }
 
 TEST(SyntheticWeights, LoadsAsFp8AndBf16AndTimesEveryStepWithFiniteLogits) {
-  const LlamaConfig c = Tiny();
+  const ModelSpec c = Tiny();
   auto src = SyntheticLlamaSource::Create(c, {});
   const TimingOptions t{.prefill_tokens = 40,
                         .context_tokens = 20,
@@ -106,7 +106,7 @@ TEST(SyntheticWeights, LoadsAsFp8AndBf16AndTimesEveryStepWithFiniteLogits) {
 }
 
 TEST(ModelTimings, RefusesACacheTooSmallForTheRuns) {
-  const LlamaConfig c = Tiny();
+  const ModelSpec c = Tiny();
   auto src = SyntheticLlamaSource::Create(c, {});
   CpuBackend backend(CpuBackendOptions{.num_threads = 1});
   SingleRankCommunicator comm;

@@ -51,7 +51,7 @@ absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path) {
   files.path = path;
   if (fs::is_regular_file(path, ec) && fs::path(path).extension() == ".gguf") {
     TP_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
-    TP_ASSIGN_OR_RETURN(files.config, LlamaConfigFromGguf(*gguf));
+    TP_ASSIGN_OR_RETURN(files.config, ModelSpecFromGguf(*gguf));
     files.gguf = std::shared_ptr<const GgufFile>(std::move(gguf));
     files.weights = files.gguf;
     files.weight_format = DominantWeightType(*files.weights, "gguf:");
@@ -65,7 +65,7 @@ absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path) {
   }
   const fs::path config_path = fs::path(path) / "config.json";
   TP_ASSIGN_OR_RETURN(std::string config_json, ReadFile(config_path));
-  TP_ASSIGN_OR_RETURN(files.config, LlamaConfigFromHfJson(config_json));
+  TP_ASSIGN_OR_RETURN(files.config, ModelSpecFromHfJson(config_json));
   TP_ASSIGN_OR_RETURN(files.scheme, ParseQuantizationConfig(config_json));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<WeightSource> weights, OpenWeightSource(path));
   files.weights = std::shared_ptr<const WeightSource>(std::move(weights));

@@ -23,7 +23,7 @@ namespace tpserve {
 
 struct ModelFiles {
   std::string path;
-  LlamaConfig config;
+  ModelSpec config;
   std::shared_ptr<const WeightSource> weights;
   // Set for a GGUF model (it is also `weights`): its metadata holds the tokenizer.
   std::shared_ptr<const GgufFile> gguf;

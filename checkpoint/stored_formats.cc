@@ -9,20 +9,24 @@ namespace tpserve {
 
 absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
                                                   const QuantScheme& scheme,
-                                                  const LlamaConfig& config) {
+                                                  const ModelSpec& config) {
   WeightFormats formats;
   formats.preset = "checkpoint";
   TensorUse scratch;  // opening to look, not to load
   for (TensorRole role : kAllTensorRoles) {
+    if (!HasRole(config, role)) {
+      formats[role] = TensorFormat::Of(FormatKind::kF32);  // never loaded
+      continue;
+    }
     const std::array<int64_t, 2> full = FullShape(config, role);
-    if (IsNormRole(role)) {
-      const std::string name = ModuleName(source.format(), role, 0) + ".weight";
+    if (IsVectorRole(role)) {
+      const std::string name = TensorName(config, source.format(), role, 0);
       TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
       formats[role] = FormatOfDType(t.dtype);
       continue;
     }
     if (role == TensorRole::kLmHead) {
-      const std::string head = ModuleName(source.format(), role, 0);
+      const std::string head = ModuleName(config, source.format(), role, 0);
       if (!source.Find(head + ".weight").ok() && !source.Find(head + ".qweight").ok()) {
         formats[role] = formats[TensorRole::kEmbedding];  // tied
         continue;
@@ -31,7 +35,7 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
     // Layer 0's format is the role's; layers stored otherwise (Q4_K_M) become overrides.
     const int64_t layers = IsPerLayerRole(role) ? config.num_layers : 1;
     for (int64_t l = 0; l < layers; ++l) {
-      const std::string module = ModuleName(source.format(), role, l);
+      const std::string module = ModuleName(config, source.format(), role, l);
       TP_ASSIGN_OR_RETURN(StoredMatrix m,
                           StoredMatrix::Open(source, scheme, module, full[0], full[1], &scratch));
       if (l == 0) {
@@ -46,7 +50,7 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
 
 absl::StatusOr<WeightFormats> ResolveWeightFormats(const WeightFormats& stored,
                                                    std::string_view preset,
-                                                   const LlamaConfig& config, int tp) {
+                                                   const ModelSpec& config, int tp) {
   if (preset.empty() || preset == "checkpoint") return stored;
   TP_ASSIGN_OR_RETURN(WeightFormats formats, WeightFormatsPreset(preset));
   FitInt4Groups(config, tp, &formats);

@@ -20,14 +20,14 @@ namespace tpserve {
 // The errors of StoredMatrix::Open (a missing or malformed tensor).
 absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
                                                   const QuantScheme& scheme,
-                                                  const LlamaConfig& config);
+                                                  const ModelSpec& config);
 
 // The formats to hold weights in on `tp` ranks: `stored` for "" or "checkpoint", else the
 // named preset (quantize on load: "fp8", "int4", "int4-g64", "bf16", ...; plain "int4" with its
 // group fitted to the model, FitInt4Groups). INVALID_ARGUMENT lists the names.
 absl::StatusOr<WeightFormats> ResolveWeightFormats(const WeightFormats& stored,
                                                    std::string_view preset,
-                                                   const LlamaConfig& config, int tp);
+                                                   const ModelSpec& config, int tp);
 
 }  // namespace tpserve
 

@@ -42,7 +42,8 @@ absl::Status TensorUse::CheckAllUsed(const WeightSource& source) const {
   return absl::OkStatus();
 }
 
-std::string ModuleName(CheckpointFormat format, TensorRole role, int64_t layer) {
+std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
+                       int64_t layer) {
   if (format == CheckpointFormat::kGguf) {
     const std::string blk = StrCat("blk.", layer, ".");
     switch (role) {
@@ -58,6 +59,13 @@ std::string ModuleName(CheckpointFormat format, TensorRole role, int64_t layer) 
       case TensorRole::kDown: return blk + "ffn_down";
       case TensorRole::kFinalNorm: return "output_norm";
       case TensorRole::kLmHead: return "output";
+      case TensorRole::kQBias: return blk + "attn_q";
+      case TensorRole::kKBias: return blk + "attn_k";
+      case TensorRole::kVBias: return blk + "attn_v";
+      case TensorRole::kQNorm: return blk + "attn_q_norm";
+      case TensorRole::kKNorm: return blk + "attn_k_norm";
+      case TensorRole::kPostAttnNorm: return blk + "post_attention_norm";
+      case TensorRole::kPostFfnNorm: return blk + "post_ffw_norm";
     }
   }
   const std::string blk = StrCat("model.layers.", layer, ".");
@@ -68,14 +76,27 @@ std::string ModuleName(CheckpointFormat format, TensorRole role, int64_t layer) 
     case TensorRole::kK: return blk + "self_attn.k_proj";
     case TensorRole::kV: return blk + "self_attn.v_proj";
     case TensorRole::kO: return blk + "self_attn.o_proj";
-    case TensorRole::kFfnNorm: return blk + "post_attention_layernorm";
+    case TensorRole::kFfnNorm:
+      return blk + (spec.sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm");
     case TensorRole::kGate: return blk + "mlp.gate_proj";
     case TensorRole::kUp: return blk + "mlp.up_proj";
     case TensorRole::kDown: return blk + "mlp.down_proj";
     case TensorRole::kFinalNorm: return "model.norm";
     case TensorRole::kLmHead: return "lm_head";
+    case TensorRole::kQBias: return blk + "self_attn.q_proj";
+    case TensorRole::kKBias: return blk + "self_attn.k_proj";
+    case TensorRole::kVBias: return blk + "self_attn.v_proj";
+    case TensorRole::kQNorm: return blk + "self_attn.q_norm";
+    case TensorRole::kKNorm: return blk + "self_attn.k_norm";
+    case TensorRole::kPostAttnNorm: return blk + "post_attention_layernorm";
+    case TensorRole::kPostFfnNorm: return blk + "post_feedforward_layernorm";
   }
   return "";
+}
+
+std::string TensorName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
+                       int64_t layer) {
+  return ModuleName(spec, format, role, layer) + (IsBiasRole(role) ? ".bias" : ".weight");
 }
 
 absl::StatusOr<StoredMatrix> StoredMatrix::Open(const WeightSource& source,

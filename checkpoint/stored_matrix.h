@@ -41,8 +41,16 @@ class TensorUse {
 
 // The name of the module that holds `role` (layer `layer`) in a checkpoint of `format`:
 // "blk.3.attn_q" (GGUF) or "model.layers.3.self_attn.q_proj" (Hugging Face); its tensors are
-// this plus ".weight", ".weight_scale", ".qweight", ...
-std::string ModuleName(CheckpointFormat format, TensorRole role, int64_t layer);
+// this plus ".weight", ".weight_scale", ".qweight", ... (".bias" for the bias roles). The
+// description matters where families name one role differently: Hugging Face Gemma calls its
+// pre-MLP norm "pre_feedforward_layernorm" and its post-attention norm
+// "post_attention_layernorm", Llama's name for the pre-MLP one.
+std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
+                       int64_t layer);
+// The whole name of a vector role's tensor (norms, biases): ModuleName plus ".weight" or
+// ".bias".
+std::string TensorName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
+                       int64_t layer);
 
 // Layouts read (per linear `P`, W = [rows = out, cols = in]; shapes outermost first):
 //   plain        P.weight [out, in], any float or GGML type                -> that format

@@ -36,7 +36,7 @@ std::string DraftSummary(const MemoryPlan& m) {
 absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
   if (name == "smollm2" || name == "smollm2-135m") return BundledModelPath();
   if (std::filesystem::exists(name)) return name;
-  if (LlamaConfigPreset(name.substr(0, name.find('-'))).ok()) {
+  if (ModelSpecPreset(name.substr(0, name.find('-'))).ok()) {
     return absl::NotFoundError(absl::StrCat(
         "--model=", name, " names a model shape, not weights: pass a checkpoint path to serve it, "
         "or plan it with `bazel run //deploy:vram -- --model=", name.substr(0, name.find('-')),
@@ -158,7 +158,7 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
   return plan;
 }
 
-absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats& formats,
                                     int gpus, const GpuSpec& gpu, const ClusterRequest& request) {
   PlanInputs in;
   in.model = config;

@@ -73,7 +73,7 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
 // or the GPUs found: deploy/gpu_target.h): bf16 activations, the requested KV dtype, KV for
 // max_seqs sequences of context_tokens. A plan that does not fit is a result (see
 // MemoryPlan::meets_target).
-absl::StatusOr<MemoryPlan> PlanGpus(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats& formats,
                                     int gpus, const GpuSpec& gpu, const ClusterRequest& request);
 
 // For the plan's GPUs: the KV blocks and engine options, as PlanCluster gives for CPU ranks.

@@ -284,7 +284,7 @@ absl::Status SpeculationFlags(int ranks, ClusterRequest& want, LaunchSetup& setu
 int Serve(const char* argv0, const LaunchSetup& setup);
 
 // The shapes that decide which slices ranks load (names and context may differ).
-bool SameShape(const LlamaConfig& a, const LlamaConfig& b) {
+bool SameShape(const ModelSpec& a, const ModelSpec& b) {
   return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
          a.intermediate_size == b.intermediate_size && a.num_layers == b.num_layers &&
          a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads &&
@@ -804,13 +804,13 @@ int GpuMain(const char* argv0) {
   const std::string model = absl::GetFlag(FLAGS_model);
   std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
   std::string weights = absl::GetFlag(FLAGS_weights);
-  absl::StatusOr<LlamaConfig> config = absl::NotFoundError("");
+  absl::StatusOr<ModelSpec> config = absl::NotFoundError("");
   WeightFormats formats;
   std::optional<ModelBundle> bundle;
   if (checkpoint.empty() && std::filesystem::exists(model)) checkpoint = model;
   if (!std::filesystem::exists(model)) {
     const size_t dash = model.find('-');
-    config = LlamaConfigPreset(model.substr(0, dash));
+    config = ModelSpecPreset(model.substr(0, dash));
     if (!config.ok()) return Fail(std::string(config.status().message()), 2);
     if (weights.empty()) weights = dash == std::string::npos ? "bf16" : model.substr(dash + 1);
     absl::StatusOr<WeightFormats> preset = WeightFormatsPreset(weights);

@@ -156,8 +156,8 @@ TEST(PlanVsEngineDraft, TargetAndDraftHoldWhatThePlanSays) {
 // A model that splits three ways on whole blocks of every format (6 heads and 3 KV heads of
 // 128, FFN 1536 = 3 x 512) but whose vocabulary (1001) does not: the last rank holds fewer
 // rows.
-LlamaConfig SplitsInThree(bool tied) {
-  LlamaConfig c;
+ModelSpec SplitsInThree(bool tied) {
+  ModelSpec c;
   c.name = "splits-in-three";
   c.vocab_size = 1001;
   c.hidden_size = 768;
@@ -173,7 +173,7 @@ LlamaConfig SplitsInThree(bool tied) {
   return c;
 }
 
-PlanInputs HostInputs(const LlamaConfig& c, const WeightFormats& formats, int tp, DType kv) {
+PlanInputs HostInputs(const ModelSpec& c, const WeightFormats& formats, int tp, DType kv) {
   PlanInputs in;
   in.model = c;
   in.weights = formats;
@@ -194,7 +194,7 @@ PlanInputs HostInputs(const LlamaConfig& c, const WeightFormats& formats, int tp
 // are what the planner says.
 TEST(PlanVsEngineFormats, EveryFormatEveryRoleAtOneAndThreeRanks) {
   for (bool tied : {false, true}) {
-    const LlamaConfig c = SplitsInThree(tied);
+    const ModelSpec c = SplitsInThree(tied);
     const std::shared_ptr<const WeightSource> source =
         MakeTinyLlama(c, {.format = CheckpointFormat::kSafetensors, .separate_lm_head = !tied});
     for (const char* preset : {"f32", "fp16", "bf16", "fp8", "fp8-block", "int4", "int4-g64",
@@ -223,7 +223,7 @@ TEST(PlanVsEngineFormats, EveryFormatEveryRoleAtOneAndThreeRanks) {
 }
 
 TEST(PlanVsEngineFormats, EveryKvDtype) {
-  const LlamaConfig c = SplitsInThree(false);
+  const ModelSpec c = SplitsInThree(false);
   const std::shared_ptr<const WeightSource> source =
       MakeTinyLlama(c, {.format = CheckpointFormat::kSafetensors, .separate_lm_head = true});
   for (DType kv : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {

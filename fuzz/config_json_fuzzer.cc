@@ -1,4 +1,4 @@
-// libFuzzer target: a Hugging Face config.json (model/config.h, LlamaConfigFromHfJson).
+// libFuzzer target: a Hugging Face config.json (model/config.h, ModelSpecFromHfJson).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -6,7 +6,7 @@
 #include "model/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)tpserve::LlamaConfigFromHfJson(
+  (void)tpserve::ModelSpecFromHfJson(
       std::string_view(reinterpret_cast<const char*>(data), size));
   return 0;
 }

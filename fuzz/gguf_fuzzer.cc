@@ -26,6 +26,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)(*gguf)->GetStringArray("tokenizer.ggml.tokens");
   (void)(*gguf)->GetF32Array("tokenizer.ggml.scores");
   (void)(*gguf)->GetI32Array("tokenizer.ggml.token_type");
-  (void)tpserve::LlamaConfigFromGguf(**gguf);
+  (void)tpserve::ModelSpecFromGguf(**gguf);
   return 0;
 }

@@ -35,6 +35,7 @@
 #include "absl/types/span.h"
 #include "formats/dtype.h"
 #include "formats/tensor_format.h"
+#include "kernels/activation.h"
 #include "kernels/weight_matrix.h"
 
 namespace tpserve {
@@ -244,11 +245,23 @@ class Backend {
   virtual void Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
                     RopeLayout layout) = 0;
 
-  // out[i] = silu(gate[i]) * up[i] for i < count (SwiGLU); out may alias gate or up.
-  virtual void SiluMul(const void* gate, const void* up, int64_t count, void* out) = 0;
+  // out[i] = act(gate[i]) * up[i] for i < count (SwiGLU, GeGLU: kernels/activation.h); out
+  // may alias gate or up.
+  virtual void GatedActivation(Activation act, const void* gate, const void* up, int64_t count,
+                               void* out) = 0;
 
   // out[i] = a[i] + b[i] for i < count; out may alias a or b.
   virtual void Add(const void* a, const void* b, int64_t count, void* out) = 0;
+
+  // y[r, :] += bias[:] for r < rows; y [rows, n], bias f32 [n] (Qwen2's q/k/v biases).
+  virtual void AddBias(void* y, const float* bias, int64_t rows, int64_t n) = 0;
+
+  // x[i] *= factor for i < count (Gemma's embedding multiplier).
+  virtual void Scale(void* x, int64_t count, float factor) = 0;
+
+  // x[i] = cap * tanh(x[i] / cap) for i < count, x f32 (Gemma 2's final logit soft-cap).
+  // REQUIRES: cap > 0.
+  virtual void SoftCapF32(float* x, int64_t count, float cap) = 0;
 
   // out[t, :] = dequantized row (id_t - first_row) of `table` for the step's token ids, or
   // zeros when the id falls outside [first_row, first_row + table.rows) (a vocab-parallel
@@ -282,12 +295,20 @@ class Backend {
     return 0;
   }
 
+  // What one layer's attention computes besides the keys it reads (model/config.h's LayerSpec).
+  struct AttentionParams {
+    float scale = 1.0f;         // scores = scale * q.k (1/sqrt(head_dim) unless the model says)
+    int64_t sliding_window = 0;  // > 0: a query at p attends positions p - window + 1 .. p
+    float logit_softcap = 0.0f;  // > 0: scores = cap * tanh(scores / cap) before the softmax
+  };
+
   // Causal grouped-query attention of the step's sequences over the paged pool.
   // q, out: [T, num_heads, head_dim]; query head h reads KV head h / (num_heads/num_kv_heads).
-  // A query at position p attends to positions 0..p of its own sequence (already in the pool);
-  // softmax(scale * q.k) in f32 with max subtraction.
-  // REQUIRES: num_heads % pool.num_kv_heads == 0.
-  virtual void PagedAttention(const void* q, int64_t num_heads, float scale,
+  // A query at position p attends to positions max(0, p - window + 1)..p of its own sequence
+  // (already in the pool; every position when the window is 0); softmax of the (soft-capped)
+  // scores in f32 with max subtraction.
+  // REQUIRES: num_heads % pool.num_kv_heads == 0, params.scale > 0, window and cap >= 0.
+  virtual void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
                               const KvPoolView& pool, void* out) = 0;
 
   // Waits for queued work; reports asynchronous failures (naming the call that failed). The

@@ -1,5 +1,5 @@
 // RoPE inverse frequencies: the table Backend::Rope multiplies positions by, including the
-// Llama 3.1 ("llama3") long-context rescaling of low frequencies.
+// long-context rescalings: Llama 3.1's "llama3", "linear" (position interpolation) and "yarn".
 //
 //   std::vector<float> inv_freq = RopeInverseFrequencies(64, 1e5, std::nullopt);
 //   backend->Rope(q, rows, heads, 64, positions, inv_freq.data(), RopeLayout::kInterleaved);
@@ -31,6 +31,26 @@ struct Llama3RopeScaling {
 // REQUIRES: head_dim even and > 0, theta > 0, high_freq_factor != low_freq_factor.
 std::vector<float> RopeInverseFrequencies(int64_t head_dim, double theta,
                                           const std::optional<Llama3RopeScaling>& scaling);
+
+// YaRN (Peng et al. 2023) as transformers' _compute_yarn_parameters and llama.cpp's rope_yarn
+// compute it: with the correction range of pair indices
+//   low  = floor(head_dim * ln(orig / (beta_fast * 2 pi)) / (2 ln theta)),
+//   high = ceil(head_dim * ln(orig / (beta_slow * 2 pi)) / (2 ln theta)), both clamped to
+//   [0, head_dim - 1], ramp(i) = clamp((i - low) / max(high - low, 0.001), 0, 1),
+// inv_freq[i] = f_i / factor * ramp(i) + f_i * (1 - ramp(i)) with f_i = theta^(-2i / head_dim):
+// high-frequency pairs keep their frequency, low ones are interpolated. The rotated q and k are
+// also multiplied by YarnAttentionFactor, which the model folds into its attention scale
+// (squared, since both q and k carry it).
+struct YarnRopeScaling {
+  double factor = 1.0;
+  double original_max_position_embeddings = 4096;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+};
+std::vector<float> YarnInverseFrequencies(int64_t head_dim, double theta,
+                                          const YarnRopeScaling& scaling);
+// 0.1 ln(factor) + 1 for factor > 1, else 1 (transformers' get_mscale, llama.cpp's mscale).
+double YarnAttentionFactor(double factor);
 
 }  // namespace tpserve
 

@@ -1,20 +1,22 @@
-// LlamaConfig: parameter count, validation and the published presets. The readers for
+// ModelSpec: parameter count, validation and the published presets. The readers for
 // Hugging Face config.json and GGUF metadata live in config_hf.cc and config_gguf.cc.
 #include "model/config.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
 #include "base/str_cat.h"
+#include "kernels/rope_table.h"
 
 namespace tpserve {
 namespace {
 
 absl::Status NotPositive(std::string_view field, int64_t value) {
   return absl::InvalidArgumentError(
-      StrCat("LlamaConfig.", field, " is ", value, "; it must be positive"));
+      StrCat("ModelSpec.", field, " is ", value, "; it must be positive"));
 }
 
 // Token ids are optional (-1) but, when set, must name a vocabulary entry.
@@ -22,21 +24,30 @@ absl::Status CheckTokenId(std::string_view field, int64_t id, int64_t vocab_size
                           bool allow_unset) {
   if (allow_unset && id == -1) return absl::OkStatus();
   if (id >= 0 && id < vocab_size) return absl::OkStatus();
-  return absl::InvalidArgumentError(StrCat("LlamaConfig.", field, " is ", id, "; it must be in [",
+  return absl::InvalidArgumentError(StrCat("ModelSpec.", field, " is ", id, "; it must be in [",
                                            allow_unset ? "-1 (unset), " : "", "0, ", vocab_size,
                                            ")"));
 }
 
 absl::Status ValidateRopeScaling(const RopeScaling& s) {
-  if (!s.enabled) return absl::OkStatus();
-  if (!(s.factor > 0) || !(s.low_freq_factor > 0)) {
-    return absl::InvalidArgumentError(StrCat("LlamaConfig.rope_scaling factor ", s.factor,
+  if (!s.enabled()) return absl::OkStatus();
+  if (!(s.factor > 0)) {
+    return absl::InvalidArgumentError(
+        StrCat("ModelSpec.rope_scaling.factor ", s.factor, " must be positive"));
+  }
+  if (s.original_max_position_embeddings <= 0) {
+    return NotPositive("rope_scaling.original_max_position_embeddings",
+                       s.original_max_position_embeddings);
+  }
+  if (s.type != RopeScalingType::kLlama3) return absl::OkStatus();
+  if (!(s.low_freq_factor > 0)) {
+    return absl::InvalidArgumentError(StrCat("ModelSpec.rope_scaling factor ", s.factor,
                                              " and low_freq_factor ", s.low_freq_factor,
                                              " must be positive"));
   }
   // The llama3 rule interpolates between the two wavelength bounds, dividing by their gap.
   if (!(s.high_freq_factor > s.low_freq_factor)) {
-    return absl::InvalidArgumentError(StrCat("LlamaConfig.rope_scaling.high_freq_factor ",
+    return absl::InvalidArgumentError(StrCat("ModelSpec.rope_scaling.high_freq_factor ",
                                              s.high_freq_factor, " must exceed low_freq_factor ",
                                              s.low_freq_factor));
   }
@@ -47,12 +58,12 @@ absl::Status ValidateRopeScaling(const RopeScaling& s) {
   return absl::OkStatus();
 }
 
-LlamaConfig Llama31Base() {
-  LlamaConfig c;
+ModelSpec Llama31Base() {
+  ModelSpec c;
   c.vocab_size = 128256;
   c.max_context_tokens = 131072;
   c.rope_theta = 500000.0;
-  c.rope_scaling = RopeScaling{true, 8.0, 1.0, 4.0, 8192};
+  c.rope_scaling = RopeScaling{RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
   c.rms_norm_eps = 1e-5;
   c.tie_word_embeddings = false;
   c.bos_token_id = 128000;
@@ -63,9 +74,9 @@ LlamaConfig Llama31Base() {
   return c;
 }
 
-LlamaConfig Llama31(std::string name, int64_t hidden, int64_t inter, int64_t layers,
+ModelSpec Llama31(std::string name, int64_t hidden, int64_t inter, int64_t layers,
                     int64_t heads) {
-  LlamaConfig c = Llama31Base();
+  ModelSpec c = Llama31Base();
   c.name = std::move(name);
   c.hidden_size = hidden;
   c.intermediate_size = inter;
@@ -74,8 +85,8 @@ LlamaConfig Llama31(std::string name, int64_t hidden, int64_t inter, int64_t lay
   return c;
 }
 
-LlamaConfig SmolLM2_135M() {
-  LlamaConfig c;
+ModelSpec SmolLM2_135M() {
+  ModelSpec c;
   c.name = "smollm2-135m";
   c.vocab_size = 49152;
   c.hidden_size = 576;
@@ -95,20 +106,48 @@ LlamaConfig SmolLM2_135M() {
 
 }  // namespace
 
-int64_t LlamaConfig::NumParameters() const {
+std::string_view RopeScalingTypeName(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::kNone: return "none";
+    case RopeScalingType::kLlama3: return "llama3";
+    case RopeScalingType::kLinear: return "linear";
+    case RopeScalingType::kYarn: return "yarn";
+  }
+  return "?";
+}
+
+LayerSpec ModelSpec::Layer(int64_t layer) const {
+  if (layers.empty()) return LayerSpec{0, rope_theta, rope_scaling};
+  return layers[layer];
+}
+
+double ModelSpec::AttentionScale(int64_t layer) const {
+  double scale = query_scale > 0 ? query_scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  const RopeScaling& rope = Layer(layer).rope_scaling;
+  if (rope.type == RopeScalingType::kYarn) {
+    const double m = YarnAttentionFactor(rope.factor);  // on q and on k: squared in q.k
+    scale *= m * m;
+  }
+  return scale;
+}
+
+int64_t ModelSpec::NumParameters() const {
   const int64_t q_width = num_heads * head_dim;
   const int64_t kv_width = num_kv_heads * head_dim;
   const int64_t attention = hidden_size * q_width           // q_proj
                             + 2 * hidden_size * kv_width    // k_proj, v_proj
-                            + q_width * hidden_size;        // o_proj
+                            + q_width * hidden_size         // o_proj
+                            + (qkv_bias ? q_width + 2 * kv_width : 0)
+                            + (qk_norm ? 2 * head_dim : 0);
   const int64_t mlp = 3 * hidden_size * intermediate_size;  // gate, up, down
-  const int64_t norms = 2 * hidden_size;                    // attention and MLP RMSNorm
+  // Attention and MLP RMSNorm, and after each of them too with sandwich norms.
+  const int64_t norms = (sandwich_norms ? 4 : 2) * hidden_size;
   const int64_t embedding = vocab_size * hidden_size;
   const int64_t lm_head = tie_word_embeddings ? 0 : vocab_size * hidden_size;
   return num_layers * (attention + mlp + norms) + embedding + lm_head + hidden_size;
 }
 
-absl::Status LlamaConfig::Validate() const {
+absl::Status ModelSpec::Validate() const {
   const std::pair<std::string_view, int64_t> positive[] = {
       {"vocab_size", vocab_size},
       {"hidden_size", hidden_size},
@@ -124,21 +163,47 @@ absl::Status LlamaConfig::Validate() const {
   }
   if (num_heads % num_kv_heads != 0) {
     return absl::InvalidArgumentError(
-        StrCat("LlamaConfig.num_kv_heads ", num_kv_heads, " must divide num_heads ", num_heads));
+        StrCat("ModelSpec.num_kv_heads ", num_kv_heads, " must divide num_heads ", num_heads));
   }
   if (head_dim % 2 != 0) {
     return absl::InvalidArgumentError(
-        StrCat("LlamaConfig.head_dim ", head_dim, " must be even (RoPE rotates pairs)"));
+        StrCat("ModelSpec.head_dim ", head_dim, " must be even (RoPE rotates pairs)"));
   }
   if (!(rope_theta > 0)) {
     return absl::InvalidArgumentError(
-        StrCat("LlamaConfig.rope_theta ", rope_theta, " must be positive"));
+        StrCat("ModelSpec.rope_theta ", rope_theta, " must be positive"));
   }
   if (!(rms_norm_eps > 0)) {
     return absl::InvalidArgumentError(
-        StrCat("LlamaConfig.rms_norm_eps ", rms_norm_eps, " must be positive"));
+        StrCat("ModelSpec.rms_norm_eps ", rms_norm_eps, " must be positive"));
   }
   if (absl::Status s = ValidateRopeScaling(rope_scaling); !s.ok()) return s;
+  if (!layers.empty() && static_cast<int64_t>(layers.size()) != num_layers) {
+    return absl::InvalidArgumentError(StrCat("ModelSpec.layers describes ", layers.size(),
+                                             " layers; num_layers is ", num_layers));
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (layers[l].sliding_window < 0 || !(layers[l].rope_theta > 0)) {
+      return absl::InvalidArgumentError(StrCat(
+          "ModelSpec.layers[", l, "]: sliding_window ", layers[l].sliding_window,
+          " must be >= 0 and rope_theta ", layers[l].rope_theta, " positive"));
+    }
+    if (absl::Status s = ValidateRopeScaling(layers[l].rope_scaling); !s.ok()) return s;
+  }
+  const std::pair<std::string_view, double> non_negative[] = {
+      {"query_scale", query_scale},
+      {"attn_logit_softcap", attn_logit_softcap},
+      {"final_logit_softcap", final_logit_softcap}};
+  for (const auto& [field, value] : non_negative) {
+    if (!(value >= 0)) {
+      return absl::InvalidArgumentError(
+          StrCat("ModelSpec.", field, " is ", value, "; it must be >= 0 (0: none)"));
+    }
+  }
+  if (!(embedding_multiplier > 0)) {
+    return absl::InvalidArgumentError(StrCat("ModelSpec.embedding_multiplier is ",
+                                             embedding_multiplier, "; it must be positive"));
+  }
   if (absl::Status s = CheckTokenId("bos_token_id", bos_token_id, vocab_size, true); !s.ok()) {
     return s;
   }
@@ -153,11 +218,11 @@ absl::Status LlamaConfig::Validate() const {
   return absl::OkStatus();
 }
 
-std::vector<std::string> LlamaConfigPresetNames() {
+std::vector<std::string> ModelSpecPresetNames() {
   return {"llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m"};
 }
 
-absl::StatusOr<LlamaConfig> LlamaConfigPreset(std::string_view name) {
+absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
   std::string key(name);
   std::transform(key.begin(), key.end(), key.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -171,7 +236,7 @@ absl::StatusOr<LlamaConfig> LlamaConfigPreset(std::string_view name) {
   }
   if (key == "smollm2-135m" || key == "smollm2") return SmolLM2_135M();
   return absl::NotFoundError(StrCat("no model preset '", name,
-                                    "'; known: ", absl::StrJoin(LlamaConfigPresetNames(), ", "),
+                                    "'; known: ", absl::StrJoin(ModelSpecPresetNames(), ", "),
                                     " (aliases 8b, 70b, 405b, smollm2)"));
 }
 

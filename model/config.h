@@ -1,8 +1,10 @@
-// Llama-family model shapes: what every other part (loader, sharding plan, memory plan,
-// kernels) reads to know the sizes. Comes from GGUF metadata, a Hugging Face config.json, or
-// a preset with the published shapes.
+// The model description: shapes and what each layer computes, for every family tpserve serves
+// (Llama, Mistral, Qwen2/2.5, Qwen3, Gemma 2, Gemma 3). What every other part (loader, sharding
+// plan, forward pass, memory plan, kernels) reads. Comes from GGUF metadata, a Hugging Face
+// config.json (model/families/ says per family what to read), or a preset with the published
+// shapes.
 //
-//   TP_ASSIGN_OR_RETURN(LlamaConfig cfg, LlamaConfigFromHfJson(json_text));
+//   TP_ASSIGN_OR_RETURN(ModelSpec cfg, ModelSpecFromHfJson(json_text));
 //   int64_t kv_bytes_per_token = 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * 2;
 //
 // Plain value type; thread-compatible.
@@ -15,54 +17,112 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/activation.h"
 
 namespace tpserve {
 
 class GgufFile;
 
-// Llama 3.1 "llama3" RoPE frequency scaling (rope_scaling.rope_type == "llama3").
+// How RoPE frequencies are rescaled for long contexts (config.json's rope_scaling).
+enum class RopeScalingType : uint8_t {
+  kNone,
+  kLlama3,  // Llama 3.1: low frequencies divided by factor, a smooth band between
+  kLinear,  // position interpolation: every frequency divided by factor (Gemma 3 4B+ globals)
+  kYarn,    // YaRN (Qwen2.5 long context): kernels/rope_table.h's YarnInverseFrequencies
+};
+std::string_view RopeScalingTypeName(RopeScalingType type);  // "none", "llama3", ...
+
 struct RopeScaling {
-  bool enabled = false;
+  RopeScalingType type = RopeScalingType::kNone;
   double factor = 8.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+  double low_freq_factor = 1.0;                     // llama3
+  double high_freq_factor = 4.0;                    // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3, yarn
+  double beta_fast = 32.0;                          // yarn
+  double beta_slow = 1.0;                           // yarn
+  bool enabled() const { return type != RopeScalingType::kNone; }
 };
 
-struct LlamaConfig {
+// What one decoder layer's attention is: the part of the description that varies by layer
+// (Gemma 2 alternates local and global layers; Gemma 3 has five local to one global, the
+// local ones with a RoPE base of their own).
+struct LayerSpec {
+  int64_t sliding_window = 0;  // > 0: a query at p sees positions p - window + 1 .. p
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+};
+
+// The model description every layer reads: the shapes, and what differs between the families
+// (model/families/: llama, mistral, qwen2, qwen3, gemma2, gemma3). Defaults are Llama's, so a
+// hand-written spec of a Llama needs only the shapes. Built in one place per family from GGUF
+// metadata or a config.json; nothing outside model/families branches on the family's name.
+struct ModelSpec {
   std::string name;                 // "llama-3.1-8b", "smollm2-135m", or from the file
+  std::string family = "llama";     // a name of ModelFamilyNames()
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;          // d_model
-  int64_t intermediate_size = 0;    // SwiGLU inner width
+  int64_t intermediate_size = 0;    // gated MLP inner width
   int64_t num_layers = 0;
   int64_t num_heads = 0;            // query heads
   int64_t num_kv_heads = 0;         // grouped-query KV heads; num_heads % num_kv_heads == 0
-  int64_t head_dim = 0;             // usually hidden_size / num_heads
+  int64_t head_dim = 0;             // often hidden_size / num_heads (not for Gemma, Qwen3)
   int64_t max_context_tokens = 0;   // max_position_embeddings
-  double rope_theta = 10000.0;
-  RopeScaling rope_scaling;
+  double rope_theta = 10000.0;      // of the layers `layers` does not describe
+  RopeScaling rope_scaling;         // likewise
   double rms_norm_eps = 1e-5;
   bool tie_word_embeddings = false; // LM head shares the token embedding
   int64_t bos_token_id = -1;
   int64_t eos_token_id = -1;        // primary end-of-sequence id
-  std::vector<int64_t> extra_eos_token_ids;  // e.g. Llama 3's <|eot_id|>
+  std::vector<int64_t> extra_eos_token_ids;  // e.g. Llama 3's <|eot_id|>, Gemma's <end_of_turn>
 
-  // Parameter count of the dense weights (embedding, LM head unless tied, norms, projections).
+  // ---- What differs between families ----
+  Activation mlp_activation = Activation::kSilu;
+  bool qkv_bias = false;           // q, k and v projections add a bias (Qwen2)
+  bool qk_norm = false;            // RMSNorm over each head of q and k before RoPE (Qwen3, Gemma 3)
+  bool sandwich_norms = false;     // RMSNorm of the attention and MLP outputs too (Gemma 2 / 3)
+  double embedding_multiplier = 1.0;  // token embeddings times this (Gemma: sqrt(hidden))
+  double query_scale = 0.0;        // attention scores' scale; 0: 1 / sqrt(head_dim)
+  double attn_logit_softcap = 0.0;   // > 0: scores = cap * tanh(scores / cap) (Gemma 2)
+  double final_logit_softcap = 0.0;  // > 0: the same on the logits (Gemma 2)
+  // Hugging Face checkpoints of the family store RMSNorm weights as w - 1 (Gemma's norm
+  // multiplies by 1 + w); llama.cpp's converter adds the 1, so GGUF files hold w itself.
+  bool hf_norm_weight_offset = false;
+  // GGUF files of the family rotate halves of each head (llama.cpp's NEOX RoPE: Qwen, Gemma);
+  // Llama's converter permutes Q/K rows so that adjacent elements pair up instead.
+  bool gguf_rope_rotate_half = false;
+  // Per layer; empty: every layer global, with rope_theta and rope_scaling.
+  std::vector<LayerSpec> layers;
+
+  // Layer `layer`'s attention (from `layers`, or the model-wide fields when it is empty).
+  LayerSpec Layer(int64_t layer) const;
+  // The scale of attention scores before any soft-cap: query_scale or 1 / sqrt(head_dim),
+  // times YaRN's attention factor squared when the layer's RoPE is YaRN-scaled.
+  double AttentionScale(int64_t layer) const;
+  // Parameter count of the dense weights (embedding, LM head unless tied, norms, projections,
+  // biases).
   int64_t NumParameters() const;
   // INVALID_ARGUMENT naming the field and the bound when a shape is inconsistent.
   absl::Status Validate() const;
 };
 
+// The families a description can be read for ("gemma2", "gemma3", "llama", "mistral",
+// "qwen2", "qwen3").
+std::vector<std::string> ModelFamilyNames();
+
 // Presets with the exact published shapes: "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
 // "smollm2-135m" (aliases "8b", "70b", "405b", "smollm2"). NOT_FOUND lists the known names.
-absl::StatusOr<LlamaConfig> LlamaConfigPreset(std::string_view name);
-std::vector<std::string> LlamaConfigPresetNames();
+absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name);
+std::vector<std::string> ModelSpecPresetNames();
 
-// From a Hugging Face config.json text. INVALID_ARGUMENT names the missing or bad key.
-absl::StatusOr<LlamaConfig> LlamaConfigFromHfJson(std::string_view json_text);
+// From a Hugging Face config.json text. INVALID_ARGUMENT names the missing or bad key;
+// UNIMPLEMENTED names a model_type outside ModelFamilyNames() (listing them) or a key whose
+// value would change the computation in a way tpserve does not implement (an unknown
+// rope_scaling type, attention sinks, a layer type).
+absl::StatusOr<ModelSpec> ModelSpecFromHfJson(std::string_view json_text);
 
-// From GGUF metadata ("llama.embedding_length", ...). INVALID_ARGUMENT names the key.
-absl::StatusOr<LlamaConfig> LlamaConfigFromGguf(const GgufFile& gguf);
+// From GGUF metadata ("llama.embedding_length", ...). INVALID_ARGUMENT names the key;
+// UNIMPLEMENTED an architecture outside the families (listing them) or an unimplemented key.
+absl::StatusOr<ModelSpec> ModelSpecFromGguf(const GgufFile& gguf);
 
 }  // namespace tpserve
 

@@ -31,16 +31,16 @@ GgufTestBuilder TinyLlama() {
   return b;
 }
 
-absl::StatusOr<LlamaConfig> ConfigOf(GgufTestBuilder& b) {
+absl::StatusOr<ModelSpec> ConfigOf(GgufTestBuilder& b) {
   absl::StatusOr<std::unique_ptr<GgufFile>> file =
       GgufFile::FromSource(std::make_unique<MemoryByteSource>("tiny.gguf", b.Build()));
   if (!file.ok()) return file.status();
-  return LlamaConfigFromGguf(**file);
+  return ModelSpecFromGguf(**file);
 }
 
-TEST(LlamaConfigFromGgufTest, ReadsLlamaKeys) {
+TEST(ModelSpecFromGgufTest, ReadsLlamaKeys) {
   GgufTestBuilder b = TinyLlama();
-  absl::StatusOr<LlamaConfig> c = ConfigOf(b);
+  absl::StatusOr<ModelSpec> c = ConfigOf(b);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->name, "tiny");
   EXPECT_EQ(c->num_layers, 2);
@@ -52,7 +52,7 @@ TEST(LlamaConfigFromGgufTest, ReadsLlamaKeys) {
   EXPECT_EQ(c->head_dim, 32);
   EXPECT_EQ(c->vocab_size, 300);  // from the token list: no llama.vocab_size
   EXPECT_EQ(c->rope_theta, 500000.0);
-  EXPECT_FALSE(c->rope_scaling.enabled);
+  EXPECT_FALSE(c->rope_scaling.enabled());
   EXPECT_EQ(c->rms_norm_eps, static_cast<double>(1e-5f));
   EXPECT_TRUE(c->tie_word_embeddings);  // no output.weight
   EXPECT_EQ(c->bos_token_id, 1);
@@ -60,23 +60,23 @@ TEST(LlamaConfigFromGgufTest, ReadsLlamaKeys) {
   EXPECT_TRUE(c->extra_eos_token_ids.empty());
 }
 
-TEST(LlamaConfigFromGgufTest, Llama3StyleFile) {
+TEST(ModelSpecFromGgufTest, Llama3StyleFile) {
   GgufTestBuilder b = TinyLlama();
   b.AddU32("llama.vocab_size", 320)
       .AddU32("tokenizer.ggml.eot_token_id", 9)
       .AddU32("tokenizer.ggml.eom_token_id", 8)
       .AddTensor("output.weight", 0, {256, 320}, std::string(256 * 320 * 4, '\0'))
       .AddTensor("rope_freqs.weight", 0, {16}, std::string(64, '\0'));
-  absl::StatusOr<LlamaConfig> c = ConfigOf(b);
+  absl::StatusOr<ModelSpec> c = ConfigOf(b);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->vocab_size, 320);
   EXPECT_FALSE(c->tie_word_embeddings);
-  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_TRUE(c->rope_scaling.enabled());
   EXPECT_EQ(c->rope_scaling.factor, 8.0);
   EXPECT_THAT(c->extra_eos_token_ids, ElementsAre(8, 9));
 }
 
-TEST(LlamaConfigFromGgufTest, ErrorsNameTheKey) {
+TEST(ModelSpecFromGgufTest, ErrorsNameTheKey) {
   {
     GgufTestBuilder b;
     b.AddString("general.architecture", "llama");
@@ -86,10 +86,12 @@ TEST(LlamaConfigFromGgufTest, ErrorsNameTheKey) {
   }
   {
     GgufTestBuilder b;
-    b.AddString("general.architecture", "qwen2");
+    b.AddString("general.architecture", "phi3");
     absl::Status s = ConfigOf(b).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-    EXPECT_THAT(s.message(), HasSubstr("general.architecture 'qwen2' is not supported"));
+    EXPECT_THAT(s.message(),
+                HasSubstr("general.architecture 'phi3' is not supported (supported: gemma2, "
+                          "gemma3, llama, qwen2, qwen3)"));
   }
   {
     GgufTestBuilder b;
@@ -107,10 +109,11 @@ TEST(LlamaConfigFromGgufTest, ErrorsNameTheKey) {
   }
   {
     GgufTestBuilder b = TinyLlama();
-    b.AddString("llama.rope.scaling.type", "yarn");
+    b.AddString("llama.rope.scaling.type", "longrope");
     absl::Status s = ConfigOf(b).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-    EXPECT_THAT(s.message(), HasSubstr("llama.rope.scaling.type 'yarn' is not supported"));
+    EXPECT_THAT(s.message(), HasSubstr("llama.rope.scaling.type 'longrope' is not implemented "
+                                       "(none, llama3, linear, yarn)"));
   }
   {
     GgufTestBuilder b = TinyLlama();

@@ -1,4 +1,5 @@
-// LlamaConfigFromHfJson: a Hugging Face config.json (LlamaConfig / LlamaForCausalLM).
+// ModelSpecFromHfJson: a Hugging Face config.json. The keys every family shares are read here;
+// model/families/ reads the rest and refuses what it would compute and tpserve does not.
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -8,74 +9,21 @@
 #include "formats/json_strict.h"
 #include "base/str_cat.h"
 #include "model/config.h"
+#include "model/config_readers.h"
+#include "model/families/family.h"
+#include "absl/strings/str_join.h"
 
 namespace tpserve {
 namespace {
 
-using Json = nlohmann::json;
-
-absl::Status BadKey(std::string_view key, std::string_view problem) {
-  return absl::InvalidArgumentError(StrCat("config.json key '", key, "' ", problem));
-}
-
-// nullopt when absent or null; an error when present with the wrong type.
-absl::StatusOr<std::optional<int64_t>> OptionalInt(const Json& j, std::string_view key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number_integer()) return BadKey(key, StrCat("must be an integer, got ", it->dump()));
-  if (it->is_number_unsigned() &&
-      it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return BadKey(key, StrCat("value ", it->dump(), " does not fit int64"));
-  }
-  return it->get<int64_t>();
-}
-
-absl::StatusOr<int64_t> RequiredInt(const Json& j, std::string_view key) {
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> value, OptionalInt(j, key));
-  if (!value) return BadKey(key, "is missing");
-  return *value;
-}
-
-absl::StatusOr<std::optional<double>> OptionalNumber(const Json& j, std::string_view key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) return BadKey(key, StrCat("must be a number, got ", it->dump()));
-  return it->get<double>();
-}
-
-absl::StatusOr<RopeScaling> ParseRopeScaling(const Json& j) {
-  RopeScaling s;
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return s;
-  if (!it->is_object()) return BadKey("rope_scaling", "must be an object or null");
-  // Newer configs say "rope_type", older ones "type".
-  auto type = it->find("rope_type");
-  if (type == it->end()) type = it->find("type");
-  if (type == it->end() || !type->is_string()) {
-    return BadKey("rope_scaling", "has no string 'rope_type' (or 'type')");
-  }
-  const std::string kind = type->get<std::string>();
-  if (kind == "default") return s;
-  if (kind != "llama3") {
-    return absl::UnimplementedError(
-        StrCat("config.json rope_scaling type '", kind, "' is not supported (only 'llama3')"));
-  }
-  s.enabled = true;
-  TP_ASSIGN_OR_RETURN(std::optional<double> factor, OptionalNumber(*it, "factor"));
-  if (!factor) return BadKey("rope_scaling.factor", "is missing");
-  s.factor = *factor;
-  TP_ASSIGN_OR_RETURN(std::optional<double> low, OptionalNumber(*it, "low_freq_factor"));
-  TP_ASSIGN_OR_RETURN(std::optional<double> high, OptionalNumber(*it, "high_freq_factor"));
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> original,
-                      OptionalInt(*it, "original_max_position_embeddings"));
-  if (low) s.low_freq_factor = *low;
-  if (high) s.high_freq_factor = *high;
-  if (original) s.original_max_position_embeddings = *original;
-  return s;
-}
+using config_internal::BadKey;
+using config_internal::Json;
+using config_internal::JsonInt;
+using config_internal::JsonNumber;
+using config_internal::JsonRequiredInt;
 
 // eos_token_id is an int or a list of ints; the first is primary.
-absl::Status ParseEos(const Json& j, LlamaConfig& c) {
+absl::Status ParseEos(const Json& j, ModelSpec& c) {
   auto it = j.find("eos_token_id");
   if (it == j.end() || it->is_null()) return absl::OkStatus();
   if (it->is_number_integer()) {
@@ -100,16 +48,16 @@ absl::Status ParseEos(const Json& j, LlamaConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status ParseShapes(const Json& j, LlamaConfig& c) {
-  TP_ASSIGN_OR_RETURN(c.hidden_size, RequiredInt(j, "hidden_size"));
-  TP_ASSIGN_OR_RETURN(c.intermediate_size, RequiredInt(j, "intermediate_size"));
-  TP_ASSIGN_OR_RETURN(c.num_layers, RequiredInt(j, "num_hidden_layers"));
-  TP_ASSIGN_OR_RETURN(c.num_heads, RequiredInt(j, "num_attention_heads"));
-  TP_ASSIGN_OR_RETURN(c.vocab_size, RequiredInt(j, "vocab_size"));
-  TP_ASSIGN_OR_RETURN(c.max_context_tokens, RequiredInt(j, "max_position_embeddings"));
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> kv_heads, OptionalInt(j, "num_key_value_heads"));
+absl::Status ParseShapes(const Json& j, ModelSpec& c) {
+  TP_ASSIGN_OR_RETURN(c.hidden_size, JsonRequiredInt(j, "hidden_size"));
+  TP_ASSIGN_OR_RETURN(c.intermediate_size, JsonRequiredInt(j, "intermediate_size"));
+  TP_ASSIGN_OR_RETURN(c.num_layers, JsonRequiredInt(j, "num_hidden_layers"));
+  TP_ASSIGN_OR_RETURN(c.num_heads, JsonRequiredInt(j, "num_attention_heads"));
+  TP_ASSIGN_OR_RETURN(c.vocab_size, JsonRequiredInt(j, "vocab_size"));
+  TP_ASSIGN_OR_RETURN(c.max_context_tokens, JsonRequiredInt(j, "max_position_embeddings"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> kv_heads, JsonInt(j, "num_key_value_heads"));
   c.num_kv_heads = kv_heads.value_or(c.num_heads);
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, OptionalInt(j, "head_dim"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, JsonInt(j, "head_dim"));
   if (head_dim) {
     c.head_dim = *head_dim;
   } else {
@@ -122,43 +70,52 @@ absl::Status ParseShapes(const Json& j, LlamaConfig& c) {
   return absl::OkStatus();
 }
 
-// Only the Llama architecture is implemented. Look-alikes (mistral's sliding window, qwen2's
-// QKV biases, gemma's norms) would load but compute something else. An absent model_type is
-// accepted: hand-written configs, as in tests, often leave it out.
-absl::Status CheckModelType(const Json& j) {
-  auto it = j.find("model_type");
-  if (it == j.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_string()) return BadKey("model_type", StrCat("must be a string, got ", it->dump()));
-  if (it->get<std::string>() != "llama") {
-    return absl::UnimplementedError(StrCat("config.json model_type = ", it->dump(),
-                                           " is not implemented (supported: \"llama\")"));
+std::string SupportedModelTypes() {
+  std::vector<std::string> types;
+  for (const ModelFamily* f : ModelFamilies()) {
+    for (std::string_view t : f->hf_model_types) types.push_back(StrCat("\"", t, "\""));
   }
-  return absl::OkStatus();
+  return absl::StrJoin(types, ", ");
+}
+
+// The family that reads this config. An absent model_type is read as Llama: hand-written
+// configs, as in tests, often leave it out.
+absl::StatusOr<const ModelFamily*> FamilyOf(const Json& j) {
+  auto it = j.find("model_type");
+  if (it == j.end() || it->is_null()) return &kLlamaFamily;
+  if (!it->is_string()) return BadKey("model_type", StrCat("must be a string, got ", it->dump()));
+  const ModelFamily* family = FamilyForHfModelType(it->get<std::string>());
+  if (family == nullptr) {
+    return absl::UnimplementedError(StrCat("config.json model_type = ", it->dump(),
+                                           " is not implemented (supported: ",
+                                           SupportedModelTypes(), ")"));
+  }
+  return family;
 }
 
 }  // namespace
 
-absl::StatusOr<LlamaConfig> LlamaConfigFromHfJson(std::string_view json_text) {
+absl::StatusOr<ModelSpec> ModelSpecFromHfJson(std::string_view json_text) {
   TP_ASSIGN_OR_RETURN(Json j, ParseJsonStrict(json_text, "config.json"));
   if (!j.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
-  TP_RETURN_IF_ERROR(CheckModelType(j));
-  LlamaConfig c;
+  TP_ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(j));
+  ModelSpec c;
+  c.family = std::string(family->name);
   auto name = j.find("_name_or_path");
   c.name = (name != j.end() && name->is_string()) ? name->get<std::string>() : "hf-config";
   TP_RETURN_IF_ERROR(ParseShapes(j, c));
-  TP_ASSIGN_OR_RETURN(std::optional<double> theta, OptionalNumber(j, "rope_theta"));
+  TP_ASSIGN_OR_RETURN(std::optional<double> theta, JsonNumber(j, "rope_theta"));
   c.rope_theta = theta.value_or(10000.0);  // the transformers default
-  TP_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j));
-  TP_ASSIGN_OR_RETURN(std::optional<double> eps, OptionalNumber(j, "rms_norm_eps"));
+  TP_ASSIGN_OR_RETURN(c.rope_scaling, config_internal::JsonRopeScaling(j));
+  TP_ASSIGN_OR_RETURN(std::optional<double> eps, JsonNumber(j, "rms_norm_eps"));
   c.rms_norm_eps = eps.value_or(1e-6);  // the transformers default
-  auto tied = j.find("tie_word_embeddings");
-  if (tied != j.end() && !tied->is_null()) {
-    if (!tied->is_boolean()) return BadKey("tie_word_embeddings", "must be a boolean");
-    c.tie_word_embeddings = tied->get<bool>();
-  }
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> bos, OptionalInt(j, "bos_token_id"));
+  TP_ASSIGN_OR_RETURN(std::optional<bool> tied, config_internal::JsonBool(j, "tie_word_embeddings"));
+  // transformers' PretrainedConfig default is true; Llama's config class overrides it to false.
+  c.tie_word_embeddings = tied.value_or(family != &kLlamaFamily && family != &kMistralFamily);
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> bos, JsonInt(j, "bos_token_id"));
   c.bos_token_id = bos.value_or(-1);
   TP_RETURN_IF_ERROR(ParseEos(j, c));
+  TP_RETURN_IF_ERROR(family->from_hf(j, c));
   TP_RETURN_IF_ERROR(c.Validate());
   return c;
 }

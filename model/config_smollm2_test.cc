@@ -1,4 +1,4 @@
-// LlamaConfigFromGguf on the real SmolLM2-135M checkpoint (scripts/setup.sh installs it).
+// ModelSpecFromGguf on the real SmolLM2-135M checkpoint (scripts/setup.sh installs it).
 #include <gtest/gtest.h>
 
 #include "formats/gguf.h"
@@ -8,14 +8,14 @@
 namespace tpserve {
 namespace {
 
-TEST(LlamaConfigFromGgufTest, RealSmolLM2MatchesThePresetAndItsTensors) {
+TEST(ModelSpecFromGgufTest, RealSmolLM2MatchesThePresetAndItsTensors) {
   absl::StatusOr<std::string> path = BundledModelPath();
   ASSERT_TRUE(path.ok()) << path.status();
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(*path);
   ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<LlamaConfig> c = LlamaConfigFromGguf(**file);
+  absl::StatusOr<ModelSpec> c = ModelSpecFromGguf(**file);
   ASSERT_TRUE(c.ok()) << c.status();
-  const LlamaConfig preset = *LlamaConfigPreset("smollm2-135m");
+  const ModelSpec preset = *ModelSpecPreset("smollm2-135m");
   EXPECT_EQ(c->vocab_size, preset.vocab_size);
   EXPECT_EQ(c->hidden_size, preset.hidden_size);
   EXPECT_EQ(c->intermediate_size, preset.intermediate_size);
@@ -25,7 +25,7 @@ TEST(LlamaConfigFromGgufTest, RealSmolLM2MatchesThePresetAndItsTensors) {
   EXPECT_EQ(c->head_dim, preset.head_dim);
   EXPECT_EQ(c->max_context_tokens, preset.max_context_tokens);
   EXPECT_EQ(c->rope_theta, preset.rope_theta);
-  EXPECT_FALSE(c->rope_scaling.enabled);
+  EXPECT_FALSE(c->rope_scaling.enabled());
   EXPECT_FLOAT_EQ(static_cast<float>(c->rms_norm_eps), 1e-5f);
   EXPECT_TRUE(c->tie_word_embeddings);
   EXPECT_EQ(c->bos_token_id, 1);

@@ -9,8 +9,8 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-TEST(LlamaConfigPresetTest, Llama31_8BHasThePublishedShapes) {
-  absl::StatusOr<LlamaConfig> c = LlamaConfigPreset("llama-3.1-8b");
+TEST(ModelSpecPresetTest, Llama31_8BHasThePublishedShapes) {
+  absl::StatusOr<ModelSpec> c = ModelSpecPreset("llama-3.1-8b");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->vocab_size, 128256);
   EXPECT_EQ(c->hidden_size, 4096);
@@ -21,7 +21,7 @@ TEST(LlamaConfigPresetTest, Llama31_8BHasThePublishedShapes) {
   EXPECT_EQ(c->head_dim, 128);
   EXPECT_EQ(c->max_context_tokens, 131072);
   EXPECT_EQ(c->rope_theta, 500000.0);
-  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_TRUE(c->rope_scaling.enabled());
   EXPECT_EQ(c->rope_scaling.factor, 8.0);
   EXPECT_EQ(c->rope_scaling.low_freq_factor, 1.0);
   EXPECT_EQ(c->rope_scaling.high_freq_factor, 4.0);
@@ -34,8 +34,8 @@ TEST(LlamaConfigPresetTest, Llama31_8BHasThePublishedShapes) {
   EXPECT_TRUE(c->Validate().ok());
 }
 
-TEST(LlamaConfigPresetTest, BiggerLlamasShareVocabContextAndRope) {
-  absl::StatusOr<LlamaConfig> b70 = LlamaConfigPreset("70b");
+TEST(ModelSpecPresetTest, BiggerLlamasShareVocabContextAndRope) {
+  absl::StatusOr<ModelSpec> b70 = ModelSpecPreset("70b");
   ASSERT_TRUE(b70.ok()) << b70.status();
   EXPECT_EQ(b70->name, "llama-3.1-70b");
   EXPECT_EQ(b70->hidden_size, 8192);
@@ -43,24 +43,24 @@ TEST(LlamaConfigPresetTest, BiggerLlamasShareVocabContextAndRope) {
   EXPECT_EQ(b70->num_layers, 80);
   EXPECT_EQ(b70->num_heads, 64);
   EXPECT_EQ(b70->num_kv_heads, 8);
-  absl::StatusOr<LlamaConfig> b405 = LlamaConfigPreset("Llama-3.1-405B");
+  absl::StatusOr<ModelSpec> b405 = ModelSpecPreset("Llama-3.1-405B");
   ASSERT_TRUE(b405.ok()) << b405.status();
   EXPECT_EQ(b405->hidden_size, 16384);
   EXPECT_EQ(b405->intermediate_size, 53248);
   EXPECT_EQ(b405->num_layers, 126);
   EXPECT_EQ(b405->num_heads, 128);
   EXPECT_EQ(b405->num_kv_heads, 8);
-  for (const LlamaConfig* c : {&*b70, &*b405}) {
+  for (const ModelSpec* c : {&*b70, &*b405}) {
     EXPECT_EQ(c->vocab_size, 128256);
     EXPECT_EQ(c->max_context_tokens, 131072);
     EXPECT_EQ(c->rope_theta, 500000.0);
-    EXPECT_TRUE(c->rope_scaling.enabled);
+    EXPECT_TRUE(c->rope_scaling.enabled());
     EXPECT_TRUE(c->Validate().ok());
   }
 }
 
-TEST(LlamaConfigPresetTest, SmolLM2IsTiedWithSmallGqa) {
-  absl::StatusOr<LlamaConfig> c = LlamaConfigPreset("smollm2");
+TEST(ModelSpecPresetTest, SmolLM2IsTiedWithSmallGqa) {
+  absl::StatusOr<ModelSpec> c = ModelSpecPreset("smollm2");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->name, "smollm2-135m");
   EXPECT_EQ(c->vocab_size, 49152);
@@ -72,63 +72,63 @@ TEST(LlamaConfigPresetTest, SmolLM2IsTiedWithSmallGqa) {
   EXPECT_EQ(c->head_dim, 64);
   EXPECT_EQ(c->max_context_tokens, 8192);
   EXPECT_EQ(c->rope_theta, 100000.0);
-  EXPECT_FALSE(c->rope_scaling.enabled);
+  EXPECT_FALSE(c->rope_scaling.enabled());
   EXPECT_TRUE(c->tie_word_embeddings);
   EXPECT_EQ(c->bos_token_id, 1);
   EXPECT_EQ(c->eos_token_id, 2);
   EXPECT_TRUE(c->Validate().ok());
 }
 
-TEST(LlamaConfigPresetTest, UnknownNameListsTheKnownOnes) {
-  absl::Status s = LlamaConfigPreset("gpt-2").status();
+TEST(ModelSpecPresetTest, UnknownNameListsTheKnownOnes) {
+  absl::Status s = ModelSpecPreset("gpt-2").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("no model preset 'gpt-2'"));
   EXPECT_THAT(s.message(), HasSubstr("llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, smollm2-135m"));
-  EXPECT_THAT(LlamaConfigPresetNames(),
+  EXPECT_THAT(ModelSpecPresetNames(),
               ElementsAre("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m"));
 }
 
 // Expected counts worked by hand (head_dim 128 for the Llamas, 64 for SmolLM2):
 //   per layer = q (h*h) + k, v (2*h*kv*hd) + o (h*h) + MLP (3*h*inter) + 2 norms (2*h)
 //   total     = layers * per_layer + vocab*h (embedding) [+ vocab*h LM head] + h (final norm)
-TEST(LlamaConfigTest, NumParametersMatchesHandCounts) {
+TEST(ModelSpecTest, NumParametersMatchesHandCounts) {
   // 8B: per layer 16777216 + 8388608 + 16777216 + 176160768 + 8192 = 218112000;
   //     32 * 218112000 + 2 * 525336576 + 4096 = 8030261248.
-  EXPECT_EQ(LlamaConfigPreset("8b")->NumParameters(), 8030261248);
+  EXPECT_EQ(ModelSpecPreset("8b")->NumParameters(), 8030261248);
   // 70B: per layer 67108864 + 16777216 + 67108864 + 704643072 + 16384 = 855654400;
   //      80 * 855654400 + 2 * 1050673152 + 8192 = 70553706496.
-  EXPECT_EQ(LlamaConfigPreset("70b")->NumParameters(), 70553706496);
+  EXPECT_EQ(ModelSpecPreset("70b")->NumParameters(), 70553706496);
   // 405B: per layer 268435456 + 33554432 + 268435456 + 2617245696 + 32768 = 3187703808;
   //       126 * 3187703808 + 2 * 2101346304 + 16384 = 405853388800.
-  EXPECT_EQ(LlamaConfigPreset("405b")->NumParameters(), 405853388800);
+  EXPECT_EQ(ModelSpecPreset("405b")->NumParameters(), 405853388800);
   // SmolLM2 (tied): per layer 331776 + 221184 + 331776 + 2654208 + 1152 = 3540096;
   //                 30 * 3540096 + 28311552 + 576 = 134515008.
-  EXPECT_EQ(LlamaConfigPreset("smollm2")->NumParameters(), 134515008);
+  EXPECT_EQ(ModelSpecPreset("smollm2")->NumParameters(), 134515008);
 }
 
-TEST(LlamaConfigTest, ValidateNamesTheFieldAndBound) {
-  LlamaConfig c = *LlamaConfigPreset("8b");
+TEST(ModelSpecTest, ValidateNamesTheFieldAndBound) {
+  ModelSpec c = *ModelSpecPreset("8b");
   c.num_kv_heads = 5;
   EXPECT_EQ(c.Validate().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.Validate().message(), "LlamaConfig.num_kv_heads 5 must divide num_heads 32");
-  c = *LlamaConfigPreset("8b");
+  EXPECT_EQ(c.Validate().message(), "ModelSpec.num_kv_heads 5 must divide num_heads 32");
+  c = *ModelSpecPreset("8b");
   c.hidden_size = 0;
-  EXPECT_EQ(c.Validate().message(), "LlamaConfig.hidden_size is 0; it must be positive");
-  c = *LlamaConfigPreset("8b");
+  EXPECT_EQ(c.Validate().message(), "ModelSpec.hidden_size is 0; it must be positive");
+  c = *ModelSpecPreset("8b");
   c.head_dim = 127;
   EXPECT_THAT(c.Validate().message(), HasSubstr("head_dim 127 must be even"));
-  c = *LlamaConfigPreset("8b");
+  c = *ModelSpecPreset("8b");
   c.rms_norm_eps = 0;
   EXPECT_THAT(c.Validate().message(), HasSubstr("rms_norm_eps 0 must be positive"));
-  c = *LlamaConfigPreset("8b");
+  c = *ModelSpecPreset("8b");
   c.rope_scaling.high_freq_factor = 1.0;
   EXPECT_THAT(c.Validate().message(),
               HasSubstr("rope_scaling.high_freq_factor 1 must exceed low_freq_factor 1"));
-  c = *LlamaConfigPreset("8b");
+  c = *ModelSpecPreset("8b");
   c.eos_token_id = 128256;
   EXPECT_THAT(c.Validate().message(),
               HasSubstr("eos_token_id is 128256; it must be in [-1 (unset), 0, 128256)"));
-  c = *LlamaConfigPreset("8b");
+  c = *ModelSpecPreset("8b");
   c.extra_eos_token_ids.push_back(-1);
   EXPECT_THAT(c.Validate().message(), HasSubstr("extra_eos_token_ids is -1"));
 }
@@ -146,10 +146,10 @@ constexpr char kLlama31_8BJson[] = R"({
   "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
   "transformers_version": "4.42.3", "use_cache": true, "vocab_size": 128256})";
 
-TEST(LlamaConfigFromHfJsonTest, Llama31ConfigMatchesThePreset) {
-  absl::StatusOr<LlamaConfig> c = LlamaConfigFromHfJson(kLlama31_8BJson);
+TEST(ModelSpecFromHfJsonTest, Llama31ConfigMatchesThePreset) {
+  absl::StatusOr<ModelSpec> c = ModelSpecFromHfJson(kLlama31_8BJson);
   ASSERT_TRUE(c.ok()) << c.status();
-  const LlamaConfig preset = *LlamaConfigPreset("8b");
+  const ModelSpec preset = *ModelSpecPreset("8b");
   EXPECT_EQ(c->name, "hf-config");
   EXPECT_EQ(c->vocab_size, preset.vocab_size);
   EXPECT_EQ(c->hidden_size, preset.hidden_size);
@@ -160,7 +160,7 @@ TEST(LlamaConfigFromHfJsonTest, Llama31ConfigMatchesThePreset) {
   EXPECT_EQ(c->head_dim, preset.head_dim);
   EXPECT_EQ(c->max_context_tokens, preset.max_context_tokens);
   EXPECT_EQ(c->rope_theta, preset.rope_theta);
-  EXPECT_TRUE(c->rope_scaling.enabled);
+  EXPECT_TRUE(c->rope_scaling.enabled());
   EXPECT_EQ(c->rope_scaling.factor, 8.0);
   EXPECT_EQ(c->rope_scaling.high_freq_factor, 4.0);
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
@@ -172,9 +172,9 @@ TEST(LlamaConfigFromHfJsonTest, Llama31ConfigMatchesThePreset) {
   EXPECT_EQ(c->NumParameters(), preset.NumParameters());
 }
 
-TEST(LlamaConfigFromHfJsonTest, DefaultsForOptionalKeys) {
+TEST(ModelSpecFromHfJsonTest, DefaultsForOptionalKeys) {
   // The older "type" spelling of rope_scaling, an int eos, no kv heads, head_dim or eps.
-  absl::StatusOr<LlamaConfig> c = LlamaConfigFromHfJson(R"({
+  absl::StatusOr<ModelSpec> c = ModelSpecFromHfJson(R"({
       "_name_or_path": "tiny", "hidden_size": 256, "intermediate_size": 512,
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
       "max_position_embeddings": 2048, "eos_token_id": 7, "tie_word_embeddings": true,
@@ -193,7 +193,7 @@ TEST(LlamaConfigFromHfJsonTest, DefaultsForOptionalKeys) {
   EXPECT_TRUE(c->extra_eos_token_ids.empty());
 }
 
-TEST(LlamaConfigFromHfJsonTest, ErrorsNameTheKey) {
+TEST(ModelSpecFromHfJsonTest, ErrorsNameTheKey) {
   const std::string base = R"("hidden_size": 256, "intermediate_size": 512,
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000,
       "max_position_embeddings": 2048)";
@@ -210,9 +210,28 @@ TEST(LlamaConfigFromHfJsonTest, ErrorsNameTheKey) {
       {"{" + base + R"(, "num_key_value_heads": "8"})", absl::StatusCode::kInvalidArgument,
        "config.json key 'num_key_value_heads' must be an integer, got \"8\""},
       {"{" + base + R"(, "num_key_value_heads": 3})", absl::StatusCode::kInvalidArgument,
-       "LlamaConfig.num_kv_heads 3 must divide num_heads 4"},
+       "ModelSpec.num_kv_heads 3 must divide num_heads 4"},
+      {"{" + base + R"(, "rope_scaling": {"rope_type": "longrope", "factor": 4}})",
+       absl::StatusCode::kUnimplemented,
+       "rope_scaling type 'longrope' is not implemented (supported: 'default', 'llama3', "
+       "'linear', 'yarn')"},
       {"{" + base + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4}})",
-       absl::StatusCode::kUnimplemented, "rope_scaling type 'yarn' is not supported"},
+       absl::StatusCode::kInvalidArgument,
+       "config.json key 'rope_scaling.original_max_position_embeddings' is missing (yarn)"},
+      {"{" + base + R"(, "model_type": "qwen2", "use_sliding_window": true})",
+       absl::StatusCode::kUnimplemented,
+       "config.json key 'use_sliding_window' = true is not implemented"},
+      {"{" + base + R"(, "attention_bias": true})", absl::StatusCode::kUnimplemented,
+       "config.json key 'attention_bias' = true is not implemented"},
+      {"{" + base + R"(, "hidden_act": "gelu"})", absl::StatusCode::kUnimplemented,
+       "config.json key 'hidden_act' = \"gelu\" is not implemented: this family's MLP computes "
+       "'silu'"},
+      {"{" + base + R"(, "partial_rotary_factor": 0.5})", absl::StatusCode::kUnimplemented,
+       "config.json key 'partial_rotary_factor' = 0.5 is not implemented"},
+      {"{" + base + R"(, "model_type": "gemma3_text", "sliding_window": 8,
+           "layer_types": ["full_attention", "chunked_attention"]})",
+       absl::StatusCode::kUnimplemented,
+       "config.json key 'layer_types[1]' = \"chunked_attention\" is not implemented"},
       {"{" + base + R"(, "rope_scaling": {"rope_type": "llama3"}})",
        absl::StatusCode::kInvalidArgument, "config.json key 'rope_scaling.factor' is missing"},
       {"{" + base + R"(, "eos_token_id": []})", absl::StatusCode::kInvalidArgument,
@@ -225,13 +244,14 @@ TEST(LlamaConfigFromHfJsonTest, ErrorsNameTheKey) {
            "num_attention_heads": 4, "vocab_size": 1000, "max_position_embeddings": 2048})",
        absl::StatusCode::kInvalidArgument,
        "config.json key 'num_attention_heads' 4 must divide hidden_size 250"},
-      {"{" + base + R"(, "model_type": "mistral"})", absl::StatusCode::kUnimplemented,
-       "config.json model_type = \"mistral\" is not implemented (supported: \"llama\")"},
+      {"{" + base + R"(, "model_type": "phi3"})", absl::StatusCode::kUnimplemented,
+       "config.json model_type = \"phi3\" is not implemented (supported: \"gemma2\", "
+       "\"gemma3_text\", \"llama\", \"mistral\", \"qwen2\", \"qwen3\")"},
       {"{" + base + R"(, "model_type": 7})", absl::StatusCode::kInvalidArgument,
        "config.json key 'model_type' must be a string, got 7"},
   };
   for (const Case& c : cases) {
-    absl::Status s = LlamaConfigFromHfJson(c.json).status();
+    absl::Status s = ModelSpecFromHfJson(c.json).status();
     EXPECT_EQ(s.code(), c.code) << c.json << "\n" << s;
     EXPECT_THAT(s.message(), HasSubstr(c.fragment)) << c.json;
   }

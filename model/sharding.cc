@@ -15,20 +15,20 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t n, int64_t multiple) { return CeilDiv(n, multiple) * multiple; }
 
-bool SplitsEvenly(const LlamaConfig& c, int tp) {
+bool SplitsEvenly(const ModelSpec& c, int tp) {
   return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.intermediate_size % tp == 0;
 }
 
 // Vocab rows per rank: ceil(V / W), rounded up to the fp8 tile when a vocab-parallel tensor
 // is stored in tiles (a tile must not straddle two ranks).
-int64_t VocabRowsPerRank(const LlamaConfig& c, const WeightFormats& formats, int tp) {
+int64_t VocabRowsPerRank(const ModelSpec& c, const WeightFormats& formats, int tp) {
   const int64_t tile = std::max(OutputBlockRows(formats[TensorRole::kEmbedding]),
                                 OutputBlockRows(formats[TensorRole::kLmHead]));
   return tp == 1 ? c.vocab_size : RoundUp(c.vocab_size, tp * tile) / tp;
 }
 
 // OK when the split of `role` at `tp` keeps each quantization block on one rank.
-absl::Status CheckAlignment(const LlamaConfig& config, const TensorFormat& f, TensorRole role,
+absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, TensorRole role,
                             int tp) {
   const ShardKind kind = ShardKindFor(role);
   const std::array<int64_t, 2> full = FullShape(config, role);
@@ -49,8 +49,9 @@ absl::Status CheckAlignment(const LlamaConfig& config, const TensorFormat& f, Te
   return absl::OkStatus();
 }
 
-absl::Status CheckAllAlignment(const LlamaConfig& config, const WeightFormats& formats, int tp) {
+absl::Status CheckAllAlignment(const ModelSpec& config, const WeightFormats& formats, int tp) {
   for (TensorRole role : kAllTensorRoles) {
+    if (!HasRole(config, role)) continue;
     for (const TensorFormat& f : formats.AllOf(role)) {
       TP_RETURN_IF_ERROR(CheckAlignment(config, f, role, tp));
     }
@@ -67,6 +68,9 @@ ShardKind ShardKindFor(TensorRole role) {
     case TensorRole::kV:
     case TensorRole::kGate:
     case TensorRole::kUp:
+    case TensorRole::kQBias:  // a bias goes with its output rows
+    case TensorRole::kKBias:
+    case TensorRole::kVBias:
       return ShardKind::kColumn;
     case TensorRole::kO:
     case TensorRole::kDown:
@@ -93,7 +97,7 @@ std::string_view ShardKindName(ShardKind kind) {
   return "?";
 }
 
-std::array<int64_t, 2> FullShape(const LlamaConfig& c, TensorRole role) {
+std::array<int64_t, 2> FullShape(const ModelSpec& c, TensorRole role) {
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   switch (role) {
     case TensorRole::kEmbedding:
@@ -111,12 +115,37 @@ std::array<int64_t, 2> FullShape(const LlamaConfig& c, TensorRole role) {
       return {c.intermediate_size, c.hidden_size};
     case TensorRole::kDown:
       return {c.hidden_size, c.intermediate_size};
+    case TensorRole::kQBias:  // [n, 1]: one value per output row, split as those rows are
+      return {q_dim, 1};
+    case TensorRole::kKBias:
+    case TensorRole::kVBias:
+      return {kv_dim, 1};
+    case TensorRole::kQNorm:  // one weight per element of a head, the same for every head
+    case TensorRole::kKNorm:
+      return {1, c.head_dim};
     default:
       return {1, c.hidden_size};  // norms
   }
 }
 
-std::vector<int> ValidTpDegrees(const LlamaConfig& config) {
+bool HasRole(const ModelSpec& c, TensorRole role) {
+  switch (role) {
+    case TensorRole::kQBias:
+    case TensorRole::kKBias:
+    case TensorRole::kVBias:
+      return c.qkv_bias;
+    case TensorRole::kQNorm:
+    case TensorRole::kKNorm:
+      return c.qk_norm;
+    case TensorRole::kPostAttnNorm:
+    case TensorRole::kPostFfnNorm:
+      return c.sandwich_norms;
+    default:
+      return true;
+  }
+}
+
+std::vector<int> ValidTpDegrees(const ModelSpec& config) {
   std::vector<int> out;
   if (config.num_heads <= 0 || config.num_kv_heads <= 0 || config.intermediate_size <= 0) {
     return out;
@@ -128,7 +157,7 @@ std::vector<int> ValidTpDegrees(const LlamaConfig& config) {
   return out;
 }
 
-absl::Status ValidateTpDegree(const LlamaConfig& config, int tp) {
+absl::Status ValidateTpDegree(const ModelSpec& config, int tp) {
   if (tp < 1) {
     return absl::InvalidArgumentError(StrCat("tensor-parallel degree ", tp, " must be >= 1"));
   }
@@ -148,7 +177,7 @@ absl::Status ValidateTpDegree(const LlamaConfig& config, int tp) {
       config.intermediate_size, ") are: ", absl::StrJoin(ValidTpDegrees(config), ", ")));
 }
 
-void FitInt4Groups(const LlamaConfig& config, int tp, WeightFormats* formats) {
+void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats) {
   if (formats->preset != "int4" || tp < 1) return;
   for (int64_t group = 128; group >= 32; group -= 32) {
     bool fits = true;
@@ -166,7 +195,7 @@ void FitInt4Groups(const LlamaConfig& config, int tp, WeightFormats* formats) {
   }
 }
 
-absl::StatusOr<ShardingPlan> ShardingPlan::Create(const LlamaConfig& config,
+absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
                                                   const WeightFormats& formats, ShardSpec shard) {
   if (shard.world_size < 1) {
     return absl::InvalidArgumentError(StrCat("world_size = ", shard.world_size, " must be >= 1"));
@@ -211,11 +240,14 @@ TensorSlice ShardingPlan::Slice(TensorRole role) const {
   TensorSlice s{0, full[0], 0, full[1]};
   switch (role) {
     case TensorRole::kQ:
+    case TensorRole::kQBias:
       s.row_begin = first_head() * hd;
       s.num_rows = num_local_heads_ * hd;
       break;
     case TensorRole::kK:
     case TensorRole::kV:
+    case TensorRole::kKBias:
+    case TensorRole::kVBias:
       s.row_begin = first_kv_head() * hd;
       s.num_rows = num_local_kv_heads_ * hd;
       break;

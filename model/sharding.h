@@ -11,7 +11,8 @@
 //   o, down              row          input columns                  a reduction each
 //   embedding, lm_head   vocab        rows, ceil(V / W) per rank     embedding: all-reduce
 //                                     (a multiple of the fp8 tile)   lm_head: all-gather
-//   norms                replicated   -                              -
+//   q/k/v biases         column       with their output rows         -
+//   norms, QK-norms      replicated   -                              -
 // Rank r holds query heads [r*H/W, (r+1)*H/W) and KV heads [r*KV/W, (r+1)*KV/W): with
 // H % W == 0 and KV % W == 0 each KV group stays on the rank of its query heads. The last
 // ranks may hold fewer vocab rows (or none): the others' padding.
@@ -37,21 +38,26 @@ enum class ShardKind : uint8_t { kColumn, kRow, kVocab, kReplicated };
 ShardKind ShardKindFor(TensorRole role);
 std::string_view ShardKindName(ShardKind kind);
 
-// Unsharded [rows, cols] of one tensor of `role` (norms are [1, hidden]).
-std::array<int64_t, 2> FullShape(const LlamaConfig& config, TensorRole role);
+// Unsharded [rows, cols] of one tensor of `role` (norms are [1, hidden], QK-norms
+// [1, head_dim], biases [output rows, 1]).
+std::array<int64_t, 2> FullShape(const ModelSpec& config, TensorRole role);
+
+// Whether a model of this description has tensors of `role` (biases, QK-norms and sandwich
+// norms only in the families that have them; the LM head even when tied, as a role).
+bool HasRole(const ModelSpec& config, TensorRole role);
 
 // Tensor-parallel degrees that split heads, KV heads and the FFN evenly.
-std::vector<int> ValidTpDegrees(const LlamaConfig& config);
+std::vector<int> ValidTpDegrees(const ModelSpec& config);
 
 // INVALID_ARGUMENT when tp < 1 or does not divide num_heads, num_kv_heads or
 // intermediate_size (naming which, and listing the valid degrees).
-absl::Status ValidateTpDegree(const LlamaConfig& config, int tp);
+absl::Status ValidateTpDegree(const ModelSpec& config, int tp);
 
 // For weights from the plain "int4" preset: group 128 where every rank's input width is a
 // whole number of groups, else the largest multiple of 32 below 128 that is (SmolLM2's
 // 576-wide inputs get 96 on one rank, 64 on three). Explicit "int4-g<N>" and other presets are
 // left as asked; the planner and the engine both call this, so "int4" means the same to both.
-void FitInt4Groups(const LlamaConfig& config, int tp, WeightFormats* formats);
+void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats);
 
 struct ShardSpec {
   int rank = 0;
@@ -73,7 +79,7 @@ class ShardingPlan {
   // INVALID_ARGUMENT naming the bound when world_size < 1, rank is outside [0, world_size), a
   // dimension does not split evenly, or a split would cut a quantization block of `formats`
   // (naming tensor, dimension, block and the degrees that work).
-  static absl::StatusOr<ShardingPlan> Create(const LlamaConfig& config,
+  static absl::StatusOr<ShardingPlan> Create(const ModelSpec& config,
                                              const WeightFormats& formats, ShardSpec shard);
 
   ShardSpec shard() const { return shard_; }
@@ -92,7 +98,7 @@ class ShardingPlan {
   TensorSlice Slice(TensorRole role) const;
 
  private:
-  LlamaConfig config_;
+  ModelSpec config_;
   ShardSpec shard_;
   int64_t num_local_heads_ = 0;
   int64_t num_local_kv_heads_ = 0;

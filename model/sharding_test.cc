@@ -7,8 +7,8 @@
 namespace tpserve {
 namespace {
 
-LlamaConfig SmolLm2Shapes() {
-  LlamaConfig c;
+ModelSpec SmolLm2Shapes() {
+  ModelSpec c;
   c.vocab_size = 49152;
   c.hidden_size = 576;
   c.intermediate_size = 1536;
@@ -50,7 +50,7 @@ TEST(ShardingPlanTest, SlicesFollowTheMegatronTable) {
 }
 
 TEST(ShardingPlanTest, UnevenVocabLeavesTheLastRanksShort) {
-  LlamaConfig c = SmolLm2Shapes();
+  ModelSpec c = SmolLm2Shapes();
   c.vocab_size = 99;
   c.num_heads = 8;
   c.num_kv_heads = 4;
@@ -61,7 +61,7 @@ TEST(ShardingPlanTest, UnevenVocabLeavesTheLastRanksShort) {
 }
 
 TEST(ShardingPlanTest, Fp8TilesRoundTheVocabShareUpToWholeTiles) {
-  LlamaConfig c = SmolLm2Shapes();
+  ModelSpec c = SmolLm2Shapes();
   c.vocab_size = 1000;
   WeightFormats f = Formats("f32");
   f[TensorRole::kEmbedding] = TensorFormat::Of(FormatKind::kFp8Block128);
@@ -76,7 +76,7 @@ TEST(ShardingPlanTest, RejectsIndivisibleShapesNamingTheField) {
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(p.status().message().find("num_heads = 9"), std::string::npos) << p.status();
   EXPECT_NE(p.status().message().find("valid degrees"), std::string::npos) << p.status();
-  LlamaConfig c = SmolLm2Shapes();
+  ModelSpec c = SmolLm2Shapes();
   c.num_heads = 12;
   p = ShardingPlan::Create(c, Formats("f32"), {0, 4});  // 12 % 4 == 0 but 3 KV heads do not
   EXPECT_NE(p.status().message().find("num_kv_heads = 3"), std::string::npos) << p.status();
@@ -90,7 +90,7 @@ TEST(ShardingPlanTest, RejectsIndivisibleShapesNamingTheField) {
 }
 
 TEST(ShardingPlanTest, RefusesADegreeThatSplitsAQuantizationGroupWithTheNumbers) {
-  LlamaConfig c = SmolLm2Shapes();
+  ModelSpec c = SmolLm2Shapes();
   c.hidden_size = 1024;
   c.num_heads = 16;
   c.num_kv_heads = 4;
@@ -109,7 +109,7 @@ TEST(ShardingPlanTest, RefusesADegreeThatSplitsAQuantizationGroupWithTheNumbers)
 }
 
 TEST(ShardingPlanTest, ValidDegreesDivideHeadsKvHeadsAndTheFfn) {
-  LlamaConfig c = SmolLm2Shapes();
+  ModelSpec c = SmolLm2Shapes();
   EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 3}));
   c.num_heads = 128;
   c.num_kv_heads = 8;
@@ -130,7 +130,7 @@ TEST(FitInt4GroupsTest, PlainInt4TakesTheLargestGroupThatFitsEveryRank) {
   EXPECT_EQ(three[TensorRole::kDown].group_size, 64);
   EXPECT_TRUE(ShardingPlan::Create(SmolLm2Shapes(), three, {0, 3}).ok());
   // 405B-like widths keep 128 at 8 ranks; an explicit group is never changed.
-  LlamaConfig big = SmolLm2Shapes();
+  ModelSpec big = SmolLm2Shapes();
   big.hidden_size = 16384;
   big.num_heads = 128;
   big.num_kv_heads = 8;

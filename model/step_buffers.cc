@@ -12,7 +12,7 @@ int64_t StepBufferSizes::Total() const {
          logits_local + logits_gathered;
 }
 
-int64_t ReductionChunks(const LlamaConfig& c, const ShardingPlan& p,
+int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
                         const WeightFormats& formats, TpReduction mode) {
   if (mode == TpReduction::kAllReduce) return 1;
   const int64_t g = c.num_kv_heads;
@@ -29,7 +29,7 @@ int64_t ReductionChunks(const LlamaConfig& c, const ShardingPlan& p,
   return aligned ? g : p.shard().world_size;
 }
 
-StepBufferSizes StepBuffersFor(const LlamaConfig& c, const ShardingPlan& p, int64_t t,
+StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_t t,
                                int64_t logit_rows, int64_t a, int64_t chunks) {
   const int64_t world = p.shard().world_size;
   StepBufferSizes s;
@@ -49,7 +49,7 @@ int64_t KvBytesPerToken(int64_t num_layers, int64_t local_kv_heads, int64_t head
   return 2 * num_layers * local_kv_heads * head_dim * BlockBytes(kv_dtype);
 }
 
-Backend::AttentionReservation AttentionReservationFor(const LlamaConfig& config,
+Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       const ShardingPlan& plan,
                                                       int64_t max_step_tokens,
                                                       int64_t max_sequences,

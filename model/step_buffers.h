@@ -62,17 +62,17 @@ enum class TpReduction {
 // The chunks a row-parallel layer's input dimension is cut into: 1 for kAllReduce; for
 // kDeterministic one per KV-head group, or one per rank when a group would split a
 // quantization block.
-int64_t ReductionChunks(const LlamaConfig& config, const ShardingPlan& plan,
+int64_t ReductionChunks(const ModelSpec& config, const ShardingPlan& plan,
                         const WeightFormats& formats, TpReduction mode);
 
-StepBufferSizes StepBuffersFor(const LlamaConfig& config, const ShardingPlan& plan,
+StepBufferSizes StepBuffersFor(const ModelSpec& config, const ShardingPlan& plan,
                                int64_t max_step_tokens, int64_t max_logit_rows,
                                int64_t activation_bytes, int64_t reduction_chunks);
 
 // What one rank's attention is reserved for (Backend::ReserveAttention, at load) and what the
 // memory plan counts for it: this rank's heads, steps of at most `max_step_tokens` rows and
 // `max_sequences` sequences (the LM head's logit rows), keys up to the engine's context window.
-Backend::AttentionReservation AttentionReservationFor(const LlamaConfig& config,
+Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       const ShardingPlan& plan,
                                                       int64_t max_step_tokens,
                                                       int64_t max_sequences,

@@ -32,6 +32,13 @@ constexpr std::array<RoleNames, kNumTensorRoles> kRoleNames = {{
     {TensorRole::kDown, "down", "ffn_down"},
     {TensorRole::kFinalNorm, "final_norm", "output_norm"},
     {TensorRole::kLmHead, "lm_head", "output"},
+    {TensorRole::kQBias, "q_bias", "attn_q"},  // ".bias" rather than ".weight"
+    {TensorRole::kKBias, "k_bias", "attn_k"},
+    {TensorRole::kVBias, "v_bias", "attn_v"},
+    {TensorRole::kQNorm, "q_norm", "attn_q_norm"},
+    {TensorRole::kKNorm, "k_norm", "attn_k_norm"},
+    {TensorRole::kPostAttnNorm, "post_attn_norm", "post_attention_norm"},
+    {TensorRole::kPostFfnNorm, "post_ffn_norm", "post_ffw_norm"},
 }};
 
 // Formats for (embedding + LM head, projections, norms).
@@ -40,7 +47,7 @@ WeightFormats Uniform(std::string_view preset, TensorFormat embed, TensorFormat 
   WeightFormats f;
   f.preset = std::string(preset);
   for (TensorRole role : kAllTensorRoles) {
-    if (IsNormRole(role)) {
+    if (IsVectorRole(role)) {
       f[role] = norm;
     } else if (role == TensorRole::kEmbedding || role == TensorRole::kLmHead) {
       f[role] = embed;
@@ -57,8 +64,16 @@ std::string_view TensorRoleName(TensorRole role) { return kRoleNames[static_cast
 
 bool IsNormRole(TensorRole role) {
   return role == TensorRole::kAttnNorm || role == TensorRole::kFfnNorm ||
-         role == TensorRole::kFinalNorm;
+         role == TensorRole::kFinalNorm || role == TensorRole::kQNorm ||
+         role == TensorRole::kKNorm || role == TensorRole::kPostAttnNorm ||
+         role == TensorRole::kPostFfnNorm;
 }
+
+bool IsBiasRole(TensorRole role) {
+  return role == TensorRole::kQBias || role == TensorRole::kKBias || role == TensorRole::kVBias;
+}
+
+bool IsVectorRole(TensorRole role) { return IsNormRole(role) || IsBiasRole(role); }
 
 bool IsPerLayerRole(TensorRole role) {
   return role != TensorRole::kEmbedding && role != TensorRole::kFinalNorm &&
@@ -67,8 +82,15 @@ bool IsPerLayerRole(TensorRole role) {
 
 std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name) {
   std::string_view stem = tensor_name;
-  if (!stem.ends_with(".weight")) return std::nullopt;
-  stem.remove_suffix(7);
+  bool bias = false;
+  if (stem.ends_with(".weight")) {
+    stem.remove_suffix(7);
+  } else if (stem.ends_with(".bias")) {
+    stem.remove_suffix(5);
+    bias = true;
+  } else {
+    return std::nullopt;
+  }
   bool per_layer = false;
   if (stem.starts_with("blk.")) {
     stem.remove_prefix(4);
@@ -81,7 +103,9 @@ std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name) {
     per_layer = true;
   }
   for (const RoleNames& r : kRoleNames) {
-    if (r.gguf_stem == stem && IsPerLayerRole(r.role) == per_layer) return r.role;
+    if (r.gguf_stem == stem && IsPerLayerRole(r.role) == per_layer && IsBiasRole(r.role) == bias) {
+      return r.role;
+    }
   }
   return std::nullopt;
 }
@@ -108,7 +132,7 @@ void WeightFormats::Set(TensorRole role, const TensorFormat& format) {
 
 absl::Status WeightFormats::Validate() const {
   for (const auto& [key, f] : layer_overrides) {
-    if (IsNormRole(key.first) || !IsPerLayerRole(key.first)) {
+    if (IsVectorRole(key.first) || !IsPerLayerRole(key.first)) {
       return absl::InvalidArgumentError(StrCat("weight format override of ",
                                                TensorRoleName(key.first), " in layer ",
                                                key.second, ": only per-layer matrices can vary"));
@@ -116,11 +140,11 @@ absl::Status WeightFormats::Validate() const {
   }
   for (TensorRole role : kAllTensorRoles) {
     const TensorFormat& f = (*this)[role];
-    if (IsNormRole(role) && !(f.kind == FormatKind::kF32 || f.kind == FormatKind::kF16 ||
-                              f.kind == FormatKind::kBF16)) {
+    if (IsVectorRole(role) && !(f.kind == FormatKind::kF32 || f.kind == FormatKind::kF16 ||
+                                f.kind == FormatKind::kBF16)) {
       return absl::InvalidArgumentError(StrCat("weight format of ", TensorRoleName(role), " is ",
                                                TensorFormatName(f),
-                                               "; norms must be f32, f16 or bf16"));
+                                               "; norms and biases must be f32, f16 or bf16"));
     }
     if (f.kind == FormatKind::kInt4Group && f.group_size <= 0) {
       return absl::InvalidArgumentError(StrCat("weight format of ", TensorRoleName(role),
@@ -186,6 +210,12 @@ absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
     if (layers.empty()) {
       if (role == TensorRole::kLmHead && tied_embeddings) {
         formats[role] = formats[TensorRole::kEmbedding];
+        continue;
+      }
+      // The roles of other families than Llama's: absent from a model without them (which
+      // HasRole of the model's description says), f32 as llama.cpp stores them when present.
+      if (role >= TensorRole::kQBias) {
+        formats[role] = TensorFormat::Of(FormatKind::kF32);
         continue;
       }
       return absl::InvalidArgumentError(

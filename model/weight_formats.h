@@ -24,7 +24,8 @@
 
 namespace tpserve {
 
-// One entry per distinct weight tensor of a Llama model (per layer where it repeats).
+// One entry per distinct weight tensor of a model (per layer where it repeats): Llama's, then
+// the ones other families add (HasRole in model/sharding.h says which a model has).
 enum class TensorRole : uint8_t {
   kEmbedding,  // token_embd         [vocab, hidden]
   kAttnNorm,   // blk.N.attn_norm    [hidden]
@@ -38,20 +39,32 @@ enum class TensorRole : uint8_t {
   kDown,       // blk.N.ffn_down     [hidden, intermediate]
   kFinalNorm,  // output_norm        [hidden]
   kLmHead,     // output             [vocab, hidden] (absent when tied to token_embd)
+  kQBias,      // blk.N.attn_q.bias  [heads * head_dim]      (Qwen2)
+  kKBias,      // blk.N.attn_k.bias  [kv_heads * head_dim]
+  kVBias,      // blk.N.attn_v.bias  [kv_heads * head_dim]
+  kQNorm,      // blk.N.attn_q_norm  [head_dim]              (Qwen3, Gemma 3)
+  kKNorm,      // blk.N.attn_k_norm  [head_dim]
+  kPostAttnNorm,  // blk.N.post_attention_norm [hidden]       (Gemma 2 / 3)
+  kPostFfnNorm,   // blk.N.post_ffw_norm       [hidden]
 };
-inline constexpr int kNumTensorRoles = 12;
+inline constexpr int kNumTensorRoles = 19;
 inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
     TensorRole::kEmbedding, TensorRole::kAttnNorm, TensorRole::kQ,         TensorRole::kK,
     TensorRole::kV,         TensorRole::kO,        TensorRole::kFfnNorm,   TensorRole::kGate,
-    TensorRole::kUp,        TensorRole::kDown,     TensorRole::kFinalNorm, TensorRole::kLmHead};
+    TensorRole::kUp,        TensorRole::kDown,     TensorRole::kFinalNorm, TensorRole::kLmHead,
+    TensorRole::kQBias,     TensorRole::kKBias,    TensorRole::kVBias,     TensorRole::kQNorm,
+    TensorRole::kKNorm,     TensorRole::kPostAttnNorm, TensorRole::kPostFfnNorm};
 
 // "embedding", "attn_norm", "q", ..., "lm_head": used in tables, JSON and flag names.
 std::string_view TensorRoleName(TensorRole role);
 bool IsNormRole(TensorRole role);
+bool IsBiasRole(TensorRole role);
+// A vector held in f32 whatever the checkpoint stores it in (norms and biases).
+bool IsVectorRole(TensorRole role);
 bool IsPerLayerRole(TensorRole role);
 
 // The role of a GGUF tensor name ("blk.7.ffn_down.weight" -> kDown, "output.weight" ->
-// kLmHead); nullopt for names outside the Llama set (e.g. "rope_freqs.weight").
+// kLmHead, "blk.0.attn_q.bias" -> kQBias); nullopt for other names ("rope_freqs.weight").
 std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name);
 
 struct WeightFormats {

@@ -45,7 +45,7 @@ TEST(WeightFormatsTest, NormsMustBePlainFloats) {
   WeightFormats f = *WeightFormatsPreset("bf16");
   f[TensorRole::kFfnNorm] = TensorFormat::Of(FormatKind::kQ4_0);
   absl::Status s = f.Validate();
-  EXPECT_NE(s.message().find("ffn_norm is q4_0; norms must be f32, f16 or bf16"), std::string::npos)
+  EXPECT_NE(s.message().find("ffn_norm is q4_0; norms and biases must be f32, f16 or bf16"), std::string::npos)
       << s;
 }
 
@@ -59,7 +59,12 @@ TEST(WeightFormatsTest, RolesFromGgufNames) {
   EXPECT_EQ(TensorRoleFromGgufName("blk.x.attn_q.weight"), std::nullopt);
   EXPECT_EQ(TensorRoleFromGgufName("blk.0.output.weight"), std::nullopt);
   EXPECT_EQ(TensorRoleFromGgufName("attn_q.weight"), std::nullopt);
-  EXPECT_EQ(TensorRoleFromGgufName("blk.0.attn_q.bias"), std::nullopt);
+  EXPECT_EQ(TensorRoleFromGgufName("blk.0.attn_q.bias"), TensorRole::kQBias);
+  EXPECT_EQ(TensorRoleFromGgufName("blk.3.attn_v.bias"), TensorRole::kVBias);
+  EXPECT_EQ(TensorRoleFromGgufName("blk.3.attn_k_norm.weight"), TensorRole::kKNorm);
+  EXPECT_EQ(TensorRoleFromGgufName("blk.3.post_ffw_norm.weight"), TensorRole::kPostFfnNorm);
+  EXPECT_EQ(TensorRoleFromGgufName("blk.0.attn_output.bias"), std::nullopt);
+  EXPECT_EQ(TensorRoleFromGgufName("blk.0.attn_q_norm.bias"), std::nullopt);
 }
 
 std::vector<NamedTensorType> SmallLlamaTensors(const char* proj_type) {

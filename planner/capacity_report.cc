@@ -528,7 +528,7 @@ std::string InputsTable(const CapacityReport& report) {
   out += "</tr>\n";
   auto in = [](const ReportLayout& l) -> const PlanInputs& { return l.plan.inputs; };
   out += Row("model", Cells(report, [&](const ReportLayout& l) {
-               const LlamaConfig& c = in(l).model;
+               const ModelSpec& c = in(l).model;
                return absl::StrFormat(
                    "%s: %d layers, hidden %s, %d heads (%d KV) of %d, vocab %s, context %s", c.name,
                    c.num_layers, WithThousands(c.hidden_size), c.num_heads, c.num_kv_heads,

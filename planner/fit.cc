@@ -11,7 +11,7 @@
 namespace tpserve {
 namespace {
 
-std::vector<std::pair<int, int>> Layouts(const LlamaConfig& config, const FitOptions& options) {
+std::vector<std::pair<int, int>> Layouts(const ModelSpec& config, const FitOptions& options) {
   std::vector<int> pps = {1};
   if (options.allow_pipeline) pps = ValidPipelineDegrees(config);
   std::vector<std::pair<int, int>> layouts;
@@ -68,7 +68,7 @@ std::optional<Suggestion> Int4Weights(const PlanInputs& base) {
   for (int64_t group : {128, 64, 32}) {
     PlanInputs in = base;
     for (TensorRole role : kAllTensorRoles) {
-      if (!IsNormRole(role) && role != TensorRole::kEmbedding && role != TensorRole::kLmHead) {
+      if (!IsVectorRole(role) && role != TensorRole::kEmbedding && role != TensorRole::kLmHead) {
         in.weights[role] = TensorFormat::Int4(group);
       }
     }

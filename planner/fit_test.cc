@@ -8,7 +8,7 @@
 namespace tpserve {
 namespace {
 
-PlanInputs Inputs(const LlamaConfig& model, const char* weights, const char* gpu, int tp) {
+PlanInputs Inputs(const ModelSpec& model, const char* weights, const char* gpu, int tp) {
   PlanInputs in;
   in.model = model;
   in.weights = *WeightFormatsPreset(weights);
@@ -50,7 +50,7 @@ TEST(FitTest, TensorParallelOnlyCannotGoPastKvHeads) {
 }
 
 TEST(FitTest, LayoutThatSplitsAGroupIsSkippedNotFatal) {
-  LlamaConfig c = Llama31_8B();
+  ModelSpec c = Llama31_8B();
   c.hidden_size = 768;
   c.num_heads = 12;
   c.num_kv_heads = 4;

@@ -30,7 +30,7 @@ std::vector<NamedTensorType> TensorTypes(const nlohmann::json& golden) {
 
 TEST(GgufGoldenTest, ShapeMatchesTheTestConfig) {
   const nlohmann::json g = Golden();
-  const LlamaConfig c = SmolLM2_135M();
+  const ModelSpec c = SmolLM2_135M();
   EXPECT_EQ(g["metadata"]["llama.block_count"], c.num_layers);
   EXPECT_EQ(g["metadata"]["llama.embedding_length"], c.hidden_size);
   EXPECT_EQ(g["metadata"]["llama.feed_forward_length"], c.intermediate_size);

@@ -189,7 +189,7 @@ int64_t StageMemory::FixedBytes() const {
 
 ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan& rank0,
                                        bool last_stage) {
-  const LlamaConfig& c = in.model;
+  const ModelSpec& c = in.model;
   const int64_t t = in.max_tokens_per_step;
   ActivationBuffers b;
   b.step = StepBuffersFor(c, rank0, t, last_stage ? in.max_sequences_per_step : 0,
@@ -221,7 +221,7 @@ CommBuffers CommBuffersFor(const PlanInputs& in) {
 }
 
 int64_t KvBytesPerToken(const PlanInputs& in) {
-  const LlamaConfig& c = in.model;
+  const ModelSpec& c = in.model;
   return KvBytesPerToken(c.num_layers / in.pp, c.num_kv_heads / in.tp, c.head_dim,
                          *ElementDType(TensorFormat::Of(in.kv_cache_dtype)));
 }

@@ -43,13 +43,13 @@ namespace tpserve {
 // block's tokens beside the target's. So a draft costs its weights and buffers once and a
 // share of every block: the pool gets fewer blocks.
 struct DraftPlanInputs {
-  LlamaConfig model;
+  ModelSpec model;
   WeightFormats weights;
   int64_t max_sequences_per_step = 1;  // rows of logits of a draft step (one per sequence)
 };
 
 struct PlanInputs {
-  LlamaConfig model;
+  ModelSpec model;
   WeightFormats weights;
   FormatKind kv_cache_dtype = FormatKind::kBF16;    // f32, f16, bf16 or fp8-e4m3
   FormatKind activation_dtype = FormatKind::kBF16;  // f32 on the CPU host

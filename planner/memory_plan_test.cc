@@ -8,7 +8,7 @@
 namespace tpserve {
 namespace {
 
-PlanInputs Inputs(const LlamaConfig& model, const char* weights, int tp, const char* gpu) {
+PlanInputs Inputs(const ModelSpec& model, const char* weights, int tp, const char* gpu) {
   PlanInputs in;
   in.model = model;
   in.weights = *WeightFormatsPreset(weights);
@@ -284,7 +284,7 @@ TEST(MemoryPlanTest, ADraftModelCostsItsOwnPlanAndASliceOfEveryBlock) {
 
 TEST(MemoryPlanTest, DraftModelsThatCannotServeAreRefusedByName) {
   PlanInputs in = Inputs(Llama31_405B(), "fp8", 8, "h200");
-  LlamaConfig other = Llama31_8B();
+  ModelSpec other = Llama31_8B();
   other.vocab_size = 32000;
   in.draft = DraftPlanInputs{other, *WeightFormatsPreset("fp8"), 64};
   EXPECT_EQ(PlanMemory(in).status().message(),
@@ -298,7 +298,7 @@ TEST(MemoryPlanTest, DraftModelsThatCannotServeAreRefusedByName) {
             "supported with one");
   // A draft whose heads do not split over the degree: the sharding's own error, prefixed.
   in = Inputs(Llama31_405B(), "fp8", 8, "h200");
-  LlamaConfig smol = SmolLM2_135M();  // 3 KV heads: not split over 8 ranks
+  ModelSpec smol = SmolLM2_135M();  // 3 KV heads: not split over 8 ranks
   smol.vocab_size = in.model.vocab_size;
   in.draft = DraftPlanInputs{smol, *WeightFormatsPreset("bf16"), 64};
   const absl::Status s = PlanMemory(in).status();

@@ -28,9 +28,10 @@ json DeviceJson(const PlanInputs& in) {
 }
 
 json InputsJson(const PlanInputs& in) {
-  const LlamaConfig& c = in.model;
+  const ModelSpec& c = in.model;
   json formats = json::object();
   for (TensorRole role : kAllTensorRoles) {
+    if (!HasRole(c, role)) continue;
     formats[std::string(TensorRoleName(role))] = TensorFormatName(in.weights[role]);
   }
   return {{"model",

@@ -76,7 +76,7 @@ std::string WeightLines(const StageShards& stage, const WeightFormats& formats) 
 
 std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t vocab_padded) {
   const StepBufferSizes& b = m.activations.step;
-  const LlamaConfig& c = in.model;
+  const ModelSpec& c = in.model;
   const int64_t t = in.max_tokens_per_step;
   const std::string act = TensorFormatName(TensorFormat::Of(in.activation_dtype));
   const int64_t q_cols = c.num_heads / in.tp * c.head_dim;

@@ -13,7 +13,7 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-PlanInputs Inputs(const LlamaConfig& model, const char* weights, const char* gpu) {
+PlanInputs Inputs(const ModelSpec& model, const char* weights, const char* gpu) {
   PlanInputs in;
   in.model = model;
   in.weights = *WeightFormatsPreset(weights);
@@ -23,11 +23,11 @@ PlanInputs Inputs(const LlamaConfig& model, const char* weights, const char* gpu
   return in;
 }
 
-int64_t Checkpoint(const LlamaConfig& model, const char* weights) {
+int64_t Checkpoint(const ModelSpec& model, const char* weights) {
   return PlanSharding(model, *WeightFormatsPreset(weights), 1, 1)->checkpoint_bytes;
 }
 
-int64_t ProjectionBytes(const LlamaConfig& model, const char* weights) {
+int64_t ProjectionBytes(const ModelSpec& model, const char* weights) {
   const ShardingTable p = *PlanSharding(model, *WeightFormatsPreset(weights), 1, 1);
   int64_t bytes = 0;
   for (const RoleShard& r : p.stages[0].roles) {

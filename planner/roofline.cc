@@ -19,7 +19,7 @@ int64_t WeightBytesRead(const StageShards& stage) {
 }
 
 // Elements of the per-layer projections (the matmuls a token goes through in every layer).
-double LayerMatmulParams(const LlamaConfig& c) {
+double LayerMatmulParams(const ModelSpec& c) {
   double per_layer = 0;
   for (TensorRole role : {TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kO,
                           TensorRole::kGate, TensorRole::kUp, TensorRole::kDown}) {
@@ -31,7 +31,7 @@ double LayerMatmulParams(const LlamaConfig& c) {
 
 void EstimatePrefill(const MemoryPlan& plan, Roofline& r) {
   const PlanInputs& in = plan.inputs;
-  const LlamaConfig& c = in.model;
+  const ModelSpec& c = in.model;
   const double p = static_cast<double>(r.prompt_tokens);
   r.prefill_flops = 2.0 * LayerMatmulParams(c) * p +
                     2.0 * static_cast<double>(c.vocab_size) * c.hidden_size +
@@ -66,7 +66,7 @@ double RingAllGatherSeconds(int64_t bytes, int ranks, double bandwidth_bytes_per
 
 Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& assumptions) {
   const PlanInputs& in = plan.inputs;
-  const LlamaConfig& c = in.model;
+  const ModelSpec& c = in.model;
   Roofline r;
   r.memory_bandwidth_bytes_per_s = in.device.memory_bandwidth_bytes_per_s;
   r.peak_flops = in.device.peak_flops;

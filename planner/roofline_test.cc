@@ -6,7 +6,7 @@
 namespace tpserve {
 namespace {
 
-MemoryPlan Plan(const LlamaConfig& model, int tp, int64_t users, int64_t context) {
+MemoryPlan Plan(const ModelSpec& model, int tp, int64_t users, int64_t context) {
   PlanInputs in;
   in.model = model;
   in.weights = *WeightFormatsPreset("bf16");

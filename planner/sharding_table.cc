@@ -30,7 +30,7 @@ std::array<int64_t, 2> LocalShape(const ShardingPlan& rank0, TensorRole role) {
 
 // Extra bytes every rank holds for one row-parallel tensor whose scales are per output row:
 // each rank needs all of them.
-int64_t RowScaleReplicaBytes(const LlamaConfig& config, const TensorFormat& f, TensorRole role,
+int64_t RowScaleReplicaBytes(const ModelSpec& config, const TensorFormat& f, TensorRole role,
                              int tp) {
   if (ShardKindFor(role) == ShardKind::kRow && f.kind == FormatKind::kFp8PerChannel) {
     return (tp - 1) * FullShape(config, role)[0] * 4;  // fp32 scale per output row
@@ -44,7 +44,7 @@ int64_t RowScaleReplicaBytes(const LlamaConfig& config, const TensorFormat& f, T
 // tied copy on a later stage would be its copy) and every other matrix for MatMul only.
 int64_t BackendFormBytes(const WeightDevice& device, const TensorFormat& held, TensorRole role,
                          std::array<int64_t, 2> shape, bool tied_copy) {
-  if (!device.cuda || IsNormRole(role)) return 0;
+  if (!device.cuda || IsVectorRole(role)) return 0;
   const WeightUse use =
       role == TensorRole::kEmbedding || tied_copy ? WeightUse::kTable : WeightUse::kMatMul;
   return cuda::CudaWeightExtraBytes(held, shape[0], shape[1], use, device.compute_capability);
@@ -54,7 +54,7 @@ int64_t BackendFormBytes(const WeightDevice& device, const TensorFormat& held, T
 // per-layer role, each in its own format); `tied_copy` marks a tied LM head that this stage
 // must store itself because the embedding lives on another stage. The engine holds norm
 // weights as f32 whatever the checkpoint stores, so that is what a rank's bytes count.
-absl::StatusOr<RoleShard> ShardRole(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats& formats,
                                     const ShardingPlan& rank0, TensorRole role,
                                     int64_t first_layer, int64_t num_tensors,
                                     int64_t vocab_padded, bool tied_copy,
@@ -68,7 +68,7 @@ absl::StatusOr<RoleShard> ShardRole(const LlamaConfig& config, const WeightForma
   for (int64_t i = 0; i < num_tensors; ++i) {
     const TensorFormat& f =
         IsPerLayerRole(role) ? formats.At(role, first_layer + i) : formats[role];
-    const TensorFormat& held = IsNormRole(role) ? TensorFormat::Of(FormatKind::kF32) : f;
+    const TensorFormat& held = IsVectorRole(role) ? TensorFormat::Of(FormatKind::kF32) : f;
     TP_ASSIGN_OR_RETURN(int64_t full_bytes, MatrixBytes(f, full[0], full[1], what));
     TP_ASSIGN_OR_RETURN(int64_t local_bytes,
                         MatrixBytes(held, r.local_shape[0], r.local_shape[1], what));
@@ -91,7 +91,7 @@ absl::StatusOr<RoleShard> ShardRole(const LlamaConfig& config, const WeightForma
   return r;
 }
 
-absl::StatusOr<StageShards> ShardStage(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<StageShards> ShardStage(const ModelSpec& config, const WeightFormats& formats,
                                        const ShardingPlan& rank0, int stage, int pp,
                                        int64_t vocab_padded, const WeightDevice& device) {
   StageShards s;
@@ -100,6 +100,7 @@ absl::StatusOr<StageShards> ShardStage(const LlamaConfig& config, const WeightFo
   s.first_layer = s.num_layers * stage;
   const bool first = stage == 0, last = stage == pp - 1;
   for (TensorRole role : kAllTensorRoles) {
+    if (!HasRole(config, role)) continue;
     int64_t count = IsPerLayerRole(role) ? s.num_layers : 1;
     if (role == TensorRole::kEmbedding && !first) continue;
     if ((role == TensorRole::kFinalNorm || role == TensorRole::kLmHead) && !last) continue;
@@ -121,11 +122,11 @@ absl::StatusOr<StageShards> ShardStage(const LlamaConfig& config, const WeightFo
 
 }  // namespace
 
-std::vector<int> ValidPipelineDegrees(const LlamaConfig& config) {
+std::vector<int> ValidPipelineDegrees(const ModelSpec& config) {
   return config.num_layers > 0 ? Divisors(config.num_layers) : std::vector<int>{};
 }
 
-absl::Status ValidateParallelism(const LlamaConfig& config, int tp, int pp) {
+absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp) {
   if (pp < 1) {
     return absl::InvalidArgumentError(StrCat("pipeline stages ", pp, " must be >= 1"));
   }
@@ -155,7 +156,7 @@ int64_t ShardingTable::AllRanksWeightBytes() const {
   return checkpoint_bytes + padding_bytes + replica_bytes + backend_form_bytes;
 }
 
-absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<ShardingTable> PlanSharding(const ModelSpec& config, const WeightFormats& formats,
                                           int tp, int pp, WeightDevice device) {
   TP_RETURN_IF_ERROR(config.Validate());
   TP_RETURN_IF_ERROR(formats.Validate());

@@ -28,11 +28,11 @@
 namespace tpserve {
 
 // Pipeline degrees: the divisors of num_layers.
-std::vector<int> ValidPipelineDegrees(const LlamaConfig& config);
+std::vector<int> ValidPipelineDegrees(const ModelSpec& config);
 
 // INVALID_ARGUMENT when tp is not a valid tensor-parallel degree (ValidateTpDegree), or pp does
 // not divide num_layers, or either is < 1.
-absl::Status ValidateParallelism(const LlamaConfig& config, int tp, int pp);
+absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp);
 
 // One role's tensors on one pipeline stage.
 struct RoleShard {
@@ -85,7 +85,7 @@ struct WeightDevice {
 
 // INVALID_ARGUMENT when the config is inconsistent, the parallelism is invalid, or a split
 // cuts through a quantization group/block/tile (naming tensor, dims, block, valid tp degrees).
-absl::StatusOr<ShardingTable> PlanSharding(const LlamaConfig& config, const WeightFormats& formats,
+absl::StatusOr<ShardingTable> PlanSharding(const ModelSpec& config, const WeightFormats& formats,
                                           int tp, int pp, WeightDevice device = {});
 
 }  // namespace tpserve

@@ -11,8 +11,8 @@ namespace {
 WeightFormats Preset(const char* name) { return *WeightFormatsPreset(name); }
 
 // A small config whose row-parallel inputs (768 / tp) stop being multiples of 128 at tp = 4.
-LlamaConfig Width768() {
-  LlamaConfig c = Llama31_8B();
+ModelSpec Width768() {
+  ModelSpec c = Llama31_8B();
   c.name = "width-768";
   c.hidden_size = 768;
   c.num_heads = 12;
@@ -68,7 +68,7 @@ TEST(ShardingPlanTest, HeadsSplitWholeAndGqaGroupsKept) {
 // Sum over every rank of what it holds == checkpoint + padding + replicated copies, and the
 // checkpoint part never depends on the layout.
 TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
-  const std::vector<std::tuple<LlamaConfig, const char*, int, int>> cases = {
+  const std::vector<std::tuple<ModelSpec, const char*, int, int>> cases = {
       {Llama31_405B(), "fp8", 8, 1},       {Llama31_405B(), "int4", 4, 2},
       {Llama31_405B(), "fp8-block", 8, 3}, {Llama33_70B(), "bf16", 2, 5},
       {SmolLM2_135M(), "q4_1", 3, 1},      {SmolLM2_135M(), "f32", 3, 2},

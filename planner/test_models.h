@@ -2,7 +2,7 @@
 // config.json on the Hugging Face Hub) so the tests check the planner's arithmetic against
 // public figures independently of the presets in //model:config.
 //
-//   LlamaConfig cfg = Llama31_405B();
+//   ModelSpec cfg = Llama31_405B();
 //   EXPECT_EQ(KvBytesPerToken(...), 516096);
 //
 // Thread-safe: pure functions returning values.
@@ -13,11 +13,11 @@
 
 namespace tpserve {
 
-LlamaConfig Llama31_405B();  // meta-llama/Llama-3.1-405B
-LlamaConfig Llama33_70B();   // meta-llama/Llama-3.3-70B-Instruct (same shape as 3.1-70B)
-LlamaConfig Llama31_8B();    // meta-llama/Llama-3.1-8B
-LlamaConfig Llama2_7B();     // meta-llama/Llama-2-7b-hf (6,738,415,616 parameters)
-LlamaConfig SmolLM2_135M();  // HuggingFaceTB/SmolLM2-135M-Instruct (tied embeddings)
+ModelSpec Llama31_405B();  // meta-llama/Llama-3.1-405B
+ModelSpec Llama33_70B();   // meta-llama/Llama-3.3-70B-Instruct (same shape as 3.1-70B)
+ModelSpec Llama31_8B();    // meta-llama/Llama-3.1-8B
+ModelSpec Llama2_7B();     // meta-llama/Llama-2-7b-hf (6,738,415,616 parameters)
+ModelSpec SmolLM2_135M();  // HuggingFaceTB/SmolLM2-135M-Instruct (tied embeddings)
 
 }  // namespace tpserve
 

@@ -40,7 +40,7 @@ absl::Status FlagError(std::string_view flag, const Value& value, const Bound& b
 }
 
 struct LoadedModel {
-  LlamaConfig config;
+  ModelSpec config;
   std::optional<WeightFormats> file_formats;  // a checkpoint's own formats (.gguf or safetensors)
   std::optional<int64_t> checkpoint_tensor_bytes;
 };
@@ -56,7 +56,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 absl::StatusOr<LoadedModel> LoadGguf(const std::string& path) {
   TP_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
   LoadedModel m;
-  TP_ASSIGN_OR_RETURN(m.config, LlamaConfigFromGguf(*gguf));
+  TP_ASSIGN_OR_RETURN(m.config, ModelSpecFromGguf(*gguf));
   std::vector<NamedTensorType> tensors;
   int64_t bytes = 0;
   for (const GgufTensorInfo& t : gguf->tensor_infos()) {
@@ -105,14 +105,14 @@ absl::StatusOr<LoadedModel> LoadModel(const std::string& spec) {
   if (absl::EndsWith(json_path, ".json")) {
     TP_ASSIGN_OR_RETURN(std::string text, ReadFile(json_path));
     LoadedModel m;
-    absl::StatusOr<LlamaConfig> config = LlamaConfigFromHfJson(text);
+    absl::StatusOr<ModelSpec> config = ModelSpecFromHfJson(text);
     if (!config.ok()) {
       return absl::InvalidArgumentError(StrCat(json_path, ": ", config.status().message()));
     }
     m.config = *std::move(config);
     return m;
   }
-  absl::StatusOr<LlamaConfig> preset = LlamaConfigPreset(spec);
+  absl::StatusOr<ModelSpec> preset = ModelSpecPreset(spec);
   if (!preset.ok()) return FlagError("model", spec, preset.status().message());
   return LoadedModel{*std::move(preset), std::nullopt, std::nullopt};
 }

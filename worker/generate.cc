@@ -9,7 +9,7 @@
 namespace tpserve {
 namespace {
 
-bool IsEos(const LlamaConfig& c, int32_t id) {
+bool IsEos(const ModelSpec& c, int32_t id) {
   if (id == c.eos_token_id) return true;
   return std::find(c.extra_eos_token_ids.begin(), c.extra_eos_token_ids.end(), id) !=
          c.extra_eos_token_ids.end();

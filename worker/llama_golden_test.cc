@@ -89,7 +89,7 @@ class LlamaGoldenTest : public ::testing::Test {
     auto gguf = GgufFile::Open(*path);
     ASSERT_TRUE(gguf.ok()) << gguf.status();
     gguf_ = gguf->release();
-    auto config = LlamaConfigFromGguf(*gguf_);
+    auto config = ModelSpecFromGguf(*gguf_);
     ASSERT_TRUE(config.ok()) << config.status();
     backend_ = new CpuBackend(CpuBackendOptions{.num_threads = 2});
     comm_ = new SingleRankCommunicator();

@@ -30,7 +30,7 @@ struct LlamaModel::Workspace {
 };
 
 
-LlamaModel::LlamaModel(const LlamaConfig& config, const ShardingPlan& plan,
+LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
                        const WeightFormats& formats, LlamaWeights weights, RopeLayout rope_layout,
                        Backend* backend, Communicator* comm, int64_t max_step_tokens,
                        int64_t max_logit_rows, TpReduction reduction)
@@ -64,21 +64,50 @@ absl::Status LlamaModel::Init() {
   }
   ws_->host_gathered.resize(sizes_.logits_gathered / sizeof(float));
 
-  // A GGUF rope_freqs tensor already encodes Llama 3.1 scaling (llama.cpp divides by it).
-  std::optional<Llama3RopeScaling> scaling;
-  if (config_.rope_scaling.enabled && weights_.rope_freq_factors.empty()) {
-    const RopeScaling& r = config_.rope_scaling;
-    scaling = Llama3RopeScaling{r.factor, r.low_freq_factor, r.high_freq_factor,
-                                static_cast<double>(r.original_max_position_embeddings)};
+  // One frequency table per distinct (base, scaling) among the layers: Gemma 3's local and
+  // global layers differ; every other family has one.
+  std::vector<std::vector<float>> tables;
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    std::vector<float> table = InverseFrequencies(config_.Layer(l));
+    auto same = std::find(tables.begin(), tables.end(), table);
+    if (same == tables.end()) {
+      tables.push_back(std::move(table));
+      same = tables.end() - 1;
+    }
+    layer_table_.push_back(static_cast<int>(same - tables.begin()));
   }
-  std::vector<float> inv_freq = RopeInverseFrequencies(config_.head_dim, config_.rope_theta,
-                                                       scaling);
+  for (const std::vector<float>& table : tables) {
+    TP_ASSIGN_OR_RETURN(DeviceBuffer b, Upload(*backend_, table.data(),
+                                               table.size() * sizeof(float), "rope frequencies"));
+    inv_freq_.push_back(std::move(b));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<float> LlamaModel::InverseFrequencies(const LayerSpec& layer) const {
+  const RopeScaling& r = layer.rope_scaling;
+  std::vector<float> inv_freq;
+  if (r.type == RopeScalingType::kYarn) {
+    inv_freq = YarnInverseFrequencies(
+        config_.head_dim, layer.rope_theta,
+        YarnRopeScaling{r.factor, static_cast<double>(r.original_max_position_embeddings),
+                        r.beta_fast, r.beta_slow});
+  } else {
+    // A GGUF rope_freqs tensor already encodes Llama 3.1 scaling (llama.cpp divides by it).
+    std::optional<Llama3RopeScaling> llama3;
+    if (r.type == RopeScalingType::kLlama3 && weights_.rope_freq_factors.empty()) {
+      llama3 = Llama3RopeScaling{r.factor, r.low_freq_factor, r.high_freq_factor,
+                                 static_cast<double>(r.original_max_position_embeddings)};
+    }
+    inv_freq = RopeInverseFrequencies(config_.head_dim, layer.rope_theta, llama3);
+    if (r.type == RopeScalingType::kLinear) {
+      for (float& f : inv_freq) f = static_cast<float>(f / r.factor);
+    }
+  }
   for (size_t i = 0; i < weights_.rope_freq_factors.size(); ++i) {
     inv_freq[i] /= weights_.rope_freq_factors[i];
   }
-  TP_ASSIGN_OR_RETURN(inv_freq_, Upload(*backend_, inv_freq.data(),
-                                        inv_freq.size() * sizeof(float), "rope frequencies"));
-  return absl::OkStatus();
+  return inv_freq;
 }
 
 LlamaModel::~LlamaModel() { backend_->ForgetCaptured(this); }
@@ -91,7 +120,7 @@ absl::Status LlamaModel::ReserveAttention(DType kv_dtype, int64_t block_size_tok
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& config,
+absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& config,
                                                              const WeightSource& source,
                                                              ShardSpec shard, Backend* backend,
                                                              Communicator* comm,
@@ -122,10 +151,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const LlamaConfig& 
   }
   TP_ASSIGN_OR_RETURN(LlamaWeights weights, LoadLlamaWeights(config, source, options.scheme, plan,
                                                              formats, *backend));
-  // GGUF converters permute Q/K rows so that neighbours pair up; HF checkpoints rotate halves.
-  const RopeLayout layout = source.format() == CheckpointFormat::kGguf
-                                ? RopeLayout::kInterleaved
-                                : RopeLayout::kRotateHalf;
+  // llama.cpp's Llama converter permutes Q/K rows so that neighbours pair up; its Qwen and
+  // Gemma files, and every Hugging Face checkpoint, rotate halves.
+  const RopeLayout layout =
+      source.format() == CheckpointFormat::kGguf && !config.gguf_rope_rotate_half
+          ? RopeLayout::kInterleaved
+          : RopeLayout::kRotateHalf;
   std::unique_ptr<LlamaModel> model(new LlamaModel(config, plan, formats, std::move(weights),
                                                    layout, backend, comm,
                                                    options.max_step_tokens, max_logit_rows,
@@ -300,9 +331,15 @@ absl::Status LlamaModel::Embed(const StepInputs& step) {
   const int64_t t = NumRows(step);
   backend_->EmbeddingRows(weights_.embedding.matrix, plan_.first_vocab_row(), ws_->x.data());
   // Rows of other ranks' vocab came out zero; the sum restores every row everywhere.
-  if (plan_.shard().world_size == 1) return absl::OkStatus();
-  return comm_->AllReduceSum(ws_->x.data(), t * config_.hidden_size,
-                             backend_->activation_dtype());
+  if (plan_.shard().world_size > 1) {
+    TP_RETURN_IF_ERROR(comm_->AllReduceSum(ws_->x.data(), t * config_.hidden_size,
+                                           backend_->activation_dtype()));
+  }
+  if (config_.embedding_multiplier != 1.0) {  // Gemma: sqrt(hidden)
+    backend_->Scale(ws_->x.data(), t * config_.hidden_size,
+                    static_cast<float>(config_.embedding_multiplier));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache) {
@@ -317,13 +354,29 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
   const Backend::MatMulOut qkv[] = {
       {&w.q.matrix, ws.q.data()}, {&w.k.matrix, ws.k.data()}, {&w.v.matrix, ws.v.data()}};
   backend_->MatMulMany(ws.h.data(), t, qkv, act);
-  backend_->Rope(ws.q.data(), heads, hd, inv_freq_.as<float>(), rope_layout_);
-  backend_->Rope(ws.k.data(), kv_heads, hd, inv_freq_.as<float>(), rope_layout_);
+  if (config_.qkv_bias) {  // Qwen2: this rank's columns of each bias
+    backend_->AddBias(ws.q.data(), w.q_bias.as<float>(), t, heads * hd);
+    backend_->AddBias(ws.k.data(), w.k_bias.as<float>(), t, kv_heads * hd);
+    backend_->AddBias(ws.v.data(), w.v_bias.as<float>(), t, kv_heads * hd);
+  }
+  if (config_.qk_norm) {  // Qwen3, Gemma 3: RMSNorm over each head, before RoPE
+    backend_->RmsNorm(ws.q.data(), w.q_norm.as<float>(), t * heads, hd, eps, ws.q.data());
+    backend_->RmsNorm(ws.k.data(), w.k_norm.as<float>(), t * kv_heads, hd, eps, ws.k.data());
+  }
+  const float* inv_freq = inv_freq_[layer_table_[layer]].as<float>();
+  backend_->Rope(ws.q.data(), heads, hd, inv_freq, rope_layout_);
+  backend_->Rope(ws.k.data(), kv_heads, hd, inv_freq, rope_layout_);
   const KvPoolView pool = cache->layer(layer);
   backend_->WriteKv(ws.k.data(), ws.v.data(), pool);
-  backend_->PagedAttention(ws.q.data(), heads, 1.0f / std::sqrt(static_cast<float>(hd)), pool,
-                           ws.attn.data());
+  const Backend::AttentionParams params{static_cast<float>(config_.AttentionScale(layer)),
+                                        config_.Layer(layer).sliding_window,
+                                        static_cast<float>(config_.attn_logit_softcap)};
+  backend_->PagedAttention(ws.q.data(), heads, params, pool, ws.attn.data());
   TP_RETURN_IF_ERROR(RowParallel(ws.attn.data(), t, w.o.matrix));  // -> ws.proj
+  if (config_.sandwich_norms) {  // Gemma: the attention's output normed before the residual
+    backend_->RmsNorm(ws.proj.data(), w.post_attn_norm.as<float>(), t, hidden, eps,
+                      ws.proj.data());
+  }
   backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
   return absl::OkStatus();
 }
@@ -339,8 +392,13 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepInputs& step)
   const Backend::MatMulOut gate_up[] = {{&w.gate.matrix, ws.gate.data()},   // [t, ffn]
                                          {&w.up.matrix, ws.up.data()}};      // [t, ffn]
   backend_->MatMulMany(ws.h.data(), t, gate_up, act);
-  backend_->SiluMul(ws.gate.data(), ws.up.data(), t * ffn, ws.gate.data());
+  backend_->GatedActivation(config_.mlp_activation, ws.gate.data(), ws.up.data(), t * ffn,
+                            ws.gate.data());
   TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj
+  if (config_.sandwich_norms) {
+    backend_->RmsNorm(ws.proj.data(), w.post_ffn_norm.as<float>(), t, hidden,
+                      static_cast<float>(config_.rms_norm_eps), ws.proj.data());
+  }
   backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
   return absl::OkStatus();
 }
@@ -377,6 +435,10 @@ void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {
   backend_->RmsNorm(ws.h.data(), weights_.output_norm.as<float>(), rows, hidden,
                     static_cast<float>(config_.rms_norm_eps), ws.h.data());
   backend_->MatMul(ws.h.data(), rows, weights_.LmHead(), out, DType::kF32);
+  if (config_.final_logit_softcap > 0) {  // Gemma 2: element-wise, so each rank's own slice
+    backend_->SoftCapF32(static_cast<float*>(out), rows * weights_.LmHead().rows,
+                         static_cast<float>(config_.final_logit_softcap));
+  }
 }
 
 absl::Status LlamaModel::LmHead(const StepInputs& step, float* logits) {

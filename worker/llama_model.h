@@ -68,7 +68,7 @@ class LlamaModel {
  public:
   // Errors: the config's or plan's INVALID_ARGUMENT; the loader's (see LoadLlamaWeights);
   // INVALID_ARGUMENT when the communicator's rank/world_size differ from `shard`.
-  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const LlamaConfig& config,
+  static absl::StatusOr<std::unique_ptr<LlamaModel>> Load(const ModelSpec& config,
                                                           const WeightSource& source,
                                                           ShardSpec shard, Backend* backend,
                                                           Communicator* comm,
@@ -93,7 +93,7 @@ class LlamaModel {
   // stored as `dtype`.
   KvCacheShape KvShape(int64_t num_blocks, int64_t block_size_tokens, DType dtype) const;
 
-  const LlamaConfig& config() const { return config_; }
+  const ModelSpec& config() const { return config_; }
   const ShardingPlan& plan() const { return plan_; }
   TpReduction reduction() const { return reduction_; }
   const WeightFormats& formats() const { return formats_; }
@@ -104,7 +104,7 @@ class LlamaModel {
  private:
   struct Workspace;
 
-  LlamaModel(const LlamaConfig& config, const ShardingPlan& plan, const WeightFormats& formats,
+  LlamaModel(const ModelSpec& config, const ShardingPlan& plan, const WeightFormats& formats,
              LlamaWeights weights, RopeLayout rope_layout, Backend* backend, Communicator* comm,
              int64_t max_step_tokens, int64_t max_logit_rows, TpReduction reduction);
   absl::Status Init();
@@ -128,7 +128,7 @@ class LlamaModel {
   // TpReduction::kDeterministic) in a fixed chunk order, the same floats at every degree.
   absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
 
-  LlamaConfig config_;
+  ModelSpec config_;
   ShardingPlan plan_;
   WeightFormats formats_;
   LlamaWeights weights_;
@@ -146,7 +146,10 @@ class LlamaModel {
   int64_t captured_pool_bytes_ = 0;
   StepBufferSizes sizes_;
   int64_t attention_bytes_ = 0;  // ReserveAttention's
-  DeviceBuffer inv_freq_;  // f32 [head_dim / 2]
+  // The RoPE tables (f32 [head_dim / 2] each) and which one each layer uses.
+  std::vector<float> InverseFrequencies(const LayerSpec& layer) const;
+  std::vector<DeviceBuffer> inv_freq_;
+  std::vector<int> layer_table_;
   std::unique_ptr<Workspace> ws_;
   // PrepareStep's storage, reused step after step (host memory the backend reads).
   std::vector<int32_t> padded_token_ids_;

@@ -42,7 +42,7 @@ float Tolerance(DType linear) { return BlockElems(linear) == 1 ? 1e-5f : 3e-2f; 
 class LlamaModelTest : public ::testing::Test {
  protected:
   void Build(const TinyLlamaOptions& options, int64_t max_step_tokens = 64) {
-    config_ = TinyLlamaConfig();
+    config_ = TinyLlamaSpec();
     config_.tie_word_embeddings = !options.separate_lm_head;
     source_ = MakeTinyLlama(config_, options);
     auto model = LlamaModel::Load(config_, *source_, {0, 1}, &backend_, &comm_,
@@ -73,7 +73,7 @@ class LlamaModelTest : public ::testing::Test {
     return t;
   }
 
-  LlamaConfig config_;
+  ModelSpec config_;
   CpuBackend backend_{CpuBackendOptions{.num_threads = 2}};
   SingleRankCommunicator comm_;
   std::unique_ptr<InMemoryWeightSource> source_;
@@ -233,7 +233,7 @@ TEST_F(LlamaModelTest, ForwardRejectsBadBatchesNamingTheField) {
 }
 
 TEST_F(LlamaModelTest, LoadReportsMissingAndMisshapenTensors) {
-  LlamaConfig c = TinyLlamaConfig();
+  ModelSpec c = TinyLlamaSpec();
   auto src = MakeTinyLlama(c, {});
   c.intermediate_size = 128;  // the checkpoint has 256
   auto m = LlamaModel::Load(c, *src, {0, 1}, &backend_, &comm_);
@@ -242,7 +242,7 @@ TEST_F(LlamaModelTest, LoadReportsMissingAndMisshapenTensors) {
                                       "[256, 128], expected [128, 128]"),
             std::string::npos)
       << m.status();
-  c = TinyLlamaConfig();
+  c = TinyLlamaSpec();
   InMemoryWeightSource empty(CheckpointFormat::kSafetensors);
   m = LlamaModel::Load(c, empty, {0, 1}, &backend_, &comm_);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
@@ -264,7 +264,7 @@ TEST_F(LlamaModelTest, LoadReportsMissingAndMisshapenTensors) {
 
 TEST_F(LlamaModelTest, FootprintCountsViewsCopiesAndWorkspace) {
   Build({.linear = DType::kQ8_0, .embedding = DType::kQ8_0}, 32);
-  const LlamaConfig& c = config_;
+  const ModelSpec& c = config_;
   const int64_t row = [](int64_t k) { return k / 32 * 34; }(c.hidden_size);
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t f = c.intermediate_size;
@@ -314,7 +314,7 @@ class AwaitProbe final : public Communicator {
 };
 
 TEST(LlamaModelWait, ForwardAwaitsCollectivesOnceAndReturnsTheWaitError) {
-  const LlamaConfig config = TinyLlamaConfig();
+  const ModelSpec config = TinyLlamaSpec();
   auto source = MakeTinyLlama(config, {});
   auto group = std::make_shared<InProcessGroup>(2);
   const absl::Status dead_peer = absl::UnavailableError("AllGather on nccl rank 1/2: peer died");

@@ -24,7 +24,7 @@ namespace tpserve {
 namespace {
 
 // Runs `body(rank, model, cache)` on `world` threads, one rank each.
-void RunRanks(int world, const LlamaConfig& config, const WeightSource& source,
+void RunRanks(int world, const ModelSpec& config, const WeightSource& source,
               TpReduction reduction, int64_t num_blocks, int64_t block_size_tokens,
               const std::function<void(int, LlamaModel&, KvCache&)>& body) {
   auto group = std::make_shared<InProcessGroup>(world);
@@ -48,7 +48,7 @@ void RunRanks(int world, const LlamaConfig& config, const WeightSource& source,
 // Three steps on two sequences: a prompt chunk that wants no logits, a batched prefill (all
 // logits for one, the last for the other), then a batched decode. Returns every rank's
 // concatenated logits.
-std::vector<std::vector<float>> TwoSteps(int world, const LlamaConfig& config,
+std::vector<std::vector<float>> TwoSteps(int world, const ModelSpec& config,
                                          const WeightSource& source, TpReduction reduction) {
   std::vector<std::vector<float>> per_rank(world);
   RunRanks(world, config, source, reduction, 16, 4, [&](int rank, LlamaModel& model, KvCache& cache) {
@@ -74,7 +74,7 @@ std::vector<std::vector<float>> TwoSteps(int world, const LlamaConfig& config,
 
 TEST(LlamaModelTpTest, SyntheticModelLogitsAreBitwiseEqualAtTp1Tp2AndTp4) {
   for (DType linear : {DType::kF32, DType::kQ4_1}) {
-    const LlamaConfig config = TinyLlamaConfig();
+    const ModelSpec config = TinyLlamaSpec();
     auto source = MakeTinyLlama(config, {.linear = linear, .embedding = DType::kQ8_0});
     const TpReduction mode = TpReduction::kDeterministic;
     const std::vector<float> tp1 = TwoSteps(1, config, *source, mode)[0];
@@ -101,7 +101,7 @@ TEST(LlamaModelTpTest, SyntheticModelLogitsAreBitwiseEqualAtTp1Tp2AndTp4) {
 // to 8 bits after each layer, where an ulp can flip a rounding, so within 1%.
 TEST(LlamaModelTpTest, AllReduceLogitsMatchTp1UpToSummationOrder) {
   for (DType linear : {DType::kF32, DType::kQ4_1}) {
-    const LlamaConfig config = TinyLlamaConfig();
+    const ModelSpec config = TinyLlamaSpec();
     auto source = MakeTinyLlama(config, {.linear = linear, .embedding = DType::kQ8_0});
     const std::vector<float> tp1 = TwoSteps(1, config, *source, TpReduction::kAllReduce)[0];
     float max_abs = 0;
@@ -132,7 +132,7 @@ TEST(LlamaModelTpTest, SmolLm2GreedyTokensIdenticalAtTp3) {
   ASSERT_TRUE(path.ok()) << path.status();
   auto gguf = GgufFile::Open(*path);
   ASSERT_TRUE(gguf.ok()) << gguf.status();
-  auto config = LlamaConfigFromGguf(**gguf);
+  auto config = ModelSpecFromGguf(**gguf);
   ASSERT_TRUE(config.ok()) << config.status();
   const std::vector<int32_t> prompt = EnglishPromptIds();
   std::vector<std::vector<int32_t>> tokens(4);

@@ -11,13 +11,13 @@ namespace {
 
 class Loader {
  public:
-  Loader(const LlamaConfig& c, const WeightSource& s, const QuantScheme& q,
+  Loader(const ModelSpec& c, const WeightSource& s, const QuantScheme& q,
          const ShardingPlan& p, const WeightFormats& f, Backend& b, LlamaWeights* out)
       : c_(c), s_(s), q_(q), p_(p), f_(f), b_(b), out_(out) {}
 
   absl::Status LoadAll() {
     TP_ASSIGN_OR_RETURN(out_->embedding, Matrix(TensorRole::kEmbedding, 0));
-    const std::string head = ModuleName(s_.format(), TensorRole::kLmHead, 0);
+    const std::string head = ModuleName(c_, s_.format(), TensorRole::kLmHead, 0);
     const bool has_head = s_.Find(head + ".weight").ok() || s_.Find(head + ".qweight").ok();
     out_->lm_head_tied = c_.tie_word_embeddings || !has_head;
     if (!out_->lm_head_tied) {
@@ -41,6 +41,16 @@ class Loader {
       TP_ASSIGN_OR_RETURN(w.gate, Matrix(TensorRole::kGate, l));
       TP_ASSIGN_OR_RETURN(w.up, Matrix(TensorRole::kUp, l));
       TP_ASSIGN_OR_RETURN(w.down, Matrix(TensorRole::kDown, l));
+      const std::pair<TensorRole, DeviceBuffer*> vectors[] = {
+          {TensorRole::kQBias, &w.q_bias},        {TensorRole::kKBias, &w.k_bias},
+          {TensorRole::kVBias, &w.v_bias},        {TensorRole::kQNorm, &w.q_norm},
+          {TensorRole::kKNorm, &w.k_norm},        {TensorRole::kPostAttnNorm, &w.post_attn_norm},
+          {TensorRole::kPostFfnNorm, &w.post_ffn_norm}};
+      for (const auto& [role, buffer] : vectors) {
+        if (HasRole(c_, role)) {
+          TP_ASSIGN_OR_RETURN(*buffer, Norm(role, l));
+        }
+      }
       out_->layers.push_back(std::move(w));
     }
     return used_.CheckAllUsed(s_);
@@ -49,7 +59,7 @@ class Loader {
  private:
   // One role's slice: read in the checkpoint's layout, converted to the target format, placed.
   absl::StatusOr<LoadedMatrix> Matrix(TensorRole role, int64_t layer) {
-    const std::string module = ModuleName(s_.format(), role, layer);
+    const std::string module = ModuleName(c_, s_.format(), role, layer);
     const std::array<int64_t, 2> full = FullShape(c_, role);
     TP_ASSIGN_OR_RETURN(StoredMatrix stored,
                         StoredMatrix::Open(s_, q_, module, full[0], full[1], &used_));
@@ -89,10 +99,21 @@ class Loader {
     return out;
   }
 
+  // A vector role (a norm's weights, a bias) in f32: this rank's slice of it (a bias goes with
+  // its output rows), a norm's weights as RMSNorm multiplies them (1 + w for a Hugging Face
+  // Gemma file).
   absl::StatusOr<DeviceBuffer> Norm(TensorRole role, int64_t layer) {
-    const std::string name = ModuleName(s_.format(), role, layer) + ".weight";
-    TP_ASSIGN_OR_RETURN(std::vector<float> v, HostVector(name, c_.hidden_size));
-    const int64_t bytes = c_.hidden_size * static_cast<int64_t>(sizeof(float));
+    const std::string name = TensorName(c_, s_.format(), role, layer);
+    const std::array<int64_t, 2> full = FullShape(c_, role);
+    TP_ASSIGN_OR_RETURN(std::vector<float> v, HostVector(name, full[0] * full[1]));
+    if (IsBiasRole(role)) {
+      const TensorSlice slice = p_.Slice(role);
+      v = std::vector<float>(v.begin() + slice.row_begin,
+                             v.begin() + slice.row_begin + slice.num_rows);
+    } else if (c_.hf_norm_weight_offset && s_.format() != CheckpointFormat::kGguf) {
+      for (float& x : v) x += 1.0f;
+    }
+    const int64_t bytes = static_cast<int64_t>(v.size() * sizeof(float));
     out_->bytes_copied += bytes;
     out_->role_bytes[static_cast<int>(role)] += bytes;
     return Upload(b_, v.data(), bytes, name);
@@ -102,7 +123,7 @@ class Loader {
   // exact copy; anything else would be a head we silently do not apply.
   absl::Status CheckTiedCopy(const std::string& name) {
     TP_ASSIGN_OR_RETURN(TensorView head, s_.Find(name));
-    const std::string embed = ModuleName(s_.format(), TensorRole::kEmbedding, 0) + ".weight";
+    const std::string embed = ModuleName(c_, s_.format(), TensorRole::kEmbedding, 0) + ".weight";
     TP_ASSIGN_OR_RETURN(TensorView table, s_.Find(embed));
     if (head.dtype != table.dtype || head.shape != table.shape || head.nbytes != table.nbytes ||
         std::memcmp(head.data, table.data, head.nbytes) != 0) {
@@ -114,7 +135,7 @@ class Loader {
     return absl::OkStatus();
   }
 
-  const LlamaConfig& c_;
+  const ModelSpec& c_;
   const WeightSource& s_;
   const QuantScheme& q_;
   const ShardingPlan& p_;
@@ -126,7 +147,7 @@ class Loader {
 
 }  // namespace
 
-absl::StatusOr<LlamaWeights> LoadLlamaWeights(const LlamaConfig& config,
+absl::StatusOr<LlamaWeights> LoadLlamaWeights(const ModelSpec& config,
                                               const WeightSource& source,
                                               const QuantScheme& scheme,
                                               const ShardingPlan& plan,

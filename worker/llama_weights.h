@@ -36,6 +36,14 @@ using LoadedMatrix = PlacedWeight;
 struct LlamaLayerWeights {
   DeviceBuffer attn_norm;  // f32 [hidden]
   DeviceBuffer ffn_norm;   // f32 [hidden]
+  // What other families add (ModelSpec's qkv_bias, qk_norm, sandwich_norms); empty otherwise.
+  DeviceBuffer q_bias;          // f32 [local_heads * head_dim]
+  DeviceBuffer k_bias;          // f32 [local_kv_heads * head_dim]
+  DeviceBuffer v_bias;          // f32 [local_kv_heads * head_dim]
+  DeviceBuffer q_norm;          // f32 [head_dim]
+  DeviceBuffer k_norm;          // f32 [head_dim]
+  DeviceBuffer post_attn_norm;  // f32 [hidden]
+  DeviceBuffer post_ffn_norm;   // f32 [hidden]
   LoadedMatrix q;          // [local_heads * head_dim, hidden]      column-parallel
   LoadedMatrix k;          // [local_kv_heads * head_dim, hidden]   column-parallel
   LoadedMatrix v;          // [local_kv_heads * head_dim, hidden]   column-parallel
@@ -66,7 +74,7 @@ struct LlamaWeights {
 // backend cannot multiply; RESOURCE_EXHAUSTED when backend memory runs out.
 // `formats` is the format each role is held in: the checkpoint's own (no conversion) or a
 // preset such as "fp8" or "int4" (quantize on load).
-absl::StatusOr<LlamaWeights> LoadLlamaWeights(const LlamaConfig& config,
+absl::StatusOr<LlamaWeights> LoadLlamaWeights(const ModelSpec& config,
                                               const WeightSource& source,
                                               const QuantScheme& scheme,
                                               const ShardingPlan& plan,

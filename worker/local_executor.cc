@@ -11,7 +11,7 @@
 namespace tpserve {
 
 absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
-    const LlamaConfig& config, std::shared_ptr<const WeightSource> source,
+    const ModelSpec& config, std::shared_ptr<const WeightSource> source,
     const LocalExecutorOptions& options) {
   if (options.tp_degree < 1) {
     return absl::InvalidArgumentError(

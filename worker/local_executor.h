@@ -40,7 +40,7 @@ struct LocalExecutorOptions {
 class LocalExecutor final : public ModelExecutor {
  public:
   static absl::StatusOr<std::unique_ptr<LocalExecutor>> Create(
-      const LlamaConfig& config, std::shared_ptr<const WeightSource> source,
+      const ModelSpec& config, std::shared_ptr<const WeightSource> source,
       const LocalExecutorOptions& options);
   ~LocalExecutor() override;
 

@@ -40,7 +40,7 @@ RankRuntime::~RankRuntime() {
 }
 
 absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
-    const LlamaConfig& config, std::shared_ptr<const WeightSource> weights,
+    const ModelSpec& config, std::shared_ptr<const WeightSource> weights,
     const RankRuntimeOptions& options) {
   std::unique_ptr<RankRuntime> rt(new RankRuntime());
   rt->rank_ = options.comm.rank;

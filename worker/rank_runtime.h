@@ -49,7 +49,7 @@ class RankRuntime {
   // INVALID_ARGUMENT when the communicator cannot work on the backend's memory (nccl with a
   // CPU backend, gloo or in_process with a GPU one) or names another GPU than the backend.
   static absl::StatusOr<std::unique_ptr<RankRuntime>> Create(
-      const LlamaConfig& config, std::shared_ptr<const WeightSource> weights,
+      const ModelSpec& config, std::shared_ptr<const WeightSource> weights,
       const RankRuntimeOptions& options);
   ~RankRuntime();
 

@@ -38,7 +38,7 @@ std::pair<float, float> MaxDiffAndScale(const float* a, const float* b, int64_t 
 // step's last-token logits against the f64 reference forward pass (no KV cache) of the whole
 // sequence so far. F32 weights and KV: only f32-vs-f64 rounding (llama_model_test's bound).
 TEST(RankRuntime, SingleRankOnTheCpuStepsThroughItsKvCache) {
-  const LlamaConfig config = TinyLlamaConfig();
+  const ModelSpec config = TinyLlamaSpec();
   std::shared_ptr<const WeightSource> weights = MakeTinyLlama(config, {});
   auto rt = RankRuntime::Create(config, weights, TinyOptions(CommunicatorKind::kSingleRank));
   ASSERT_TRUE(rt.ok()) << rt.status();
@@ -62,7 +62,7 @@ TEST(RankRuntime, SingleRankOnTheCpuStepsThroughItsKvCache) {
 }
 
 TEST(RankRuntime, RefusesNcclOnAHostMemoryBackend) {
-  const LlamaConfig config = TinyLlamaConfig();
+  const ModelSpec config = TinyLlamaSpec();
   std::shared_ptr<const WeightSource> weights = MakeTinyLlama(config, {});
   RankRuntimeOptions o = TinyOptions(CommunicatorKind::kNccl);
   o.comm.rank = 1;

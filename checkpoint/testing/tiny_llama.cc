@@ -22,7 +22,9 @@ std::vector<float> Normal(int64_t n, std::mt19937* rng, float mean, float stddev
 
 // A checkpoint tensor dequantized to f64, row-major.
 Vec Load(const WeightSource& src, TensorRole t, int64_t layer) {
-  absl::StatusOr<TensorView> view = src.Find(ModuleName(src.format(), t, layer) + ".weight");
+  // A tiny Llama: a default description names its tensors.
+  absl::StatusOr<TensorView> view =
+      src.Find(ModuleName(ModelSpec{}, src.format(), t, layer) + ".weight");
   TP_CHECK(view.ok(), "reference: tensor missing");
   std::vector<float> f(view->num_elements());
   const int64_t row_bytes = RowBytes(view->dtype, view->cols()).value();
@@ -68,7 +70,7 @@ void Rope(Vec* x, int64_t head_dim, int64_t pos, double theta, bool interleaved)
 }
 
 // Causal attention of every position over keys[0..pos]; q/k/v are per position.
-std::vector<Vec> Attention(const LlamaConfig& c, const std::vector<Vec>& q,
+std::vector<Vec> Attention(const ModelSpec& c, const std::vector<Vec>& q,
                            const std::vector<Vec>& k, const std::vector<Vec>& v) {
   const int64_t hd = c.head_dim, group = c.num_heads / c.num_kv_heads;
   std::vector<Vec> out(q.size(), Vec(c.num_heads * hd, 0.0));
@@ -95,8 +97,8 @@ std::vector<Vec> Attention(const LlamaConfig& c, const std::vector<Vec>& q,
 
 }  // namespace
 
-LlamaConfig TinyLlamaConfig() {
-  LlamaConfig c;
+ModelSpec TinyLlamaSpec() {
+  ModelSpec c;
   c.name = "tiny-llama";
   c.vocab_size = 99;
   c.hidden_size = 128;
@@ -114,12 +116,12 @@ LlamaConfig TinyLlamaConfig() {
   return c;
 }
 
-std::unique_ptr<InMemoryWeightSource> MakeTinyLlama(const LlamaConfig& c,
+std::unique_ptr<InMemoryWeightSource> MakeTinyLlama(const ModelSpec& c,
                                                     const TinyLlamaOptions& o) {
   TP_CHECK(c.tie_word_embeddings == !o.separate_lm_head, "tie flag and lm head disagree");
   auto src = std::make_unique<InMemoryWeightSource>(o.format);
   std::mt19937 rng(o.seed);
-  auto name = [&](TensorRole t, int64_t l) { return ModuleName(o.format, t, l) + ".weight"; };
+  auto name = [&](TensorRole t, int64_t l) { return ModuleName(c, o.format, t, l) + ".weight"; };
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t f = c.intermediate_size, v = c.vocab_size;
   // Scales keep activations O(1) through the layers: weights ~ N(0, 1/in_features).
@@ -148,7 +150,7 @@ std::unique_ptr<InMemoryWeightSource> MakeTinyLlama(const LlamaConfig& c,
   return src;
 }
 
-std::vector<float> ReferenceLogits(const LlamaConfig& c, const WeightSource& src,
+std::vector<float> ReferenceLogits(const ModelSpec& c, const WeightSource& src,
                                    absl::Span<const int32_t> tokens) {
   const bool interleaved = src.format() == CheckpointFormat::kGguf;
   const int64_t h = c.hidden_size, n = static_cast<int64_t>(tokens.size());

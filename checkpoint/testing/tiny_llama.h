@@ -2,7 +2,7 @@
 // checkpoint (either naming scheme, any weight type) and a plain f64 reference forward pass
 // with no KV cache, written independently of worker/llama_model.cc.
 //
-//   LlamaConfig cfg = TinyLlamaConfig();
+//   ModelSpec cfg = TinyLlamaSpec();
 //   auto src = MakeTinyLlama(cfg, {.format = CheckpointFormat::kGguf, .linear = DType::kQ4_1});
 //   std::vector<float> want = ReferenceLogits(cfg, *src, tokens);  // [tokens, vocab]
 //
@@ -24,7 +24,7 @@ namespace tpserve {
 // 2 layers, hidden 128, 8 query heads / 4 KV heads of 16, SwiGLU 256, vocab 99 (odd, so
 // vocab-parallel shards are uneven). Every dimension splits over 1, 2 or 4 ranks on whole
 // quantization blocks.
-LlamaConfig TinyLlamaConfig();
+ModelSpec TinyLlamaSpec();
 
 struct TinyLlamaOptions {
   CheckpointFormat format = CheckpointFormat::kGguf;
@@ -35,12 +35,12 @@ struct TinyLlamaOptions {
 };
 
 // REQUIRES: config.tie_word_embeddings == !options.separate_lm_head.
-std::unique_ptr<InMemoryWeightSource> MakeTinyLlama(const LlamaConfig& config,
+std::unique_ptr<InMemoryWeightSource> MakeTinyLlama(const ModelSpec& config,
                                                     const TinyLlamaOptions& options);
 
 // Logits [tokens.size(), vocab] for a sequence starting at position 0, from the dequantized
 // weights, all in f64. RoPE pairs follow the source's format (GGUF: neighbours, HF: halves).
-std::vector<float> ReferenceLogits(const LlamaConfig& config, const WeightSource& source,
+std::vector<float> ReferenceLogits(const ModelSpec& config, const WeightSource& source,
                                    absl::Span<const int32_t> tokens);
 
 }  // namespace tpserve

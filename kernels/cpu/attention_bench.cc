@@ -88,8 +88,8 @@ void BenchOne(const Shape& s, DType dtype, int64_t context, int threads) {
   std::vector<float> out(q.size());
   CpuBackend backend(CpuBackendOptions{.num_threads = threads});
   backend.BeginStep(StepInputs{{}, {}, seqs, {}});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  backend.PagedAttention(q.data(), s.num_heads, scale, pool, out.data());  // warm up
+  const Backend::AttentionParams params{1.0f / std::sqrt(static_cast<float>(s.head_dim))};
+  backend.PagedAttention(q.data(), s.num_heads, params, pool, out.data());  // warm up
   double best_wall = 1e30, best_cpu = 1e30;
   for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
     int64_t calls = 0;
@@ -97,7 +97,7 @@ void BenchOne(const Shape& s, DType dtype, int64_t context, int threads) {
     const double cpu0 = ProcessCpuSeconds();
     double elapsed = 0;
     do {
-      backend.PagedAttention(q.data(), s.num_heads, scale, pool, out.data());
+      backend.PagedAttention(q.data(), s.num_heads, params, pool, out.data());
       ++calls;
       elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     } while (elapsed < absl::GetFlag(FLAGS_min_seconds));

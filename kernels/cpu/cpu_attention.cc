@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -96,7 +97,8 @@ void CpuAttention::WriteKv(const float* k_new, const float* v_new,
   }
 }
 
-void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
+void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads,
+                           const Backend::AttentionParams& params,
                            absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
                            float* out, std::vector<float>* scores,
                            std::vector<float>* kv) const {
@@ -106,6 +108,7 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
   const int64_t nh = task.head_end - task.head_begin;
   const int64_t stride = pool.num_kv_heads * head_dim;  // elements between consecutive tokens
   const int64_t eb = ElemBytes(pool);
+  const float scale = params.scale, cap = params.logit_softcap;
   // Asks for the block after the one at t0 of this task's KV head in `base` (K or V).
   auto prefetch_next = [&](const void* base, int64_t t0, int64_t num_keys) {
     if (t0 + bs >= num_keys) return;
@@ -119,16 +122,21 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
   for (int64_t i = task.row_begin; i < task.row_end; ++i) {
     const int64_t row = s.first_row + i;
     const int64_t num_keys = s.start_position + i + 1;  // causal: positions 0..own
+    // A sliding window starts at own - window + 1. Blocks are visited from the one holding the
+    // first key; the first visit starts mid-block (slots within a block are contiguous).
+    const int64_t first_key =
+        params.sliding_window > 0 ? std::max<int64_t>(0, num_keys - params.sliding_window) : 0;
     for (int64_t h0 = 0; h0 < nh; h0 += kMaxDotRows) {
       const int nq = static_cast<int>(std::min<int64_t>(kMaxDotRows, nh - h0));
       const float* q_heads[kMaxDotRows];
       for (int h = 0; h < nq; ++h) {
         q_heads[h] = q + (row * num_heads + first_head + h0 + h) * head_dim;
       }
-      for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
-        const int64_t count = std::min(bs, num_keys - t0);
+      for (int64_t b0 = first_key / bs * bs; b0 < num_keys; b0 += bs) {
+        const int64_t t0 = std::max(b0, first_key);
+        const int64_t count = std::min(b0 + bs, num_keys) - t0;
         const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-        prefetch_next(pool.k, t0, num_keys);
+        prefetch_next(pool.k, b0, num_keys);
         if (pool.dtype == DType::kF16) {  // widened in registers, no f32 copy of the block
           kernels_.attn_scores_f16(q_heads, nq, static_cast<const uint16_t*>(pool.k) + at,
                                    stride, count, head_dim, scale,
@@ -151,17 +159,22 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
     absl::InlinedVector<float*, 16> outs(nh);
     absl::InlinedVector<const float*, 16> probs(nh);
     for (int64_t h = 0; h < nh; ++h) {
-      float* p = scores->data() + h * context;
+      float* p = scores->data() + h * context + first_key;
+      const int64_t n = num_keys - first_key;
+      if (cap > 0) {  // Gemma 2's soft-cap: cap * tanh(score / cap), after the scale
+        for (int64_t t = 0; t < n; ++t) p[t] = cap * std::tanh(p[t] / cap);
+      }
       float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t < num_keys; ++t) max_score = std::max(max_score, p[t]);
-      sums[h] = kernels_.exp_sub_sum(p, num_keys, max_score);
+      for (int64_t t = 0; t < n; ++t) max_score = std::max(max_score, p[t]);
+      sums[h] = kernels_.exp_sub_sum(p, n, max_score);
       outs[h] = out + (row * num_heads + first_head + h) * head_dim;
       std::fill(outs[h], outs[h] + head_dim, 0.0f);
     }
-    for (int64_t t0 = 0; t0 < num_keys; t0 += bs) {
-      const int64_t count = std::min(bs, num_keys - t0);
+    for (int64_t b0 = first_key / bs * bs; b0 < num_keys; b0 += bs) {
+      const int64_t t0 = std::max(b0, first_key);
+      const int64_t count = std::min(b0 + bs, num_keys) - t0;
       const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-      prefetch_next(pool.v, t0, num_keys);
+      prefetch_next(pool.v, b0, num_keys);
       for (int64_t h = 0; h < nh; ++h) probs[h] = scores->data() + h * context + t0;
       const int n = static_cast<int>(nh);
       if (pool.dtype == DType::kF16) {
@@ -182,7 +195,7 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads, 
   }
 }
 
-void CpuAttention::Run(const float* q, int64_t num_heads, float scale,
+void CpuAttention::Run(const float* q, int64_t num_heads, const Backend::AttentionParams& params,
                        absl::Span<const AttentionSequence> seqs, const KvPoolView& pool,
                        float* out) {
   TP_CHECK(pool.num_kv_heads > 0 && num_heads % pool.num_kv_heads == 0,
@@ -210,7 +223,7 @@ void CpuAttention::Run(const float* q, int64_t num_heads, float scale,
     }
   }
   pool_->ParallelFor(static_cast<int64_t>(tasks_.size()), [&](int64_t t, int thread) {
-    RunTask(tasks_[t], q, num_heads, scale, seqs, pool, out, &scores_[thread],
+    RunTask(tasks_[t], q, num_heads, params, seqs, pool, out, &scores_[thread],
             &kv_scratch_[thread]);
   });
 }

@@ -1,7 +1,7 @@
 // CPU paged attention and KV-cache writes (CpuBackend::PagedAttention / WriteKv).
 //
 //   CpuAttention attn(kernels, &pool);
-//   attn.Run(q, num_heads, 1 / sqrt(head_dim), seqs, pool_view, out);
+//   attn.Run(q, num_heads, {.scale = 1 / sqrt(head_dim)}, seqs, pool_view, out);
 //
 // Work is split into tasks of (sequence, KV head, chunk of query rows); each task computes the
 // scores of all query heads sharing that KV head together, so every K/V row it reads is used
@@ -30,7 +30,7 @@ class CpuAttention {
   // See Backend::WriteKv and Backend::PagedAttention for the contracts.
   void WriteKv(const float* k_new, const float* v_new, absl::Span<const AttentionSequence> seqs,
                const KvPoolView& pool) const;
-  void Run(const float* q, int64_t num_heads, float scale,
+  void Run(const float* q, int64_t num_heads, const Backend::AttentionParams& params,
            absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out);
 
  private:
@@ -42,7 +42,8 @@ class CpuAttention {
     int64_t head_begin;  // query heads within the KV group
     int64_t head_end;
   };
-  void RunTask(const Task& task, const float* q, int64_t num_heads, float scale,
+  void RunTask(const Task& task, const float* q, int64_t num_heads,
+               const Backend::AttentionParams& params,
                absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out,
                std::vector<float>* scores, std::vector<float>* kv) const;
   // Widens `count` rows of head_dim elements of a bf16 or fp8 pool, starting at element `offset`

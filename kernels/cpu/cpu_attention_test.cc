@@ -65,7 +65,8 @@ class AttentionHarness {
   // Returns the attention output; `pool_k` is left holding the final K pool's bytes (0xFF,
   // a NaN in every KV dtype, where nothing was written).
   std::vector<float> Run(Backend& backend, std::vector<uint8_t>* pool_k,
-                         DType dtype = DType::kF32) {
+                         DType dtype = DType::kF32, Backend::AttentionParams params = {}) {
+    if (params.scale == 1.0f) params.scale = 1.0f / std::sqrt(float(c_.head_dim));
     const float sentinel = std::numeric_limits<float>::quiet_NaN();
     pool_k->assign(pool_floats() * BlockBytes(dtype), 0xFF);
     std::vector<uint8_t> pool_v(pool_k->size(), 0xFF);
@@ -95,33 +96,36 @@ class AttentionHarness {
     backend.BeginStep(StepInputs{{}, {}, batch, {}});
     backend.WriteKv(k_new.data(), v_new.data(), view);
     std::vector<float> out(num_rows_ * c_.num_heads * c_.head_dim, sentinel);
-    backend.PagedAttention(q_.data(), c_.num_heads, 1.0f / std::sqrt(float(c_.head_dim)), view,
-                           out.data());
+    backend.PagedAttention(q_.data(), c_.num_heads, params, view, out.data());
     return out;
   }
 
-  std::vector<double> Naive() const {
+  // Plain causal attention in f64; a window keeps the last `window` positions (the query's
+  // own included) and a cap maps each scaled score s to cap * tanh(s / cap).
+  std::vector<double> Naive(int64_t window = 0, double cap = 0) const {
     const int64_t hd = c_.head_dim, group = c_.num_heads / c_.num_kv_heads;
     std::vector<double> out(num_rows_ * c_.num_heads * hd, 0.0);
     int64_t row = 0;
     for (size_t s = 0; s < seqs_.size(); ++s) {
       for (int64_t i = 0; i < seqs_[s].count; ++i, ++row) {
         const int64_t keys = seqs_[s].start + i + 1;
+        const int64_t first = window > 0 ? std::max<int64_t>(0, keys - window) : 0;
         for (int64_t h = 0; h < c_.num_heads; ++h) {
           const int64_t g = h / group;
           const float* qh = q_.data() + (row * c_.num_heads + h) * hd;
-          std::vector<double> p(keys);
-          for (int64_t t = 0; t < keys; ++t) {
+          std::vector<double> p(keys, -std::numeric_limits<double>::infinity());
+          for (int64_t t = first; t < keys; ++t) {
             const float* kt = history_k_[s].data() + (t * c_.num_kv_heads + g) * hd;
             double dot = 0;
             for (int64_t d = 0; d < hd; ++d) dot += double{qh[d]} * kt[d];
             p[t] = dot / std::sqrt(double(hd));
+            if (cap > 0) p[t] = cap * std::tanh(p[t] / cap);
           }
           const double mx = *std::max_element(p.begin(), p.end());
           double sum = 0;
           for (double& v : p) sum += (v = std::exp(v - mx));
           double* o = out.data() + (row * c_.num_heads + h) * hd;
-          for (int64_t t = 0; t < keys; ++t) {
+          for (int64_t t = first; t < keys; ++t) {
             const float* vt = history_v_[s].data() + (t * c_.num_kv_heads + g) * hd;
             for (int64_t d = 0; d < hd; ++d) o[d] += p[t] / sum * vt[d];
           }
@@ -203,6 +207,32 @@ TEST(CpuAttentionTest, NarrowKvDtypesMatchNaiveWithinTheirRounding) {
       EXPECT_LT(Nmse(got_ref, want), bound) << DTypeName(dtype) << " hd " << c.head_dim;
       EXPECT_LT(Nmse(got_opt, want), bound) << DTypeName(dtype) << " hd " << c.head_dim;
       EXPECT_GT(Nmse(got_opt, want), 0.0) << DTypeName(dtype);  // it really was narrowed
+    }
+  }
+}
+
+// Gemma's local layers: a window of 6 (so blocks of 4 are entered mid-block) and a soft-cap of
+// 1.5 on the scaled scores (small enough that it bends most of them), alone and together.
+TEST(CpuAttentionTest, SlidingWindowAndSoftCapMatchNaive) {
+  CpuBackend ref(CpuBackendOptions{.num_threads = 1, .isa = CpuIsa::kScalar});
+  CpuBackend opt(CpuBackendOptions{.num_threads = 2, .isa = DetectCpuIsa()});
+  const std::vector<SeqSpec> batch = {{0, 7}, {37, 1}, {5, 20}, {3, 1}};
+  const float hd_scale = 1.0f / std::sqrt(32.0f);
+  for (const auto& [window, cap] : {std::pair{int64_t{6}, 0.0f}, std::pair{int64_t{0}, 1.5f},
+                                    std::pair{int64_t{6}, 1.5f}, std::pair{int64_t{1}, 0.0f}}) {
+    for (const Case& c : {Case{4, 2, 32, 4}, Case{6, 1, 32, 5}}) {
+      AttentionHarness h(c, batch);
+      const std::vector<double> want = h.Naive(window, cap);
+      const std::vector<double> full = h.Naive();
+      const Backend::AttentionParams params{hd_scale, window, cap};
+      std::vector<uint8_t> pool;
+      const std::vector<float> got_ref = h.Run(ref, &pool, DType::kF32, params);
+      const std::vector<float> got_opt = h.Run(opt, &pool, DType::kF32, params);
+      const std::string where = "window " + std::to_string(window) + " cap " +
+                                std::to_string(cap) + " heads " + std::to_string(c.num_heads);
+      EXPECT_LT(Nmse(got_ref, want), 1e-12) << where;
+      EXPECT_LT(Nmse(got_opt, want), 1e-11) << where;
+      EXPECT_GT(Nmse(got_opt, full), 1e-4) << where << ": the window or cap changed nothing";
     }
   }
 }

@@ -36,8 +36,8 @@ void RotateHead(float* x, int64_t head_dim, const float* cos_table, const float*
 
 const char* CpuOpProfile::Name(int op) {
   static constexpr const char* kNames[kNumOps] = {
-      "matmul", "matmul_chunked", "sum_chunks", "rms_norm", "rope", "silu_mul", "add",
-      "embedding", "gather_logit_rows", "write_kv", "attention"};
+      "matmul", "matmul_chunked", "sum_chunks", "rms_norm", "rope", "gated_activation", "add",
+      "elementwise", "embedding", "gather_logit_rows", "write_kv", "attention"};
   return op >= 0 && op < kNumOps ? kNames[op] : "?";
 }
 
@@ -182,13 +182,39 @@ void CpuBackend::Rope(void* xv, int64_t num_heads, int64_t head_dim, const float
                  });
 }
 
-void CpuBackend::SiluMul(const void* gate, const void* up, int64_t count, void* out) {
-  OpTimer timer(this, CpuOpProfile::kSiluMul);
+void CpuBackend::GatedActivation(Activation act, const void* gate, const void* up,
+                                 int64_t count, void* out) {
+  OpTimer timer(this, CpuOpProfile::kGatedActivation);
   const float* g = static_cast<const float*>(gate);
   const float* u = static_cast<const float*>(up);
   float* o = static_cast<float*>(out);
+  const auto kernel = act == Activation::kSilu ? kernels_.silu_mul : kernels_.gelu_tanh_mul;
   ParallelChunks(count, kMinParallelElements, [&](int64_t i0, int64_t i1) {
-    kernels_.silu_mul(g + i0, u + i0, i1 - i0, o + i0);
+    kernel(g + i0, u + i0, i1 - i0, o + i0);
+  });
+}
+
+void CpuBackend::AddBias(void* yv, const float* bias, int64_t rows, int64_t n) {
+  OpTimer timer(this, CpuOpProfile::kElementwise);
+  float* y = static_cast<float*>(yv);
+  const int64_t min_rows = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(n, 1));
+  ParallelChunks(rows, min_rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) kernels_.add(y + r * n, bias, n, y + r * n);
+  });
+}
+
+void CpuBackend::Scale(void* xv, int64_t count, float factor) {
+  OpTimer timer(this, CpuOpProfile::kElementwise);
+  float* x = static_cast<float*>(xv);
+  ParallelChunks(count, kMinParallelElements,
+                 [&](int64_t i0, int64_t i1) { kernels_.scale(factor, i1 - i0, x + i0); });
+}
+
+void CpuBackend::SoftCapF32(float* x, int64_t count, float cap) {
+  OpTimer timer(this, CpuOpProfile::kElementwise);
+  TP_CHECK(cap > 0, "SoftCapF32 needs a positive cap");
+  ParallelChunks(count, kMinParallelElements, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] = cap * std::tanh(x[i] / cap);
   });
 }
 
@@ -242,11 +268,12 @@ void CpuBackend::WriteKv(const void* k_new, const void* v_new, const KvPoolView&
                      step_.seqs, pool);
 }
 
-void CpuBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
-                                const KvPoolView& pool, void* out) {
+void CpuBackend::PagedAttention(const void* q, int64_t num_heads,
+                                const AttentionParams& params, const KvPoolView& pool,
+                                void* out) {
   OpTimer timer(this, CpuOpProfile::kAttention);
   TP_CHECK(SupportsKvDtype(pool.dtype), "KV dtype not supported by the CPU backend");
-  attention_.Run(static_cast<const float*>(q), num_heads, scale, step_.seqs, pool,
+  attention_.Run(static_cast<const float*>(q), num_heads, params, step_.seqs, pool,
                  static_cast<float*>(out));
 }
 

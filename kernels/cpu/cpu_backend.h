@@ -35,8 +35,8 @@ struct CpuBackendOptions {
 
 // Wall time and calls per op kind, summed since the last ResetProfile().
 struct CpuOpProfile {
-  enum Op { kMatMul, kMatMulChunked, kSumChunks, kRmsNorm, kRope, kSiluMul, kAdd, kEmbedding,
-            kGatherLogitRows, kWriteKv, kAttention, kNumOps };
+  enum Op { kMatMul, kMatMulChunked, kSumChunks, kRmsNorm, kRope, kGatedActivation, kAdd,
+            kElementwise, kEmbedding, kGatherLogitRows, kWriteKv, kAttention, kNumOps };
   static const char* Name(int op);
   std::array<double, kNumOps> seconds{};
   std::array<int64_t, kNumOps> calls{};
@@ -82,13 +82,17 @@ class CpuBackend final : public Backend {
                void* y) override;
   void Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
             RopeLayout layout) override;
-  void SiluMul(const void* gate, const void* up, int64_t count, void* out) override;
+  void GatedActivation(Activation act, const void* gate, const void* up, int64_t count,
+                       void* out) override;
   void Add(const void* a, const void* b, int64_t count, void* out) override;
+  void AddBias(void* y, const float* bias, int64_t rows, int64_t n) override;
+  void Scale(void* x, int64_t count, float factor) override;
+  void SoftCapF32(float* x, int64_t count, float cap) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
   void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;
-  void PagedAttention(const void* q, int64_t num_heads, float scale, const KvPoolView& pool,
-                      void* out) override;
+  void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
+                      const KvPoolView& pool, void* out) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   bool SupportsStepCapture() const override { return emulate_step_capture_; }
 

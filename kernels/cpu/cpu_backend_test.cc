@@ -287,8 +287,8 @@ TEST_F(CpuBackendParityTest, SiluMulAndAdd) {
       sum[i] = double{g[i]} + u[i];
     }
     Guarded s_ref(count), s_opt(count), a_opt(count);
-    ref_.SiluMul(g.data(), u.data(), count, s_ref.data());
-    opt_.SiluMul(g.data(), u.data(), count, s_opt.data());
+    ref_.GatedActivation(Activation::kSilu, g.data(), u.data(), count, s_ref.data());
+    opt_.GatedActivation(Activation::kSilu, g.data(), u.data(), count, s_opt.data());
     opt_.Add(g.data(), u.data(), count, a_opt.data());
     ASSERT_TRUE(s_ref.GuardsIntact() && s_opt.GuardsIntact() && a_opt.GuardsIntact());
     EXPECT_LT(Nmse(s_opt.values(), s_ref.values()), 1e-12) << count;

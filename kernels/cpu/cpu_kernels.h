@@ -105,6 +105,9 @@ struct CpuKernels {
   void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* y);
   // out = gate / (1 + exp(-gate)) * up.
   void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
+  // out = gelu_tanh(gate) * up, gelu_tanh(g) = g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3)))
+  // (the tanh form rewritten as a sigmoid: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u))).
+  void (*gelu_tanh_mul)(const float* gate, const float* up, int64_t n, float* out);
   // out = a + b.
   void (*add)(const float* a, const float* b, int64_t n, float* out);
   // y += a * x.

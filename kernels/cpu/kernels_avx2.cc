@@ -385,6 +385,7 @@ const CpuKernels& Avx2Table() {
       .bf16_to_f32 = avx2_internal::BF16ToF32Row,
       .rms_norm = avx2_internal::RmsNorm,
       .silu_mul = avx2_internal::SiluMul,
+      .gelu_tanh_mul = avx2_internal::GeluTanhMul,
       .add = avx2_internal::Add,
       .axpy = avx2_internal::Axpy,
       .scale = avx2_internal::Scale,

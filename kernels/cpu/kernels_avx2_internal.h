@@ -377,6 +377,7 @@ void F16ToF32Row(const uint16_t* src, float* dst, int64_t n);
 void BF16ToF32Row(const uint16_t* src, float* dst, int64_t n);
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 void Add(const float* a, const float* b, int64_t n, float* out);
 void Axpy(float a, const float* x, int64_t n, float* y);
 void Scale(float a, int64_t n, float* y);

@@ -97,6 +97,27 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 c1 = _mm256_set1_ps(-2.0f * kSqrt2OverPi);
+  const __m256 c3 = _mm256_set1_ps(0.044715f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    // -2u = -2 sqrt(2/pi) (g + 0.044715 g^3)
+    const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(c3, g), _mm256_mul_ps(g, g), g);
+    const __m256 e = Exp(_mm256_mul_ps(c1, inner));
+    const __m256 gelu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    const float u = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = g / (1.0f + std::exp(-2.0f * u)) * up[i];
+  }
+}
+
 void Add(const float* a, const float* b, int64_t n, float* out) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {

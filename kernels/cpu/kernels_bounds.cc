@@ -155,6 +155,12 @@ struct Bounded {
     Check("silu_mul", "out", out, n);
     Inner().silu_mul(gate, up, n, out);
   }
+  static void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+    Check("gelu_tanh_mul", "gate", gate, n);
+    Check("gelu_tanh_mul", "up", up, n);
+    Check("gelu_tanh_mul", "out", out, n);
+    Inner().gelu_tanh_mul(gate, up, n, out);
+  }
   static void Add(const float* a, const float* b, int64_t n, float* out) {
     Check("add", "a", a, n);
     Check("add", "b", b, n);
@@ -218,6 +224,7 @@ struct Bounded {
         .bf16_to_f32 = Widen<&K::bf16_to_f32>,
         .rms_norm = RmsNorm,
         .silu_mul = SiluMul,
+        .gelu_tanh_mul = GeluTanhMul,
         .add = Add,
         .axpy = Axpy,
         .scale = Scale,

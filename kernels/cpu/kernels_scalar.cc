@@ -277,6 +277,15 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float u = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = g / (1.0f + std::exp(-2.0f * u)) * up[i];
+  }
+}
+
 void Add(const float* a, const float* b, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
@@ -389,6 +398,7 @@ const CpuKernels& ScalarCpuKernels() {
       .bf16_to_f32 = BF16ToF32Row,
       .rms_norm = RmsNorm,
       .silu_mul = SiluMul,
+      .gelu_tanh_mul = GeluTanhMul,
       .add = Add,
       .axpy = Axpy,
       .scale = Scale,

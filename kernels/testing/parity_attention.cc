@@ -2,7 +2,8 @@
 // groups of 3 and 4 and plain MHA, head dims 64, 80, 128 and 256, block sizes 7, 16 and 32,
 // shuffled physical blocks, and batches of decode rows (contexts up to 3000, so decode splits
 // its keys), one prompt, chunked prefill, mixes of all of them, and decode rows padded with
-// padding rows (no KV writes, zero output).
+// padding rows (no KV writes, zero output); and the same batches with a sliding window shorter
+// than the contexts and an attention logit soft-cap (Gemma 2 / 3).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -30,13 +31,17 @@ struct Seq {
 // One batch and its data, the same for both backends.
 struct Batch {
   Shape shape;
+  Backend::AttentionParams params;
   std::vector<Seq> seqs;
   std::vector<std::vector<float>> k, v;  // per sequence: [start + count, kv_heads, head_dim]
   std::vector<std::vector<int32_t>> tables;
   std::vector<float> q;  // [rows, heads, head_dim]
   int64_t rows = 0, num_blocks = 0;
 
-  Batch(const Shape& s, const std::vector<Seq>& batch, uint32_t seed) : shape(s), seqs(batch) {
+  Batch(const Shape& s, const std::vector<Seq>& batch, uint32_t seed,
+        Backend::AttentionParams p = {})
+      : shape(s), params(p), seqs(batch) {
+    if (params.scale == 1.0f) params.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
     const int64_t kv_row = s.num_kv_heads * s.head_dim;
     for (const Seq& q_seq : seqs) {
       const int64_t total = q_seq.start + q_seq.count;
@@ -125,8 +130,7 @@ absl::StatusOr<Result> RunBatch(Backend& be, const Batch& b, DType dtype, float 
                                                       ActivationBytes(be)));
   be.BeginStep(StepInputs{{}, {}, step_seqs, {}});
   be.WriteKv(kb.data(), vb.data(), view);
-  be.PagedAttention(qb.data(), s.num_heads, 1.0f / std::sqrt(static_cast<float>(s.head_dim)),
-                    view, out.data());
+  be.PagedAttention(qb.data(), s.num_heads, b.params, view, out.data());
   TP_RETURN_IF_ERROR(be.Synchronize());
   Result r;
   bool k_ok = false, v_ok = false, out_ok = false;
@@ -164,9 +168,13 @@ std::vector<double> OwnedValues(const Batch& b, DType dtype, float scale, const 
   return values;
 }
 
-std::string ShapeName(const Shape& s, const std::vector<Seq>& seqs) {
+std::string ShapeName(const Shape& s, const std::vector<Seq>& seqs,
+                      const Backend::AttentionParams& params) {
   std::string out = StrCat("heads=", s.num_heads, "/", s.num_kv_heads, " hd=", s.head_dim,
-                           " bs=", s.block_size, " seqs(start+n)=");
+                           " bs=", s.block_size);
+  if (params.sliding_window > 0) out += StrCat(" window=", params.sliding_window);
+  if (params.logit_softcap > 0) out += StrCat(" softcap=", params.logit_softcap);
+  out += " seqs(start+n)=";
   for (size_t i = 0; i < seqs.size(); ++i) {
     out += seqs[i].padding ? StrCat(i == 0 ? "" : ",", "pad")
                            : StrCat(i == 0 ? "" : ",", seqs[i].start, "+", seqs[i].count);
@@ -175,15 +183,15 @@ std::string ShapeName(const Shape& s, const std::vector<Seq>& seqs) {
 }
 
 void AttentionCase(ParityContext& ctx, const Shape& shape, const std::vector<Seq>& seqs,
-                   DType dtype, uint32_t seed) {
+                   DType dtype, uint32_t seed, const Backend::AttentionParams& params = {}) {
   const std::string kv = StrCat("kv ", DTypeName(dtype));
-  const std::string name = ShapeName(shape, seqs);
+  const std::string name = ShapeName(shape, seqs, params);
   if (!ctx.candidate().SupportsKvDtype(dtype)) {
     ctx.NotSupported({"PagedAttention", kv, name}, "SupportsKvDtype is false");
     return;
   }
   const float scale = dtype == DType::kF8E4M3 ? 0.25f : 1.0f;
-  const Batch batch(shape, seqs, seed);
+  const Batch batch(shape, seqs, seed, params);
   absl::StatusOr<Result> got = RunBatch(ctx.candidate(), batch, dtype, scale);
   absl::StatusOr<Result> ref = RunBatch(ctx.reference(), batch, dtype, scale);
   const CaseName write{"WriteKv", kv, name}, attend{"PagedAttention", kv + " q/out act", name};
@@ -220,6 +228,19 @@ void RunAttentionCases(ParityContext& ctx) {
     for (const std::vector<Seq>& seqs : batches) {
       for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
         AttentionCase(ctx, shape, seqs, dtype, seed += 10);
+      }
+    }
+  }
+  // Gemma's local layers: a window shorter than most contexts (starting mid-block), with and
+  // without Gemma 2's soft-cap of the scaled scores, and a query scale of its own.
+  const Backend::AttentionParams gemma[] = {{0.0625f, 37, 0.0f}, {0.0625f, 37, 50.0f},
+                                            {0.0625f, 0, 20.0f}};
+  for (const Shape& shape : {shapes[0], shapes[3]}) {
+    for (const std::vector<Seq>& seqs : batches) {
+      for (const Backend::AttentionParams& params : gemma) {
+        for (DType dtype : {DType::kF16, DType::kBF16}) {
+          AttentionCase(ctx, shape, seqs, dtype, seed += 10, params);
+        }
       }
     }
   }

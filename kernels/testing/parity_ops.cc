@@ -1,5 +1,6 @@
 // Parity cases of the row-wise and element-wise ops: SumChunks, RmsNorm (in and out of place),
-// Rope (both layouts, head dims 64 / 80 / 128 / 256, Llama 3.1 frequencies), SiluMul and Add
+// Rope (both layouts, head dims 64 / 80 / 128 / 256, Llama 3.1 frequencies), GatedActivation
+// (SwiGLU and GeGLU), Add, AddBias, Scale and SoftCapF32
 // (aliased outputs), EmbeddingRows (every table format, a vocab-parallel shard with ids on both
 // sides of it) and GatherLogitRows.
 #include <functional>
@@ -145,17 +146,59 @@ void ElementwiseCases(ParityContext& ctx) {
       io.out_elems = count;
       io.in_place = in_place;
       const std::string dtype = in_place ? "act (out = first input)" : "act";
-      Run(ctx, {"SiluMul", dtype, StrCat("count=", count)}, io,
-          [&](Backend& be, const auto& a, const auto&, void* out) {
-            be.SiluMul(a[0], a[1], count, in_place ? a[0] : out);
-          },
-          ctx.Bound(kBf16RoundBound));
+      for (Activation act : {Activation::kSilu, Activation::kGeluTanh}) {
+        Run(ctx, {"GatedActivation", dtype, StrCat(ActivationName(act), " count=", count)}, io,
+            [&](Backend& be, const auto& a, const auto&, void* out) {
+              be.GatedActivation(act, a[0], a[1], count, in_place ? a[0] : out);
+            },
+            ctx.Bound(kBf16RoundBound));
+      }
       Run(ctx, {"Add", dtype, StrCat("count=", count)}, io,
           [&](Backend& be, const auto& a, const auto&, void* out) {
             be.Add(a[0], a[1], count, in_place ? a[0] : out);
           },
           ctx.Bound(kBf16RoundBound));
     }
+  }
+}
+
+// The element-wise ops of the families beyond Llama: Qwen2's q/k/v biases (in place, rows of
+// 7 heads of 64), Gemma's embedding multiplier and Gemma 2's final logit soft-cap (f32 logits
+// from -200 to 200, far into tanh's flat ends).
+void FamilyElementwiseCases(ParityContext& ctx) {
+  for (int64_t rows : {1, 7, 33}) {
+    const int64_t n = 448;
+    OpIo io;
+    io.acts = {RandomBf16(rows * n, rows + 70, 3.0f)};
+    io.f32s = {RandomF32(n, 71)};
+    io.out_elems = rows * n;
+    io.in_place = true;
+    Run(ctx, {"AddBias", "act (in place)", StrCat("rows=", rows, " n=", n)}, io,
+        [&](Backend& be, const auto& a, const auto& f, void*) {
+          be.AddBias(a[0], static_cast<const float*>(f[0]), rows, n);
+        },
+        ctx.Bound(kBf16RoundBound));
+  }
+  for (int64_t count : {1, 7, 100003}) {
+    OpIo io;
+    io.acts = {RandomBf16(count, count + 80, 2.0f)};
+    io.out_elems = count;
+    io.in_place = true;
+    Run(ctx, {"Scale", "act (in place)", StrCat("count=", count)}, io,
+        [&](Backend& be, const auto& a, const auto&, void*) { be.Scale(a[0], count, 25.3f); },
+        ctx.Bound(kBf16RoundBound));
+  }
+  for (int64_t count : {1, 7, 262144}) {
+    OpIo io;
+    io.f32s = {RandomF32(count, count + 90, 200.0f)};
+    io.out_elems = count;
+    io.out_f32 = true;
+    Run(ctx, {"SoftCapF32", "f32 (in place)", StrCat("count=", count, " cap=30")}, io,
+        [&](Backend& be, const auto&, const auto& f, void* out) {
+          be.Copy2D(out, count * 4, f[0], count * 4, count * 4, 1);
+          be.SoftCapF32(static_cast<float*>(out), count, 30.0f);
+        },
+        ctx.Bound(kF32OrderBound));
   }
 }
 
@@ -221,7 +264,10 @@ void RunOpCases(ParityContext& ctx) {
   if (ctx.Wants("SumChunks")) SumChunksCases(ctx);
   if (ctx.Wants("RmsNorm")) RmsNormCases(ctx);
   if (ctx.Wants("Rope")) RopeCases(ctx);
-  if (ctx.Wants("SiluMul") || ctx.Wants("Add")) ElementwiseCases(ctx);
+  if (ctx.Wants("GatedActivation") || ctx.Wants("Add")) ElementwiseCases(ctx);
+  if (ctx.Wants("AddBias") || ctx.Wants("Scale") || ctx.Wants("SoftCapF32")) {
+    FamilyElementwiseCases(ctx);
+  }
   if (ctx.Wants("EmbeddingRows")) EmbeddingCases(ctx);
   if (ctx.Wants("GatherLogitRows")) GatherLogitRowsCases(ctx);
 }

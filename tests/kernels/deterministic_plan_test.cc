@@ -39,7 +39,7 @@ struct RankMatMul {
   bool y_f32 = false;
 };
 
-std::vector<RankMatMul> RankMatMuls(const LlamaConfig& config, const WeightFormats& formats,
+std::vector<RankMatMul> RankMatMuls(const ModelSpec& config, const WeightFormats& formats,
                                     int tp) {
   absl::StatusOr<ShardingPlan> plan = ShardingPlan::Create(config, formats, {0, tp});
   EXPECT_TRUE(plan.ok()) << plan.status();
@@ -120,7 +120,7 @@ std::string Choice(const RankMatMul& mm, int64_t m, bool deterministic, Sweep* s
 
 Sweep SweepModel(const char* preset, const char* formats_preset, bool deterministic) {
   Sweep sweep;
-  absl::StatusOr<LlamaConfig> config = LlamaConfigPreset(preset);
+  absl::StatusOr<ModelSpec> config = ModelSpecPreset(preset);
   EXPECT_TRUE(config.ok()) << config.status();
   absl::StatusOr<WeightFormats> formats = WeightFormatsPreset(formats_preset);
   EXPECT_TRUE(formats.ok()) << formats.status();

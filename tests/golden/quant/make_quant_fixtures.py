@@ -154,9 +154,9 @@ MALFORMED = {
         "gptq-g32-sym", "quantization_config.bits is 3 (tensors unchanged)",
         "only 4-bit INT4 layouts are supported", ["quantization_config.bits", "3"],
         ("config", lambda c: c["quantization_config"].update(bits=3))),
-    "model_type_mistral": (
-        "fp8-ct-channel", "model_type is 'mistral'", "only model_type 'llama' is supported",
-        ["model_type", "mistral"], ("config", lambda c: c.update(model_type="mistral"))),
+    "model_type_phi3": (
+        "fp8-ct-channel", "model_type is 'phi3'", "phi3 is not among the families implemented",
+        ["model_type", "phi3"], ("config", lambda c: c.update(model_type="phi3"))),
 }
 
 
