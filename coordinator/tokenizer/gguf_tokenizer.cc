@@ -134,7 +134,8 @@ absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
   if (model != "gpt2") {
     return absl::UnimplementedError(
         absl::StrCat("tokenizer.ggml.model '", model,
-                     "' is not supported (supported: byte-level BPE 'gpt2', SentencePiece 'llama')"));
+                     "' is not supported (supported: byte-level BPE 'gpt2', ",
+                     "SentencePiece 'llama')"));
   }
   std::string pre = "default";
   if (gguf.HasKey("tokenizer.ggml.pre")) {

@@ -7,8 +7,8 @@
 //
 // SentencePiece byte-fallback tokens ("<0xEC>") are single bytes, so they are held back the same
 // way; pieces come from Tokenizer::DecodedPiece, so the stream drops the same leading space as
-// Decode. Every returned chunk is valid UTF-8. Bytes that can never form a character are replaced by
-// U+FFFD as soon as that is certain; Flush() does the same for a still-incomplete tail. When
+// Decode. Every returned chunk is valid UTF-8. Bytes that can never form a character are replaced
+// by U+FFFD as soon as that is certain; Flush() does the same for a still-incomplete tail. When
 // Decode(all ids) is valid UTF-8, the concatenation of all chunks equals it exactly.
 //
 // Threading: one instance per sequence, not thread-safe; the Tokenizer must outlive it.

@@ -41,7 +41,8 @@ GEMMA_MARKERS = [
     "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n", "a<end_of_turn>b",
     "<start_of_turn", "end_of_turn>", "<<bos>>", "<eos><eos>", "<table><tr><td>x</td></tr></table>",
     "<b>bold</b> and <i>it</i>", "<0x41>", "<0xEC><0x95><0x88>", "\u2581", "\u2581\u2581x",
-    "a\u2581b", " ", "  ", "   ", " " * 31, " " * 40, "\n" * 31, "\n" * 40, "\t\t\t", "x \n  \n   y",
+    "a\u2581b", " ", "  ", "   ", " " * 31, " " * 40, "\n" * 31, "\n" * 40, "\t\t\t",
+    "x \n  \n   y",
     "trailing\n", "\nleading", " \n", "\r\n\r\n",
 ]
 SPECIAL_MARKERS = ("<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "[multimodal]", "<start_of",
