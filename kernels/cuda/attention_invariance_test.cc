@@ -74,7 +74,7 @@ class Fixture {
     TP_ASSIGN_OR_RETURN(DeviceBuffer qb, Upload(be_, q.data(), q.size() * 2, "q"));
     TP_ASSIGN_OR_RETURN(DeviceBuffer out, be_.Allocate(q.size() * 2, "out"));
     be_.BeginStep(StepInputs{{}, {}, step, {}});
-    be_.PagedAttention(qb.data(), heads, 0.088f, pool_, out.data());
+    be_.PagedAttention(qb.data(), heads, {.scale = 0.088f}, pool_, out.data());
     std::vector<uint16_t> host(q.size());
     TP_RETURN_IF_ERROR(be_.CopyToHost(host.data(), out.data(), host.size() * 2));
     return host;

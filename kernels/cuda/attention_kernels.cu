@@ -1,18 +1,21 @@
 // Paged KV writes and causal GQA attention (launchers: attention_kernels.h).
 //
 // CPU reference (kernels/cpu/cpu_attention.cc), per row at position p of a sequence, per query
-// head h with KV head g = h / group, all in f32:
-//   s[t] = scale * dot(q[h], K[g][t]) for t <= p;  m = max s;  e[t] = exp(s[t] - m)
-//   out[h] = sum_t e[t] V[g][t] / sum_t e[t]
+// head h with KV head g = h / group, all in f32, with f = max(0, p - window + 1) under a
+// sliding window (0 without one) and cap the logit soft-cap (none when 0):
+//   s[t] = scale * dot(q[h], K[g][t]) for f <= t <= p;  s[t] = cap * tanh(s[t] / cap) if cap > 0
+//   m = max s;  e[t] = exp(s[t] - m);  out[h] = sum_t e[t] V[g][t] / sum_t e[t]
 // where K[g][t] is read through the block table: block table[t / bs], slot t % bs; an fp8 pool
 // stores value / scale and is read back as code * scale.
 //
 // Decode (one-token rows): one block per (row, KV head, key split) computes the scores of all
 // `group` query heads from one read of each key, keeps them in shared memory, and writes either
 // the final output (one split) or (sum_t e[t] V[t], m, sum_t e[t]) for a combine pass that
-// rescales the splits by exp(m_s - max m). Prefill (multi-token rows): one block per (32-query
-// tile, query head) walks key tiles of 32 up to the tile's last position with an online
-// softmax; warp w owns query rows w, w+8, w+16, w+24, lane j scores key j of the tile.
+// rescales the splits by exp(m_s - max m); a window splits keys f..p instead of 0..p.
+// Prefill (multi-token rows): one block per (32-query tile, query head) walks key tiles of 32
+// from the tile holding its first row's first key up to the tile's last position with an
+// online softmax, masking keys outside each row's causal window; warp w owns query rows w,
+// w+8, w+16, w+24, lane j scores key j of the tile.
 #include "kernels/cuda/attention_kernels.h"
 
 #include <algorithm>
@@ -41,6 +44,8 @@ struct AttnArgs {
   int32_t num_heads;
   int32_t group;
   float scale;
+  int64_t window;  // sliding window in keys; 0: none
+  float softcap;   // logit soft-cap; 0: none
   int32_t num_splits;
   int32_t keys_cap;
   float* part_out;   // [decode rows][num_heads][splits][head_dim]
@@ -127,8 +132,9 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnArgs a) {
     return;
   }
   const int64_t row = s.first_row, context = s.start_position + 1;
-  const KeyRange keys = SplitKeys(context, a.num_splits, split);
-  const int64_t begin = keys.begin, n = keys.count;
+  const int64_t first_key = WindowFirstKey(s.start_position, a.window);
+  const KeyRange keys = SplitKeys(context - first_key, a.num_splits, split);
+  const int64_t begin = first_key + keys.begin, n = keys.count;
   if (n > cap) __trap();  // the plan guarantees chunk <= cap; never read past shared memory
   const int64_t head0 = g * group;
 
@@ -157,7 +163,7 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnArgs a) {
         if (d < hd) dot = fmaf(q_s[h * hd + d], kr[i], dot);
       }
       dot = WarpSum(dot);
-      if (lane == 0) p_s[h * cap + j] = a.scale * dot;
+      if (lane == 0) p_s[h * cap + j] = SoftCapScore(a.scale * dot, a.softcap);
     }
   }
   __syncthreads();
@@ -203,7 +209,7 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeKernel(AttnArgs a) {
 }
 
 // One block per (decode row, query head): out = sum_s w_s o_s / sum_s w_s l_s with
-// w_s = exp(m_s - max m). Split 0 always holds key 0, so max m is finite.
+// w_s = exp(m_s - max m). Split 0 always holds the row's first key, so max m is finite.
 __global__ void __launch_bounds__(kDecodeThreads) CombineKernel(AttnArgs a) {
   extern __shared__ float weights[];  // [num_splits]
   __shared__ float scratch[32];
@@ -264,8 +270,9 @@ __global__ void __launch_bounds__(kPrefillThreads) PrefillKernel(AttnArgs a) {
                    ? Bf16ToF32(a.q[((s.first_row + i0 + qi) * a.num_heads + head) * hd + d])
                    : 0.0f;
   }
-  // Rows past the sequence's end reuse the last row's position (never written back), so every
-  // row has key 0 in its first tile and a finite running max.
+  // Rows past the sequence's end reuse the last row's position (never written back). Under a
+  // window a row may see no key in the first tiles (its running max stays -inf, Rescale keeps
+  // the zero sums); every row sees its own position, so its final sum is positive.
   int64_t qpos[kRowsPerWarp];
   float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDims];
 #pragma unroll
@@ -278,8 +285,9 @@ __global__ void __launch_bounds__(kPrefillThreads) PrefillKernel(AttnArgs a) {
   }
   const int64_t last_position = s.start_position + i0 + rows_here - 1;
   const int64_t num_key_tiles = last_position / kPrefillKeys + 1;
+  const int64_t first_key_tile = WindowFirstKey(s.start_position + i0, a.window) / kPrefillKeys;
 
-  for (int64_t kt = 0; kt < num_key_tiles; ++kt) {
+  for (int64_t kt = first_key_tile; kt < num_key_tiles; ++kt) {
     __syncthreads();  // the previous tile's k_s / v_s reads are done
     if (threadIdx.x < kPrefillKeys) {
       const int64_t kpos = kt * kPrefillKeys + threadIdx.x;
@@ -299,11 +307,11 @@ __global__ void __launch_bounds__(kPrefillThreads) PrefillKernel(AttnArgs a) {
       const int64_t qi = warp + 8 * r;
       float dot = 0.0f;
       for (int64_t d = 0; d < hd; ++d) dot = fmaf(q_s[qi * hd + d], k_s[lane * hdp + d], dot);
-      const bool valid = kpos <= qpos[r];
-      const float score = valid ? a.scale * dot : -INFINITY;
-      const float m_new = fmaxf(m[r], WarpMax(score));  // finite: key 0 is in tile 0
+      const bool valid = KeyVisible(kpos, qpos[r], a.window);
+      const float score = valid ? SoftCapScore(a.scale * dot, a.softcap) : -INFINITY;
+      const float m_new = fmaxf(m[r], WarpMax(score));  // -inf only before the row's window
       const float p = valid ? ExpShifted(score, m_new) : 0.0f;
-      const float correction = Rescale(m[r], m_new);  // 0 on the first tile
+      const float correction = Rescale(m[r], m_new);  // 0 on the row's first seen key
       l[r] = l[r] * correction + WarpSum(p);
       m[r] = m_new;
 #pragma unroll
@@ -409,11 +417,12 @@ LaunchResult LaunchWriteKv(const void* k_new, const void* v_new, const DeviceKvP
   return cudaGetLastError();
 }
 
-LaunchResult LaunchPagedAttention(const void* q, int64_t num_heads, float scale,
-                                  const DeviceKvPool& pool, const DeviceStep& step,
-                                  const AttentionPlan& plan, float* scratch, void* out,
-                                  void* stream) {
+LaunchResult LaunchPagedAttention(const void* q, int64_t num_heads,
+                                  const AttentionScores& scores, const DeviceKvPool& pool,
+                                  const DeviceStep& step, const AttentionPlan& plan,
+                                  float* scratch, void* out, void* stream) {
   if (!AttentionFits(num_heads, pool) || plan.keys_per_split <= 0) return cudaErrorInvalidValue;
+  if (scores.window < 0 || scores.softcap < 0.0f) return cudaErrorInvalidValue;
   if (plan.num_splits > 1 && scratch == nullptr) return cudaErrorInvalidValue;
   AttnArgs a;
   a.q = static_cast<const bf16*>(q);
@@ -422,7 +431,9 @@ LaunchResult LaunchPagedAttention(const void* q, int64_t num_heads, float scale,
   a.step = step;
   a.num_heads = static_cast<int32_t>(num_heads);
   a.group = static_cast<int32_t>(num_heads / pool.num_kv_heads);
-  a.scale = scale;
+  a.scale = scores.scale;
+  a.window = scores.window;
+  a.softcap = scores.softcap;
   a.num_splits = plan.num_splits;
   a.keys_cap = plan.keys_per_split;
   const int64_t parts = static_cast<int64_t>(step.num_decode) * num_heads * plan.num_splits;

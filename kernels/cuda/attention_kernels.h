@@ -7,7 +7,8 @@
 //   const AttentionPlan plan =
 //       PlanAttention(num_heads, pool, step.num_decode, step.max_decode_context, num_sms);
 //   scratch.resize(plan.scratch_floats);
-//   TPK_LAUNCH(LaunchPagedAttention(q, num_heads, scale, pool, step, plan, scratch, out, s));
+//   TPK_LAUNCH(LaunchPagedAttention(q, num_heads, {.scale = 0.125f, .window = 4096}, pool, step,
+//                                   plan, scratch, out, s));
 //
 // Thread-safe: stateless.
 #ifndef TPSERVE_KERNELS_CUDA_ATTENTION_KERNELS_H_
@@ -26,14 +27,22 @@ namespace tpserve::cuda {
 LaunchResult LaunchWriteKv(const void* k_new, const void* v_new, const DeviceKvPool& pool,
                            const DeviceStep& step, void* stream);
 
-// out (bf16 [rows, num_heads, head_dim]) = causal softmax(scale * q.k) v per query head (KV
-// head h / group) for every row of the step's sequences (zeros for padding rows); q bf16 like
-// out. `scratch` holds
-// plan.scratch_floats floats. REQUIRES: AttentionFits; plan from PlanAttention for this step.
-LaunchResult LaunchPagedAttention(const void* q, int64_t num_heads, float scale,
-                                  const DeviceKvPool& pool, const DeviceStep& step,
-                                  const AttentionPlan& plan, float* scratch, void* out,
-                                  void* stream);
+// How one layer scores its keys (Backend::AttentionParams in device terms).
+struct AttentionScores {
+  float scale = 1.0f;    // scores = scale * q.k
+  int64_t window = 0;    // > 0: a query at p sees keys max(0, p - window + 1)..p
+  float softcap = 0.0f;  // > 0: scores = softcap * tanh(scores / softcap) before the softmax
+};
+
+// out (bf16 [rows, num_heads, head_dim]) = causal softmax(scores) v per query head (KV head
+// h / group) for every row of the step's sequences (zeros for padding rows), the scores and the
+// keys each row sees as `scores` says (attention_math.h); q bf16 like out. `scratch` holds
+// plan.scratch_floats floats. cudaErrorInvalidValue for a negative window or cap.
+// REQUIRES: AttentionFits; plan from PlanAttention for this step.
+LaunchResult LaunchPagedAttention(const void* q, int64_t num_heads,
+                                  const AttentionScores& scores, const DeviceKvPool& pool,
+                                  const DeviceStep& step, const AttentionPlan& plan,
+                                  float* scratch, void* out, void* stream);
 
 }  // namespace tpserve::cuda
 

@@ -25,6 +25,7 @@
 #include "kernels/cuda/device_wait.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/flashinfer/flashinfer_attention.h"
+#include "kernels/cuda/flashinfer/scoring.h"
 #include "kernels/cuda/step_metadata.h"
 #include "kernels/cuda/weight_placement.h"
 
@@ -111,14 +112,18 @@ class CudaBackend final : public Backend {
                void* y) override;
   void Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
             RopeLayout layout) override;
-  void SiluMul(const void* gate, const void* up, int64_t count, void* out) override;
+  void GatedActivation(Activation act, const void* gate, const void* up, int64_t count,
+                       void* out) override;
   void Add(const void* a, const void* b, int64_t count, void* out) override;
+  void AddBias(void* y, const float* bias, int64_t rows, int64_t n) override;
+  void Scale(void* x, int64_t count, float factor) override;
+  void SoftCapF32(float* x, int64_t count, float cap) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
   void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;
   absl::StatusOr<int64_t> ReserveAttention(const AttentionReservation& limits) override;
-  void PagedAttention(const void* q, int64_t num_heads, float scale, const KvPoolView& pool,
-                      void* out) override;
+  void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
+                      const KvPoolView& pool, void* out) override;
   absl::Status Synchronize() override;
   void RequestAbort() override { abort_requested_.store(true); }
   bool SupportsStepCapture() const override { return graphs_enabled_; }
@@ -147,8 +152,13 @@ class CudaBackend final : public Backend {
   // FlashInfer sized for this step's attention: the reserved instance, or (without a
   // reservation: tests, benchmarks) one made or grown to fit. Null after a recorded error.
   cuda::FlashInferAttention* FlashInferFor(int64_t num_heads, const cuda::DeviceKvPool& pool);
-  // Plans this step's FlashInfer attention once (cuda_graph: for a recorded decode step).
+  // Plans this step's FlashInfer attention (cuda_graph: for a recorded decode step) under
+  // attention_constraints_.
   void PlanAttentionStep(bool cuda_graph);
+  // PagedAttention on FlashInfer: plans the step again when this layer's window or cap is one
+  // its plan cannot run (flashinfer/scoring.h).
+  void RunFlashInfer(const void* q, int64_t num_heads, const AttentionParams& params,
+                     const cuda::DeviceKvPool& pool, void* out);
 
   // Makes this backend's device current for the calling thread (ranks may share a process).
   // Not while recording: the capture is this thread's, on this device already.
@@ -199,6 +209,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::FlashInferAttention> flashinfer_;
   bool attention_reserved_ = false;  // ReserveAttention sized it: it never grows
   bool attention_planned_ = false;   // this step's FlashInfer plan is made
+  // What FlashInfer plans avoid for the windows and soft-caps of every layer seen so far
+  // (flashinfer/scoring.h); only grows, and a change invalidates recorded steps.
+  cuda::fi::PlanConstraints attention_constraints_;
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
@@ -386,16 +399,49 @@ void CudaBackend::Rope(void* x, int64_t num_heads, int64_t head_dim, const float
   Done("Rope");
 }
 
-void CudaBackend::SiluMul(const void* gate, const void* up, int64_t count, void* out) {
+void CudaBackend::GatedActivation(Activation act, const void* gate, const void* up,
+                                  int64_t count, void* out) {
   Enter();
-  Record("SiluMul", TPK_LAUNCH(cuda::LaunchSiluMul(gate, up, count, out, stream_)));
-  Done("SiluMul");
+  switch (act) {
+    case Activation::kSilu:
+      Record("GatedActivation(silu)",
+             TPK_LAUNCH(cuda::LaunchSiluMul(gate, up, count, out, stream_)));
+      break;
+    case Activation::kGeluTanh:
+      Record("GatedActivation(gelu_tanh)",
+             TPK_LAUNCH(cuda::LaunchGeluTanhMul(gate, up, count, out, stream_)));
+      break;
+    default:
+      Record("GatedActivation", absl::UnimplementedError(StrCat(
+                                    "activation ", static_cast<int>(act), " has no CUDA kernel")));
+      return;
+  }
+  Done("GatedActivation");
 }
 
 void CudaBackend::Add(const void* a, const void* b, int64_t count, void* out) {
   Enter();
   Record("Add", TPK_LAUNCH(cuda::LaunchAdd(a, b, count, out, stream_)));
   Done("Add");
+}
+
+void CudaBackend::AddBias(void* y, const float* bias, int64_t rows, int64_t n) {
+  Enter();
+  Record("AddBias", TPK_LAUNCH(cuda::LaunchAddBias(y, bias, rows, n, stream_)));
+  Done("AddBias");
+}
+
+void CudaBackend::Scale(void* x, int64_t count, float factor) {
+  Enter();
+  Record("Scale", TPK_LAUNCH(cuda::LaunchScaleBf16(x, count, factor, stream_)));
+  Done("Scale");
+}
+
+void CudaBackend::SoftCapF32(float* x, int64_t count, float cap) {
+  TP_CHECK(cap > 0, "SoftCapF32 needs a positive cap");
+  Enter();
+  Record("SoftCapF32", TPK_LAUNCH(cuda::LaunchSoftCapF32(x, count, cap, stream_)));
+  Done("SoftCapF32");
 }
 
 void CudaBackend::EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) {
@@ -513,12 +559,52 @@ cuda::FlashInferAttention* CudaBackend::FlashInferFor(int64_t num_heads,
 }
 
 void CudaBackend::PlanAttentionStep(bool cuda_graph) {
-  Record("PagedAttention", flashinfer_->Plan(packed_, cuda_graph, stream_));
+  Record("PagedAttention",
+         flashinfer_->Plan(packed_, cuda_graph, attention_constraints_, stream_));
   attention_planned_ = true;
 }
 
-void CudaBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
-                                 const KvPoolView& pool, void* out) {
+void CudaBackend::RunFlashInfer(const void* q, int64_t num_heads, const AttentionParams& params,
+                                const cuda::DeviceKvPool& pool, void* out) {
+  TP_CHECK(num_heads % pool.num_kv_heads == 0, "query heads are whole KV-head groups");
+  const cuda::fi::FiScoring scoring =
+      cuda::fi::FiScoringFor(params.sliding_window, params.logit_softcap);
+  const cuda::fi::PlanConstraints need = cuda::fi::PlanConstraintsFor(scoring);
+  if (!attention_constraints_.Covers(need)) {
+    // The first layer with a window or cap: from now on every plan serves it (the model's
+    // layers repeat each step), and recordings made under the old plans are stale.
+    attention_constraints_ = attention_constraints_.With(need);
+    ++scratch_generation_;
+  }
+  cuda::FlashInferAttention* fi = FlashInferFor(num_heads, pool);
+  if (fi == nullptr) return;
+  if (!attention_planned_) PlanAttentionStep(/*cuda_graph=*/false);
+  if (!fi->PlanServes(scoring)) {
+    // Planned before this layer's scoring was known: plan the step again (stream-ordered
+    // behind the layers that read the old plan), but never inside a recording.
+    if (recording_) {
+      Record("PagedAttention", absl::FailedPreconditionError(
+                                   "a FlashInfer plan for a new window or cap while recording"));
+      return;
+    }
+    PlanAttentionStep(/*cuda_graph=*/fixed_plan_);
+  }
+  Record("PagedAttention", fi->Run(q, num_heads, params.scale, scoring, pool, step_, out,
+                                   stream_));
+  Done("PagedAttention");
+}
+
+void CudaBackend::PagedAttention(const void* q, int64_t num_heads,
+                                 const AttentionParams& params, const KvPoolView& pool,
+                                 void* out) {
+  if (!(params.scale > 0.0f) || params.sliding_window < 0 || params.logit_softcap < 0.0f) {
+    Record("PagedAttention",
+           absl::InvalidArgumentError(StrCat("scale ", params.scale, ", sliding_window ",
+                                             params.sliding_window, ", logit_softcap ",
+                                             params.logit_softcap,
+                                             ": the scale must be positive, the others >= 0")));
+    return;
+  }
   const cuda::DeviceKvPool dp = ToDevicePool(pool);
   Enter();
   // FlashInfer where it is built for the shape (attention_workspace.h) and the step is a batch
@@ -526,12 +612,7 @@ void CudaBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
   if (cuda::AttentionKernelsFor(pool.dtype, pool.head_dim, compute_capability_) ==
           cuda::AttentionKernels::kFlashInfer &&
       step_.fi_rows_in_order) {
-    TP_CHECK(num_heads % pool.num_kv_heads == 0, "query heads are whole KV-head groups");
-    cuda::FlashInferAttention* fi = FlashInferFor(num_heads, dp);
-    if (fi == nullptr) return;
-    if (!attention_planned_) PlanAttentionStep(/*cuda_graph=*/false);
-    Record("PagedAttention", fi->Run(q, num_heads, scale, dp, step_, out, stream_));
-    Done("PagedAttention");
+    RunFlashInfer(q, num_heads, params, dp, out);
     return;
   }
   TP_CHECK(cuda::AttentionFits(num_heads, dp),
@@ -560,7 +641,10 @@ void CudaBackend::PagedAttention(const void* q, int64_t num_heads, float scale,
     if (!st.ok()) return;
     scratch = attention_scratch_.as<float>();
   }
-  Record("PagedAttention", TPK_LAUNCH(cuda::LaunchPagedAttention(q, num_heads, scale, dp, step_,
+  const cuda::AttentionScores scores{.scale = params.scale,
+                                     .window = params.sliding_window,
+                                     .softcap = params.logit_softcap};
+  Record("PagedAttention", TPK_LAUNCH(cuda::LaunchPagedAttention(q, num_heads, scores, dp, step_,
                                                                  plan, scratch, out, stream_)));
   Done("PagedAttention");
 }

@@ -316,14 +316,16 @@ void DecodeBench(Backend& be, double copy_gbs, int64_t batch, int64_t context, i
       be.Rope(d.q.data(), kHeads, kHeadDim, d.inv_freq.as<float>(), RopeLayout::kRotateHalf);
       be.Rope(d.k.data(), kKvHeads, kHeadDim, d.inv_freq.as<float>(), RopeLayout::kRotateHalf);
       be.WriteKv(d.k.data(), d.v.data(), view);
-      be.PagedAttention(d.q.data(), kHeads, 1.0f / std::sqrt(float(kHeadDim)), view, d.attn.data());
+      be.PagedAttention(d.q.data(), kHeads, {.scale = 1.0f / std::sqrt(float(kHeadDim))}, view,
+                        d.attn.data());
       be.MatMulChunked(d.attn.data(), batch, w(3), kReductionChunks, d.partials.as<float>());
       be.SumChunks(d.partials.as<float>(), kReductionChunks, batch * kHidden, d.proj.data());
       be.Add(d.x.data(), d.proj.data(), batch * kHidden, d.x.data());
       be.RmsNorm(d.x.data(), d.norm.as<float>(), batch, kHidden, 1e-5f, d.h.data());
       be.MatMul(d.h.data(), batch, w(4), d.gate.data(), DType::kBF16);
       be.MatMul(d.h.data(), batch, w(5), d.up.data(), DType::kBF16);
-      be.SiluMul(d.gate.data(), d.up.data(), batch * kFfn, d.gate.data());
+      be.GatedActivation(Activation::kSilu, d.gate.data(), d.up.data(), batch * kFfn,
+                         d.gate.data());
       be.MatMulChunked(d.gate.data(), batch, w(6), kReductionChunks, d.partials.as<float>());
       be.SumChunks(d.partials.as<float>(), kReductionChunks, batch * kHidden, d.proj.data());
       be.Add(d.x.data(), d.proj.data(), batch * kHidden, d.x.data());
@@ -420,7 +422,7 @@ void AttentionBench(Backend& be, Timer& t, double copy_gbs) {
     for (int64_t b = 0; b < batch; ++b) seqs.push_back({b, 1, kContext - 1, tables[b]});
     be.BeginStep(StepInputs{{}, {}, seqs, {}});
     const double ms = t.Ms(3, 50, [&](int) {
-      be.PagedAttention(q->data(), kHeads, scale, pool, out->data());
+      be.PagedAttention(q->data(), kHeads, {.scale = scale}, pool, out->data());
     });
     BENCH_CHECK(be.Synchronize());
     const double bytes = 2.0 * batch * kContext * kKvHeads * kHeadDim * 2;
@@ -432,7 +434,7 @@ void AttentionBench(Backend& be, Timer& t, double copy_gbs) {
   const std::vector<AttentionSequence> prompt = {{0, kPrompt, 0, tables[0]}};
   be.BeginStep(StepInputs{{}, {}, prompt, {}});
   const double ms = t.Ms(3, 20, [&](int) {
-    be.PagedAttention(q->data(), kHeads, scale, pool, out->data());
+    be.PagedAttention(q->data(), kHeads, {.scale = scale}, pool, out->data());
   });
   BENCH_CHECK(be.Synchronize());
   const double flops = 2.0 * 2.0 * kHeads * kPrompt * kPrompt * kHeadDim / 2;

@@ -5,7 +5,10 @@
 //   Rope:      for r, h, i < hd/2: th = double(pos[r]) * inv_freq[i]; (a, b) = pair i;
 //              x[a], x[b] = x[a] cos th - x[b] sin th, x[a] sin th + x[b] cos th
 //   SiluMul:   out[i] = g[i] / (1 + exp(-g[i])) * u[i]
+//   GeluTanhMul: out[i] = g[i] / (1 + exp(-2 sqrt(2/pi) (g[i] + 0.044715 g[i]^3))) * u[i]
 //   Add:       out[i] = a[i] + b[i]
+//   AddBias:   y[r, c] = y[r, c] + bias[c]
+//   SoftCap:   x[i] = cap * tanh(x[i] / cap)  (f32 in and out)
 //   SumChunks: out[i] = ((c[0][i] + c[1][i]) + c[2][i]) + ...
 //   Embedding: out[t, c] = id in shard ? WeightAt(table, id - first_row, c) : 0
 //   Gather:    out[i, :] = x[rows[i], :]
@@ -75,6 +78,28 @@ __global__ void SiluMulKernel(const bf16* gate, const bf16* up, int64_t count, b
   for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) {
     const float g = Bf16ToF32(gate[i]);
     out[i] = F32ToBf16(g / (1.0f + expf(-g)) * Bf16ToF32(up[i]));
+  }
+}
+
+// The same expression as the CPU reference (kernels/cpu/kernels_scalar.cc GeluTanhMul).
+__global__ void GeluTanhMulKernel(const bf16* gate, const bf16* up, int64_t count, bf16* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) {
+    const float g = Bf16ToF32(gate[i]);
+    const float u = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = F32ToBf16(g / (1.0f + expf(-2.0f * u)) * Bf16ToF32(up[i]));
+  }
+}
+
+__global__ void AddBiasKernel(bf16* y, const float* bias, int64_t count, int64_t n) {
+  for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) {
+    y[i] = F32ToBf16(Bf16ToF32(y[i]) + bias[i % n]);
+  }
+}
+
+__global__ void SoftCapF32Kernel(float* x, int64_t count, float cap) {
+  for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) {
+    x[i] = cap * tanhf(x[i] / cap);
   }
 }
 
@@ -173,6 +198,30 @@ LaunchResult LaunchSiluMul(const void* gate, const void* up, int64_t count, void
   SiluMulKernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(
       static_cast<const bf16*>(gate), static_cast<const bf16*>(up), count,
       static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+LaunchResult LaunchGeluTanhMul(const void* gate, const void* up, int64_t count, void* out,
+                               void* stream) {
+  if (count <= 0) return cudaSuccess;
+  GeluTanhMulKernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(
+      static_cast<const bf16*>(gate), static_cast<const bf16*>(up), count,
+      static_cast<bf16*>(out));
+  return cudaGetLastError();
+}
+
+LaunchResult LaunchAddBias(void* y, const float* bias, int64_t rows, int64_t n, void* stream) {
+  if (rows <= 0 || n <= 0) return cudaSuccess;
+  const int64_t count = rows * n;
+  AddBiasKernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(static_cast<bf16*>(y),
+                                                                       bias, count, n);
+  return cudaGetLastError();
+}
+
+LaunchResult LaunchSoftCapF32(float* x, int64_t count, float cap, void* stream) {
+  if (count <= 0) return cudaSuccess;
+  if (!(cap > 0.0f)) return cudaErrorInvalidValue;
+  SoftCapF32Kernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(x, count, cap);
   return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // Launchers for the CUDA backend's row-wise and element-wise kernels on bf16 activations:
-// RMSNorm, RoPE, SwiGLU, add, the ordered chunk sum, embedding rows and row gathers, and the
+// RMSNorm, RoPE, SwiGLU and GeGLU, add, bias rows, scaling, the f32 logit soft-cap, the ordered
+// chunk sum, embedding rows and row gathers, and the
 // conversions the cuBLASLt paths need. Plain C++ (see device_types.h); every launcher queues
 // its kernel on `stream` (a cudaStream_t) and returns cudaGetLastError() after the launch.
 // Counts of zero launch nothing.
@@ -32,8 +33,19 @@ LaunchResult LaunchRope(void* x, int64_t rows, int64_t heads, int64_t head_dim,
 LaunchResult LaunchSiluMul(const void* gate, const void* up, int64_t count, void* out,
                            void* stream);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] = g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3))) * up[i]
+// (bf16, f32 math; kernels/activation.h); out may alias gate or up.
+LaunchResult LaunchGeluTanhMul(const void* gate, const void* up, int64_t count, void* out,
+                               void* stream);
+
 // out[i] = a[i] + b[i] (bf16, f32 math); out may alias a or b.
 LaunchResult LaunchAdd(const void* a, const void* b, int64_t count, void* out, void* stream);
+
+// y[r, c] = bf16(y[r, c] + bias[c]) for bf16 y [rows, n] and f32 bias [n], in place.
+LaunchResult LaunchAddBias(void* y, const float* bias, int64_t rows, int64_t n, void* stream);
+
+// x[i] = cap * tanh(x[i] / cap) for f32 x, in place. REQUIRES: cap > 0.
+LaunchResult LaunchSoftCapF32(float* x, int64_t count, float cap, void* stream);
 
 // out[i] = bf16(((chunks[0][i] + chunks[1][i]) + ...) in f32), chunks f32 [num_chunks, count].
 LaunchResult LaunchSumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out,

@@ -1,7 +1,7 @@
 // FA2 paged attention: our Params struct for FlashInfer's BatchPrefillWithPagedKVCacheDispatched
 // (FlashInfer's JIT generates one like it per module from csrc/batch_prefill_customize_config
 // .jinja; this is ours, fixed for what we serve) and the launch over one (types, head_dim),
-// dispatching the query tile the plan chose. Included only by the fa2_*.cu instantiation files.
+// dispatching the variant (scoring.h) and the query tile the plan chose. Included only by the fa2_*.cu instantiation files.
 #ifndef TPSERVE_KERNELS_CUDA_FLASHINFER_FA2_RUN_CUH_
 #define TPSERVE_KERNELS_CUDA_FLASHINFER_FA2_RUN_CUH_
 
@@ -36,7 +36,7 @@ struct Fa2Params {
   float* lse;
   flashinfer::uint_fastdiv group_size;
 
-  // What DefaultAttention<false, false, false, false> reads (no mask, window, cap or alibi).
+  // What DefaultAttention<false, window, soft_cap, false> reads (no custom mask or alibi).
   uint8_t* maybe_custom_mask;
   IdType* maybe_mask_indptr;
   float* maybe_alibi_slopes;
@@ -74,11 +74,13 @@ struct Fa2Params {
   __host__ __device__ __forceinline__ uint32_t get_kv_len(uint32_t b) const { return kv_len[b]; }
 };
 
-using Fa2Variant = flashinfer::DefaultAttention</*custom_mask=*/false, /*sliding_window=*/false,
-                                                /*soft_cap=*/false, /*alibi=*/false>;
+// FlashInfer's variant (flashinfer/attention/variants.cuh) for each FiVariant.
+template <bool kWindow, bool kSoftCap>
+using Fa2Variant = flashinfer::DefaultAttention</*custom_mask=*/false, kWindow, kSoftCap,
+                                                /*alibi=*/false>;
 
-template <typename Q, typename KV, typename O, uint32_t kHeadDim>
-int RunFa2Typed(const PagedBatch& b, const Fa2Plan& plan, void* stream) {
+template <typename Q, typename KV, typename O, uint32_t kHeadDim, typename Variant>
+int RunFa2Variant(const PagedBatch& b, const Fa2Plan& plan, void* stream) {
   using Params = Fa2Params<Q, KV, O>;
   Params p{};
   p.q = static_cast<Q*>(const_cast<void*>(b.q));
@@ -95,14 +97,14 @@ int RunFa2Typed(const PagedBatch& b, const Fa2Plan& plan, void* stream) {
   p.maybe_custom_mask = nullptr;
   p.maybe_mask_indptr = nullptr;
   p.maybe_alibi_slopes = nullptr;
-  p.logits_soft_cap = 0.0f;
+  p.logits_soft_cap = b.scoring.logits_soft_cap;  // read by the soft-cap variant only
   p.sm_scale = b.sm_scale;
   p.rope_rcp_scale = 1.0f;
   p.rope_rcp_theta = 1.0f;
   p.num_qo_heads = b.num_qo_heads;
   p.q_stride_n = b.num_qo_heads * b.head_dim;
   p.q_stride_h = b.head_dim;
-  p.window_left = -1;
+  p.window_left = b.scoring.window_left;  // -1: the variant takes kv_len (every key)
   p.request_indices = plan.request_indices;
   p.qo_tile_indices = plan.qo_tile_indices;
   p.kv_tile_indices = plan.kv_tile_indices;
@@ -123,7 +125,7 @@ int RunFa2Typed(const PagedBatch& b, const Fa2Plan& plan, void* stream) {
   return static_cast<int>(flashinfer::BatchPrefillWithPagedKVCacheDispatched<              \
                           /*SAME_KV_STRIDES=*/true, TILE, kHeadDim, kHeadDim,               \
                           PosEncodingMode::kNone, /*USE_FP16_QK_REDUCTION=*/false,          \
-                          MaskMode::kCausal, /*USE_TOKEN_HEAD_SF=*/false, Fa2Variant,       \
+                          MaskMode::kCausal, /*USE_TOKEN_HEAD_SF=*/false, Variant,          \
                           Params>(p, tmp_v, plan.tmp_s, /*enable_pdl=*/false, s))
   switch (plan.cta_tile_q) {
     case 16: TPSERVE_FA2_TILE(16);
@@ -132,6 +134,20 @@ int RunFa2Typed(const PagedBatch& b, const Fa2Plan& plan, void* stream) {
     default: return static_cast<int>(cudaErrorNotSupported);
   }
 #undef TPSERVE_FA2_TILE
+}
+
+template <typename Q, typename KV, typename O, uint32_t kHeadDim>
+int RunFa2Typed(const PagedBatch& b, const Fa2Plan& plan, void* stream) {
+  switch (b.scoring.variant) {
+    case FiVariant::kPlain:
+      return RunFa2Variant<Q, KV, O, kHeadDim, Fa2Variant<false, false>>(b, plan, stream);
+    case FiVariant::kWindow:
+      return RunFa2Variant<Q, KV, O, kHeadDim, Fa2Variant<true, false>>(b, plan, stream);
+    case FiVariant::kWindowSoftCap:
+      if (!(b.scoring.logits_soft_cap > 0.0f)) return static_cast<int>(cudaErrorInvalidValue);
+      return RunFa2Variant<Q, KV, O, kHeadDim, Fa2Variant<true, true>>(b, plan, stream);
+  }
+  return static_cast<int>(cudaErrorNotSupported);
 }
 
 }  // namespace tpserve::cuda::fi

@@ -71,6 +71,8 @@ struct Fa3Params {
 template <uint32_t kHeadDim>
 int RunFa3Typed(const PagedBatch& b, const Fa3Plan& plan, void* stream) {
   if (plan.same_schedule_for_all_heads) return static_cast<int>(cudaErrorNotSupported);
+  // Built with StandardAttention and LEFT_SLIDING_WINDOW false: no window, no soft-cap.
+  if (!Fa3Serves(b.scoring)) return static_cast<int>(cudaErrorNotSupported);
   using Q = Fa3Params::DTypeQ;
   using KV = Fa3Params::DTypeKV;
   using O = Fa3Params::DTypeO;

@@ -72,7 +72,12 @@ FlashInferAttention::~FlashInferAttention() {
   if (convert_ != nullptr) cudaFree(convert_);
 }
 
-absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph, void* stream) {
+bool FlashInferAttention::PlanServes(const fi::FiScoring& scoring) const {
+  return fi::PlanServes(use_fa3_, fa2_requests_ > 0 && fa2_splits_keys_, scoring);
+}
+
+absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph,
+                                       const fi::PlanConstraints& constraints, void* stream) {
   const DeviceStep& c = packed.counts;
   num_requests_ = c.num_seqs;
   num_rows_ = c.num_rows;
@@ -80,6 +85,7 @@ absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph
   fa2_requests_ = 0;
   fa2_rows_ = 0;
   use_fa3_ = false;
+  fa2_splits_keys_ = false;
   if (num_requests_ == 0) return absl::OkStatus();
   if (!c.fi_rows_in_order) {
     return absl::InvalidArgumentError(
@@ -96,15 +102,15 @@ absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph
   const int32_t* kv_indptr = packed.words.data() + packed.offset_fi_kv_indptr;
   const int32_t* kv_len = packed.words.data() + packed.offset_fi_kv_len;
   const int32_t page = static_cast<int32_t>(limits_.page_size);
-  if (limits_.deterministic) return PlanDeterministic(packed, stream);
+  if (limits_.deterministic) return PlanDeterministic(packed, constraints.no_split_keys, stream);
   // Route: leading one-row requests to FA2, the rest to FA3 (see the header).
   int32_t leading_decodes = 0;
   while (leading_decodes < num_requests_ &&
          qo_indptr[leading_decodes + 1] - qo_indptr[leading_decodes] == 1) {
     ++leading_decodes;
   }
-  use_fa3_ = !cuda_graph && fa3_available_ && fi::Fa3Built(types_, limits_.head_dim) &&
-             leading_decodes < num_requests_;
+  use_fa3_ = !cuda_graph && !constraints.no_fa3 && fa3_available_ &&
+             fi::Fa3Built(types_, limits_.head_dim) && leading_decodes < num_requests_;
   fa2_requests_ = use_fa3_ ? leading_decodes : num_requests_;
   fa2_rows_ = qo_indptr[fa2_requests_];
 
@@ -126,10 +132,12 @@ absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph
     r.num_requests = fa2_requests_;
     r.num_rows = fa2_rows_;
     r.cuda_graph = cuda_graph;
+    r.no_split_keys = constraints.no_split_keys;
     const fi::PlanWorkspace ws{float_ws_, workspace_.float_bytes, int_ws_[0], int_host_[0],
                                workspace_.int_bytes};
     const int code = fi::PlanFa2(r, ws, stream, &fa2_plan_, &error);
     if (code != 0) return PlanStatus("PlanFa2", code, error);
+    fa2_splits_keys_ = fa2_plan_.split_kv;
   }
   if (use_fa3_) {
     // FA3's work items carry absolute row and page offsets, so its requests are a suffix of the
@@ -140,6 +148,7 @@ absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph
     r.num_requests = num_requests_ - fa2_requests_;
     r.num_rows = num_rows_ - fa2_rows_;
     r.cuda_graph = false;
+    r.no_split_keys = false;
     const fi::PlanWorkspace ws{nullptr, 0, int_ws_[1], int_host_[1], workspace_.int_bytes};
     const int code = fi::PlanFa3(r, ws, stream, &fa3_plan_, &error);
     if (code != 0) return PlanStatus("PlanFa3", code, error);
@@ -148,7 +157,8 @@ absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph
                                   static_cast<cudaStream_t>(stream)));
 }
 
-absl::Status FlashInferAttention::PlanDeterministic(const PackedStep& packed, void* stream) {
+absl::Status FlashInferAttention::PlanDeterministic(const PackedStep& packed, bool no_split_keys,
+                                                    void* stream) {
   // Every row its own request: FlashInfer's query tile then depends on the group size alone,
   // and its key chunks on the fixed split size alone (attention_workspace.h).
   const int32_t* row_kv_len = packed.words.data() + packed.offset_fi_row_kv_len;
@@ -170,6 +180,8 @@ absl::Status FlashInferAttention::PlanDeterministic(const PackedStep& packed, vo
   req.kv_bytes = limits_.kv_dtype == DType::kF8E4M3 ? 1 : 2;
   req.fixed_split_pages = static_cast<int32_t>(
       DeterministicChunkTokens(limits_.max_context, limits_.page_size) / limits_.page_size);
+  // Unsplit, a row's floats still depend on its own query and keys alone.
+  req.no_split_keys = no_split_keys;
   const fi::PlanWorkspace ws{float_ws_, workspace_.float_bytes, int_ws_[0], int_host_[0],
                              workspace_.int_bytes};
   std::string error;
@@ -177,14 +189,22 @@ absl::Status FlashInferAttention::PlanDeterministic(const PackedStep& packed, vo
   if (code != 0) return PlanStatus("PlanFa2 (deterministic)", code, error);
   fa2_requests_ = num_rows_;
   fa2_rows_ = num_rows_;
+  fa2_splits_keys_ = fa2_plan_.split_kv;
   return TPK_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(uploaded_),
                                   static_cast<cudaStream_t>(stream)));
 }
 
 absl::Status FlashInferAttention::Run(const void* q, int64_t num_heads, float scale,
-                                      const DeviceKvPool& pool, const DeviceStep& step,
-                                      void* out, void* stream) {
+                                      const fi::FiScoring& scoring, const DeviceKvPool& pool,
+                                      const DeviceStep& step, void* out, void* stream) {
   if (num_requests_ == 0) return absl::OkStatus();
+  if (!PlanServes(scoring)) {
+    return absl::FailedPreconditionError(StrCat(
+        "FlashInfer attention: the step's plan (", use_fa3_ ? "FA3 for prompts" : "FA2 only",
+        fa2_splits_keys_ ? ", split keys" : "", ") cannot run window_left ",
+        scoring.window_left, ", logits_soft_cap ", scoring.logits_soft_cap,
+        "; plan under PlanConstraintsFor"));
+  }
   if (num_heads != limits_.num_qo_heads || pool.num_kv_heads != limits_.num_kv_heads ||
       pool.head_dim != limits_.head_dim || pool.block_size != limits_.page_size) {
     return absl::InvalidArgumentError(
@@ -215,7 +235,10 @@ absl::Status FlashInferAttention::Run(const void* q, int64_t num_heads, float sc
   b.kv_indptr = per_row ? step.fi_row_kv_indptr : step.fi_kv_indptr;
   b.kv_indices = step.block_tables;
   b.kv_len = per_row ? step.fi_row_kv_len : step.fi_kv_len;
+  // e4m3: K = code * k_scale, so q.K = k_scale * q.code; the soft-cap variant divides this
+  // scale by the cap, which keeps cap * tanh(scale * q.K / cap).
   b.sm_scale = types_ == fi::FiTypes::kBf16Fp8 ? scale * pool.k_scale : scale;
+  b.scoring = scoring;
   if (fa2_requests_ > 0) {
     b.num_requests = fa2_requests_;
     b.num_rows = fa2_rows_;

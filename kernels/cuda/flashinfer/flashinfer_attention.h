@@ -3,8 +3,10 @@
 // schedulers and queues the kernels.
 //
 //   TP_ASSIGN_OR_RETURN(auto fi, FlashInferAttention::Create(limits, /*fa3=*/true));
-//   TP_RETURN_IF_ERROR(fi->Plan(packed, /*cuda_graph=*/false, stream));   // once per step
-//   TP_RETURN_IF_ERROR(fi->Run(q, pool, scale, step, out, stream));       // once per layer
+//   TP_RETURN_IF_ERROR(fi->Plan(packed, /*cuda_graph=*/false, {}, stream));   // once per step
+//   const fi::FiScoring scoring = fi::FiScoringFor(window, softcap);
+//   if (!fi->PlanServes(scoring)) ...  // plan again with PlanConstraintsFor(scoring)
+//   TP_RETURN_IF_ERROR(fi->Run(q, num_heads, scale, scoring, pool, step, out, stream));
 //
 // Routing, per step (each request a sequence of the step, in row order, padding rows included):
 //   * deterministic limits (--deterministic_tp): FA2 over one request per query row, keys split
@@ -17,6 +19,9 @@
 //     one-row requests (decodes; the scheduler puts them first) through FA2, whose split keys
 //     fill the GPU for a few long decodes, and the rest through FA3;
 //   * otherwise FA2 over every request.
+// Layers with a sliding window or a logit soft-cap (scoring.h): FA2's variants for them; a plan
+// made under PlanConstraints that say so routes no request through FA3 (built plain) and, for
+// a window, does not split keys (FA2's split partials are laid out for one window).
 // KV in e4m3: FlashInfer reads the codes and converts them; the K scale is folded into the
 // softmax scale and the V scale multiplies the output. KV in f16: q is converted to f16 and the
 // f16 output back to bf16 (FlashInfer's tensor cores multiply q and K of one type).
@@ -55,20 +60,28 @@ class FlashInferAttention {
   // `stream` (first waiting until the previous upload has read the pinned buffers it rewrites).
   // INVALID_ARGUMENT when the step exceeds the limits or its rows are not in sequence order;
   // INTERNAL with FlashInfer's message when its scheduler refuses.
-  absl::Status Plan(const PackedStep& packed, bool cuda_graph, void* stream);
+  // `constraints`: what the plan avoids so that every layer it serves runs (scoring.h).
+  absl::Status Plan(const PackedStep& packed, bool cuda_graph,
+                    const fi::PlanConstraints& constraints, void* stream);
+
+  // Whether the planned step runs a layer scored as `scoring` (false: plan again under
+  // constraints that include PlanConstraintsFor(scoring)).
+  bool PlanServes(const fi::FiScoring& scoring) const;
 
   // Queues causal attention of the planned step: out (bf16 [rows, num_heads, head_dim]) from q
-  // (bf16, same shape) over `pool`. REQUIRES: Plan for this step; the pool's shape and dtype
-  // those of the limits; num_heads == limits.num_qo_heads.
-  absl::Status Run(const void* q, int64_t num_heads, float scale, const DeviceKvPool& pool,
-                   const DeviceStep& step, void* out, void* stream);
+  // (bf16, same shape) over `pool`, scores scale * q.k under `scoring`'s window and cap.
+  // FAILED_PRECONDITION when the plan does not serve `scoring` (PlanServes).
+  // REQUIRES: Plan for this step; the pool's shape and dtype those of the limits;
+  // num_heads == limits.num_qo_heads.
+  absl::Status Run(const void* q, int64_t num_heads, float scale, const fi::FiScoring& scoring,
+                   const DeviceKvPool& pool, const DeviceStep& step, void* out, void* stream);
 
   int64_t device_bytes() const { return workspace_.DeviceBytes(); }
   const AttentionLimits& limits() const { return limits_; }
 
  private:
   // Plan for limits_.deterministic: FA2 only, one request per query row.
-  absl::Status PlanDeterministic(const PackedStep& packed, void* stream);
+  absl::Status PlanDeterministic(const PackedStep& packed, bool no_split_keys, void* stream);
 
   FlashInferAttention(const AttentionLimits& limits, bool fa3, const std::atomic<bool>* abort)
       : limits_(limits), fa3_available_(fa3), abort_(abort),
@@ -92,6 +105,7 @@ class FlashInferAttention {
   int32_t fa2_requests_ = 0;
   int32_t fa2_rows_ = 0;
   bool use_fa3_ = false;
+  bool fa2_splits_keys_ = false;  // the FA2 plan split some request's keys
   // Padding rows to zero: some in this step, or a recorded step (whose replays may have some).
   bool zero_padding_ = false;
   fi::Fa2Plan fa2_plan_;

@@ -10,13 +10,17 @@
 //   FA2  q bf16 over KV bf16 or e4m3 (output bf16), q f16 over KV f16 (output f16);
 //        head_dim 64 (SmolLM2) and 128 (Llama 3.x); query tiles of 16, 64 and 128 rows.
 //   FA3  q, KV and output bf16; head_dim 64 and 128.
-// Both causal, no sliding window, soft cap or custom mask; RoPE is applied before the KV write
+// Both causal, no custom mask. FA2 in three variants (scoring.h): plain, with a sliding window,
+// and with a window and a logit soft-cap; FA3 plain only (a plan avoids it for layers with a
+// window or cap, scoring.h's PlanConstraints). RoPE is applied before the KV write
 // (elementwise_kernels.h), so FlashInfer's own positional encoding is off.
 // Thread-safe: stateless.
 #ifndef TPSERVE_KERNELS_CUDA_FLASHINFER_LAUNCH_H_
 #define TPSERVE_KERNELS_CUDA_FLASHINFER_LAUNCH_H_
 
 #include <cstdint>
+
+#include "kernels/cuda/flashinfer/scoring.h"
 
 namespace tpserve::cuda::fi {
 
@@ -50,6 +54,7 @@ struct PagedBatch {
   const int32_t* kv_indices = nullptr;  // page ids
   const int32_t* kv_len = nullptr;      // [num_requests]
   float sm_scale = 1.0f;                // softmax scale (times the K scale for e4m3 KV)
+  FiScoring scoring;                    // window and soft-cap (FA3: plain only)
 };
 
 // The FA2 work partition of one launch: FlashInfer's PrefillPlanInfo resolved to device
@@ -84,7 +89,9 @@ struct Fa3Plan {
 };
 
 // Queue causal paged attention on `stream` (a cudaStream_t). Returns a cudaError_t as int
-// (cudaErrorNotSupported when no instantiation matches). REQUIRES: Fa2Built / Fa3Built.
+// (cudaErrorNotSupported when no instantiation matches, FA3 with a window or cap included).
+// REQUIRES: Fa2Built / Fa3Built; for FA2 with a window, a plan that does not split keys
+// (scoring.h).
 int RunFa2(FiTypes types, const PagedBatch& batch, const Fa2Plan& plan, void* stream);
 int RunFa3(FiTypes types, const PagedBatch& batch, const Fa3Plan& plan, void* stream);
 

@@ -28,9 +28,10 @@ int PlanFa2(const PlanRequest& r, const PlanWorkspace& ws, void* stream, Fa2Plan
         static_cast<uint32_t>(r.num_requests), static_cast<uint32_t>(r.num_qo_heads),
         static_cast<uint32_t>(r.num_kv_heads), static_cast<uint32_t>(r.head_dim),
         static_cast<uint32_t>(r.head_dim), static_cast<uint32_t>(r.page_size), r.cuda_graph,
+        // -1: split points counted over every key (only unsplit plans serve windowed layers).
         /*sizeof_dtype_o=*/2, /*window_left=*/-1,
         /*fixed_split_size=*/r.fixed_split_pages > 0 ? r.fixed_split_pages : -1,
-        /*disable_split_kv=*/false, /*num_colocated_ctas=*/0, /*uniform_q_len=*/0,
+        /*disable_split_kv=*/r.no_split_keys, /*num_colocated_ctas=*/0, /*uniform_q_len=*/0,
         /*fixed_uniform_q_len=*/false, static_cast<cudaStream_t>(stream),
         static_cast<uint32_t>(r.kv_bytes));
   } catch (const std::exception& e) {

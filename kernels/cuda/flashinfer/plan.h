@@ -54,6 +54,9 @@ struct PlanRequest {
   // FA2: keys split into chunks of this many pages from each request's first key, whatever the
   // batch (FlashInfer's fixed_split_size); 0: FlashInfer balances the split over the GPU.
   int32_t fixed_split_pages = 0;
+  // FA2: never split keys (FlashInfer's disable_split_kv; wins over fixed_split_pages): a plan
+  // that layers with and without a sliding window share (scoring.h).
+  bool no_split_keys = false;
 };
 
 int PlanFa2(const PlanRequest& request, const PlanWorkspace& ws, void* stream, Fa2Plan* plan,
