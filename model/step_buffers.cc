@@ -16,9 +16,10 @@ int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
                         const WeightFormats& formats, TpReduction mode) {
   if (mode == TpReduction::kAllReduce) return 1;
   const int64_t g = c.num_kv_heads;
-  // A chunk must hold whole quantization blocks of every format o and down use, and whole
-  // 8-bit activation blocks (32) of the CPU's GGML path.
-  int64_t block = 32;
+  // A chunk must hold whole quantization blocks of every format o and down use (which covers
+  // the CPU's 8-bit activation blocks: only GGML formats quantize x, and their blocks are 32 or
+  // 256 wide), and at least 8 values: 16-byte rows of bf16, what the GPU GEMMs align to.
+  int64_t block = 8;
   for (TensorRole role : {TensorRole::kO, TensorRole::kDown}) {
     for (const TensorFormat& f : formats.AllOf(role)) {
       block = std::max(block, InputBlockValues(f));
