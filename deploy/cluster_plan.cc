@@ -34,7 +34,7 @@ std::string DraftSummary(const MemoryPlan& m) {
 }  // namespace
 
 absl::StatusOr<std::string> ResolveModelPath(const std::string& name) {
-  if (name == "smollm2" || name == "smollm2-135m") return BundledModelPath();
+  if (BundledModelFile(name).has_value()) return BundledModelPath(name);
   if (std::filesystem::exists(name)) return name;
   if (ModelSpecPreset(name.substr(0, name.find('-'))).ok()) {
     return absl::NotFoundError(absl::StrCat(

@@ -61,8 +61,8 @@
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
 ABSL_FLAG(int, gpus, 0, "GPU ranks: one per GPU (needs that many CUDA devices)");
 ABSL_FLAG(std::string, model, "smollm2",
-          "a .gguf file, a Hugging Face directory, 'smollm2' for the bundled model, or with "
-          "--gpus a shape preset with its weights, e.g. 405b-fp8, 70b-bf16, 8b-int4");
+          "a .gguf file, a Hugging Face directory, a bundled model (smollm2, gemma3-270m), or "
+          "with --gpus a shape preset with its weights, e.g. 405b-fp8, 70b-bf16, 8b-int4");
 ABSL_FLAG(std::string, checkpoint, "",
           "with --gpus and a shape preset: the checkpoint directory that holds its weights");
 ABSL_FLAG(std::string, gpu, "",

@@ -1,7 +1,10 @@
-// SmolLM2-135M-Instruct (Q4_1 GGUF) against llama.cpp on the same token ids: last-prompt
-// logits, teacher-forced next-token choices along llama.cpp's 32-token greedy continuation, and
-// our own free-running greedy continuation. Golden data: tests/golden/model/
-// make_logits_golden.py (llama-cpp-python, f32 KV cache, no flash attention).
+// The bundled models, SmolLM2-135M-Instruct (Q4_1 GGUF, Llama) and Gemma 3 270M (Q4_K_M GGUF:
+// sliding-window layers, QK-norm, GeGLU, sandwich norms), against llama.cpp on the same token
+// ids: last-prompt logits, teacher-forced next-token choices along llama.cpp's 32-token greedy
+// continuation, and our own free-running greedy continuation. Golden data: tests/golden/model/
+// (and gemma3/) from make_logits_golden.py (llama-cpp-python, f32 KV cache, no flash attention).
+// The tolerances below were measured on SmolLM2; Gemma 3 has its own, measured the same way
+// (see kGemma3).
 //
 // Why these tolerances. Both engines quantize activations to 8-bit blocks before every
 // Q4_1/Q8_0 product, and a last-ulp difference anywhere (summation order, exp, RoPE angles)
@@ -29,6 +32,7 @@
 #include <sstream>
 
 #include "comm/communicator.h"
+#include "formats/dtype.h"
 #include "formats/gguf.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -41,10 +45,24 @@
 namespace tpserve {
 namespace {
 
-constexpr char kGoldenDir[] = "tests/golden/model/";
 constexpr float kMaxDiffTolerance = 6e-2f;  // of max|logit|
 constexpr float kRmsDiffTolerance = 2.5e-2f;  // of max|logit|
 constexpr float kNearTieLogits = 0.5f;
+
+struct Bundled {
+  const char* name;        // BundledModelPath's
+  const char* golden_dir;  // with golden.json
+  float max_diff = kMaxDiffTolerance;  // of max|logit|
+  float rms_diff = kRmsDiffTolerance;
+};
+
+// Gemma 3 270M: llama.cpp's own variants differ from its golden run (f32 KV, 2 threads) by up
+// to max 9.2% / rms 3.9% of max|logit| (default f16 KV, code prompt) and 7.0% / 1.8% (flash
+// attention), measured 2026-12-06 with llama-cpp-python 0.3.36; we differ by up to 6.3% / 1.6%
+// (code prompt; English 3.6/0.8, Korean 3.7/1.1, long 3.6/0.9). So the same rule as SmolLM2's
+// (what llama.cpp's variants satisfy among themselves): 10% / 4%.
+constexpr Bundled kSmolLM2{"smollm2", "tests/golden/model/"};
+constexpr Bundled kGemma3{"gemma3-270m", "tests/golden/model/gemma3/", 0.10f, 0.04f};
 
 struct GoldenPrompt {
   std::string name;
@@ -54,9 +72,9 @@ struct GoldenPrompt {
   std::vector<float> top2_gaps;
 };
 
-std::vector<GoldenPrompt> LoadGolden() {
-  std::ifstream in(std::string(kGoldenDir) + "golden.json");
-  EXPECT_TRUE(in.good()) << "missing " << kGoldenDir << "golden.json";
+std::vector<GoldenPrompt> LoadGolden(const std::string& dir) {
+  std::ifstream in(dir + "golden.json");
+  EXPECT_TRUE(in.good()) << "missing " << dir << "golden.json";
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
@@ -65,54 +83,50 @@ std::vector<GoldenPrompt> LoadGolden() {
     return {};
   }
   std::vector<GoldenPrompt> out;
+  const bool f16 = j.value("logits_dtype", "f32") == "f16";  // Gemma 3's 262,144 logits
   for (const auto& p : j["prompts"]) {
     GoldenPrompt g;
     g.name = p["name"].get<std::string>();
     g.token_ids = p["token_ids"].get<std::vector<int32_t>>();
     g.continuation = p["greedy_continuation"].get<std::vector<int32_t>>();
     g.top2_gaps = p["greedy_top2_gaps"].get<std::vector<float>>();
-    std::ifstream f(std::string(kGoldenDir) + p["logits_file"].get<std::string>(),
-                    std::ios::binary);
+    std::ifstream f(dir + p["logits_file"].get<std::string>(), std::ios::binary);
     g.last_logits.resize(j["vocab_size"].get<int64_t>());
-    f.read(reinterpret_cast<char*>(g.last_logits.data()), g.last_logits.size() * sizeof(float));
+    if (f16) {
+      std::vector<uint16_t> half(g.last_logits.size());
+      f.read(reinterpret_cast<char*>(half.data()), half.size() * sizeof(uint16_t));
+      for (size_t i = 0; i < half.size(); ++i) g.last_logits[i] = F16ToF32(half[i]);
+    } else {
+      f.read(reinterpret_cast<char*>(g.last_logits.data()),
+             g.last_logits.size() * sizeof(float));
+    }
     EXPECT_TRUE(f.good()) << "short logits file for " << g.name;
     out.push_back(std::move(g));
   }
   return out;
 }
 
-class LlamaGoldenTest : public ::testing::Test {
+class LlamaGoldenTest : public ::testing::TestWithParam<Bundled> {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::string> path = BundledModelPath();
+  void SetUp() override {
+    absl::StatusOr<std::string> path = BundledModelPath(GetParam().name);
     ASSERT_TRUE(path.ok()) << path.status();
     auto gguf = GgufFile::Open(*path);
     ASSERT_TRUE(gguf.ok()) << gguf.status();
-    gguf_ = gguf->release();
+    gguf_ = *std::move(gguf);
     auto config = ModelSpecFromGguf(*gguf_);
     ASSERT_TRUE(config.ok()) << config.status();
-    backend_ = new CpuBackend(CpuBackendOptions{.num_threads = 2});
-    comm_ = new SingleRankCommunicator();
-    auto model = LlamaModel::Load(*config, *gguf_, {0, 1}, backend_, comm_);
+    backend_ = std::make_unique<CpuBackend>(CpuBackendOptions{.num_threads = 2});
+    comm_ = std::make_unique<SingleRankCommunicator>();
+    auto model = LlamaModel::Load(*config, *gguf_, {0, 1}, backend_.get(), comm_.get());
     ASSERT_TRUE(model.ok()) << model.status();
-    model_ = model->release();
+    model_ = *std::move(model);
   }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete comm_;
-    delete backend_;
-    delete gguf_;
-  }
-  static GgufFile* gguf_;
-  static CpuBackend* backend_;
-  static SingleRankCommunicator* comm_;
-  static LlamaModel* model_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<SingleRankCommunicator> comm_;
+  std::unique_ptr<LlamaModel> model_;
 };
-
-GgufFile* LlamaGoldenTest::gguf_ = nullptr;
-CpuBackend* LlamaGoldenTest::backend_ = nullptr;
-SingleRankCommunicator* LlamaGoldenTest::comm_ = nullptr;
-LlamaModel* LlamaGoldenTest::model_ = nullptr;
 
 // Logits after `prompt` then after each of `forced` (teacher forcing): [1 + forced, vocab].
 std::vector<std::vector<float>> ForcedLogits(LlamaModel& model, Backend& backend,
@@ -145,7 +159,7 @@ std::vector<std::vector<float>> ForcedLogits(LlamaModel& model, Backend& backend
   return rows;
 }
 
-void CheckLastLogits(const GoldenPrompt& g, const std::vector<float>& ours) {
+void CheckLastLogits(const Bundled& b, const GoldenPrompt& g, const std::vector<float>& ours) {
   double max_abs = 0, max_diff = 0, sum_sq = 0;
   for (size_t i = 0; i < g.last_logits.size(); ++i) {
     const double d = std::fabs(g.last_logits[i] - ours[i]);
@@ -157,8 +171,8 @@ void CheckLastLogits(const GoldenPrompt& g, const std::vector<float>& ours) {
   std::cout << g.name << ": " << g.token_ids.size() << " tokens, max|logit| " << max_abs
             << ", vs llama.cpp max|diff| " << max_diff << " (" << max_diff / max_abs
             << "), rms diff " << rms << " (" << rms / max_abs << ")\n";
-  EXPECT_LT(max_diff, kMaxDiffTolerance * max_abs) << g.name;
-  EXPECT_LT(rms, kRmsDiffTolerance * max_abs) << g.name;
+  EXPECT_LT(max_diff, b.max_diff * max_abs) << g.name;
+  EXPECT_LT(rms, b.rms_diff * max_abs) << g.name;
   EXPECT_EQ(ArgMax(ours), ArgMax(g.last_logits)) << g.name;
 }
 
@@ -191,15 +205,15 @@ void CheckFreeRunning(const GoldenPrompt& g, const std::vector<int32_t>& ours) {
   EXPECT_GE(same, decidable) << g.name;
 }
 
-TEST_F(LlamaGoldenTest, LogitsAndGreedyChoicesMatchLlamaCpp) {
+TEST_P(LlamaGoldenTest, LogitsAndGreedyChoicesMatchLlamaCpp) {
   ASSERT_NE(model_, nullptr);
-  const std::vector<GoldenPrompt> golden = LoadGolden();
+  const std::vector<GoldenPrompt> golden = LoadGolden(GetParam().golden_dir);
   ASSERT_EQ(golden.size(), 4u);
   for (const GoldenPrompt& g : golden) {
     const std::vector<int32_t> forced(g.continuation.begin(), g.continuation.end() - 1);
     const std::vector<std::vector<float>> rows = ForcedLogits(*model_, *backend_, g.token_ids, forced);
     ASSERT_EQ(rows.size(), g.continuation.size());
-    CheckLastLogits(g, rows[0]);
+    CheckLastLogits(GetParam(), g, rows[0]);
     CheckTeacherForced(g, rows);
 
     auto cache = KvCache::Create(
@@ -212,6 +226,13 @@ TEST_F(LlamaGoldenTest, LogitsAndGreedyChoicesMatchLlamaCpp) {
     CheckFreeRunning(g, r->tokens);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Bundled, LlamaGoldenTest,
+    ::testing::Values(kSmolLM2, kGemma3),
+    [](const ::testing::TestParamInfo<Bundled>& info) {
+      return std::string(info.param.name == std::string("smollm2") ? "SmolLM2" : "Gemma3");
+    });
 
 }  // namespace
 }  // namespace tpserve

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Golden logits and greedy continuations from llama.cpp (llama-cpp-python) on SmolLM2.
+"""Golden logits and greedy continuations from llama.cpp (llama-cpp-python) on a bundled model.
 
 Run by hand after changing prompts or the model:
-    python3 tests/golden/model/make_logits_golden.py [--model PATH]
-Writes, next to this script:
+    python3 tests/golden/model/make_logits_golden.py [--model PATH]            # SmolLM2
+    python3 tests/golden/model/make_logits_golden.py --bundled gemma3-270m     # Gemma 3 270M
+Writes, next to this script (SmolLM2) or into gemma3/ (Gemma 3):
     golden.json           settings, per prompt: token ids, greedy continuation, top-2 gaps
-    logits_<name>.f32     last-prompt-position logits, float32 little-endian [vocab]
+    logits_<name>.f32     last-prompt-position logits, little-endian [vocab]; Gemma 3's 262,144-
+                          entry vocabulary is stored as float16 (logits_<name>.f16, half the
+                          bytes; its rounding, 2^-11 relative, is far below the test's bound)
 Consumed by worker/llama_golden_test.cc.
 """
 import argparse
@@ -18,7 +21,15 @@ import llama_cpp
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# Per bundled model: its file (scripts/setup.sh fetches both), where the goldens go, whether the
+# prompts start with the model's BOS (Gemma is trained with one; SmolLM2's GGUF adds none), the
+# dtype of the logits files, and whether the ~1,000-token prompt is run.
+BUNDLED = {
+    "smollm2": dict(file="SmolLM2-135M-Instruct.Q4_1.gguf", out=HERE, add_bos=False,
+                    dtype="<f4", ext="f32", long=True),
+    "gemma3-270m": dict(file="gemma-3-270m-q4_k_m.gguf", out=os.path.join(HERE, "gemma3"),
+                        add_bos=True, dtype="<f2", ext="f16", long=True),
+}
 CONTINUATION_TOKENS = 32
 LONG_PROMPT_TOKENS = 1000
 
@@ -46,8 +57,13 @@ def long_text():
 def main():
     parser = argparse.ArgumentParser()
     default_dir = os.environ.get("TPSERVE_MODEL_DIR", os.path.expanduser("~/.cache/tpserve"))
-    parser.add_argument("--model", default=os.path.join(default_dir, MODEL_FILE))
+    parser.add_argument("--bundled", default="smollm2", choices=sorted(BUNDLED))
+    parser.add_argument("--model", default=None, help="path (default: the bundled file)")
     args = parser.parse_args()
+    b = BUNDLED[args.bundled]
+    model_file = b["file"]
+    args.model = args.model or os.path.join(default_dir, model_file)
+    os.makedirs(b["out"], exist_ok=True)
 
     settings = dict(n_ctx=2048, n_batch=512, logits_all=True, n_threads=2, n_threads_batch=2,
                     seed=1234, flash_attn=False,
@@ -57,9 +73,12 @@ def main():
     vocab = llm.n_vocab()
 
     prompts = dict(PROMPTS)
-    prompts["long"] = None
+    if b["long"]:
+        prompts["long"] = None
     out = {
-        "model_file": MODEL_FILE,
+        "model_file": model_file,
+        "add_bos": b["add_bos"],
+        "logits_dtype": "f16" if b["ext"] == "f16" else "f32",
         "llama_cpp_python_version": llama_cpp.__version__,
         "settings": {k: v for k, v in settings.items()},
         "vocab_size": vocab,
@@ -67,17 +86,18 @@ def main():
     }
     for name, text in prompts.items():
         if name == "long":
-            ids = llm.tokenize(long_text().encode(), add_bos=False, special=False)
+            ids = llm.tokenize(long_text().encode(), add_bos=b["add_bos"], special=False)
             assert len(ids) >= LONG_PROMPT_TOKENS, len(ids)
             ids = ids[:LONG_PROMPT_TOKENS]
             text = llm.detokenize(ids).decode("utf-8", errors="replace")
         else:
-            ids = llm.tokenize(text.encode(), add_bos=False, special=False)
+            ids = llm.tokenize(text.encode(), add_bos=b["add_bos"], special=False)
         llm.reset()
         llm.eval(ids)
         last = np.array(llm.scores[len(ids) - 1], dtype=np.float32)
-        with open(os.path.join(HERE, f"logits_{name}.f32"), "wb") as f:
-            f.write(last.astype("<f4").tobytes())
+        logits_file = f"logits_{name}.{b['ext']}"
+        with open(os.path.join(b["out"], logits_file), "wb") as f:
+            f.write(last.astype(b["dtype"]).tobytes())
         # Greedy: highest logit, first index on ties (np.argmax == llama.cpp's greedy sampler).
         continuation, gaps = [], []
         logits = last
@@ -92,7 +112,7 @@ def main():
             "name": name,
             "text": text,
             "token_ids": ids,
-            "logits_file": f"logits_{name}.f32",
+            "logits_file": logits_file,
             "greedy_continuation": continuation,
             "greedy_top2_gaps": gaps,
             "continuation_text": llm.detokenize(continuation).decode("utf-8", errors="replace"),
@@ -100,7 +120,7 @@ def main():
         print(f"{name}: {len(ids)} tokens, argmax {int(np.argmax(last))}, "
               f"max|logit| {float(np.abs(last).max()):.3f}, min top-2 gap {min(gaps):.4f}",
               file=sys.stderr)
-    with open(os.path.join(HERE, "golden.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(b["out"], "golden.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, indent=1)
 
 
