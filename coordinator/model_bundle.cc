@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/file_text.h"
 #include "base/status_macros.h"
+#include "coordinator/chat/builtin_templates.h"
 #include "coordinator/tokenizer/gguf_tokenizer.h"
 #include "coordinator/tokenizer/hf_tokenizer_json.h"
 
@@ -23,7 +24,9 @@ std::vector<int32_t> ModelBundle::EosTokenIds() const {
   if (tokenizer.has_value()) add(tokenizer->eos_id());
   // Chat models end a turn with their template's end marker.
   if (tokenizer.has_value()) {
-    for (const char* marker : {"<|im_end|>", "<|eot_id|>", "<|eom_id|>"}) {
+    // ChatML (Qwen, SmolLM2), Llama 3's, Gemma's: a GGUF need not name them (Gemma 3 270M's
+    // has no eot_token_id), so they are found by their text, as llama.cpp does.
+    for (const char* marker : {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>"}) {
       if (auto id = tokenizer->SpecialTokenId(marker)) add(*id);
     }
   }
@@ -101,6 +104,15 @@ absl::StatusOr<ModelBundle> LoadModelBundle(const std::string& path,
     TP_ASSIGN_OR_RETURN(template_text, ReadFile(options.chat_template_file, "chat template file"));
     tool_use_text.reset();
     template_origin = options.chat_template_file;
+  }
+  // A file without a template (a base model's GGUF) gets its family's llama.cpp format.
+  if (!template_text.has_value()) {
+    if (std::optional<std::string_view> builtin = BuiltinChatTemplate(bundle.files.config.family)) {
+      template_text = std::string(*builtin);
+      const std::string name(*BuiltinChatTemplateName(bundle.files.config.family));
+      template_origin =
+          absl::StrCat("the built-in '", name, "' format (", path, " has no chat template)");
+    }
   }
   if (template_text.has_value()) {
     absl::StatusOr<ChatTemplate> chat =
