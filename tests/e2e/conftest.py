@@ -39,8 +39,11 @@ def _free_port():
 
 
 class Cluster:
-    def __init__(self, ranks, tmp, extra_args=()):
-        assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
+    def __init__(self, ranks, tmp, extra_args=(), model=None):
+        """`model`: what --model says (default: the bundled SmolLM2's path)."""
+        if model is None:
+            assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
+            model = MODEL
         launch = ROOT / "bazel-bin/deploy/launch"
         assert launch.exists(), "build first: bazel build //deploy:launch //worker:worker"
         self.ready_file = tmp / "ready"
@@ -50,7 +53,7 @@ class Cluster:
         # --http_port=0 turns HTTP off, so a port that was free a moment ago is chosen here.
         http_args = [f"--http_port={_free_port()}"]
         self.proc = subprocess.Popen(
-            [str(launch), f"--ranks={ranks}", f"--model={MODEL}", "--port=0",
+            [str(launch), f"--ranks={ranks}", f"--model={model}", "--port=0",
              f"--ready_file={self.ready_file}", "--context=2048", "--max_seqs=4",
              "--collective_timeout_ms=3000", *http_args, *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
