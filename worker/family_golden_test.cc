@@ -16,6 +16,7 @@
 #include <functional>
 #include <numeric>
 #include <thread>
+#include <tuple>
 
 #include "checkpoint/model_files.h"
 #include "comm/in_process_communicator.h"
@@ -208,6 +209,64 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
       }
     }
   }
+}
+
+// Batch invariance: each prompt's logits are the same floats prefilled alone or in one step
+// with the other prompt and a third sequence decoding after a history (its window sliding).
+TEST_P(FamilyGoldenTest, PromptsBatchedEqualPromptsAlone) {
+  const std::vector<Case> cases = LoadCases();
+  auto it = std::find_if(cases.begin(), cases.end(),
+                         [&](const Case& c) { return c.name == GetParam(); });
+  ASSERT_NE(it, cases.end());
+  absl::StatusOr<ModelFiles> files = OpenModelFiles(it->hf_dir);
+  ASSERT_TRUE(files.ok()) << files.status();
+  CpuBackend backend(CpuBackendOptions{.num_threads = 2});
+  SingleRankCommunicator comm;
+  auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
+                                {.max_step_tokens = 128});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto cache = KvCache::Create((*model)->KvShape(48, 4, DType::kF32), backend);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  const int64_t vocab = files->config.vocab_size;
+  auto table = [](int32_t first, int32_t n) {
+    std::vector<int32_t> t(n);
+    std::iota(t.begin(), t.end(), first);
+    return t;
+  };
+  auto prompt = [&](const char* name) -> const std::vector<int32_t>& {
+    for (const Prompt& p : it->prompts) {
+      if (p.name == name) return p.ids;
+    }
+    ADD_FAILURE() << "no prompt " << name;
+    return it->prompts[0].ids;
+  };
+  const std::vector<int32_t>& a = prompt("short");  // 12 tokens
+  const std::vector<int32_t>& b = prompt("long");   // 40 tokens, past every window
+  ASSERT_EQ(b.size(), 40u);
+  const std::vector<int32_t> history(b.begin(), b.begin() + 20), next = {b[20], b[21]};
+  const std::vector<int32_t> ta = table(0, 12), tb = table(12, 12), tc = table(24, 12);
+  auto run = [&](const StepBatch& step) {
+    std::vector<float> logits(step.num_logit_rows() * vocab);
+    const absl::Status s = (*model)->Forward(step, cache->get(), logits.data());
+    EXPECT_TRUE(s.ok()) << s;
+    return logits;
+  };
+  StepBatch prior;
+  prior.Add(/*seq_id=*/2, 0, history, tc, 0);
+  run(prior);
+  std::vector<float> alone;
+  for (const auto& [ids, start, t] : {std::tuple{a, 0, ta}, std::tuple{b, 0, tb},
+                                      std::tuple{next, 20, tc}}) {
+    StepBatch one;
+    one.Add(/*seq_id=*/0, start, ids, t, std::ssize(ids));
+    const std::vector<float> l = run(one);
+    alone.insert(alone.end(), l.begin(), l.end());
+  }
+  StepBatch together;
+  together.Add(/*seq_id=*/0, 0, a, ta, std::ssize(a));
+  together.Add(/*seq_id=*/1, 0, b, tb, std::ssize(b));
+  together.Add(/*seq_id=*/2, 20, next, tc, std::ssize(next));
+  EXPECT_EQ(run(together), alone) << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
