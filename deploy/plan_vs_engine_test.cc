@@ -86,6 +86,52 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
 INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
                          ::testing::Combine(::testing::Values(1, 3), ::testing::Bool()));
 
+// Every family's own tensors (q/k/v biases split with their heads, QK-norms and sandwich
+// norms replicated) are in the plan as the engine holds them: Gemma 3 270M (sliding-window
+// layers, QK-norm, sandwich norms, K-quants) and the tiny golden Qwen2, Qwen3 and Gemma 2
+// models at every degree their KV heads allow.
+class PlanVsEngineFamilies
+    : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(PlanVsEngineFamilies, RealAllocationsMatchThePlan) {
+  const auto& [model, tp] = GetParam();
+  absl::StatusOr<std::string> path = ResolveModelPath(model);
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<ModelFiles> files = OpenModelFiles(*path);
+  ASSERT_TRUE(files.ok()) << files.status();
+  ClusterRequest request;
+  request.ranks = tp;
+  request.context_tokens = 128;
+  request.max_seqs = 2;
+  request.max_tokens_per_step = 64;
+  absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int families_roles = 0;
+  for (const RoleShard& r : plan->memory.sharding.stages.at(0).roles) {
+    families_roles += r.role >= TensorRole::kQBias;
+  }
+  EXPECT_GT(families_roles, 0) << model << ": no bias, QK-norm or sandwich norm in the plan";
+  LocalExecutorOptions options;
+  options.tp_degree = tp;
+  options.num_kv_blocks = plan->num_kv_blocks;
+  options.block_size_tokens = plan->block_size_tokens;
+  options.kv_dtype = request.kv_dtype;
+  options.max_step_tokens = request.max_tokens_per_step;
+  options.max_logit_rows = request.max_seqs;
+  options.max_context_tokens = plan->engine.context_length;
+  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
+      LocalExecutor::Create(files->config, files->weights, options);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks, model);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, PlanVsEngineFamilies,
+    ::testing::Values(std::tuple{std::string("gemma3-270m"), 1},
+                      std::tuple{std::string("tests/golden/families/qwen2.gguf"), 2},
+                      std::tuple{std::string("tests/golden/families/qwen3_hf"), 2},
+                      std::tuple{std::string("tests/golden/families/gemma2.gguf"), 2}));
+
 // Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
 // target's rows of logits make room for the drafts, and on every rank the two executors hold
 // what the plan says: the target's weights and workspace, the draft's weights and workspace,
