@@ -41,6 +41,9 @@ main() {
   # == chunk by chunk, batch-independent decode rows, device == host preparation.
   run_gtest mixed_gemm_gpu_test 60
   run_gtest attention_invariance_test 30
+  # The families' attention (issue 35): plain, sliding-window and soft-capped layers in one step,
+  # head_dim 128 and 256, against an f64 host reference.
+  run_gtest attention_layers_test 30
   run_bench fp8 150
   run_bench bf16 90
   run_kernel_bench 60
