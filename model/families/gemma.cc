@@ -88,6 +88,8 @@ absl::Status GemmaHfCommon(const Json& j, ModelSpec& spec, int64_t* window) {
   TP_RETURN_IF_ERROR(family_internal::RefuseUnimplementedCommonKeys(j));
   TP_RETURN_IF_ERROR(config_internal::RefuseIfSet(
       j, "attention_bias", "Gemma's attention projections carry no bias here"));
+  TP_RETURN_IF_ERROR(config_internal::RefuseIfSet(
+      j, "use_bidirectional_attention", "attention is causal here (EmbeddingGemma is not)"));
   // Gemma configs name the activation twice; hidden_activation is the one transformers uses.
   TP_RETURN_IF_ERROR(config_internal::ExpectActivation(j, "hidden_activation",
                                                        "gelu_pytorch_tanh"));
@@ -145,6 +147,9 @@ absl::StatusOr<std::vector<bool>> LocalLayers(const Json& j, int64_t num_layers,
 absl::Status Gemma2FromHf(const Json& j, ModelSpec& spec) {
   int64_t window = 0;
   TP_RETURN_IF_ERROR(GemmaHfCommon(j, spec, &window));
+  // Gemma2Config's defaults when the keys are absent altogether (null means no cap).
+  if (!j.contains("attn_logit_softcapping")) spec.attn_logit_softcap = 50.0;
+  if (!j.contains("final_logit_softcapping")) spec.final_logit_softcap = 30.0;
   TP_ASSIGN_OR_RETURN(std::vector<bool> local,
                       LocalLayers(j, spec.num_layers, [](int64_t l) { return l % 2 == 0; }));
   GemmaLayers(spec, window, spec.rope_theta, [&](int64_t l) { return local[l]; });

@@ -1,0 +1,147 @@
+// What each family reads into the model description, from both forms of the golden tiny models
+// (tests/golden/families: a GGUF as llama.cpp's converter writes it and the config.json it came
+// from): the two must describe the same computation, layer by layer.
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "formats/gguf.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/config.h"
+
+namespace tpserve {
+namespace {
+
+constexpr char kDir[] = "tests/golden/families/";
+
+struct Both {
+  ModelSpec gguf, hf;
+};
+
+Both Read(const std::string& name) {
+  Both b;
+  auto file = GgufFile::Open(kDir + name + ".gguf");
+  EXPECT_TRUE(file.ok()) << file.status();
+  auto g = ModelSpecFromGguf(**file);
+  EXPECT_TRUE(g.ok()) << g.status();
+  std::ifstream in(kDir + name + "_hf/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto h = ModelSpecFromHfJson(text.str());
+  EXPECT_TRUE(h.ok()) << h.status();
+  if (g.ok()) b.gguf = *g;
+  if (h.ok()) b.hf = *h;
+  return b;
+}
+
+// The same computation from either file: every field that changes a layer's math.
+void ExpectSameComputation(const ModelSpec& a, const ModelSpec& b) {
+  EXPECT_EQ(a.family, b.family);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.mlp_activation, b.mlp_activation);
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.sandwich_norms, b.sandwich_norms);
+  EXPECT_DOUBLE_EQ(a.embedding_multiplier, b.embedding_multiplier);
+  EXPECT_NEAR(a.attn_logit_softcap, b.attn_logit_softcap, 1e-6);
+  EXPECT_NEAR(a.final_logit_softcap, b.final_logit_softcap, 1e-6);
+  EXPECT_EQ(a.gguf_rope_rotate_half, b.gguf_rope_rotate_half);
+  for (int64_t l = 0; l < a.num_layers; ++l) {
+    EXPECT_EQ(a.Layer(l).sliding_window, b.Layer(l).sliding_window) << "layer " << l;
+    EXPECT_NEAR(a.Layer(l).rope_theta, b.Layer(l).rope_theta, 1e-3) << "layer " << l;
+    EXPECT_EQ(a.Layer(l).rope_scaling.type, b.Layer(l).rope_scaling.type) << "layer " << l;
+    EXPECT_NEAR(a.AttentionScale(l), b.AttentionScale(l), 1e-7) << "layer " << l;
+  }
+}
+
+TEST(FamiliesTest, Qwen2HasBiasesAndRotatesHalves) {
+  const Both b = Read("qwen2");
+  EXPECT_EQ(b.gguf.family, "qwen2");
+  EXPECT_TRUE(b.gguf.qkv_bias);
+  EXPECT_FALSE(b.gguf.qk_norm);
+  EXPECT_TRUE(b.gguf.gguf_rope_rotate_half);
+  EXPECT_EQ(b.gguf.mlp_activation, Activation::kSilu);
+  ExpectSameComputation(b.gguf, b.hf);
+}
+
+TEST(FamiliesTest, Qwen2YarnScalesFrequenciesAndTheAttention) {
+  const Both b = Read("qwen2_yarn");
+  const RopeScaling& r = b.gguf.Layer(0).rope_scaling;
+  EXPECT_EQ(r.type, RopeScalingType::kYarn);
+  EXPECT_DOUBLE_EQ(r.factor, 4.0);
+  EXPECT_EQ(r.original_max_position_embeddings, 32);
+  // q.k scaled by (0.1 ln 4 + 1)^2 on top of 1/sqrt(16).
+  const double m = 0.1 * std::log(4.0) + 1.0;
+  EXPECT_NEAR(b.gguf.AttentionScale(0), m * m / 4.0, 1e-12);
+  ExpectSameComputation(b.gguf, b.hf);
+}
+
+TEST(FamiliesTest, Qwen3NormsEachHeadOfQAndK) {
+  const Both b = Read("qwen3");
+  EXPECT_TRUE(b.gguf.qk_norm);
+  EXPECT_FALSE(b.gguf.qkv_bias);
+  EXPECT_EQ(b.gguf.head_dim, 32);  // not hidden 64 / 4 heads
+  ExpectSameComputation(b.gguf, b.hf);
+}
+
+TEST(FamiliesTest, MistralWindowComesFromConfigJsonOnly) {
+  const Both b = Read("mistral");
+  EXPECT_EQ(b.hf.family, "mistral");
+  EXPECT_EQ(b.gguf.family, "llama");  // llama.cpp's conversion: no window
+  for (int64_t l = 0; l < b.hf.num_layers; ++l) {
+    EXPECT_EQ(b.hf.Layer(l).sliding_window, 8);
+    EXPECT_EQ(b.gguf.Layer(l).sliding_window, 0);
+  }
+}
+
+TEST(FamiliesTest, Gemma2AlternatesLocalAndGlobalWithSoftCaps) {
+  const Both b = Read("gemma2");
+  EXPECT_EQ(b.gguf.mlp_activation, Activation::kGeluTanh);
+  EXPECT_TRUE(b.gguf.sandwich_norms);
+  EXPECT_TRUE(b.hf.hf_norm_weight_offset);
+  EXPECT_DOUBLE_EQ(b.gguf.embedding_multiplier, 8.0);  // sqrt(64)
+  EXPECT_NEAR(b.gguf.attn_logit_softcap, 5.0, 1e-6);
+  EXPECT_NEAR(b.gguf.final_logit_softcap, 15.0, 1e-6);
+  EXPECT_EQ(b.gguf.Layer(0).sliding_window, 8);
+  EXPECT_EQ(b.gguf.Layer(1).sliding_window, 0);
+  EXPECT_EQ(b.gguf.Layer(2).sliding_window, 8);
+  ExpectSameComputation(b.gguf, b.hf);
+}
+
+TEST(FamiliesTest, Gemma3HasFiveLocalLayersToOneGlobalWithTheirOwnRopeBase) {
+  const Both b = Read("gemma3");
+  EXPECT_TRUE(b.gguf.qk_norm);
+  EXPECT_EQ(b.gguf.attn_logit_softcap, 0.0);
+  for (int64_t l = 0; l < 5; ++l) {
+    EXPECT_EQ(b.gguf.Layer(l).sliding_window, 8) << l;
+    EXPECT_DOUBLE_EQ(b.gguf.Layer(l).rope_theta, 10000.0) << l;
+  }
+  EXPECT_EQ(b.gguf.Layer(5).sliding_window, 0);
+  EXPECT_DOUBLE_EQ(b.gguf.Layer(5).rope_theta, 1e6);
+  ExpectSameComputation(b.gguf, b.hf);
+}
+
+TEST(FamiliesTest, Gemma2ConfigWithoutCapKeysGetsTransformersDefaults) {
+  std::ifstream in(std::string(kDir) + "gemma2_hf/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string json = text.str();
+  for (const char* key : {"\"attn_logit_softcapping\"", "\"final_logit_softcapping\""}) {
+    const size_t at = json.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    json.replace(at, std::string(key).size(), "\"unused_" + std::string(key + 1));
+  }
+  auto spec = ModelSpecFromHfJson(json);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->attn_logit_softcap, 50.0);
+  EXPECT_EQ(spec->final_logit_softcap, 30.0);
+}
+
+TEST(FamiliesTest, EveryFamilyIsNamed) {
+  EXPECT_THAT(ModelFamilyNames(), ::testing::ElementsAre("gemma2", "gemma3", "llama", "mistral",
+                                                         "qwen2", "qwen3"));
+}
+
+}  // namespace
+}  // namespace tpserve
