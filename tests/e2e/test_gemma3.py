@@ -71,3 +71,21 @@ def test_http_chat_streams_whole_characters_and_agrees_with_grpc(gemma):
                   temperature=0, max_tokens=24, stream=True) if c.choices]
     assert "".join(pieces) == grpc_text
     assert all("\ufffd" not in p for p in pieces)
+
+
+def test_echo_with_logprobs_scores_the_prompt_as_llama_cpp_does(gemma):
+    golden = json.loads((ROOT / "tests/golden/model/gemma3/prompt_logprobs.json").read_text())
+    client = openai_client(gemma)
+    model = client.models.list().data[0].id
+    for p in golden["prompts"]:
+        r = client.completions.create(model=model, prompt=p["token_ids"], echo=True, logprobs=1,
+                                      max_tokens=1, temperature=0)
+        lp = r.choices[0].logprobs
+        n = len(p["token_ids"])
+        assert lp.token_logprobs[0] is None
+        diffs = [abs(ours - theirs)
+                 for ours, theirs in zip(lp.token_logprobs[1:n], p["prompt_logprobs"])]
+        assert len(diffs) == n - 1
+        # As SmolLM2's (test_http_api.py): within what llama.cpp's own variants differ by.
+        assert max(diffs) < 0.5, (p["name"], max(diffs))
+        assert sum(diffs) / len(diffs) < 0.1, (p["name"], sum(diffs) / len(diffs))
