@@ -49,6 +49,28 @@ TEST(ShardingPlanTest, SlicesFollowTheMegatronTable) {
   EXPECT_EQ(p.Slice(TensorRole::kAttnNorm), (TensorSlice{0, 1, 0, 576}));  // replicated
 }
 
+// Qwen2's biases go with their heads' output rows; QK-norms and Gemma's sandwich norms are
+// replicated; and a Llama has none of them.
+TEST(ShardingPlanTest, FamilyVectorsSplitWithTheirHeadsOrAreReplicated) {
+  ModelSpec c = SmolLm2Shapes();
+  c.qkv_bias = c.qk_norm = c.sandwich_norms = true;
+  for (int rank = 0; rank < 3; ++rank) {
+    absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(c, Formats("q8_0"), {rank, 3});
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->Slice(TensorRole::kQBias), (TensorSlice{rank * 192, 192, 0, 1}));
+    EXPECT_EQ(p->Slice(TensorRole::kKBias), (TensorSlice{rank * 64, 64, 0, 1}));
+    EXPECT_EQ(p->Slice(TensorRole::kVBias), p->Slice(TensorRole::kKBias));
+    EXPECT_EQ(p->Slice(TensorRole::kQNorm), (TensorSlice{0, 1, 0, 64}));
+    EXPECT_EQ(p->Slice(TensorRole::kPostFfnNorm), (TensorSlice{0, 1, 0, 576}));
+  }
+  EXPECT_EQ(ShardKindFor(TensorRole::kQBias), ShardKind::kColumn);
+  EXPECT_EQ(ShardKindFor(TensorRole::kKNorm), ShardKind::kReplicated);
+  for (TensorRole role : {TensorRole::kQBias, TensorRole::kQNorm, TensorRole::kPostAttnNorm}) {
+    EXPECT_TRUE(HasRole(c, role)) << TensorRoleName(role);
+    EXPECT_FALSE(HasRole(SmolLm2Shapes(), role)) << TensorRoleName(role);
+  }
+}
+
 TEST(ShardingPlanTest, UnevenVocabLeavesTheLastRanksShort) {
   ModelSpec c = SmolLm2Shapes();
   c.vocab_size = 99;
