@@ -323,6 +323,44 @@ TEST_P(FamilyGoldenTest, QuantizedOnLoadStaysNearTheReference) {
   }
 }
 
+// Stored quantized checkpoints of the families (tests/golden/families/quant: the reference
+// packers' AWQ and compressed-tensors FP8 of the golden models, make_family_quant.py): loaded as
+// Llama's are, every tensor consumed (biases, QK-norms, sandwich norms beside the packed
+// linears), their logits those of the same model with the packers' own dequantization of the
+// stored codes in F32 (`<dir>_dequantized`), up to our arithmetic: fp8 rows multiply f32
+// activations (measured 1.3e-6 of max|logit|); int4 multiplies 8-bit activation blocks, as the
+// GGML types do (measured 3.2e-2: these weights are peaked on purpose, so that rounding weighs
+// more than the 1% of worker/llama_quant_golden_test's Llama fixture, whose bound is 3e-2; a
+// dropped bias or norm costs 0.5-1.5).
+TEST(FamilyQuantizedCheckpointTest, AwqAndFp8CheckpointsComputeTheirDequantizedWeights) {
+  const std::vector<Case> cases = LoadCases();
+  for (const auto& [name, dir, bound] : {std::tuple{"qwen2", "qwen2_awq-g32", 5e-2},
+                                         std::tuple{"qwen3", "qwen3_fp8-ct-channel", 1e-5},
+                                         std::tuple{"gemma3", "gemma3_fp8-ct-channel", 1e-5}}) {
+    auto it = std::find_if(cases.begin(), cases.end(),
+                           [&](const Case& c) { return c.name == name; });
+    ASSERT_NE(it, cases.end());
+    const std::string path = std::string(kDir) + "quant/" + dir;
+    absl::StatusOr<ModelFiles> quantized = OpenModelFiles(path);
+    ASSERT_TRUE(quantized.ok()) << dir << ": " << quantized.status();
+    absl::StatusOr<ModelFiles> dense = OpenModelFiles(path + "_dequantized");
+    ASSERT_TRUE(dense.ok()) << dir << ": " << dense.status();
+    EXPECT_EQ(quantized->config.family, dense->config.family);
+    const Prompt& p = it->prompts[0];
+    const RankOutput got = RunPrompt(*quantized, 1, TpReduction::kAllReduce, p);
+    const RankOutput want = RunPrompt(*dense, 1, TpReduction::kAllReduce, p);
+    double max_abs = 0, max_diff = 0;
+    for (size_t i = 0; i < want.prompt_logits.size(); ++i) {
+      max_abs = std::max(max_abs, std::abs(double{want.prompt_logits[i]}));
+      max_diff = std::max(max_diff,
+                          std::abs(double{got.prompt_logits[i]} - want.prompt_logits[i]));
+    }
+    std::printf("%-22s %s: max|diff| %.2e of max|logit|\n", dir,
+                quantized->weight_format.c_str(), max_diff / max_abs);
+    EXPECT_LT(max_diff, bound * max_abs) << dir;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::Values("llama", "qwen2", "qwen2_f16", "qwen2_yarn", "qwen3",
                                            "qwen3_f16", "mistral", "gemma2", "gemma3",
