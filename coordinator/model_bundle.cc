@@ -107,11 +107,11 @@ absl::StatusOr<ModelBundle> LoadModelBundle(const std::string& path,
   }
   // A file without a template (a base model's GGUF) gets its family's llama.cpp format.
   if (!template_text.has_value()) {
-    if (std::optional<std::string_view> builtin = BuiltinChatTemplate(bundle.files.config.family)) {
+    const std::string& format = bundle.files.config.builtin_chat_format;
+    if (std::optional<std::string_view> builtin = BuiltinChatTemplate(format)) {
       template_text = std::string(*builtin);
-      const std::string name(*BuiltinChatTemplateName(bundle.files.config.family));
       template_origin =
-          absl::StrCat("the built-in '", name, "' format (", path, " has no chat template)");
+          absl::StrCat("the built-in '", format, "' format (", path, " has no chat template)");
     }
   }
   if (template_text.has_value()) {

@@ -92,6 +92,9 @@ struct ModelSpec {
   bool gguf_rope_rotate_half = false;
   // Per layer; empty: every layer global, with rope_theta and rope_scaling.
   std::vector<LayerSpec> layers;
+  // The chat format llama.cpp applies to the family's files that carry no template (its
+  // built-in format's name, e.g. "gemma"; coordinator/chat/builtin_templates.h); "" for none.
+  std::string builtin_chat_format;
 
   // Layer `layer`'s attention (from `layers`, or the model-wide fields when it is empty).
   LayerSpec Layer(int64_t layer) const;

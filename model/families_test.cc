@@ -101,6 +101,8 @@ TEST(FamiliesTest, Gemma2AlternatesLocalAndGlobalWithSoftCaps) {
   EXPECT_TRUE(b.gguf.sandwich_norms);
   EXPECT_TRUE(b.hf.hf_norm_weight_offset);
   EXPECT_DOUBLE_EQ(b.gguf.embedding_multiplier, 8.0);  // sqrt(64)
+  EXPECT_EQ(b.gguf.builtin_chat_format, "gemma");
+  EXPECT_EQ(Read("qwen2").gguf.builtin_chat_format, "");
   EXPECT_NEAR(b.gguf.attn_logit_softcap, 5.0, 1e-6);
   EXPECT_NEAR(b.gguf.final_logit_softcap, 15.0, 1e-6);
   EXPECT_EQ(b.gguf.Layer(0).sliding_window, 8);

@@ -26,13 +26,8 @@ constexpr std::string_view kGemma = R"({{- bos_token -}}
 
 }  // namespace
 
-std::optional<std::string_view> BuiltinChatTemplate(std::string_view family) {
-  if (family == "gemma2" || family == "gemma3") return kGemma;
-  return std::nullopt;
-}
-
-std::optional<std::string_view> BuiltinChatTemplateName(std::string_view family) {
-  if (BuiltinChatTemplate(family).has_value()) return "gemma";
+std::optional<std::string_view> BuiltinChatTemplate(std::string_view format) {
+  if (format == "gemma") return kGemma;
   return std::nullopt;
 }
 

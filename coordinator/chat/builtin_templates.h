@@ -4,7 +4,7 @@
 // Jinja, so one engine renders every template; tested byte for byte against llama.cpp's own
 // rendering (tests/golden/chat_templates/builtin_golden.json).
 //
-//   if (auto text = BuiltinChatTemplate(spec.family)) template_text = std::string(*text);
+//   if (auto text = BuiltinChatTemplate(spec.builtin_chat_format)) template_text = *text;
 #ifndef TPSERVE_COORDINATOR_CHAT_BUILTIN_TEMPLATES_H_
 #define TPSERVE_COORDINATOR_CHAT_BUILTIN_TEMPLATES_H_
 
@@ -13,15 +13,12 @@
 
 namespace tpserve {
 
-// The template for a model family (ModelSpec::family) with a built-in format, or nullopt:
-//   gemma2, gemma3   llama.cpp's "gemma": <start_of_turn>user|model ... <end_of_turn>, system
-//                    messages (trimmed, concatenated) prefixed to the next user turn, every
-//                    message trimmed; preceded by the BOS token, which llama.cpp's tokenizer
-//                    adds to such a prompt.
-std::optional<std::string_view> BuiltinChatTemplate(std::string_view family);
-
-// What BuiltinChatTemplate's format is called in llama.cpp ("gemma"), for logs and errors.
-std::optional<std::string_view> BuiltinChatTemplateName(std::string_view family);
+// The Jinja template of one of llama.cpp's built-in formats, by its llama.cpp name (what a
+// family's ModelSpec::builtin_chat_format says), or nullopt:
+//   gemma   <start_of_turn>user|model ... <end_of_turn>, system messages (trimmed,
+//           concatenated) prefixed to the next user turn, every message trimmed; preceded by
+//           the BOS token, which llama.cpp's tokenizer adds to such a prompt.
+std::optional<std::string_view> BuiltinChatTemplate(std::string_view format);
 
 }  // namespace tpserve
 

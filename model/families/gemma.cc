@@ -26,6 +26,7 @@ void GemmaCommon(ModelSpec& spec) {
   spec.embedding_multiplier = std::sqrt(static_cast<double>(spec.hidden_size));
   spec.hf_norm_weight_offset = true;
   spec.gguf_rope_rotate_half = true;
+  spec.builtin_chat_format = "gemma";
 }
 
 // `local(l)` says whether layer l slides; local layers use `local_theta` unscaled.
