@@ -88,6 +88,13 @@ std::vector<Case> LoadCases() {
   return out;
 }
 
+const Case* FindCase(const std::vector<Case>& cases, const std::string& name) {
+  for (const Case& c : cases) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
 struct RankOutput {
   std::vector<float> prompt_logits;  // every position
   std::vector<int32_t> greedy;
@@ -178,10 +185,9 @@ class FamilyGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) {
   const std::vector<Case> cases = LoadCases();
-  auto it = std::find_if(cases.begin(), cases.end(),
-                         [&](const Case& c) { return c.name == GetParam(); });
-  ASSERT_NE(it, cases.end()) << GetParam() << " is not in goldens.json";
-  const Case& c = *it;
+  const Case* found = FindCase(cases, GetParam());
+  ASSERT_NE(found, nullptr) << GetParam() << " is not in goldens.json";
+  const Case& c = *found;
   for (const std::string& path : {c.gguf, c.hf_dir}) {
     const bool gguf = path == c.gguf;
     if (gguf && c.family == "mistral") {
@@ -218,9 +224,8 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
 // with the other prompt and a third sequence decoding after a history (its window sliding).
 TEST_P(FamilyGoldenTest, PromptsBatchedEqualPromptsAlone) {
   const std::vector<Case> cases = LoadCases();
-  auto it = std::find_if(cases.begin(), cases.end(),
-                         [&](const Case& c) { return c.name == GetParam(); });
-  ASSERT_NE(it, cases.end());
+  const Case* it = FindCase(cases, GetParam());
+  ASSERT_NE(it, nullptr) << GetParam() << " is not in goldens.json";
   absl::StatusOr<ModelFiles> files = OpenModelFiles(it->hf_dir);
   ASSERT_TRUE(files.ok()) << files.status();
   CpuBackend backend(CpuBackendOptions{.num_threads = 2});
@@ -281,9 +286,8 @@ TEST_P(FamilyGoldenTest, PromptsBatchedEqualPromptsAlone) {
 // and too peaked for the check to tell noise from a fault.
 TEST_P(FamilyGoldenTest, QuantizedOnLoadStaysNearTheReference) {
   const std::vector<Case> cases = LoadCases();
-  auto it = std::find_if(cases.begin(), cases.end(),
-                         [&](const Case& c) { return c.name == GetParam(); });
-  ASSERT_NE(it, cases.end());
+  const Case* it = FindCase(cases, GetParam());
+  ASSERT_NE(it, nullptr) << GetParam() << " is not in goldens.json";
   absl::StatusOr<ModelFiles> files = OpenModelFiles(it->hf_dir);
   ASSERT_TRUE(files.ok()) << files.status();
   for (const char* preset : {"fp8", "q8_0"}) {
@@ -337,9 +341,8 @@ TEST(FamilyQuantizedCheckpointTest, AwqAndFp8CheckpointsComputeTheirDequantizedW
   for (const auto& [name, dir, bound] : {std::tuple{"qwen2", "qwen2_awq-g32", 5e-2},
                                          std::tuple{"qwen3", "qwen3_fp8-ct-channel", 1e-5},
                                          std::tuple{"gemma3", "gemma3_fp8-ct-channel", 1e-5}}) {
-    auto it = std::find_if(cases.begin(), cases.end(),
-                           [&](const Case& c) { return c.name == name; });
-    ASSERT_NE(it, cases.end());
+    const Case* it = FindCase(cases, name);
+    ASSERT_NE(it, nullptr) << name;
     const std::string path = std::string(kDir) + "quant/" + dir;
     absl::StatusOr<ModelFiles> quantized = OpenModelFiles(path);
     ASSERT_TRUE(quantized.ok()) << dir << ": " << quantized.status();
