@@ -1,6 +1,7 @@
 #include "coordinator/tokenizer/bpe_model.h"
 
 #include <queue>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -94,11 +95,23 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>* ids) co
       return;
     }
   }
-  const int32_t n = static_cast<int32_t>(piece.size());
+  std::vector<int32_t> symbol_ids(piece.size());
+  for (size_t i = 0; i < piece.size(); ++i) {
+    symbol_ids[i] = byte_symbols_[static_cast<uint8_t>(piece[i])];
+  }
+  MergeSymbols(std::move(symbol_ids), ids);
+}
+
+void BpeModel::MergeTokens(std::vector<int32_t> token_ids, std::vector<int32_t>* ids) const {
+  MergeSymbols(std::move(token_ids), ids);
+}
+
+void BpeModel::MergeSymbols(std::vector<int32_t> symbol_ids, std::vector<int32_t>* ids) const {
+  if (symbol_ids.empty()) return;
+  const auto n = static_cast<int32_t>(symbol_ids.size());
   std::vector<Symbol> symbols(n);
   for (int32_t i = 0; i < n; ++i) {
-    symbols[i] =
-        Symbol{byte_symbols_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1, 1};
+    symbols[i] = Symbol{symbol_ids[i], i - 1, i + 1 < n ? i + 1 : -1, 1};
   }
   std::priority_queue<Candidate, std::vector<Candidate>, CandidateAfter> queue;
   const auto push_pair = [&](int32_t left) {

@@ -41,6 +41,12 @@ class BpeModel {
   // single-byte token) are dropped, as llama.cpp does.
   void EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const;
 
+  // Merges `token_ids` (a piece already cut into tokens, in order) by rank exactly as
+  // EncodePiece merges bytes, and appends the result. For vocabularies whose starting symbols
+  // are not bytes (char_bpe_model.h starts from characters).
+  // REQUIRES: every id is in [0, vocab_size).
+  void MergeTokens(std::vector<int32_t> token_ids, std::vector<int32_t>* ids) const;
+
   // Id of the token whose bytes are exactly `bytes`, or -1.
   int32_t TokenId(std::string_view bytes) const;
 
@@ -55,6 +61,8 @@ class BpeModel {
 
   BpeModel() = default;
   int32_t InternSymbol(const std::string& bytes);
+  // Merges adjacent symbols by rank and appends what is left, each through EmitSymbol.
+  void MergeSymbols(std::vector<int32_t> symbol_ids, std::vector<int32_t>* ids) const;
   // Appends `symbol`, or the per-byte tokens of an internal (non-token) symbol.
   void EmitSymbol(int32_t symbol, std::vector<int32_t>* ids) const;
   static uint64_t PairKey(int32_t left, int32_t right) {

@@ -5,63 +5,33 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "coordinator/tokenizer/hf_json_components.h"
 
 namespace tpserve {
 namespace {
 
 using Json = nlohmann::json;
 
-// Llama 3's split regex exactly as Meta's tokenizer.json spells it.
-constexpr std::string_view kLlama3SplitRegex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
-    R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-std::string TypeOf(const Json& node) {
-  return node.is_object() && node.contains("type") && node["type"].is_string()
-             ? node["type"].get<std::string>()
-             : std::string("<untyped>");
-}
-
+std::string TypeOf(const Json& node) { return HfJsonType(node); }
 bool FlagIs(const Json& node, const char* key, bool expected, bool when_absent) {
-  if (!node.contains(key) || node[key].is_null()) return expected == when_absent;
-  return node[key].is_boolean() && node[key].get<bool>() == expected;
+  return HfJsonFlagIs(node, key, expected, when_absent);
 }
 
-bool IsByteLevel(const Json& node, bool use_regex) {
-  return TypeOf(node) == "ByteLevel" && FlagIs(node, "add_prefix_space", false, false) &&
-         FlagIs(node, "use_regex", use_regex, true);
-}
-
-absl::StatusOr<PreTokenizerKind> ParsePreTokenizer(const Json& node) {
-  if (IsByteLevel(node, /*use_regex=*/true)) return PreTokenizerKind::kGpt2;
-  if (TypeOf(node) == "Sequence" && node.contains("pretokenizers") &&
-      node["pretokenizers"].is_array() && node["pretokenizers"].size() == 2) {
-    const Json& first = node["pretokenizers"][0];
-    const Json& second = node["pretokenizers"][1];
-    if (TypeOf(first) == "Digits" && FlagIs(first, "individual_digits", true, false) &&
-        IsByteLevel(second, /*use_regex=*/true)) {
-      return PreTokenizerKind::kSmolLm;
-    }
-    if (TypeOf(first) == "Split" && first.value("behavior", "") == "Isolated" &&
-        FlagIs(first, "invert", false, true) && first.contains("pattern") &&
-        first["pattern"].is_object() && first["pattern"].value("Regex", "") == kLlama3SplitRegex &&
-        IsByteLevel(second, /*use_regex=*/false)) {
-      return PreTokenizerKind::kLlama3;
+// With byte fallback, vocabulary entries spelled "<0xAB>" are the byte tokens HF's ByteFallback
+// decoder turns into single bytes.
+void MarkByteTokens(TokenizerData* data) {
+  for (size_t id = 0; id < data->tokens.size(); ++id) {
+    const std::string& text = data->tokens[id];
+    if (data->token_types[id] == TokenType::kNormal && text.size() == 6 &&
+        text.rfind("<0x", 0) == 0 && text.back() == '>' && absl::ascii_isxdigit(text[3]) &&
+        absl::ascii_isxdigit(text[4])) {
+      data->token_types[id] = TokenType::kByte;
     }
   }
-  std::string shape = TypeOf(node);
-  if (shape == "Sequence" && node.contains("pretokenizers") && node["pretokenizers"].is_array()) {
-    shape += "[";
-    for (const Json& child : node["pretokenizers"]) shape += TypeOf(child) + ",";
-    shape.back() = ']';
-  }
-  return absl::UnimplementedError(
-      absl::StrCat("pre_tokenizer ", shape, " ", node.dump().substr(0, 300),
-                   " is not supported (supported: GPT-2 ByteLevel, SmolLM2 Digits+ByteLevel, Llama "
-                   "3 Split+ByteLevel)"));
 }
 
 absl::Status CheckModel(const Json& model) {
@@ -76,9 +46,6 @@ absl::Status CheckModel(const Json& model) {
     if (model.contains(key) && !model[key].is_null() && model[key] != "") {
       return absl::UnimplementedError(absl::StrCat("model.", key, " is not supported"));
     }
-  }
-  if (FlagIs(model, "byte_fallback", true, false)) {
-    return absl::UnimplementedError("model.byte_fallback=true is not supported");
   }
   if (!model.contains("vocab") || !model["vocab"].is_object()) {
     return absl::InvalidArgumentError("model.vocab is missing or not an object");
@@ -197,21 +164,22 @@ absl::StatusOr<TokenizerData> ParseRoot(const Json& root) {
   if (!root.contains("model")) return absl::InvalidArgumentError("tokenizer.json has no model");
   const Json& model = root["model"];
   TP_RETURN_IF_ERROR(CheckModel(model));
-  if (root.contains("normalizer") && !root["normalizer"].is_null()) {
-    return absl::UnimplementedError(
-        absl::StrCat("normalizer ", TypeOf(root["normalizer"]), " is not supported"));
-  }
-  if (root.contains("decoder") && !root["decoder"].is_null() &&
-      TypeOf(root["decoder"]) != "ByteLevel") {
-    return absl::UnimplementedError(
-        absl::StrCat("decoder ", TypeOf(root["decoder"]), " is not supported (only ByteLevel)"));
-  }
   const Json added_tokens = root.value("added_tokens", Json::array());
   if (!added_tokens.is_array()) return absl::InvalidArgumentError("added_tokens is not an array");
 
   TokenizerData data;
-  TP_ASSIGN_OR_RETURN(data.pre_tokenizer, ParsePreTokenizer(root.value("pre_tokenizer", Json())));
+  // byte_fallback marks the SentencePiece-converted shape: BPE over characters, "▁" for space.
+  const bool char_bpe = FlagIs(model, "byte_fallback", true, false);
+  if (char_bpe) {
+    data.model = TokenizerModel::kCharBpe;
+    data.byte_fallback = true;
+    data.fuse_unk = FlagIs(model, "fuse_unk", true, false);
+    TP_RETURN_IF_ERROR(ParseCharBpeComponents(root, &data));
+  } else {
+    TP_RETURN_IF_ERROR(ParseByteLevelComponents(root, &data));
+  }
   TP_RETURN_IF_ERROR(ParseVocab(model["vocab"], added_tokens, &data));
+  if (char_bpe) MarkByteTokens(&data);
   TP_RETURN_IF_ERROR(ParseMerges(model["merges"], &data));
   TP_RETURN_IF_ERROR(ParsePostProcessor(root.value("post_processor", Json()), added_tokens, &data));
   data.ignore_merges = FlagIs(model, "ignore_merges", true, false);

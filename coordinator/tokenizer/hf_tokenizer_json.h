@@ -1,8 +1,10 @@
-// Adapter from a Hugging Face `tokenizer.json` to TokenizerData. Supports what byte-level BPE
-// chat models use: model.type "BPE" (vocab + merges as "a b" strings or [a, b] pairs),
-// added_tokens (special -> control, otherwise user-defined), no normalizer, a ByteLevel
-// decoder, and the pre-tokenizers of GPT-2 (ByteLevel), SmolLM2 (Sequence[Digits(individual),
-// ByteLevel]) and Llama 3 (Sequence[Split(Llama 3 regex, Isolated), ByteLevel(no regex)]).
+// Adapter from a Hugging Face `tokenizer.json` to TokenizerData. model.type "BPE" (vocab +
+// merges as "a b" strings or [a, b] pairs), added_tokens (special -> control, otherwise
+// user-defined; lstrip/rstrip/single_word refused), in two shapes (hf_json_components.h has
+// the exact normalizers, pre-tokenizers and decoders of each):
+//   * byte-level BPE: GPT-2, SmolLM2, Llama 3, Qwen2/2.5/3 (NFC + Qwen's Split regex);
+//   * byte_fallback: true, BPE over characters with "▁" for space (TokenizerModel::kCharBpe):
+//     Llama 2 / Mistral (Prepend + Replace normalizer, or Metaspace), Gemma 2/3 (Replace).
 // Anything else is UNIMPLEMENTED naming the unsupported field, never silently approximated.
 //
 //   TP_ASSIGN_OR_RETURN(TokenizerData data, TokenizerDataFromHfJson(json_text));

@@ -4,12 +4,19 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "coordinator/tokenizer/byte_level.h"
+#include "coordinator/tokenizer/unicode_nfc.h"
 
 namespace tpserve {
 namespace {
+
+std::string UnescapeSpaces(const std::string& text) {
+  return absl::StrReplaceAll(
+      text, {{absl::string_view(kSpmSpace.data(), kSpmSpace.size()), absl::string_view(" ")}});
+}
 
 bool IsSpecialType(TokenType type) {
   return type == TokenType::kControl || type == TokenType::kUserDefined ||
@@ -21,10 +28,7 @@ absl::StatusOr<std::string> TokenTextToBytes(int32_t id, const std::string& text
                                              TokenizerModel model) {
   switch (type) {
     case TokenType::kNormal: {
-      if (model == TokenizerModel::kSpm) {
-        return absl::StrReplaceAll(text, {{absl::string_view(kSpmSpace.data(), kSpmSpace.size()),
-                                           absl::string_view(" ")}});
-      }
+      if (model != TokenizerModel::kBpe) return UnescapeSpaces(text);
       absl::StatusOr<std::string> bytes = ByteLevelDecode(text);
       if (!bytes.ok()) {
         return absl::InvalidArgumentError(
@@ -46,7 +50,8 @@ absl::StatusOr<std::string> TokenTextToBytes(int32_t id, const std::string& text
     case TokenType::kUnknown:
     case TokenType::kControl:
     case TokenType::kUserDefined:
-      return text;
+      // HF runs every token, added ones included, through the decoder's Replace.
+      return model == TokenizerModel::kCharBpe ? UnescapeSpaces(text) : text;
   }
   return absl::InvalidArgumentError(absl::StrFormat(
       "token_types[%d] = %d is not a known token type (1-6)", id, static_cast<int32_t>(type)));
@@ -95,7 +100,11 @@ absl::StatusOr<Tokenizer> Tokenizer::Create(TokenizerData data) {
   }
   std::optional<BpePipeline> bpe;
   std::optional<SpmModel> spm;
-  if (data.model == TokenizerModel::kSpm) {
+  std::optional<CharBpePipeline> char_bpe;
+  if (data.model == TokenizerModel::kCharBpe) {
+    TP_ASSIGN_OR_RETURN(CharBpePipeline pipeline, CreateCharBpe(data));
+    char_bpe.emplace(std::move(pipeline));
+  } else if (data.model == TokenizerModel::kSpm) {
     absl::StatusOr<SpmModel> model = SpmModel::Create(data.tokens, data.scores);
     if (!model.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("SPM: ", model.status().message()));
@@ -111,7 +120,11 @@ absl::StatusOr<Tokenizer> Tokenizer::Create(TokenizerData data) {
   tokenizer.model_ = data.model;
   tokenizer.bpe_ = std::move(bpe);
   tokenizer.spm_ = std::move(spm);
+  tokenizer.char_bpe_ = std::move(char_bpe);
   tokenizer.add_space_prefix_ = data.model == TokenizerModel::kSpm && data.add_space_prefix;
+  tokenizer.decode_strips_leading_space_ =
+      tokenizer.add_space_prefix_ ||
+      (data.model == TokenizerModel::kCharBpe && data.decode_strips_leading_space);
   for (const auto& entry : special_entries)
     tokenizer.special_ids_.try_emplace(entry.text, entry.id);
   tokenizer.bos_id_ = data.bos_id;
@@ -139,7 +152,23 @@ absl::StatusOr<Tokenizer::BpePipeline> Tokenizer::CreateBpe(
   TP_ASSIGN_OR_RETURN(BpeModel bpe,
                       BpeModel::Create(token_bytes, merges_bytes, data.ignore_merges));
   TP_ASSIGN_OR_RETURN(PreTokenizer pre, PreTokenizer::Create(data.pre_tokenizer));
-  return BpePipeline{std::move(pre), std::move(bpe)};
+  return BpePipeline{std::move(pre), std::move(bpe), data.nfc};
+}
+
+absl::StatusOr<Tokenizer::CharBpePipeline> Tokenizer::CreateCharBpe(const TokenizerData& data) {
+  // Holes (unused ids) must not collide as empty texts; BpeModel skips empty entries.
+  std::vector<std::string> texts(data.tokens.size());
+  for (size_t id = 0; id < texts.size(); ++id) {
+    if (data.token_types[id] != TokenType::kUnused) texts[id] = data.tokens[id];
+  }
+  absl::StatusOr<CharBpeModel> model = CharBpeModel::Create(
+      texts, data.merges,
+      {.byte_fallback = data.byte_fallback, .unk_id = data.unk_id, .fuse_unk = data.fuse_unk,
+       .ignore_merges = data.ignore_merges});
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("CharBpe: ", model.status().message()));
+  }
+  return CharBpePipeline{*std::move(model), data.space_prefix, data.split_at_spaces};
 }
 
 Tokenizer::Tokenizer(std::vector<std::string> token_bytes, std::vector<TokenType> token_types,
@@ -160,7 +189,6 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
     }
     ids.push_back(bos_id_);
   }
-  std::vector<std::string_view> pieces;
   // SPM's space prefix goes before text that starts the input or follows a special token.
   bool after_special = true;
   for (const auto& fragment : special_splitter_.Split(text, options.allow_special)) {
@@ -171,14 +199,63 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
     }
     if (spm_.has_value()) {
       spm_->EncodeFragment(fragment.text, add_space_prefix_ && after_special, &ids);
+    } else if (char_bpe_.has_value()) {
+      EncodeCharBpeFragment(fragment.text, fragment.text.data() == text.data(), &ids);
     } else {
-      pieces.clear();
-      TP_RETURN_IF_ERROR(bpe_->pre_tokenizer.Split(fragment.text, &pieces));
-      for (std::string_view piece : pieces) bpe_->bpe.EncodePiece(piece, &ids);
+      TP_RETURN_IF_ERROR(EncodeBpeFragment(fragment.text, &ids));
     }
     after_special = false;
   }
   return ids;
+}
+
+absl::Status Tokenizer::EncodeBpeFragment(std::string_view text,
+                                         std::vector<int32_t>* ids) const {
+  std::string normalized;
+  if (bpe_->nfc) {
+    normalized = NfcNormalize(text);
+    text = normalized;
+  }
+  std::vector<std::string_view> pieces;
+  TP_RETURN_IF_ERROR(bpe_->pre_tokenizer.Split(text, &pieces));
+  for (std::string_view piece : pieces) bpe_->bpe.EncodePiece(piece, ids);
+  return absl::OkStatus();
+}
+
+void Tokenizer::EncodeCharBpeFragment(std::string_view text, bool at_input_start,
+                                      std::vector<int32_t>* ids) const {
+  const absl::string_view space(kSpmSpace.data(), kSpmSpace.size());
+  std::string escaped =
+      absl::StrReplaceAll(absl::string_view(text.data(), text.size()), {{" ", space}});
+  const bool starts_with_space = absl::StartsWith(escaped, space);
+  bool prefix = false;
+  switch (char_bpe_->space_prefix) {
+    case SpacePrefix::kNone:
+      break;
+    case SpacePrefix::kEveryFragment:
+      prefix = !escaped.empty();
+      break;
+    case SpacePrefix::kEveryFragmentUnlessSpace:
+      prefix = !starts_with_space;
+      break;
+    case SpacePrefix::kFirstFragmentUnlessSpace:
+      prefix = at_input_start && !starts_with_space;
+      break;
+  }
+  if (prefix) escaped.insert(0, kSpmSpace);
+  if (!char_bpe_->split_at_spaces) {
+    char_bpe_->bpe.EncodePiece(escaped, ids);
+    return;
+  }
+  // HF Split(U+2581, MergedWithNext): each U+2581 begins a piece.
+  const std::string_view all = escaped;
+  size_t begin = 0;
+  for (size_t at = all.find(kSpmSpace, 1); at != std::string_view::npos;
+       at = all.find(kSpmSpace, at + 1)) {
+    char_bpe_->bpe.EncodePiece(all.substr(begin, at - begin), ids);
+    begin = at;
+  }
+  char_bpe_->bpe.EncodePiece(all.substr(begin), ids);
 }
 
 absl::Status Tokenizer::CheckId(int32_t id, size_t position) const {
@@ -205,7 +282,7 @@ absl::StatusOr<std::string_view> Tokenizer::DecodedPiece(int32_t id, size_t posi
   TP_RETURN_IF_ERROR(CheckId(id, position));
   std::string_view piece = token_bytes_[id];
   // llama.cpp drops the space its encoder prefixed, from the first token only, whatever it is.
-  if (add_space_prefix_ && position == 0 && !piece.empty() && piece.front() == ' ') {
+  if (decode_strips_leading_space_ && position == 0 && !piece.empty() && piece.front() == ' ') {
     piece.remove_prefix(1);
   }
   return piece;
