@@ -36,8 +36,8 @@ TEST(CharBpeModelTest, MergesByRankNotByLength) {
 TEST(CharBpeModelTest, ByteFallbackThenUnknown) {
   auto model = CharBpeModel::Create(Vocab(), {}, {.unk_id = 0, .fuse_unk = true});
   ASSERT_TRUE(model.ok());
-  EXPECT_THAT(Encode(*model, "\xC3\xA9"), ElementsAre(1, 2));     // é: both bytes exist
-  EXPECT_THAT(Encode(*model, "xyz"), ElementsAre(0));             // fused
+  EXPECT_THAT(Encode(*model, "\xC3\xA9"), ElementsAre(1, 2));  // é: both bytes exist
+  EXPECT_THAT(Encode(*model, "xyz"), ElementsAre(0));          // fused
   EXPECT_THAT(Encode(*model, "xaxy"), ElementsAre(0, 4, 0));
   // HF's order: byte-fallback tokens go out ahead of a still-pending unknown.
   EXPECT_THAT(Encode(*model, "x\xC3\xA9"), ElementsAre(1, 2, 0));

@@ -1,10 +1,9 @@
 #include "coordinator/tokenizer/hf_json_components.h"
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 
 namespace tpserve {
@@ -72,8 +71,7 @@ absl::StatusOr<PreTokenizerKind> ParseByteLevelPreTokenizer(const Json& node) {
         HfJsonFlagIs(first, "invert", false, true) && IsByteLevel(second, /*use_regex=*/false)) {
       if (PatternIs(first, "Regex", kLlama3SplitRegex)) return PreTokenizerKind::kLlama3;
       if (PatternIs(first, "Regex", kQwen2SplitRegex)) return PreTokenizerKind::kQwen2;
-      return Unsupported("pre_tokenizer.pretokenizers[0].pattern",
-                         first.value("pattern", Json()),
+      return Unsupported("pre_tokenizer.pretokenizers[0].pattern", first.value("pattern", Json()),
                          "the Llama 3 and Qwen2 split regexes");
     }
   }
@@ -109,8 +107,9 @@ absl::StatusOr<CharBpeNormalizer> ParseCharBpeNormalizer(const Json& root) {
                !result.prepends) {
       result.prepends = true;
     } else {
-      return Unsupported(items == &single ? "normalizer" : absl::StrCat("normalizer.normalizers[", i, "]"),
-                         item, "Replace(\" \", \"▁\") and Prepend(\"▁\"), each at most once");
+      return Unsupported(
+          items == &single ? "normalizer" : absl::StrCat("normalizer.normalizers[", i, "]"), item,
+          "Replace(\" \", \"▁\") and Prepend(\"▁\"), each at most once");
     }
   }
   if (result.prepends && !result.replaces_spaces) {
@@ -128,8 +127,8 @@ absl::Status ParseMetaspace(const Json& node, TokenizerData* data) {
   const std::string scheme = node.value("prepend_scheme", std::string("always"));
   if (node.contains("add_prefix_space") && node["add_prefix_space"].is_boolean() &&
       node["add_prefix_space"].get<bool>() != (scheme != "never")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pre_tokenizer.add_prefix_space contradicts prepend_scheme '", scheme, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pre_tokenizer.add_prefix_space contradicts prepend_scheme '", scheme, "'"));
   }
   if (scheme == "always") {
     data->space_prefix = SpacePrefix::kEveryFragmentUnlessSpace;
@@ -156,8 +155,7 @@ absl::Status ParseCharBpeDecoder(const Json& root, TokenizerData* data) {
   const char* expected[] = {"Replace", "ByteFallback", "Fuse", "Strip"};
   for (size_t i = 0; i < items->size(); ++i) {
     const Json& item = (*items)[i];
-    const bool ok = HfJsonType(item) == expected[i] &&
-                    (i != 0 || IsReplace(item, kSpace, " ")) &&
+    const bool ok = HfJsonType(item) == expected[i] && (i != 0 || IsReplace(item, kSpace, " ")) &&
                     (i != 3 || (item.value("content", "") == " " && item.value("start", -1) == 1 &&
                                 item.value("stop", -1) == 0));
     if (!ok) return Unsupported(absl::StrCat("decoder.decoders[", i, "]"), item, kSupported);
@@ -170,15 +168,16 @@ absl::Status CheckNormalizedAddedTokens(const Json& root, const CharBpeNormalize
   if (!normalizer.replaces_spaces || !root.contains("added_tokens")) return absl::OkStatus();
   const Json& added = root["added_tokens"];
   for (size_t i = 0; i < added.size(); ++i) {
-    if (!HfJsonFlagIs(added[i], "normalized", true, !HfJsonFlagIs(added[i], "special", true, false))) {
+    if (!HfJsonFlagIs(added[i], "normalized", true,
+                      !HfJsonFlagIs(added[i], "special", true, false))) {
       continue;
     }
     const std::string content = added[i].value("content", "");
     if (normalizer.prepends || absl::StrContains(content, " ") ||
         absl::StrContains(content, kSpace)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "added_tokens[", i, "] '", content,
-          "' has normalized=true, and the normalizer would change it; not supported"));
+      return absl::UnimplementedError(
+          absl::StrCat("added_tokens[", i, "] '", content,
+                       "' has normalized=true, and the normalizer would change it; not supported"));
     }
   }
   return absl::OkStatus();

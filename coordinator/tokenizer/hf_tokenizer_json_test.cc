@@ -147,7 +147,7 @@ TEST(HfTokenizerJsonMetadataTest, NewFamilyShapes) {
   EXPECT_TRUE(gemma->fuse_unk);
   EXPECT_EQ(gemma->unk_id, 3);
   EXPECT_EQ(gemma->bos_id, 2);
-  EXPECT_EQ(gemma->token_types[7 + 0x41], TokenType::kByte);  // <0x41>
+  EXPECT_EQ(gemma->token_types[7 + 0x41], TokenType::kByte);    // <0x41>
   EXPECT_EQ(gemma->token_types[7 + 0x09], TokenType::kNormal);  // "\t" in its place
   EXPECT_EQ(gemma->tokens[7 + 256], "<table>");
   EXPECT_EQ(gemma->token_types[7 + 256], TokenType::kUserDefined);
@@ -240,10 +240,18 @@ TEST(HfTokenizerJsonErrorsTest, UnsupportedNewShapesAreNamedByPath) {
     std::function<void(Json&)> edit;
     std::string expected;
   } cases[] = {
-      {"qwen2", [](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; },
+      {"qwen2",
+       [](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; },
        "pre_tokenizer.pretokenizers[0].pattern = {\"Regex\":\"\\\\w+\"} is not supported"},
-      {"qwen2", [](Json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "normalizer = {"},
-      {"llama2", [](Json& j) { j["normalizer"]["normalizers"][0] = {{"type", "NFKC"}}; },
+      {"qwen2",
+       [](Json& j) {
+         j["normalizer"] = {{"type", "NFKC"}};
+       },
+       "normalizer = {"},
+      {"llama2",
+       [](Json& j) {
+         j["normalizer"]["normalizers"][0] = {{"type", "NFKC"}};
+       },
        "normalizer.normalizers[0] = {\"type\":\"NFKC\"}"},
       {"llama2", [](Json& j) { j["normalizer"] = nullptr; }, "normalizer = null"},
       {"llama2", [](Json& j) { j["decoder"]["decoders"][3]["start"] = 2; },
@@ -264,7 +272,10 @@ TEST(HfTokenizerJsonErrorsTest, UnsupportedNewShapesAreNamedByPath) {
        "pre_tokenizer.replacement = \"_\""},
       {"mistral", [](Json& j) { j["pre_tokenizer"]["prepend_scheme"] = "sometimes"; },
        "pre_tokenizer.prepend_scheme = \"sometimes\""},
-      {"mistral", [](Json& j) { j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}; },
+      {"mistral",
+       [](Json& j) {
+         j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}};
+       },
        "pre_tokenizer = {\"prepend_scheme\""},
       {"mistral", [](Json& j) { j["model"]["dropout"] = 0.1; }, "model.dropout"},
   };
@@ -274,8 +285,8 @@ TEST(HfTokenizerJsonErrorsTest, UnsupportedNewShapesAreNamedByPath) {
     EXPECT_THAT(status.message(), HasSubstr(c.expected)) << c.name;
   }
   // Gemma's added tokens without a space or "▁" may be matched in normalized text: the same.
-  EXPECT_TRUE(LoadEditedFrom("gemma", [](Json& j) { j["added_tokens"][6]["normalized"] = true; })
-                  .ok());
+  EXPECT_TRUE(
+      LoadEditedFrom("gemma", [](Json& j) { j["added_tokens"][6]["normalized"] = true; }).ok());
   const absl::Status merge = LoadEditedFrom("gemma", [](Json& j) {
     j["model"]["merges"][0] = Json::array({"<0x41>", "zzz"});
   });

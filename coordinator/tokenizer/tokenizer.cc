@@ -1,10 +1,10 @@
 #include "coordinator/tokenizer/tokenizer.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "coordinator/tokenizer/byte_level.h"
@@ -83,16 +83,16 @@ absl::StatusOr<Tokenizer> Tokenizer::Create(TokenizerData data) {
   TP_RETURN_IF_ERROR(CheckSpecialId("pad_id", data.pad_id, vocab_size));
   if (data.model == TokenizerModel::kBpe && !data.scores.empty() &&
       data.scores.size() != vocab_size) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "scores has %d entries but tokens has %d", data.scores.size(), vocab_size));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("scores has %d entries but tokens has %d", data.scores.size(), vocab_size));
   }
 
   std::vector<std::string> token_bytes(vocab_size);
   std::vector<SpecialTokenSplitter::Entry> special_entries;
   for (size_t id = 0; id < vocab_size; ++id) {
     const auto id32 = static_cast<int32_t>(id);
-    TP_ASSIGN_OR_RETURN(token_bytes[id], TokenTextToBytes(id32, data.tokens[id],
-                                                          data.token_types[id], data.model));
+    TP_ASSIGN_OR_RETURN(token_bytes[id],
+                        TokenTextToBytes(id32, data.tokens[id], data.token_types[id], data.model));
     const TokenType type = data.token_types[id];
     if (IsSpecialType(type)) {
       special_entries.push_back({id32, data.tokens[id], type != TokenType::kUserDefined});
@@ -161,10 +161,11 @@ absl::StatusOr<Tokenizer::CharBpePipeline> Tokenizer::CreateCharBpe(const Tokeni
   for (size_t id = 0; id < texts.size(); ++id) {
     if (data.token_types[id] != TokenType::kUnused) texts[id] = data.tokens[id];
   }
-  absl::StatusOr<CharBpeModel> model = CharBpeModel::Create(
-      texts, data.merges,
-      {.byte_fallback = data.byte_fallback, .unk_id = data.unk_id, .fuse_unk = data.fuse_unk,
-       .ignore_merges = data.ignore_merges});
+  absl::StatusOr<CharBpeModel> model = CharBpeModel::Create(texts, data.merges,
+                                                            {.byte_fallback = data.byte_fallback,
+                                                             .unk_id = data.unk_id,
+                                                             .fuse_unk = data.fuse_unk,
+                                                             .ignore_merges = data.ignore_merges});
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("CharBpe: ", model.status().message()));
   }
@@ -209,8 +210,7 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
   return ids;
 }
 
-absl::Status Tokenizer::EncodeBpeFragment(std::string_view text,
-                                         std::vector<int32_t>* ids) const {
+absl::Status Tokenizer::EncodeBpeFragment(std::string_view text, std::vector<int32_t>* ids) const {
   std::string normalized;
   if (bpe_->nfc) {
     normalized = NfcNormalize(text);

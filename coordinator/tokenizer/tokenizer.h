@@ -113,7 +113,8 @@ class Tokenizer {
  public:
   // INVALID_ARGUMENT naming the offending field, id and bound for: mismatched array sizes
   // (scores: for SPM), a BPE normal token outside the byte-level alphabet, a malformed byte
-  // token, a special id outside the vocabulary, an empty merge side, or a NaN score.
+  // token, a special id outside the vocabulary, an empty merge side, a NaN score, or (CharBpe)
+  // a merge side or result that is not a token.
   static absl::StatusOr<Tokenizer> Create(TokenizerData data);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -187,10 +188,10 @@ class Tokenizer {
   std::vector<std::string> token_bytes_;  // raw bytes per id
   std::vector<TokenType> token_types_;
   TokenizerModel model_ = TokenizerModel::kBpe;
-  std::optional<BpePipeline> bpe_;  // set for kBpe
-  std::optional<SpmModel> spm_;     // set for kSpm
-  std::optional<CharBpePipeline> char_bpe_;  // set for kCharBpe
-  bool add_space_prefix_ = false;   // kSpm only
+  std::optional<BpePipeline> bpe_;            // set for kBpe
+  std::optional<SpmModel> spm_;               // set for kSpm
+  std::optional<CharBpePipeline> char_bpe_;   // set for kCharBpe
+  bool add_space_prefix_ = false;             // kSpm only
   bool decode_strips_leading_space_ = false;  // position 0 loses a leading space
   SpecialTokenSplitter special_splitter_;
   absl::flat_hash_map<std::string, int32_t> special_ids_;  // control + user-defined text

@@ -52,9 +52,9 @@ void Decompose(char32_t cp, std::vector<char32_t>* out) {
     if (index % kTCount != 0) out->push_back(kTBase + index % kTCount);
     return;
   }
-  const auto* it = std::lower_bound(
-      std::begin(kDecompositions), std::end(kDecompositions), cp,
-      [](const Decomposition& d, char32_t value) { return d.code_point < value; });
+  const auto* it =
+      std::lower_bound(std::begin(kDecompositions), std::end(kDecompositions), cp,
+                       [](const Decomposition& d, char32_t value) { return d.code_point < value; });
   if (it == std::end(kDecompositions) || it->code_point != cp) {
     out->push_back(cp);
     return;
@@ -78,9 +78,8 @@ char32_t Compose(char32_t first, char32_t second) {
       [](const Composition& c, const std::pair<char32_t, char32_t>& key) {
         return c.first != key.first ? c.first < key.first : c.second < key.second;
       });
-  return it != std::end(kCompositions) && it->first == first && it->second == second
-             ? it->composite
-             : 0;
+  return it != std::end(kCompositions) && it->first == first && it->second == second ? it->composite
+                                                                                     : 0;
 }
 
 char32_t DecodeOne(std::string_view text, size_t at, size_t length) {
