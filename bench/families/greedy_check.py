@@ -75,7 +75,8 @@ def main():
     print(f"llama.cpp: {theirs}")
     print("llama.cpp top-1 - top-2 margins: " + " ".join(f"{m:.3f}" for m in margins))
     print(f"logits after the prompt: max |tpserve - llama.cpp| {diff:.4f} = "
-          f"{100 * diff / scale:.2f}% of max|logit| {scale:.3f}; std {float(np.std(their_logits)):.3f}; "
+          f"{100 * diff / scale:.2f}% of max|logit| {scale:.3f}; "
+          f"std {float(np.std(their_logits)):.3f}; "
           f"correlation {corr:.5f}")
     print(f"leading tokens that agree: {agree} of {len(theirs)}")
     return 0 if agree >= args.min_agree else 1

@@ -4,8 +4,8 @@
 # thread counts, KV dtype (f16) and prompt, interleaved A B A B: each round runs tpserve and then
 # llama.cpp once per model, each the better of 2 runs inside (the first of a process is a warm-up:
 # llama.cpp's first decode of Gemma 3 ran at 0.9 tok/s), and the summary gives the best and the
-# median of the rounds. Before each run it waits (polling every 20 s, at most --max_wait seconds) for
-# the 1-minute load average to fall below --quiet, and prints the load it started at.
+# median of the rounds. Before each run it waits (polling every 20 s, at most --max_wait
+# seconds) for the 1-minute load average to fall below --quiet, and prints the load it started at.
 #   bash bench/families/run_family_bench.sh [--rounds=3] [--threads=1,2] [--prompt_tokens=512]
 #       [--decode_tokens=64] [--quiet=0.6] [--max_wait=300] [MODEL.gguf ...]
 # Models default to Gemma 3 270M Q4_K_M and the Qwen2.5-0.5B-shaped Q4_K_M that
@@ -27,7 +27,8 @@ for arg in "$@"; do
   esac
 done
 dir="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}"
-[ ${#models[@]} -gt 0 ] || models=("$dir/gemma-3-270m-q4_k_m.gguf" "$dir/qwen2.5-0.5b-shaped-q4_k_m.gguf")
+[ ${#models[@]} -gt 0 ] ||
+  models=("$dir/gemma-3-270m-q4_k_m.gguf" "$dir/qwen2.5-0.5b-shaped-q4_k_m.gguf")
 python="${PYTHON:-python3}"
 bazel build -c opt --symlink_prefix=/ //bench:model_bench >&2
 bin="$(bazel info -c opt bazel-bin 2>/dev/null)/bench/model_bench"
@@ -41,7 +42,8 @@ wait_quiet() {
   echo "load $(cut -d' ' -f1-3 /proc/loadavg) after waiting ${waited}s"
 }
 
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  cpu: $(lscpu | sed -n 's/^Model name: *//p')  cores: $(nproc)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  cpu: $(lscpu | sed -n 's/^Model name: *//p')" \
+  " cores: $(nproc)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
   for m in "${models[@]}"; do
     name="$(basename "$m" .gguf)"
@@ -65,17 +67,20 @@ for line in open(sys.argv[1]):
                  r"decode_tok_s=([\d.]+)", line)
     if m:
         rows.setdefault((m[1], int(m[3]), m[2]), []).append((float(m[4]), float(m[5])))
-print("| model | threads | tpserve prefill tok/s best / median | llama.cpp prefill | ratio (median) "
+print("| model | threads | tpserve prefill tok/s best / median | llama.cpp prefill "
+      "| ratio (median) "
       "| tpserve decode tok/s best / median | llama.cpp decode | ratio (median) |")
 print("|---|---|---|---|---|---|---|---|")
 for model, threads in sorted({(k[0], k[1]) for k in rows}):
-    ours, theirs = rows.get((model, threads, "tpserve"), []), rows.get((model, threads, "llama.cpp"), [])
+    ours = rows.get((model, threads, "tpserve"), [])
+    theirs = rows.get((model, threads, "llama.cpp"), [])
     if not ours or not theirs:
         continue
     cells = []
     for i in range(2):
         a = [x[i] for x in ours]; b = [x[i] for x in theirs]
-        cells += [f"{max(a):.1f} / {statistics.median(a):.1f}", f"{max(b):.1f} / {statistics.median(b):.1f}",
+        cells += [f"{max(a):.1f} / {statistics.median(a):.1f}",
+                  f"{max(b):.1f} / {statistics.median(b):.1f}",
                   f"{statistics.median(a) / statistics.median(b):.2f}x"]
     print(f"| {model} | {threads} | " + " | ".join(cells) + f" |  (n={len(ours)}/{len(theirs)})")
 EOF
