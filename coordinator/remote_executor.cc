@@ -14,6 +14,7 @@
 #include "base/grpc_status.h"
 #include "base/status_macros.h"
 #include "cluster/secret.h"
+#include "step/rank_load_proto.h"
 #include "step/step_batch_proto.h"
 
 namespace tpserve {
@@ -65,23 +66,29 @@ absl::Status ForAllRanks(int world, absl::Duration timeout, const std::string& s
 
 }  // namespace
 
-RemoteExecutor::RemoteExecutor(std::vector<std::string> addresses, RemoteExecutorOptions options)
-    : addresses_(std::move(addresses)), options_(std::move(options)) {}
+RemoteExecutor::RemoteExecutor(std::vector<std::string> addresses, RankLoad load,
+                               RemoteExecutorOptions options)
+    : addresses_(std::move(addresses)), load_(std::move(load)), options_(std::move(options)) {}
 
 RemoteExecutor::~RemoteExecutor() = default;
 
 absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
-    const std::vector<std::string>& addresses, const RemoteExecutorOptions& options,
-    const LoadProgressCallback& on_progress) {
-  std::unique_ptr<RemoteExecutor> exec(new RemoteExecutor(addresses, options));
+    const std::vector<std::string>& addresses, const RankLoad& load,
+    const RemoteExecutorOptions& options, const LoadProgressCallback& on_progress) {
+  std::unique_ptr<RemoteExecutor> exec(new RemoteExecutor(addresses, load, options));
   const int world = static_cast<int>(addresses.size());
-  if (options.assignments.size() != addresses.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("sharding plan has ", options.assignments.size(),
+  if (load.world_size != world) {
+    return absl::InvalidArgumentError(absl::StrCat("the load is for ", load.world_size,
+                                                   " ranks, not the ", world, " addresses"));
+  }
+  if (load.model.assignments.size() != addresses.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("sharding plan has ",
+                                                   load.model.assignments.size(),
                                                    " assignments for ", world, " ranks"));
   }
-  if (!options.draft_model_path.empty() && options.draft_assignments.size() != addresses.size()) {
+  if (load.draft.has_value() && load.draft->assignments.size() != addresses.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the draft model's sharding plan has ",
-                                                   options.draft_assignments.size(),
+                                                   load.draft->assignments.size(),
                                                    " assignments for ", world, " ranks"));
   }
   if (!options.device_ordinals.empty() && options.device_ordinals.size() != addresses.size()) {
@@ -101,11 +108,11 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   exec->draft_weight_bytes_.assign(world, 0);
   exec->draft_kv_cache_bytes_.assign(world, 0);
   StepChannel channel;
-  if (options.step_channel && options.vocab_size > 0) {
+  if (options.step_channel && load.vocab_size > 0) {
     // A channel that cannot be made leaves the steps on gRPC: slower, not wrong.
     absl::StatusOr<StepChannel> made = StepChannel::Create(
         world, kStepChannelRequestBytes,
-        static_cast<size_t>(options.max_logit_rows) * options.vocab_size * sizeof(float));
+        static_cast<size_t>(load.model.max_logit_rows) * load.vocab_size * sizeof(float));
     if (made.ok()) channel = *std::move(made);
   }
   std::vector<char> serves_channel(world, 0);
@@ -113,32 +120,13 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   absl::Status loaded = ForAllRanks(world, options.load_timeout, options.cluster_secret,
                                     [&](int r, grpc::ClientContext* ctx) {
     wpb::LoadRequest req;
+    ToLoadRequest(load, &req);
     req.set_rank(r);
-    req.set_world_size(world);
-    req.set_model_path(options.model_path);
     req.set_comm_kind(comm_kind);
     req.set_backend(options.backend);
     req.set_device_ordinal(options.device_ordinals.empty() ? r : options.device_ordinals[r]);
-    req.set_weights(options.weights);
-    req.set_kv_dtype(options.kv_dtype);
-    req.set_deterministic_tp(options.deterministic_tp);
     req.set_rendezvous_dir(options.rendezvous_dir);
     req.set_rendezvous_prefix(options.rendezvous_prefix);
-    req.set_num_kv_blocks(options.num_kv_blocks);
-    req.set_block_size_tokens(options.block_size_tokens);
-    req.set_num_threads(options.threads_per_rank);
-    req.set_max_step_tokens(options.max_step_tokens);
-    req.set_max_logit_rows(options.max_logit_rows);
-    req.set_max_context_tokens(options.max_context_tokens);
-    *req.mutable_assignment() = options.assignments[r];
-    if (!options.draft_model_path.empty()) {
-      req.set_draft_model_path(options.draft_model_path);
-      req.set_draft_weights(options.draft_weights);
-      *req.mutable_draft_assignment() = options.draft_assignments[r];
-      req.set_draft_max_logit_rows(options.draft_max_logit_rows);
-    }
-    req.set_collective_timeout_ms(
-        static_cast<int32_t>(absl::ToInt64Milliseconds(options.collective_timeout)));
     if (channel.valid()) req.set_step_channel(channel.name());
     ctx->set_wait_for_ready(true);  // the rank process may still be starting its server
     auto reader = exec->stubs_[r]->Load(ctx, req);
@@ -176,7 +164,7 @@ class RemoteExecutor::Draft final : public ModelExecutor {
   }
   int64_t vocab_size() const override { return target_->vocab_size(); }
   std::string Describe() const override {
-    return absl::StrCat(target_->options_.draft_model_path, " on the same ",
+    return absl::StrCat(target_->load_.draft->path, " on the same ",
                         target_->world_size(), " rank(s)");
   }
 
@@ -204,7 +192,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   std::vector<wpb::StepResponse> responses(world);
   if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
   StepResult result;
-  result.vocab_size = options_.vocab_size;
+  result.vocab_size = load_.vocab_size;
   const std::string& bytes = responses[0].logits();
   const size_t expected = rows * static_cast<size_t>(result.vocab_size) * sizeof(float);
   if (bytes.size() != expected) {
@@ -228,7 +216,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
     return NameSilentRanks(absl::UnavailableError(absl::StrCat("step channel: ", s.message())));
   }
   StepResult result;
-  result.vocab_size = options_.vocab_size;
+  result.vocab_size = load_.vocab_size;
   const absl::Span<const float> logits = channel_.logits();
   const size_t expected = num_rows * static_cast<size_t>(result.vocab_size);
   if (logits.size() != expected) {
@@ -238,7 +226,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
   result.logits.assign(logits.begin(), logits.end());
   result.compute_s = channel_.compute_s(0);
   result.allreduce_s = channel_.allreduce_s(0);
-  for (int r = 0; r < static_cast<int>(options_.assignments.size()); ++r) {
+  for (int r = 0; r < world_size(); ++r) {
     result.rank_compute_s.push_back(channel_.compute_s(r));
   }
   return result;

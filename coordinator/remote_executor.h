@@ -6,7 +6,7 @@
 // heartbeat, and the error names first the ranks that did not answer. Every call carries the
 // cluster secret.
 //
-//   TP_ASSIGN_OR_RETURN(auto exec, RemoteExecutor::Connect(addresses, options, on_progress));
+//   TP_ASSIGN_OR_RETURN(auto exec, RemoteExecutor::Connect(addresses, load, options, on_progress));
 //   Engine engine(engine_options, std::move(exec), &tokenizer);
 //
 // Threading: Execute from the engine's step thread; Ping from any thread.
@@ -21,13 +21,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cluster/step_channel.h"
-#include "step/executor.h"
 #include "proto/worker.grpc.pb.h"
+#include "step/executor.h"
+#include "step/rank_load.h"
 
 namespace tpserve {
 
+// Where the ranks run and how they are reached: the worker plane's own. What they load is the
+// RankLoad (step/rank_load.h).
 struct RemoteExecutorOptions {
-  std::string model_path;
   // Sent with every call (cluster/secret.h); the ranks refuse calls without it.
   std::string cluster_secret;
   // "auto", "shm" or "gloo" (CPU ranks) or "nccl" (GPU ranks); a single rank is always sent
@@ -38,18 +40,8 @@ struct RemoteExecutorOptions {
   std::string backend = "cpu";
   // backend "cuda": rank r runs on GPU device_ordinals[r] of its host; empty: on GPU r.
   std::vector<int32_t> device_ordinals;
-  std::string weights;   // "" = as stored; a preset quantizes on load (fp8, int4, ...)
-  std::string kv_dtype;  // "" = f16; f32, bf16, fp8
-  bool deterministic_tp = false;  // LoadRequest.deterministic_tp of every rank
   std::string rendezvous_dir;
   std::string rendezvous_prefix = "tpserve";
-  int32_t num_kv_blocks = 0;
-  int32_t block_size_tokens = 16;
-  int32_t threads_per_rank = 1;
-  int32_t max_step_tokens = 512;  // the scheduler's token budget per step
-  int32_t max_logit_rows = 64;    // the scheduler's sequences per step
-  int32_t max_context_tokens = 0;  // the engine's context window (0 = the model's)
-  absl::Duration collective_timeout = absl::Seconds(5);
   absl::Duration load_timeout = absl::Minutes(10);
   absl::Duration step_timeout = absl::Seconds(60);
   // Ranks on this host: send steps through a shared-memory channel (cluster/step_channel.h)
@@ -60,31 +52,23 @@ struct RemoteExecutorOptions {
   // After a failed step: how long each rank has to answer a heartbeat before it is named as
   // the one that does not answer.
   absl::Duration failure_probe_timeout = absl::Seconds(1);
-  int64_t vocab_size = 0;
-  // What each rank must load (index = rank), from the coordinator's sharding plan.
-  std::vector<tpserve::worker::v1::ShardAssignment> assignments;
-  // Speculative decoding's draft model, loaded on every rank beside the target: "" = none.
-  // Its steps run through DraftExecutor().
-  std::string draft_model_path;
-  std::string draft_weights;
-  std::vector<tpserve::worker::v1::ShardAssignment> draft_assignments;
-  int32_t draft_max_logit_rows = 0;
 };
 
 using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadProgress&)>;
 
 class RemoteExecutor final : public ModelExecutor {
  public:
-  // Connects to every rank (addresses[r] serves rank r) and loads the model on all of them.
-  // INVALID_ARGUMENT when assignments or device_ordinals do not have one entry per rank; else
-  // the first rank's failure, as UNAVAILABLE naming it.
+  // Connects to every rank (addresses[r] serves rank r) and has each load `load`, sent whole to
+  // every rank (step/rank_load_proto.h). INVALID_ARGUMENT when load.world_size is not the
+  // number of addresses, or load's assignments (the draft's too) or device_ordinals do not
+  // have one entry per rank; else the first rank's failure, as UNAVAILABLE naming it.
   static absl::StatusOr<std::unique_ptr<RemoteExecutor>> Connect(
-      const std::vector<std::string>& addresses, const RemoteExecutorOptions& options,
-      const LoadProgressCallback& on_progress);
+      const std::vector<std::string>& addresses, const RankLoad& load,
+      const RemoteExecutorOptions& options, const LoadProgressCallback& on_progress);
   ~RemoteExecutor() override;
 
   absl::StatusOr<StepResult> Execute(const StepBatch& batch) override;
-  int64_t vocab_size() const override { return options_.vocab_size; }
+  int64_t vocab_size() const override { return load_.vocab_size; }
   std::string Describe() const override;
 
   // OK when every rank answers a heartbeat within `timeout`; UNAVAILABLE naming the first
@@ -99,12 +83,12 @@ class RemoteExecutor final : public ModelExecutor {
   int64_t draft_kv_cache_bytes(int rank) const { return draft_kv_cache_bytes_.at(rank); }
 
   // The draft model's steps on the same ranks (StepRequest.draft), as an executor of its own
-  // for the draft proposer. REQUIRES: options.draft_model_path was set; this executor outlives
+  // for the draft proposer. REQUIRES: the load had a draft; this executor outlives
   // the returned one, and both are used from one thread.
   std::unique_ptr<ModelExecutor> DraftExecutor();
 
  private:
-  RemoteExecutor(std::vector<std::string> addresses, RemoteExecutorOptions options);
+  RemoteExecutor(std::vector<std::string> addresses, RankLoad load, RemoteExecutorOptions options);
   // Sends `req` to every rank at once; responses[r] is rank r's. The first failure (as
   // UNAVAILABLE naming the rank) cancels the other calls and is returned.
   absl::Status StepAllRanks(const tpserve::worker::v1::StepRequest& req,
@@ -118,6 +102,7 @@ class RemoteExecutor final : public ModelExecutor {
   class Draft;
 
   const std::vector<std::string> addresses_;
+  const RankLoad load_;
   const RemoteExecutorOptions options_;
   std::vector<std::unique_ptr<tpserve::worker::v1::Worker::Stub>> stubs_;
   std::vector<int64_t> weight_bytes_;

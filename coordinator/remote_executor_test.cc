@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "cluster/secret.h"
+#include "step/rank_load_proto.h"
 
 namespace tpserve {
 namespace {
@@ -104,6 +105,7 @@ class FakeWorker final : public wpb::Worker::Service {
 class RemoteExecutorTest : public ::testing::Test {
  protected:
   void StartRanks(int world) {
+    load_.world_size = world;
     for (int r = 0; r < world; ++r) {
       workers_.push_back(std::make_unique<FakeWorker>());
       grpc::ServerBuilder builder;
@@ -113,13 +115,14 @@ class RemoteExecutorTest : public ::testing::Test {
       servers_.push_back(builder.BuildAndStart());
       ASSERT_NE(servers_.back(), nullptr);
       addresses_.push_back("127.0.0.1:" + std::to_string(port));
-      options_.assignments.emplace_back();
+      load_.model.assignments.emplace_back();
     }
   }
   void TearDown() override {
     for (auto& s : servers_) s->Shutdown();
   }
 
+  RankLoad load_;
   RemoteExecutorOptions options_;
   std::vector<std::unique_ptr<FakeWorker>> workers_;
   std::vector<std::unique_ptr<grpc::Server>> servers_;
@@ -131,7 +134,7 @@ TEST_F(RemoteExecutorTest, CpuRanksGetTheirKindAndTheCpuBackend) {
   StartRanks(2);
   EXPECT_EQ(options_.comm_kind, "auto");
   options_.comm_kind = "gloo";
-  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   for (int r = 0; r < 2; ++r) {
     const wpb::LoadRequest req = workers_[r]->request();
@@ -142,14 +145,46 @@ TEST_F(RemoteExecutorTest, CpuRanksGetTheirKindAndTheCpuBackend) {
   }
 }
 
+// Every rank is sent the same RankLoad, whole (all ranks' slices and the draft's), beside its
+// own rank and placement.
+TEST_F(RemoteExecutorTest, EveryRankIsSentTheWholeLoad) {
+  StartRanks(2);
+  for (int r = 0; r < 2; ++r) load_.model.assignments[r].set_first_head(3 * r);
+  load_.model.path = "/models/target.gguf";
+  load_.model.weights = "fp8";
+  load_.draft = ModelLoad{.path = "/models/draft.gguf", .max_logit_rows = 4,
+                          .assignments = load_.model.assignments};
+  load_.num_kv_blocks = 77;
+  load_.kv_dtype = DType::kBF16;
+  load_.deterministic_tp = true;
+  load_.collective_timeout = absl::Milliseconds(1500);
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  for (int r = 0; r < 2; ++r) {
+    const wpb::LoadRequest req = workers_[r]->request();
+    EXPECT_EQ(req.rank(), r);
+    absl::StatusOr<RankLoad> got = RankLoadFromRequest(req);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(*got == load_) << "rank " << r << ": " << req.ShortDebugString();
+  }
+}
+
+TEST_F(RemoteExecutorTest, RefusesALoadForAnotherWorldSize) {
+  StartRanks(2);
+  load_.world_size = 3;
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  EXPECT_EQ(exec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(exec.status().message(), "the load is for 3 ranks, not the 2 addresses");
+}
+
 // With step_channel the ranks are offered a shared-memory channel; ranks that do not open it
 // (these fakes) are stepped over gRPC, and the channel's name is gone from /dev/shm.
 TEST_F(RemoteExecutorTest, RanksThatDoNotOpenTheStepChannelAreSteppedOverGrpc) {
   StartRanks(2);
   options_.step_channel = true;
-  options_.vocab_size = 4;
-  options_.max_logit_rows = 2;
-  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  load_.vocab_size = 4;
+  load_.model.max_logit_rows = 2;
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   const std::string name = workers_[0]->request().step_channel();
   ASSERT_FALSE(name.empty());
@@ -170,7 +205,7 @@ TEST_F(RemoteExecutorTest, NcclRanksGetTheirGpusAndNoIdFromTheCoordinator) {
   options_.comm_kind = "nccl";
   options_.backend = "cuda";
   options_.device_ordinals = {3, 1};
-  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   for (int r = 0; r < 2; ++r) {
     const wpb::LoadRequest req = workers_[r]->request();
@@ -186,7 +221,7 @@ TEST_F(RemoteExecutorTest, OneRankIsSingle) {
   StartRanks(1);
   options_.comm_kind = "nccl";
   options_.backend = "cuda";
-  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   const wpb::LoadRequest req = workers_[0]->request();
   EXPECT_EQ(req.comm_kind(), "single");
@@ -196,7 +231,7 @@ TEST_F(RemoteExecutorTest, OneRankIsSingle) {
 TEST_F(RemoteExecutorTest, RefusesDeviceOrdinalsOfAnotherWorldSize) {
   StartRanks(2);
   options_.device_ordinals = {0};
-  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   EXPECT_EQ(exec.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(exec.status().message(), "device_ordinals has 1 entries for 2 ranks");
 }
@@ -204,8 +239,8 @@ TEST_F(RemoteExecutorTest, RefusesDeviceOrdinalsOfAnotherWorldSize) {
 TEST_F(RemoteExecutorTest, EveryCallCarriesTheClusterSecret) {
   StartRanks(2);
   options_.cluster_secret = "s3cret-of-this-cluster-0123456789abcdef";
-  options_.vocab_size = 4;
-  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  load_.vocab_size = 4;
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   StepBatch batch;
   batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
@@ -224,9 +259,9 @@ TEST_F(RemoteExecutorTest, EveryCallCarriesTheClusterSecret) {
 // which does not answer, before rank 0's own failure, and comes well within the step timeout.
 TEST_F(RemoteExecutorTest, AFailedStepNamesTheRankThatDoesNotAnswer) {
   StartRanks(3);
-  options_.vocab_size = 4;
+  load_.vocab_size = 4;
   options_.failure_probe_timeout = absl::Milliseconds(300);
-  auto exec = RemoteExecutor::Connect(addresses_, options_, nullptr);
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   workers_[0]->failing = true;
   workers_[1]->silent = true;

@@ -65,22 +65,15 @@ int Main() {
   absl::StatusOr<DType> kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return Fail(kv_dtype.status());
   want.kv_dtype = *kv_dtype;
+  want.model_path = bundle->files.path;
+  want.threads_per_rank = std::max(1, threads / std::max(1, want.ranks));
   absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
   if (!plan.ok()) return Fail(plan.status());
   const int64_t context = plan->engine.context_length;
-  LocalExecutorOptions exec_options;
-  exec_options.tp_degree = want.ranks;
-  exec_options.threads_per_rank = std::max(1, threads / exec_options.tp_degree);
-  exec_options.block_size_tokens = plan->block_size_tokens;
-  exec_options.num_kv_blocks = plan->num_kv_blocks;
-  exec_options.max_step_tokens = plan->engine.scheduler.max_tokens_per_step;
-  exec_options.max_logit_rows = 1;
-  exec_options.max_context_tokens = plan->engine.context_length;
-  exec_options.kv_dtype = want.kv_dtype;
-  exec_options.formats = plan->formats;
-  exec_options.scheme = bundle->files.scheme;
-  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
-      LocalExecutor::Create(bundle->files.config, bundle->files.weights, exec_options);
+  // The ranks as threads of this process, loaded as a launch's ranks are.
+  absl::StatusOr<RankLoad> load = RankLoadFor(*plan, want);
+  if (!load.ok()) return Fail(load.status());
+  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(bundle->files, *load);
   if (!exec.ok()) return Fail(exec.status());
   std::fprintf(stderr, "chat: %s, %s held as %s, KV %s, %s\n",
                bundle->files.config.name.c_str(), bundle->files.weight_format.c_str(),

@@ -8,8 +8,10 @@
 #include "base/status_macros.h"
 #include "checkpoint/stored_formats.h"
 #include "model/bundled_model.h"
+#include "model/sharding.h"
 #include "planner/gpu_spec.h"
 #include "model/weight_formats.h"
+#include "worker/shard_assignment.h"
 
 namespace tpserve {
 namespace {
@@ -205,6 +207,52 @@ absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan memory, const ClusterReque
       plan.block_size_tokens, FormatBytes(s.kv_pool_bytes));
   plan.memory = std::move(memory);
   return plan;
+}
+
+namespace {
+
+// One model the ranks hold, with every rank's slices of it.
+absl::StatusOr<ModelLoad> ModelLoadFor(const ModelSpec& config, const WeightFormats& formats,
+                                       int world_size, std::string path, std::string weights,
+                                       int64_t max_logit_rows) {
+  ModelLoad model;
+  model.path = std::move(path);
+  model.weights = std::move(weights);
+  model.max_logit_rows = static_cast<int32_t>(max_logit_rows);
+  for (int r = 0; r < world_size; ++r) {
+    TP_ASSIGN_OR_RETURN(ShardingPlan shards,
+                        ShardingPlan::Create(config, formats, {r, world_size}));
+    model.assignments.push_back(ToAssignment(shards));
+  }
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterRequest& request) {
+  const PlanInputs& in = plan.memory.inputs;
+  RankLoad load;
+  load.world_size = static_cast<int32_t>(in.tp);
+  TP_ASSIGN_OR_RETURN(load.model,
+                      ModelLoadFor(in.model, plan.formats, load.world_size, request.model_path,
+                                   request.weights, plan.engine.scheduler.max_logit_rows));
+  if (in.draft.has_value()) {
+    TP_ASSIGN_OR_RETURN(load.draft, ModelLoadFor(in.draft->model, in.draft->weights,
+                                                 load.world_size, request.draft_model_path,
+                                                 request.draft_weights,
+                                                 in.draft->max_sequences_per_step));
+  }
+  load.vocab_size = in.model.vocab_size;
+  load.kv_dtype = request.kv_dtype;
+  load.num_kv_blocks = plan.num_kv_blocks;
+  load.block_size_tokens = plan.block_size_tokens;
+  load.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
+  load.max_context_tokens = static_cast<int32_t>(plan.engine.context_length);
+  load.threads_per_rank =
+      request.threads_per_rank > 0 ? request.threads_per_rank : plan.threads_per_rank;
+  load.deterministic_tp = request.deterministic_tp;
+  load.collective_timeout = request.collective_timeout;
+  return load;
 }
 
 }  // namespace tpserve

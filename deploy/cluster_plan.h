@@ -1,9 +1,12 @@
 // How a launch sizes itself: which model file a name means, and, from the memory plan
 // (planner/memory_plan.h) with this host as the device, how many KV blocks each rank gets.
-// A configuration the plan says cannot fit is refused with the plan's verdict.
+// A configuration the plan says cannot fit is refused with the plan's verdict. From the plan,
+// RankLoadFor makes the one description of what every rank loads (step/rank_load.h) that the
+// executors are given, in-process or remote.
 //
 //   TP_ASSIGN_OR_RETURN(std::string path, ResolveModelPath("smollm2"));
 //   TP_ASSIGN_OR_RETURN(ClusterPlan plan, PlanCluster(files, {.ranks = 3, ...}));
+//   TP_ASSIGN_OR_RETURN(RankLoad load, RankLoadFor(plan, request));
 #ifndef TPSERVE_DEPLOY_CLUSTER_PLAN_H_
 #define TPSERVE_DEPLOY_CLUSTER_PLAN_H_
 
@@ -12,11 +15,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "checkpoint/model_files.h"
 #include "coordinator/engine.h"
 #include "formats/dtype.h"
 #include "planner/gpu_spec.h"
 #include "planner/memory_plan.h"
+#include "step/rank_load.h"
 
 namespace tpserve {
 
@@ -38,6 +43,14 @@ struct ClusterRequest {
   // The draft model, with speculative.method kDraft (ResolveDraftModel): planned on the same
   // ranks (planner/memory_plan.h's DraftPlanInputs; its max_sequences_per_step is set here).
   std::optional<DraftPlanInputs> draft;
+  // Not planned, only passed to the ranks (RankLoadFor): what they open, the model's files
+  // and the draft's (--draft_weights: "" = as stored), their CPU threads (0 = the plan's:
+  // cores / ranks, 1 on GPUs) and how long a collective may wait.
+  std::string model_path;
+  std::string draft_model_path;
+  std::string draft_weights;
+  int threads_per_rank = 0;
+  absl::Duration collective_timeout = absl::Seconds(30);
 };
 
 // A draft model named by --draft_model (a path, or "smollm2") and held as --draft_weights ("" =
@@ -79,6 +92,12 @@ absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats
 // For the plan's GPUs: the KV blocks and engine options, as PlanCluster gives for CPU ranks.
 // FAILED_PRECONDITION with the verdict when the plan does not meet its target.
 absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan plan, const ClusterRequest& request);
+
+// What every rank loads and how it steps, from the plan and the request it was made for: the
+// model (and the draft) with the weights the plan holds them in and every rank's slices, the
+// KV cache, the step's bounds, the reduction. Sent whole to every rank by RemoteExecutor,
+// given to LocalExecutor. The sharding plan's INVALID_ARGUMENT for a model it cannot split.
+absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterRequest& request);
 
 // The plan's inputs for CPU ranks (f32 activations, the requested KV dtype, weights as stored
 // or as the --weights preset says): shared by PlanCluster and the test that checks real

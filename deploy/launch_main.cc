@@ -55,8 +55,6 @@
 #include "checkpoint/stored_formats.h"
 #include "planner/plan_report.h"
 #include "planner/roofline.h"
-#include "model/sharding.h"
-#include "worker/shard_assignment.h"
 
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
 ABSL_FLAG(int, gpus, 0, "GPU ranks: one per GPU (needs that many CUDA devices)");
@@ -246,19 +244,16 @@ void StopChildren(const std::vector<pid_t>& pids) {
 
 // Everything a launch has decided before it starts processes.
 struct LaunchSetup {
-  std::string model_path;
   ModelBundle* bundle = nullptr;
+  ClusterRequest request;  // what the plan was made for, and what the ranks open
   ClusterPlan plan;
   int ranks = 1;
   std::string backend = "cpu";
   std::string comm_kind = "auto";
-  DType kv_dtype = DType::kF16;  // --kv_dtype, auto resolved
-  std::string draft_path;        // --speculative=draft: the draft model's files
-  std::string draft_weights;
 };
 
-// The --speculative flags into a ClusterRequest (the draft model's path into `setup`).
-absl::Status SpeculationFlags(int ranks, ClusterRequest& want, LaunchSetup& setup) {
+// The --speculative flags into a ClusterRequest (with the draft model's path).
+absl::Status SpeculationFlags(int ranks, ClusterRequest& want) {
   absl::StatusOr<SpeculativeMethod> method =
       ParseSpeculativeMethod(absl::GetFlag(FLAGS_speculative));
   if (!method.ok()) return method.status();
@@ -275,9 +270,9 @@ absl::Status SpeculationFlags(int ranks, ClusterRequest& want, LaunchSetup& setu
         SpeculativeMethodName(spec.method), ")"));
   }
   if (draft.empty()) return absl::OkStatus();
-  setup.draft_weights = absl::GetFlag(FLAGS_draft_weights);
-  TP_ASSIGN_OR_RETURN(want.draft,
-                      ResolveDraftModel(draft, setup.draft_weights, ranks, &setup.draft_path));
+  want.draft_weights = absl::GetFlag(FLAGS_draft_weights);
+  TP_ASSIGN_OR_RETURN(want.draft, ResolveDraftModel(draft, want.draft_weights, ranks,
+                                                    &want.draft_model_path));
   return absl::OkStatus();
 }
 
@@ -300,6 +295,12 @@ absl::StatusOr<DType> KvDtypeFlag(bool gpu) {
     return absl::InvalidArgumentError(absl::StrCat("--kv_dtype: ", kv.status().message()));
   }
   return kv;
+}
+
+// What the ranks get that the plan does not size: their threads and the collective timeout.
+void RankFlags(ClusterRequest& want) {
+  want.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank);
+  want.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
 }
 
 int CpuMain(const char* argv0) {
@@ -325,18 +326,19 @@ int CpuMain(const char* argv0) {
   want.weights = absl::GetFlag(FLAGS_weights);
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
-  LaunchSetup setup;
-  if (absl::Status s = SpeculationFlags(ranks, want, setup); !s.ok()) {
+  RankFlags(want);
+  want.model_path = *model_path;
+  if (absl::Status s = SpeculationFlags(ranks, want); !s.ok()) {
     return Fail(std::string(s.message()), 2);
   }
   absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
   if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
   std::fprintf(stderr, "%s", plan->summary.c_str());
-  setup.model_path = *model_path;
+  LaunchSetup setup;
   setup.bundle = &*bundle;
+  setup.request = std::move(want);
   setup.plan = *std::move(plan);
   setup.ranks = ranks;
-  setup.kv_dtype = *kv_dtype;
   setup.comm_kind = comm;
   return Serve(argv0, setup);
 }
@@ -493,21 +495,16 @@ absl::StatusOr<std::vector<JoinedRank>> JoinRanks(const RankProcesses& procs) {
   return joined;
 }
 
-// Step 3, load: the joined ranks load their shards and KV caches; progress is printed.
+// Step 3, load: the joined ranks load `load`, their shards and KV caches; progress is printed.
 absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
-    const LaunchSetup& setup, std::vector<tpserve::worker::v1::ShardAssignment> assignments,
-    const RankProcesses& procs, const std::vector<JoinedRank>& joined) {
-  const ClusterPlan& plan = setup.plan;
+    const LaunchSetup& setup, const RankLoad& load, const RankProcesses& procs,
+    const std::vector<JoinedRank>& joined) {
   std::vector<std::string> addresses;
   for (const JoinedRank& r : joined) addresses.push_back(r.worker_address);
   RemoteExecutorOptions exec_options;
   exec_options.cluster_secret = procs.plane->secret;
-  exec_options.model_path = setup.model_path;
   exec_options.backend = setup.backend;
   exec_options.comm_kind = setup.comm_kind;
-  exec_options.weights = absl::GetFlag(FLAGS_weights);
-  exec_options.kv_dtype = std::string(KvDtypeName(setup.kv_dtype));
-  exec_options.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   // Ranks on this host (children, or joined with this host's name and boot id) take their
   // steps through shared memory; ranks elsewhere over gRPC.
   exec_options.step_channel = procs.spawned || AllOnThisHost(joined);
@@ -515,32 +512,9 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
   // the prefix also names this run's shared-memory segments.
   exec_options.rendezvous_dir = "";
   exec_options.rendezvous_prefix = absl::StrCat("run", getpid(), "-", NewClusterSecret().substr(0, 8));
-  exec_options.num_kv_blocks = plan.num_kv_blocks;
-  exec_options.block_size_tokens = plan.block_size_tokens;
-  exec_options.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank) > 0
-                                      ? absl::GetFlag(FLAGS_threads_per_rank)
-                                      : plan.threads_per_rank;
-  exec_options.collective_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_collective_timeout_ms));
-  exec_options.vocab_size = setup.bundle->files.config.vocab_size;
-  exec_options.assignments = std::move(assignments);
-  exec_options.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
-  exec_options.max_logit_rows = plan.engine.scheduler.max_logit_rows;
-  if (!setup.draft_path.empty()) {
-    const DraftPlanInputs& draft = *plan.memory.inputs.draft;
-    exec_options.draft_model_path = setup.draft_path;
-    exec_options.draft_weights = setup.draft_weights;
-    exec_options.draft_max_logit_rows = static_cast<int32_t>(draft.max_sequences_per_step);
-    for (int r = 0; r < setup.ranks; ++r) {
-      absl::StatusOr<ShardingPlan> shards =
-          ShardingPlan::Create(draft.model, draft.weights, {r, setup.ranks});
-      if (!shards.ok()) return shards.status();
-      exec_options.draft_assignments.push_back(ToAssignment(*shards));
-    }
-  }
-  exec_options.max_context_tokens = static_cast<int32_t>(plan.engine.context_length);
   const absl::Time load_start = absl::Now();
   return RemoteExecutor::Connect(
-      addresses, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {
+      addresses, load, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {
         if (p.ready()) {
           std::fprintf(stderr,
                        "launch: rank %d ready: weights %s B (%.1f MiB), KV cache %.1f MiB "
@@ -588,7 +562,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> StartServing(const LaunchSetup& setup,
   RemoteExecutor* remote = exec.get();
   options.ranks_alive = [remote] { return remote->Ping(absl::Seconds(1)); };
   std::unique_ptr<Proposer> proposer;  // prompt lookup needs none: the engine makes it
-  if (!setup.draft_path.empty()) {
+  if (plan.memory.inputs.draft.has_value()) {
     DraftModelOptions draft;
     draft.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
     draft.max_logit_rows = plan.memory.inputs.draft->max_sequences_per_step;
@@ -737,19 +711,6 @@ void StopServing(Gateway& gateway) {
   gateway.Shutdown();
 }
 
-// Every rank's slice of the model, from the plan.
-absl::StatusOr<std::vector<tpserve::worker::v1::ShardAssignment>> RankAssignments(
-    const LaunchSetup& setup) {
-  std::vector<tpserve::worker::v1::ShardAssignment> assignments;
-  for (int r = 0; r < setup.ranks; ++r) {
-    absl::StatusOr<ShardingPlan> shards =
-        ShardingPlan::Create(setup.bundle->files.config, setup.plan.formats, {r, setup.ranks});
-    if (!shards.ok()) return shards.status();
-    assignments.push_back(ToAssignment(*shards));
-  }
-  return assignments;
-}
-
 // What the flags ask of the processes and the public API is checked first (exit 2, nothing
 // started); then spawn, join, load, serve, supervise (drain on a signal), stop. Returns the
 // exit code.
@@ -758,9 +719,8 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   if (absl::GetFlag(FLAGS_spawn_ranks) && worker_bin.empty()) {
     return Fail("cannot find the worker binary (set TPSERVE_WORKER_BIN)");
   }
-  absl::StatusOr<std::vector<tpserve::worker::v1::ShardAssignment>> assignments =
-      RankAssignments(setup);
-  if (!assignments.ok()) return Fail(std::string(assignments.status().message()), 2);
+  absl::StatusOr<RankLoad> load = RankLoadFor(setup.plan, setup.request);
+  if (!load.ok()) return Fail(std::string(load.status().message()), 2);
   absl::StatusOr<GatewayOptions> options = PublicApiOptions();
   if (!options.ok()) return Fail(std::string(options.status().message()), 2);
 
@@ -779,7 +739,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   absl::StatusOr<std::vector<JoinedRank>> joined = JoinRanks(procs);
   if (!joined.ok()) return Fail(std::string(joined.status().message()));
   absl::StatusOr<std::unique_ptr<RemoteExecutor>> exec =
-      LoadRanks(setup, *std::move(assignments), procs, *joined);
+      LoadRanks(setup, *load, procs, *joined);
   if (!exec.ok()) return Fail(std::string(exec.status().message()));
   RemoteExecutor* remote = exec->get();
   absl::StatusOr<std::unique_ptr<Gateway>> gateway =
@@ -837,8 +797,8 @@ int GpuMain(const char* argv0) {
   want.max_seqs = absl::GetFlag(FLAGS_max_seqs);
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
-  LaunchSetup setup;
-  if (absl::Status s = SpeculationFlags(gpus, want, setup); !s.ok()) {
+  RankFlags(want);
+  if (absl::Status s = SpeculationFlags(gpus, want); !s.ok()) {
     return Fail(std::string(s.message()), 2);
   }
   // The GPUs found here, else the product's (or --gpu's): the plan is printed either way.
@@ -864,11 +824,13 @@ int GpuMain(const char* argv0) {
   absl::StatusOr<ClusterPlan> plan = GpuClusterPlan(*std::move(memory), want);
   if (!plan.ok()) return Fail(std::string(plan.status().message()), 2);
   std::fprintf(stderr, "%s", plan->summary.c_str());
-  setup.model_path = checkpoint;
+  want.model_path = checkpoint;
+  want.weights = absl::GetFlag(FLAGS_weights);  // as the ranks were always sent it
+  LaunchSetup setup;
   setup.bundle = &*bundle;
+  setup.request = std::move(want);
   setup.plan = *std::move(plan);
   setup.ranks = gpus;
-  setup.kv_dtype = *kv_dtype;
   setup.backend = "cuda";
   setup.comm_kind = "nccl";
   return Serve(argv0, setup);

@@ -1,5 +1,7 @@
 // The memory plan is the engine's own: the bytes each CPU rank really holds for weights and
 // the KV pool equal the plan's, and its step buffers fit inside the plan's activation budget.
+// The executors are built as the launcher builds its ranks: one RankLoad from the plan
+// (RankLoadFor), whose slices every rank checks against its own.
 #include <cstdlib>
 #include <string>
 
@@ -67,17 +69,14 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->num_kv_blocks, 2 * 1024 / 16);
 
-  LocalExecutorOptions options;
-  options.tp_degree = tp;
-  options.num_kv_blocks = plan->num_kv_blocks;
-  options.block_size_tokens = plan->block_size_tokens;
-  options.kv_dtype = request.kv_dtype;
-  options.max_step_tokens = request.max_tokens_per_step;
-  options.max_logit_rows = request.max_seqs;
-  options.max_context_tokens = plan->engine.context_length;
-  options.reduction = deterministic ? TpReduction::kDeterministic : TpReduction::kAllReduce;
-  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
-      LocalExecutor::Create(files->config, files->weights, options);
+  absl::StatusOr<RankLoad> load = RankLoadFor(*plan, request);
+  ASSERT_TRUE(load.ok()) << load.status();
+  EXPECT_EQ(load->world_size, tp);
+  EXPECT_EQ(load->model.max_logit_rows, request.max_seqs);
+  EXPECT_EQ(load->max_step_tokens, request.max_tokens_per_step);
+  EXPECT_EQ(load->deterministic_tp, deterministic);
+  EXPECT_EQ(load->model.assignments.size(), static_cast<size_t>(tp));
+  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(*files, *load);
   ASSERT_TRUE(exec.ok()) << exec.status();
   ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks,
                           deterministic ? "SmolLM2 deterministic" : "SmolLM2");
@@ -111,16 +110,9 @@ TEST_P(PlanVsEngineFamilies, RealAllocationsMatchThePlan) {
     families_roles += r.role >= TensorRole::kQBias;
   }
   EXPECT_GT(families_roles, 0) << model << ": no bias, QK-norm or sandwich norm in the plan";
-  LocalExecutorOptions options;
-  options.tp_degree = tp;
-  options.num_kv_blocks = plan->num_kv_blocks;
-  options.block_size_tokens = plan->block_size_tokens;
-  options.kv_dtype = request.kv_dtype;
-  options.max_step_tokens = request.max_tokens_per_step;
-  options.max_logit_rows = request.max_seqs;
-  options.max_context_tokens = plan->engine.context_length;
-  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
-      LocalExecutor::Create(files->config, files->weights, options);
+  absl::StatusOr<RankLoad> load = RankLoadFor(*plan, request);
+  ASSERT_TRUE(load.ok()) << load.status();
+  absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(*files, *load);
   ASSERT_TRUE(exec.ok()) << exec.status();
   ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks, model);
 }
@@ -150,8 +142,8 @@ TEST(PlanVsEngineDraft, TargetAndDraftHoldWhatThePlanSays) {
     request.speculative.method = SpeculativeMethod::kDraft;
     request.speculative.num_speculative_tokens = 5;
     request.speculative.max_batch = 2;
-    std::string draft_path;
-    absl::StatusOr<DraftPlanInputs> draft = ResolveDraftModel("smollm2", "", tp, &draft_path);
+    absl::StatusOr<DraftPlanInputs> draft =
+        ResolveDraftModel("smollm2", "", tp, &request.draft_model_path);
     ASSERT_TRUE(draft.ok()) << draft.status();
     request.draft = *draft;
     absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
@@ -162,26 +154,18 @@ TEST(PlanVsEngineDraft, TargetAndDraftHoldWhatThePlanSays) {
     EXPECT_EQ(plan->engine.speculative.method, SpeculativeMethod::kDraft);
     const StageMemory& stage = plan->memory.stages[0];
 
-    LocalExecutorOptions options;
-    options.tp_degree = tp;
-    options.num_kv_blocks = plan->num_kv_blocks;
-    options.block_size_tokens = plan->block_size_tokens;
-    options.kv_dtype = request.kv_dtype;
-    options.max_step_tokens = request.max_tokens_per_step;
-    options.max_context_tokens = plan->engine.context_length;
-    LocalExecutorOptions target_options = options;
-    target_options.max_logit_rows = plan->engine.scheduler.max_logit_rows;
-    target_options.formats = plan->formats;
-    LocalExecutorOptions draft_options = options;
-    draft_options.max_logit_rows = plan->memory.inputs.draft->max_sequences_per_step;
-    draft_options.formats = plan->memory.inputs.draft->weights;
-    absl::StatusOr<std::unique_ptr<LocalExecutor>> target =
-        LocalExecutor::Create(files->config, files->weights, target_options);
+    absl::StatusOr<RankLoad> load = RankLoadFor(*plan, request);
+    ASSERT_TRUE(load.ok()) << load.status();
+    ASSERT_TRUE(load->draft.has_value());
+    EXPECT_EQ(load->model.weights, "bf16");
+    EXPECT_EQ(load->model.max_logit_rows, 4 + 2 * 5);
+    EXPECT_EQ(load->draft->path, request.draft_model_path);
+    absl::StatusOr<std::unique_ptr<LocalExecutor>> target = LocalExecutor::Create(*files, *load);
     ASSERT_TRUE(target.ok()) << target.status();
-    absl::StatusOr<ModelFiles> draft_files = OpenModelFiles(draft_path);
+    absl::StatusOr<ModelFiles> draft_files = OpenModelFiles(load->draft->path);
     ASSERT_TRUE(draft_files.ok());
     absl::StatusOr<std::unique_ptr<LocalExecutor>> draft_exec =
-        LocalExecutor::Create(draft_files->config, draft_files->weights, draft_options);
+        LocalExecutor::Create(*draft_files, DraftLoad(*load));
     ASSERT_TRUE(draft_exec.ok()) << draft_exec.status();
     const MemoryFootprint t = (*target)->footprint(0);
     const MemoryFootprint d = (*draft_exec)->footprint(0);
@@ -219,6 +203,18 @@ ModelSpec SplitsInThree(bool tied) {
   return c;
 }
 
+// The load of a plan made by hand, without a ClusterPlan: HostInputs' bounds, 32 KV blocks.
+RankLoad HandLoad(int tp, const std::string& weights, DType kv) {
+  RankLoad load;
+  load.world_size = tp;
+  load.model.weights = weights;
+  load.model.max_logit_rows = 4;
+  load.num_kv_blocks = 32;
+  load.kv_dtype = kv;
+  load.max_step_tokens = 32;
+  return load;
+}
+
 PlanInputs HostInputs(const ModelSpec& c, const WeightFormats& formats, int tp, DType kv) {
   PlanInputs in;
   in.model = c;
@@ -252,15 +248,8 @@ TEST(PlanVsEngineFormats, EveryFormatEveryRoleAtOneAndThreeRanks) {
                                   (tied ? " tied" : " untied");
         absl::StatusOr<MemoryPlan> plan = PlanMemory(HostInputs(c, formats, tp, DType::kF16));
         ASSERT_TRUE(plan.ok()) << where << ": " << plan.status();
-        LocalExecutorOptions options;
-        options.tp_degree = tp;
-        options.num_kv_blocks = 32;
-        options.kv_dtype = DType::kF16;
-        options.max_step_tokens = 32;
-        options.max_logit_rows = 4;
-        options.formats = formats;
         absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
-            LocalExecutor::Create(c, source, options);
+            LocalExecutor::Create(c, source, HandLoad(tp, preset, DType::kF16));
         ASSERT_TRUE(exec.ok()) << where << ": " << exec.status();
         ExpectRanksMatchThePlan(*plan, **exec, tp, 32, where);
       }
@@ -276,14 +265,8 @@ TEST(PlanVsEngineFormats, EveryKvDtype) {
     absl::StatusOr<MemoryPlan> plan =
         PlanMemory(HostInputs(c, *WeightFormatsPreset("bf16"), 3, kv));
     ASSERT_TRUE(plan.ok()) << plan.status();
-    LocalExecutorOptions options;
-    options.tp_degree = 3;
-    options.num_kv_blocks = 32;
-    options.kv_dtype = kv;
-    options.max_step_tokens = 32;
-    options.max_logit_rows = 4;
-    options.formats = *WeightFormatsPreset("bf16");
-    absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(c, source, options);
+    absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
+        LocalExecutor::Create(c, source, HandLoad(3, "bf16", kv));
     ASSERT_TRUE(exec.ok()) << exec.status();
     ExpectRanksMatchThePlan(*plan, **exec, 3, 32, std::string(KvDtypeName(kv)));
     // 2 layers x K and V x 1 local KV head x 128 x the element size, per token.

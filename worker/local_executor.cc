@@ -1,52 +1,47 @@
 #include "worker/local_executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "checkpoint/stored_formats.h"
 #include "comm/communicator_factory.h"
 #include "comm/in_process_communicator.h"
+#include "worker/rank_load_options.h"
 
 namespace tpserve {
 
-absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
-    const ModelSpec& config, std::shared_ptr<const WeightSource> source,
-    const LocalExecutorOptions& options) {
-  if (options.tp_degree < 1) {
+absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const ModelFiles& files,
+                                                                     const RankLoad& load) {
+  if (load.world_size < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tp_degree = ", options.tp_degree, " must be at least 1"));
+        absl::StrCat("world_size = ", load.world_size, " must be at least 1"));
   }
+  const int world = load.world_size;
   std::unique_ptr<LocalExecutor> exec(new LocalExecutor());
-  exec->vocab_size_ = config.vocab_size;
-  exec->threads_per_rank_ = options.threads_per_rank;
-  auto group = std::make_shared<InProcessGroup>(options.tp_degree);
-  exec->ranks_.resize(options.tp_degree);
+  exec->vocab_size_ = files.config.vocab_size;
+  exec->threads_per_rank_ = std::max(1, load.threads_per_rank);
+  auto group = std::make_shared<InProcessGroup>(world);
+  exec->ranks_.resize(world);
   // Build the ranks concurrently: each reads only its own slices, and the in-process
   // communicators of a group meet each other while they are made.
-  std::vector<absl::Status> loaded(options.tp_degree);
+  std::vector<absl::Status> loaded(world);
   {
     std::vector<std::thread> threads;
-    for (int r = 0; r < options.tp_degree; ++r) {
+    for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
-        RankRuntimeOptions o;
-        o.backend.kind = BackendKind::kCpu;
-        o.backend.num_threads = options.threads_per_rank;
-        o.comm.kind = options.tp_degree == 1 ? CommunicatorKind::kSingleRank
-                                             : CommunicatorKind::kInProcess;
-        o.comm.rank = r;
-        o.comm.world_size = options.tp_degree;
-        o.comm.in_process_group = group;
-        o.load.max_step_tokens = options.max_step_tokens;
-        o.load.max_logit_rows = options.max_logit_rows;
-        o.load.max_context_tokens = options.max_context_tokens;
-        o.load.formats = options.formats;
-        o.load.scheme = options.scheme;
-        o.load.reduction = options.reduction;
-        o.num_kv_blocks = options.num_kv_blocks;
-        o.block_size_tokens = options.block_size_tokens;
-        o.kv_dtype = options.kv_dtype;
-        absl::StatusOr<std::unique_ptr<RankRuntime>> rank = RankRuntime::Create(config, source, o);
+        absl::StatusOr<RankRuntimeOptions> o = RankRuntimeOptionsFor(load, r, files);
+        if (!o.ok()) {
+          loaded[r] = o.status();
+          return;
+        }
+        o->backend.kind = BackendKind::kCpu;
+        o->comm.kind = world == 1 ? CommunicatorKind::kSingleRank : CommunicatorKind::kInProcess;
+        o->comm.in_process_group = group;
+        absl::StatusOr<std::unique_ptr<RankRuntime>> rank =
+            RankRuntime::Create(files.config, files.weights, *o);
         if (!rank.ok()) {
           loaded[r] = rank.status();
           return;
@@ -58,6 +53,30 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
   }
   for (const absl::Status& s : loaded) TP_RETURN_IF_ERROR(s);
   return exec;
+}
+
+absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
+    const ModelSpec& config, std::shared_ptr<const WeightSource> source, const RankLoad& load) {
+  ModelFiles files;
+  files.config = config;
+  files.weights = std::move(source);
+  TP_ASSIGN_OR_RETURN(files.stored_formats,
+                      StoredWeightFormats(*files.weights, files.scheme, config));
+  return Create(files, load);
+}
+
+absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
+    const ModelSpec& config, std::shared_ptr<const WeightSource> source,
+    const LocalExecutorOptions& options) {
+  RankLoad load;
+  load.world_size = options.tp_degree;
+  load.threads_per_rank = options.threads_per_rank;
+  load.num_kv_blocks = static_cast<int32_t>(options.num_kv_blocks);
+  load.block_size_tokens = static_cast<int32_t>(options.block_size_tokens);
+  load.max_step_tokens = static_cast<int32_t>(options.max_step_tokens);
+  load.model.max_logit_rows = static_cast<int32_t>(options.max_logit_rows);
+  if (options.formats.has_value()) load.model.weights = options.formats->preset;
+  return Create(config, std::move(source), load);
 }
 
 LocalExecutor::~LocalExecutor() = default;

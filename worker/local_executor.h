@@ -1,8 +1,10 @@
 // Runs the model in this process: TP ranks as threads joined by the in-process communicator
-// (one rank: no threads at all). The single-process engine of the chat program and the
-// reference that the multi-process cluster is compared with.
+// (one rank: no threads at all), each built from the same RankLoad (step/rank_load.h) a
+// worker process is sent, through the same derivation (worker/rank_load_options.h). The
+// single-process engine of the chat program and the reference that the multi-process cluster
+// is compared with.
 //
-//   TP_ASSIGN_OR_RETURN(auto exec, LocalExecutor::Create(config, std::move(source), options));
+//   TP_ASSIGN_OR_RETURN(auto exec, LocalExecutor::Create(files, RankLoadFor(plan, request)));
 //   Engine engine(engine_options, std::move(exec), &tokenizer);
 //
 // Threading: Execute is called from the engine's step thread only.
@@ -15,30 +17,40 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "step/executor.h"
+#include "checkpoint/model_files.h"
 #include "formats/weight_source.h"
 #include "model/config.h"
-#include "worker/llama_model.h"
+#include "model/weight_formats.h"
+#include "step/executor.h"
+#include "step/rank_load.h"
 #include "worker/rank_runtime.h"
 
 namespace tpserve {
 
+// Deprecated: a RankLoad spelled as bench/ still spells it (tensor-parallel degree, KV and step
+// sizes, a weights preset's formats). Use a RankLoad; this goes when bench/ has moved.
 struct LocalExecutorOptions {
   int tp_degree = 1;
   int threads_per_rank = 1;
   int64_t num_kv_blocks = 0;
   int64_t block_size_tokens = 16;
-  DType kv_dtype = DType::kF16;
   int64_t max_step_tokens = 512;
   int64_t max_logit_rows = 0;  // sequences per step; 0 = max_step_tokens
-  int64_t max_context_tokens = 0;  // the engine's context window; 0 = the model's
-  std::optional<WeightFormats> formats;  // unset: as stored; a preset quantizes on load
-  QuantScheme scheme;                    // how the checkpoint stores quantized linears
-  TpReduction reduction = TpReduction::kAllReduce;  // see model/step_buffers.h
+  std::optional<WeightFormats> formats;  // unset: as stored; a preset's (by its name)
 };
 
 class LocalExecutor final : public ModelExecutor {
  public:
+  // load.world_size ranks of `files`' model (load.model.path is not opened: the weights are
+  // files.weights), on the CPU, with load.threads_per_rank threads each. INVALID_ARGUMENT for
+  // a world_size below 1; RankRuntimeOptionsFor's and RankRuntime::Create's errors.
+  static absl::StatusOr<std::unique_ptr<LocalExecutor>> Create(const ModelFiles& files,
+                                                               const RankLoad& load);
+  // The same for weights held in memory (no quantization config; stored formats read off
+  // `source`).
+  static absl::StatusOr<std::unique_ptr<LocalExecutor>> Create(
+      const ModelSpec& config, std::shared_ptr<const WeightSource> source, const RankLoad& load);
+  // Deprecated (bench/): `options` as a RankLoad.
   static absl::StatusOr<std::unique_ptr<LocalExecutor>> Create(
       const ModelSpec& config, std::shared_ptr<const WeightSource> source,
       const LocalExecutorOptions& options);

@@ -1,9 +1,10 @@
-// What slices of the model a rank loads, as the worker protocol carries it: the coordinator
-// sends each rank the assignment of its sharding plan (LoadRequest.assignment), and the rank
-// checks it against its own plan. Apart from the worker service so that the coordinator can
-// make assignments without linking a rank.
+// What slices of the model a rank loads, as the worker protocol carries it: the launcher puts
+// every rank's assignment of its sharding plan in the RankLoad (RankLoad.model.assignments,
+// sent as LoadRequest.assignments), and each rank checks its own against its own plan
+// (worker/rank_load_options.h). Apart from the worker service so that the launcher can make
+// assignments without linking a rank.
 //
-//   load.mutable_assignment()->CopyFrom(ToAssignment(*ShardingPlan::Create(config, f, {r, n})));
+//   load.model.assignments.push_back(ToAssignment(*ShardingPlan::Create(config, f, {r, n})));
 //
 // Thread-safe: a pure function.
 #ifndef TPSERVE_WORKER_SHARD_ASSIGNMENT_H_

@@ -8,38 +8,15 @@
 #include "absl/time/clock.h"
 #include "base/grpc_status.h"
 #include "base/status_macros.h"
-#include "checkpoint/stored_formats.h"
 #include "cluster/secret.h"
 #include "comm/communicator_factory.h"
+#include "step/rank_load_proto.h"
 #include "step/step_batch_proto.h"
+#include "worker/rank_load_options.h"
 
 namespace tpserve {
 namespace {
 namespace wpb = ::tpserve::worker::v1;
-}  // namespace
-
-namespace {
-
-// Checks the coordinator's assignment against this rank's own sharding plan of an opened model
-// (they were built from different models or code otherwise), and builds its runtime.
-absl::StatusOr<std::unique_ptr<RankRuntime>> LoadModel(
-    const ModelFiles& files, const std::string& weights, const wpb::ShardAssignment& assignment,
-    int rank, int world_size, RankRuntimeOptions o) {
-  TP_ASSIGN_OR_RETURN(WeightFormats formats,
-                      ResolveWeightFormats(files.stored_formats, weights, files.config, world_size));
-  TP_ASSIGN_OR_RETURN(ShardingPlan plan,
-                      ShardingPlan::Create(files.config, formats, {rank, world_size}));
-  const wpb::ShardAssignment mine = ToAssignment(plan);
-  if (mine.SerializeAsString() != assignment.SerializeAsString()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the coordinator assigned {", assignment.ShortDebugString(),
-        "} but this rank's sharding plan is {", mine.ShortDebugString(), "}"));
-  }
-  o.load.formats = formats;
-  o.load.scheme = files.scheme;
-  return RankRuntime::Create(files.config, files.weights, o);
-}
-
 }  // namespace
 
 absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
@@ -53,50 +30,39 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   progress.set_num_layers(static_cast<int32_t>(files_.config.num_layers));
   writer->Write(progress);  // opened; joining the group next
 
-  RankRuntimeOptions o;
-  TP_ASSIGN_OR_RETURN(o.backend.kind, ParseBackendKind(request.backend().empty()
-                                                           ? "cpu" : request.backend()));
-  o.backend.num_threads = std::max(1, request.num_threads());
-  o.backend.device_ordinal = request.device_ordinal();
-  // A GPU backend's part of --deterministic_tp: pinned GEMMs, per-row attention splits.
-  o.backend.deterministic = request.deterministic_tp();
-  TP_ASSIGN_OR_RETURN(o.comm.kind, ParseCommunicatorKind(request.comm_kind()));
-  o.comm.rank = request.rank();
-  o.comm.world_size = request.world_size();
-  o.comm.store_dir = request.rendezvous_dir();
-  if (request.rendezvous_dir().empty()) o.comm.gloo_store = options_.rendezvous_store;
-  o.comm.gloo_hostname = options_.gloo_hostname;
-  o.comm.run_id = request.rendezvous_prefix();
-  o.comm.device_ordinal = request.device_ordinal();
-  o.comm.timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
-                                          ? request.collective_timeout_ms() : 10000);
-  o.load.max_step_tokens = request.max_step_tokens();
-  o.load.max_logit_rows = request.max_logit_rows();
-  o.load.max_context_tokens = request.max_context_tokens();
-  o.load.reduction =
-      request.deterministic_tp() ? TpReduction::kDeterministic : TpReduction::kAllReduce;
-  o.num_kv_blocks = request.num_kv_blocks();
-  o.block_size_tokens = request.block_size_tokens();
-  TP_ASSIGN_OR_RETURN(o.kv_dtype, ParseKvDtype(request.kv_dtype()));
+  TP_ASSIGN_OR_RETURN(const RankLoad load, RankLoadFromRequest(request));
+  // Where this rank runs and how it meets its peers; what it loads is the RankLoad's.
+  const auto place = [&](RankRuntimeOptions& o) -> absl::Status {
+    TP_ASSIGN_OR_RETURN(o.backend.kind, ParseBackendKind(request.backend().empty()
+                                                             ? "cpu" : request.backend()));
+    o.backend.device_ordinal = request.device_ordinal();
+    TP_ASSIGN_OR_RETURN(o.comm.kind, ParseCommunicatorKind(request.comm_kind()));
+    o.comm.store_dir = request.rendezvous_dir();
+    if (request.rendezvous_dir().empty()) o.comm.gloo_store = options_.rendezvous_store;
+    o.comm.gloo_hostname = options_.gloo_hostname;
+    o.comm.run_id = request.rendezvous_prefix();
+    o.comm.device_ordinal = request.device_ordinal();
+    return absl::OkStatus();
+  };
+  TP_ASSIGN_OR_RETURN(RankRuntimeOptions o, RankRuntimeOptionsFor(load, request.rank(), files_));
+  TP_RETURN_IF_ERROR(place(o));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<RankRuntime> runtime,
-                      LoadModel(files_, request.weights(), request.assignment(), request.rank(),
-                                request.world_size(), o));
-  if (!request.draft_model_path().empty()) {
+                      RankRuntime::Create(files_.config, files_.weights, o));
+  if (load.draft.has_value()) {
     // The draft: the same ranks, its own communicator (a rendezvous of its own), its KV cache
     // with a slot for every block of the target's.
-    RankRuntimeOptions d = o;
-    d.comm.run_id = absl::StrCat(request.rendezvous_prefix(), "-draft");
-    d.load.max_logit_rows = std::max(1, request.draft_max_logit_rows());
-    TP_ASSIGN_OR_RETURN(draft_files_, OpenModelFiles(request.draft_model_path()));
+    TP_ASSIGN_OR_RETURN(draft_files_, OpenModelFiles(load.draft->path));
     if (draft_files_.config.vocab_size != files_.config.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "draft model ", request.draft_model_path(), " has ", draft_files_.config.vocab_size,
+          "draft model ", load.draft->path, " has ", draft_files_.config.vocab_size,
           " tokens in its vocabulary, the target ", files_.config.vocab_size));
     }
+    TP_ASSIGN_OR_RETURN(RankRuntimeOptions d,
+                        RankRuntimeOptionsFor(DraftLoad(load), request.rank(), draft_files_));
+    TP_RETURN_IF_ERROR(place(d));
+    d.comm.run_id = absl::StrCat(request.rendezvous_prefix(), "-draft");
     TP_ASSIGN_OR_RETURN(draft_runtime_,
-                        LoadModel(draft_files_, request.draft_weights(),
-                                  request.draft_assignment(), request.rank(),
-                                  request.world_size(), d));
+                        RankRuntime::Create(draft_files_.config, draft_files_.weights, d));
     abortable_draft_.store(draft_runtime_.get());
     progress.set_draft_weight_bytes(draft_runtime_->footprint().weight_bytes_resident);
     progress.set_draft_kv_cache_bytes(draft_runtime_->kv_cache_bytes());

@@ -16,6 +16,7 @@
 #include "cluster/secret.h"
 #include "model/bundled_model.h"
 #include "model/sharding.h"
+#include "step/rank_load_proto.h"
 
 namespace tpserve {
 namespace {
@@ -37,16 +38,16 @@ class WorkerServiceTest : public ::testing::Test {
                                                      grpc::InsecureChannelCredentials()));
     absl::StatusOr<std::string> path = BundledModelPath();
     ASSERT_TRUE(path.ok()) << path.status();
+    RankLoad load;
+    load.model.path = *path;
+    load.model.max_logit_rows = 2;
+    load.num_kv_blocks = 8;
+    load.block_size_tokens = 16;
+    load.max_step_tokens = 64;
+    load.kv_dtype = DType::kF32;
+    ToLoadRequest(load, &request_);
     request_.set_rank(0);
-    request_.set_world_size(1);
-    request_.set_model_path(*path);
     request_.set_comm_kind("single");
-    request_.set_num_kv_blocks(8);
-    request_.set_block_size_tokens(16);
-    request_.set_num_threads(1);
-    request_.set_max_step_tokens(64);
-    request_.set_max_logit_rows(2);
-    request_.set_kv_dtype("f32");
   }
   void TearDown() override { server_->Shutdown(); }
 
@@ -87,7 +88,7 @@ class WorkerServiceTest : public ::testing::Test {
 };
 
 TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
-  *request_.mutable_assignment() = Assignment(0, 1);
+  *request_.add_assignments() = Assignment(0, 1);
   wpb::LoadProgress ready;
   grpc::Status s = Load(request_, &ready);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -120,7 +121,7 @@ TEST_F(WorkerServiceTest, LoadsTheAssignedShardThenSteps) {
 TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
   absl::StatusOr<StepChannel> channel = StepChannel::Create(1, 1 << 16, 2 * 49152 * 4);
   ASSERT_TRUE(channel.ok()) << channel.status();
-  *request_.mutable_assignment() = Assignment(0, 1);
+  *request_.add_assignments() = Assignment(0, 1);
   request_.set_step_channel(channel->name());
   wpb::LoadProgress ready;
   grpc::Status s = Load(request_, &ready);
@@ -150,7 +151,7 @@ TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
 }
 
 TEST_F(WorkerServiceTest, RefusesAnAssignmentItsOwnPlanDisagreesWith) {
-  *request_.mutable_assignment() = Assignment(1, 3);  // another rank's slices
+  *request_.add_assignments() = Assignment(1, 3);  // another rank's slices
   wpb::LoadProgress ready;
   grpc::Status s = Load(request_, &ready);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -158,6 +159,19 @@ TEST_F(WorkerServiceTest, RefusesAnAssignmentItsOwnPlanDisagreesWith) {
             std::string::npos)
       << s.error_message();
   EXPECT_FALSE(ready.ready());
+}
+
+TEST_F(WorkerServiceTest, RefusesAVocabularyOtherThanTheCoordinators) {
+  *request_.add_assignments() = Assignment(0, 1);
+  request_.set_vocab_size(32000);
+  wpb::LoadProgress ready;
+  grpc::Status s = Load(request_, &ready);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("rank 0 failed to load: the coordinator planned a "
+                                   "vocabulary of 32000 tokens, but "),
+            std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find(" has 49152"), std::string::npos) << s.error_message();
 }
 
 TEST_F(WorkerServiceTest, StepBeforeLoadIsRefused) {
@@ -173,7 +187,7 @@ TEST_F(WorkerServiceTest, StepBeforeLoadIsRefused) {
 // and change nothing: Load loads nothing, Step runs nothing and Shutdown shuts nothing down,
 // before the load and after it; the coordinator's own calls keep working.
 TEST_F(WorkerServiceTest, EveryMethodRefusesAMissingOrWrongSecretAndChangesNothing) {
-  *request_.mutable_assignment() = Assignment(0, 1);
+  *request_.add_assignments() = Assignment(0, 1);
   const auto refused_everything = [&](bool loaded) {
     for (const std::string& secret : {std::string(), NewClusterSecret()}) {
       const auto context = [&] {

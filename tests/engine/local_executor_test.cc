@@ -23,14 +23,14 @@ namespace {
 
 std::vector<int32_t> Generate(const ModelBundle& bundle, int tp, const std::string& question,
                               const tpserve::v1::SamplingParams& sampling) {
-  LocalExecutorOptions options;
-  options.tp_degree = tp;
-  options.num_kv_blocks = 64;
-  options.block_size_tokens = 16;
-  options.max_step_tokens = 256;
-  options.max_logit_rows = 1;
-  options.reduction = TpReduction::kDeterministic;
-  auto exec = LocalExecutor::Create(bundle.files.config, bundle.files.weights, options);
+  RankLoad load;
+  load.world_size = tp;
+  load.num_kv_blocks = 64;
+  load.block_size_tokens = 16;
+  load.max_step_tokens = 256;
+  load.model.max_logit_rows = 1;
+  load.deterministic_tp = true;
+  auto exec = LocalExecutor::Create(bundle.files, load);
   EXPECT_TRUE(exec.ok()) << exec.status();
   if (!exec.ok()) return {};
   EngineOptions eo;

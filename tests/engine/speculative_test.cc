@@ -86,19 +86,15 @@ class SpeculativeTest : public ::testing::Test {
   }
 
   static std::unique_ptr<LocalExecutor> MakeExecutor(int tp, const char* preset, int64_t rows) {
-    LocalExecutorOptions options;
-    options.tp_degree = tp;
-    options.num_kv_blocks = kKvBlocks;
-    options.block_size_tokens = kBlockTokens;
-    options.max_step_tokens = 512;
-    options.max_logit_rows = rows;
-    options.reduction = TpReduction::kDeterministic;
-    if (preset != nullptr) {
-      absl::StatusOr<WeightFormats> formats = WeightFormatsPreset(preset);
-      EXPECT_TRUE(formats.ok()) << formats.status();
-      options.formats = *formats;
-    }
-    auto exec = LocalExecutor::Create(bundle_->files.config, bundle_->files.weights, options);
+    RankLoad load;
+    load.world_size = tp;
+    load.num_kv_blocks = kKvBlocks;
+    load.block_size_tokens = kBlockTokens;
+    load.max_step_tokens = 512;
+    load.model.max_logit_rows = static_cast<int32_t>(rows);
+    load.model.weights = preset != nullptr ? preset : "";
+    load.deterministic_tp = true;
+    auto exec = LocalExecutor::Create(bundle_->files, load);
     EXPECT_TRUE(exec.ok()) << exec.status();
     return exec.ok() ? *std::move(exec) : nullptr;
   }

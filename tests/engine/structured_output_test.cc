@@ -56,14 +56,14 @@ class StructuredOutputTest : public ::testing::Test {
   }
 
   void MakeEngine(const EngineSetup& setup) {
-    LocalExecutorOptions options;
-    options.tp_degree = setup.tp;
-    options.num_kv_blocks = setup.kv_blocks;
-    options.block_size_tokens = 16;
-    options.max_step_tokens = 256;
-    options.max_logit_rows = setup.max_num_seqs;
-    options.reduction = TpReduction::kDeterministic;
-    auto exec = LocalExecutor::Create(bundle_->files.config, bundle_->files.weights, options);
+    RankLoad load;
+    load.world_size = setup.tp;
+    load.num_kv_blocks = setup.kv_blocks;
+    load.block_size_tokens = 16;
+    load.max_step_tokens = 256;
+    load.model.max_logit_rows = setup.max_num_seqs;
+    load.deterministic_tp = true;
+    auto exec = LocalExecutor::Create(bundle_->files, load);
     ASSERT_TRUE(exec.ok()) << exec.status();
     EngineOptions eo;
     eo.num_kv_blocks = setup.kv_blocks;

@@ -1,0 +1,42 @@
+#include "step/rank_load.h"
+
+namespace tpserve {
+namespace {
+
+bool SameAssignments(const std::vector<tpserve::worker::v1::ShardAssignment>& a,
+                     const std::vector<tpserve::worker::v1::ShardAssignment>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t r = 0; r < a.size(); ++r) {
+    if (a[r].SerializeAsString() != b[r].SerializeAsString()) return false;
+  }
+  return true;
+}
+
+bool SameModel(const ModelLoad& a, const ModelLoad& b) {
+  return a.path == b.path && a.weights == b.weights && a.max_logit_rows == b.max_logit_rows &&
+         SameAssignments(a.assignments, b.assignments);
+}
+
+}  // namespace
+
+bool RankLoad::operator==(const RankLoad& other) const {
+  return world_size == other.world_size && SameModel(model, other.model) &&
+         draft.has_value() == other.draft.has_value() &&
+         (!draft.has_value() || SameModel(*draft, *other.draft)) &&
+         vocab_size == other.vocab_size && kv_dtype == other.kv_dtype &&
+         num_kv_blocks == other.num_kv_blocks && block_size_tokens == other.block_size_tokens &&
+         max_step_tokens == other.max_step_tokens &&
+         max_context_tokens == other.max_context_tokens &&
+         threads_per_rank == other.threads_per_rank &&
+         deterministic_tp == other.deterministic_tp &&
+         collective_timeout == other.collective_timeout;
+}
+
+RankLoad DraftLoad(const RankLoad& load) {
+  RankLoad draft = load;
+  draft.model = *load.draft;
+  draft.draft.reset();
+  return draft;
+}
+
+}  // namespace tpserve

@@ -1,0 +1,59 @@
+#include "worker/rank_load_options.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "checkpoint/stored_formats.h"
+#include "model/sharding.h"
+#include "worker/shard_assignment.h"
+
+namespace tpserve {
+
+absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, int rank,
+                                                         const ModelFiles& files) {
+  const ModelLoad& model = load.model;
+  if (rank < 0 || rank >= load.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is not in [0, ", load.world_size, ")"));
+  }
+  if (load.vocab_size > 0 && files.config.vocab_size != load.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the coordinator planned a vocabulary of ", load.vocab_size, " tokens, but ",
+        files.path.empty() ? files.config.name : files.path, " has ", files.config.vocab_size));
+  }
+  TP_ASSIGN_OR_RETURN(WeightFormats formats,
+                      ResolveWeightFormats(files.stored_formats, model.weights, files.config,
+                                           load.world_size));
+  if (!model.assignments.empty()) {
+    // They were built from different models or code otherwise.
+    TP_ASSIGN_OR_RETURN(ShardingPlan plan,
+                        ShardingPlan::Create(files.config, formats, {rank, load.world_size}));
+    const tpserve::worker::v1::ShardAssignment mine = ToAssignment(plan);
+    const tpserve::worker::v1::ShardAssignment& assigned = model.assignments.at(rank);
+    if (mine.SerializeAsString() != assigned.SerializeAsString()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the coordinator assigned {", assigned.ShortDebugString(),
+          "} but this rank's sharding plan is {", mine.ShortDebugString(), "}"));
+    }
+  }
+  RankRuntimeOptions o;
+  o.backend.num_threads = std::max(1, load.threads_per_rank);
+  // A GPU backend's part of --deterministic_tp: pinned GEMMs, per-row attention splits.
+  o.backend.deterministic = load.deterministic_tp;
+  o.comm.rank = rank;
+  o.comm.world_size = load.world_size;
+  o.comm.timeout = load.collective_timeout;
+  o.load.max_step_tokens = load.max_step_tokens;
+  o.load.max_logit_rows = model.max_logit_rows;
+  o.load.max_context_tokens = load.max_context_tokens;
+  o.load.formats = std::move(formats);
+  o.load.scheme = files.scheme;
+  o.load.reduction = load.deterministic_tp ? TpReduction::kDeterministic : TpReduction::kAllReduce;
+  o.num_kv_blocks = load.num_kv_blocks;
+  o.block_size_tokens = load.block_size_tokens;
+  o.kv_dtype = load.kv_dtype;
+  return o;
+}
+
+}  // namespace tpserve
