@@ -194,15 +194,14 @@ absl::Status RunGenerate() {
     if (!line.empty()) sample.push_back(Json::parse(line));
   }
   const int streams = std::max(1, absl::GetFlag(FLAGS_streams));
-  LocalExecutorOptions options;
-  options.tp_degree = 1;
-  options.num_kv_blocks = 1024;
-  options.block_size_tokens = 16;
-  options.max_step_tokens = 2048;
-  options.max_logit_rows = streams;
-  options.threads_per_rank = BenchThreads(0);
+  RankLoad load;
+  load.num_kv_blocks = 1024;
+  load.block_size_tokens = 16;
+  load.max_step_tokens = 2048;
+  load.model.max_logit_rows = streams;
+  load.threads_per_rank = BenchThreads(0);
   TP_ASSIGN_OR_RETURN(std::unique_ptr<LocalExecutor> exec,
-                      LocalExecutor::Create(bundle.files.config, bundle.files.weights, options));
+                      LocalExecutor::Create(bundle.files, load));
   EngineOptions eo;
   eo.num_kv_blocks = 1024;
   eo.block_size_tokens = 16;

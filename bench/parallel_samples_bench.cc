@@ -60,14 +60,14 @@ absl::StatusOr<Run> Serve(const ModelBundle& bundle, Mode mode, const std::vecto
                           int n, int new_tokens, int threads) {
   const int32_t num_blocks =
       static_cast<int32_t>(n * (prompt.size() + new_tokens) / kBlockTokens + 2 * n + 8);
-  LocalExecutorOptions options;
-  options.threads_per_rank = threads;
-  options.num_kv_blocks = num_blocks;
-  options.block_size_tokens = kBlockTokens;
-  options.max_step_tokens = 512;
-  options.max_logit_rows = n;
+  RankLoad load;
+  load.threads_per_rank = threads;
+  load.num_kv_blocks = num_blocks;
+  load.block_size_tokens = kBlockTokens;
+  load.max_step_tokens = 512;
+  load.model.max_logit_rows = n;
   TP_ASSIGN_OR_RETURN(std::unique_ptr<LocalExecutor> exec,
-                      LocalExecutor::Create(bundle.files.config, bundle.files.weights, options));
+                      LocalExecutor::Create(bundle.files, load));
   EngineOptions eo;
   eo.num_kv_blocks = num_blocks;
   eo.block_size_tokens = kBlockTokens;

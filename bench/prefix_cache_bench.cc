@@ -44,14 +44,14 @@ absl::StatusOr<Pair> ServePair(const ModelBundle& bundle, bool caching,
                                const std::vector<int32_t>& a, const std::vector<int32_t>& b,
                                int threads) {
   const int32_t num_blocks = static_cast<int32_t>(4 * (a.size() + b.size()) / kBlockTokens + 8);
-  LocalExecutorOptions options;
-  options.threads_per_rank = threads;
-  options.num_kv_blocks = num_blocks;
-  options.block_size_tokens = kBlockTokens;
-  options.max_step_tokens = 512;
-  options.max_logit_rows = 1;
+  RankLoad load;
+  load.threads_per_rank = threads;
+  load.num_kv_blocks = num_blocks;
+  load.block_size_tokens = kBlockTokens;
+  load.max_step_tokens = 512;
+  load.model.max_logit_rows = 1;
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
-      LocalExecutor::Create(bundle.files.config, bundle.files.weights, options);
+      LocalExecutor::Create(bundle.files, load);
   if (!exec.ok()) return exec.status();
   EngineOptions eo;
   eo.num_kv_blocks = num_blocks;

@@ -102,17 +102,14 @@ struct Result {
 absl::StatusOr<std::unique_ptr<LocalExecutor>> Executor(const ModelBundle& bundle,
                                                         const std::string& weights, int threads,
                                                         int32_t blocks, int64_t rows) {
-  LocalExecutorOptions options;
-  options.threads_per_rank = threads;
-  options.num_kv_blocks = blocks;
-  options.block_size_tokens = kBlockTokens;
-  options.max_step_tokens = 512;
-  options.max_logit_rows = rows;
-  if (!weights.empty()) {
-    TP_ASSIGN_OR_RETURN(WeightFormats formats, WeightFormatsPreset(weights));
-    options.formats = formats;
-  }
-  return LocalExecutor::Create(bundle.files.config, bundle.files.weights, options);
+  RankLoad load;
+  load.threads_per_rank = threads;
+  load.num_kv_blocks = blocks;
+  load.block_size_tokens = kBlockTokens;
+  load.max_step_tokens = 512;
+  load.model.max_logit_rows = static_cast<int32_t>(rows);
+  load.model.weights = weights;  // "" = as stored; a preset quantizes on load
+  return LocalExecutor::Create(bundle.files, load);
 }
 
 // One engine per configuration, as a server has: a first, untimed round lets the policy

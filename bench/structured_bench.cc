@@ -105,17 +105,16 @@ absl::StatusOr<DecodeResult> ServeOnce(const ModelBundle& bundle, const Constrai
                                        const std::vector<CorpusCase>& cases, int streams,
                                        bool constrained, bool jump_forward,
                                        const std::vector<int64_t>& lengths) {
-  LocalExecutorOptions options;
-  options.tp_degree = 1;
-  options.num_kv_blocks = 256;
-  options.block_size_tokens = 16;
-  options.max_step_tokens = 1024;
-  options.max_logit_rows = streams;
-  options.threads_per_rank = absl::GetFlag(FLAGS_threads) > 0
+  RankLoad load;
+  load.num_kv_blocks = 256;
+  load.block_size_tokens = 16;
+  load.max_step_tokens = 1024;
+  load.model.max_logit_rows = streams;
+  load.threads_per_rank = absl::GetFlag(FLAGS_threads) > 0
                                  ? absl::GetFlag(FLAGS_threads)
                                  : static_cast<int>(std::thread::hardware_concurrency());
   TP_ASSIGN_OR_RETURN(std::unique_ptr<LocalExecutor> exec,
-                      LocalExecutor::Create(bundle.files.config, bundle.files.weights, options));
+                      LocalExecutor::Create(bundle.files, load));
   EngineOptions eo;
   eo.num_kv_blocks = 256;
   eo.block_size_tokens = 16;

@@ -65,20 +65,6 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
   return Create(files, load);
 }
 
-absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(
-    const ModelSpec& config, std::shared_ptr<const WeightSource> source,
-    const LocalExecutorOptions& options) {
-  RankLoad load;
-  load.world_size = options.tp_degree;
-  load.threads_per_rank = options.threads_per_rank;
-  load.num_kv_blocks = static_cast<int32_t>(options.num_kv_blocks);
-  load.block_size_tokens = static_cast<int32_t>(options.block_size_tokens);
-  load.max_step_tokens = static_cast<int32_t>(options.max_step_tokens);
-  load.model.max_logit_rows = static_cast<int32_t>(options.max_logit_rows);
-  if (options.formats.has_value()) load.model.weights = options.formats->preset;
-  return Create(config, std::move(source), load);
-}
-
 LocalExecutor::~LocalExecutor() = default;
 
 absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {

@@ -27,18 +27,6 @@
 
 namespace tpserve {
 
-// Deprecated: a RankLoad spelled as bench/ still spells it (tensor-parallel degree, KV and step
-// sizes, a weights preset's formats). Use a RankLoad; this goes when bench/ has moved.
-struct LocalExecutorOptions {
-  int tp_degree = 1;
-  int threads_per_rank = 1;
-  int64_t num_kv_blocks = 0;
-  int64_t block_size_tokens = 16;
-  int64_t max_step_tokens = 512;
-  int64_t max_logit_rows = 0;  // sequences per step; 0 = max_step_tokens
-  std::optional<WeightFormats> formats;  // unset: as stored; a preset's (by its name)
-};
-
 class LocalExecutor final : public ModelExecutor {
  public:
   // load.world_size ranks of `files`' model (load.model.path is not opened: the weights are
@@ -50,10 +38,6 @@ class LocalExecutor final : public ModelExecutor {
   // `source`).
   static absl::StatusOr<std::unique_ptr<LocalExecutor>> Create(
       const ModelSpec& config, std::shared_ptr<const WeightSource> source, const RankLoad& load);
-  // Deprecated (bench/): `options` as a RankLoad.
-  static absl::StatusOr<std::unique_ptr<LocalExecutor>> Create(
-      const ModelSpec& config, std::shared_ptr<const WeightSource> source,
-      const LocalExecutorOptions& options);
   ~LocalExecutor() override;
 
   absl::StatusOr<StepResult> Execute(const StepBatch& batch) override;
