@@ -25,6 +25,7 @@
 // and we only require llama.cpp's token to be within kNearTieLogits of our best. Observed:
 // llama.cpp itself (f16 KV, or flash attention) leaves its f32-KV continuation at the same
 // near-ties (English step 19, gap 0.07; Korean step 2, gap 0.003).
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -225,6 +226,58 @@ TEST_P(LlamaGoldenTest, LogitsAndGreedyChoicesMatchLlamaCpp) {
     ASSERT_TRUE(r.ok()) << r.status();
     CheckFreeRunning(g, r->tokens);
   }
+}
+
+// Batch invariance on the real models: each golden prompt's last logits and its decode step
+// are the same floats alone as prefilled and decoded in one step with the others.
+TEST_P(LlamaGoldenTest, PromptsBatchedEqualPromptsAlone) {
+  ASSERT_NE(model_, nullptr);
+  std::vector<GoldenPrompt> golden = LoadGolden(GetParam().golden_dir);
+  golden.erase(std::remove_if(golden.begin(), golden.end(),
+                              [](const GoldenPrompt& g) { return g.token_ids.size() > 100; }),
+               golden.end());  // the 1,000-token prompt is left to the test above
+  ASSERT_GE(golden.size(), 3u);
+  auto cache = KvCache::Create(model_->KvShape(/*num_blocks=*/48, /*block_size_tokens=*/16,
+                                               DType::kF32),
+                               *backend_);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  const int64_t vocab = model_->config().vocab_size;
+  auto table = [](size_t i) {
+    std::vector<int32_t> t(4);
+    std::iota(t.begin(), t.end(), static_cast<int32_t>(4 * i));
+    return t;
+  };
+  auto run = [&](const StepBatch& step) {
+    std::vector<float> logits(step.num_logit_rows() * vocab);
+    const absl::Status s = model_->Forward(step, cache->get(), logits.data());
+    EXPECT_TRUE(s.ok()) << s;
+    return logits;
+  };
+  std::vector<float> alone;
+  for (size_t i = 0; i < golden.size(); ++i) {
+    StepBatch prefill;
+    prefill.Add(static_cast<int64_t>(i), 0, golden[i].token_ids, table(i));
+    const std::vector<float> last = run(prefill);
+    StepBatch decode;
+    decode.Add(static_cast<int64_t>(i), std::ssize(golden[i].token_ids),
+               std::vector<int32_t>{golden[i].continuation[0]}, table(i));
+    const std::vector<float> next = run(decode);
+    alone.insert(alone.end(), last.begin(), last.end());
+    alone.insert(alone.end(), next.begin(), next.end());
+  }
+  StepBatch prefill, decode;
+  for (size_t i = 0; i < golden.size(); ++i) {
+    prefill.Add(static_cast<int64_t>(i), 0, golden[i].token_ids, table(i));
+    decode.Add(static_cast<int64_t>(i), std::ssize(golden[i].token_ids),
+               std::vector<int32_t>{golden[i].continuation[0]}, table(i));
+  }
+  const std::vector<float> last = run(prefill), next = run(decode);
+  std::vector<float> together;
+  for (size_t i = 0; i < golden.size(); ++i) {
+    together.insert(together.end(), last.begin() + i * vocab, last.begin() + (i + 1) * vocab);
+    together.insert(together.end(), next.begin() + i * vocab, next.begin() + (i + 1) * vocab);
+  }
+  EXPECT_EQ(together, alone) << GetParam().name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
