@@ -1,5 +1,9 @@
 #include "coordinator/tokenizer/golden_corpus.h"
 
+#include "absl/strings/str_cat.h"
+#include "coordinator/tokenizer/incremental_detokenizer.h"
+#include "coordinator/tokenizer/utf8.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -83,6 +87,22 @@ absl::StatusOr<std::vector<GoldenRow>> ReadGoldenRows(const std::string& path) {
     }
   }
   return rows;
+}
+
+absl::StatusOr<std::string> StreamIds(const Tokenizer& tokenizer,
+                                      const std::vector<int32_t>& ids) {
+  IncrementalDetokenizer detok(&tokenizer);
+  std::string streamed;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    absl::StatusOr<std::string> chunk = detok.Push(ids[i]);
+    if (!chunk.ok()) return chunk.status();
+    if (!IsValidUtf8(*chunk)) {
+      return absl::InternalError(absl::StrCat("chunk ", i, " (id ", ids[i],
+                                              ") is not whole UTF-8"));
+    }
+    streamed += *chunk;
+  }
+  return streamed + detok.Flush();
 }
 
 }  // namespace tpserve

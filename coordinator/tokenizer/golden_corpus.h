@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "coordinator/tokenizer/tokenizer.h"
 
 namespace tpserve {
 
@@ -35,6 +36,11 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // One JSON object per line: {"text": str | "text_hex": hex, "ids": [int], "ids_special"?: [int],
 // "add_bos"?: bool, "decoded_hex"?: hex}. INVALID_ARGUMENT naming the line for a bad row.
 absl::StatusOr<std::vector<GoldenRow>> ReadGoldenRows(const std::string& path);
+
+// `ids` pushed one by one through an IncrementalDetokenizer of `tokenizer`, then flushed: the
+// streamed text, or an error naming the first chunk that was not whole UTF-8 (a stream must
+// never split a character) or the detokenizer's own error.
+absl::StatusOr<std::string> StreamIds(const Tokenizer& tokenizer, const std::vector<int32_t>& ids);
 
 }  // namespace tpserve
 
