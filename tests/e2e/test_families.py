@@ -1,9 +1,11 @@
 """End-to-end: every family's tiny golden model (tests/golden/families: Llama, Qwen2 with biases,
-Qwen2 with YaRN, Qwen3 with QK-norm, Gemma 2 with soft-caps and alternating windows, Gemma 3 with
-five local layers to one global) served from its GGUF by real processes, at two ranks where its
-KV heads allow (one for Gemma 3's single KV head), through gRPC and the HTTP API: the greedy
-tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's first near-tie.
-Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are not for it."""
+Qwen2 with YaRN, Qwen3 with QK-norm, Mistral with its sliding window, Gemma 2 with soft-caps and
+alternating windows, Gemma 3 with five local layers to one global) served by real processes from
+its GGUF and from its config.json + safetensors (+ tokenizer.json, make_family_tokenizers.py), at
+two ranks where its KV heads allow (one for Gemma 3's single KV head), through gRPC and the HTTP
+API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
+first near-tie. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
+for its config.json form only."""
 
 import json
 
@@ -14,7 +16,9 @@ from conftest import ROOT, Cluster, openai_client, pb
 DIR = ROOT / "tests/golden/families"
 GOLDENS = json.loads((DIR / "goldens.json").read_text())
 NEAR_TIE = 0.5
-CASES = ["llama", "qwen2", "qwen2_yarn", "qwen3", "gemma2", "gemma3"]
+CASES = [(case, form) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2",
+                                    "gemma3"]
+         for form in ["gguf", "hf_dir"] if (case, form) != ("mistral", "gguf")]
 
 
 def decidable(gaps):
@@ -24,13 +28,14 @@ def decidable(gaps):
     return n
 
 
-@pytest.fixture(scope="module", params=CASES)
+@pytest.fixture(scope="module", params=CASES, ids=lambda p: f"{p[0]}-{p[1]}")
 def family(request, tmp_path_factory):
-    case = GOLDENS["cases"][request.param]
+    name, form = request.param
+    case = GOLDENS["cases"][name]
     ranks = 2 if case["shapes"]["n_kv_head"] % 2 == 0 else 1
-    c = Cluster(ranks=ranks, tmp=tmp_path_factory.mktemp(request.param),
-                model=DIR / case["gguf"], extra_args=["--context=128"])
-    yield request.param, case, c
+    c = Cluster(ranks=ranks, tmp=tmp_path_factory.mktemp(f"{name}-{form}"),
+                model=DIR / case[form], extra_args=["--context=128"])
+    yield f"{name} ({form})", case, c
     c.stop()
 
 
