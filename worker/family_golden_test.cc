@@ -328,7 +328,7 @@ TEST_P(FamilyGoldenTest, QuantizedOnLoadStaysNearTheReference) {
 }
 
 // Stored quantized checkpoints of the families (tests/golden/families/quant: the reference
-// packers' AWQ and compressed-tensors FP8 of the golden models, make_family_quant.py): loaded as
+// packers' AWQ, GPTQ and compressed-tensors FP8 of the golden models, make_family_quant.py): loaded as
 // Llama's are, every tensor consumed (biases, QK-norms, sandwich norms beside the packed
 // linears), their logits those of the same model with the packers' own dequantization of the
 // stored codes in F32 (`<dir>_dequantized`), up to our arithmetic: fp8 rows multiply f32
@@ -336,9 +336,10 @@ TEST_P(FamilyGoldenTest, QuantizedOnLoadStaysNearTheReference) {
 // GGML types do (measured 3.2e-2: these weights are peaked on purpose, so that rounding weighs
 // more than the 1% of worker/llama_quant_golden_test's Llama fixture, whose bound is 3e-2; a
 // dropped bias or norm costs 0.5-1.5).
-TEST(FamilyQuantizedCheckpointTest, AwqAndFp8CheckpointsComputeTheirDequantizedWeights) {
+TEST(FamilyQuantizedCheckpointTest, AwqGptqAndFp8CheckpointsComputeTheirDequantizedWeights) {
   const std::vector<Case> cases = LoadCases();
   for (const auto& [name, dir, bound] : {std::tuple{"qwen2", "qwen2_awq-g32", 5e-2},
+                                         std::tuple{"qwen2", "qwen2_gptq-g32-asym", 5e-2},
                                          std::tuple{"qwen3", "qwen3_fp8-ct-channel", 1e-5},
                                          std::tuple{"gemma3", "gemma3_fp8-ct-channel", 1e-5}}) {
     const Case* it = FindCase(cases, name);

@@ -8,6 +8,7 @@ other tensors (Qwen2's q/k/v biases, QK-norms, Gemma's four norms per layer) kep
 the layout's quantization_config in config.json:
 
     quant/qwen2_awq-g32/         AWQ int4, groups of 32 (q/k/v biases beside the packed codes)
+    quant/qwen2_gptq-g32-asym/   GPTQ int4, groups of 32, asymmetric
     quant/qwen3_fp8-ct-channel/  compressed-tensors FP8, a scale per row (QK-norms dense)
     quant/gemma3_fp8-ct-channel/ compressed-tensors FP8 (sandwich norms, QK-norms, local layers)
 
@@ -30,7 +31,8 @@ import hf_quant  # noqa: E402
 import numpy as np  # noqa: E402
 from safetensors_stream import read_safetensors, write_tensors  # noqa: E402
 
-CASES = [("qwen2", "awq-g32"), ("qwen3", "fp8-ct-channel"), ("gemma3", "fp8-ct-channel")]
+CASES = [("qwen2", "awq-g32"), ("qwen2", "gptq-g32-asym"), ("qwen3", "fp8-ct-channel"),
+         ("gemma3", "fp8-ct-channel")]
 
 
 def main():
