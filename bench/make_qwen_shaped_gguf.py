@@ -26,6 +26,7 @@ import tempfile
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter, TokenType
+from gguf.vocab import bytes_to_unicode
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 896, 24, 14, 2, 64, 4864, 151936
 N_REGULAR = 151643  # Qwen2's BPE tokens; the specials follow, then padding to VOCAB
@@ -40,23 +41,10 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'
 FTYPES = {"f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}  # llama_ftype values
 
 
-def bytes_to_unicode():
-    """GPT-2's byte -> printable character map (what byte-level BPE token strings are made of)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return [chr(c) for _, c in sorted(zip(bs, cs))]
-
-
 def synthetic_vocab(rng):
     """N_REGULAR byte-level tokens and the merges that build them, in rank order."""
-    byte_chars = bytes_to_unicode()
+    # GPT-2's byte -> printable character map, in byte order.
+    byte_chars = [c for _, c in sorted(bytes_to_unicode().items())]
     tokens = list(byte_chars)
     seen = set(tokens)
     merges = []

@@ -119,19 +119,6 @@ F16_CASES = ["qwen2", "qwen3", "gemma3"]
 # --------------------------------------------------------------------------------------------
 # Tokenizers (tiny; content irrelevant, prompts are ids)
 
-def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
 PAIRS = ["th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "is", "or", "es", "it",
          "al", "ar", "st", "to"]
 SPACE_LEAD = "tasowbcmfp"
@@ -142,7 +129,7 @@ def make_vocab(kind):
     N, U, C, B = gguf.TokenType.NORMAL, gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, \
         gguf.TokenType.BYTE
     if kind == "bpe_llama" or kind == "bpe_qwen":
-        b2u = bytes_to_unicode()
+        b2u = gguf.vocab.bytes_to_unicode()  # GPT-2's byte -> symbol table
         base = [b2u[0x20], b2u[0x0A]] + [b2u[b] for b in range(0x21, 0x7F)]
         merges = ["%s %s" % (b2u[0x20], c) for c in SPACE_LEAD] + ["%s %s" % (p[0], p[1]) for p in PAIRS]
         merged = [m.replace(" ", "") for m in merges]

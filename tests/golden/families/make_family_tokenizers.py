@@ -14,7 +14,8 @@ converters write for that family (transformers' convert_slow_tokenizer.py):
 The tests feed token ids, so these tokenizers need to be the models' vocabularies in a shape the
 server reads, not trained ones.
 
-    python3 tests/golden/families/make_family_tokenizers.py
+    python3 tests/golden/families/make_family_tokenizers.py   # after make_family_goldens.py,
+                                                              # which rewrites the directories
 """
 import json
 import os

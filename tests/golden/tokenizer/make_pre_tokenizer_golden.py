@@ -37,20 +37,6 @@ TRAIN_TEXT = ("The quick brown fox jumps over the lazy dog. It's 2025 and they'r
               "HelloWorld getValue XMLHttpRequest 1234 12345, it's IT'S 'tis\n") * 40
 
 
-def byte_symbols():
-    """GPT-2's byte -> printable symbol table (byte-level BPE's alphabet), from its definition."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
 def learn_merges(symbols):
     """Plain BPE over the training text's lines (each line's bytes mapped to symbols): the most
     frequent adjacent pair merged, MERGES times, ties to the first seen."""
@@ -107,7 +93,7 @@ def write_gguf(path, pre, arch, tokens, types, merges):
 
 def main():
     import llama_cpp
-    symbols = byte_symbols()
+    symbols = gguf.vocab.bytes_to_unicode()  # GPT-2's byte -> symbol table
     merges = learn_merges(symbols)
     tokens = [symbols[b] for b in range(256)] + [a + b for a, b in merges]
     tokens = list(dict.fromkeys(tokens))
