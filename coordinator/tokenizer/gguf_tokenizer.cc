@@ -1,6 +1,8 @@
 #include "coordinator/tokenizer/gguf_tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,14 +131,24 @@ absl::Status ReadMerges(const GgufFile& gguf, TokenizerData* data) {
 }  // namespace
 
 absl::StatusOr<TokenizerData> TokenizerDataFromGguf(const GgufFile& gguf) {
-  TP_ASSIGN_OR_RETURN(std::string model, gguf.GetString("tokenizer.ggml.model"));
-  if (model == "llama") return SpmDataFromGguf(gguf);
-  if (model != "gpt2") {
+  TP_ASSIGN_OR_RETURN(std::string name, gguf.GetString("tokenizer.ggml.model"));
+  // tokenizer.ggml.model names the vocabulary's kind as llama.cpp does (not the architecture:
+  // "llama" is SentencePiece, whichever family's file carries it).
+  struct NamedModel {
+    std::string_view name;
+    TokenizerModel model;
+  };
+  static constexpr NamedModel kModels[] = {{"gpt2", TokenizerModel::kBpe},
+                                           {"llama", TokenizerModel::kSpm}};
+  const auto* known = std::find_if(std::begin(kModels), std::end(kModels),
+                                   [&](const NamedModel& m) { return m.name == name; });
+  if (known == std::end(kModels)) {
     return absl::UnimplementedError(
-        absl::StrCat("tokenizer.ggml.model '", model,
+        absl::StrCat("tokenizer.ggml.model '", name,
                      "' is not supported (supported: byte-level BPE 'gpt2', ",
                      "SentencePiece 'llama')"));
   }
+  if (known->model == TokenizerModel::kSpm) return SpmDataFromGguf(gguf);
   std::string pre = "default";
   if (gguf.HasKey("tokenizer.ggml.pre")) {
     TP_ASSIGN_OR_RETURN(pre, gguf.GetString("tokenizer.ggml.pre"));

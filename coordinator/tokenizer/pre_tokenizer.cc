@@ -121,17 +121,25 @@ absl::Status PreTokenizer::Stage::Split(std::string_view piece,
   return absl::OkStatus();
 }
 
+// tokenizer.ggml.pre values, as llama.cpp names its pre-tokenizers (several names, one regex).
+struct NamedPreTokenizer {
+  std::string_view name;
+  PreTokenizerKind kind;
+};
+constexpr NamedPreTokenizer kPreTokenizerNames[] = {
+    {"default", PreTokenizerKind::kGpt2},    {"gpt2", PreTokenizerKind::kGpt2},
+    {"gpt-2", PreTokenizerKind::kGpt2},      {"smollm", PreTokenizerKind::kSmolLm},
+    {"llama-bpe", PreTokenizerKind::kLlama3}, {"llama3", PreTokenizerKind::kLlama3},
+    {"llama-v3", PreTokenizerKind::kLlama3},
+    // Qwen2/2.5/3 GGUFs say "qwen2"; the distilled DeepSeek-R1 and Megrez share its regex.
+    {"qwen2", PreTokenizerKind::kQwen2},     {"deepseek-r1-qwen", PreTokenizerKind::kQwen2},
+    {"megrez", PreTokenizerKind::kQwen2},    {"tekken", PreTokenizerKind::kTekken},
+};
+
 absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view name) {
-  if (name == "default" || name == "gpt2" || name == "gpt-2") return PreTokenizerKind::kGpt2;
-  if (name == "smollm") return PreTokenizerKind::kSmolLm;
-  if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") {
-    return PreTokenizerKind::kLlama3;
+  for (const NamedPreTokenizer& n : kPreTokenizerNames) {
+    if (n.name == name) return n.kind;
   }
-  // llama.cpp maps these names to the same regex (Qwen2/2.5/3 GGUFs say "qwen2").
-  if (name == "qwen2" || name == "deepseek-r1-qwen" || name == "megrez") {
-    return PreTokenizerKind::kQwen2;
-  }
-  if (name == "tekken") return PreTokenizerKind::kTekken;
   return absl::UnimplementedError(absl::StrCat("pre-tokenizer '", std::string(name),
                                                "' is not supported (supported: default, gpt2, "
                                                "smollm, llama-bpe, qwen2, tekken)"));
