@@ -81,6 +81,12 @@ absl::Status LlamaModel::Init() {
                                                table.size() * sizeof(float), "rope frequencies"));
     inv_freq_.push_back(std::move(b));
   }
+  // Each layer's attention as the description says it, once rather than at every step.
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    layer_attention_.push_back({static_cast<float>(config_.AttentionScale(l)),
+                                config_.Layer(l).sliding_window,
+                                static_cast<float>(config_.attn_logit_softcap)});
+  }
   return absl::OkStatus();
 }
 
@@ -368,10 +374,7 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
   backend_->Rope(ws.k.data(), kv_heads, hd, inv_freq, rope_layout_);
   const KvPoolView pool = cache->layer(layer);
   backend_->WriteKv(ws.k.data(), ws.v.data(), pool);
-  const Backend::AttentionParams params{static_cast<float>(config_.AttentionScale(layer)),
-                                        config_.Layer(layer).sliding_window,
-                                        static_cast<float>(config_.attn_logit_softcap)};
-  backend_->PagedAttention(ws.q.data(), heads, params, pool, ws.attn.data());
+  backend_->PagedAttention(ws.q.data(), heads, layer_attention_[layer], pool, ws.attn.data());
   TP_RETURN_IF_ERROR(RowParallel(ws.attn.data(), t, w.o.matrix));  // -> ws.proj
   if (config_.sandwich_norms) {  // Gemma: the attention's output normed before the residual
     backend_->RmsNorm(ws.proj.data(), w.post_attn_norm.as<float>(), t, hidden, eps,

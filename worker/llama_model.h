@@ -150,6 +150,7 @@ class LlamaModel {
   std::vector<float> InverseFrequencies(const LayerSpec& layer) const;
   std::vector<DeviceBuffer> inv_freq_;
   std::vector<int> layer_table_;
+  std::vector<Backend::AttentionParams> layer_attention_;  // per layer, from the description
   std::unique_ptr<Workspace> ws_;
   // PrepareStep's storage, reused step after step (host memory the backend reads).
   std::vector<int32_t> padded_token_ids_;
