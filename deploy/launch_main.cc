@@ -17,46 +17,25 @@
 //   bazel run //deploy:launch -- --gpus=8 --model=405b-fp8 --checkpoint=/models/405b-fp8
 //   launch --ranks=3 --spawn_ranks=false --worker_listen=10.0.0.1:7000
 //          --cluster_secret_file=/etc/tpserve/secret    # then on each host: worker --coordinator=...
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
-#include "cluster/control_service.h"
-#include "cluster/secret.h"
-#include "base/file_text.h"
 #include "base/status_macros.h"
-#include "coordinator/gateway.h"
 #include "coordinator/model_bundle.h"
-#include "coordinator/remote_executor.h"
 #include "coordinator/speculative/draft_model.h"
-#include "coordinator/tools/tool_call_format.h"
 #include "deploy/cluster_plan.h"
 #include "deploy/gpu_target.h"
 #include "deploy/launch_flags.h"
 #include "deploy/serve.h"
-#include "deploy/stream_client.h"
-#include "deploy/worker_plane.h"
 #include "kernels/cuda_devices.h"
 #include "checkpoint/stored_formats.h"
 #include "planner/plan_report.h"

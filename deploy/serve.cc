@@ -7,12 +7,11 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -20,9 +19,7 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -36,14 +33,10 @@
 #include "coordinator/speculative/draft_model.h"
 #include "coordinator/tools/tool_call_format.h"
 #include "deploy/cluster_plan.h"
-#include "deploy/gpu_target.h"
 #include "deploy/launch_flags.h"
 #include "deploy/stream_client.h"
 #include "deploy/worker_plane.h"
-#include "kernels/cuda_devices.h"
-#include "checkpoint/stored_formats.h"
 #include "planner/plan_report.h"
-#include "planner/roofline.h"
 
 namespace tpserve {
 namespace {
