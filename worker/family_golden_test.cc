@@ -145,21 +145,32 @@ RankOutput RunPrompt(const ModelFiles& files, int world, TpReduction reduction, 
   return outs[0];
 }
 
+// How far `got` is from `want`: the largest and the rms difference, and want's max|value|.
+struct Distance {
+  double max_diff = 0, rms = 0, max_abs = 0;
+};
+Distance DistanceOf(const std::vector<float>& got, const std::vector<float>& want) {
+  Distance d;
+  double sq = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    d.max_abs = std::max(d.max_abs, std::abs(double{want[i]}));
+    const double diff = std::abs(double{got[i]} - want[i]);
+    d.max_diff = std::max(d.max_diff, diff);
+    sq += diff * diff;
+  }
+  d.rms = std::sqrt(sq / static_cast<double>(want.size()));
+  return d;
+}
+
 // Logits of every position against llama.cpp's, and the argmax where llama.cpp's is decidable.
 void CompareLogits(const Prompt& p, const std::vector<float>& got, int64_t vocab,
                    const std::string& where) {
-  double max_abs = 0, max_diff = 0, sq = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    max_abs = std::max(max_abs, std::abs(double{p.logits[i]}));
-    const double d = std::abs(double{got[i]} - p.logits[i]);
-    max_diff = std::max(max_diff, d);
-    sq += d * d;
-  }
-  const double rms = std::sqrt(sq / static_cast<double>(got.size()));
-  EXPECT_LT(max_diff, kMaxDiffTolerance * max_abs) << where;
-  EXPECT_LT(rms, kRmsDiffTolerance * max_abs) << where;
+  ASSERT_EQ(got.size(), p.logits.size()) << where;
+  const Distance d = DistanceOf(got, p.logits);
+  EXPECT_LT(d.max_diff, kMaxDiffTolerance * d.max_abs) << where;
+  EXPECT_LT(d.rms, kRmsDiffTolerance * d.max_abs) << where;
   std::printf("%-40s max|diff| %.2e rms %.2e of max|logit| %.1f\n", where.c_str(),
-              max_diff / max_abs, rms / max_abs, max_abs);
+              d.max_diff / d.max_abs, d.rms / d.max_abs, d.max_abs);
   for (size_t pos = 0; pos < p.ids.size(); ++pos) {
     const auto want = absl::MakeConstSpan(p.logits).subspan(pos * vocab, vocab);
     const int32_t top = ArgMax(want);
@@ -316,14 +327,10 @@ TEST_P(FamilyGoldenTest, QuantizedOnLoadStaysNearTheReference) {
     prefill.Add(/*seq_id=*/0, 0, p.ids, table, std::ssize(p.ids));
     std::vector<float> logits(p.ids.size() * files->config.vocab_size);
     ASSERT_TRUE((*model)->Forward(prefill, cache->get(), logits.data()).ok());
-    double max_abs = 0, max_diff = 0;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      max_abs = std::max(max_abs, std::abs(double{p.logits[i]}));
-      max_diff = std::max(max_diff, std::abs(double{logits[i]} - p.logits[i]));
-    }
+    const Distance d = DistanceOf(logits, p.logits);
     std::printf("%-12s %-9s max|diff| %.3f of max|logit|\n", it->name.c_str(), preset,
-                max_diff / max_abs);
-    EXPECT_LT(max_diff, kQuantizedMaxDiff * max_abs) << it->name << " " << preset;
+                d.max_diff / d.max_abs);
+    EXPECT_LT(d.max_diff, kQuantizedMaxDiff * d.max_abs) << it->name << " " << preset;
   }
 }
 
@@ -353,15 +360,10 @@ TEST(FamilyQuantizedCheckpointTest, AwqGptqAndFp8CheckpointsComputeTheirDequanti
     const Prompt& p = it->prompts[0];
     const RankOutput got = RunPrompt(*quantized, 1, TpReduction::kAllReduce, p);
     const RankOutput want = RunPrompt(*dense, 1, TpReduction::kAllReduce, p);
-    double max_abs = 0, max_diff = 0;
-    for (size_t i = 0; i < want.prompt_logits.size(); ++i) {
-      max_abs = std::max(max_abs, std::abs(double{want.prompt_logits[i]}));
-      max_diff = std::max(max_diff,
-                          std::abs(double{got.prompt_logits[i]} - want.prompt_logits[i]));
-    }
+    const Distance d = DistanceOf(got.prompt_logits, want.prompt_logits);
     std::printf("%-22s %s: max|diff| %.2e of max|logit|\n", dir,
-                quantized->weight_format.c_str(), max_diff / max_abs);
-    EXPECT_LT(max_diff, bound * max_abs) << dir;
+                quantized->weight_format.c_str(), d.max_diff / d.max_abs);
+    EXPECT_LT(d.max_diff, bound * d.max_abs) << dir;
   }
 }
 
