@@ -199,7 +199,8 @@ class Backend {
 
   // ---- Ops (x, y, ...: activation_dtype() unless stated) ----
 
-  // y[m, n] = x[m, k] * W^T (n = w.rows, k = w.cols); y is `y_dtype`, which is
+  // y[m, n] = x[m, k] * W^T (+ w.bias[n] on every row where the matrix has one: the f32 sum
+  // plus the bias, rounded once) with n = w.rows, k = w.cols; y is `y_dtype`, which is
   // activation_dtype() or kF32 (logits). x and y must not overlap. Backends may quantize x
   // internally (the CPU multiplies GGML weights against 8-bit activation blocks).
   // REQUIRES: SupportsWeight(w.format), m >= 0, k a multiple of InputBlockValues(w.format)
@@ -227,7 +228,8 @@ class Backend {
   // their own, PlaceWeight of CopyColumnChunk, as a rank's loader places its slice):
   // row-parallel layers sum chunks in a fixed order so that every tensor-parallel degree gives
   // the same floats (worker/llama_model.cc).
-  // REQUIRES: as MatMul, and (w.cols / num_chunks) % InputBlockValues(w.format) == 0.
+  // REQUIRES: as MatMul, (w.cols / num_chunks) % InputBlockValues(w.format) == 0, and no
+  // w.bias (row-parallel layers have none: a bias belongs to the reduced sum).
   virtual void MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                              int64_t num_chunks, float* y) = 0;
 
@@ -252,9 +254,6 @@ class Backend {
 
   // out[i] = a[i] + b[i] for i < count; out may alias a or b.
   virtual void Add(const void* a, const void* b, int64_t count, void* out) = 0;
-
-  // y[r, :] += bias[:] for r < rows; y [rows, n], bias f32 [n] (Qwen2's q/k/v biases).
-  virtual void AddBias(void* y, const float* bias, int64_t rows, int64_t n) = 0;
 
   // x[i] *= factor for i < count (Gemma's embedding multiplier).
   virtual void Scale(void* x, int64_t count, float factor) = 0;

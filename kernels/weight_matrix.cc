@@ -91,6 +91,7 @@ WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc) {
   // A backend's own form may have replaced the arrays this would point into.
   TP_CHECK(w.prepared == nullptr,
            "ColumnChunk of a matrix in a backend's own form (only that backend can chunk it)");
+  TP_CHECK(w.bias == nullptr, "ColumnChunk of a matrix with a bias (a chunk's sum has none)");
   WeightMatrix wc = w;
   wc.cols = kc;
   wc.input_perm = nullptr;

@@ -54,6 +54,10 @@ struct WeightMatrix {
   float activation_scale_ub = 0.0f;
   // The placing backend's own form (above); nullptr for a matrix in its stored form only.
   const void* prepared = nullptr;
+  // f32 [rows] added to every output row (y = x * W^T + bias, Qwen2's q/k/v), in backend
+  // memory; nullptr for none. A backend adds it where its kernel writes y, before the one
+  // rounding to y's type. Not part of the stored form (the loader sets it after placing).
+  const float* bias = nullptr;
 };
 
 // A WeightMatrix in host memory together with the bytes it owns (empty vectors where it views
@@ -94,7 +98,8 @@ int64_t WeightMatrixBytes(const WeightMatrix& w);
 // scales and zero points of those columns (per-row scales are shared by every chunk), the
 // act-order permutation dropped (a chunked matmul gathers x once for the whole width).
 // REQUIRES: kc a multiple of InputBlockValues(w.format), (c + 1) * kc <= w.cols,
-// w.prepared == nullptr (a backend chunks its own form itself).
+// w.prepared == nullptr (a backend chunks its own form itself), w.bias == nullptr (a bias is
+// added once to the whole sum, never to a chunk of it).
 WeightMatrix ColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc);
 
 // ColumnChunk(w, c, kc) of a host matrix as a matrix of its own that owns its bytes: the

@@ -356,15 +356,11 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Workspace& ws = *ws_;
   backend_->RmsNorm(ws.x.data(), w.attn_norm.as<float>(), t, hidden, eps, ws.h.data());
-  // q [t, heads * hd], k and v [t, kv_heads * hd]: one op, x read (and quantized) once.
+  // q [t, heads * hd], k and v [t, kv_heads * hd]: one op, x read (and quantized) once; Qwen2's
+  // biases (this rank's columns) ride on their matrices and are added as each is written.
   const Backend::MatMulOut qkv[] = {
       {&w.q.matrix, ws.q.data()}, {&w.k.matrix, ws.k.data()}, {&w.v.matrix, ws.v.data()}};
   backend_->MatMulMany(ws.h.data(), t, qkv, act);
-  if (config_.qkv_bias) {  // Qwen2: this rank's columns of each bias
-    backend_->AddBias(ws.q.data(), w.q_bias.as<float>(), t, heads * hd);
-    backend_->AddBias(ws.k.data(), w.k_bias.as<float>(), t, kv_heads * hd);
-    backend_->AddBias(ws.v.data(), w.v_bias.as<float>(), t, kv_heads * hd);
-  }
   if (config_.qk_norm) {  // Qwen3, Gemma 3: RMSNorm over each head, before RoPE
     backend_->RmsNorm(ws.q.data(), w.q_norm.as<float>(), t * heads, hd, eps, ws.q.data());
     backend_->RmsNorm(ws.k.data(), w.k_norm.as<float>(), t * kv_heads, hd, eps, ws.k.data());

@@ -51,6 +51,12 @@ class Loader {
           TP_ASSIGN_OR_RETURN(*buffer, Norm(role, l));
         }
       }
+      // A bias belongs to its matrix: the backend adds it where the product is written.
+      const std::pair<LoadedMatrix*, const DeviceBuffer*> biased[] = {
+          {&w.q, &w.q_bias}, {&w.k, &w.k_bias}, {&w.v, &w.v_bias}};
+      for (const auto& [matrix, bias] : biased) {
+        if (bias->data() != nullptr) matrix->matrix.bias = bias->as<float>();
+      }
       out_->layers.push_back(std::move(w));
     }
     return used_.CheckAllUsed(s_);

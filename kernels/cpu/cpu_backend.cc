@@ -194,15 +194,6 @@ void CpuBackend::GatedActivation(Activation act, const void* gate, const void* u
   });
 }
 
-void CpuBackend::AddBias(void* yv, const float* bias, int64_t rows, int64_t n) {
-  OpTimer timer(this, CpuOpProfile::kElementwise);
-  float* y = static_cast<float*>(yv);
-  const int64_t min_rows = std::max<int64_t>(1, kMinParallelElements / std::max<int64_t>(n, 1));
-  ParallelChunks(rows, min_rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) kernels_.add(y + r * n, bias, n, y + r * n);
-  });
-}
-
 void CpuBackend::Scale(void* xv, int64_t count, float factor) {
   OpTimer timer(this, CpuOpProfile::kElementwise);
   float* x = static_cast<float*>(xv);

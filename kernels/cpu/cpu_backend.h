@@ -85,7 +85,6 @@ class CpuBackend final : public Backend {
   void GatedActivation(Activation act, const void* gate, const void* up, int64_t count,
                        void* out) override;
   void Add(const void* a, const void* b, int64_t count, void* out) override;
-  void AddBias(void* y, const float* bias, int64_t rows, int64_t n) override;
   void Scale(void* x, int64_t count, float factor) override;
   void SoftCapF32(float* x, int64_t count, float cap) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;

@@ -236,16 +236,26 @@ void CpuMatMul::Prepare(const WeightMatrix& w, int64_t m, int64_t kc, const floa
 void CpuMatMul::RunTile(const float* x, const WeightMatrix& w, int64_t chunk, int64_t kc,
                         int64_t n0, int64_t n1, int64_t m0, int64_t m1, float* y,
                         int thread) const {
-  const WeightMatrix wc = ColumnChunk(w, chunk, kc);
+  WeightMatrix whole = w;
+  whole.bias = nullptr;  // added below, to the tile's finished sums
+  const WeightMatrix wc = ColumnChunk(whole, chunk, kc);
   switch (PathOf(w.format)) {
     case Path::kQuantized:
-      return RunQuantizedTile(wc, n0, n1, m0, m1, y, chunk * (kc / kActivationBlock),
-                              w.cols / kActivationBlock);
+      RunQuantizedTile(wc, n0, n1, m0, m1, y, chunk * (kc / kActivationBlock),
+                       w.cols / kActivationBlock);
+      break;
     case Path::kFp8:
-      return RunFp8Tile(x + chunk * kc, w.cols, wc, n0, n1, m0, m1, y);
+      RunFp8Tile(x + chunk * kc, w.cols, wc, n0, n1, m0, m1, y);
+      break;
     case Path::kFloat:
-      return RunFloatTile(x + chunk * kc, w.cols, wc, n0, n1, m0, m1, y,
-                          row_scratch_[thread].data());
+      RunFloatTile(x + chunk * kc, w.cols, wc, n0, n1, m0, m1, y, row_scratch_[thread].data());
+      break;
+  }
+  if (w.bias == nullptr) return;
+  // While the tile is still in cache; f32 activations, so the same floats as a pass after.
+  for (int64_t t = m0; t < m1; ++t) {
+    float* row = y + t * w.rows + n0;
+    kernels_.add(row, w.bias + n0, n1 - n0, row);
   }
 }
 
@@ -259,6 +269,7 @@ void CpuMatMul::Run(const float* x, int64_t m, const WeightMatrix& w, int64_t nu
   const int64_t block =
       num_chunks == 1 && w.format.kind == FormatKind::kFp8Block128 ? 1 : InputBlockValues(w.format);
   TP_CHECK(kc % block == 0, "a chunk is not a whole number of weight blocks");
+  TP_CHECK(num_chunks == 1 || w.bias == nullptr, "a chunked product has no bias");
   if (m <= 0 || w.rows <= 0) return;
   Prepare(w, m, kc, &x);
   const Tiling tiling = ChooseTiling(m, w.rows);

@@ -1,5 +1,6 @@
-// The CPU matrix multiply behind CpuBackend::MatMul: y[m, n] = x[m, k] * W^T, tiled over
-// (weight rows x activation rows) and spread over a ThreadPool.
+// The CPU matrix multiply behind CpuBackend::MatMul: y[m, n] = x[m, k] * W^T (+ w.bias, added
+// to each finished tile), tiled over (weight rows x activation rows) and spread over a
+// ThreadPool.
 //
 //   CpuMatMul matmul(CpuKernelsFor(CpuIsa::kAvx2), &pool);
 //   matmul.Run(x, m, w, y);
@@ -43,7 +44,8 @@ class CpuMatMul {
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
   // y[c] = x[:, chunk c] * W[:, chunk c]^T, y [num_chunks, m, w.rows]. Each chunk's floats are
   // exactly what Run gives for that chunk alone (same dot calls), in one parallel pass.
-  // REQUIRES: as Run, and (w.cols / num_chunks) % InputBlockValues(w.format) == 0.
+  // REQUIRES: as Run, (w.cols / num_chunks) % InputBlockValues(w.format) == 0, and no w.bias
+  // when num_chunks > 1.
   void Run(const float* x, int64_t m, const WeightMatrix& w, int64_t num_chunks, float* y);
 
   // Several matrices with the same cols against the same x, in one parallel pass over all

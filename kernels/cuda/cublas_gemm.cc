@@ -107,6 +107,13 @@ absl::Status SetScalePointers(const GemmArgs& g, cublasLtMatmulDesc_t desc) {
                                                    &b_scale, sizeof(b_scale)));
 }
 
+// The call's bias on a descriptor whose epilogue adds one.
+absl::Status SetBiasPointer(const GemmArgs& g, cublasLtMatmulDesc_t desc) {
+  const void* bias = g.bias;
+  return TPK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   &bias, sizeof(bias)));
+}
+
 }  // namespace
 
 struct CublasLtGemm::Plan {
@@ -172,6 +179,18 @@ absl::Status CublasLtGemm::MakeDescriptors(const GemmArgs& g, int64_t m, int64_t
     // The heuristic wants the scale pointers present; Run sets each call's.
     TP_RETURN_IF_ERROR(SetScalePointers(g, plan->desc));
   }
+  if (g.bias != nullptr) {
+    // An f32 bias whatever y's type: added to the f32 sums before y is rounded, as the CPU
+    // backend and the GEMVs do. A cuBLASLt without that combination finds no algorithm
+    // (kUnimplemented), and CudaMatMul then adds the bias in a pass of its own.
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const int32_t bias_type = CUDA_R_32F;
+    TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue))));
+    TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type))));
+    TP_RETURN_IF_ERROR(SetBiasPointer(g, plan->desc));
+  }
   const cudaDataType_t in = DataType(g.type), out = DataType(g.out);
   TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a, in, k, n, ldw)));
   TP_RETURN_IF_ERROR(TPK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b, in, k, m, ldx)));
@@ -226,7 +245,7 @@ absl::Status CublasLtGemm::FindAlgorithm(const GemmArgs& g, const GemmRequest& r
 
 absl::Status CublasLtGemm::PinnedAlgorithm(const GemmArgs& g, const GemmRequest& r, Plan* plan) {
   const PinKey pin_key{static_cast<int>(r.type), static_cast<int>(r.out),
-                       static_cast<int>(r.w_scale), static_cast<int>(r.x_scale)};
+                       static_cast<int>(r.w_scale), static_cast<int>(r.x_scale), r.bias};
   auto it = pinned_.find(pin_key);
   if (it == pinned_.end()) {
     // The heuristic's answer for the fixed query problem, kept for every shape.
@@ -271,6 +290,7 @@ absl::StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(const GemmArgs& g, con
                 static_cast<int>(g.out),
                 static_cast<int>(g.w_scale),
                 static_cast<int>(g.x_scale),
+                g.bias != nullptr,
                 g.m,
                 g.n,
                 g.k,
@@ -299,6 +319,7 @@ absl::Status CublasLtGemm::Run(const GemmArgs& g, void* stream) {
   if (g.w_scale != GemmScale::kNone || g.x_scale != GemmScale::kNone) {
     TP_RETURN_IF_ERROR(SetScalePointers(g, plan->desc));
   }
+  if (g.bias != nullptr) TP_RETURN_IF_ERROR(SetBiasPointer(g, plan->desc));
   const float alpha = 1.0f, beta = 0.0f;
   return TPK_CUBLAS(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan->desc, &alpha, g.w,
                                    plan->a, g.x, plan->b, &beta, g.y, plan->c, g.y, plan->c,

@@ -53,9 +53,9 @@ class CublasLtGemm {
   struct Plan;
   struct Pinned;
   // (type, out, w_scale, x_scale, m, n, k, ldw, ldx, ldy, alignments w/x/y)
-  using Key = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int, int, int>;
-  using PinKey = std::tuple<int, int, int, int>;
+  using Key = std::tuple<int, int, int, int, bool, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int, int, int>;
+  using PinKey = std::tuple<int, int, int, int, bool>;
   explicit CublasLtGemm(CublasLtGemmOptions options);
   absl::StatusOr<Plan*> GetPlan(const GemmArgs& args, const GemmRequest& request);
   absl::Status MakeDescriptors(const GemmArgs& args, int64_t m, int64_t n, int64_t k, int64_t ldw,

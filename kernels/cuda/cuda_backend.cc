@@ -115,7 +115,6 @@ class CudaBackend final : public Backend {
   void GatedActivation(Activation act, const void* gate, const void* up, int64_t count,
                        void* out) override;
   void Add(const void* a, const void* b, int64_t count, void* out) override;
-  void AddBias(void* y, const float* bias, int64_t rows, int64_t n) override;
   void Scale(void* x, int64_t count, float factor) override;
   void SoftCapF32(float* x, int64_t count, float cap) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
@@ -423,12 +422,6 @@ void CudaBackend::Add(const void* a, const void* b, int64_t count, void* out) {
   Enter();
   Record("Add", TPK_LAUNCH(cuda::LaunchAdd(a, b, count, out, stream_)));
   Done("Add");
-}
-
-void CudaBackend::AddBias(void* y, const float* bias, int64_t rows, int64_t n) {
-  Enter();
-  Record("AddBias", TPK_LAUNCH(cuda::LaunchAddBias(y, bias, rows, n, stream_)));
-  Done("AddBias");
 }
 
 void CudaBackend::Scale(void* x, int64_t count, float factor) {

@@ -60,6 +60,7 @@ CudaMatMul::CudaMatMul(std::unique_ptr<CublasLtGemm> gemm, int64_t* scratch_gene
       x_scales_("fp8 activation scales", scratch_generation, options.abort),
       w_scales_("fp8 weight scales", scratch_generation, options.abort),
       out_f32_("f32 GEMM output", scratch_generation, options.abort),
+      bias_sums_("f32 sums awaiting a bias", scratch_generation, options.abort),
       w_bf16_("decoded weights", scratch_generation, options.abort),
       mixed_workspace_("mixed GEMM split-K workspace", scratch_generation, options.abort) {
   TP_CHECK(gemm_->deterministic() == options_.deterministic,
@@ -86,7 +87,14 @@ absl::StatusOr<const void*> CudaMatMul::StageX(const void* x, int64_t bytes, voi
 }
 
 absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const void* x, int64_t m,
-                              int64_t n, int64_t k, void* y, bool y_f32, void* stream) {
+                              int64_t n, int64_t k, const float* bias, void* y, bool y_f32,
+                              void* stream) {
+  const auto bias_key = std::make_pair(static_cast<int>(type), static_cast<int>(y_f32));
+  if (bias != nullptr && bias_refused_.count(bias_key) > 0) {
+    TP_RETURN_IF_ERROR(bias_sums_.Reserve(m * n * 4, stream));
+    TP_RETURN_IF_ERROR(Gemm(type, w, ldw, x, m, n, k, nullptr, bias_sums_.data(), true, stream));
+    return TPK_LAUNCH(LaunchBiasRound(bias_sums_.as<float>(), bias, m, n, y, y_f32, stream));
+  }
   GemmArgs g;
   g.type = type;
   g.m = m;
@@ -97,6 +105,7 @@ absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const v
   g.x = x;
   g.ldx = k;
   g.ldy = n;
+  g.bias = bias;
   // bf16 inputs write bf16 or f32 directly; f32 and f16 inputs write f32, narrowed after.
   g.out = type == GemmType::kBF16 && !y_f32 ? GemmType::kBF16 : GemmType::kF32;
   const bool narrow = g.out == GemmType::kF32 && !y_f32;
@@ -106,14 +115,23 @@ absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const v
   }
   const int64_t out_bytes = m * n * TypeBytes(g.out);
   const bool stage_y = narrow || (options_.deterministic && !Aligned16(y));
-  if (!stage_y) {
-    g.y = y;
-    return gemm_->Run(g, stream);
-  }
   DeviceScratch& out = narrow ? out_f32_ : y_staged_;
-  TP_RETURN_IF_ERROR(out.Reserve(out_bytes, stream));
-  g.y = out.data();
-  TP_RETURN_IF_ERROR(gemm_->Run(g, stream));
+  if (stage_y) {
+    TP_RETURN_IF_ERROR(out.Reserve(out_bytes, stream));
+  }
+  g.y = stage_y ? out.data() : y;
+  const absl::Status run = gemm_->Run(g, stream);
+  if (bias != nullptr && run.code() == absl::StatusCode::kUnimplemented) {
+    // No algorithm with the bias epilogue for this GEMM: say so once, then add it after.
+    if (bias_refused_.empty()) {
+      std::fprintf(stderr, "CudaMatMul: %s; biases of such GEMMs are added in a pass of their "
+                   "own\n", std::string(run.message()).c_str());
+    }
+    bias_refused_.insert(bias_key);
+    return Gemm(type, w, ldw, x, m, n, k, bias, y, y_f32, stream);
+  }
+  TP_RETURN_IF_ERROR(run);
+  if (!stage_y) return absl::OkStatus();
   if (narrow) return TPK_LAUNCH(LaunchF32ToBf16(out_f32_.as<float>(), m * n, y, stream));
   return TPK_CUDA(cudaMemcpyAsync(y, g.y, out_bytes, cudaMemcpyDeviceToDevice, AsStream(stream)));
 }
@@ -122,7 +140,8 @@ absl::Status CudaMatMul::DecodedGemm(const void* x, int64_t m, const WeightMatri
                                      bool y_f32, void* stream) {
   TP_RETURN_IF_ERROR(w_bf16_.Reserve(w.rows * w.cols * kBf16Bytes, stream));
   TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchDequantizeToBf16(ToDeviceWeight(w), w_bf16_.data(), stream)));
-  return Gemm(GemmType::kBF16, w_bf16_.data(), w.cols, x, m, w.rows, w.cols, y, y_f32, stream);
+  return Gemm(GemmType::kBF16, w_bf16_.data(), w.cols, x, m, w.rows, w.cols, w.bias, y, y_f32,
+              stream);
 }
 
 absl::Status CudaMatMul::Gemv(const MatMulPlan& plan, const void* x, int64_t m,
@@ -163,9 +182,22 @@ absl::Status CudaMatMul::Gemv(const MatMulPlan& plan, const void* x, int64_t m,
   return absl::OkStatus();
 }
 
+absl::Status CudaMatMul::RunPlanThenBias(const MatMulPlan& plan, const void* x, int64_t m,
+                                         const WeightMatrix& w, void* y, bool y_f32,
+                                         void* stream) {
+  WeightMatrix plain = w;
+  plain.bias = nullptr;
+  TP_RETURN_IF_ERROR(bias_sums_.Reserve(m * w.rows * 4, stream));
+  TP_RETURN_IF_ERROR(RunPlan(plan, x, m, plain, bias_sums_.data(), /*y_f32=*/true, stream));
+  return TPK_LAUNCH(LaunchBiasRound(bias_sums_.as<float>(), w.bias, m, w.rows, y, y_f32, stream));
+}
+
 absl::Status CudaMatMul::RunPlan(const MatMulPlan& plan, const void* x, int64_t m,
                                  const WeightMatrix& w, void* y, bool y_f32, void* stream) {
   const int64_t n = w.rows, k = w.cols;
+  if (w.bias != nullptr && !AddsBiasInKernel(plan.path) && plan.path != MatMulPath::kNoKernel) {
+    return RunPlanThenBias(plan, x, m, w, y, y_f32, stream);
+  }
   if (plan.path == MatMulPath::kNoKernel) {
     return absl::FailedPreconditionError(StrCat(
         "no CUDA kernel multiplies this ", TensorFormatName(w.format), " weight [", n, ", ", k,
@@ -182,13 +214,13 @@ absl::Status CudaMatMul::RunPlan(const MatMulPlan& plan, const void* x, int64_t 
   }
   switch (plan.path) {
     case MatMulPath::kBf16Gemm:
-      return Gemm(GemmType::kBF16, w.data, w.row_bytes / 2, x, m, n, k, y, y_f32, stream);
+      return Gemm(GemmType::kBF16, w.data, w.row_bytes / 2, x, m, n, k, w.bias, y, y_f32, stream);
     case MatMulPath::kWideGemm: {
       const bool f16 = w.format.kind == FormatKind::kF16;
       TP_RETURN_IF_ERROR(x_wide_.Reserve(m * k * (f16 ? 2 : 4), stream));
       TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchConvertBf16(x, m * k, f16, x_wide_.data(), stream)));
       return Gemm(f16 ? GemmType::kF16 : GemmType::kF32, w.data, w.row_bytes / (f16 ? 2 : 4),
-                  x_wide_.data(), m, n, k, y, y_f32, stream);
+                  x_wide_.data(), m, n, k, w.bias, y, y_f32, stream);
     }
     case MatMulPath::kMixedGemm:
       return MixedGemm(w.format, x, k, m, *MixedGemmForm(w), 1, y, y_f32, stream);
@@ -245,6 +277,7 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
 absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix& w,
                                     int64_t num_chunks, float* y, void* stream) {
   TP_CHECK(num_chunks >= 1 && w.cols % num_chunks == 0, "k is not a whole number of chunks");
+  TP_CHECK(w.bias == nullptr, "a chunked product has no bias (backend.h)");
   const int64_t k = w.cols, kc = k / num_chunks, n = w.rows;
   TP_CHECK(kc % InputBlockValues(w.format) == 0, "a chunk is not a whole number of blocks");
   if (m <= 0 || n <= 0) return absl::OkStatus();

@@ -1,5 +1,5 @@
-// The CUDA backend's matrix multiply, y[m, n] = x[m, k] * W^T with bf16 x. The kernels are
-// chosen by ChooseMatMulPath (matmul_plan.h, with the rules and README.md with the table):
+// The CUDA backend's matrix multiply, y[m, n] = x[m, k] * W^T (+ w.bias) with bf16 x. The
+// kernels are chosen by ChooseMatMulPath (matmul_plan.h, with the rules and README.md with the table):
 //   bf16 / f16 / f32 W         cuBLASLt (x converted to f16 or f32 first for those weights)
 //   int4 groups                prepared (weight_placement.h): CUTLASS's mixed-input GEMM at
 //                              every m; the rest (group 32, n % 16 != 0): the W4A16 GEMV, on
@@ -13,7 +13,12 @@
 // decoded. Deterministic mode: one path per format for every m (the mixed GEMM's
 // batch-invariant plan, or the GEMV on 16-row slices) and pinned GEMM algorithms without
 // split-K, so a row's floats depend neither on the batch nor on the tensor-parallel slice. An
-// act-order permutation gathers x's columns first. Plain C++.
+// act-order permutation gathers x's columns first. A bias (Qwen2's q/k/v) is added where the
+// kernel writes y on the cuBLASLt and GEMV paths (CUBLASLT_EPILOGUE_BIAS, the GEMVs' store),
+// to the f32 sums before the rounding. The fp8 GEMMs and the mixed GEMM write f32 sums to
+// scratch instead and one pass adds the bias and rounds (cuBLASLt's fp8 kernels take a bf16
+// bias only; the mixed GEMM's epilogue has no bias operand: README.md says why), as does a
+// GEMM whose epilogue cuBLASLt refuses (said once on stderr). Plain C++.
 //
 //   CudaMatMul mm(std::move(gemm), &generation,
 //                 {.deterministic = false, .abort = &flag, .sm_count = 132});
@@ -74,7 +79,11 @@ class CudaMatMul {
   absl::Status RunPlan(const MatMulPlan& plan, const void* x, int64_t m, const WeightMatrix& w,
                        void* y, bool y_f32, void* stream);
   absl::Status Gemm(GemmType type, const void* w, int64_t ldw, const void* x, int64_t m, int64_t n,
-                    int64_t k, void* y, bool y_f32, void* stream);
+                    int64_t k, const float* bias, void* y, bool y_f32, void* stream);
+  // The product without w's bias into f32 scratch by `plan`, then the bias and the rounding
+  // in one pass (LaunchBiasRound): the paths whose kernels cannot add it.
+  absl::Status RunPlanThenBias(const MatMulPlan& plan, const void* x, int64_t m,
+                               const WeightMatrix& w, void* y, bool y_f32, void* stream);
   // cuda_matmul_fp8.cc: the scaled fp8 GEMMs; UNIMPLEMENTED when cuBLASLt has no algorithm.
   absl::Status Fp8RowScaledGemm(const void* x, int64_t m, const WeightMatrix& w, void* y,
                                 bool y_f32, void* stream);
@@ -100,6 +109,8 @@ class CudaMatMul {
   // fp8 GEMMs cuBLASLt refused (format kind, n, k, y_f32): those go to the bf16 fallback at
   // once instead of quantizing x first. The first refusal is reported on stderr.
   std::set<std::tuple<int, int64_t, int64_t, bool>> fp8_refused_;
+  // GEMMs (type, out) whose bias epilogue cuBLASLt refused: their bias takes the extra pass.
+  std::set<std::pair<int, int>> bias_refused_;
   DeviceScratch x_perm_;
   DeviceScratch x_staged_;
   DeviceScratch x_chunk_;
@@ -110,6 +121,7 @@ class CudaMatMul {
   DeviceScratch x_scales_;
   DeviceScratch w_scales_;  // ones for unscaled fp8, or 128x128 scales made dense
   DeviceScratch out_f32_;
+  DeviceScratch bias_sums_;  // f32 products awaiting their bias (RunPlanThenBias, Gemm)
   DeviceScratch w_bf16_;
   DeviceScratch mixed_workspace_;  // the mixed GEMM's split-K partial sums and flags
 };

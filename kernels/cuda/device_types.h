@@ -39,6 +39,7 @@ struct DeviceWeight {
   const void* scales = nullptr;  // f32 (fp8 kinds) or f16 (int4); nullptr: 1
   const void* zeros = nullptr;   // f16 (int4)
   int64_t scale_stride = 0;
+  const float* bias = nullptr;   // f32 [rows] the GEMVs add to each output row; nullptr: none
 };
 
 enum class KvKind : int32_t { kF32, kF16, kBF16, kFp8 };

@@ -38,6 +38,7 @@ DeviceWeight ToDeviceWeight(const WeightMatrix& w) {
   d.rows = w.rows;
   d.cols = w.cols;
   d.row_bytes = w.row_bytes;
+  d.bias = w.bias;
   d.scales = w.scales;
   d.zeros = w.zeros;
   d.scale_stride = w.scale_stride;

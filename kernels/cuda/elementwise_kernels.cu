@@ -7,7 +7,7 @@
 //   SiluMul:   out[i] = g[i] / (1 + exp(-g[i])) * u[i]
 //   GeluTanhMul: out[i] = g[i] / (1 + exp(-2 sqrt(2/pi) (g[i] + 0.044715 g[i]^3))) * u[i]
 //   Add:       out[i] = a[i] + b[i]
-//   AddBias:   y[r, c] = y[r, c] + bias[c]
+//   BiasRound: y[r, c] = sums[r, c] + bias[c]  (f32 sums, rounded once to y's type)
 //   SoftCap:   x[i] = cap * tanh(x[i] / cap)  (f32 in and out)
 //   SumChunks: out[i] = ((c[0][i] + c[1][i]) + c[2][i]) + ...
 //   Embedding: out[t, c] = id in shard ? WeightAt(table, id - first_row, c) : 0
@@ -91,9 +91,16 @@ __global__ void GeluTanhMulKernel(const bf16* gate, const bf16* up, int64_t coun
   }
 }
 
-__global__ void AddBiasKernel(bf16* y, const float* bias, int64_t count, int64_t n) {
+template <typename Out>
+__global__ void BiasRoundKernel(const float* sums, const float* bias, int64_t count, int64_t n,
+                                Out* y) {
   for (int64_t i = GlobalThread(); i < count; i += GlobalThreads()) {
-    y[i] = F32ToBf16(Bf16ToF32(y[i]) + bias[i % n]);
+    const float v = sums[i] + bias[i % n];
+    if constexpr (sizeof(Out) == 4) {
+      y[i] = v;
+    } else {
+      y[i] = F32ToBf16(v);
+    }
   }
 }
 
@@ -210,11 +217,17 @@ LaunchResult LaunchGeluTanhMul(const void* gate, const void* up, int64_t count, 
   return cudaGetLastError();
 }
 
-LaunchResult LaunchAddBias(void* y, const float* bias, int64_t rows, int64_t n, void* stream) {
+LaunchResult LaunchBiasRound(const float* sums, const float* bias, int64_t rows, int64_t n,
+                             void* y, bool y_f32, void* stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
   const int64_t count = rows * n;
-  AddBiasKernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(static_cast<bf16*>(y),
-                                                                       bias, count, n);
+  if (y_f32) {
+    BiasRoundKernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(
+        sums, bias, count, n, static_cast<float*>(y));
+  } else {
+    BiasRoundKernel<<<ElementBlocks(count), kThreads, 0, AsStream(stream)>>>(
+        sums, bias, count, n, static_cast<bf16*>(y));
+  }
   return cudaGetLastError();
 }
 

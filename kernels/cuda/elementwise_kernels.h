@@ -41,8 +41,10 @@ LaunchResult LaunchGeluTanhMul(const void* gate, const void* up, int64_t count, 
 // out[i] = a[i] + b[i] (bf16, f32 math); out may alias a or b.
 LaunchResult LaunchAdd(const void* a, const void* b, int64_t count, void* out, void* stream);
 
-// y[r, c] = bf16(y[r, c] + bias[c]) for bf16 y [rows, n] and f32 bias [n], in place.
-LaunchResult LaunchAddBias(void* y, const float* bias, int64_t rows, int64_t n, void* stream);
+// y[r, c] = sums[r, c] + bias[c], rounded once to y's type (bf16, or f32 when y_f32), for f32
+// sums [rows, n] and bias [n]: the bias of a GEMM whose epilogue cannot add it (cuda_matmul.h).
+LaunchResult LaunchBiasRound(const float* sums, const float* bias, int64_t rows, int64_t n,
+                             void* y, bool y_f32, void* stream);
 
 // x[i] = cap * tanh(x[i] / cap) for f32 x, in place. REQUIRES: cap > 0.
 LaunchResult LaunchSoftCapF32(float* x, int64_t count, float cap, void* stream);

@@ -17,6 +17,7 @@ GemmRequest MakeGemmRequest(const GemmArgs& args, bool deterministic) {
   r.out = args.out;
   r.w_scale = args.w_scale;
   r.x_scale = args.x_scale;
+  r.bias = args.bias != nullptr;
   if (deterministic) {
     // Nothing of the call's own problem enters the request: the algorithm is a function of
     // the types and scale modes alone.
@@ -68,9 +69,10 @@ const char* GemmScaleName(GemmScale scale) {
 std::string GemmRequestString(const GemmRequest& r) {
   return StrCat(GemmTypeName(r.type), " x ", GemmTypeName(r.type), " -> ", GemmTypeName(r.out),
                 " scales ", GemmScaleName(r.w_scale), "/", GemmScaleName(r.x_scale),
-                " query m=", r.query_m, " n=", r.query_n, " k=", r.query_k, " ld ", r.query_ldw,
-                "/", r.query_ldx, "/", r.query_ldy, " align ", r.align_w, "/", r.align_x, "/",
-                r.align_y, r.reductions_allowed ? " any-reduction" : " no-split-K",
+                r.bias ? " +bias" : "", " query m=", r.query_m, " n=", r.query_n,
+                " k=", r.query_k, " ld ", r.query_ldw, "/", r.query_ldx, "/", r.query_ldy,
+                " align ", r.align_w, "/", r.align_x, "/", r.align_y,
+                r.reductions_allowed ? " any-reduction" : " no-split-K",
                 r.pinned ? " pinned" : " per-shape");
 }
 

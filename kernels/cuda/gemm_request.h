@@ -44,6 +44,9 @@ struct GemmArgs {
   const float* w_scales = nullptr;
   GemmScale x_scale = GemmScale::kNone;
   const float* x_scales = nullptr;
+  // f32 [n] added to every row of y in the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS), before
+  // y is rounded to its type; nullptr: none.
+  const float* bias = nullptr;
 };
 
 // The alignment cuBLASLt may assume for a pointer: the largest power of two dividing the
@@ -57,6 +60,7 @@ struct GemmRequest {
   GemmType out = GemmType::kBF16;
   GemmScale w_scale = GemmScale::kNone;
   GemmScale x_scale = GemmScale::kNone;
+  bool bias = false;  // the epilogue adds an f32 bias (an algorithm of its own)
   // The problem cublasLtMatmulAlgoGetHeuristic is asked about (m, n, k of GemmArgs and the
   // leading dimensions), and the alignments promised for W, x and y (bytes).
   int64_t query_m = 0, query_n = 0, query_k = 0;
@@ -85,11 +89,12 @@ inline constexpr int64_t kPinnedQueryK = 4096;
 // What to ask for `args`. Not deterministic: the call's own problem and pointer alignments,
 // any reduction scheme, a plan per problem. Deterministic: the fixed query problem,
 // 16-byte alignments (the caller stages operands that are not: CublasLtGemm refuses them), no
-// split-K or reduction scheme, one pinned algorithm per (type, out, w_scale, x_scale).
+// split-K or reduction scheme, one pinned algorithm per (type, out, w_scale, x_scale, bias).
 GemmRequest MakeGemmRequest(const GemmArgs& args, bool deterministic);
 
 // "bf16 x bf16 -> f32 scales none/none query m=128 n=4096 k=4096 ld 4096/4096/4096 align
-// 16/16/16 no-split-K pinned": for logs and test failures.
+// 16/16/16 no-split-K pinned" (" +bias" after the scales where the epilogue adds one): for
+// logs and test failures.
 std::string GemmRequestString(const GemmRequest& request);
 const char* GemmTypeName(GemmType type);
 const char* GemmScaleName(GemmScale scale);

@@ -5,6 +5,7 @@
 //   fp8 128x128:     y[t, r] = sum_{c16} s[r/128][c/128] * sum_{c in c16} x[t, c] * e4m3(W[r, c])
 //   int4 groups:     y[t, r] = sum_{c32} s[r][g] * sum_{c in c32} x[t, c] * (code[r, c] - z[r][g])
 //                    (g = c / group; codes in GGML Q4_0 nibble order per 32 columns)
+//   with a bias:     y[t, r] = (the above) + bias[r], added to the f32 sum before the rounding
 //
 // Chunked form (MatMulChunked): the columns cut into equal chunks, each summed exactly as a
 // call on that chunk alone would sum it, into f32 [chunk, m, n]; one launch streams the whole
@@ -67,8 +68,8 @@ template <int M, int R, int U, bool kBlockScale>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     Fp8GemvKernel(const bf16* __restrict__ x, int m, int64_t k, const uint8_t* __restrict__ w,
                   int64_t row_bytes, int64_t n, const float* __restrict__ scales,
-                  int64_t scale_stride, int num_chunks, int64_t chunk_cols, void* y,
-                  bool y_f32) {
+                  int64_t scale_stride, const float* __restrict__ bias, int num_chunks,
+                  int64_t chunk_cols, void* y, bool y_f32) {
   const int lane = threadIdx.x % 32;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * R;
   if (row0 >= n) return;  // the whole warp leaves together
@@ -141,7 +142,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       for (int t = 0; t < M; ++t) {
         const float sum = WarpSum(acc[r][t]);
         if (lane == 0 && row < n && t < m) {
-          StoreY(y, y_f32, (static_cast<int64_t>(chunk) * m + t) * n + row, sum * row_scale);
+          const float v = sum * row_scale;
+          StoreY(y, y_f32, (static_cast<int64_t>(chunk) * m + t) * n + row,
+                 bias != nullptr ? v + __ldg(bias + row) : v);
         }
       }
     }
@@ -153,7 +156,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     Int4GemvKernel(const bf16* __restrict__ x, int m, int64_t k, const uint8_t* __restrict__ w,
                    int64_t row_bytes, int64_t n, const uint16_t* __restrict__ scales,
                    const uint16_t* __restrict__ zeros, int64_t scale_stride, int64_t group,
-                   int num_chunks, int64_t chunk_cols, void* y, bool y_f32) {
+                   const float* __restrict__ bias, int num_chunks, int64_t chunk_cols, void* y,
+                   bool y_f32) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (row >= n) return;
@@ -209,7 +213,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     for (int t = 0; t < M; ++t) {
       const float sum = WarpSum(acc[t]);
       if (lane == 0 && t < m) {
-        StoreY(y, y_f32, (static_cast<int64_t>(chunk) * m + t) * n + row, sum);
+        StoreY(y, y_f32, (static_cast<int64_t>(chunk) * m + t) * n + row,
+               bias != nullptr ? sum + __ldg(bias + row) : sum);
       }
     }
   }
@@ -227,12 +232,12 @@ LaunchResult LaunchFp8(const void* x, int64_t m, const DeviceWeight& w, int num_
   const auto* s = static_cast<const float*>(w.scales);
   if (w.kind == WeightKind::kFp8Block128) {
     Fp8GemvKernel<M, R, U, true><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
-        xb, static_cast<int>(m), w.cols, wb, w.row_bytes, w.rows, s, w.scale_stride, num_chunks,
-        chunk_cols, y, y_f32);
+        xb, static_cast<int>(m), w.cols, wb, w.row_bytes, w.rows, s, w.scale_stride, w.bias,
+        num_chunks, chunk_cols, y, y_f32);
   } else {
     Fp8GemvKernel<M, R, U, false><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(
         xb, static_cast<int>(m), w.cols, wb, w.row_bytes, w.rows,
-        w.kind == WeightKind::kFp8 ? nullptr : s, 0, num_chunks, chunk_cols, y, y_f32);
+        w.kind == WeightKind::kFp8 ? nullptr : s, 0, w.bias, num_chunks, chunk_cols, y, y_f32);
   }
   return cudaGetLastError();
 }
@@ -245,13 +250,14 @@ LaunchResult LaunchInt4(const void* x, int64_t m, const DeviceWeight& w, int num
       static_cast<const bf16*>(x), static_cast<int>(m), w.cols,
       static_cast<const uint8_t*>(w.data), w.row_bytes, w.rows,
       static_cast<const uint16_t*>(w.scales), static_cast<const uint16_t*>(w.zeros),
-      w.scale_stride, w.group_size, num_chunks, chunk_cols, y, y_f32);
+      w.scale_stride, w.group_size, w.bias, num_chunks, chunk_cols, y, y_f32);
   return cudaGetLastError();
 }
 
 // The chunk count and width the kernels take: `num_chunks` equal chunks of whole 16-byte lane
 // steps (fp8: 16 columns, int4: 32) that start on 128-column tiles for fp8 tiles.
 bool ChunksFit(const DeviceWeight& w, int64_t num_chunks) {
+  if (num_chunks > 1 && w.bias != nullptr) return false;  // a bias belongs to the whole sum
   if (num_chunks < 1 || w.cols % num_chunks != 0 || num_chunks > (1 << 20)) return false;
   const int64_t kc = w.cols / num_chunks;
   switch (w.kind) {

@@ -30,7 +30,8 @@ bool Int4GemvFits(const DeviceWeight& w, int64_t m, const void* x, int64_t num_c
 
 // y (bf16, or f32 when y_f32) [num_chunks, m, w.rows]: chunk c = x[:, chunk c] * W[:, chunk c]^T
 // for x bf16 [m, w.cols], each chunk's floats exactly those of a call with that chunk alone
-// (num_chunks 1: the plain product). REQUIRES: Fp8GemvFits / Int4GemvFits.
+// (num_chunks 1: the plain product, plus w.bias where it has one: the f32 sum plus the bias,
+// rounded once). REQUIRES: Fp8GemvFits / Int4GemvFits (which refuse a bias with chunks).
 LaunchResult LaunchFp8Gemv(const void* x, int64_t m, const DeviceWeight& w, int64_t num_chunks,
                            void* y, bool y_f32, void* stream);
 LaunchResult LaunchInt4Gemv(const void* x, int64_t m, const DeviceWeight& w, int64_t num_chunks,

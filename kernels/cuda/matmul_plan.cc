@@ -62,6 +62,22 @@ bool QuantizesActivations(MatMulPath path) {
   return path == MatMulPath::kFp8RowScaledGemm || path == MatMulPath::kFp8BlockScaledGemm;
 }
 
+bool AddsBiasInKernel(MatMulPath path) {
+  switch (path) {
+    case MatMulPath::kBf16Gemm:
+    case MatMulPath::kWideGemm:
+    case MatMulPath::kDecodedGemm:
+    case MatMulPath::kGemv:
+    case MatMulPath::kGemvRowSlices: return true;
+    case MatMulPath::kMixedGemm:
+    case MatMulPath::kFp8RowScaledGemm:
+    case MatMulPath::kFp8BlockScaledGemm:
+    case MatMulPath::kChunkByChunk:
+    case MatMulPath::kNoKernel: return false;
+  }
+  return false;
+}
+
 MatMulPlan ChooseMatMulPath(const TensorFormat& format, int64_t m, int64_t n, int64_t k,
                             const OperandFacts& facts, bool deterministic) {
   MatMulPlan plan;

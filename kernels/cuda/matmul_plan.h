@@ -60,6 +60,10 @@ enum class MatMulPath : uint8_t {
 std::string_view MatMulPathName(MatMulPath path);
 // True for the paths that round activations to fp8 (parity_bounds.h kFp8ActivationBound).
 bool QuantizesActivations(MatMulPath path);
+// True for the paths whose kernel adds a matrix's bias where it writes y (cuBLASLt's bias
+// epilogue on the bf16 / f16 / f32 / decoded GEMMs, the GEMVs' store). The others (the scaled
+// fp8 GEMMs, the mixed GEMM) write f32 sums that one more pass biases and rounds.
+bool AddsBiasInKernel(MatMulPath path);
 
 // What the path choice needs to know about the operands.
 struct OperandFacts {

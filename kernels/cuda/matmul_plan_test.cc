@@ -288,5 +288,39 @@ TEST(MatMulPlanTest, PathNamesAreDistinct) {
   }
 }
 
+// Qwen2's q/k/v biases: a bf16 or f16 checkpoint's projections get theirs from the GEMM's
+// epilogue at every batch size, deterministic or not, and so does every fp8 or int4 weight the
+// GEMVs stream; the mixed GEMM and the scaled fp8 GEMMs never do (their f32 sums take one more
+// pass, cuda_matmul.h), so no path is left that would drop a bias silently.
+TEST(MatMulPlanTest, WhichPathsAddABiasInTheirKernel) {
+  const int64_t n = 3584, k = 3584;  // Qwen2.5-7B's q projection
+  for (bool deterministic : {false, true}) {
+    for (int64_t m = 1; m <= 64; ++m) {
+      for (FormatKind kind : {FormatKind::kBF16, FormatKind::kF16, FormatKind::kF32}) {
+        const MatMulPlan plan = ChooseMatMulPath(TensorFormat::Of(kind), m, n, k, {},
+                                                 deterministic);
+        EXPECT_TRUE(AddsBiasInKernel(plan.path)) << MatMulPathName(plan.path) << " m=" << m;
+      }
+      OperandFacts prepared;
+      prepared.w_prepared = true;
+      const MatMulPlan mixed = ChooseMatMulPath(TensorFormat::Of(FormatKind::kFp8PerChannel), m,
+                                                n, k, prepared, deterministic);
+      if (mixed.path == MatMulPath::kMixedGemm) {
+        EXPECT_FALSE(AddsBiasInKernel(mixed.path)) << "m=" << m;
+      }
+      // int4 group 32 is not for the mixed GEMM: the GEMV (on 16-row slices above 16 rows).
+      const MatMulPlan gemv =
+          ChooseMatMulPath(TensorFormat::Int4(32), m, n, k, {}, deterministic);
+      EXPECT_TRUE(gemv.path == MatMulPath::kGemv || gemv.path == MatMulPath::kGemvRowSlices)
+          << MatMulPathName(gemv.path) << " m=" << m;
+      EXPECT_TRUE(AddsBiasInKernel(gemv.path)) << MatMulPathName(gemv.path) << " m=" << m;
+    }
+  }
+  for (MatMulPath path : {MatMulPath::kMixedGemm, MatMulPath::kFp8RowScaledGemm,
+                          MatMulPath::kFp8BlockScaledGemm}) {
+    EXPECT_FALSE(AddsBiasInKernel(path)) << MatMulPathName(path);
+  }
+}
+
 }  // namespace
 }  // namespace tpserve::cuda

@@ -1,6 +1,7 @@
 // Parity cases of MatMul and MatMulChunked: every weight format the backends know, aligned and
-// unaligned sizes (n = 33, k = 72), batch sizes on both sides of the GEMV / GEMM switch, and
-// decode-sized batches whose x is not 16-byte aligned (which must keep exact activations).
+// unaligned sizes (n = 33, k = 72), batch sizes on both sides of the GEMV / GEMM switch,
+// decode-sized batches whose x is not 16-byte aligned (which must keep exact activations), and
+// matrices with a bias.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -123,6 +124,54 @@ void MatMulCases(ParityContext& ctx) {
         for (DType y : outputs) {
           const CaseName name{"MatMul", StrCat(wc.Name(), " -> ", DTypeName(y)), shape};
           absl::StatusOr<Output> got = RunMatMul(ctx.candidate(), cw->matrix, x, m, y);
+          if (!ctx.Check(name, got.status())) continue;
+          ctx.Compare(name, got->values, ref->values, MatMulBound(ctx, wc.format, m),
+                      got->guards_ok, ref->guards_ok);
+        }
+      }
+    }
+  }
+}
+
+// A matrix with a bias (Qwen2's q/k/v): y = x * W^T + bias on every path a backend has for the
+// format (GEMV and GEMM batch sizes, bf16 and f32 outputs), against the reference's product
+// without the bias plus the bias added here, so a backend that dropped the bias, added it
+// twice or to the wrong columns fails whatever the reference does with one.
+void BiasCases(ParityContext& ctx) {
+  const std::pair<int64_t, int64_t> shapes[] = {{256, 96}, {512, 33}};
+  const int64_t batches[] = {1, 7, 16, 17, 64};
+  uint32_t seed = 900;
+  for (const WeightCase& wc : AllWeightCases()) {
+    if (!ctx.candidate().SupportsWeight(wc.format)) {
+      ctx.NotSupported({"MatMul+bias", wc.Name(), "all shapes"}, "SupportsWeight is false");
+      continue;
+    }
+    for (const auto& [k, n] : shapes) {
+      if (!FitsInputs(wc.format, k)) continue;
+      const HostMatrix host = MakeWeight(wc, n, k, ++seed);
+      const std::vector<float> bias = RandomF32(n, ++seed, 3.0f);
+      const CaseName upload{"MatMul+bias", wc.Name(), StrCat("k=", k, " n=", n)};
+      absl::StatusOr<UploadedWeight> cw = UploadWeight(ctx.candidate(), host);
+      absl::StatusOr<UploadedWeight> rw = UploadWeight(ctx.reference(), host);
+      absl::StatusOr<GuardedBuffer> cbias =
+          GuardedBuffer::Filled(ctx.candidate(), bias.data(), n * 4);
+      if (!ctx.Check(upload, cw.status()) || !ctx.Check(upload, rw.status()) ||
+          !ctx.Check(upload, cbias.status())) {
+        continue;
+      }
+      WeightMatrix biased = cw->matrix;
+      biased.bias = static_cast<const float*>(cbias->data());
+      for (int64_t m : batches) {
+        const std::vector<float> x = RandomBf16(m * k, ++seed);
+        const std::string shape = StrCat("m=", m, " k=", k, " n=", n);
+        absl::StatusOr<Output> ref = RunMatMul(ctx.reference(), rw->matrix, x, m, DType::kF32);
+        if (!ctx.Check({"MatMul+bias", wc.Name(), shape}, ref.status())) continue;
+        for (size_t i = 0; i < ref->values.size(); ++i) ref->values[i] += bias[i % n];
+        std::vector<DType> outputs = {ctx.candidate().activation_dtype()};
+        if (outputs[0] != DType::kF32 && m == 17) outputs.push_back(DType::kF32);
+        for (DType y : outputs) {
+          const CaseName name{"MatMul+bias", StrCat(wc.Name(), " -> ", DTypeName(y)), shape};
+          absl::StatusOr<Output> got = RunMatMul(ctx.candidate(), biased, x, m, y);
           if (!ctx.Check(name, got.status())) continue;
           ctx.Compare(name, got->values, ref->values, MatMulBound(ctx, wc.format, m),
                       got->guards_ok, ref->guards_ok);
@@ -255,6 +304,7 @@ void MatMulChunkedCases(ParityContext& ctx) {
 void RunMatMulCases(ParityContext& ctx) {
   if (ctx.Wants("MatMul")) MatMulCases(ctx);
   if (ctx.Wants("MatMul x+1")) UnalignedActivationCases(ctx);
+  if (ctx.Wants("MatMul+bias")) BiasCases(ctx);
   if (ctx.Wants("MatMulChunked")) MatMulChunkedCases(ctx);
 }
 

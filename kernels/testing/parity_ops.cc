@@ -1,6 +1,6 @@
 // Parity cases of the row-wise and element-wise ops: SumChunks, RmsNorm (in and out of place),
 // Rope (both layouts, head dims 64 / 80 / 128 / 256, Llama 3.1 frequencies), GatedActivation
-// (SwiGLU and GeGLU), Add, AddBias, Scale and SoftCapF32
+// (SwiGLU and GeGLU), Add, Scale and SoftCapF32
 // (aliased outputs), EmbeddingRows (every table format, a vocab-parallel shard with ids on both
 // sides of it) and GatherLogitRows.
 #include <functional>
@@ -162,23 +162,10 @@ void ElementwiseCases(ParityContext& ctx) {
   }
 }
 
-// The element-wise ops of the families beyond Llama: Qwen2's q/k/v biases (in place, rows of
-// 7 heads of 64), Gemma's embedding multiplier and Gemma 2's final logit soft-cap (f32 logits
-// from -200 to 200, far into tanh's flat ends).
+// The element-wise ops of the families beyond Llama: Gemma's embedding multiplier and Gemma 2's
+// final logit soft-cap (f32 logits from -200 to 200, far into tanh's flat ends). (Qwen2's
+// biases ride on their matrices: parity_matmul.cc.)
 void FamilyElementwiseCases(ParityContext& ctx) {
-  for (int64_t rows : {1, 7, 33}) {
-    const int64_t n = 448;
-    OpIo io;
-    io.acts = {RandomBf16(rows * n, rows + 70, 3.0f)};
-    io.f32s = {RandomF32(n, 71)};
-    io.out_elems = rows * n;
-    io.in_place = true;
-    Run(ctx, {"AddBias", "act (in place)", StrCat("rows=", rows, " n=", n)}, io,
-        [&](Backend& be, const auto& a, const auto& f, void*) {
-          be.AddBias(a[0], static_cast<const float*>(f[0]), rows, n);
-        },
-        ctx.Bound(kBf16RoundBound));
-  }
   for (int64_t count : {1, 7, 100003}) {
     OpIo io;
     io.acts = {RandomBf16(count, count + 80, 2.0f)};
@@ -265,7 +252,7 @@ void RunOpCases(ParityContext& ctx) {
   if (ctx.Wants("RmsNorm")) RmsNormCases(ctx);
   if (ctx.Wants("Rope")) RopeCases(ctx);
   if (ctx.Wants("GatedActivation") || ctx.Wants("Add")) ElementwiseCases(ctx);
-  if (ctx.Wants("AddBias") || ctx.Wants("Scale") || ctx.Wants("SoftCapF32")) {
+  if (ctx.Wants("Scale") || ctx.Wants("SoftCapF32")) {
     FamilyElementwiseCases(ctx);
   }
   if (ctx.Wants("EmbeddingRows")) EmbeddingCases(ctx);

@@ -211,5 +211,32 @@ TEST(DeterministicPlanTest, WithoutTheFlagChoicesVaryWithBatchAndDegree) {
   EXPECT_GT(bf16.requests.size(), 64u);
 }
 
+// A GEMM whose epilogue adds a bias (Qwen2's q/k/v) is an algorithm of its own: pinned apart
+// from the same types without one, on the same fixed query; the bias's address, like every
+// operand's, does not enter a deterministic request.
+TEST(DeterministicPlanTest, BiasedGemmsPinTheirOwnAlgorithm) {
+  alignas(16) static float bias_a[64], bias_b[64];
+  GemmArgs plain;
+  plain.type = GemmType::kBF16;
+  plain.out = GemmType::kBF16;
+  plain.m = 7;
+  plain.n = 64;
+  plain.k = 128;
+  GemmArgs biased = plain;
+  biased.bias = bias_a;
+  const GemmRequest r_plain = MakeGemmRequest(plain, /*deterministic=*/true);
+  const GemmRequest r_biased = MakeGemmRequest(biased, /*deterministic=*/true);
+  EXPECT_FALSE(r_plain.bias);
+  EXPECT_TRUE(r_biased.bias);
+  EXPECT_NE(r_plain, r_biased);
+  EXPECT_NE(GemmRequestString(r_biased).find("+bias query m=128 n=4096 k=4096"),
+            std::string::npos)
+      << GemmRequestString(r_biased);
+  GemmArgs other = biased;
+  other.bias = bias_b + 1;  // another address, 4-byte aligned only
+  other.m = 33;
+  EXPECT_EQ(MakeGemmRequest(other, /*deterministic=*/true), r_biased);
+}
+
 }  // namespace
 }  // namespace tpserve::cuda
