@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Tiny random-weight models of six model families, each in a GGUF and a Hugging Face form
-holding the same weights, with golden logits and greedy continuations (issue 35).
+"""Tiny random-weight models of eight model families (Llama, Qwen2, Qwen3, Mistral, Gemma 2,
+Gemma 3 and the mixtures of experts Mixtral and Qwen3-MoE), each in a GGUF and a Hugging Face
+form holding the same weights, with golden logits and greedy continuations (issue 35).
 
-Run by hand (deterministic; rewrites every file in this directory except README.md):
+Run by hand (deterministic; rewrites every file in this directory except README.md; the
+*_hf directories are recreated, so run make_family_tokenizers.py after it; case names given as
+arguments rebuild only those cases):
     ~/.cache/tpserve/venv-structured/bin/python tests/golden/families/make_family_goldens.py
 Needs numpy, gguf (0.19), llama-cpp-python (0.3.36) and safetensors (optional: a numpy writer
 of the same format is used when the package is missing).
@@ -19,7 +22,26 @@ For every case the script
   6. for `mistral` (HF sliding_window 8; llama.cpp runs arch `llama` without a window) the
      goldens come from the numpy reference WITH the window, after step 5 passed without it,
   7. measures, with the numpy reference, how much each exercised feature moves the logits
-     (window, soft-caps, YaRN, biases, local RoPE base), so a golden cannot pass by accident.
+     (window, soft-caps, YaRN, biases, local RoPE base, QK-norm, MoE routing: top-1 only,
+     uniform weights, no renormalization), so a golden cannot pass by accident,
+  8. for the MoE cases (mixtral, qwen3moe, qwen3moe_f16: 8 experts, top-2, every layer sparse)
+     records, from the numpy reference on every position llama.cpp evaluated, the smallest
+     router-logit margin between the k-th and (k+1)-th expert and how often each expert was
+     chosen per layer, and fails unless the margin exceeds MOE_MIN_GAP and every expert is
+     chosen somewhere (the seeds MIXTRAL_SEED / QWEN3MOE_SEED were picked for that); it also
+     reads llama.cpp's own top-k (an eval callback on `ffn_moe_topk-<layer>`, second run) and
+     fails unless it is the reference's at every position and layer.
+
+MoE tensors. HF (per expert, as the released checkpoints store them; transformers 4.x layout):
+  mixtral:  model.layers.N.block_sparse_moe.gate.weight [E, hidden] (router),
+            model.layers.N.block_sparse_moe.experts.E.{w1 (gate), w3 (up)}.weight [ff, hidden],
+            model.layers.N.block_sparse_moe.experts.E.w2.weight (down) [hidden, ff]
+  qwen3moe: model.layers.N.mlp.gate.weight [E, hidden],
+            model.layers.N.mlp.experts.E.{gate_proj, up_proj}.weight [ff, hidden],
+            model.layers.N.mlp.experts.E.down_proj.weight [hidden, ff]
+  GGUF (convert_hf_to_gguf.py stacks the experts along a new first axis; numpy shapes):
+            blk.N.ffn_gate_inp.weight [E, hidden] (always F32), blk.N.ffn_gate_exps.weight and
+            blk.N.ffn_up_exps.weight [E, ff, hidden], blk.N.ffn_down_exps.weight [E, hidden, ff].
 
 FORMAT
   <case>.gguf                     GGUF v3 as convert_hf_to_gguf.py writes the arch (see README).
@@ -33,9 +55,11 @@ FORMAT
                                   prompt ids, greedy_ids (16, argmax each step, EOS ignored),
                                   greedy_gaps (top-1 minus top-2 logit of the row that chose each
                                   greedy token), logits file names, the reference that produced
-                                  them, the cross-check figures and the feature effects.
+                                  them, the cross-check figures and the feature effects; MoE
+                                  cases also `routing` (min_routing_gap, where, expert_usage).
   Tokens are fed as ids; the tiny vocabularies exist only so llama.cpp loads the files.
 """
+import ctypes
 import json
 import math
 import os
@@ -63,6 +87,12 @@ LLAMA_SETTINGS = dict(n_ctx=128, n_batch=128, n_ubatch=128, logits_all=True, n_t
 TOL = {"F32": 2e-4, "F16": 3e-2}
 # Gemma: ggml-cpu's GeGLU uses an f16 lookup table for GELU (see gelu_tanh_ggml_cpu).
 TOL_GEMMA = {"F32": 5e-3, "F16": 3e-2}
+# MoE cases: the smallest router-logit gap between the k-th and (k+1)-th expert, over every
+# position, layer and prompt (F32 and F16 weights), must exceed this, or the case is redrawn
+# (another seed): an engine summing in another order must pick the same experts.
+MOE_MIN_GAP = 0.02
+MIXTRAL_SEED = 527
+QWEN3MOE_SEED = 401
 
 
 # --------------------------------------------------------------------------------------------
@@ -73,7 +103,7 @@ def base_spec(**kw):
                 biases=False, qk_norm=False, gemma=False, window=None, swa_layers=None,
                 rope_local_base=None, attn_softcap=None, final_softcap=None, yarn=None,
                 emb_std=0.5, head_std=0.5, q_gain=1.0, bias_std=0.0, out_gain=1.0,
-                final_norm=1.0, post_norm=1.0)
+                final_norm=1.0, post_norm=1.0, moe=None)
     spec.update(kw)
     return spec
 
@@ -112,8 +142,23 @@ CASES = [
         rope_theta=1000000.0, rope_local_base=10000.0, gemma=True, qk_norm=True, window=8,
         swa_layers=[True] * 5 + [False], emb_std=0.15, final_norm=3.0, post_norm=3.0,
         intermediate=16, vocab_kind="spm_gemma", seed=127)),
+    # Mixture of experts. `intermediate` is HF `intermediate_size`: the expert width for Mixtral,
+    # the (unused: every layer is sparse) dense width for Qwen3-MoE, whose expert width is
+    # `moe.expert_ff` (HF `moe_intermediate_size`). Drawn from their own seeds; the existing
+    # cases' draws are untouched. Seeds chosen for a clear routing margin (see MOE_MIN_GAP).
+    ("mixtral", base_spec(
+        family="mixtral", gguf_arch="llama", hf_arch="MixtralForCausalLM", model_type="mixtral",
+        layers=2, heads=4, kv_heads=2, head_dim=16, rope_theta=1000000.0, eps=1e-5,
+        tied=False, out_gain=2.0, intermediate=32, vocab_kind="spm_mistral",
+        moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=2.5), seed=MIXTRAL_SEED)),
+    ("qwen3moe", base_spec(
+        family="qwen3moe", gguf_arch="qwen3moe", hf_arch="Qwen3MoeForCausalLM",
+        model_type="qwen3_moe", layers=2, heads=4, kv_heads=2, head_dim=32,
+        rope_theta=1000000.0, qk_norm=True, tied=False, out_gain=2.0, intermediate=96,
+        vocab_kind="bpe", tok_pre="qwen2",
+        moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=2.5), seed=QWEN3MOE_SEED)),
 ]
-F16_CASES = ["qwen2", "qwen3", "gemma3"]
+F16_CASES = ["qwen2", "qwen3", "gemma3", "qwen3moe"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +232,18 @@ def q8(x):
     return x
 
 
+def moe_hf_names(family, layer):
+    """HF names of a sparse layer's router and experts (`%d` = expert index)."""
+    p = "model.layers.%d." % layer
+    if family == "mixtral":
+        q = p + "block_sparse_moe."
+        return dict(router=q + "gate.weight", gate=q + "experts.%d.w1.weight",
+                    up=q + "experts.%d.w3.weight", down=q + "experts.%d.w2.weight")
+    q = p + "mlp."
+    return dict(router=q + "gate.weight", gate=q + "experts.%d.gate_proj.weight",
+                up=q + "experts.%d.up_proj.weight", down=q + "experts.%d.down_proj.weight")
+
+
 def make_hf_tensors(spec):
     rng = np.random.default_rng(spec["seed"])
     H, I, V = spec["hidden"], spec["intermediate"], spec["vocab"]
@@ -223,6 +280,17 @@ def make_hf_tensors(spec):
             t[p + "post_feedforward_layernorm.weight"] = norm(H, spec["post_norm"])
         else:
             t[p + "post_attention_layernorm.weight"] = norm(H)
+        if spec["moe"]:
+            # router [E, hidden], then per expert gate, up [ff, hidden] and down [hidden, ff]
+            m = spec["moe"]
+            E, F = m["n_experts"], m["expert_ff"]
+            names = moe_hf_names(spec["family"], l)
+            t[names["router"]] = mat(E, H, m["router_gain"] / math.sqrt(H))
+            for e in range(E):
+                t[names["gate"] % e] = mat(F, H, 1.5 / math.sqrt(H))
+                t[names["up"] % e] = mat(F, H, 1.5 / math.sqrt(H))
+                t[names["down"] % e] = mat(H, F, spec["out_gain"] / math.sqrt(F))
+            continue
         t[p + "mlp.gate_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
         t[p + "mlp.up_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
         t[p + "mlp.down_proj.weight"] = mat(H, I, spec["out_gain"] / math.sqrt(I))
@@ -271,6 +339,22 @@ def hf_config(spec, dtype):
                  eos_token_id=ids["eos"])
         if fam == "qwen3":
             c.update(head_dim=spec["head_dim"], attention_bias=False)
+    elif fam == "mixtral":
+        m = spec["moe"]
+        assert m["expert_ff"] == spec["intermediate"]   # Mixtral's intermediate_size is per expert
+        c.update(common, head_dim=spec["head_dim"], hidden_act="silu", sliding_window=None,
+                 num_local_experts=m["n_experts"], num_experts_per_tok=m["top_k"],
+                 output_router_logits=False, router_aux_loss_coef=0.02, router_jitter_noise=0.0,
+                 bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    elif fam == "qwen3moe":
+        m = spec["moe"]
+        c.update(common, head_dim=spec["head_dim"], hidden_act="silu", attention_bias=False,
+                 rope_scaling=None, use_sliding_window=False, sliding_window=None,
+                 max_window_layers=L, decoder_sparse_step=1, mlp_only_layers=[],
+                 num_experts=m["n_experts"], num_experts_per_tok=m["top_k"],
+                 moe_intermediate_size=m["expert_ff"], norm_topk_prob=True,
+                 output_router_logits=False, router_aux_loss_coef=0.001,
+                 bos_token_id=ids["bos"], eos_token_id=ids["eos"])
     elif fam == "gemma2":
         c.update(common, head_dim=spec["head_dim"], hidden_activation="gelu_pytorch_tanh",
                  hidden_act="gelu_pytorch_tanh", attention_bias=False,
@@ -308,7 +392,34 @@ def hf_to_gguf_tensors(spec, hf, dtype):
     arch = getattr(gguf.MODEL_ARCH, spec["gguf_arch"].upper())
     tmap = gguf.get_tensor_name_map(arch, spec["layers"])
     out = []
+    experts = {}     # MoE: layer -> {HF expert tensor name: data}, stacked once complete
     for name, data in hf.items():
+        if spec["moe"] and ".experts." in name:
+            # LlamaModel / Qwen2MoeModel.modify_tensors: collect a layer's n_experts * 3 expert
+            # tensors, then torch.stack each kind over the experts (dim 0) -> [E, rows, cols]
+            # under the merged name that gguf's tensor map knows, in the converter's order
+            # (w1, w2, w3 = gate, down, up for Mixtral; down, gate, up for Qwen3-MoE).
+            bid = int(name.split(".")[2])
+            experts.setdefault(bid, {})[name] = data
+            E = spec["moe"]["n_experts"]
+            if len(experts[bid]) < E * 3:
+                continue
+            if spec["family"] == "mixtral":
+                kinds = [("model.layers.%d.block_sparse_moe.experts.%%d.%s.weight" % (bid, w),
+                          "layers.%d.feed_forward.experts.%s.weight" % (bid, w))
+                         for w in ("w1", "w2", "w3")]
+            else:
+                kinds = [("model.layers.%d.mlp.experts.%%d.%s.weight" % (bid, w),
+                          "model.layers.%d.mlp.experts.%s.weight" % (bid, w))
+                         for w in ("down_proj", "gate_proj", "up_proj")]
+            for per_expert, merged in kinds:
+                stacked = np.stack([experts[bid].pop(per_expert % e) for e in range(E)], axis=0)
+                new_name = tmap.get_name(merged, try_suffixes=(".weight", ".bias"))
+                assert new_name is not None, merged
+                qtype = np.float32 if dtype == "F32" else np.float16
+                out.append((new_name, np.ascontiguousarray(stacked.astype(qtype))))
+            assert not experts[bid]
+            continue
         if spec["family"] == "gemma2" and name == "lm_head.weight":
             continue
         if spec["gguf_arch"] == "llama":
@@ -320,7 +431,9 @@ def hf_to_gguf_tensors(spec, hf, dtype):
             data = data + data.dtype.type(1)            # in the checkpoint's dtype, as torch does
         new_name = tmap.get_name(name, try_suffixes=(".weight", ".bias"))
         assert new_name is not None, name
-        if data.ndim <= 1 or new_name.endswith("_norm.weight"):
+        if data.ndim <= 1 or new_name.endswith("_norm.weight") or \
+                new_name.endswith("ffn_gate_inp.weight"):
+            # 1-D, norms, and the MoE router (FFN_GATE_INP: kept F32 by the converter)
             qtype = np.float32
         else:
             qtype = np.float32 if dtype == "F32" else np.float16
@@ -366,10 +479,15 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
         if cfg.get("rope_local_base_freq") is not None:
             w.add_rope_freq_base_swa(cfg["rope_local_base_freq"])
         w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+        if spec["moe"]:       # TextModel: num_local_experts / num_experts, num_experts_per_tok
+            w.add_expert_count(spec["moe"]["n_experts"])
+            w.add_expert_used_count(spec["moe"]["top_k"])
         if cfg.get("head_dim") is not None:
             w.add_key_length(cfg["head_dim"])
             w.add_value_length(cfg["head_dim"])
         w.add_file_type(ftype)
+        if fam == "qwen3moe":  # Qwen2MoeModel: moe_intermediate_size
+            w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
         if arch == "llama":   # LlamaModel
             w.add_vocab_size(cfg["vocab_size"])
             w.add_rope_dimension_count(cfg.get("head_dim") or H // cfg["num_attention_heads"])
@@ -519,9 +637,64 @@ def apply_rope(x, cos, sin):
     return x * cos[:, None, :] + rot * sin[:, None, :]
 
 
+def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
+    """The sparse MoE block of MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock on h [T, hidden]:
+    router logits h @ gate.T, softmax over all experts, the top-k experts (by probability, i.e.
+    by logit), their probabilities renormalized to sum 1 (Mixtral always; Qwen3-MoE when
+    norm_topk_prob), output sum_k w_k * down_k(silu(gate_k h) * up_k h).
+    routing: "hf", or (feature effects) "top1" (the best expert alone, weight 1), "uniform"
+    (the same k experts, weights 1/k), "no_renorm" (the k softmax probabilities as they are).
+    record: a list to which (chosen experts [T, k], k-th minus (k+1)-th router logit [T]) is
+    appended."""
+    mt = cfg["model_type"]
+    E = cfg["num_local_experts"] if mt == "mixtral" else cfg["num_experts"]
+    k = cfg["num_experts_per_tok"]
+    names = moe_hf_names("mixtral" if mt == "mixtral" else "qwen3moe", layer)
+    logits = h @ t[names["router"]].T                                   # [T, E]
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs = probs / probs.sum(axis=-1, keepdims=True)
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    srt = np.take_along_axis(logits, order, axis=-1)
+    if record is not None:
+        record.append((order[:, :k].copy(), srt[:, k - 1] - srt[:, k]))
+    sel = order[:, :1] if routing == "top1" else order[:, :k]
+    w = np.take_along_axis(probs, sel, axis=-1)
+    renorm = mt == "mixtral" or cfg.get("norm_topk_prob", False)
+    if routing == "top1":
+        w = np.ones_like(w)
+    elif routing == "uniform":
+        w = np.full_like(w, 1.0 / k)
+    elif routing == "hf" and renorm:
+        w = w / w.sum(axis=-1, keepdims=True)
+    else:
+        assert routing in ("hf", "no_renorm"), routing
+    out = np.zeros_like(h)
+    for e in range(E):
+        rows, slot = np.nonzero(sel == e)
+        if len(rows) == 0:
+            continue
+        x = h[rows]
+        y = silu(x @ t[names["gate"] % e].T) * (x @ t[names["up"] % e].T)
+        out[rows] += w[rows, slot][:, None] * (y @ t[names["down"] % e].T)
+    return out
+
+
+def is_sparse_layer(cfg, layer):
+    """transformers: Mixtral every layer; Qwen3-MoE unless in mlp_only_layers, every
+    decoder_sparse_step-th layer."""
+    mt = cfg["model_type"]
+    if mt == "mixtral":
+        return True
+    if mt == "qwen3_moe":
+        return layer not in cfg.get("mlp_only_layers", []) and cfg["num_experts"] > 0 and \
+            (layer + 1) % cfg["decoder_sparse_step"] == 0
+    return False
+
+
 def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_base=True,
-                     biases=True, qk_norm=True, ggml_gelu=False):
-    """Logits [len(ids), vocab] of the HF model (config dict, tensors as float64 arrays)."""
+                     biases=True, qk_norm=True, ggml_gelu=False, routing="hf", record=None):
+    """Logits [len(ids), vocab] of the HF model (config dict, tensors as float64 arrays).
+    MoE models: routing and record as moe_ffn (record: one entry per sparse layer)."""
     mt = cfg["model_type"]
     gemma = mt in ("gemma2", "gemma3_text")
     L, H = cfg["num_hidden_layers"], cfg["hidden_size"]
@@ -545,7 +718,7 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
         # per-layer window and rope base
         win = None
         base = cfg["rope_theta"]
-        if mt == "mistral":
+        if mt in ("mistral", "mixtral"):
             win = cfg.get("sliding_window")
         elif gemma and layer_types[l] == "sliding_attention":
             win = cfg["sliding_window"]
@@ -596,8 +769,11 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
             x = x + o
             h = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps, False)
         act = (gelu_tanh_ggml_cpu if ggml_gelu else gelu_tanh) if gemma else silu
-        m = act(h @ t[p + "mlp.gate_proj.weight"].T) * (h @ t[p + "mlp.up_proj.weight"].T)
-        m = m @ t[p + "mlp.down_proj.weight"].T
+        if is_sparse_layer(cfg, l):
+            m = moe_ffn(cfg, t, l, h, routing, record)
+        else:
+            m = act(h @ t[p + "mlp.gate_proj.weight"].T) * (h @ t[p + "mlp.up_proj.weight"].T)
+            m = m @ t[p + "mlp.down_proj.weight"].T
         if gemma:
             m = rms_norm(m, t[p + "post_feedforward_layernorm.weight"], eps, True)
         x = x + m
@@ -647,6 +823,67 @@ def run_llama_cpp(gguf_path, prompts):
     return out
 
 
+class _GgmlTensor(ctypes.Structure):
+    """struct ggml_tensor of the vendored ggml.h (GGML_MAX_DIMS 4, GGML_MAX_OP_PARAMS 64,
+    GGML_MAX_SRC 10, GGML_MAX_NAME 64)."""
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p),
+                ("ne", ctypes.c_int64 * 4), ("nb", ctypes.c_size_t * 4), ("op", ctypes.c_int),
+                ("op_params", ctypes.c_int32 * 16), ("flags", ctypes.c_int32),
+                ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
+                ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p),
+                ("name", ctypes.c_char * 64), ("extra", ctypes.c_void_p),
+                ("padding", ctypes.c_char * 8)]
+
+
+def llama_cpp_routing(gguf_path, seqs):
+    """The experts llama.cpp itself chose: its graph names build_moe_ffn's top-k indices
+    `ffn_moe_topk-<layer>` (I32 [k, n_tokens]); an eval callback reads them while the prompt and
+    then the greedy tokens are fed as run_llama_cpp feeds them. A separate run, so the goldens'
+    run is untouched. Returns prompt -> layer -> [sorted expert ids per position]."""
+    captured = []
+
+    def cb(tensor, ask, _):
+        t = ctypes.cast(tensor, ctypes.POINTER(_GgmlTensor)).contents
+        name = t.name.decode()
+        want = name.startswith("ffn_moe_topk-")
+        if ask or not want:
+            return want if ask else True
+        rows = []
+        for j in range(t.ne[1]):
+            row = ctypes.cast(t.data + j * t.nb[1], ctypes.POINTER(ctypes.c_int32))
+            rows.append(sorted(int(row[i]) for i in range(t.ne[0])))
+        captured.append((int(name.split("-")[1]), rows))
+        return True
+
+    callback = llama_cpp.ggml_backend_sched_eval_callback(cb)
+    lcpp = llama_cpp.llama_cpp
+    default_params = lcpp.llama_context_default_params
+
+    def with_callback():
+        params = default_params()
+        params.cb_eval = callback
+        return params
+
+    lcpp.llama_context_default_params = with_callback
+    try:
+        llm = llama_cpp.Llama(model_path=gguf_path, verbose=False, **LLAMA_SETTINGS)
+    finally:
+        lcpp.llama_context_default_params = default_params
+    out = {}
+    for name, (prompt, greedy) in seqs.items():
+        captured.clear()
+        llm.reset()
+        llm.eval(prompt)
+        for tok in greedy:
+            llm.eval([tok])
+        layers = {}
+        for layer, rows in captured:
+            layers.setdefault(layer, []).extend(rows)
+        out[name] = layers
+    del llm
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 
 def build_case(case, spec, dtype):
@@ -685,9 +922,11 @@ def build_case(case, spec, dtype):
     if spec["gemma"]:
         worst["max_abs_diff_ggml_gelu"] = 0.0
     greedy_mismatch = []
+    records = {}
     for name, ids in prompts.items():
         seq = ids + lc[name]["toks"][:-1]
-        ref = reference_logits(cfg_disk, t, seq, window=not windowed_hf)
+        records[name] = []
+        ref = reference_logits(cfg_disk, t, seq, window=not windowed_hf, record=records[name])
         got = lc[name]["rows"]
         assert got.shape == ref.shape, (got.shape, ref.shape)
         worst["max_abs_diff"] = max(worst["max_abs_diff"], float(np.max(np.abs(got - ref))))
@@ -716,6 +955,29 @@ def build_case(case, spec, dtype):
               (worst["max_abs_diff_ggml_gelu"], worst["rel_ggml_gelu"]), flush=True)
     assert rel < tol, "HF form does not reproduce llama.cpp on the GGUF: %s" % case
     assert not greedy_mismatch, greedy_mismatch
+    routing = None
+    if spec["moe"]:
+        routing = routing_summary(spec, records)
+        # llama.cpp's own choice of experts, position by position, against the reference's
+        lc_routes = llama_cpp_routing(gguf_path, {name: (ids, lc[name]["toks"][:-1])
+                                                  for name, ids in prompts.items()})
+        compared, differ = 0, []
+        for name in prompts:
+            for l, (sel, _) in enumerate(records[name]):
+                got = lc_routes[name][l]
+                assert len(got) == len(sel), (name, l, len(got), len(sel))
+                for pos, (a, b) in enumerate(zip(got, sel)):
+                    compared += 1
+                    if a != sorted(int(e) for e in b):
+                        differ.append((name, l, pos))
+        routing["llama_cpp_same_experts"] = dict(compared=compared, differing=len(differ))
+        assert not differ, "llama.cpp chose other experts than the reference: %s" % differ[:5]
+        print("   routing: min gap %.4f at %s; expert usage %s" %
+              (routing["min_routing_gap"], routing["min_routing_gap_at"],
+               routing["expert_usage"]), flush=True)
+        assert routing["min_routing_gap"] > MOE_MIN_GAP, "routing near a tie: redraw %s" % case
+        assert all(min(u) > 0 for u in routing["expert_usage"].values()), \
+            "an expert is never chosen: redraw %s" % case
 
     # goldens
     entry_prompts = {}
@@ -761,6 +1023,10 @@ def build_case(case, spec, dtype):
         checks["local_rope_base_as_global"] = dict(local_base=False)
     if spec["qk_norm"]:
         checks["qk_norm_off"] = dict(qk_norm=False)
+    if spec["moe"]:
+        checks["moe_top1_only"] = dict(routing="top1")
+        checks["moe_uniform_weights"] = dict(routing="uniform")
+        checks["moe_no_renormalization"] = dict(routing="no_renorm")
     for k, kw in checks.items():
         alt = reference_logits(cfg_disk, t, long_ids, **kw)
         effects[k] = round(float(np.max(np.abs(alt - base))), 4)
@@ -797,14 +1063,54 @@ def build_case(case, spec, dtype):
         hp["qkv_bias"] = True
     if spec["qk_norm"]:
         hp["qk_norm"] = True
+    if spec["moe"]:
+        m = spec["moe"]
+        shapes.update(n_experts=m["n_experts"], n_experts_used=m["top_k"],
+                      expert_intermediate=m["expert_ff"])
+        hp["moe"] = dict(
+            n_experts=m["n_experts"], n_experts_used=m["top_k"],
+            expert_intermediate=m["expert_ff"], sparse_layers=list(range(spec["layers"])),
+            gating="softmax over all experts, top-k, the k weights renormalized to sum 1",
+            norm_topk_prob=True,
+            router_weight_std=round(m["router_gain"] / math.sqrt(spec["hidden"]), 6))
+        if spec["family"] == "qwen3moe":
+            hp["moe"]["dense_intermediate_unused"] = spec["intermediate"]
     if windowed_hf:
         reference = "numpy reference (llama.cpp has no window for arch llama)"
     else:
         reference = LLAMA_CPP_REF
-    return dict(arch=spec["gguf_arch"], hf_architecture=spec["hf_arch"],
-                hf_model_type=spec["model_type"], gguf=case + ".gguf", hf_dir=case + "_hf",
-                dtype=dtype, shapes=shapes, hparams=hp, reference=reference,
-                cross_check=worst, feature_effects=effects, prompts=entry_prompts)
+    entry = dict(arch=spec["gguf_arch"], hf_architecture=spec["hf_arch"],
+                 hf_model_type=spec["model_type"], gguf=case + ".gguf", hf_dir=case + "_hf",
+                 dtype=dtype, shapes=shapes, hparams=hp, reference=reference,
+                 cross_check=worst, feature_effects=effects, prompts=entry_prompts)
+    if routing is not None:
+        entry["routing"] = routing
+    return entry
+
+
+def routing_summary(spec, records):
+    """records: prompt -> [(chosen experts [T, k], k-th minus (k+1)-th router logit [T]) per
+    layer], from the numpy reference on prompt + greedy tokens (every position llama.cpp
+    evaluated). The smallest margin, where it is, and how often each expert was chosen."""
+    best = None
+    usage = {}
+    n = 0
+    for name, layers in records.items():
+        for l, (sel, gap) in enumerate(layers):
+            i = int(np.argmin(gap))
+            if best is None or gap[i] < best[0]:
+                best = (float(gap[i]), dict(prompt=name, position=i, layer=l))
+            u = usage.setdefault("layer_%d" % l, [0] * spec["moe"]["n_experts"])
+            for e in sel.ravel():
+                u[int(e)] += 1
+            n += len(gap)
+    return dict(min_routing_gap=round(best[0], 6), min_routing_gap_at=best[1],
+                expert_usage=usage, n_routing_decisions=n,
+                note=("numpy float64 reference, every position of prompt + the 15 greedy tokens "
+                      "fed, both prompts, every layer: gap = k-th minus (k+1)-th largest router "
+                      "logit (k = n_experts_used); expert_usage[layer][e] = positions choosing e;"
+                      " llama_cpp_same_experts: llama.cpp's own top-k (ffn_moe_topk, read with "
+                      "an eval callback) compared with the reference's at every such decision"))
 
 
 def main():

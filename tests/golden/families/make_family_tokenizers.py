@@ -4,13 +4,13 @@ safetensors forms can be served like their GGUFs (tests/e2e/test_families.py).
 
 Each is the GGUF's own vocabulary (read with the `gguf` package) in the layout Hugging Face's
 converters write for that family (transformers' convert_slow_tokenizer.py):
-  * byte-level BPE files (llama, qwen2, qwen2_yarn, qwen3): vocab + merges as stored, Split with
-    the Llama 3 or the Qwen2 regex + ByteLevel, Qwen's NFC normalizer;
-  * SentencePiece files (mistral, gemma2, gemma3): BPE over characters with byte fallback, whose
-    merges are derived from the vocabulary the way transformers' SentencePieceExtractor derives
-    them (every split of a piece into two pieces of the vocabulary, in the order of the pieces'
-    scores), with Gemma's normalizer (spaces to U+2581) or Llama 2 / Mistral's (a U+2581
-    prepended, spaces replaced) and decoders.
+  * byte-level BPE files (llama, qwen2, qwen2_yarn, qwen3, qwen3moe): vocab + merges as stored,
+    Split with the Llama 3 or the Qwen2 regex + ByteLevel, Qwen's NFC normalizer;
+  * SentencePiece files (mistral, mixtral, gemma2, gemma3): BPE over characters with byte
+    fallback, whose merges are derived from the vocabulary the way transformers'
+    SentencePieceExtractor derives them (every split of a piece into two pieces of the
+    vocabulary, in the order of the pieces' scores), with Gemma's normalizer (spaces to U+2581)
+    or Llama 2 / Mistral's (a U+2581 prepended, spaces replaced) and decoders.
 The tests feed token ids, so these tokenizers need to be the models' vocabularies in a shape the
 server reads, not trained ones.
 
@@ -27,7 +27,8 @@ LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-CASES = ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2", "gemma3"]
+CASES = ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2", "gemma3", "mixtral",
+         "qwen3moe"]
 CONTROL = 3
 
 
