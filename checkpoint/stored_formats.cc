@@ -18,7 +18,6 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
       formats[role] = TensorFormat::Of(FormatKind::kF32);  // never loaded
       continue;
     }
-    const std::array<int64_t, 2> full = FullShape(config, role);
     if (IsVectorRole(role)) {
       const std::string name = TensorName(config, source.format(), role, 0);
       TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
@@ -32,14 +31,17 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
         continue;
       }
     }
-    // Layer 0's format is the role's; layers stored otherwise (Q4_K_M) become overrides.
+    // The first layer's format is the role's; layers stored otherwise (Q4_K_M) become
+    // overrides. Expert 0 speaks for its layer's experts (GGUF stacks them in one tensor).
     const int64_t layers = IsPerLayerRole(role) ? config.num_layers : 1;
+    bool first = true;
     for (int64_t l = 0; l < layers; ++l) {
-      const std::string module = ModuleName(config, source.format(), role, l);
+      if (RoleTensorsInLayer(config, role, l) == 0) continue;
       TP_ASSIGN_OR_RETURN(StoredMatrix m,
-                          StoredMatrix::Open(source, scheme, module, full[0], full[1], &scratch));
-      if (l == 0) {
+                          StoredMatrix::OpenRole(source, scheme, config, role, l, 0, &scratch));
+      if (first) {
         formats[role] = m.format();
+        first = false;
       } else if (!(m.format() == formats[role])) {
         formats.layer_overrides[{role, l}] = m.format();
       }

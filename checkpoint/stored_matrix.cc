@@ -43,7 +43,7 @@ absl::Status TensorUse::CheckAllUsed(const WeightSource& source) const {
 }
 
 std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
-                       int64_t layer) {
+                       int64_t layer, int64_t expert) {
   if (format == CheckpointFormat::kGguf) {
     const std::string blk = StrCat("blk.", layer, ".");
     switch (role) {
@@ -66,6 +66,10 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       case TensorRole::kKNorm: return blk + "attn_k_norm";
       case TensorRole::kPostAttnNorm: return blk + "post_attention_norm";
       case TensorRole::kPostFfnNorm: return blk + "post_ffw_norm";
+      case TensorRole::kRouter: return blk + "ffn_gate_inp";
+      case TensorRole::kExpertGate: return blk + "ffn_gate_exps";  // every expert, stacked
+      case TensorRole::kExpertUp: return blk + "ffn_up_exps";
+      case TensorRole::kExpertDown: return blk + "ffn_down_exps";
     }
   }
   const std::string blk = StrCat("model.layers.", layer, ".");
@@ -90,6 +94,18 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
     case TensorRole::kKNorm: return blk + "self_attn.k_norm";
     case TensorRole::kPostAttnNorm: return blk + "post_attention_layernorm";
     case TensorRole::kPostFfnNorm: return blk + "post_feedforward_layernorm";
+    case TensorRole::kRouter:
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+    case TensorRole::kExpertDown: {
+      const bool mixtral = spec.moe.hf_names == MoeSpec::HfNames::kBlockSparseMoe;
+      const std::string moe = blk + (mixtral ? "block_sparse_moe" : "mlp");
+      if (role == TensorRole::kRouter) return moe + ".gate";
+      const std::string e = StrCat(moe, ".experts.", expert, ".");
+      if (role == TensorRole::kExpertGate) return e + (mixtral ? "w1" : "gate_proj");
+      if (role == TensorRole::kExpertUp) return e + (mixtral ? "w3" : "up_proj");
+      return e + (mixtral ? "w2" : "down_proj");
+    }
   }
   return "";
 }
@@ -128,9 +144,17 @@ absl::StatusOr<StoredMatrix> StoredMatrix::Open(const WeightSource& source,
 }
 
 absl::Status StoredMatrix::OpenPlain(const WeightSource& source, TensorUse* used) {
-  layout_ = Layout::kPlain;
   const std::string name = module_ + ".weight";
-  TP_ASSIGN_OR_RETURN(values_, source.Find(name));
+  TP_ASSIGN_OR_RETURN(TensorView values, source.Find(name));
+  TP_RETURN_IF_ERROR(UsePlain(std::move(values), source));
+  used->Mark(name);
+  return absl::OkStatus();
+}
+
+absl::Status StoredMatrix::UsePlain(TensorView values, const WeightSource& source) {
+  layout_ = Layout::kPlain;
+  values_ = std::move(values);
+  const std::string& name = values_.name;
   if (IsIntegerDType(values_.dtype)) {
     return absl::InvalidArgumentError(StrCat(
         "tensor ", name, " in ", source.Describe(), ": dtype ", DTypeName(values_.dtype),
@@ -142,9 +166,50 @@ absl::Status StoredMatrix::OpenPlain(const WeightSource& source, TensorUse* used
                                              ", expected ", ShapeString({rows_, cols_}),
                                              " from the model config"));
   }
-  used->Mark(name);
   format_ = FormatOfDType(values_.dtype);
   return absl::OkStatus();
+}
+
+absl::StatusOr<StoredMatrix> StoredMatrix::OpenRole(const WeightSource& source,
+                                                    const QuantScheme& scheme,
+                                                    const ModelSpec& spec, TensorRole role,
+                                                    int64_t layer, int64_t expert,
+                                                    TensorUse* used) {
+  const std::string module = ModuleName(spec, source.format(), role, layer, expert);
+  const std::array<int64_t, 2> full = FullShape(spec, role);
+  if (!IsExpertRole(role) || source.format() != CheckpointFormat::kGguf) {
+    return Open(source, scheme, module, full[0], full[1], used);
+  }
+  const int64_t experts = spec.moe.routing.num_experts;
+  if (expert < 0 || expert >= experts) {
+    return absl::InvalidArgumentError(
+        StrCat("expert ", expert, " of ", module, " is outside [0, ", experts, ")"));
+  }
+  const std::string name = module + ".weight";
+  TP_ASSIGN_OR_RETURN(TensorView stacked, source.Find(name));
+  const std::vector<int64_t> want = {experts, full[0], full[1]};
+  if (stacked.shape != want) {
+    return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", source.Describe(),
+                                             ": shape ", ShapeString(stacked.shape), ", expected ",
+                                             ShapeString(want), " (experts, rows, cols) from the "
+                                             "model config"));
+  }
+  // The reader checked nbytes == rows * row bytes over every leading dim: each expert's rows
+  // are nbytes / experts bytes, the same for every expert.
+  const int64_t per_expert = stacked.nbytes / experts;
+  TensorView mine = stacked;
+  mine.name = StrCat(name, " (expert ", expert, ")");
+  mine.shape = {full[0], full[1]};
+  mine.data = stacked.data + expert * per_expert;
+  mine.nbytes = per_expert;
+  StoredMatrix m;
+  m.module_ = StrCat(module, " (expert ", expert, ")");
+  m.scheme_ = scheme;
+  m.rows_ = full[0];
+  m.cols_ = full[1];
+  TP_RETURN_IF_ERROR(m.UsePlain(std::move(mine), source));
+  used->Mark(name);
+  return m;
 }
 
 absl::StatusOr<HostMatrix> StoredMatrix::Read(const TensorSlice& slice) const {

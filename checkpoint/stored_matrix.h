@@ -44,9 +44,11 @@ class TensorUse {
 // this plus ".weight", ".weight_scale", ".qweight", ... (".bias" for the bias roles). The
 // description matters where families name one role differently: Hugging Face Gemma calls its
 // pre-MLP norm "pre_feedforward_layernorm" and its post-attention norm
-// "post_attention_layernorm", Llama's name for the pre-MLP one.
+// "post_attention_layernorm", Llama's name for the pre-MLP one. An expert role names expert
+// `expert`'s module in a Hugging Face checkpoint ("model.layers.3.mlp.experts.5.up_proj") and
+// the stacked tensor of every expert in a GGUF file ("blk.3.ffn_up_exps").
 std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
-                       int64_t layer);
+                       int64_t layer, int64_t expert = 0);
 // The whole name of a vector role's tensor (norms, biases): ModuleName plus ".weight" or
 // ".bias".
 std::string TensorName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
@@ -79,6 +81,15 @@ class StoredMatrix {
                                            const std::string& module, int64_t rows, int64_t cols,
                                            TensorUse* used);
 
+  // The matrix of `role` in layer `layer` of the model `spec` describes (expert `expert` of an
+  // expert role), wherever the checkpoint keeps it: its own tensors (Open), or its rows of a
+  // GGUF stacked expert tensor ("blk.N.ffn_up_exps.weight" [experts, rows, cols], a plain
+  // float or GGML type), whose shape and size are checked before any offset is taken.
+  static absl::StatusOr<StoredMatrix> OpenRole(const WeightSource& source,
+                                               const QuantScheme& scheme, const ModelSpec& spec,
+                                               TensorRole role, int64_t layer, int64_t expert,
+                                               TensorUse* used);
+
   // The format of the stored values, in the engine's terms.
   const TensorFormat& format() const { return format_; }
   int64_t rows() const { return rows_; }
@@ -96,6 +107,8 @@ class StoredMatrix {
 
   StoredMatrix() = default;
   absl::Status OpenPlain(const WeightSource& source, TensorUse* used);
+  // values_ = a plain tensor's view, checked to be [rows_, cols_] of a float or GGML type.
+  absl::Status UsePlain(TensorView values, const WeightSource& source);
   absl::Status OpenFp8(const WeightSource& source, TensorUse* used);   // stored_matrix_fp8.cc
   absl::Status OpenInt4(const WeightSource& source, TensorUse* used);  // stored_matrix_int4.cc
   absl::StatusOr<HostMatrix> ReadPlain(const TensorSlice& slice) const;

@@ -113,5 +113,43 @@ TEST_F(StoredMatrixTest, ConvertRequantizesTheSliceAndKeepsEqualFormats) {
       << bad.status();
 }
 
+// A GGUF stacks a layer's experts in one tensor [experts, rows, cols]: expert e is its rows
+// e * rows .. (e + 1) * rows, read in place; the stacked shape is checked before any offset.
+TEST(StoredMatrixExpertTest, StackedExpertsAreViewsOfTheirRows) {
+  ModelSpec spec;
+  spec.hidden_size = 64;
+  spec.moe.routing = {.num_experts = 4, .top_k = 2};
+  spec.moe.expert_intermediate_size = 8;
+  InMemoryWeightSource src(CheckpointFormat::kGguf);
+  const std::vector<float> all = Random(4 * 8 * 64, 5, 1.0f);
+  src.AddFloat("blk.1.ffn_up_exps.weight", {4, 8, 64}, all, DType::kF32);
+  TensorUse used;
+  absl::StatusOr<StoredMatrix> m =
+      StoredMatrix::OpenRole(src, QuantScheme{}, spec, TensorRole::kExpertUp, 1, 3, &used);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->module(), "blk.1.ffn_up_exps (expert 3)");
+  absl::StatusOr<HostMatrix> h = m->Read({0, 8, 0, 64});
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(h->is_view());
+  EXPECT_EQ(Rows(h->matrix), std::vector<float>(all.begin() + 3 * 8 * 64, all.end()));
+  EXPECT_TRUE(used.Contains("blk.1.ffn_up_exps.weight"));
+
+  spec.moe.routing.num_experts = 5;  // the file holds 4
+  absl::StatusOr<StoredMatrix> wrong =
+      StoredMatrix::OpenRole(src, QuantScheme{}, spec, TensorRole::kExpertUp, 1, 0, &used);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("tensor blk.1.ffn_up_exps.weight in "),
+            std::string::npos);
+  EXPECT_NE(wrong.status().message().find(
+                ": shape [4, 8, 64], expected [5, 8, 64] (experts, rows, cols) from the model "
+                "config"),
+            std::string::npos)
+      << wrong.status();
+  absl::StatusOr<StoredMatrix> outside =
+      StoredMatrix::OpenRole(src, QuantScheme{}, spec, TensorRole::kExpertUp, 1, 7, &used);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().message(), "expert 7 of blk.1.ffn_up_exps is outside [0, 5)");
+}
+
 }  // namespace
 }  // namespace tpserve

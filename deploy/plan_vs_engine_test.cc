@@ -87,8 +87,9 @@ INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
 
 // Every family's own tensors (q/k/v biases split with their heads, QK-norms and sandwich
 // norms replicated) are in the plan as the engine holds them: Gemma 3 270M (sliding-window
-// layers, QK-norm, sandwich norms, K-quants) and the tiny golden Qwen2, Qwen3 and Gemma 2
-// models at every degree their KV heads allow.
+// layers, QK-norm, sandwich norms, K-quants) and the tiny golden Qwen2, Qwen3, Gemma 2,
+// Mixtral and Qwen3-MoE models (routers, every expert's slices, the MoE step buffers) at every
+// degree their KV heads allow.
 class PlanVsEngineFamilies
     : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
@@ -122,7 +123,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::tuple{std::string("gemma3-270m"), 1},
                       std::tuple{std::string("tests/golden/families/qwen2.gguf"), 2},
                       std::tuple{std::string("tests/golden/families/qwen3_hf"), 2},
-                      std::tuple{std::string("tests/golden/families/gemma2.gguf"), 2}));
+                      std::tuple{std::string("tests/golden/families/gemma2.gguf"), 2},
+                      std::tuple{std::string("tests/golden/families/mixtral.gguf"), 2},
+                      std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2}));
 
 // Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
 // target's rows of logits make room for the drafts, and on every rank the two executors hold

@@ -36,6 +36,7 @@
 #include "formats/dtype.h"
 #include "formats/tensor_format.h"
 #include "kernels/activation.h"
+#include "kernels/expert_routing.h"
 #include "kernels/weight_matrix.h"
 
 namespace tpserve {
@@ -251,6 +252,51 @@ class Backend {
   // may alias gate or up.
   virtual void GatedActivation(Activation act, const void* gate, const void* up, int64_t count,
                                void* out) = 0;
+
+  // ---- Mixtures of experts (SupportsExperts(); a model with MoE layers is refused at load on
+  // a backend without them) ----
+
+  // This rank's share of one expert's gated MLP (tensor-parallel slices: gate and up
+  // [local_ffn, hidden], down [hidden, local_ffn]).
+  struct ExpertMlp {
+    const WeightMatrix* gate;
+    const WeightMatrix* up;
+    const WeightMatrix* down;
+  };
+  virtual bool SupportsExperts() const = 0;
+  // Step buffers MoeExperts works in, for rows tokens of top_k slots (model/step_buffers.h
+  // sizes them, so the memory plan counts them): the slots' input rows grouped by expert
+  // (activation_dtype() [rows * top_k, hidden]), their gate and up outputs ([rows * top_k,
+  // local_ffn] each), and their down outputs (f32, num_chunks * rows * top_k * hidden).
+  struct MoeWorkspace {
+    void* x_rows;
+    void* gate;
+    void* up;
+    float* down;
+  };
+
+  // ids [rows, routing.top_k] (int32) and weights [rows, routing.top_k] (f32) from the router
+  // logits (f32 [rows, routing.num_experts]) by kernels/expert_routing.h's rules, exactly
+  // RouteTokens; correction_bias f32 [num_experts] or nullptr. All backend memory.
+  // REQUIRES: SupportsExperts(), ExpertRoutingProblem(routing) empty.
+  virtual void RouteExperts(const ExpertRouting& routing, const float* logits, int64_t rows,
+                            const float* correction_bias, int32_t* ids, float* weights) = 0;
+
+  // The experts' outputs, weighted and summed per token, as partial sums of `num_chunks` equal
+  // chunks of each expert's (local) inner width, the way MatMulChunked cuts a row-parallel
+  // layer: out[c, r, :] = sum over j < top_k (in j order) of
+  //   weights[r, j] * (down_e[:, chunk c] * (act(gate_e x[r]) * up_e x[r])[chunk c]),
+  //   e = ids[r, j],
+  // in f32 (out f32 [num_chunks, rows, hidden]). x [rows, hidden] is activation_dtype();
+  // experts[e] is expert e's share for every e < experts.size(). Row r's floats depend only on
+  // x[r], ids[r] and weights[r] (batch invariance), and chunk c's are the same whatever the
+  // number of chunks around it (as MatMulChunked's).
+  // REQUIRES: SupportsExperts(); ids in [0, experts.size()); every expert's local width a
+  // multiple of num_chunks, its chunks whole blocks of the down matrix's format.
+  virtual void MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
+                          Activation act, const int32_t* ids, const float* weights,
+                          int64_t top_k, int64_t num_chunks, const MoeWorkspace& scratch,
+                          float* out) = 0;
 
   // out[i] = a[i] + b[i] for i < count; out may alias a or b.
   virtual void Add(const void* a, const void* b, int64_t count, void* out) = 0;

@@ -131,6 +131,10 @@ double ModelSpec::AttentionScale(int64_t layer) const {
   return scale;
 }
 
+bool ModelSpec::IsMoeLayer(int64_t layer) const {
+  return !layers.empty() && layers[layer].moe;
+}
+
 int64_t ModelSpec::NumParameters() const {
   const int64_t q_width = num_heads * head_dim;
   const int64_t kv_width = num_kv_heads * head_dim;
@@ -140,11 +144,28 @@ int64_t ModelSpec::NumParameters() const {
                             + (qkv_bias ? q_width + 2 * kv_width : 0)
                             + (qk_norm ? 2 * head_dim : 0);
   const int64_t mlp = 3 * hidden_size * intermediate_size;  // gate, up, down
+  const int64_t experts = moe.routing.num_experts * 3 * hidden_size *
+                              moe.expert_intermediate_size +
+                          moe.routing.num_experts * hidden_size;  // and the router
   // Attention and MLP RMSNorm, and after each of them too with sandwich norms.
   const int64_t norms = (sandwich_norms ? 4 : 2) * hidden_size;
   const int64_t embedding = vocab_size * hidden_size;
   const int64_t lm_head = tie_word_embeddings ? 0 : vocab_size * hidden_size;
-  return num_layers * (attention + mlp + norms) + embedding + lm_head + hidden_size;
+  int64_t layers_total = 0;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    layers_total += attention + norms + (IsMoeLayer(l) ? experts : mlp);
+  }
+  return layers_total + embedding + lm_head + hidden_size;
+}
+
+int64_t ModelSpec::NumActiveParameters() const {
+  const int64_t idle_experts = moe.routing.num_experts - moe.routing.top_k;
+  const int64_t idle_per_layer = idle_experts * 3 * hidden_size * moe.expert_intermediate_size;
+  int64_t idle = 0;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    if (IsMoeLayer(l)) idle += idle_per_layer;
+  }
+  return NumParameters() - idle;
 }
 
 absl::Status ModelSpec::Validate() const {
@@ -203,6 +224,19 @@ absl::Status ModelSpec::Validate() const {
   if (!(embedding_multiplier > 0)) {
     return absl::InvalidArgumentError(StrCat("ModelSpec.embedding_multiplier is ",
                                              embedding_multiplier, "; it must be positive"));
+  }
+  bool any_moe = false;
+  for (const LayerSpec& layer : layers) any_moe |= layer.moe;
+  if (any_moe || moe.enabled()) {
+    if (!any_moe) {
+      return absl::InvalidArgumentError("ModelSpec.moe describes experts but no layer is moe");
+    }
+    if (const std::string problem = ExpertRoutingProblem(moe.routing); !problem.empty()) {
+      return absl::InvalidArgumentError(StrCat("ModelSpec.moe.routing: ", problem));
+    }
+    if (moe.expert_intermediate_size <= 0) {
+      return NotPositive("moe.expert_intermediate_size", moe.expert_intermediate_size);
+    }
   }
   if (absl::Status s = CheckTokenId("bos_token_id", bos_token_id, vocab_size, true); !s.ok()) {
     return s;

@@ -1,5 +1,5 @@
 // The model description: shapes and what each layer computes, for every family tpserve serves
-// (Llama, Mistral, Qwen2/2.5, Qwen3, Gemma 2, Gemma 3). What every other part (loader, sharding
+// (Llama, Mistral, Mixtral, Qwen2/2.5, Qwen3, Qwen3-MoE, Gemma 2, Gemma 3). What every other part (loader, sharding
 // plan, forward pass, memory plan, kernels) reads. Comes from GGUF metadata, a Hugging Face
 // config.json (model/families/ says per family what to read), or a preset with the published
 // shapes.
@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/activation.h"
+#include "kernels/expert_routing.h"
 
 namespace tpserve {
 
@@ -50,6 +51,24 @@ struct LayerSpec {
   int64_t sliding_window = 0;  // > 0: a query at p sees positions p - window + 1 .. p
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  bool moe = false;  // the feed-forward is ModelSpec::moe's experts, not the dense MLP
+};
+
+// A mixture-of-experts feed-forward (Mixtral, Qwen3-MoE): in each layer whose LayerSpec::moe is
+// set, routing.num_experts gated MLPs of expert_intermediate_size replace the dense one, and a
+// token's output is the weighted sum of the outputs of the routing.top_k experts its router
+// logits choose (kernels/expert_routing.h says how, per family).
+struct MoeSpec {
+  ExpertRouting routing;  // num_experts 0: no layer is MoE
+  int64_t expert_intermediate_size = 0;
+  // How a Hugging Face checkpoint of the family names the router and the experts (GGUF files
+  // of every family stack the experts: blk.N.ffn_{gate,up,down}_exps).
+  enum class HfNames : uint8_t {
+    kMlpExperts,      // mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen MoE)
+    kBlockSparseMoe,  // block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} (Mixtral)
+  };
+  HfNames hf_names = HfNames::kMlpExperts;
+  bool enabled() const { return routing.num_experts > 0; }
 };
 
 // The model description every layer reads: the shapes, and what differs between the families
@@ -92,6 +111,8 @@ struct ModelSpec {
   bool gguf_rope_rotate_half = false;
   // Per layer; empty: every layer global, with rope_theta and rope_scaling.
   std::vector<LayerSpec> layers;
+  // The experts of the layers marked moe (none where !moe.enabled()).
+  MoeSpec moe;
   // The chat format llama.cpp applies to the family's files that carry no template (its
   // built-in format's name, e.g. "gemma"; coordinator/chat/builtin_templates.h); "" for none.
   std::string builtin_chat_format;
@@ -101,9 +122,13 @@ struct ModelSpec {
   // The scale of attention scores before any soft-cap: query_scale or 1 / sqrt(head_dim),
   // times YaRN's attention factor squared when the layer's RoPE is YaRN-scaled.
   double AttentionScale(int64_t layer) const;
-  // Parameter count of the dense weights (embedding, LM head unless tied, norms, projections,
-  // biases).
+  // Whether layer `layer`'s feed-forward is the experts.
+  bool IsMoeLayer(int64_t layer) const;
+  // Parameter count of every weight (embedding, LM head unless tied, norms, projections,
+  // biases, routers and every expert).
   int64_t NumParameters() const;
+  // The weights one token multiplies: NumParameters less the experts it is not routed to.
+  int64_t NumActiveParameters() const;
   // INVALID_ARGUMENT naming the field and the bound when a shape is inconsistent.
   absl::Status Validate() const;
 };

@@ -110,8 +110,7 @@ absl::StatusOr<ModelSpec> ModelSpecFromHfJson(std::string_view json_text) {
   TP_ASSIGN_OR_RETURN(std::optional<double> eps, JsonNumber(j, "rms_norm_eps"));
   c.rms_norm_eps = eps.value_or(1e-6);  // the transformers default
   TP_ASSIGN_OR_RETURN(std::optional<bool> tied, config_internal::JsonBool(j, "tie_word_embeddings"));
-  // transformers' PretrainedConfig default is true; Llama's config class overrides it to false.
-  c.tie_word_embeddings = tied.value_or(family != &kLlamaFamily && family != &kMistralFamily);
+  c.tie_word_embeddings = tied.value_or(family->hf_ties_embeddings_by_default);
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> bos, JsonInt(j, "bos_token_id"));
   c.bos_token_id = bos.value_or(-1);
   TP_RETURN_IF_ERROR(ParseEos(j, c));

@@ -47,7 +47,10 @@ void ExpectSameComputation(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_NEAR(a.attn_logit_softcap, b.attn_logit_softcap, 1e-6);
   EXPECT_NEAR(a.final_logit_softcap, b.final_logit_softcap, 1e-6);
   EXPECT_EQ(a.gguf_rope_rotate_half, b.gguf_rope_rotate_half);
+  EXPECT_EQ(a.moe.routing, b.moe.routing);
+  EXPECT_EQ(a.moe.expert_intermediate_size, b.moe.expert_intermediate_size);
   for (int64_t l = 0; l < a.num_layers; ++l) {
+    EXPECT_EQ(a.IsMoeLayer(l), b.IsMoeLayer(l)) << "layer " << l;
     EXPECT_EQ(a.Layer(l).sliding_window, b.Layer(l).sliding_window) << "layer " << l;
     EXPECT_NEAR(a.Layer(l).rope_theta, b.Layer(l).rope_theta, 1e-3) << "layer " << l;
     EXPECT_EQ(a.Layer(l).rope_scaling.type, b.Layer(l).rope_scaling.type) << "layer " << l;
@@ -140,9 +143,84 @@ TEST(FamiliesTest, Gemma2ConfigWithoutCapKeysGetsTransformersDefaults) {
   EXPECT_EQ(spec->final_logit_softcap, 30.0);
 }
 
+// Mixtral (a `llama` GGUF with llama.expert_count) and Qwen3-MoE: 8 experts of 32, softmax
+// top-2 renormalized on every layer, from either file; Mixtral's config.json names its
+// experts block_sparse_moe.experts.E.w1/w3/w2.
+TEST(FamiliesTest, MixtralAndQwen3MoeReadTheirExperts) {
+  for (const char* name : {"mixtral", "qwen3moe"}) {
+    SCOPED_TRACE(name);
+    const Both b = Read(name);
+    const ExpertRouting want{.score = RoutingScore::kSoftmax, .num_experts = 8, .top_k = 2,
+                             .renormalize = true};
+    EXPECT_EQ(b.gguf.moe.routing, want);
+    EXPECT_EQ(b.gguf.moe.expert_intermediate_size, 32);
+    for (int64_t l = 0; l < b.gguf.num_layers; ++l) EXPECT_TRUE(b.gguf.IsMoeLayer(l)) << l;
+    ExpectSameComputation(b.gguf, b.hf);
+  }
+  const Both mixtral = Read("mixtral");
+  EXPECT_EQ(mixtral.gguf.family, "mixtral");
+  EXPECT_EQ(mixtral.hf.moe.hf_names, MoeSpec::HfNames::kBlockSparseMoe);
+  const Both qwen = Read("qwen3moe");
+  EXPECT_TRUE(qwen.gguf.qk_norm);
+  EXPECT_EQ(qwen.hf.moe.hf_names, MoeSpec::HfNames::kMlpExperts);
+  // Parameters: 8 experts of 3 x 64 x 32 and a router of 8 x 64 per layer; a token uses 2.
+  EXPECT_EQ(qwen.gguf.NumParameters() - qwen.gguf.NumActiveParameters(),
+            2 * 6 * 3 * 64 * 32);
+}
+
+std::string Qwen3MoeConfig(const std::string& extra) {
+  return R"({"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 32, "vocab_size": 128, "max_position_embeddings": 128,
+    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32)" +
+         extra + "}";
+}
+
+// transformers' Qwen3MoeDecoderLayer: layer l is sparse unless listed in mlp_only_layers or
+// (l + 1) % decoder_sparse_step != 0; the others keep a dense MLP of intermediate_size.
+TEST(FamiliesTest, Qwen3MoeDenseLayersAndRenormalizationFromConfigJson) {
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromHfJson(Qwen3MoeConfig(
+      R"(, "decoder_sparse_step": 2, "mlp_only_layers": [3], "norm_topk_prob": false)"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->IsMoeLayer(0));
+  EXPECT_TRUE(spec->IsMoeLayer(1));
+  EXPECT_FALSE(spec->IsMoeLayer(2));
+  EXPECT_FALSE(spec->IsMoeLayer(3));
+  EXPECT_FALSE(spec->moe.routing.renormalize);
+  EXPECT_FALSE(spec->tie_word_embeddings);  // Qwen3MoeConfig's default
+  // One sparse layer: its 8 experts and router instead of one 96-wide MLP.
+  absl::StatusOr<ModelSpec> dense = ModelSpecFromHfJson(Qwen3MoeConfig(
+      R"(, "mlp_only_layers": [0, 1, 2, 3])"));
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_EQ(spec->NumParameters() - dense->NumParameters(),
+            8 * 3 * 64 * 32 + 8 * 64 - 3 * 64 * 96);
+}
+
+TEST(FamiliesTest, MoeKeysThatCannotBeHonouredAreRefusedByName) {
+  const std::pair<std::string, std::string> cases[] = {
+      {R"(, "mlp_only_layers": [9])",
+       "config.json key 'mlp_only_layers' holds 9; a layer index in [0, 4) was expected"},
+      {R"(, "decoder_sparse_step": 0)",
+       "config.json key 'decoder_sparse_step' is 0; it must be >= 1"},
+  };
+  for (const auto& [extra, message] : cases) {
+    absl::StatusOr<ModelSpec> spec = ModelSpecFromHfJson(Qwen3MoeConfig(extra));
+    ASSERT_FALSE(spec.ok()) << extra;
+    EXPECT_EQ(spec.status().message(), message);
+  }
+  std::string too_many = Qwen3MoeConfig("");
+  const std::string two = "\"num_experts_per_tok\": 2";
+  too_many.replace(too_many.find(two), two.size(), "\"num_experts_per_tok\": 9");
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromHfJson(too_many);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "ModelSpec.moe.routing: top_k 9 is outside [1, num_experts 8]");
+}
+
 TEST(FamiliesTest, EveryFamilyIsNamed) {
-  EXPECT_THAT(ModelFamilyNames(), ::testing::ElementsAre("gemma2", "gemma3", "llama", "mistral",
-                                                         "qwen2", "qwen3"));
+  EXPECT_THAT(ModelFamilyNames(),
+              ::testing::ElementsAre("gemma2", "gemma3", "llama", "mistral", "mixtral", "qwen2",
+                                     "qwen3", "qwen3moe"));
 }
 
 }  // namespace

@@ -15,8 +15,28 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t n, int64_t multiple) { return CeilDiv(n, multiple) * multiple; }
 
+bool HasDenseMlp(const ModelSpec& c) {
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (!c.IsMoeLayer(l)) return true;
+  }
+  return false;
+}
+
+// The MLP widths tensor parallelism splits: the dense MLP's where a layer has one, the
+// experts' where the model has them.
+std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c) {
+  std::vector<std::pair<std::string_view, int64_t>> widths;
+  if (HasDenseMlp(c)) widths.push_back({"intermediate_size", c.intermediate_size});
+  if (c.moe.enabled()) {
+    widths.push_back({"moe.expert_intermediate_size", c.moe.expert_intermediate_size});
+  }
+  return widths;
+}
+
 bool SplitsEvenly(const ModelSpec& c, int tp) {
-  return c.num_heads % tp == 0 && c.num_kv_heads % tp == 0 && c.intermediate_size % tp == 0;
+  bool ok = c.num_heads % tp == 0 && c.num_kv_heads % tp == 0;
+  for (const auto& [name, width] : FfnWidths(c)) ok = ok && width % tp == 0;
+  return ok;
 }
 
 // Vocab rows per rank: ceil(V / W), rounded up to the fp8 tile when a vocab-parallel tensor
@@ -71,9 +91,12 @@ ShardKind ShardKindFor(TensorRole role) {
     case TensorRole::kQBias:  // a bias goes with its output rows
     case TensorRole::kKBias:
     case TensorRole::kVBias:
+    case TensorRole::kExpertGate:  // each expert split as a dense MLP is
+    case TensorRole::kExpertUp:
       return ShardKind::kColumn;
     case TensorRole::kO:
     case TensorRole::kDown:
+    case TensorRole::kExpertDown:
       return ShardKind::kRow;
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:
@@ -123,6 +146,13 @@ std::array<int64_t, 2> FullShape(const ModelSpec& c, TensorRole role) {
     case TensorRole::kQNorm:  // one weight per element of a head, the same for every head
     case TensorRole::kKNorm:
       return {1, c.head_dim};
+    case TensorRole::kRouter:
+      return {c.moe.routing.num_experts, c.hidden_size};
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+      return {c.moe.expert_intermediate_size, c.hidden_size};
+    case TensorRole::kExpertDown:
+      return {c.hidden_size, c.moe.expert_intermediate_size};
     default:
       return {1, c.hidden_size};  // norms
   }
@@ -140,15 +170,54 @@ bool HasRole(const ModelSpec& c, TensorRole role) {
     case TensorRole::kPostAttnNorm:
     case TensorRole::kPostFfnNorm:
       return c.sandwich_norms;
+    case TensorRole::kGate:
+    case TensorRole::kUp:
+    case TensorRole::kDown:
+      return HasDenseMlp(c);
+    case TensorRole::kRouter:
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+    case TensorRole::kExpertDown:
+      return c.moe.enabled();
     default:
       return true;
   }
 }
 
+int64_t RoleTensorsInLayer(const ModelSpec& c, TensorRole role, int64_t layer) {
+  if (!HasRole(c, role)) return 0;
+  if (!IsPerLayerRole(role)) return layer == 0 ? 1 : 0;
+  switch (role) {
+    case TensorRole::kGate:
+    case TensorRole::kUp:
+    case TensorRole::kDown:
+      return c.IsMoeLayer(layer) ? 0 : 1;
+    case TensorRole::kRouter:
+      return c.IsMoeLayer(layer) ? 1 : 0;
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+    case TensorRole::kExpertDown:
+      return c.IsMoeLayer(layer) ? c.moe.routing.num_experts : 0;
+    default:
+      return 1;
+  }
+}
+
+int64_t RoleTensorCount(const ModelSpec& c, TensorRole role, int64_t first_layer,
+                        int64_t num_layers) {
+  if (!IsPerLayerRole(role)) return HasRole(c, role) ? 1 : 0;
+  int64_t n = 0;
+  for (int64_t l = first_layer; l < first_layer + num_layers; ++l) {
+    n += RoleTensorsInLayer(c, role, l);
+  }
+  return n;
+}
+
 std::vector<int> ValidTpDegrees(const ModelSpec& config) {
   std::vector<int> out;
-  if (config.num_heads <= 0 || config.num_kv_heads <= 0 || config.intermediate_size <= 0) {
-    return out;
+  if (config.num_heads <= 0 || config.num_kv_heads <= 0) return out;
+  for (const auto& [name, width] : FfnWidths(config)) {
+    if (width <= 0) return out;
   }
   const int64_t g = std::gcd(config.num_heads, config.num_kv_heads);
   for (int64_t d = 1; d <= g; ++d) {
@@ -167,14 +236,16 @@ absl::Status ValidateTpDegree(const ModelSpec& config, int tp) {
   if (config.num_kv_heads % tp != 0) {
     fails.push_back(StrCat("num_kv_heads = ", config.num_kv_heads));
   }
-  if (config.intermediate_size % tp != 0) {
-    fails.push_back(StrCat("intermediate_size = ", config.intermediate_size));
+  std::string widths;
+  for (const auto& [name, width] : FfnWidths(config)) {
+    if (width % tp != 0) fails.push_back(StrCat(name, " = ", width));
+    widths += StrCat(" and ", name, " = ", width);
   }
   return absl::InvalidArgumentError(StrCat(
       "tensor-parallel degree ", tp, " does not divide ", absl::StrJoin(fails, " or "),
       "; heads are split whole (GQA groups kept), so valid degrees (divisors of num_heads = ",
-      config.num_heads, ", num_kv_heads = ", config.num_kv_heads, " and intermediate_size = ",
-      config.intermediate_size, ") are: ", absl::StrJoin(ValidTpDegrees(config), ", ")));
+      config.num_heads, ", num_kv_heads = ", config.num_kv_heads, widths, ") are: ",
+      absl::StrJoin(ValidTpDegrees(config), ", ")));
 }
 
 void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats) {
@@ -226,6 +297,8 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   plan.num_local_heads_ = config.num_heads / shard.world_size;
   plan.num_local_kv_heads_ = config.num_kv_heads / shard.world_size;
   plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
+  plan.local_expert_intermediate_size_ =
+      config.moe.expert_intermediate_size / shard.world_size;
   plan.vocab_rows_per_rank_ = VocabRowsPerRank(config, formats, shard.world_size);
   plan.first_vocab_row_ = std::min(config.vocab_size, shard.rank * plan.vocab_rows_per_rank_);
   plan.num_local_vocab_rows_ =
@@ -263,6 +336,15 @@ TensorSlice ShardingPlan::Slice(TensorRole role) const {
     case TensorRole::kDown:
       s.col_begin = first_ffn_row();
       s.num_cols = local_intermediate_size_;
+      break;
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+      s.row_begin = shard_.rank * local_expert_intermediate_size_;
+      s.num_rows = local_expert_intermediate_size_;
+      break;
+    case TensorRole::kExpertDown:
+      s.col_begin = shard_.rank * local_expert_intermediate_size_;
+      s.num_cols = local_expert_intermediate_size_;
       break;
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:

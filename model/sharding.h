@@ -46,7 +46,16 @@ std::array<int64_t, 2> FullShape(const ModelSpec& config, TensorRole role);
 // norms only in the families that have them; the LM head even when tied, as a role).
 bool HasRole(const ModelSpec& config, TensorRole role);
 
-// Tensor-parallel degrees that split heads, KV heads and the FFN evenly.
+// How many tensors of `role` layer `layer` holds: 0 or 1, except num_experts for an expert role
+// in a MoE layer; the dense MLP's roles only in layers that are not MoE, the router and the
+// experts only in those that are. For a role not per layer: 1 at layer 0 where the model has it.
+int64_t RoleTensorsInLayer(const ModelSpec& config, TensorRole role, int64_t layer);
+// The same summed over layers [first_layer, first_layer + num_layers) (1 or 0 for a role not
+// per layer): what a pipeline stage of those layers holds of `role`.
+int64_t RoleTensorCount(const ModelSpec& config, TensorRole role, int64_t first_layer,
+                        int64_t num_layers);
+
+// Tensor-parallel degrees that split heads, KV heads and the FFN (every expert's too) evenly.
 std::vector<int> ValidTpDegrees(const ModelSpec& config);
 
 // INVALID_ARGUMENT when tp < 1 or does not divide num_heads, num_kv_heads or
@@ -89,6 +98,8 @@ class ShardingPlan {
   int64_t num_local_kv_heads() const { return num_local_kv_heads_; }
   int64_t first_ffn_row() const { return shard_.rank * local_intermediate_size_; }
   int64_t local_intermediate_size() const { return local_intermediate_size_; }
+  // Each expert's width on this rank (every expert split as the dense MLP is).
+  int64_t local_expert_intermediate_size() const { return local_expert_intermediate_size_; }
   // Vocab rows are vocab_rows_per_rank() per rank; the last ranks may hold fewer (or none).
   int64_t vocab_rows_per_rank() const { return vocab_rows_per_rank_; }
   int64_t first_vocab_row() const { return first_vocab_row_; }
@@ -103,6 +114,7 @@ class ShardingPlan {
   int64_t num_local_heads_ = 0;
   int64_t num_local_kv_heads_ = 0;
   int64_t local_intermediate_size_ = 0;
+  int64_t local_expert_intermediate_size_ = 0;
   int64_t vocab_rows_per_rank_ = 0;
   int64_t first_vocab_row_ = 0;
   int64_t num_local_vocab_rows_ = 0;

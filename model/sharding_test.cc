@@ -166,5 +166,41 @@ TEST(FitInt4GroupsTest, PlainInt4TakesTheLargestGroupThatFitsEveryRank) {
   EXPECT_EQ(explicit128[TensorRole::kQ].group_size, 128);
 }
 
+// Every expert split as the dense MLP is (gate and up by rows, down by columns), the router
+// whole on every rank; a model whose every layer is MoE has no dense MLP roles.
+TEST(ShardingPlanTest, ExpertsSplitLikeTheDenseMlpAndTheRouterIsReplicated) {
+  ModelSpec c = SmolLm2Shapes();
+  c.num_layers = 4;
+  c.moe.routing = {.score = RoutingScore::kSoftmax, .num_experts = 8, .top_k = 2,
+                   .renormalize = true};
+  c.moe.expert_intermediate_size = 96;
+  c.layers.assign(4, LayerSpec{});
+  for (LayerSpec& l : c.layers) l.moe = true;
+  absl::StatusOr<ShardingPlan> plan = ShardingPlan::Create(c, Formats("bf16"), {1, 3});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->local_expert_intermediate_size(), 32);
+  EXPECT_EQ(plan->Slice(TensorRole::kExpertGate), (TensorSlice{32, 32, 0, 576}));
+  EXPECT_EQ(plan->Slice(TensorRole::kExpertUp), (TensorSlice{32, 32, 0, 576}));
+  EXPECT_EQ(plan->Slice(TensorRole::kExpertDown), (TensorSlice{0, 576, 32, 32}));
+  EXPECT_EQ(plan->Slice(TensorRole::kRouter), (TensorSlice{0, 8, 0, 576}));
+  EXPECT_FALSE(HasRole(c, TensorRole::kGate));
+  EXPECT_EQ(RoleTensorsInLayer(c, TensorRole::kExpertUp, 2), 8);
+  EXPECT_EQ(RoleTensorsInLayer(c, TensorRole::kDown, 2), 0);
+  EXPECT_EQ(RoleTensorCount(c, TensorRole::kRouter, 1, 3), 3);
+  EXPECT_EQ(RoleTensorCount(c, TensorRole::kExpertDown, 0, 4), 32);
+  // A first dense layer (DeepSeek-V3's first_k_dense_replace) brings the dense roles back.
+  c.layers[0].moe = false;
+  EXPECT_TRUE(HasRole(c, TensorRole::kGate));
+  EXPECT_EQ(RoleTensorCount(c, TensorRole::kGate, 0, 4), 1);
+  EXPECT_EQ(RoleTensorCount(c, TensorRole::kExpertGate, 0, 4), 24);
+  // The experts' width must split too, and the error says so.
+  c.moe.expert_intermediate_size = 100;
+  const absl::Status s = ValidateTpDegree(c, 3);
+  EXPECT_NE(s.message().find("tensor-parallel degree 3 does not divide "
+                             "moe.expert_intermediate_size = 100"),
+            std::string::npos)
+      << s;
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -9,7 +9,8 @@ constexpr int64_t kF32 = 4;
 
 int64_t StepBufferSizes::Total() const {
   return residual + normed + proj + q + k + v + attn + gate + up + partials + all_partials +
-         logits_local + logits_gathered;
+         logits_local + logits_gathered + router_logits + expert_ids + expert_weights +
+         expert_rows + expert_gate + expert_up + expert_down;
 }
 
 int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
@@ -20,13 +21,20 @@ int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
   // the CPU's 8-bit activation blocks: only GGML formats quantize x, and their blocks are 32 or
   // 256 wide), and at least 8 values: 16-byte rows of bf16, what the GPU GEMMs align to.
   int64_t block = 8;
-  for (TensorRole role : {TensorRole::kO, TensorRole::kDown}) {
+  for (TensorRole role : {TensorRole::kO, TensorRole::kDown, TensorRole::kExpertDown}) {
+    if (!HasRole(c, role)) continue;
     for (const TensorFormat& f : formats.AllOf(role)) {
       block = std::max(block, InputBlockValues(f));
     }
   }
-  const bool aligned = c.intermediate_size % g == 0 && (c.num_heads / g * c.head_dim) % block == 0 &&
-                       (c.intermediate_size / g) % block == 0;
+  // Every row-parallel input width (o's, the dense MLP's, each expert's) cut into g chunks of
+  // whole blocks.
+  bool aligned = (c.num_heads / g * c.head_dim) % block == 0;
+  for (TensorRole role : {TensorRole::kDown, TensorRole::kExpertDown}) {
+    if (!HasRole(c, role)) continue;
+    const int64_t width = FullShape(c, role)[1];
+    aligned = aligned && width % g == 0 && (width / g) % block == 0;
+  }
   return aligned ? g : p.shard().world_size;
 }
 
@@ -38,10 +46,20 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
   s.q = s.attn = t * p.num_local_heads() * c.head_dim * a;
   s.k = s.v = t * p.num_local_kv_heads() * c.head_dim * a;
   s.gate = s.up = t * p.local_intermediate_size() * a;
-  s.partials = chunks > 1 ? chunks / world * t * c.hidden_size * kF32 : 0;
+  s.partials = chunks > 1 || c.moe.enabled()
+                   ? std::max<int64_t>(1, chunks / world) * t * c.hidden_size * kF32
+                   : 0;
   s.all_partials = world > 1 && chunks > 1 ? chunks * t * c.hidden_size * kF32 : 0;
   s.logits_local = logit_rows * p.vocab_rows_per_rank() * kF32;
   s.logits_gathered = world > 1 ? world * logit_rows * p.vocab_rows_per_rank() * kF32 : 0;
+  if (c.moe.enabled()) {
+    s.router_logits = t * c.moe.routing.num_experts * kF32;
+    const int64_t slots = t * c.moe.routing.top_k;
+    s.expert_ids = s.expert_weights = slots * 4;
+    s.expert_rows = slots * c.hidden_size * a;
+    s.expert_gate = s.expert_up = slots * p.local_expert_intermediate_size() * a;
+    s.expert_down = std::max<int64_t>(1, chunks / world) * slots * c.hidden_size * kF32;
+  }
   return s;
 }
 

@@ -11,10 +11,16 @@
 //   q, attn                  T * local_heads * hd * a each
 //   k, v                     T * local_kv_heads * hd * a
 //   gate, up                 T * local_ffn * a        each
-//   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32; C > 1)
+//   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32; C > 1, or
+//                                                     a MoE layer's experts at any C)
 //   all_partials             C * T * hidden * 4       gathered chunks (W > 1, C > 1)
 //   logits_local             S * Vr * 4               this rank's LM head rows (f32)
 //   logits_gathered          W * S * Vr * 4           all ranks' (W > 1)
+//   router_logits            T * E * 4                a MoE layer's router output (f32)
+//   expert_ids, expert_weights  T * k * 4 each        each token's chosen experts (int32, f32)
+//   expert_rows              T * k * hidden * a       the slots' inputs grouped by expert
+//   expert_gate, expert_up   T * k * local_eff * a    each
+//   expert_down              max(1, C / W) * T * k * hidden * 4   the slots' down outputs
 // Thread-safe: pure functions.
 #ifndef TPSERVE_MODEL_STEP_BUFFERS_H_
 #define TPSERVE_MODEL_STEP_BUFFERS_H_
@@ -43,6 +49,13 @@ struct StepBufferSizes {
   int64_t all_partials = 0;
   int64_t logits_local = 0;
   int64_t logits_gathered = 0;
+  int64_t router_logits = 0;
+  int64_t expert_ids = 0;
+  int64_t expert_weights = 0;
+  int64_t expert_rows = 0;
+  int64_t expert_gate = 0;
+  int64_t expert_up = 0;
+  int64_t expert_down = 0;
 
   int64_t Total() const;
 };

@@ -39,6 +39,10 @@ constexpr std::array<RoleNames, kNumTensorRoles> kRoleNames = {{
     {TensorRole::kKNorm, "k_norm", "attn_k_norm"},
     {TensorRole::kPostAttnNorm, "post_attn_norm", "post_attention_norm"},
     {TensorRole::kPostFfnNorm, "post_ffn_norm", "post_ffw_norm"},
+    {TensorRole::kRouter, "router", "ffn_gate_inp"},
+    {TensorRole::kExpertGate, "expert_gate", "ffn_gate_exps"},
+    {TensorRole::kExpertUp, "expert_up", "ffn_up_exps"},
+    {TensorRole::kExpertDown, "expert_down", "ffn_down_exps"},
 }};
 
 // Formats for (embedding + LM head, projections, norms).
@@ -47,8 +51,8 @@ WeightFormats Uniform(std::string_view preset, TensorFormat embed, TensorFormat 
   WeightFormats f;
   f.preset = std::string(preset);
   for (TensorRole role : kAllTensorRoles) {
-    if (IsVectorRole(role)) {
-      f[role] = norm;
+    if (IsVectorRole(role) || role == TensorRole::kRouter) {
+      f[role] = norm;  // routers stay in float as checkpoints keep them (llama-quantize too)
     } else if (role == TensorRole::kEmbedding || role == TensorRole::kLmHead) {
       f[role] = embed;
     } else {
@@ -74,6 +78,11 @@ bool IsBiasRole(TensorRole role) {
 }
 
 bool IsVectorRole(TensorRole role) { return IsNormRole(role) || IsBiasRole(role); }
+
+bool IsExpertRole(TensorRole role) {
+  return role == TensorRole::kExpertGate || role == TensorRole::kExpertUp ||
+         role == TensorRole::kExpertDown;
+}
 
 bool IsPerLayerRole(TensorRole role) {
   return role != TensorRole::kEmbedding && role != TensorRole::kFinalNorm &&
@@ -212,9 +221,12 @@ absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
         formats[role] = formats[TensorRole::kEmbedding];
         continue;
       }
-      // The roles of other families than Llama's: absent from a model without them (which
-      // HasRole of the model's description says), f32 as llama.cpp stores them when present.
-      if (role >= TensorRole::kQBias) {
+      // The roles of other families than Llama's, and the dense MLP of a model whose every
+      // layer is experts: absent from a model without them (which HasRole of the model's
+      // description says; the loader names a tensor a model needs and lacks), f32 as llama.cpp
+      // stores them when present.
+      if (role >= TensorRole::kQBias || role == TensorRole::kGate || role == TensorRole::kUp ||
+          role == TensorRole::kDown) {
         formats[role] = TensorFormat::Of(FormatKind::kF32);
         continue;
       }

@@ -46,14 +46,19 @@ enum class TensorRole : uint8_t {
   kKNorm,      // blk.N.attn_k_norm  [head_dim]
   kPostAttnNorm,  // blk.N.post_attention_norm [hidden]       (Gemma 2 / 3)
   kPostFfnNorm,   // blk.N.post_ffw_norm       [hidden]
+  kRouter,      // blk.N.ffn_gate_inp  [experts, hidden]      (mixtures of experts)
+  kExpertGate,  // blk.N.ffn_gate_exps [experts][expert_ffn, hidden]: one matrix per expert
+  kExpertUp,    // blk.N.ffn_up_exps   [experts][expert_ffn, hidden]
+  kExpertDown,  // blk.N.ffn_down_exps [experts][hidden, expert_ffn]
 };
-inline constexpr int kNumTensorRoles = 19;
+inline constexpr int kNumTensorRoles = 23;
 inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
     TensorRole::kEmbedding, TensorRole::kAttnNorm, TensorRole::kQ,         TensorRole::kK,
     TensorRole::kV,         TensorRole::kO,        TensorRole::kFfnNorm,   TensorRole::kGate,
     TensorRole::kUp,        TensorRole::kDown,     TensorRole::kFinalNorm, TensorRole::kLmHead,
     TensorRole::kQBias,     TensorRole::kKBias,    TensorRole::kVBias,     TensorRole::kQNorm,
-    TensorRole::kKNorm,     TensorRole::kPostAttnNorm, TensorRole::kPostFfnNorm};
+    TensorRole::kKNorm,     TensorRole::kPostAttnNorm, TensorRole::kPostFfnNorm,
+    TensorRole::kRouter,    TensorRole::kExpertGate,   TensorRole::kExpertUp,  TensorRole::kExpertDown};
 
 // "embedding", "attn_norm", "q", ..., "lm_head": used in tables, JSON and flag names.
 std::string_view TensorRoleName(TensorRole role);
@@ -62,6 +67,8 @@ bool IsBiasRole(TensorRole role);
 // A vector held in f32 whatever the checkpoint stores it in (norms and biases).
 bool IsVectorRole(TensorRole role);
 bool IsPerLayerRole(TensorRole role);
+// One matrix per expert of a layer (kExpertGate, kExpertUp, kExpertDown).
+bool IsExpertRole(TensorRole role);
 
 // The role of a GGUF tensor name ("blk.7.ffn_down.weight" -> kDown, "output.weight" ->
 // kLmHead, "blk.0.attn_q.bias" -> kQBias); nullopt for other names ("rope_freqs.weight").

@@ -68,7 +68,8 @@ std::optional<Suggestion> Int4Weights(const PlanInputs& base) {
   for (int64_t group : {128, 64, 32}) {
     PlanInputs in = base;
     for (TensorRole role : kAllTensorRoles) {
-      if (!IsVectorRole(role) && role != TensorRole::kEmbedding && role != TensorRole::kLmHead) {
+      if (!IsVectorRole(role) && role != TensorRole::kEmbedding && role != TensorRole::kLmHead &&
+          role != TensorRole::kRouter) {
         in.weights[role] = TensorFormat::Int4(group);
       }
     }

@@ -56,18 +56,23 @@ int64_t BackendFormBytes(const WeightDevice& device, const TensorFormat& held, T
 // weights as f32 whatever the checkpoint stores, so that is what a rank's bytes count.
 absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats& formats,
                                     const ShardingPlan& rank0, TensorRole role,
-                                    int64_t first_layer, int64_t num_tensors,
+                                    int64_t first_layer, int64_t num_layers,
                                     int64_t vocab_padded, bool tied_copy,
                                     const WeightDevice& device) {
   const int tp = rank0.shard().world_size;
   RoleShard r{role, ShardKindFor(role)};
-  r.num_tensors = num_tensors;
+  r.num_tensors = RoleTensorCount(config, role, first_layer, num_layers);
   const std::array<int64_t, 2> full = FullShape(config, role);
   r.local_shape = LocalShape(rank0, role);
   const std::string what = std::string(TensorRoleName(role));
-  for (int64_t i = 0; i < num_tensors; ++i) {
-    const TensorFormat& f =
-        IsPerLayerRole(role) ? formats.At(role, first_layer + i) : formats[role];
+  // Each tensor with its layer's format (a layer's experts share one).
+  std::vector<const TensorFormat*> tensors;
+  if (!IsPerLayerRole(role)) tensors.push_back(&formats[role]);
+  for (int64_t l = first_layer; IsPerLayerRole(role) && l < first_layer + num_layers; ++l) {
+    tensors.insert(tensors.end(), RoleTensorsInLayer(config, role, l), &formats.At(role, l));
+  }
+  for (const TensorFormat* format : tensors) {
+    const TensorFormat& f = *format;
     const TensorFormat& held = IsVectorRole(role) ? TensorFormat::Of(FormatKind::kF32) : f;
     TP_ASSIGN_OR_RETURN(int64_t full_bytes, MatrixBytes(f, full[0], full[1], what));
     TP_ASSIGN_OR_RETURN(int64_t local_bytes,
@@ -100,8 +105,7 @@ absl::StatusOr<StageShards> ShardStage(const ModelSpec& config, const WeightForm
   s.first_layer = s.num_layers * stage;
   const bool first = stage == 0, last = stage == pp - 1;
   for (TensorRole role : kAllTensorRoles) {
-    if (!HasRole(config, role)) continue;
-    int64_t count = IsPerLayerRole(role) ? s.num_layers : 1;
+    if (RoleTensorCount(config, role, s.first_layer, s.num_layers) == 0) continue;
     if (role == TensorRole::kEmbedding && !first) continue;
     if ((role == TensorRole::kFinalNorm || role == TensorRole::kLmHead) && !last) continue;
     if (role == TensorRole::kLmHead && config.tie_word_embeddings && first) {
@@ -113,7 +117,7 @@ absl::StatusOr<StageShards> ShardStage(const ModelSpec& config, const WeightForm
     }
     const bool tied_copy = role == TensorRole::kLmHead && config.tie_word_embeddings;
     TP_ASSIGN_OR_RETURN(RoleShard r, ShardRole(config, formats, rank0, role, s.first_layer,
-                                                count, vocab_padded, tied_copy, device));
+                                                s.num_layers, vocab_padded, tied_copy, device));
     s.weight_bytes_per_rank += r.bytes_per_rank;
     s.roles.push_back(r);
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "base/str_cat.h"
 #include "checkpoint/stored_formats.h"
 #include "kernels/rope_table.h"
 
@@ -26,9 +27,40 @@ struct LlamaModel::Workspace {
   DeviceBuffer all_partials;     // f32 [chunks, T, hidden] gathered (world > 1 only)
   DeviceBuffer logits_local;     // f32 [S, vocab_rows_per_rank]
   DeviceBuffer logits_gathered;  // f32 [world, S, vocab_rows_per_rank] (world > 1 only)
+  DeviceBuffer router_logits;    // f32 [T, experts] (MoE models only)
+  DeviceBuffer expert_ids;       // int32 [T, top_k]
+  DeviceBuffer expert_weights;   // f32 [T, top_k]
+  DeviceBuffer expert_rows;      // [T * top_k, hidden] slots' inputs grouped by expert
+  DeviceBuffer expert_gate;      // [T * top_k, local_expert_ffn]
+  DeviceBuffer expert_up;        // [T * top_k, local_expert_ffn]
+  DeviceBuffer expert_down;      // f32 [local chunks * T * top_k * hidden]
   std::vector<float> host_gathered;  // host copy of the gathered logits (world > 1 only)
 };
 
+
+std::vector<std::pair<DeviceBuffer*, int64_t>> LlamaModel::WorkspaceBuffers(
+    Workspace& ws, const StepBufferSizes& s) {
+  return {{&ws.x, s.residual},
+          {&ws.h, s.normed},
+          {&ws.proj, s.proj},
+          {&ws.q, s.q},
+          {&ws.k, s.k},
+          {&ws.v, s.v},
+          {&ws.attn, s.attn},
+          {&ws.gate, s.gate},
+          {&ws.up, s.up},
+          {&ws.partials, s.partials},
+          {&ws.all_partials, s.all_partials},
+          {&ws.logits_local, s.logits_local},
+          {&ws.logits_gathered, s.logits_gathered},
+          {&ws.router_logits, s.router_logits},
+          {&ws.expert_ids, s.expert_ids},
+          {&ws.expert_weights, s.expert_weights},
+          {&ws.expert_rows, s.expert_rows},
+          {&ws.expert_gate, s.expert_gate},
+          {&ws.expert_up, s.expert_up},
+          {&ws.expert_down, s.expert_down}};
+}
 
 LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
                        const WeightFormats& formats, LlamaWeights weights, RopeLayout rope_layout,
@@ -47,18 +79,15 @@ LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
       ws_(std::make_unique<Workspace>()) {}
 
 absl::Status LlamaModel::Init() {
+  if (config_.moe.enabled() && !backend_->SupportsExperts()) {
+    return absl::UnimplementedError(StrCat(
+        config_.name, " has mixture-of-experts layers (", ExpertRoutingString(config_.moe.routing),
+        "), which the ", backend_->name(), " backend cannot run yet; the CPU backend can"));
+  }
   reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_);
   sizes_ = StepBuffersFor(config_, plan_, max_step_tokens_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);
-  const std::pair<DeviceBuffer*, int64_t> buffers[] = {
-      {&ws_->x, sizes_.residual},  {&ws_->h, sizes_.normed},
-      {&ws_->proj, sizes_.proj},   {&ws_->q, sizes_.q},
-      {&ws_->k, sizes_.k},         {&ws_->v, sizes_.v},
-      {&ws_->attn, sizes_.attn},   {&ws_->gate, sizes_.gate},
-      {&ws_->up, sizes_.up},       {&ws_->partials, sizes_.partials},
-      {&ws_->all_partials, sizes_.all_partials}, {&ws_->logits_local, sizes_.logits_local},
-      {&ws_->logits_gathered, sizes_.logits_gathered}};
-  for (const auto& [buffer, bytes] : buffers) {
+  for (const auto& [buffer, bytes] : WorkspaceBuffers(*ws_, sizes_)) {
     if (bytes == 0) continue;
     TP_ASSIGN_OR_RETURN(*buffer, backend_->Allocate(bytes, "step buffer"));
   }
@@ -190,10 +219,8 @@ MemoryFootprint LlamaModel::footprint() const {
   fp.weight_bytes_resident = weights_.bytes_viewed + weights_.bytes_copied;
   fp.weight_bytes_copied = weights_.bytes_copied;
   fp.weight_bytes_by_role = weights_.role_bytes;
-  for (const DeviceBuffer* b : {&ws_->x, &ws_->h, &ws_->proj, &ws_->q, &ws_->k, &ws_->v,
-                                &ws_->attn, &ws_->gate, &ws_->up, &ws_->partials,
-                                &ws_->all_partials, &ws_->logits_local, &ws_->logits_gathered}) {
-    fp.workspace_bytes += b->bytes();
+  for (const auto& entry : WorkspaceBuffers(*ws_, sizes_)) {
+    fp.workspace_bytes += entry.first->bytes();
   }
   fp.attention_bytes = attention_bytes_;
   return fp;
@@ -388,12 +415,16 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepInputs& step)
   Workspace& ws = *ws_;
   backend_->RmsNorm(ws.x.data(), w.ffn_norm.as<float>(), t, hidden,
                     static_cast<float>(config_.rms_norm_eps), ws.h.data());
-  const Backend::MatMulOut gate_up[] = {{&w.gate.matrix, ws.gate.data()},   // [t, ffn]
-                                         {&w.up.matrix, ws.up.data()}};      // [t, ffn]
-  backend_->MatMulMany(ws.h.data(), t, gate_up, act);
-  backend_->GatedActivation(config_.mlp_activation, ws.gate.data(), ws.up.data(), t * ffn,
-                            ws.gate.data());
-  TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj
+  if (config_.IsMoeLayer(layer)) {
+    TP_RETURN_IF_ERROR(ExpertsBlock(layer, t));  // -> ws.proj
+  } else {
+    const Backend::MatMulOut gate_up[] = {{&w.gate.matrix, ws.gate.data()},   // [t, ffn]
+                                           {&w.up.matrix, ws.up.data()}};      // [t, ffn]
+    backend_->MatMulMany(ws.h.data(), t, gate_up, act);
+    backend_->GatedActivation(config_.mlp_activation, ws.gate.data(), ws.up.data(), t * ffn,
+                              ws.gate.data());
+    TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj
+  }
   if (config_.sandwich_norms) {
     backend_->RmsNorm(ws.proj.data(), w.post_ffn_norm.as<float>(), t, hidden,
                       static_cast<float>(config_.rms_norm_eps), ws.proj.data());
@@ -415,6 +446,13 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
   }
   // This rank's chunk sums: [local_chunks, t, n], each exactly what that chunk alone gives.
   backend_->MatMulChunked(x, t, w, local_chunks, ws.partials.as<float>());
+  return ReduceChunks(t, local_chunks);
+}
+
+absl::Status LlamaModel::ReduceChunks(int64_t t, int64_t local_chunks) {
+  Workspace& ws = *ws_;
+  const int world = plan_.shard().world_size;
+  const int64_t n = config_.hidden_size;
   const float* all = ws.partials.as<float>();
   if (world > 1) {  // rank order is chunk order
     TP_RETURN_IF_ERROR(comm_->AllGather(ws.partials.data(), local_chunks * t * n, DType::kF32,
@@ -422,8 +460,33 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
     all = ws.all_partials.as<float>();
   }
   // ((c0 + c1) + c2) + ... on every rank and at every degree.
-  backend_->SumChunks(all, chunks, t * n, ws.proj.data());
+  backend_->SumChunks(all, local_chunks * world, t * n, ws.proj.data());
   return absl::OkStatus();
+}
+
+absl::Status LlamaModel::ExpertsBlock(int64_t layer, int64_t t) {
+  const LlamaLayerWeights& w = weights_.layers[layer];
+  Workspace& ws = *ws_;
+  const ExpertRouting& routing = config_.moe.routing;
+  // Every rank holds the whole router, so every rank routes every token the same way.
+  backend_->MatMul(ws.h.data(), t, w.router.matrix, ws.router_logits.data(), DType::kF32);
+  backend_->RouteExperts(routing, ws.router_logits.as<float>(), t, /*correction_bias=*/nullptr,
+                         ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>());
+  const int world = plan_.shard().world_size;
+  const int64_t chunks = reduction_chunks_;
+  const int64_t local_chunks = chunks == 1 ? 1 : chunks / world;
+  backend_->MoeExperts(ws.h.data(), t, w.expert_mlps, config_.mlp_activation,
+                       ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>(), routing.top_k,
+                       local_chunks,
+                       {ws.expert_rows.data(), ws.expert_gate.data(), ws.expert_up.data(),
+                        ws.expert_down.as<float>()},
+                       ws.partials.as<float>());
+  if (chunks > 1) return ReduceChunks(t, local_chunks);
+  // TpReduction::kAllReduce: this rank's partial sum, rounded once, then one all-reduce.
+  const DType act = backend_->activation_dtype();
+  backend_->SumChunks(ws.partials.as<float>(), 1, t * config_.hidden_size, ws.proj.data());
+  if (world == 1) return absl::OkStatus();
+  return comm_->AllReduceSum(ws.proj.data(), t * config_.hidden_size, act);
 }
 
 void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {

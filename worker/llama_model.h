@@ -103,6 +103,10 @@ class LlamaModel {
 
  private:
   struct Workspace;
+  // Every step buffer with the bytes StepBuffersFor plans for it: what Init allocates and
+  // what footprint() reports, one list.
+  static std::vector<std::pair<DeviceBuffer*, int64_t>> WorkspaceBuffers(
+      Workspace& ws, const StepBufferSizes& sizes);
 
   LlamaModel(const ModelSpec& config, const ShardingPlan& plan, const WeightFormats& formats,
              LlamaWeights weights, RopeLayout rope_layout, Backend* backend, Communicator* comm,
@@ -127,6 +131,12 @@ class LlamaModel {
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank: one all-reduce, or (with
   // TpReduction::kDeterministic) in a fixed chunk order, the same floats at every degree.
   absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
+  // A MoE layer's feed-forward of the normed rows in ws.h: route, run the experts (each
+  // split across the ranks as a dense MLP is), and reduce into ws.proj as RowParallel does.
+  absl::Status ExpertsBlock(int64_t layer, int64_t t);
+  // ws.partials (this rank's local chunks, f32 [local, t, hidden]) summed over every rank's
+  // chunks in chunk order into ws.proj (activation dtype).
+  absl::Status ReduceChunks(int64_t t, int64_t local_chunks);
 
   ModelSpec config_;
   ShardingPlan plan_;

@@ -38,9 +38,19 @@ class Loader {
       TP_ASSIGN_OR_RETURN(w.k, Matrix(TensorRole::kK, l));
       TP_ASSIGN_OR_RETURN(w.v, Matrix(TensorRole::kV, l));
       TP_ASSIGN_OR_RETURN(w.o, Matrix(TensorRole::kO, l));
-      TP_ASSIGN_OR_RETURN(w.gate, Matrix(TensorRole::kGate, l));
-      TP_ASSIGN_OR_RETURN(w.up, Matrix(TensorRole::kUp, l));
-      TP_ASSIGN_OR_RETURN(w.down, Matrix(TensorRole::kDown, l));
+      if (c_.IsMoeLayer(l)) {
+        TP_ASSIGN_OR_RETURN(w.router, Matrix(TensorRole::kRouter, l));
+        w.experts.resize(c_.moe.routing.num_experts);
+        for (int64_t e = 0; e < c_.moe.routing.num_experts; ++e) {
+          TP_ASSIGN_OR_RETURN(w.experts[e].gate, Matrix(TensorRole::kExpertGate, l, e));
+          TP_ASSIGN_OR_RETURN(w.experts[e].up, Matrix(TensorRole::kExpertUp, l, e));
+          TP_ASSIGN_OR_RETURN(w.experts[e].down, Matrix(TensorRole::kExpertDown, l, e));
+        }
+      } else {
+        TP_ASSIGN_OR_RETURN(w.gate, Matrix(TensorRole::kGate, l));
+        TP_ASSIGN_OR_RETURN(w.up, Matrix(TensorRole::kUp, l));
+        TP_ASSIGN_OR_RETURN(w.down, Matrix(TensorRole::kDown, l));
+      }
       const std::pair<TensorRole, DeviceBuffer*> vectors[] = {
           {TensorRole::kQBias, &w.q_bias},        {TensorRole::kKBias, &w.k_bias},
           {TensorRole::kVBias, &w.v_bias},        {TensorRole::kQNorm, &w.q_norm},
@@ -58,17 +68,21 @@ class Loader {
         if (bias->data() != nullptr) matrix->matrix.bias = bias->as<float>();
       }
       out_->layers.push_back(std::move(w));
+      LlamaLayerWeights& placed = out_->layers.back();  // the experts no longer move
+      for (const LlamaLayerWeights::Expert& e : placed.experts) {
+        placed.expert_mlps.push_back({&e.gate.matrix, &e.up.matrix, &e.down.matrix});
+      }
     }
     return used_.CheckAllUsed(s_);
   }
 
  private:
   // One role's slice: read in the checkpoint's layout, converted to the target format, placed.
-  absl::StatusOr<LoadedMatrix> Matrix(TensorRole role, int64_t layer) {
-    const std::string module = ModuleName(c_, s_.format(), role, layer);
-    const std::array<int64_t, 2> full = FullShape(c_, role);
+  // (Expert `expert`'s matrix of an expert role.)
+  absl::StatusOr<LoadedMatrix> Matrix(TensorRole role, int64_t layer, int64_t expert = 0) {
     TP_ASSIGN_OR_RETURN(StoredMatrix stored,
-                        StoredMatrix::Open(s_, q_, module, full[0], full[1], &used_));
+                        StoredMatrix::OpenRole(s_, q_, c_, role, layer, expert, &used_));
+    const std::string& module = stored.module();
     TP_ASSIGN_OR_RETURN(HostMatrix host, stored.Read(p_.Slice(role)));
     TP_ASSIGN_OR_RETURN(host, ConvertMatrix(std::move(host), f_.At(role, layer), module));
     if (!b_.SupportsWeight(host.matrix.format)) {

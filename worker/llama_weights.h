@@ -51,6 +51,15 @@ struct LlamaLayerWeights {
   LoadedMatrix gate;       // [local_ffn, hidden]                   column-parallel
   LoadedMatrix up;         // [local_ffn, hidden]                   column-parallel
   LoadedMatrix down;       // [hidden, local_ffn]                   row-parallel
+  // A MoE layer (ModelSpec::IsMoeLayer) has these instead of gate, up and down.
+  struct Expert {
+    LoadedMatrix gate;  // [local_expert_ffn, hidden]  column-parallel
+    LoadedMatrix up;    // [local_expert_ffn, hidden]  column-parallel
+    LoadedMatrix down;  // [hidden, local_expert_ffn]  row-parallel
+  };
+  LoadedMatrix router;            // [experts, hidden]  replicated
+  std::vector<Expert> experts;    // every expert, by id
+  std::vector<Backend::ExpertMlp> expert_mlps;  // experts' matrices, as MoeExperts takes them
 };
 
 struct LlamaWeights {

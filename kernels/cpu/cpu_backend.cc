@@ -37,7 +37,8 @@ void RotateHead(float* x, int64_t head_dim, const float* cos_table, const float*
 const char* CpuOpProfile::Name(int op) {
   static constexpr const char* kNames[kNumOps] = {
       "matmul", "matmul_chunked", "sum_chunks", "rms_norm", "rope", "gated_activation", "add",
-      "elementwise", "embedding", "gather_logit_rows", "write_kv", "attention"};
+      "elementwise", "embedding", "gather_logit_rows", "write_kv", "attention",
+      "route_experts", "moe_experts"};
   return op >= 0 && op < kNumOps ? kNames[op] : "?";
 }
 
@@ -55,6 +56,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
       kernels_(CpuKernelsFor(isa_)),
       pool_(options.num_threads),
       matmul_(kernels_, &pool_),
+      moe_(kernels_, &matmul_),
       attention_(kernels_, &pool_) {
   TP_CHECK(CpuSupportsIsa(isa_), "CpuBackendOptions.isa is not supported by this CPU");
 }
@@ -192,6 +194,21 @@ void CpuBackend::GatedActivation(Activation act, const void* gate, const void* u
   ParallelChunks(count, kMinParallelElements, [&](int64_t i0, int64_t i1) {
     kernel(g + i0, u + i0, i1 - i0, o + i0);
   });
+}
+
+void CpuBackend::RouteExperts(const ExpertRouting& routing, const float* logits, int64_t rows,
+                              const float* correction_bias, int32_t* ids, float* weights) {
+  OpTimer timer(this, CpuOpProfile::kRouteExperts);
+  RouteTokens(routing, logits, rows, correction_bias, ids, weights);
+}
+
+void CpuBackend::MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
+                            Activation act, const int32_t* ids, const float* weights,
+                            int64_t top_k, int64_t num_chunks, const MoeWorkspace& scratch,
+                            float* out) {
+  OpTimer timer(this, CpuOpProfile::kMoeExperts);
+  moe_.Run(static_cast<const float*>(x), rows, experts, act, ids, weights, top_k, num_chunks,
+           scratch, out);
 }
 
 void CpuBackend::Scale(void* xv, int64_t count, float factor) {

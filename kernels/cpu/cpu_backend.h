@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_attention.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_matmul.h"
+#include "kernels/cpu/cpu_moe.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace tpserve {
@@ -36,7 +37,8 @@ struct CpuBackendOptions {
 // Wall time and calls per op kind, summed since the last ResetProfile().
 struct CpuOpProfile {
   enum Op { kMatMul, kMatMulChunked, kSumChunks, kRmsNorm, kRope, kGatedActivation, kAdd,
-            kElementwise, kEmbedding, kGatherLogitRows, kWriteKv, kAttention, kNumOps };
+            kElementwise, kEmbedding, kGatherLogitRows, kWriteKv, kAttention, kRouteExperts,
+            kMoeExperts, kNumOps };
   static const char* Name(int op);
   std::array<double, kNumOps> seconds{};
   std::array<int64_t, kNumOps> calls{};
@@ -87,6 +89,12 @@ class CpuBackend final : public Backend {
   void Add(const void* a, const void* b, int64_t count, void* out) override;
   void Scale(void* x, int64_t count, float factor) override;
   void SoftCapF32(float* x, int64_t count, float cap) override;
+  bool SupportsExperts() const override { return true; }
+  void RouteExperts(const ExpertRouting& routing, const float* logits, int64_t rows,
+                    const float* correction_bias, int32_t* ids, float* weights) override;
+  void MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
+                  Activation act, const int32_t* ids, const float* weights, int64_t top_k,
+                  int64_t num_chunks, const MoeWorkspace& scratch, float* out) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
   void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;
@@ -130,6 +138,7 @@ class CpuBackend final : public Backend {
   const CpuKernels& kernels_;
   ThreadPool pool_;
   CpuMatMul matmul_;
+  CpuMoe moe_;
   CpuAttention attention_;
   StepInputs step_;
 };

@@ -26,6 +26,9 @@ struct ModelFamily {
   // The same from a config.json, which also refuses the keys the family would honour but
   // tpserve does not implement.
   absl::Status (*from_hf)(const config_internal::Json& json, ModelSpec& spec);
+  // tie_word_embeddings when a config.json omits it: the default of the family's transformers
+  // config class (true for Gemma's; Llama's, Mistral's, Mixtral's and Qwen's say false).
+  bool hf_ties_embeddings_by_default = false;
 };
 
 // Every family, by name.
@@ -41,11 +44,18 @@ extern const ModelFamily kQwen2Family;
 extern const ModelFamily kQwen3Family;
 extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3Family;
+extern const ModelFamily kMixtralFamily;
+extern const ModelFamily kQwen3MoeFamily;
 
 // Pieces several families share.
 namespace family_internal {
 // Every layer global with the model-wide RoPE, or every one windowed (Mistral).
 void UniformLayers(int64_t sliding_window, ModelSpec& spec);
+// Every layer's feed-forward the experts of `routing` (its score and weighting; the counts come
+// from "<arch>.expert_count" and "<arch>.expert_used_count") when the file has experts; nothing
+// when <arch>.expert_count is absent or 0. INVALID_ARGUMENT names the keys of a bad count.
+absl::Status ReadGgufExperts(const GgufFile& g, const std::string& arch, ExpertRouting routing,
+                             int64_t expert_intermediate_size, ModelSpec& spec);
 // Refuses the common config.json keys no family here implements (attention sinks, partial
 // rotary embeddings, biases on the MLP).
 absl::Status RefuseUnimplementedCommonKeys(const config_internal::Json& json);

@@ -177,8 +177,9 @@ absl::Status Gemma3FromHf(const Json& j, ModelSpec& spec) {
 
 }  // namespace
 
-const ModelFamily kGemma2Family = {"gemma2", {"gemma2"}, {"gemma2"}, Gemma2FromGguf, Gemma2FromHf};
+const ModelFamily kGemma2Family = {"gemma2", {"gemma2"}, {"gemma2"}, Gemma2FromGguf, Gemma2FromHf,
+                                   /*hf_ties_embeddings_by_default=*/true};
 const ModelFamily kGemma3Family = {"gemma3", {"gemma3"}, {"gemma3_text"}, Gemma3FromGguf,
-                                   Gemma3FromHf};
+                                   Gemma3FromHf, /*hf_ties_embeddings_by_default=*/true};
 
 }  // namespace tpserve

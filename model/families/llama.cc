@@ -11,8 +11,14 @@ namespace {
 
 using config_internal::Json;
 
-absl::Status LlamaFromGguf(const GgufFile&, const std::string&, ModelSpec& spec) {
+// A `llama` file with llama.expert_count set is a Mixtral: every layer's MLP is that many
+// experts of feed_forward_length, softmax top-k renormalized (llama.cpp's graph for it).
+absl::Status LlamaFromGguf(const GgufFile& g, const std::string& arch, ModelSpec& spec) {
   family_internal::UniformLayers(0, spec);
+  TP_RETURN_IF_ERROR(family_internal::ReadGgufExperts(
+      g, arch, {.score = RoutingScore::kSoftmax, .renormalize = true}, spec.intermediate_size,
+      spec));
+  if (spec.moe.enabled()) spec.family = "mixtral";
   return absl::OkStatus();
 }
 

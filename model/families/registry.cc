@@ -5,9 +5,9 @@
 namespace tpserve {
 
 const std::vector<const ModelFamily*>& ModelFamilies() {
-  static const std::vector<const ModelFamily*> kAll = {&kGemma2Family,  &kGemma3Family,
-                                                        &kLlamaFamily,   &kMistralFamily,
-                                                        &kQwen2Family,   &kQwen3Family};
+  static const std::vector<const ModelFamily*> kAll = {
+      &kGemma2Family, &kGemma3Family, &kLlamaFamily, &kMistralFamily,
+      &kMixtralFamily, &kQwen2Family, &kQwen3Family, &kQwen3MoeFamily};
   return kAll;
 }
 
