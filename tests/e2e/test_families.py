@@ -1,6 +1,7 @@
 """End-to-end: every family's tiny golden model (tests/golden/families: Llama, Qwen2 with biases,
 Qwen2 with YaRN, Qwen3 with QK-norm, Mistral with its sliding window, Gemma 2 with soft-caps and
-alternating windows, Gemma 3 with five local layers to one global) served by real processes from
+alternating windows, Gemma 3 with five local layers to one global, Mixtral and Qwen3-MoE with 8
+experts of which each token takes 2, split across the ranks) served by real processes from
 its GGUF and from its config.json + safetensors (+ tokenizer.json, make_family_tokenizers.py), at
 two ranks where its KV heads allow (one for Gemma 3's single KV head), through gRPC and the HTTP
 API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
@@ -17,7 +18,7 @@ DIR = ROOT / "tests/golden/families"
 GOLDENS = json.loads((DIR / "goldens.json").read_text())
 NEAR_TIE = 0.5
 CASES = [(case, form) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2",
-                                    "gemma3"]
+                                    "gemma3", "mixtral", "qwen3moe"]
          for form in ["gguf", "hf_dir"] if (case, form) != ("mistral", "gguf")]
 
 
