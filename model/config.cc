@@ -252,8 +252,37 @@ absl::Status ModelSpec::Validate() const {
   return absl::OkStatus();
 }
 
+// Mixtures of experts: their published config.json (the keys that shape the model), read by
+// the family's own reader as a checkpoint's would be.
+constexpr char kQwen3_235bA22b[] = R"({"model_type": "qwen3_moe",
+  "_name_or_path": "qwen3-235b-a22b", "hidden_size": 4096, "intermediate_size": 12288,
+  "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+  "vocab_size": 151936, "max_position_embeddings": 40960, "rope_theta": 1000000.0,
+  "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "bos_token_id": 151643,
+  "eos_token_id": 151645, "hidden_act": "silu", "attention_bias": false,
+  "use_sliding_window": false, "num_experts": 128, "num_experts_per_tok": 8,
+  "moe_intermediate_size": 1536, "norm_topk_prob": true, "decoder_sparse_step": 1,
+  "mlp_only_layers": []})";
+constexpr char kQwen3_30bA3b[] = R"({"model_type": "qwen3_moe",
+  "_name_or_path": "qwen3-30b-a3b", "hidden_size": 2048, "intermediate_size": 6144,
+  "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+  "vocab_size": 151936, "max_position_embeddings": 40960, "rope_theta": 1000000.0,
+  "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "bos_token_id": 151643,
+  "eos_token_id": 151645, "hidden_act": "silu", "attention_bias": false,
+  "use_sliding_window": false, "num_experts": 128, "num_experts_per_tok": 8,
+  "moe_intermediate_size": 768, "norm_topk_prob": true, "decoder_sparse_step": 1,
+  "mlp_only_layers": []})";
+constexpr char kMixtral8x22b[] = R"({"model_type": "mixtral",
+  "_name_or_path": "mixtral-8x22b", "hidden_size": 6144, "intermediate_size": 16384,
+  "num_hidden_layers": 56, "num_attention_heads": 48, "num_key_value_heads": 8,
+  "vocab_size": 32000, "max_position_embeddings": 65536, "rope_theta": 1000000,
+  "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2,
+  "hidden_act": "silu", "sliding_window": null, "num_local_experts": 8,
+  "num_experts_per_tok": 2})";
+
 std::vector<std::string> ModelSpecPresetNames() {
-  return {"llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m"};
+  return {"llama-3.1-8b",  "llama-3.1-70b",   "llama-3.1-405b", "smollm2-135m",
+          "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b"};
 }
 
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
@@ -269,6 +298,9 @@ absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
     return Llama31("llama-3.1-405b", 16384, 53248, 126, 128);
   }
   if (key == "smollm2-135m" || key == "smollm2") return SmolLM2_135M();
+  if (key == "mixtral-8x22b") return ModelSpecFromHfJson(kMixtral8x22b);
+  if (key == "qwen3-30b-a3b") return ModelSpecFromHfJson(kQwen3_30bA3b);
+  if (key == "qwen3-235b-a22b") return ModelSpecFromHfJson(kQwen3_235bA22b);
   return absl::NotFoundError(StrCat("no model preset '", name,
                                     "'; known: ", absl::StrJoin(ModelSpecPresetNames(), ", "),
                                     " (aliases 8b, 70b, 405b, smollm2)"));

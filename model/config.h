@@ -138,7 +138,9 @@ struct ModelSpec {
 std::vector<std::string> ModelFamilyNames();
 
 // Presets with the exact published shapes: "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
-// "smollm2-135m" (aliases "8b", "70b", "405b", "smollm2"). NOT_FOUND lists the known names.
+// "smollm2-135m" (aliases "8b", "70b", "405b", "smollm2"), and the mixtures of experts
+// "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b" (their config.json read by the family's
+// reader). NOT_FOUND lists the known names.
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name);
 std::vector<std::string> ModelSpecPresetNames();
 

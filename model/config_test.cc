@@ -85,7 +85,8 @@ TEST(ModelSpecPresetTest, UnknownNameListsTheKnownOnes) {
   EXPECT_THAT(s.message(), HasSubstr("no model preset 'gpt-2'"));
   EXPECT_THAT(s.message(), HasSubstr("llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, smollm2-135m"));
   EXPECT_THAT(ModelSpecPresetNames(),
-              ElementsAre("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m"));
+              ElementsAre("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m",
+                          "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b"));
 }
 
 // Expected counts worked by hand (head_dim 128 for the Llamas, 64 for SmolLM2):
@@ -104,6 +105,29 @@ TEST(ModelSpecTest, NumParametersMatchesHandCounts) {
   // SmolLM2 (tied): per layer 331776 + 221184 + 331776 + 2654208 + 1152 = 3540096;
   //                 30 * 3540096 + 28311552 + 576 = 134515008.
   EXPECT_EQ(ModelSpecPreset("smollm2")->NumParameters(), 134515008);
+}
+
+// The mixtures of experts against their names (Qwen3-235B-A22B: 235B in all, 22B active;
+// Mixtral 8x22B: 141B and 39B as Mistral publishes them), worked by hand:
+//   Qwen3-235B per layer: attention 4096*8192 + 2*4096*512 + 8192*4096 + QK-norms 2*128
+//     = 71303424; experts 128 * 3*4096*1536 + router 128*4096 = 2416443392; norms 8192
+//     -> 2487755008; 94 layers + 2 * 151936*4096 + 4096 = 235093634560.
+//     Active: less 120 idle experts * 18874368 * 94 = 212902871040 -> 22190763520.
+//   Mixtral 8x22B per layer: attention 2*6144*6144 + 2*6144*1024 = 88080384; experts
+//     8 * 3*6144*16384 + 8*6144 = 2415968256; norms 12288 -> 2504060928; 56 layers
+//     + 2 * 32000*6144 + 6144 = 140620634112. Active: less 6 * 301989888 * 56 -> 39152031744.
+TEST(ModelSpecTest, MoePresetsCountEveryExpertAndTheActiveOnes) {
+  absl::StatusOr<ModelSpec> qwen = ModelSpecPreset("qwen3-235b-a22b");
+  ASSERT_TRUE(qwen.ok()) << qwen.status();
+  EXPECT_EQ(qwen->family, "qwen3moe");
+  EXPECT_EQ(qwen->NumParameters(), 235093634560);
+  EXPECT_EQ(qwen->NumActiveParameters(), 22190763520);
+  absl::StatusOr<ModelSpec> mixtral = ModelSpecPreset("mixtral-8x22b");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status();
+  EXPECT_EQ(mixtral->NumParameters(), 140620634112);
+  EXPECT_EQ(mixtral->NumActiveParameters(), 39152031744);
+  // A dense model's active parameters are all of them.
+  EXPECT_EQ(ModelSpecPreset("8b")->NumActiveParameters(), 8030261248);
 }
 
 TEST(ModelSpecTest, ValidateNamesTheFieldAndBound) {

@@ -45,7 +45,8 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
   s.residual = s.normed = s.proj = t * c.hidden_size * a;
   s.q = s.attn = t * p.num_local_heads() * c.head_dim * a;
   s.k = s.v = t * p.num_local_kv_heads() * c.head_dim * a;
-  s.gate = s.up = t * p.local_intermediate_size() * a;
+  // The dense MLP's (none when every layer is experts).
+  s.gate = s.up = HasRole(c, TensorRole::kGate) ? t * p.local_intermediate_size() * a : 0;
   s.partials = chunks > 1 || c.moe.enabled()
                    ? std::max<int64_t>(1, chunks / world) * t * c.hidden_size * kF32
                    : 0;

@@ -10,7 +10,7 @@
 //   residual, normed, proj   T * hidden * a           each
 //   q, attn                  T * local_heads * hd * a each
 //   k, v                     T * local_kv_heads * hd * a
-//   gate, up                 T * local_ffn * a        each
+//   gate, up                 T * local_ffn * a        each (where a layer has a dense MLP)
 //   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32; C > 1, or
 //                                                     a MoE layer's experts at any C)
 //   all_partials             C * T * hidden * 4       gathered chunks (W > 1, C > 1)

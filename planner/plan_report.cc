@@ -88,9 +88,18 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
                  b.residual + b.normed + b.proj);
   out += SubLine("q, attn", absl::StrFormat("2 x [%d x %d] %s", t, q_cols, act), b.q + b.attn);
   out += SubLine("k, v", absl::StrFormat("2 x [%d x %d] %s", t, kv_cols, act), b.k + b.v);
-  out += SubLine("gate, up",
-                 absl::StrFormat("2 x [%d x %d] %s", t, c.intermediate_size / in.tp, act),
-                 b.gate + b.up);
+  if (b.gate + b.up > 0) {
+    out += SubLine("gate, up",
+                   absl::StrFormat("2 x [%d x %d] %s", t, c.intermediate_size / in.tp, act),
+                   b.gate + b.up);
+  }
+  if (c.moe.enabled()) {
+    const int64_t slots = t * c.moe.routing.top_k;
+    out += SubLine("experts",
+                   absl::StrFormat("router, %d slots: rows, gate, up, down", slots),
+                   b.router_logits + b.expert_ids + b.expert_weights + b.expert_rows +
+                       b.expert_gate + b.expert_up + b.expert_down);
+  }
   if (b.partials + b.all_partials > 0) {
     out += SubLine("chunk sums", "row-parallel reduction in a fixed order (f32)",
                    b.partials + b.all_partials);

@@ -93,6 +93,13 @@ TOL_GEMMA = {"F32": 5e-3, "F16": 3e-2}
 MOE_MIN_GAP = 0.02
 MIXTRAL_SEED = 527
 QWEN3MOE_SEED = 401
+# glm4moe: sigmoid scores + a correction bias. The bias of each sparse layer is these 8 levels
+# in a drawn order (positive: every selection value exceeds HF's mask value 0.0 for dropped
+# groups, so HF's and llama.cpp's masking agree); seed, levels and router gain chosen for a
+# clear margin at every expert and group decision (see MOE_MIN_GAP).
+GLM4MOE_SEED = int(os.environ.get("GLM4MOE_SEED", 1))
+GLM4MOE_BIAS_LEVELS = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75]
+GLM4MOE_ROUTER_GAIN = float(os.environ.get("GLM4MOE_GAIN", 2.5))
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,6 +164,20 @@ CASES = [
         rope_theta=1000000.0, qk_norm=True, tied=False, out_gain=2.0, intermediate=96,
         vocab_kind="bpe", tok_pre="qwen2",
         moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=2.5), seed=QWEN3MOE_SEED)),
+    # GLM-4.5's architecture (Glm4MoeForCausalLM): layer 0 dense (first_k_dense_replace 1,
+    # width `intermediate`), layers 1-2 sparse: 8 routed experts, top-2, sigmoid scoring with
+    # e_score_correction_bias, 4 groups of 2 experts of which 2 are kept, weights renormalized
+    # and scaled by 2.5, one shared expert; q/k/v biases and QK-norm. Full-head RoPE
+    # (partial_rotary_factor 1.0, not GLM-4.5's 0.5).
+    ("glm4moe", base_spec(
+        family="glm4moe", gguf_arch="glm4moe", hf_arch="Glm4MoeForCausalLM",
+        model_type="glm4_moe", layers=3, heads=4, kv_heads=2, head_dim=16,
+        rope_theta=1000000.0, eps=1e-5, biases=True, bias_std=0.5, qk_norm=True, tied=False,
+        out_gain=2.0, intermediate=96, vocab_kind="bpe", tok_pre="qwen2",
+        moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=GLM4MOE_ROUTER_GAIN,
+                 bias_levels=GLM4MOE_BIAS_LEVELS, n_group=4, topk_group=2, n_shared=1,
+                 scaling=2.5, dense_lead=1, partial_rotary_factor=1.0),
+        seed=GLM4MOE_SEED)),
 ]
 F16_CASES = ["qwen2", "qwen3", "gemma3", "qwen3moe"]
 
@@ -233,15 +254,22 @@ def q8(x):
 
 
 def moe_hf_names(family, layer):
-    """HF names of a sparse layer's router and experts (`%d` = expert index)."""
+    """HF names of a sparse layer's router and experts (`%d` = expert index); glm4moe also its
+    router's correction bias and the shared expert."""
     p = "model.layers.%d." % layer
     if family == "mixtral":
         q = p + "block_sparse_moe."
         return dict(router=q + "gate.weight", gate=q + "experts.%d.w1.weight",
                     up=q + "experts.%d.w3.weight", down=q + "experts.%d.w2.weight")
     q = p + "mlp."
-    return dict(router=q + "gate.weight", gate=q + "experts.%d.gate_proj.weight",
-                up=q + "experts.%d.up_proj.weight", down=q + "experts.%d.down_proj.weight")
+    names = dict(router=q + "gate.weight", gate=q + "experts.%d.gate_proj.weight",
+                 up=q + "experts.%d.up_proj.weight", down=q + "experts.%d.down_proj.weight")
+    if family == "glm4moe":
+        names.update(bias=q + "gate.e_score_correction_bias",
+                     shared_gate=q + "shared_experts.gate_proj.weight",
+                     shared_up=q + "shared_experts.up_proj.weight",
+                     shared_down=q + "shared_experts.down_proj.weight")
+    return names
 
 
 def make_hf_tensors(spec):
@@ -280,16 +308,30 @@ def make_hf_tensors(spec):
             t[p + "post_feedforward_layernorm.weight"] = norm(H, spec["post_norm"])
         else:
             t[p + "post_attention_layernorm.weight"] = norm(H)
-        if spec["moe"]:
+        if spec["moe"] and l >= spec["moe"].get("dense_lead", 0):
             # router [E, hidden], then per expert gate, up [ff, hidden] and down [hidden, ff]
             m = spec["moe"]
             E, F = m["n_experts"], m["expert_ff"]
             names = moe_hf_names(spec["family"], l)
             t[names["router"]] = mat(E, H, m["router_gain"] / math.sqrt(H))
+            if "bias" in names:
+                # glm4moe: e_score_correction_bias [E] (F32 in the checkpoints): the sorted
+                # levels taken in consecutive pairs, the pairs dealt to the expert groups in a
+                # drawn order, each pair in a drawn order (see GLM4MOE_BIAS_LEVELS)
+                G = E // m["n_group"]
+                lv = np.sort(np.asarray(m["bias_levels"], dtype=np.float64)).reshape(-1, G)
+                lv = lv[rng.permutation(len(lv))]
+                lv = np.stack([row[rng.permutation(G)] for row in lv])
+                t[names["bias"]] = q8(lv.reshape(E))
             for e in range(E):
                 t[names["gate"] % e] = mat(F, H, 1.5 / math.sqrt(H))
                 t[names["up"] % e] = mat(F, H, 1.5 / math.sqrt(H))
                 t[names["down"] % e] = mat(H, F, spec["out_gain"] / math.sqrt(F))
+            if "shared_gate" in names:
+                S = F * m["n_shared"]
+                t[names["shared_gate"]] = mat(S, H, 1.5 / math.sqrt(H))
+                t[names["shared_up"]] = mat(S, H, 1.5 / math.sqrt(H))
+                t[names["shared_down"]] = mat(H, S, spec["out_gain"] / math.sqrt(S))
             continue
         t[p + "mlp.gate_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
         t[p + "mlp.up_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
@@ -355,6 +397,17 @@ def hf_config(spec, dtype):
                  moe_intermediate_size=m["expert_ff"], norm_topk_prob=True,
                  output_router_logits=False, router_aux_loss_coef=0.001,
                  bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    elif fam == "glm4moe":
+        m = spec["moe"]
+        c.update(common, head_dim=spec["head_dim"], hidden_act="silu",
+                 partial_rotary_factor=m["partial_rotary_factor"], rope_scaling=None,
+                 attention_bias=spec["biases"], use_qk_norm=spec["qk_norm"],
+                 first_k_dense_replace=m["dense_lead"], n_routed_experts=m["n_experts"],
+                 num_experts_per_tok=m["top_k"], moe_intermediate_size=m["expert_ff"],
+                 n_shared_experts=m["n_shared"], n_group=m["n_group"],
+                 topk_group=m["topk_group"], norm_topk_prob=True,
+                 routed_scaling_factor=m["scaling"], num_nextn_predict_layers=0,
+                 bos_token_id=ids["bos"], eos_token_id=ids["eos"])
     elif fam == "gemma2":
         c.update(common, head_dim=spec["head_dim"], hidden_activation="gelu_pytorch_tanh",
                  hidden_act="gelu_pytorch_tanh", attention_bias=False,
@@ -389,16 +442,20 @@ def permute(w, n_head, n_head_kv):
 
 
 def hf_to_gguf_tensors(spec, hf, dtype):
-    arch = getattr(gguf.MODEL_ARCH, spec["gguf_arch"].upper())
+    arch = {v: k for k, v in gguf.MODEL_ARCH_NAMES.items()}[spec["gguf_arch"]]
     tmap = gguf.get_tensor_name_map(arch, spec["layers"])
     out = []
     experts = {}     # MoE: layer -> {HF expert tensor name: data}, stacked once complete
     for name, data in hf.items():
+        if name.endswith("e_score_correction_bias"):
+            # ModelBase.filter_tensors: -> `...e_score_correction.bias` -> blk.N.exp_probs_b.bias
+            name = name.replace("e_score_correction_bias", "e_score_correction.bias")
         if spec["moe"] and ".experts." in name:
-            # LlamaModel / Qwen2MoeModel.modify_tensors: collect a layer's n_experts * 3 expert
-            # tensors, then torch.stack each kind over the experts (dim 0) -> [E, rows, cols]
-            # under the merged name that gguf's tensor map knows, in the converter's order
-            # (w1, w2, w3 = gate, down, up for Mixtral; down, gate, up for Qwen3-MoE).
+            # LlamaModel / Qwen2MoeModel / Glm4MoeModel.modify_tensors: collect a layer's
+            # n_experts * 3 expert tensors (not `shared_experts.`), then torch.stack each kind
+            # over the experts (dim 0) -> [E, rows, cols] under the merged name that gguf's
+            # tensor map knows, in the converter's order (w1, w2, w3 = gate, down, up for
+            # Mixtral; down, gate, up for Qwen3-MoE and GLM-4.5).
             bid = int(name.split(".")[2])
             experts.setdefault(bid, {})[name] = data
             E = spec["moe"]["n_experts"]
@@ -479,15 +536,28 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
         if cfg.get("rope_local_base_freq") is not None:
             w.add_rope_freq_base_swa(cfg["rope_local_base_freq"])
         w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-        if spec["moe"]:       # TextModel: num_local_experts / num_experts, num_experts_per_tok
-            w.add_expert_count(spec["moe"]["n_experts"])
+        if spec["moe"]:       # TextModel: num_local_experts / num_experts / n_routed_experts,
+            w.add_expert_count(spec["moe"]["n_experts"])      # num_experts_per_tok
             w.add_expert_used_count(spec["moe"]["top_k"])
+            if cfg.get("n_group") is not None:              # TextModel: n_group, topk_group
+                w.add_expert_group_count(cfg["n_group"])
+                w.add_expert_group_used_count(cfg["topk_group"])
         if cfg.get("head_dim") is not None:
             w.add_key_length(cfg["head_dim"])
             w.add_value_length(cfg["head_dim"])
         w.add_file_type(ftype)
         if fam == "qwen3moe":  # Qwen2MoeModel: moe_intermediate_size
             w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if fam == "glm4moe":   # Glm4MoeModel.set_gguf_parameters (its second expert_count
+            # write overwrites the first with the same value, in place)
+            w.add_rope_dimension_count(int(cfg["head_dim"] * cfg["partial_rotary_factor"]))
+            w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+            w.add_expert_shared_count(cfg["n_shared_experts"])
+            w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+            w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+            w.add_expert_weights_norm(cfg["norm_topk_prob"])
+            w.add_nextn_predict_layers(cfg["num_nextn_predict_layers"])
         if arch == "llama":   # LlamaModel
             w.add_vocab_size(cfg["vocab_size"])
             w.add_rope_dimension_count(cfg.get("head_dim") or H // cfg["num_attention_heads"])
@@ -644,9 +714,11 @@ def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
     norm_topk_prob), output sum_k w_k * down_k(silu(gate_k h) * up_k h).
     routing: "hf", or (feature effects) "top1" (the best expert alone, weight 1), "uniform"
     (the same k experts, weights 1/k), "no_renorm" (the k softmax probabilities as they are).
-    record: a list to which (chosen experts [T, k], k-th minus (k+1)-th router logit [T]) is
-    appended."""
+    record: a list to which dict(layer, sel = chosen experts [T, k], gap = k-th minus (k+1)-th
+    router logit [T]) is appended. Glm4Moe: glm4moe_ffn."""
     mt = cfg["model_type"]
+    if mt == "glm4_moe":
+        return glm4moe_ffn(cfg, t, layer, h, routing, record)
     E = cfg["num_local_experts"] if mt == "mixtral" else cfg["num_experts"]
     k = cfg["num_experts_per_tok"]
     names = moe_hf_names("mixtral" if mt == "mixtral" else "qwen3moe", layer)
@@ -656,7 +728,7 @@ def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
     order = np.argsort(-logits, axis=-1, kind="stable")
     srt = np.take_along_axis(logits, order, axis=-1)
     if record is not None:
-        record.append((order[:, :k].copy(), srt[:, k - 1] - srt[:, k]))
+        record.append(dict(layer=layer, sel=order[:, :k].copy(), gap=srt[:, k - 1] - srt[:, k]))
     sel = order[:, :1] if routing == "top1" else order[:, :k]
     w = np.take_along_axis(probs, sel, axis=-1)
     renorm = mt == "mixtral" or cfg.get("norm_topk_prob", False)
@@ -679,6 +751,89 @@ def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
     return out
 
 
+def glm4moe_select(scores, bias, n_group, topk_group, k, mask_value):
+    """Glm4MoeTopkRouter.get_topk_indices (= DeepSeek-V3's noaux_tc) on sigmoid scores [T, E]:
+    selection = scores + bias; groups of E / n_group consecutive experts, each scored by the sum
+    of its 2 largest selection values; the topk_group best groups kept, the others' experts set
+    to mask_value (HF 0.0, llama.cpp -inf); the k experts of largest masked selection value.
+    n_group <= 1: no group limit. Returns (chosen [T, k] in descending order, masked selection
+    values [T, E], kept groups [T, topk_group] or None, group scores [T, n_group] or None)."""
+    sc = scores + bias
+    T, E = sc.shape
+    kept = gs = None
+    if n_group > 1:
+        g = sc.reshape(T, n_group, E // n_group)
+        gs = -np.sort(-g, axis=-1)[:, :, :2].sum(axis=-1)                # [T, n_group]
+        kept = np.argsort(-gs, axis=-1, kind="stable")[:, :topk_group]
+        keep = np.zeros((T, n_group), dtype=bool)
+        np.put_along_axis(keep, kept, True, axis=-1)
+        sc = np.where(np.repeat(keep, E // n_group, axis=-1), sc, mask_value)
+    order = np.argsort(-sc, axis=-1, kind="stable")
+    return order[:, :k], sc, kept, gs
+
+
+def glm4moe_ffn(cfg, t, layer, h, routing="hf", record=None):
+    """Glm4MoeMoE on h [T, hidden]: router logits h @ gate.T (F32 in HF), scores = sigmoid,
+    experts chosen by glm4moe_select (correction bias, groups), weights = the chosen experts'
+    unbiased scores / their sum (norm_topk_prob) * routed_scaling_factor, output
+    sum_k w_k * expert_k(h) + shared_experts(h).
+    routing: "hf", or (feature effects) "top1" (the first chosen expert alone, weight
+    routed_scaling_factor), "uniform" (the same experts, weights routed_scaling_factor / k),
+    "no_renorm" (scores not divided by their sum), "no_groups" (no group limit), "no_bias"
+    (selection without the correction bias), "no_shared" (no shared expert), "no_scaling"
+    (routed_scaling_factor 1).
+    record: a list to which a dict is appended: layer, sel (chosen [T, k]), gap (the smaller of
+    expert_gap and group_gap), expert_gap (k-th chosen minus best non-chosen eligible selection
+    value), group_gap (topk_group-th minus (topk_group+1)-th group score), kth_value (k-th
+    chosen selection value: above HF's mask value 0.0), groups (kept [T, topk_group]),
+    sel_no_groups, sel_no_bias, best_excluded (the best expert overall is in a dropped group)."""
+    E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
+    n_group, topk_group = cfg["n_group"], cfg["topk_group"]
+    names = moe_hf_names("glm4moe", layer)
+    bias = t[names["bias"]]
+    scores = 1.0 / (1.0 + np.exp(-(h @ t[names["router"]].T)))         # [T, E]
+    use_bias = routing != "no_bias"
+    sel, masked, kept, gs = glm4moe_select(scores, bias if use_bias else 0.0,
+                                           n_group if routing != "no_groups" else 1,
+                                           topk_group, k, 0.0)
+    if record is not None:
+        # llama.cpp's rule (-inf for the dropped groups' experts) must choose the same
+        sel_lc, m_lc, _, _ = glm4moe_select(scores, bias, n_group, topk_group, k, -np.inf)
+        assert np.array_equal(np.sort(sel_lc, axis=-1), np.sort(sel, axis=-1))
+        srt = -np.sort(-m_lc, axis=-1)
+        gsrt = -np.sort(-gs, axis=-1)
+        expert_gap = srt[:, k - 1] - srt[:, k]
+        group_gap = gsrt[:, topk_group - 1] - gsrt[:, topk_group]
+        sel_ng = glm4moe_select(scores, bias, 1, topk_group, k, 0.0)[0]
+        sel_nb = glm4moe_select(scores, 0.0, n_group, topk_group, k, 0.0)[0]
+        best = np.argmax(scores + bias, axis=-1)
+        record.append(dict(layer=layer, sel=sel.copy(), gap=np.minimum(expert_gap, group_gap),
+                           expert_gap=expert_gap, group_gap=group_gap, kth_value=srt[:, k - 1],
+                           groups=kept.copy(), sel_no_groups=sel_ng, sel_no_bias=sel_nb,
+                           best_excluded=~np.isfinite(m_lc[np.arange(len(best)), best])))
+    if routing == "top1":
+        sel = sel[:, :1]
+    w = np.take_along_axis(scores, sel, axis=-1)
+    if routing == "uniform":
+        w = np.full_like(w, 1.0 / k)
+    elif routing != "no_renorm" and cfg["norm_topk_prob"]:
+        w = w / (w.sum(axis=-1, keepdims=True) + 1e-20)
+    if routing != "no_scaling":
+        w = w * cfg["routed_scaling_factor"]
+    out = np.zeros_like(h)
+    for e in range(E):
+        rows, slot = np.nonzero(sel == e)
+        if len(rows) == 0:
+            continue
+        x = h[rows]
+        y = silu(x @ t[names["gate"] % e].T) * (x @ t[names["up"] % e].T)
+        out[rows] += w[rows, slot][:, None] * (y @ t[names["down"] % e].T)
+    if routing != "no_shared":
+        y = silu(h @ t[names["shared_gate"]].T) * (h @ t[names["shared_up"]].T)
+        out = out + y @ t[names["shared_down"]].T
+    return out
+
+
 def is_sparse_layer(cfg, layer):
     """transformers: Mixtral every layer; Qwen3-MoE unless in mlp_only_layers, every
     decoder_sparse_step-th layer."""
@@ -688,19 +843,25 @@ def is_sparse_layer(cfg, layer):
     if mt == "qwen3_moe":
         return layer not in cfg.get("mlp_only_layers", []) and cfg["num_experts"] > 0 and \
             (layer + 1) % cfg["decoder_sparse_step"] == 0
+    if mt == "glm4_moe":   # Glm4MoeDecoderLayer
+        return layer >= cfg["first_k_dense_replace"]
     return False
 
 
 def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_base=True,
                      biases=True, qk_norm=True, ggml_gelu=False, routing="hf", record=None):
     """Logits [len(ids), vocab] of the HF model (config dict, tensors as float64 arrays).
-    MoE models: routing and record as moe_ffn (record: one entry per sparse layer)."""
+    MoE models: routing and record as moe_ffn / glm4moe_ffn (record: one entry per sparse
+    layer)."""
     mt = cfg["model_type"]
     gemma = mt in ("gemma2", "gemma3_text")
     L, H = cfg["num_hidden_layers"], cfg["hidden_size"]
     nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or H // nh
     eps = cfg["rms_norm_eps"]
+    # GLM-4.5's published configs rotate half of each head (0.5); this reference (and the
+    # glm4moe case) rotates all of it
+    assert cfg.get("partial_rotary_factor", 1.0) == 1.0, "partial RoPE not implemented"
     T = len(ids)
     pos = np.arange(T)
     x = t["model.embed_tokens.weight"][np.asarray(ids)]
@@ -835,24 +996,25 @@ class _GgmlTensor(ctypes.Structure):
                 ("padding", ctypes.c_char * 8)]
 
 
-def llama_cpp_routing(gguf_path, seqs):
+def llama_cpp_routing(gguf_path, seqs, prefix="ffn_moe_topk-"):
     """The experts llama.cpp itself chose: its graph names build_moe_ffn's top-k indices
     `ffn_moe_topk-<layer>` (I32 [k, n_tokens]); an eval callback reads them while the prompt and
     then the greedy tokens are fed as run_llama_cpp feeds them. A separate run, so the goldens'
-    run is untouched. Returns prompt -> layer -> [sorted expert ids per position]."""
+    run is untouched. Returns prompt -> layer -> [sorted expert ids per position]. With prefix
+    "ffn_moe_group_topk-": the expert groups it kept (I32 [n_group_used, n_tokens]) instead."""
     captured = []
 
     def cb(tensor, ask, _):
         t = ctypes.cast(tensor, ctypes.POINTER(_GgmlTensor)).contents
         name = t.name.decode()
-        want = name.startswith("ffn_moe_topk-")
+        want = name.startswith(prefix)
         if ask or not want:
             return want if ask else True
         rows = []
         for j in range(t.ne[1]):
             row = ctypes.cast(t.data + j * t.nb[1], ctypes.POINTER(ctypes.c_int32))
             rows.append(sorted(int(row[i]) for i in range(t.ne[0])))
-        captured.append((int(name.split("-")[1]), rows))
+        captured.append((int(name.split("-")[-1]), rows))
         return True
 
     callback = llama_cpp.ggml_backend_sched_eval_callback(cb)
@@ -958,26 +1120,40 @@ def build_case(case, spec, dtype):
     routing = None
     if spec["moe"]:
         routing = routing_summary(spec, records)
-        # llama.cpp's own choice of experts, position by position, against the reference's
-        lc_routes = llama_cpp_routing(gguf_path, {name: (ids, lc[name]["toks"][:-1])
-                                                  for name, ids in prompts.items()})
-        compared, differ = 0, []
-        for name in prompts:
-            for l, (sel, _) in enumerate(records[name]):
-                got = lc_routes[name][l]
-                assert len(got) == len(sel), (name, l, len(got), len(sel))
-                for pos, (a, b) in enumerate(zip(got, sel)):
-                    compared += 1
-                    if a != sorted(int(e) for e in b):
-                        differ.append((name, l, pos))
-        routing["llama_cpp_same_experts"] = dict(compared=compared, differing=len(differ))
-        assert not differ, "llama.cpp chose other experts than the reference: %s" % differ[:5]
+        # llama.cpp's own choice of experts (and, with groups, of expert groups), position by
+        # position, against the reference's
+        seqs = {name: (ids, lc[name]["toks"][:-1]) for name, ids in prompts.items()}
+        checks = [("llama_cpp_same_experts", "ffn_moe_topk-", "sel")]
+        if spec["moe"].get("n_group", 1) > 1:
+            checks.append(("llama_cpp_same_groups", "ffn_moe_group_topk-", "groups"))
+        for key, prefix, field in checks:
+            lc_routes = llama_cpp_routing(gguf_path, seqs, prefix)
+            compared, differ = 0, []
+            for name in prompts:
+                assert sorted(lc_routes[name]) == [r["layer"] for r in records[name]]
+                for r in records[name]:
+                    got = lc_routes[name][r["layer"]]
+                    assert len(got) == len(r[field]), (name, r["layer"], len(got))
+                    for pos, (a, b) in enumerate(zip(got, r[field])):
+                        compared += 1
+                        if a != sorted(int(e) for e in b):
+                            differ.append((name, r["layer"], pos))
+            routing[key] = dict(compared=compared, differing=len(differ))
+            assert not differ, "llama.cpp chose other %s than the reference: %s" % (
+                field, differ[:5])
         print("   routing: min gap %.4f at %s; expert usage %s" %
               (routing["min_routing_gap"], routing["min_routing_gap_at"],
                routing["expert_usage"]), flush=True)
         assert routing["min_routing_gap"] > MOE_MIN_GAP, "routing near a tie: redraw %s" % case
         assert all(min(u) > 0 for u in routing["expert_usage"].values()), \
             "an expert is never chosen: redraw %s" % case
+        if "groups" in routing:
+            g = routing["groups"]
+            print("   groups: %s" % g, flush=True)
+            assert g["min_kth_selection_value"] > MOE_MIN_GAP, case   # HF masks with 0.0
+            assert g["decisions_changed_by_group_limit"] > 0, case
+            assert g["best_expert_in_dropped_group"] > 0, case
+            assert g["decisions_changed_by_correction_bias"] > 0, case
 
     # goldens
     entry_prompts = {}
@@ -1027,6 +1203,11 @@ def build_case(case, spec, dtype):
         checks["moe_top1_only"] = dict(routing="top1")
         checks["moe_uniform_weights"] = dict(routing="uniform")
         checks["moe_no_renormalization"] = dict(routing="no_renorm")
+    if spec["family"] == "glm4moe":
+        checks["moe_no_group_limit"] = dict(routing="no_groups")
+        checks["moe_no_correction_bias"] = dict(routing="no_bias")
+        checks["moe_no_shared_expert"] = dict(routing="no_shared")
+        checks["moe_no_routed_scaling"] = dict(routing="no_scaling")
     for k, kw in checks.items():
         alt = reference_logits(cfg_disk, t, long_ids, **kw)
         effects[k] = round(float(np.max(np.abs(alt - base))), 4)
@@ -1075,6 +1256,29 @@ def build_case(case, spec, dtype):
             router_weight_std=round(m["router_gain"] / math.sqrt(spec["hidden"]), 6))
         if spec["family"] == "qwen3moe":
             hp["moe"]["dense_intermediate_unused"] = spec["intermediate"]
+        if spec["family"] == "glm4moe":
+            dense = list(range(m["dense_lead"]))
+            hp["moe"].update(
+                sparse_layers=list(range(m["dense_lead"], spec["layers"])), dense_layers=dense,
+                dense_intermediate=spec["intermediate"],
+                gating=("sigmoid scores s = sigmoid(router logits); selection value s + "
+                        "e_score_correction_bias; n_group groups of n_experts / n_group "
+                        "consecutive experts, a group's score the sum of its 2 largest selection"
+                        " values, the topk_group best groups kept; the k experts of largest "
+                        "selection value among them; weights = their unbiased s / sum(s) "
+                        "(norm_topk_prob) * routed_scaling_factor; output sum_k w_k expert_k(h)"
+                        " + shared_expert(h)"),
+                scoring="sigmoid", n_group=m["n_group"], topk_group=m["topk_group"],
+                routed_scaling_factor=m["scaling"], n_shared_experts=m["n_shared"],
+                shared_intermediate=m["expert_ff"] * m["n_shared"],
+                e_score_correction_bias={
+                    "layer_%d" % l: [float(x) for x in t[moe_hf_names("glm4moe", l)["bias"]]]
+                    for l in range(m["dense_lead"], spec["layers"])})
+            hp["partial_rotary_factor"] = m["partial_rotary_factor"]
+            hp["rope_dimension_count"] = int(spec["head_dim"] * m["partial_rotary_factor"])
+            hp["note"] = ("GLM-4.5's published configs have partial_rotary_factor 0.5 (RoPE on "
+                          "the first half of each head); this case rotates the whole head (1.0)"
+                          " because the engine does not implement partial RoPE yet")
     if windowed_hf:
         reference = "numpy reference (llama.cpp has no window for arch llama)"
     else:
@@ -1089,14 +1293,15 @@ def build_case(case, spec, dtype):
 
 
 def routing_summary(spec, records):
-    """records: prompt -> [(chosen experts [T, k], k-th minus (k+1)-th router logit [T]) per
-    layer], from the numpy reference on prompt + greedy tokens (every position llama.cpp
-    evaluated). The smallest margin, where it is, and how often each expert was chosen."""
+    """records: prompt -> [moe_ffn's record dict per sparse layer], from the numpy reference on
+    prompt + greedy tokens (every position llama.cpp evaluated). The smallest margin, where it
+    is, and how often each expert was chosen; glm4moe also the group figures."""
     best = None
     usage = {}
     n = 0
     for name, layers in records.items():
-        for l, (sel, gap) in enumerate(layers):
+        for r in layers:
+            l, sel, gap = r["layer"], r["sel"], r["gap"]
             i = int(np.argmin(gap))
             if best is None or gap[i] < best[0]:
                 best = (float(gap[i]), dict(prompt=name, position=i, layer=l))
@@ -1104,13 +1309,59 @@ def routing_summary(spec, records):
             for e in sel.ravel():
                 u[int(e)] += 1
             n += len(gap)
-    return dict(min_routing_gap=round(best[0], 6), min_routing_gap_at=best[1],
-                expert_usage=usage, n_routing_decisions=n,
-                note=("numpy float64 reference, every position of prompt + the 15 greedy tokens "
-                      "fed, both prompts, every layer: gap = k-th minus (k+1)-th largest router "
-                      "logit (k = n_experts_used); expert_usage[layer][e] = positions choosing e;"
-                      " llama_cpp_same_experts: llama.cpp's own top-k (ffn_moe_topk, read with "
-                      "an eval callback) compared with the reference's at every such decision"))
+    out = dict(min_routing_gap=round(best[0], 6), min_routing_gap_at=best[1],
+               expert_usage=usage, n_routing_decisions=n,
+               note=("numpy float64 reference, every position of prompt + the 15 greedy tokens "
+                     "fed, both prompts, every layer: gap = k-th minus (k+1)-th largest router "
+                     "logit (k = n_experts_used); expert_usage[layer][e] = positions choosing e;"
+                     " llama_cpp_same_experts: llama.cpp's own top-k (ffn_moe_topk, read with "
+                     "an eval callback) compared with the reference's at every such decision"))
+    if spec["moe"].get("n_group", 1) <= 1:
+        return out
+    rs = [r for layers in records.values() for r in layers]
+
+    def changed(key):
+        return int(sum(np.sum(np.any(np.sort(r["sel"], axis=-1) != np.sort(r[key], axis=-1),
+                                     axis=-1)) for r in rs))
+
+    def where(key, fn):
+        v, at = None, None
+        for name, layers in records.items():
+            for r in layers:
+                i = int(fn(r[key]))
+                if v is None or r[key][i] < v:
+                    v, at = float(r[key][i]), dict(prompt=name, position=i, layer=r["layer"])
+        return round(v, 6), at
+
+    eg, eg_at = where("expert_gap", np.argmin)
+    gg, gg_at = where("group_gap", np.argmin)
+    kv, kv_at = where("kth_value", np.argmin)
+    out["groups"] = dict(
+        min_expert_gap=eg, min_expert_gap_at=eg_at, min_group_gap=gg, min_group_gap_at=gg_at,
+        min_kth_selection_value=kv, min_kth_selection_value_at=kv_at,
+        decisions_changed_by_group_limit=changed("sel_no_groups"),
+        best_expert_in_dropped_group=int(sum(np.sum(r["best_excluded"]) for r in rs)),
+        decisions_changed_by_correction_bias=changed("sel_no_bias"),
+        group_usage={"layer_%d" % l: [int(sum(np.sum(r["groups"] == g) for r in rs
+                                               if r["layer"] == l))
+                                      for g in range(spec["moe"]["n_group"])]
+                     for l in sorted({r["layer"] for r in rs})})
+    out["note"] = (
+        "numpy float64 reference, every position of prompt + the 15 greedy tokens fed, both "
+        "prompts, every sparse layer. Selection value = sigmoid(router logit) + "
+        "e_score_correction_bias; min_routing_gap = the smaller of groups.min_expert_gap (k-th "
+        "chosen minus best non-chosen expert of a kept group) and groups.min_group_gap "
+        "(topk_group-th minus (topk_group+1)-th group score, a group's score = the sum of its 2 "
+        "largest selection values); min_kth_selection_value: the k-th chosen value, which must "
+        "exceed HF's mask value 0.0 for the dropped groups (llama.cpp masks with -inf); "
+        "decisions_changed_by_group_limit / _by_correction_bias: positions x layers whose "
+        "chosen set differs with no group limit / with selection = sigmoid score alone; "
+        "best_expert_in_dropped_group: decisions where the expert of largest selection value "
+        "is not eligible; expert_usage[layer][e] = positions choosing e; group_usage[layer][g] "
+        "= positions keeping group g; llama_cpp_same_experts / llama_cpp_same_groups: llama.cpp's "
+        "own top-k experts (ffn_moe_topk) / kept groups (ffn_moe_group_topk), read with an eval "
+        "callback, compared with the reference's at every such decision")
+    return out
 
 
 def main():
