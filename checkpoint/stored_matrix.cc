@@ -70,6 +70,10 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       case TensorRole::kExpertGate: return blk + "ffn_gate_exps";  // every expert, stacked
       case TensorRole::kExpertUp: return blk + "ffn_up_exps";
       case TensorRole::kExpertDown: return blk + "ffn_down_exps";
+      case TensorRole::kExpertBias: return blk + "exp_probs_b";
+      case TensorRole::kSharedGate: return blk + "ffn_gate_shexp";
+      case TensorRole::kSharedUp: return blk + "ffn_up_shexp";
+      case TensorRole::kSharedDown: return blk + "ffn_down_shexp";
     }
   }
   const std::string blk = StrCat("model.layers.", layer, ".");
@@ -106,13 +110,21 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       if (role == TensorRole::kExpertUp) return e + (mixtral ? "w3" : "up_proj");
       return e + (mixtral ? "w2" : "down_proj");
     }
+    case TensorRole::kExpertBias: return blk + "mlp.gate";  // + ".e_score_correction_bias"
+    case TensorRole::kSharedGate: return blk + "mlp.shared_experts.gate_proj";
+    case TensorRole::kSharedUp: return blk + "mlp.shared_experts.up_proj";
+    case TensorRole::kSharedDown: return blk + "mlp.shared_experts.down_proj";
   }
   return "";
 }
 
 std::string TensorName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
                        int64_t layer) {
-  return ModuleName(spec, format, role, layer) + (IsBiasRole(role) ? ".bias" : ".weight");
+  const std::string module = ModuleName(spec, format, role, layer);
+  if (role == TensorRole::kExpertBias && format != CheckpointFormat::kGguf) {
+    return module + ".e_score_correction_bias";
+  }
+  return module + (IsGgufBiasTensor(role) ? ".bias" : ".weight");
 }
 
 absl::StatusOr<StoredMatrix> StoredMatrix::Open(const WeightSource& source,

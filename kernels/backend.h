@@ -267,7 +267,8 @@ class Backend {
   // Step buffers MoeExperts works in, for rows tokens of top_k slots (model/step_buffers.h
   // sizes them, so the memory plan counts them): the slots' input rows grouped by expert
   // (activation_dtype() [rows * top_k, hidden]), their gate and up outputs ([rows * top_k,
-  // local_ffn] each), and their down outputs (f32, num_chunks * rows * top_k * hidden).
+  // local_ffn] each; the shared expert's rows * its width when larger), and their down outputs
+  // (f32, num_chunks * rows * top_k * hidden).
   struct MoeWorkspace {
     void* x_rows;
     void* gate;
@@ -287,16 +288,17 @@ class Backend {
   // layer: out[c, r, :] = sum over j < top_k (in j order) of
   //   weights[r, j] * (down_e[:, chunk c] * (act(gate_e x[r]) * up_e x[r])[chunk c]),
   //   e = ids[r, j],
-  // in f32 (out f32 [num_chunks, rows, hidden]). x [rows, hidden] is activation_dtype();
+  // then + the shared expert's chunk c of x[r] where `shared` is not null (GLM-4.5,
+  // DeepSeek-V3), in f32 (out f32 [num_chunks, rows, hidden]). x [rows, hidden] is activation_dtype();
   // experts[e] is expert e's share for every e < experts.size(). Row r's floats depend only on
   // x[r], ids[r] and weights[r] (batch invariance), and chunk c's are the same whatever the
   // number of chunks around it (as MatMulChunked's).
   // REQUIRES: SupportsExperts(); ids in [0, experts.size()); every expert's local width a
   // multiple of num_chunks, its chunks whole blocks of the down matrix's format.
   virtual void MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
-                          Activation act, const int32_t* ids, const float* weights,
-                          int64_t top_k, int64_t num_chunks, const MoeWorkspace& scratch,
-                          float* out) = 0;
+                          const ExpertMlp* shared, Activation act, const int32_t* ids,
+                          const float* weights, int64_t top_k, int64_t num_chunks,
+                          const MoeWorkspace& scratch, float* out) = 0;
 
   // out[i] = a[i] + b[i] for i < count; out may alias a or b.
   virtual void Add(const void* a, const void* b, int64_t count, void* out) = 0;

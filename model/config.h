@@ -68,6 +68,13 @@ struct MoeSpec {
     kBlockSparseMoe,  // block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} (Mixtral)
   };
   HfNames hf_names = HfNames::kMlpExperts;
+  // An always-on expert beside the routed ones, added to their weighted sum (GLM-4.5,
+  // DeepSeek-V3: n_shared_experts of moe_intermediate_size each, one MLP of their total width);
+  // 0: none.
+  int64_t shared_expert_intermediate_size = 0;
+  // A per-expert bias added to the scores for choosing only (DeepSeek-V3's
+  // e_score_correction_bias, GGUF's exp_probs_b), a tensor of each MoE layer.
+  bool correction_bias = false;
   bool enabled() const { return routing.num_experts > 0; }
 };
 

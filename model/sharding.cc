@@ -30,6 +30,10 @@ std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c) 
   if (c.moe.enabled()) {
     widths.push_back({"moe.expert_intermediate_size", c.moe.expert_intermediate_size});
   }
+  if (c.moe.enabled() && c.moe.shared_expert_intermediate_size > 0) {
+    widths.push_back(
+        {"moe.shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size});
+  }
   return widths;
 }
 
@@ -93,10 +97,13 @@ ShardKind ShardKindFor(TensorRole role) {
     case TensorRole::kVBias:
     case TensorRole::kExpertGate:  // each expert split as a dense MLP is
     case TensorRole::kExpertUp:
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
       return ShardKind::kColumn;
     case TensorRole::kO:
     case TensorRole::kDown:
     case TensorRole::kExpertDown:
+    case TensorRole::kSharedDown:
       return ShardKind::kRow;
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:
@@ -153,6 +160,13 @@ std::array<int64_t, 2> FullShape(const ModelSpec& c, TensorRole role) {
       return {c.moe.expert_intermediate_size, c.hidden_size};
     case TensorRole::kExpertDown:
       return {c.hidden_size, c.moe.expert_intermediate_size};
+    case TensorRole::kExpertBias:
+      return {1, c.moe.routing.num_experts};
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+      return {c.moe.shared_expert_intermediate_size, c.hidden_size};
+    case TensorRole::kSharedDown:
+      return {c.hidden_size, c.moe.shared_expert_intermediate_size};
     default:
       return {1, c.hidden_size};  // norms
   }
@@ -179,6 +193,12 @@ bool HasRole(const ModelSpec& c, TensorRole role) {
     case TensorRole::kExpertUp:
     case TensorRole::kExpertDown:
       return c.moe.enabled();
+    case TensorRole::kExpertBias:
+      return c.moe.enabled() && c.moe.correction_bias;
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+    case TensorRole::kSharedDown:
+      return c.moe.enabled() && c.moe.shared_expert_intermediate_size > 0;
     default:
       return true;
   }
@@ -193,6 +213,10 @@ int64_t RoleTensorsInLayer(const ModelSpec& c, TensorRole role, int64_t layer) {
     case TensorRole::kDown:
       return c.IsMoeLayer(layer) ? 0 : 1;
     case TensorRole::kRouter:
+    case TensorRole::kExpertBias:
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+    case TensorRole::kSharedDown:
       return c.IsMoeLayer(layer) ? 1 : 0;
     case TensorRole::kExpertGate:
     case TensorRole::kExpertUp:
@@ -299,6 +323,8 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
   plan.local_expert_intermediate_size_ =
       config.moe.expert_intermediate_size / shard.world_size;
+  plan.local_shared_intermediate_size_ =
+      config.moe.shared_expert_intermediate_size / shard.world_size;
   plan.vocab_rows_per_rank_ = VocabRowsPerRank(config, formats, shard.world_size);
   plan.first_vocab_row_ = std::min(config.vocab_size, shard.rank * plan.vocab_rows_per_rank_);
   plan.num_local_vocab_rows_ =
@@ -345,6 +371,15 @@ TensorSlice ShardingPlan::Slice(TensorRole role) const {
     case TensorRole::kExpertDown:
       s.col_begin = shard_.rank * local_expert_intermediate_size_;
       s.num_cols = local_expert_intermediate_size_;
+      break;
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+      s.row_begin = shard_.rank * local_shared_intermediate_size_;
+      s.num_rows = local_shared_intermediate_size_;
+      break;
+    case TensorRole::kSharedDown:
+      s.col_begin = shard_.rank * local_shared_intermediate_size_;
+      s.num_cols = local_shared_intermediate_size_;
       break;
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:

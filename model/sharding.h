@@ -100,6 +100,8 @@ class ShardingPlan {
   int64_t local_intermediate_size() const { return local_intermediate_size_; }
   // Each expert's width on this rank (every expert split as the dense MLP is).
   int64_t local_expert_intermediate_size() const { return local_expert_intermediate_size_; }
+  // The shared expert's width on this rank (0 without one).
+  int64_t local_shared_intermediate_size() const { return local_shared_intermediate_size_; }
   // Vocab rows are vocab_rows_per_rank() per rank; the last ranks may hold fewer (or none).
   int64_t vocab_rows_per_rank() const { return vocab_rows_per_rank_; }
   int64_t first_vocab_row() const { return first_vocab_row_; }
@@ -115,6 +117,7 @@ class ShardingPlan {
   int64_t num_local_kv_heads_ = 0;
   int64_t local_intermediate_size_ = 0;
   int64_t local_expert_intermediate_size_ = 0;
+  int64_t local_shared_intermediate_size_ = 0;
   int64_t vocab_rows_per_rank_ = 0;
   int64_t first_vocab_row_ = 0;
   int64_t num_local_vocab_rows_ = 0;

@@ -21,7 +21,8 @@ int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
   // the CPU's 8-bit activation blocks: only GGML formats quantize x, and their blocks are 32 or
   // 256 wide), and at least 8 values: 16-byte rows of bf16, what the GPU GEMMs align to.
   int64_t block = 8;
-  for (TensorRole role : {TensorRole::kO, TensorRole::kDown, TensorRole::kExpertDown}) {
+  for (TensorRole role : {TensorRole::kO, TensorRole::kDown, TensorRole::kExpertDown,
+                          TensorRole::kSharedDown}) {
     if (!HasRole(c, role)) continue;
     for (const TensorFormat& f : formats.AllOf(role)) {
       block = std::max(block, InputBlockValues(f));
@@ -30,7 +31,7 @@ int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
   // Every row-parallel input width (o's, the dense MLP's, each expert's) cut into g chunks of
   // whole blocks.
   bool aligned = (c.num_heads / g * c.head_dim) % block == 0;
-  for (TensorRole role : {TensorRole::kDown, TensorRole::kExpertDown}) {
+  for (TensorRole role : {TensorRole::kDown, TensorRole::kExpertDown, TensorRole::kSharedDown}) {
     if (!HasRole(c, role)) continue;
     const int64_t width = FullShape(c, role)[1];
     aligned = aligned && width % g == 0 && (width / g) % block == 0;
@@ -58,7 +59,9 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
     const int64_t slots = t * c.moe.routing.top_k;
     s.expert_ids = s.expert_weights = slots * 4;
     s.expert_rows = slots * c.hidden_size * a;
-    s.expert_gate = s.expert_up = slots * p.local_expert_intermediate_size() * a;
+    s.expert_gate = s.expert_up =
+        std::max(slots * p.local_expert_intermediate_size(),
+                 t * p.local_shared_intermediate_size()) * a;
     s.expert_down = std::max<int64_t>(1, chunks / world) * slots * c.hidden_size * kF32;
   }
   return s;

@@ -19,7 +19,8 @@
 //   router_logits            T * E * 4                a MoE layer's router output (f32)
 //   expert_ids, expert_weights  T * k * 4 each        each token's chosen experts (int32, f32)
 //   expert_rows              T * k * hidden * a       the slots' inputs grouped by expert
-//   expert_gate, expert_up   T * k * local_eff * a    each
+//   expert_gate, expert_up   T * k * local_eff * a    each (or T * the shared expert's local
+//                                                     width, when larger)
 //   expert_down              max(1, C / W) * T * k * hidden * 4   the slots' down outputs
 // Thread-safe: pure functions.
 #ifndef TPSERVE_MODEL_STEP_BUFFERS_H_

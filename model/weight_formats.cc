@@ -43,6 +43,10 @@ constexpr std::array<RoleNames, kNumTensorRoles> kRoleNames = {{
     {TensorRole::kExpertGate, "expert_gate", "ffn_gate_exps"},
     {TensorRole::kExpertUp, "expert_up", "ffn_up_exps"},
     {TensorRole::kExpertDown, "expert_down", "ffn_down_exps"},
+    {TensorRole::kExpertBias, "expert_bias", "exp_probs_b"},  // ".bias"
+    {TensorRole::kSharedGate, "shared_gate", "ffn_gate_shexp"},
+    {TensorRole::kSharedUp, "shared_up", "ffn_up_shexp"},
+    {TensorRole::kSharedDown, "shared_down", "ffn_down_shexp"},
 }};
 
 // Formats for (embedding + LM head, projections, norms).
@@ -77,7 +81,13 @@ bool IsBiasRole(TensorRole role) {
   return role == TensorRole::kQBias || role == TensorRole::kKBias || role == TensorRole::kVBias;
 }
 
-bool IsVectorRole(TensorRole role) { return IsNormRole(role) || IsBiasRole(role); }
+bool IsGgufBiasTensor(TensorRole role) {
+  return IsBiasRole(role) || role == TensorRole::kExpertBias;
+}
+
+bool IsVectorRole(TensorRole role) {
+  return IsNormRole(role) || IsBiasRole(role) || role == TensorRole::kExpertBias;
+}
 
 bool IsExpertRole(TensorRole role) {
   return role == TensorRole::kExpertGate || role == TensorRole::kExpertUp ||
@@ -112,7 +122,8 @@ std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name) {
     per_layer = true;
   }
   for (const RoleNames& r : kRoleNames) {
-    if (r.gguf_stem == stem && IsPerLayerRole(r.role) == per_layer && IsBiasRole(r.role) == bias) {
+    if (r.gguf_stem == stem && IsPerLayerRole(r.role) == per_layer &&
+        IsGgufBiasTensor(r.role) == bias) {
       return r.role;
     }
   }

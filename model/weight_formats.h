@@ -50,20 +50,28 @@ enum class TensorRole : uint8_t {
   kExpertGate,  // blk.N.ffn_gate_exps [experts][expert_ffn, hidden]: one matrix per expert
   kExpertUp,    // blk.N.ffn_up_exps   [experts][expert_ffn, hidden]
   kExpertDown,  // blk.N.ffn_down_exps [experts][hidden, expert_ffn]
+  kExpertBias,  // blk.N.exp_probs_b.bias [experts]            (choosing only: DeepSeek-V3)
+  kSharedGate,  // blk.N.ffn_gate_shexp [shared_ffn, hidden]   (an always-on expert)
+  kSharedUp,    // blk.N.ffn_up_shexp   [shared_ffn, hidden]
+  kSharedDown,  // blk.N.ffn_down_shexp [hidden, shared_ffn]
 };
-inline constexpr int kNumTensorRoles = 23;
+inline constexpr int kNumTensorRoles = 27;
 inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
     TensorRole::kEmbedding, TensorRole::kAttnNorm, TensorRole::kQ,         TensorRole::kK,
     TensorRole::kV,         TensorRole::kO,        TensorRole::kFfnNorm,   TensorRole::kGate,
     TensorRole::kUp,        TensorRole::kDown,     TensorRole::kFinalNorm, TensorRole::kLmHead,
     TensorRole::kQBias,     TensorRole::kKBias,    TensorRole::kVBias,     TensorRole::kQNorm,
     TensorRole::kKNorm,     TensorRole::kPostAttnNorm, TensorRole::kPostFfnNorm,
-    TensorRole::kRouter,    TensorRole::kExpertGate,   TensorRole::kExpertUp,  TensorRole::kExpertDown};
+    TensorRole::kRouter,    TensorRole::kExpertGate,   TensorRole::kExpertUp,  TensorRole::kExpertDown,
+    TensorRole::kExpertBias, TensorRole::kSharedGate,  TensorRole::kSharedUp,  TensorRole::kSharedDown};
 
 // "embedding", "attn_norm", "q", ..., "lm_head": used in tables, JSON and flag names.
 std::string_view TensorRoleName(TensorRole role);
 bool IsNormRole(TensorRole role);
 bool IsBiasRole(TensorRole role);
+// The GGUF tensor of the role ends in ".bias" rather than ".weight" (IsBiasRole's, and the
+// experts' correction bias, which is not split with any output rows).
+bool IsGgufBiasTensor(TensorRole role);
 // A vector held in f32 whatever the checkpoint stores it in (norms and biases).
 bool IsVectorRole(TensorRole role);
 bool IsPerLayerRole(TensorRole role);

@@ -470,12 +470,17 @@ absl::Status LlamaModel::ExpertsBlock(int64_t layer, int64_t t) {
   const ExpertRouting& routing = config_.moe.routing;
   // Every rank holds the whole router, so every rank routes every token the same way.
   backend_->MatMul(ws.h.data(), t, w.router.matrix, ws.router_logits.data(), DType::kF32);
-  backend_->RouteExperts(routing, ws.router_logits.as<float>(), t, /*correction_bias=*/nullptr,
+  backend_->RouteExperts(routing, ws.router_logits.as<float>(), t,
+                         config_.moe.correction_bias ? w.expert_bias.as<float>() : nullptr,
                          ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>());
   const int world = plan_.shard().world_size;
   const int64_t chunks = reduction_chunks_;
   const int64_t local_chunks = chunks == 1 ? 1 : chunks / world;
-  backend_->MoeExperts(ws.h.data(), t, w.expert_mlps, config_.mlp_activation,
+  const Backend::ExpertMlp shared = {&w.shared.gate.matrix, &w.shared.up.matrix,
+                                     &w.shared.down.matrix};
+  backend_->MoeExperts(ws.h.data(), t, w.expert_mlps,
+                       config_.moe.shared_expert_intermediate_size > 0 ? &shared : nullptr,
+                       config_.mlp_activation,
                        ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>(), routing.top_k,
                        local_chunks,
                        {ws.expert_rows.data(), ws.expert_gate.data(), ws.expert_up.data(),

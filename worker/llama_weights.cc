@@ -46,6 +46,14 @@ class Loader {
           TP_ASSIGN_OR_RETURN(w.experts[e].up, Matrix(TensorRole::kExpertUp, l, e));
           TP_ASSIGN_OR_RETURN(w.experts[e].down, Matrix(TensorRole::kExpertDown, l, e));
         }
+        if (HasRole(c_, TensorRole::kSharedGate)) {
+          TP_ASSIGN_OR_RETURN(w.shared.gate, Matrix(TensorRole::kSharedGate, l));
+          TP_ASSIGN_OR_RETURN(w.shared.up, Matrix(TensorRole::kSharedUp, l));
+          TP_ASSIGN_OR_RETURN(w.shared.down, Matrix(TensorRole::kSharedDown, l));
+        }
+        if (HasRole(c_, TensorRole::kExpertBias)) {
+          TP_ASSIGN_OR_RETURN(w.expert_bias, Norm(TensorRole::kExpertBias, l));
+        }
       } else {
         TP_ASSIGN_OR_RETURN(w.gate, Matrix(TensorRole::kGate, l));
         TP_ASSIGN_OR_RETURN(w.up, Matrix(TensorRole::kUp, l));

@@ -58,7 +58,9 @@ struct LlamaLayerWeights {
     LoadedMatrix down;  // [hidden, local_expert_ffn]  row-parallel
   };
   LoadedMatrix router;            // [experts, hidden]  replicated
+  DeviceBuffer expert_bias;       // f32 [experts]: the choosing-only correction (or empty)
   std::vector<Expert> experts;    // every expert, by id
+  Expert shared;                  // the always-on expert (MoeSpec's shared width; or empty)
   std::vector<Backend::ExpertMlp> expert_mlps;  // experts' matrices, as MoeExperts takes them
 };
 

@@ -203,12 +203,12 @@ void CpuBackend::RouteExperts(const ExpertRouting& routing, const float* logits,
 }
 
 void CpuBackend::MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
-                            Activation act, const int32_t* ids, const float* weights,
-                            int64_t top_k, int64_t num_chunks, const MoeWorkspace& scratch,
-                            float* out) {
+                            const ExpertMlp* shared, Activation act, const int32_t* ids,
+                            const float* weights, int64_t top_k, int64_t num_chunks,
+                            const MoeWorkspace& scratch, float* out) {
   OpTimer timer(this, CpuOpProfile::kMoeExperts);
-  moe_.Run(static_cast<const float*>(x), rows, experts, act, ids, weights, top_k, num_chunks,
-           scratch, out);
+  moe_.Run(static_cast<const float*>(x), rows, experts, shared, act, ids, weights, top_k,
+           num_chunks, scratch, out);
 }
 
 void CpuBackend::Scale(void* xv, int64_t count, float factor) {

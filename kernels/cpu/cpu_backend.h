@@ -93,8 +93,9 @@ class CpuBackend final : public Backend {
   void RouteExperts(const ExpertRouting& routing, const float* logits, int64_t rows,
                     const float* correction_bias, int32_t* ids, float* weights) override;
   void MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
-                  Activation act, const int32_t* ids, const float* weights, int64_t top_k,
-                  int64_t num_chunks, const MoeWorkspace& scratch, float* out) override;
+                  const ExpertMlp* shared, Activation act, const int32_t* ids,
+                  const float* weights, int64_t top_k, int64_t num_chunks,
+                  const MoeWorkspace& scratch, float* out) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
   void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;

@@ -7,8 +7,9 @@
 namespace tpserve {
 
 void CpuMoe::Run(const float* x, int64_t rows, absl::Span<const Backend::ExpertMlp> experts,
-                 Activation act, const int32_t* ids, const float* weights, int64_t top_k,
-                 int64_t num_chunks, const Backend::MoeWorkspace& scratch, float* out) {
+                 const Backend::ExpertMlp* shared, Activation act, const int32_t* ids,
+                 const float* weights, int64_t top_k, int64_t num_chunks,
+                 const Backend::MoeWorkspace& scratch, float* out) {
   TP_CHECK(!experts.empty() && top_k >= 1 && num_chunks >= 1, "MoeExperts: nothing to run");
   const int64_t num_experts = static_cast<int64_t>(experts.size());
   const int64_t hidden = experts[0].down->rows;
@@ -41,14 +42,8 @@ void CpuMoe::Run(const float* x, int64_t rows, absl::Span<const Backend::ExpertM
     TP_CHECK(mlp.gate->cols == hidden && mlp.down->rows == hidden &&
                  mlp.gate->rows == mlp.up->rows && mlp.down->cols == mlp.gate->rows,
              "MoeExperts: an expert's shapes disagree with the others'");
-    const int64_t ffn = mlp.gate->rows;
-    float* gate = static_cast<float*>(scratch.gate) + first_[e] * ffn;
-    float* up = static_cast<float*>(scratch.up) + first_[e] * ffn;
-    const CpuMatMul::Output gate_up[] = {{mlp.gate, gate}, {mlp.up, up}};
-    matmul_->RunMany(x_rows + first_[e] * hidden, n, gate_up);
-    const auto kernel = act == Activation::kSilu ? kernels_.silu_mul : kernels_.gelu_tanh_mul;
-    kernel(gate, up, n * ffn, gate);
-    matmul_->Run(gate, n, *mlp.down, num_chunks, scratch.down + num_chunks * first_[e] * hidden);
+    RunMlp(mlp, x_rows + first_[e] * hidden, n, act, num_chunks, first_[e], scratch,
+           scratch.down + num_chunks * first_[e] * hidden);
   }
   // out[c, r] = w[r, 0] * slot 0 + w[r, 1] * slot 1 + ..., in slot order.
   auto slot_out = [&](int64_t c, int64_t s) {
@@ -66,6 +61,27 @@ void CpuMoe::Run(const float* x, int64_t rows, absl::Span<const Backend::ExpertM
       }
     }
   }
+  if (shared == nullptr) return;
+  // The routed outputs are in `out` now: the shared expert over every row reuses the scratch.
+  TP_CHECK(shared->gate->cols == hidden && shared->down->rows == hidden,
+           "MoeExperts: the shared expert's shapes disagree with the experts'");
+  RunMlp(*shared, x, rows, act, num_chunks, 0, scratch, scratch.down);
+  for (int64_t i = 0; i < num_chunks * rows; ++i) {
+    kernels_.add(out + i * hidden, scratch.down + i * hidden, hidden, out + i * hidden);
+  }
+}
+
+void CpuMoe::RunMlp(const Backend::ExpertMlp& mlp, const float* x, int64_t n, Activation act,
+                    int64_t num_chunks, int64_t first_row, const Backend::MoeWorkspace& scratch,
+                    float* down) {
+  const int64_t ffn = mlp.gate->rows;
+  float* gate = static_cast<float*>(scratch.gate) + first_row * ffn;
+  float* up = static_cast<float*>(scratch.up) + first_row * ffn;
+  const CpuMatMul::Output gate_up[] = {{mlp.gate, gate}, {mlp.up, up}};
+  matmul_->RunMany(x, n, gate_up);
+  const auto kernel = act == Activation::kSilu ? kernels_.silu_mul : kernels_.gelu_tanh_mul;
+  kernel(gate, up, n * ffn, gate);
+  matmul_->Run(gate, n, *mlp.down, num_chunks, down);
 }
 
 }  // namespace tpserve

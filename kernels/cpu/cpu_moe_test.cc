@@ -2,7 +2,8 @@
 // (MatMul, GatedActivation, MatMulChunked, then the slot sum in slot order), bit for bit: the
 // grouping by expert changes nothing, a token's floats do not depend on the other tokens, and
 // each chunk is what MatMulChunked gives. Routing edge cases: every token to the same experts,
-// an expert with no tokens, a batch of one; weight formats whose tiles take several rows.
+// an expert with no tokens, a batch of one; weight formats whose tiles take several rows; with
+// and without a shared expert.
 #include <cstring>
 #include <vector>
 
@@ -43,7 +44,8 @@ Experts MakeExperts(const TensorFormat& format) {
 // out [chunks, rows, hidden] one token and one slot at a time.
 std::vector<float> OneAtATime(CpuBackend& be, const Experts& e, const std::vector<float>& x,
                               int64_t rows, const std::vector<int32_t>& ids,
-                              const std::vector<float>& weights, int64_t top_k, int64_t chunks) {
+                              const std::vector<float>& weights, int64_t top_k, int64_t chunks,
+                              const Backend::ExpertMlp* shared) {
   const CpuKernels& k = CpuKernelsFor(be.isa());
   std::vector<float> out(chunks * rows * kHidden);
   std::vector<float> g(kFfn), u(kFfn), d(chunks * kHidden);
@@ -64,17 +66,28 @@ std::vector<float> OneAtATime(CpuBackend& be, const Experts& e, const std::vecto
         }
       }
     }
+    if (shared == nullptr) continue;
+    be.MatMul(x.data() + r * kHidden, 1, *shared->gate, g.data(), DType::kF32);
+    be.MatMul(x.data() + r * kHidden, 1, *shared->up, u.data(), DType::kF32);
+    be.GatedActivation(Activation::kSilu, g.data(), u.data(), kFfn, g.data());
+    be.MatMulChunked(g.data(), 1, *shared->down, chunks, d.data());
+    for (int64_t c = 0; c < chunks; ++c) {
+      float* o = out.data() + (c * rows + r) * kHidden;
+      k.add(o, d.data() + c * kHidden, kHidden, o);
+    }
   }
   return out;
 }
 
 std::vector<float> Grouped(CpuBackend& be, const Experts& e, const std::vector<float>& x,
                            int64_t rows, const std::vector<int32_t>& ids,
-                           const std::vector<float>& weights, int64_t top_k, int64_t chunks) {
+                           const std::vector<float>& weights, int64_t top_k, int64_t chunks,
+                           const Backend::ExpertMlp* shared) {
   std::vector<float> x_rows(rows * top_k * kHidden), gate(rows * top_k * kFfn),
       up(rows * top_k * kFfn), down(chunks * rows * top_k * kHidden);
   std::vector<float> out(chunks * rows * kHidden, -1.0f);
-  be.MoeExperts(x.data(), rows, e.mlps, Activation::kSilu, ids.data(), weights.data(), top_k,
+  be.MoeExperts(x.data(), rows, e.mlps, shared, Activation::kSilu, ids.data(),
+                weights.data(), top_k,
                 chunks, {x_rows.data(), gate.data(), up.data(), down.data()}, out.data());
   return out;
 }
@@ -111,8 +124,11 @@ TEST(CpuMoeTest, GroupedExpertsEqualEachSlotAloneBitForBit) {
         CpuBackend be(CpuBackendOptions{.num_threads = 2});
         SCOPED_TRACE(TensorFormatName(format) + " " + c.name + " chunks " +
                      std::to_string(chunks));
-        EXPECT_EQ(Grouped(be, e, x, c.rows, c.ids, w, 2, chunks),
-                  OneAtATime(be, e, x, c.rows, c.ids, w, 2, chunks));
+        EXPECT_EQ(Grouped(be, e, x, c.rows, c.ids, w, 2, chunks, nullptr),
+                  OneAtATime(be, e, x, c.rows, c.ids, w, 2, chunks, nullptr));
+        // Expert 4 also as an always-on shared expert (GLM-4.5, DeepSeek-V3), added last.
+        EXPECT_EQ(Grouped(be, e, x, c.rows, c.ids, w, 2, chunks, &e.mlps[4]),
+                  OneAtATime(be, e, x, c.rows, c.ids, w, 2, chunks, &e.mlps[4]));
       }
     }
   }

@@ -125,8 +125,9 @@ class CudaBackend final : public Backend {
     Record("RouteExperts", absl::UnimplementedError("RouteExperts: no CUDA kernel yet"));
     Done("RouteExperts");
   }
-  void MoeExperts(const void*, int64_t, absl::Span<const ExpertMlp>, Activation, const int32_t*,
-                  const float*, int64_t, int64_t, const MoeWorkspace&, float*) override {
+  void MoeExperts(const void*, int64_t, absl::Span<const ExpertMlp>, const ExpertMlp*, Activation,
+                  const int32_t*, const float*, int64_t, int64_t, const MoeWorkspace&,
+                  float*) override {
     Enter();
     Record("MoeExperts", absl::UnimplementedError("MoeExperts: no CUDA kernel yet"));
     Done("MoeExperts");

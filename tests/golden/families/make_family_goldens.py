@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Tiny random-weight models of eight model families (Llama, Qwen2, Qwen3, Mistral, Gemma 2,
-Gemma 3 and the mixtures of experts Mixtral and Qwen3-MoE), each in a GGUF and a Hugging Face
-form holding the same weights, with golden logits and greedy continuations (issue 35).
+"""Tiny random-weight models of nine model families (Llama, Qwen2, Qwen3, Mistral, Gemma 2,
+Gemma 3 and the mixtures of experts Mixtral, Qwen3-MoE and GLM-4.5), each in a GGUF and a
+Hugging Face form holding the same weights, with golden logits and greedy continuations
+(issue 35).
 
 Run by hand (deterministic; rewrites every file in this directory except README.md; the
 *_hf directories are recreated, so run make_family_tokenizers.py after it; case names given as
@@ -23,14 +24,20 @@ For every case the script
      goldens come from the numpy reference WITH the window, after step 5 passed without it,
   7. measures, with the numpy reference, how much each exercised feature moves the logits
      (window, soft-caps, YaRN, biases, local RoPE base, QK-norm, MoE routing: top-1 only,
-     uniform weights, no renormalization), so a golden cannot pass by accident,
-  8. for the MoE cases (mixtral, qwen3moe, qwen3moe_f16: 8 experts, top-2, every layer sparse)
-     records, from the numpy reference on every position llama.cpp evaluated, the smallest
-     router-logit margin between the k-th and (k+1)-th expert and how often each expert was
-     chosen per layer, and fails unless the margin exceeds MOE_MIN_GAP and every expert is
-     chosen somewhere (the seeds MIXTRAL_SEED / QWEN3MOE_SEED were picked for that); it also
-     reads llama.cpp's own top-k (an eval callback on `ffn_moe_topk-<layer>`, second run) and
-     fails unless it is the reference's at every position and layer.
+     uniform weights, no renormalization; glm4moe also no group limit, no correction bias, no
+     shared expert, no routed scaling), so a golden cannot pass by accident,
+  8. for the MoE cases (mixtral, qwen3moe, qwen3moe_f16: 8 experts, top-2, every layer sparse;
+     glm4moe: layer 0 dense, layers 1-2 sparse) records, from the numpy reference on every
+     position llama.cpp evaluated, the smallest routing margin (mixtral, qwen3moe: router
+     logits of the k-th and (k+1)-th expert; glm4moe: selection values of the k-th chosen and
+     the best non-chosen eligible expert, and scores of the last kept and the best dropped
+     group) and how often each expert was chosen per layer, and fails unless the margin
+     exceeds MOE_MIN_GAP and every expert is chosen somewhere (the seeds MIXTRAL_SEED /
+     QWEN3MOE_SEED / GLM4MOE_SEED were picked for that); it also reads llama.cpp's own top-k
+     (an eval callback on `ffn_moe_topk-<layer>`, second run; glm4moe also its kept groups,
+     `ffn_moe_group_topk-<layer>`, third run) and fails unless it is the reference's at every
+     position and layer. glm4moe also fails unless the group limit and the correction bias
+     each change some decisions and the best expert overall is in a dropped group somewhere.
 
 MoE tensors. HF (per expert, as the released checkpoints store them; transformers 4.x layout):
   mixtral:  model.layers.N.block_sparse_moe.gate.weight [E, hidden] (router),
@@ -39,9 +46,15 @@ MoE tensors. HF (per expert, as the released checkpoints store them; transformer
   qwen3moe: model.layers.N.mlp.gate.weight [E, hidden],
             model.layers.N.mlp.experts.E.{gate_proj, up_proj}.weight [ff, hidden],
             model.layers.N.mlp.experts.E.down_proj.weight [hidden, ff]
+  glm4moe:  as qwen3moe (layers 1-2; layer 0 has model.layers.0.mlp.{gate,up,down}_proj),
+            plus model.layers.N.mlp.gate.e_score_correction_bias [E] and
+            model.layers.N.mlp.shared_experts.{gate_proj, up_proj}.weight [ff, hidden],
+            model.layers.N.mlp.shared_experts.down_proj.weight [hidden, ff]
   GGUF (convert_hf_to_gguf.py stacks the experts along a new first axis; numpy shapes):
             blk.N.ffn_gate_inp.weight [E, hidden] (always F32), blk.N.ffn_gate_exps.weight and
-            blk.N.ffn_up_exps.weight [E, ff, hidden], blk.N.ffn_down_exps.weight [E, hidden, ff].
+            blk.N.ffn_up_exps.weight [E, ff, hidden], blk.N.ffn_down_exps.weight [E, hidden, ff];
+            glm4moe also blk.N.exp_probs_b.bias [E] (F32), blk.N.ffn_{gate,up}_shexp.weight
+            [ff, hidden], blk.N.ffn_down_shexp.weight [hidden, ff].
 
 FORMAT
   <case>.gguf                     GGUF v3 as convert_hf_to_gguf.py writes the arch (see README).
@@ -56,7 +69,8 @@ FORMAT
                                   greedy_gaps (top-1 minus top-2 logit of the row that chose each
                                   greedy token), logits file names, the reference that produced
                                   them, the cross-check figures and the feature effects; MoE
-                                  cases also `routing` (min_routing_gap, where, expert_usage).
+                                  cases also `routing` (min_routing_gap, where, expert_usage;
+                                  glm4moe also `groups`).
   Tokens are fed as ids; the tiny vocabularies exist only so llama.cpp loads the files.
 """
 import ctypes
@@ -98,7 +112,7 @@ QWEN3MOE_SEED = 401
 # groups, so HF's and llama.cpp's masking agree); seed, levels and router gain chosen for a
 # clear margin at every expert and group decision (see MOE_MIN_GAP).
 GLM4MOE_SEED = int(os.environ.get("GLM4MOE_SEED", 1))
-GLM4MOE_BIAS_LEVELS = [0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75]
+GLM4MOE_BIAS_LEVELS = [0.05, 0.12, 0.19, 0.26, 0.33, 0.40, 0.47, 0.54]
 GLM4MOE_ROUTER_GAIN = float(os.environ.get("GLM4MOE_GAIN", 2.5))
 
 

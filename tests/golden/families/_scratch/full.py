@@ -5,7 +5,7 @@ gain = float(sys.argv[1]); lv = json.loads(sys.argv[2]); s0, s1 = int(sys.argv[3
 pre = []
 for seed in range(s0, s1):
     r = S.screen(seed, gain, lv, False)
-    if all(min(u) > 0 for u in r["expert_usage"].values()) and r["min_routing_gap"] > 0.03:
+    if all(min(u) > 0 for u in r["expert_usage"].values()) and r["min_routing_gap"] > float(sys.argv[5]):
         pre.append(seed)
 print("prefiltered", len(pre), flush=True)
 res = []
@@ -14,6 +14,6 @@ for seed in pre:
     g = r["groups"]
     res.append((r["min_routing_gap"], seed, g["min_expert_gap"], g["min_group_gap"], g["min_kth_selection_value"],
                 all(min(u) > 0 for u in r["expert_usage"].values()),
-                g["decisions_changed_by_group_limit"], g["best_expert_in_dropped_group"], g["decisions_changed_by_correction_bias"]))
+                g["decisions_changed_by_group_limit"], g["best_expert_in_dropped_group"], g["decisions_changed_by_correction_bias"], r["greedy"]))
 res.sort(reverse=True)
-for x in res[:8]: print(x)
+for x in res[:12]: print(x)

@@ -16,15 +16,19 @@ def screen(seed, gain, levels, full=False):
     prng = np.random.default_rng(spec["seed"] * 1000 + 7)
     prompts = {name: [int(i) for i in prng.choice(allowed, size=n)] for name, n in M.PROMPT_LENS}
     records = {}
+    greedy = []
     for name, ids in prompts.items():
         if full:
             toks, gaps, _ = M.greedy_reference(cfg, t, ids, M.N_GREEDY)
+            greedy.append((sum(g > 0.5 for g in gaps), round(min(gaps), 3)))
             seq = ids + toks[:-1]
         else:
             seq = ids
         records[name] = []
         M.reference_logits(cfg, t, seq, record=records[name])
-    return M.routing_summary(spec, records)
+    r = M.routing_summary(spec, records)
+    r["greedy"] = greedy
+    return r
 
 if __name__ == "__main__":
     gain = float(sys.argv[1]); lv = json.loads(sys.argv[2]); s0, s1 = int(sys.argv[3]), int(sys.argv[4])
