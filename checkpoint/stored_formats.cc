@@ -18,8 +18,10 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
       formats[role] = TensorFormat::Of(FormatKind::kF32);  // never loaded
       continue;
     }
-    if (IsVectorRole(role)) {
-      const std::string name = TensorName(config, source.format(), role, 0);
+    if (IsVectorRole(role)) {  // the first layer that has one (GLM's first layers are dense)
+      int64_t layer = 0;
+      while (IsPerLayerRole(role) && RoleTensorsInLayer(config, role, layer) == 0) ++layer;
+      const std::string name = TensorName(config, source.format(), role, layer);
       TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
       formats[role] = FormatOfDType(t.dtype);
       continue;

@@ -53,7 +53,8 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       case TensorRole::kK: return blk + "attn_k";
       case TensorRole::kV: return blk + "attn_v";
       case TensorRole::kO: return blk + "attn_output";
-      case TensorRole::kFfnNorm: return blk + "ffn_norm";
+      case TensorRole::kFfnNorm:
+        return blk + (spec.gguf_ffn_norm_is_post_attention ? "post_attention_norm" : "ffn_norm");
       case TensorRole::kGate: return blk + "ffn_gate";
       case TensorRole::kUp: return blk + "ffn_up";
       case TensorRole::kDown: return blk + "ffn_down";

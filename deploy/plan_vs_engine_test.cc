@@ -125,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{std::string("tests/golden/families/qwen3_hf"), 2},
                       std::tuple{std::string("tests/golden/families/gemma2.gguf"), 2},
                       std::tuple{std::string("tests/golden/families/mixtral.gguf"), 2},
-                      std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2}));
+                      std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2},
+                      std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2}));
 
 // Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
 // target's rows of logits make room for the drafts, and on every rank the two executors hold

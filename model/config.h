@@ -116,6 +116,9 @@ struct ModelSpec {
   // GGUF files of the family rotate halves of each head (llama.cpp's NEOX RoPE: Qwen, Gemma);
   // Llama's converter permutes Q/K rows so that adjacent elements pair up instead.
   bool gguf_rope_rotate_half = false;
+  // GGUF files of the family name the norm before the MLP "post_attention_norm" (GLM's
+  // converter maps Hugging Face's post_attention_layernorm so) rather than "ffn_norm".
+  bool gguf_ffn_norm_is_post_attention = false;
   // Per layer; empty: every layer global, with rope_theta and rope_scaling.
   std::vector<LayerSpec> layers;
   // The experts of the layers marked moe (none where !moe.enabled()).

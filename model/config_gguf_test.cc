@@ -91,7 +91,7 @@ TEST(ModelSpecFromGgufTest, ErrorsNameTheKey) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
     EXPECT_THAT(s.message(),
                 HasSubstr("general.architecture 'phi3' is not supported (supported: gemma2, "
-                          "gemma3, llama, qwen2, qwen3, qwen3moe)"));
+                          "gemma3, glm4moe, llama, qwen2, qwen3, qwen3moe)"));
   }
   {
     GgufTestBuilder b;

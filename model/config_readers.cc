@@ -142,6 +142,12 @@ absl::StatusOr<std::optional<int64_t>> GgufInt(const GgufFile& g, const std::str
   return v;
 }
 
+absl::StatusOr<std::optional<bool>> GgufBool(const GgufFile& g, const std::string& key) {
+  if (!g.HasKey(key)) return std::nullopt;
+  TP_ASSIGN_OR_RETURN(bool v, g.GetBool(key));
+  return v;
+}
+
 absl::StatusOr<std::optional<double>> GgufFloat(const GgufFile& g, const std::string& key) {
   if (!g.HasKey(key)) return std::nullopt;
   TP_ASSIGN_OR_RETURN(float v, g.GetF32(key));

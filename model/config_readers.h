@@ -41,6 +41,7 @@ absl::Status AsInvalid(const absl::Status& s);
 absl::StatusOr<int64_t> GgufRequiredInt(const GgufFile& g, const std::string& key);
 absl::StatusOr<std::optional<int64_t>> GgufInt(const GgufFile& g, const std::string& key);
 absl::StatusOr<std::optional<double>> GgufFloat(const GgufFile& g, const std::string& key);
+absl::StatusOr<std::optional<bool>> GgufBool(const GgufFile& g, const std::string& key);
 absl::StatusOr<std::optional<std::string>> GgufString(const GgufFile& g, const std::string& key);
 
 }  // namespace tpserve::config_internal

@@ -168,6 +168,53 @@ TEST(FamiliesTest, MixtralAndQwen3MoeReadTheirExperts) {
             2 * 6 * 3 * 64 * 32);
 }
 
+// GLM-4.5's MoE (glm4moe): layer 0 dense, sigmoid scores with a choosing-only correction bias,
+// top-2 within the best 2 of 4 groups, renormalized and scaled by 2.5, one shared expert,
+// q/k/v biases and QK-norm, from either file; the GGUF's pre-MLP norm is post_attention_norm.
+TEST(FamiliesTest, Glm4MoeReadsGroupsBiasSharedExpertAndDenseLayers) {
+  const Both b = Read("glm4moe");
+  const ExpertRouting want{.score = RoutingScore::kSigmoid, .num_experts = 8, .top_k = 2,
+                           .num_groups = 4, .top_groups = 2, .renormalize = true,
+                           .scaling = 2.5f};
+  for (const ModelSpec* spec : {&b.gguf, &b.hf}) {
+    EXPECT_EQ(spec->family, "glm4moe");
+    EXPECT_EQ(spec->moe.routing, want);
+    EXPECT_EQ(spec->moe.shared_expert_intermediate_size, 32);
+    EXPECT_TRUE(spec->moe.correction_bias);
+    EXPECT_TRUE(spec->qkv_bias);
+    EXPECT_TRUE(spec->qk_norm);
+    EXPECT_TRUE(spec->gguf_ffn_norm_is_post_attention);
+    EXPECT_FALSE(spec->IsMoeLayer(0));
+    EXPECT_TRUE(spec->IsMoeLayer(1));
+    EXPECT_TRUE(spec->IsMoeLayer(2));
+  }
+  ExpectSameComputation(b.gguf, b.hf);
+}
+
+// transformers' Glm4MoeConfig rotates half of each head when partial_rotary_factor is absent,
+// and GLM-4.5's checkpoints carry a multi-token-prediction layer: both refused by name.
+TEST(FamiliesTest, Glm4MoeRefusesPartialRopeAndMtpLayers) {
+  std::ifstream in(std::string(kDir) + "glm4moe_hf/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string config = text.str();
+  ASSERT_TRUE(ModelSpecFromHfJson(config).ok());
+  auto without = [&](const std::string& key, const std::string& replacement) {
+    std::string c = config;
+    const size_t at = c.find("\"" + key + "\"");
+    EXPECT_NE(at, std::string::npos) << key;
+    const size_t end = c.find_first_of(",}", at);
+    c.replace(at, end - at, replacement);
+    return ModelSpecFromHfJson(c).status();
+  };
+  absl::Status s = without("partial_rotary_factor", "\"unused_key\": 0");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("partial_rotary_factor"));
+  s = without("num_nextn_predict_layers", "\"num_nextn_predict_layers\": 1");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("multi-token-prediction layers"));
+}
+
 std::string Qwen3MoeConfig(const std::string& extra) {
   return R"({"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 96,
     "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -219,8 +266,8 @@ TEST(FamiliesTest, MoeKeysThatCannotBeHonouredAreRefusedByName) {
 
 TEST(FamiliesTest, EveryFamilyIsNamed) {
   EXPECT_THAT(ModelFamilyNames(),
-              ::testing::ElementsAre("gemma2", "gemma3", "llama", "mistral", "mixtral", "qwen2",
-                                     "qwen3", "qwen3moe"));
+              ::testing::ElementsAre("gemma2", "gemma3", "glm4moe", "llama", "mistral", "mixtral",
+                                     "qwen2", "qwen3", "qwen3moe"));
 }
 
 }  // namespace

@@ -232,12 +232,13 @@ absl::StatusOr<WeightFormats> WeightFormatsFromTensorTypes(
         formats[role] = formats[TensorRole::kEmbedding];
         continue;
       }
-      // The roles of other families than Llama's, and the dense MLP of a model whose every
-      // layer is experts: absent from a model without them (which HasRole of the model's
+      // The roles of other families than Llama's, the dense MLP of a model whose every layer is
+      // experts, and norms a family names otherwise (GLM's pre-MLP norm; norms are held in f32
+      // whatever their file type): absent from a model without them (which HasRole of the model's
       // description says; the loader names a tensor a model needs and lacks), f32 as llama.cpp
       // stores them when present.
       if (role >= TensorRole::kQBias || role == TensorRole::kGate || role == TensorRole::kUp ||
-          role == TensorRole::kDown) {
+          role == TensorRole::kDown || IsNormRole(role)) {
         formats[role] = TensorFormat::Of(FormatKind::kF32);
         continue;
       }

@@ -211,6 +211,7 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
     // The family's name where its config.json model_type differs from it.
     const std::string family = c.family == "gemma3_text" ? "gemma3"
                                : c.family == "qwen3_moe" ? "qwen3moe"
+                               : c.family == "glm4_moe"  ? "glm4moe"
                                                          : c.family;
     EXPECT_EQ(files->config.family, family) << path;
     std::vector<int> degrees = {1};
@@ -381,7 +382,8 @@ TEST(FamilyQuantizedCheckpointTest, AwqGptqAndFp8CheckpointsComputeTheirDequanti
 INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::Values("llama", "qwen2", "qwen2_f16", "qwen2_yarn", "qwen3",
                                            "qwen3_f16", "mistral", "gemma2", "gemma3",
-                                           "gemma3_f16", "mixtral", "qwen3moe", "qwen3moe_f16"));
+                                           "gemma3_f16", "mixtral", "qwen3moe", "qwen3moe_f16",
+                                           "glm4moe"));
 
 }  // namespace
 }  // namespace tpserve

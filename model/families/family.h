@@ -46,6 +46,7 @@ extern const ModelFamily kGemma2Family;
 extern const ModelFamily kGemma3Family;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kQwen3MoeFamily;
+extern const ModelFamily kGlm4MoeFamily;
 
 // Pieces several families share.
 namespace family_internal {

@@ -1,8 +1,11 @@
 // The mixture-of-experts families: Mixtral (Llama's graph with 8 experts of the whole MLP width,
 // softmax top-2 renormalized; llama.cpp converts it to the `llama` architecture with
 // llama.expert_count set) and Qwen3-MoE (Qwen3's attention, softmax top-k renormalized when
-// norm_topk_prob, which llama.cpp always applies to its `qwen3moe` files). What the experts are
+// norm_topk_prob, which llama.cpp always applies to its `qwen3moe` files), and GLM-4.5 (sigmoid
+// scores, a correction bias, groups, shared experts, leading dense layers). What the experts are
 // is data (ModelSpec::moe, LayerSpec::moe); this file only reads it.
+#include <algorithm>
+
 #include "base/status_macros.h"
 #include "base/str_cat.h"
 #include "model/families/family.h"
@@ -106,6 +109,112 @@ absl::Status Qwen3MoeFromHf(const Json& j, ModelSpec& spec) {
   return absl::OkStatus();
 }
 
+// GLM-4.5's MoE (llama.cpp's `glm4moe`): q/k/v biases, optional QK-norm, the first
+// leading_dense_block_count layers dense, sigmoid scores with a choosing-only correction bias,
+// group-limited top-k, the chosen weights renormalized (expert_weights_norm) and scaled
+// (expert_weights_scale), and shared experts. GLM-4.5 rotates half of each head
+// (partial_rotary_factor 0.5), which tpserve does not implement yet: such files are refused.
+absl::Status Glm4MoeFromGguf(const GgufFile& g, const std::string& arch, ModelSpec& spec) {
+  using config_internal::GgufFloat;
+  using config_internal::GgufInt;
+  spec.qkv_bias = g.HasTensor("blk.0.attn_q.bias");
+  spec.qk_norm = g.HasTensor("blk.0.attn_q_norm.weight");
+  spec.gguf_rope_rotate_half = true;
+  spec.gguf_ffn_norm_is_post_attention = true;
+  family_internal::UniformLayers(0, spec);
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> nextn, GgufInt(g, arch + ".nextn_predict_layers"));
+  if (nextn.value_or(0) > 0) {
+    return absl::UnimplementedError(StrCat(
+        g.Describe(), ": ", arch, ".nextn_predict_layers ", *nextn,
+        ": multi-token-prediction layers are not served yet (a file without them is)"));
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> expert_ff,
+                      GgufInt(g, arch + ".expert_feed_forward_length"));
+  if (!expert_ff) {
+    return absl::InvalidArgumentError(StrCat(g.Describe(), ": ", arch,
+                                             ".expert_feed_forward_length is missing"));
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> gating, GgufInt(g, arch + ".expert_gating_func"));
+  if (gating && *gating != 1 && *gating != 2) {  // llama.cpp: 1 softmax, 2 sigmoid
+    return absl::UnimplementedError(StrCat(g.Describe(), ": ", arch, ".expert_gating_func ",
+                                           *gating, " (1 softmax and 2 sigmoid are implemented)"));
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<bool> norm,
+                      config_internal::GgufBool(g, arch + ".expert_weights_norm"));
+  TP_ASSIGN_OR_RETURN(std::optional<double> scale, GgufFloat(g, arch + ".expert_weights_scale"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups, GgufInt(g, arch + ".expert_group_count"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups_used,
+                      GgufInt(g, arch + ".expert_group_used_count"));
+  ExpertRouting routing{
+      .score = gating.value_or(2) == 1 ? RoutingScore::kSoftmax : RoutingScore::kSigmoid,
+      .num_groups = static_cast<int32_t>(std::max<int64_t>(1, groups.value_or(1))),
+      .top_groups = static_cast<int32_t>(std::max<int64_t>(1, groups_used.value_or(1))),
+      .renormalize = norm.value_or(false),  // llama.cpp's default for glm4moe
+      // llama.cpp applies the scale only when it is neither 0 nor 1.
+      .scaling = scale && *scale != 0.0 ? static_cast<float>(*scale) : 1.0f};
+  TP_RETURN_IF_ERROR(family_internal::ReadGgufExperts(g, arch, routing, *expert_ff, spec));
+  if (!spec.moe.enabled()) {
+    return absl::InvalidArgumentError(StrCat(g.Describe(), ": ", arch,
+                                             ".expert_count is missing or 0"));
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> dense, GgufInt(g, arch + ".leading_dense_block_count"));
+  for (int64_t l = 0; l < spec.num_layers; ++l) spec.layers[l].moe = l >= dense.value_or(0);
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> shared, GgufInt(g, arch + ".expert_shared_count"));
+  spec.moe.shared_expert_intermediate_size = shared.value_or(0) * *expert_ff;
+  spec.moe.correction_bias =
+      g.HasTensor(StrCat("blk.", dense.value_or(0), ".exp_probs_b.bias"));
+  return absl::OkStatus();
+}
+
+absl::Status Glm4MoeFromHf(const Json& j, ModelSpec& spec) {
+  using config_internal::JsonBool;
+  using config_internal::JsonInt;
+  using config_internal::JsonNumber;
+  using config_internal::JsonRequiredInt;
+  TP_RETURN_IF_ERROR(family_internal::RefuseUnimplementedCommonKeys(j));
+  TP_RETURN_IF_ERROR(config_internal::ExpectActivation(j, "hidden_act", "silu"));
+  // transformers' Glm4MoeConfig rotates half of each head unless told otherwise.
+  if (j.find("partial_rotary_factor") == j.end()) {
+    return config_internal::UnimplementedKey(
+        "partial_rotary_factor", Json(0.5),
+        "absent, so GLM's default 0.5; RoPE rotates every dimension of a head here");
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> nextn, JsonInt(j, "num_nextn_predict_layers"));
+  if (nextn.value_or(0) > 0) {
+    return config_internal::UnimplementedKey("num_nextn_predict_layers", Json(*nextn),
+                                             "multi-token-prediction layers are not served yet");
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<bool> bias, JsonBool(j, "attention_bias"));
+  TP_ASSIGN_OR_RETURN(std::optional<bool> qk_norm, JsonBool(j, "use_qk_norm"));
+  spec.qkv_bias = bias.value_or(false);
+  spec.qk_norm = qk_norm.value_or(false);
+  spec.gguf_rope_rotate_half = true;
+  spec.gguf_ffn_norm_is_post_attention = true;
+  family_internal::UniformLayers(0, spec);
+  TP_ASSIGN_OR_RETURN(const int64_t experts, JsonRequiredInt(j, "n_routed_experts"));
+  TP_ASSIGN_OR_RETURN(const int64_t top_k, JsonRequiredInt(j, "num_experts_per_tok"));
+  TP_ASSIGN_OR_RETURN(const int64_t expert_ff, JsonRequiredInt(j, "moe_intermediate_size"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> shared, JsonInt(j, "n_shared_experts"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups, JsonInt(j, "n_group"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> top_groups, JsonInt(j, "topk_group"));
+  TP_ASSIGN_OR_RETURN(std::optional<bool> norm, JsonBool(j, "norm_topk_prob"));
+  TP_ASSIGN_OR_RETURN(std::optional<double> scale, JsonNumber(j, "routed_scaling_factor"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> dense, JsonInt(j, "first_k_dense_replace"));
+  // The defaults are Glm4MoeConfig's.
+  spec.moe.routing = {.score = RoutingScore::kSigmoid,
+                      .num_experts = static_cast<int32_t>(experts),
+                      .top_k = static_cast<int32_t>(top_k),
+                      .num_groups = static_cast<int32_t>(groups.value_or(1)),
+                      .top_groups = static_cast<int32_t>(top_groups.value_or(1)),
+                      .renormalize = norm.value_or(true),
+                      .scaling = static_cast<float>(scale.value_or(1.0))};
+  spec.moe.expert_intermediate_size = expert_ff;
+  spec.moe.shared_expert_intermediate_size = shared.value_or(1) * expert_ff;
+  spec.moe.correction_bias = true;  // Glm4MoeTopkRouter always has e_score_correction_bias
+  for (int64_t l = 0; l < spec.num_layers; ++l) spec.layers[l].moe = l >= dense.value_or(1);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace family_internal {
@@ -140,5 +249,7 @@ absl::Status ReadGgufExperts(const GgufFile& g, const std::string& arch, ExpertR
 const ModelFamily kMixtralFamily = {"mixtral", {}, {"mixtral"}, nullptr, MixtralFromHf};
 const ModelFamily kQwen3MoeFamily = {"qwen3moe", {"qwen3moe"}, {"qwen3_moe"}, Qwen3MoeFromGguf,
                                      Qwen3MoeFromHf};
+const ModelFamily kGlm4MoeFamily = {"glm4moe", {"glm4moe"}, {"glm4_moe"}, Glm4MoeFromGguf,
+                                    Glm4MoeFromHf};
 
 }  // namespace tpserve

@@ -18,7 +18,7 @@ DIR = ROOT / "tests/golden/families"
 GOLDENS = json.loads((DIR / "goldens.json").read_text())
 NEAR_TIE = 0.5
 CASES = [(case, form) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2",
-                                    "gemma3", "mixtral", "qwen3moe"]
+                                    "gemma3", "mixtral", "qwen3moe", "glm4moe"]
          for form in ["gguf", "hf_dir"] if (case, form) != ("mistral", "gguf")]
 
 
