@@ -350,37 +350,30 @@ TensorSlice ShardingPlan::Slice(TensorRole role) const {
       s.row_begin = first_kv_head() * hd;
       s.num_rows = num_local_kv_heads_ * hd;
       break;
-    case TensorRole::kGate:
-    case TensorRole::kUp:
-      s.row_begin = first_ffn_row();
-      s.num_rows = local_intermediate_size_;
-      break;
     case TensorRole::kO:
       s.col_begin = first_head() * hd;
       s.num_cols = num_local_heads_ * hd;
       break;
+    case TensorRole::kGate:  // an MLP's inner width: gate and up by rows, down by columns
+    case TensorRole::kUp:
     case TensorRole::kDown:
-      s.col_begin = first_ffn_row();
-      s.num_cols = local_intermediate_size_;
-      break;
     case TensorRole::kExpertGate:
     case TensorRole::kExpertUp:
-      s.row_begin = shard_.rank * local_expert_intermediate_size_;
-      s.num_rows = local_expert_intermediate_size_;
-      break;
     case TensorRole::kExpertDown:
-      s.col_begin = shard_.rank * local_expert_intermediate_size_;
-      s.num_cols = local_expert_intermediate_size_;
-      break;
     case TensorRole::kSharedGate:
     case TensorRole::kSharedUp:
-      s.row_begin = shard_.rank * local_shared_intermediate_size_;
-      s.num_rows = local_shared_intermediate_size_;
+    case TensorRole::kSharedDown: {
+      const int64_t local = role == TensorRole::kGate || role == TensorRole::kUp ||
+                                    role == TensorRole::kDown
+                                ? local_intermediate_size_
+                            : IsExpertRole(role) ? local_expert_intermediate_size_
+                                                 : local_shared_intermediate_size_;
+      int64_t& begin = ShardKindFor(role) == ShardKind::kColumn ? s.row_begin : s.col_begin;
+      int64_t& count = ShardKindFor(role) == ShardKind::kColumn ? s.num_rows : s.num_cols;
+      begin = shard_.rank * local;
+      count = local;
       break;
-    case TensorRole::kSharedDown:
-      s.col_begin = shard_.rank * local_shared_intermediate_size_;
-      s.num_cols = local_shared_intermediate_size_;
-      break;
+    }
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:
       s.row_begin = first_vocab_row_;

@@ -725,6 +725,19 @@ def apply_rope(x, cos, sin):
     return x * cos[:, None, :] + rot * sin[:, None, :]
 
 
+def experts_sum(h, sel, w, t, names, E):
+    """sum_k w[:, k] * expert_{sel[:, k]}(h): each expert once over the rows that chose it."""
+    out = np.zeros_like(h)
+    for e in range(E):
+        rows, slot = np.nonzero(sel == e)
+        if len(rows) == 0:
+            continue
+        x = h[rows]
+        y = silu(x @ t[names["gate"] % e].T) * (x @ t[names["up"] % e].T)
+        out[rows] += w[rows, slot][:, None] * (y @ t[names["down"] % e].T)
+    return out
+
+
 def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
     """The sparse MoE block of MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock on h [T, hidden]:
     router logits h @ gate.T, softmax over all experts, the top-k experts (by probability, i.e.
@@ -758,15 +771,7 @@ def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
         w = w / w.sum(axis=-1, keepdims=True)
     else:
         assert routing in ("hf", "no_renorm"), routing
-    out = np.zeros_like(h)
-    for e in range(E):
-        rows, slot = np.nonzero(sel == e)
-        if len(rows) == 0:
-            continue
-        x = h[rows]
-        y = silu(x @ t[names["gate"] % e].T) * (x @ t[names["up"] % e].T)
-        out[rows] += w[rows, slot][:, None] * (y @ t[names["down"] % e].T)
-    return out
+    return experts_sum(h, sel, w, t, names, E)
 
 
 def glm4moe_select(scores, bias, n_group, topk_group, k, mask_value):
@@ -839,14 +844,7 @@ def glm4moe_ffn(cfg, t, layer, h, routing="hf", record=None):
         w = w / (w.sum(axis=-1, keepdims=True) + 1e-20)
     if routing != "no_scaling":
         w = w * cfg["routed_scaling_factor"]
-    out = np.zeros_like(h)
-    for e in range(E):
-        rows, slot = np.nonzero(sel == e)
-        if len(rows) == 0:
-            continue
-        x = h[rows]
-        y = silu(x @ t[names["gate"] % e].T) * (x @ t[names["up"] % e].T)
-        out[rows] += w[rows, slot][:, None] * (y @ t[names["down"] % e].T)
+    out = experts_sum(h, sel, w, t, names, E)
     if routing != "no_shared":
         y = silu(h @ t[names["shared_gate"]].T) * (h @ t[names["shared_up"]].T)
         out = out + y @ t[names["shared_down"]].T
