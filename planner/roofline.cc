@@ -1,5 +1,7 @@
 #include "planner/roofline.h"
 
+#include <cmath>
+
 #include "absl/status/statusor.h"
 #include "model/sharding.h"
 #include "model/step_buffers.h"
@@ -8,25 +10,55 @@ namespace tpserve {
 namespace {
 
 // Bytes one rank of a stage reads per decode step: all its weights except the embedding
-// table, of which a step reads only `concurrency` rows (unless the LM head is tied to it).
-int64_t WeightBytesRead(const StageShards& stage) {
+// table, of which a step reads only `concurrency` rows (unless the LM head is tied to it), and
+// except the experts no token of the step is routed to: with `concurrency` tokens each taking
+// top_k of E experts, spread evenly, an expert is read with probability
+// 1 - (1 - top_k / E)^concurrency.
+int64_t WeightBytesRead(const ModelSpec& c, const StageShards& stage, int64_t concurrency) {
   int64_t bytes = stage.weight_bytes_per_rank;
   const RoleShard* embedding = stage.Find(TensorRole::kEmbedding);
   const RoleShard* lm_head = stage.Find(TensorRole::kLmHead);
   const bool tied_here = lm_head != nullptr && lm_head->tied_to_embedding;
   if (embedding != nullptr && !tied_here) bytes -= embedding->bytes_per_rank;
+  if (!c.moe.enabled()) return bytes;
+  const double chosen = static_cast<double>(c.moe.routing.top_k) / c.moe.routing.num_experts;
+  const double unread = std::pow(1.0 - chosen, static_cast<double>(concurrency));
+  for (TensorRole role : {TensorRole::kExpertGate, TensorRole::kExpertUp,
+                          TensorRole::kExpertDown}) {
+    if (const RoleShard* r = stage.Find(role)) {
+      bytes -= static_cast<int64_t>(static_cast<double>(r->bytes_per_rank) * unread);
+    }
+  }
   return bytes;
 }
 
-// Elements of the per-layer projections (the matmuls a token goes through in every layer).
+// Elements of the projections a token goes through, all layers: attention, and a dense MLP
+// or, in a MoE layer, the router, its top_k experts and the shared expert.
 double LayerMatmulParams(const ModelSpec& c) {
-  double per_layer = 0;
-  for (TensorRole role : {TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kO,
-                          TensorRole::kGate, TensorRole::kUp, TensorRole::kDown}) {
+  auto elements = [&](TensorRole role) {
     const auto shape = FullShape(c, role);
-    per_layer += static_cast<double>(shape[0]) * static_cast<double>(shape[1]);
+    return static_cast<double>(shape[0]) * static_cast<double>(shape[1]);
+  };
+  double total = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    for (TensorRole role : {TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kO}) {
+      total += elements(role);
+    }
+    if (!c.IsMoeLayer(l)) {
+      total += elements(TensorRole::kGate) + elements(TensorRole::kUp) +
+               elements(TensorRole::kDown);
+      continue;
+    }
+    total += elements(TensorRole::kRouter) +
+             c.moe.routing.top_k * (elements(TensorRole::kExpertGate) +
+                                    elements(TensorRole::kExpertUp) +
+                                    elements(TensorRole::kExpertDown));
+    if (c.moe.shared_expert_intermediate_size > 0) {
+      total += elements(TensorRole::kSharedGate) + elements(TensorRole::kSharedUp) +
+               elements(TensorRole::kSharedDown);
+    }
   }
-  return per_layer * static_cast<double>(c.num_layers);
+  return total;
 }
 
 void EstimatePrefill(const MemoryPlan& plan, Roofline& r) {
@@ -82,7 +114,7 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
       assumptions.prompt_tokens > 0 ? assumptions.prompt_tokens : in.max_context_tokens;
 
   for (size_t s = 0; s < plan.stages.size(); ++s) {
-    r.weight_bytes_read += WeightBytesRead(plan.sharding.stages[s]);
+    r.weight_bytes_read += WeightBytesRead(c, plan.sharding.stages[s], r.concurrency);
     r.kv_bytes_read += r.concurrency * r.context_tokens * plan.stages[s].kv_bytes_per_token;
   }
   r.memory_time_s =

@@ -108,5 +108,40 @@ TEST(RooflineTest, TiedLmHeadReadsTheEmbeddingTable) {
   EXPECT_EQ(r.weight_bytes_read, plan.stages[0].weight_bytes);
 }
 
+// A mixture of experts reads, per decode step, only the experts its tokens are routed to:
+// Mixtral 8x22B fp8 at TP 8, one user takes 2 of 8 experts (1/4 of the expert bytes), 64 users
+// nearly all (1 - 0.75^64). Prefill multiplies the router, 2 experts per layer and attention:
+// per layer 88,080,384 + 49,152 + 2 * 3 * 6144 * 16384 = 692,109,312 elements.
+TEST(RooflineTest, MixturesOfExpertsReadTheExpertsTheirTokensChoose) {
+  PlanInputs in;
+  in.model = *ModelSpecPreset("mixtral-8x22b");
+  in.weights = *WeightFormatsPreset("fp8");
+  in.tp = 8;
+  in.device = *GpuPreset("h100-80g");
+  in.max_context_tokens = 4096;
+  in.target_concurrent_sequences = 64;
+  const MemoryPlan plan = *PlanMemory(in);
+  const StageShards& stage = plan.sharding.stages.at(0);
+  int64_t experts = 0;
+  for (TensorRole role :
+       {TensorRole::kExpertGate, TensorRole::kExpertUp, TensorRole::kExpertDown}) {
+    experts += stage.Find(role)->bytes_per_rank;
+  }
+  const int64_t rest = stage.weight_bytes_per_rank -
+                       stage.Find(TensorRole::kEmbedding)->bytes_per_rank - experts;
+  RooflineAssumptions one;
+  one.concurrency = 1;
+  EXPECT_EQ(EstimateRoofline(plan, one).weight_bytes_read,
+            rest + experts - static_cast<int64_t>(static_cast<double>(experts) * 0.75));
+  const Roofline all = EstimateRoofline(plan, RooflineAssumptions{});
+  EXPECT_NEAR(static_cast<double>(all.weight_bytes_read), static_cast<double>(rest + experts),
+              static_cast<double>(experts) * 1e-7);
+  RooflineAssumptions prefill;
+  prefill.prompt_tokens = 1024;
+  EXPECT_DOUBLE_EQ(EstimateRoofline(plan, prefill).prefill_flops,
+                   2.0 * 56 * 692'109'312.0 * 1024 + 2.0 * 32000 * 6144 +
+                       2.0 * 56 * 48 * 128 * 1024.0 * 1024.0);
+}
+
 }  // namespace
 }  // namespace tpserve
