@@ -35,9 +35,6 @@ class CpuMoe {
            const float* weights, int64_t top_k, int64_t num_chunks,
            const Backend::MoeWorkspace& scratch, float* out);
 
-  // Tokens each expert received in the last Run (slots, so a token counts once per expert).
-  const std::vector<int64_t>& last_counts() const { return counts_; }
-
  private:
   // One gated MLP over n rows of x: gate and up into the scratch from row first_row, the down
   // output chunked into `down` ([num_chunks, n, hidden]).

@@ -15,24 +15,31 @@ namespace {
 
 using config_internal::Json;
 
-// Qwen3-MoE's attention (qk_norm, NEOX RoPE) with every layer's MLP replaced by experts.
-absl::Status Qwen3MoeFromGguf(const GgufFile& g, const std::string& arch, ModelSpec& spec) {
-  spec.qk_norm = true;
-  spec.gguf_rope_rotate_half = true;
-  family_internal::UniformLayers(0, spec);
+// Every layer's experts (routed by `routing`) for a family whose files always have them, of
+// <arch>.expert_feed_forward_length: that key and a non-zero <arch>.expert_count required.
+absl::Status ReadRequiredGgufExperts(const GgufFile& g, const std::string& arch,
+                                     const ExpertRouting& routing, ModelSpec& spec) {
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> expert_ff,
                       config_internal::GgufInt(g, arch + ".expert_feed_forward_length"));
   if (!expert_ff) {
     return absl::InvalidArgumentError(StrCat(g.Describe(), ": ", arch,
                                              ".expert_feed_forward_length is missing"));
   }
-  ExpertRouting routing{.score = RoutingScore::kSoftmax, .renormalize = true};
   TP_RETURN_IF_ERROR(family_internal::ReadGgufExperts(g, arch, routing, *expert_ff, spec));
   if (!spec.moe.enabled()) {
     return absl::InvalidArgumentError(StrCat(g.Describe(), ": ", arch,
                                              ".expert_count is missing or 0"));
   }
   return absl::OkStatus();
+}
+
+// Qwen3-MoE's attention (qk_norm, NEOX RoPE) with every layer's MLP replaced by experts.
+absl::Status Qwen3MoeFromGguf(const GgufFile& g, const std::string& arch, ModelSpec& spec) {
+  spec.qk_norm = true;
+  spec.gguf_rope_rotate_half = true;
+  family_internal::UniformLayers(0, spec);
+  return ReadRequiredGgufExperts(g, arch, {.score = RoutingScore::kSoftmax, .renormalize = true},
+                                 spec);
 }
 
 absl::Status MixtralFromHf(const Json& j, ModelSpec& spec) {
@@ -128,12 +135,6 @@ absl::Status Glm4MoeFromGguf(const GgufFile& g, const std::string& arch, ModelSp
         g.Describe(), ": ", arch, ".nextn_predict_layers ", *nextn,
         ": multi-token-prediction layers are not served yet (a file without them is)"));
   }
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> expert_ff,
-                      GgufInt(g, arch + ".expert_feed_forward_length"));
-  if (!expert_ff) {
-    return absl::InvalidArgumentError(StrCat(g.Describe(), ": ", arch,
-                                             ".expert_feed_forward_length is missing"));
-  }
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> gating, GgufInt(g, arch + ".expert_gating_func"));
   if (gating && *gating != 1 && *gating != 2) {  // llama.cpp: 1 softmax, 2 sigmoid
     return absl::UnimplementedError(StrCat(g.Describe(), ": ", arch, ".expert_gating_func ",
@@ -152,15 +153,12 @@ absl::Status Glm4MoeFromGguf(const GgufFile& g, const std::string& arch, ModelSp
       .renormalize = norm.value_or(false),  // llama.cpp's default for glm4moe
       // llama.cpp applies the scale only when it is neither 0 nor 1.
       .scaling = scale && *scale != 0.0 ? static_cast<float>(*scale) : 1.0f};
-  TP_RETURN_IF_ERROR(family_internal::ReadGgufExperts(g, arch, routing, *expert_ff, spec));
-  if (!spec.moe.enabled()) {
-    return absl::InvalidArgumentError(StrCat(g.Describe(), ": ", arch,
-                                             ".expert_count is missing or 0"));
-  }
+  TP_RETURN_IF_ERROR(ReadRequiredGgufExperts(g, arch, routing, spec));
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> dense, GgufInt(g, arch + ".leading_dense_block_count"));
   for (int64_t l = 0; l < spec.num_layers; ++l) spec.layers[l].moe = l >= dense.value_or(0);
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> shared, GgufInt(g, arch + ".expert_shared_count"));
-  spec.moe.shared_expert_intermediate_size = shared.value_or(0) * *expert_ff;
+  spec.moe.shared_expert_intermediate_size =
+      shared.value_or(0) * spec.moe.expert_intermediate_size;
   spec.moe.correction_bias =
       g.HasTensor(StrCat("blk.", dense.value_or(0), ".exp_probs_b.bias"));
   return absl::OkStatus();
