@@ -21,7 +21,7 @@ float RankValue(int rank, size_t i) {
                             (rank + 1));
 }
 
-std::string CollectiveResults::Serialize() const {
+std::string CollectiveResults::SerializeCommon() const {
   std::string bytes;
   for (const auto& v : reduced) bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   for (const auto& v : gathered) {
@@ -30,6 +30,57 @@ std::string CollectiveResults::Serialize() const {
   for (const auto& v : received) bytes.append(reinterpret_cast<const char*>(v.data()), v.size());
   return bytes;
 }
+
+std::string CollectiveResults::Serialize() const {
+  std::string bytes = SerializeCommon();
+  for (const auto& v : exchanged) {
+    bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
+  }
+  return bytes;
+}
+
+int64_t WorkloadAllToAllCount(int from, int to, size_t n) {
+  if (from == 1 && to == 0) return 0;
+  return static_cast<int64_t>(n * (1 + 4 * from + to) / 8);
+}
+
+float WorkloadAllToAllValue(int from, int to, size_t i) { return RankValue(4 * from + to, i); }
+
+std::vector<float> ExpectedWorkloadAllToAll(int rank, int world_size, size_t n) {
+  std::vector<float> expected;
+  for (int from = 0; from < world_size; ++from) {
+    for (int64_t i = 0; i < WorkloadAllToAllCount(from, rank, n); ++i) {
+      expected.push_back(WorkloadAllToAllValue(from, rank, i));
+    }
+  }
+  return expected;
+}
+
+namespace {
+
+// The workload's all-to-all for size n, appended to results.exchanged.
+absl::Status WorkloadAllToAll(Communicator& comm, size_t n, CollectiveResults& results) {
+  const int rank = comm.rank();
+  const int world = comm.world_size();
+  std::vector<int64_t> send_counts(world), recv_counts(world);
+  std::vector<float> send;
+  int64_t received = 0;
+  for (int peer = 0; peer < world; ++peer) {
+    send_counts[peer] = WorkloadAllToAllCount(rank, peer, n);
+    recv_counts[peer] = WorkloadAllToAllCount(peer, rank, n);
+    received += recv_counts[peer];
+    for (int64_t i = 0; i < send_counts[peer]; ++i) {
+      send.push_back(WorkloadAllToAllValue(rank, peer, i));
+    }
+  }
+  std::vector<float> exchanged(received, -1.0f);
+  absl::Status status =
+      comm.AllToAll(send.data(), send_counts, exchanged.data(), recv_counts, DType::kF32);
+  results.exchanged.push_back(std::move(exchanged));
+  return status;
+}
+
+}  // namespace
 
 CollectiveResults RunWorkload(Communicator& comm, const std::vector<size_t>& sizes) {
   CollectiveResults results;
@@ -46,6 +97,8 @@ CollectiveResults RunWorkload(Communicator& comm, const std::vector<size_t>& siz
     results.status = comm.AllGather(mine, absl::MakeSpan(gathered));
     if (!results.status.ok()) return results;
     results.gathered.push_back(std::move(gathered));
+    results.status = WorkloadAllToAll(comm, n, results);
+    if (!results.status.ok()) return results;
   }
   for (int root = 0; root < world; ++root) {
     std::vector<uint8_t> bytes(kBroadcastBytes);
@@ -56,6 +109,57 @@ CollectiveResults RunWorkload(Communicator& comm, const std::vector<size_t>& siz
   }
   results.status = comm.Barrier();
   return results;
+}
+
+uint8_t AllToAllByte(int from, int to, size_t b) {
+  return static_cast<uint8_t>(from * 131 + to * 37 + b * 7 + b / 251);
+}
+
+std::vector<uint8_t> AllToAllInput(const AllToAllCounts& counts, int rank, size_t elem_bytes) {
+  std::vector<uint8_t> in;
+  for (size_t to = 0; to < counts[rank].size(); ++to) {
+    for (size_t b = 0; b < counts[rank][to] * elem_bytes; ++b) {
+      in.push_back(AllToAllByte(rank, static_cast<int>(to), b));
+    }
+  }
+  return in;
+}
+
+std::vector<uint8_t> ExpectedAllToAll(const AllToAllCounts& counts, int rank, size_t elem_bytes) {
+  std::vector<uint8_t> out;
+  for (size_t from = 0; from < counts.size(); ++from) {
+    for (size_t b = 0; b < counts[from][rank] * elem_bytes; ++b) {
+      out.push_back(AllToAllByte(static_cast<int>(from), rank, b));
+    }
+  }
+  out.insert(out.end(), kAllToAllGuardBytes, kAllToAllPoison);
+  return out;
+}
+
+AllToAllRun RunAllToAll(const std::vector<std::unique_ptr<Communicator>>& comms,
+                        const AllToAllCounts& sends, DType dtype, const AllToAllCounts* expects) {
+  const int world = static_cast<int>(comms.size());
+  const size_t elem_bytes = static_cast<size_t>(BlockBytes(dtype));
+  AllToAllRun run;
+  run.status.resize(world);
+  run.out.resize(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    std::vector<int64_t> recv_counts(world);
+    int64_t received = 0;
+    for (int from = 0; from < world; ++from) {
+      recv_counts[from] = expects != nullptr ? (*expects)[rank][from] : sends[from][rank];
+      received += recv_counts[from];
+    }
+    run.out[rank].assign(received * elem_bytes + kAllToAllGuardBytes, kAllToAllPoison);
+    threads.emplace_back([&, rank, recv_counts] {
+      const std::vector<uint8_t> in = AllToAllInput(sends, rank, elem_bytes);
+      run.status[rank] =
+          comms[rank]->AllToAll(in.data(), sends[rank], run.out[rank].data(), recv_counts, dtype);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return run;
 }
 
 std::vector<CollectiveResults> RunOnThreads(

@@ -1,9 +1,14 @@
 // Test helpers shared by the communicator tests: one deterministic workload that exercises
 // every collective, run on N ranks as threads or as forked processes, with its results
-// flattened to bytes so two implementations (or two processes) can be compared bitwise.
+// flattened to bytes so two implementations (or two processes) can be compared bitwise; and
+// direct all-to-all cases with their expected bytes laid out here, independently of any
+// communicator.
 //
 //   std::vector<CollectiveResults> r = RunOnThreads(2, [&](int rank) { return MakeComm(rank); });
-//   EXPECT_EQ(r[0].Serialize(), r[1].Serialize());
+//   EXPECT_EQ(r[1].Serialize(), RunInProcess(2, sizes)[1].Serialize());
+//   EXPECT_EQ(r[0].SerializeCommon(), r[1].SerializeCommon());
+//   AllToAllRun run = RunAllToAll(comms, {{1, 0}, {2, 3}}, DType::kBF16);
+//   EXPECT_EQ(run.out[1], ExpectedAllToAll({{1, 0}, {2, 3}}, 1, 2));
 //
 // Threading: RunOnThreads starts one thread per rank and joins them all before returning.
 #ifndef TPSERVE_COMM_COMM_TEST_UTIL_H_
@@ -23,6 +28,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
+#include "formats/dtype.h"
 
 namespace tpserve {
 
@@ -35,14 +41,54 @@ struct CollectiveResults {
   std::vector<std::vector<float>> reduced;     // [size index][n]
   std::vector<std::vector<float>> gathered;    // [size index][world * n]
   std::vector<std::vector<uint8_t>> received;  // [root][kBroadcastBytes]
-  std::string Serialize() const;               // raw bytes of all of the above, in order
+  // [size index][elements]: the all-to-all's output (ExpectedWorkloadAllToAll says what).
+  std::vector<std::vector<float>> exchanged;
+  std::string Serialize() const;  // raw bytes of all of the above, in order
+  // Raw bytes of what every rank must have alike: reduced, gathered and received (not
+  // exchanged, which holds what the other ranks sent this one).
+  std::string SerializeCommon() const;
 };
 
 inline constexpr size_t kBroadcastBytes = 37;
 
-// For each n in `sizes`: AllReduceSum and AllGather of RankValue(rank, 0..n-1); then a
-// Broadcast from every root and a Barrier. Stops at the first error (kept in `status`).
+// For each n in `sizes`: AllReduceSum and AllGather of RankValue(rank, 0..n-1), and an f32
+// AllToAll of WorkloadAllToAllCount elements per pair; then a Broadcast from every root and a
+// Barrier. Stops at the first error (kept in `status`).
 CollectiveResults RunWorkload(Communicator& comm, const std::vector<size_t>& sizes);
+
+// Elements rank `from` sends rank `to` in the workload's all-to-all for size n: n * (1 + 4 *
+// from + to) / 8, different for every pair of up to 4 ranks (up to 2n: from n = 1025 some pair
+// of 3 or 4 ranks, from n = 16384 every nonempty pair, overflows a 4 KiB shm slot), except
+// none at all from rank 1 to rank 0.
+int64_t WorkloadAllToAllCount(int from, int to, size_t n);
+// Element i of the piece rank `from` sends rank `to` in the workload.
+float WorkloadAllToAllValue(int from, int to, size_t i);
+// What rank `rank` of `world_size` must receive in the workload's all-to-all for size n: the
+// piece from rank 0, then from rank 1, ..., built from the two functions above.
+std::vector<float> ExpectedWorkloadAllToAll(int rank, int world_size, size_t n);
+
+// A direct all-to-all case: counts[p][q] elements go from rank p to rank q.
+using AllToAllCounts = std::vector<std::vector<int64_t>>;
+// Bytes after each rank's all-to-all output, and what they and the output start as.
+inline constexpr size_t kAllToAllGuardBytes = 16;
+inline constexpr uint8_t kAllToAllPoison = 0xEE;
+// Byte b of the piece rank `from` sends rank `to` (every byte value occurs, NaN patterns too).
+uint8_t AllToAllByte(int from, int to, size_t b);
+// Rank `rank`'s input: its piece for rank 0, then for rank 1, ...
+std::vector<uint8_t> AllToAllInput(const AllToAllCounts& counts, int rank, size_t elem_bytes);
+// Rank `rank`'s output, piece from rank 0 first, then kAllToAllGuardBytes of kAllToAllPoison.
+std::vector<uint8_t> ExpectedAllToAll(const AllToAllCounts& counts, int rank, size_t elem_bytes);
+
+struct AllToAllRun {
+  std::vector<absl::Status> status;       // [rank]
+  std::vector<std::vector<uint8_t>> out;  // [rank]: output then guard bytes, poisoned at start
+};
+// Runs one AllToAll on every rank of `comms`, one thread each: rank p sends `sends[p]` from
+// AllToAllInput and expects expects[p][q] elements from rank q (nullptr: sends[q][p], counts
+// that pair up). Checks nothing itself.
+AllToAllRun RunAllToAll(const std::vector<std::unique_ptr<Communicator>>& comms,
+                        const AllToAllCounts& sends, DType dtype,
+                        const AllToAllCounts* expects = nullptr);
 
 // Runs RunWorkload on `world_size` threads; `connect(rank)` makes each rank's communicator
 // (on that rank's thread, since connecting may block until all ranks arrive).

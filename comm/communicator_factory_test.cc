@@ -211,7 +211,9 @@ TEST(MakeCommunicator, AutoPicksShmOnOneHostAndGlooAcrossHosts) {
       ASSERT_TRUE(results[rank].status.ok()) << results[rank].status;
       EXPECT_EQ(describe[rank], one_host ? absl::StrCat("shm rank ", rank, "/3 (same host)")
                                          : absl::StrCat("gloo rank ", rank, "/3 via 127.0.0.1"));
-      EXPECT_TRUE(results[rank].Serialize() == results[0].Serialize());
+      EXPECT_TRUE(results[rank].SerializeCommon() == results[0].SerializeCommon());
+      EXPECT_TRUE(results[rank].exchanged[1] == ExpectedWorkloadAllToAll(rank, kWorld, 576))
+          << "rank " << rank;
     }
     float expected = RankValue(0, 0);
     for (int rank = 1; rank < kWorld; ++rank) expected += RankValue(rank, 0);

@@ -12,9 +12,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "comm/all_to_all_counts.h"
 #include "comm/rendezvous_store.h"
 #include "gloo/allgather.h"
 #include "gloo/allreduce.h"
+#include "gloo/alltoallv.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/math.h"
@@ -43,6 +45,10 @@ void IgnoreSigpipeUnlessHandled() {
     signal(SIGPIPE, SIG_IGN);
   }
 }
+
+// AllToAll's id in VerifySameCall's records (the others: AllReduceSum 1, AllGather 2,
+// Broadcast 3, Barrier 4); its record also carries every rank's counts.
+constexpr int kAllToAllId = 5;
 
 std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
@@ -137,9 +143,18 @@ absl::Status GlooCommunicator::Guarded(const char* collective, Fn&& fn) {
 }
 
 absl::Status GlooCommunicator::VerifySameCall(int collective_id, const char* collective,
-                                              int64_t count, int64_t root) {
+                                              int64_t count, int64_t root,
+                                              absl::Span<const int64_t> all_to_all_row) {
   if (!options_.verify_collectives || context_ == nullptr) return absl::OkStatus();
-  std::vector<int64_t> mine = {collective_id, count, root};
+  // Every call sends a record of the same size, whatever the collective (Gloo's all-gather
+  // needs equal sizes): (collective, count, root), then the all-to-all counts or zeros.
+  constexpr size_t kCall = 3;
+  const size_t row = 2 * static_cast<size_t>(options_.world_size);
+  std::vector<int64_t> mine(kCall + row, 0);
+  mine[0] = collective_id;
+  mine[1] = count;
+  mine[2] = root;
+  std::copy(all_to_all_row.begin(), all_to_all_row.end(), mine.begin() + kCall);
   std::vector<int64_t> all(mine.size() * options_.world_size);
   absl::Status exchanged = Guarded(collective, [&] {
     gloo::AllgatherOptions opts(context_);
@@ -148,14 +163,24 @@ absl::Status GlooCommunicator::VerifySameCall(int collective_id, const char* col
     gloo::allgather(opts);
   });
   if (!exchanged.ok()) return exchanged;
+  const auto describe = [](const int64_t* call) {
+    if (call[0] == kAllToAllId) return absl::StrCat("AllToAll of ", call[1], "-byte elements");
+    return absl::StrCat("collective #", call[0], " with ", call[1], " elements and root ", call[2]);
+  };
+  const std::string who = absl::StrCat(collective, " on ", Describe(), ": ranks disagree: ");
+  std::vector<int64_t> table;
   for (int r = 0; r < options_.world_size; ++r) {
     const int64_t* theirs = &all[r * mine.size()];
-    if (std::equal(mine.begin(), mine.end(), theirs)) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        collective, " on ", Describe(), ": ranks disagree: this rank called collective #",
-        collective_id, " with ", count, " elements and root ", root, ", rank ", r,
-        " called collective #", theirs[0], " with ", theirs[1], " elements and root ", theirs[2]));
+    if (!std::equal(mine.begin(), mine.begin() + kCall, theirs)) {
+      return absl::InvalidArgumentError(absl::StrCat(who, "this rank called ",
+                                                     describe(mine.data()), ", rank ", r,
+                                                     " called ", describe(theirs)));
+    }
+    table.insert(table.end(), theirs + kCall, theirs + kCall + row);
   }
+  if (collective_id != kAllToAllId) return absl::OkStatus();
+  absl::Status pairs = CheckAllToAllPairs(options_.world_size, table);
+  if (!pairs.ok()) return absl::InvalidArgumentError(absl::StrCat(who, pairs.message()));
   return absl::OkStatus();
 }
 
@@ -190,6 +215,39 @@ absl::Status GlooCommunicator::AllGather(absl::Span<const float> in, absl::Span<
     opts.setInput(const_cast<float*>(in.data()), in.size());
     opts.setOutput(out.data(), out.size());
     gloo::allgather(opts);
+  });
+}
+
+absl::Status GlooCommunicator::AllToAll(const void* in, absl::Span<const int64_t> send_counts,
+                                        void* out, absl::Span<const int64_t> recv_counts,
+                                        DType dtype) {
+  TP_RETURN_IF_ERROR(CheckAllToAllCounts(world_size(), send_counts, recv_counts, dtype));
+  const int64_t elem_bytes = BlockBytes(dtype);
+  TP_RETURN_IF_ERROR(VerifySameCall(kAllToAllId, "AllToAll", elem_bytes, 0,
+                                    AllToAllCountsRow(send_counts, recv_counts)));
+  if (context_ == nullptr) {
+    return SingleRankCommunicator().AllToAll(in, send_counts, out, recv_counts, dtype);
+  }
+  const int me = options_.rank;
+  if (send_counts[me] != recv_counts[me]) {  // Gloo would throw, and the link would be broken
+    return absl::InvalidArgumentError(absl::StrCat("AllToAll on ", Describe(),
+                                                   ": this rank sends itself ", send_counts[me],
+                                                   " elements but expects ", recv_counts[me]));
+  }
+  // Gloo takes byte counts as elements of uint8_t, and a buffer even when it is empty.
+  std::vector<int64_t> send_bytes(send_counts.begin(), send_counts.end());
+  std::vector<int64_t> recv_bytes(recv_counts.begin(), recv_counts.end());
+  for (int64_t& n : send_bytes) n *= elem_bytes;
+  for (int64_t& n : recv_bytes) n *= elem_bytes;
+  uint8_t none = 0;
+  // Gloo only reads the input, but its API takes a mutable pointer.
+  auto* send = in != nullptr ? static_cast<uint8_t*>(const_cast<void*>(in)) : &none;
+  auto* recv = out != nullptr ? static_cast<uint8_t*>(out) : &none;
+  return Guarded("AllToAll", [&] {
+    gloo::AlltoallvOptions opts(context_);
+    opts.setInput(send, send_bytes);
+    opts.setOutput(recv, recv_bytes);
+    gloo::alltoallv(opts);
   });
 }
 

@@ -14,6 +14,14 @@
 // are in an unknown state, so the communicator is broken: later calls return UNAVAILABLE.
 // Side effect: Connect() sets SIGPIPE to SIG_IGN if it is SIG_DFL (process-wide), so a write to
 // a dead peer fails with EPIPE instead of killing the process.
+// AllToAll goes through gloo::alltoallv (each rank posts one send and one receive per peer) and
+// moves any dtype as bytes. Gloo cannot tell counts that do not pair up: with
+// verify_collectives every rank's counts ride along in the verification all-gather and such a
+// call is INVALID_ARGUMENT on every rank (nothing sent, the group stays usable). Without it,
+// a receiver that expects more than its peer sends silently gets a short piece (the rest of
+// its `out` unchanged) and one that expects less makes Gloo's I/O thread terminate the
+// process; a rank whose own send and recv counts differ gets INVALID_ARGUMENT at once and its
+// peers time out.
 // Results: all-reduce uses Gloo's ring, so every rank gets the same bits, run after run. With
 // two ranks they equal the in-process communicator's (a + b is commutative); with three or more
 // Gloo adds in a different order per chunk, so they may differ from it by rounding (a few ulp).
@@ -30,6 +38,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "formats/dtype.h"
 
 namespace gloo {
 class Context;
@@ -49,10 +58,12 @@ struct GlooOptions {
   std::string iface;
   // Bound on the connect and on each collective.
   absl::Duration timeout = absl::Seconds(30);
-  // Debug aid: before each collective, all-gather (collective, size, root) and return
-  // INVALID_ARGUMENT on every rank if they differ. Costs one small extra collective per call.
-  // Without it, ranks that disagree on sizes are a caller bug that Gloo answers with a timeout
-  // or by terminating the process from its I/O thread (an enforce that no caller can catch).
+  // Debug aid: before each collective, all-gather (collective, size, root, and for AllToAll
+  // every rank's counts) and return INVALID_ARGUMENT on every rank if they differ (or the
+  // counts do not pair up). Costs one small extra collective per call (2 * world_size + 3
+  // int64 per rank). Without it, ranks that disagree on sizes are a caller bug that Gloo
+  // answers with a timeout, a short all-to-all piece, or by terminating the process from its
+  // I/O thread (an enforce that no caller can catch).
   bool verify_collectives = false;
 };
 
@@ -80,6 +91,9 @@ class GlooCommunicator final : public Communicator {
   using Communicator::AllReduceSum;
   absl::Status AllReduceSum(absl::Span<float> data) override;
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+  // Any dtype of whole elements, moved as bytes; see the file comment for mismatched counts.
+  absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts, void* out,
+                        absl::Span<const int64_t> recv_counts, DType dtype) override;
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
   absl::Status Barrier() override;
   std::string Describe() const override;
@@ -91,8 +105,10 @@ class GlooCommunicator final : public Communicator {
   template <typename Fn>
   absl::Status Guarded(const char* collective, Fn&& fn);
   // With options_.verify_collectives: INVALID_ARGUMENT unless every rank makes the same call.
+  // For AllToAll, `count` is the element size in bytes and `all_to_all_row` this rank's
+  // AllToAllCountsRow, checked to pair up with the others'; empty for other collectives.
   absl::Status VerifySameCall(int collective_id, const char* collective, int64_t count,
-                              int64_t root);
+                              int64_t root, absl::Span<const int64_t> all_to_all_row = {});
 
   const GlooOptions options_;
   std::shared_ptr<gloo::Context> context_;  // null when world_size == 1

@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "comm/comm_test_util.h"
 #include "comm/in_process_communicator.h"
 #include "comm/rendezvous_store.h"
+#include "formats/dtype.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 
@@ -70,12 +72,19 @@ TEST(GlooCommunicator, ThreeRanksAgreeBitwiseAndMatchInProcessWithinRounding) {
   std::vector<CollectiveResults> reference = RunInProcess(kWorld, kSizes);
   ExpectAllOk(reference);
   for (int r = 1; r < kWorld; ++r) {
-    EXPECT_TRUE(gloo_results[r].Serialize() == gloo_results[0].Serialize()) << "rank " << r;
+    EXPECT_TRUE(gloo_results[r].SerializeCommon() == gloo_results[0].SerializeCommon())
+        << "rank " << r;
   }
   // Gather and broadcast move bytes: exact. Sums may be added in another order than rank
   // order; reordering a 3-term float sum changes it by at most 2 * eps * sum(|x_r|).
   for (size_t s = 0; s < kSizes.size(); ++s) {
     EXPECT_EQ(gloo_results[0].gathered[s], reference[0].gathered[s]) << "n " << kSizes[s];
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_TRUE(gloo_results[r].exchanged[s] == reference[r].exchanged[s])
+          << "rank " << r << " n " << kSizes[s];
+      EXPECT_TRUE(gloo_results[r].exchanged[s] == ExpectedWorkloadAllToAll(r, kWorld, kSizes[s]))
+          << "rank " << r << " n " << kSizes[s];
+    }
     for (size_t i = 0; i < kSizes[s]; ++i) {
       double magnitude = 0;
       for (int r = 0; r < kWorld; ++r) magnitude += std::fabs(RankValue(r, i));
@@ -195,6 +204,145 @@ TEST(GlooCommunicator, RejectsBadOptionsAndArgumentsLocally) {
   std::vector<uint8_t> bytes(2);
   EXPECT_EQ((*single)->Broadcast(absl::MakeSpan(bytes), 1).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+std::vector<std::unique_ptr<Communicator>> ConnectGloo(int world_size, bool verify,
+                                                       absl::Duration timeout = absl::Seconds(20)) {
+  gloo::rendezvous::HashStore store;
+  std::vector<std::unique_ptr<Communicator>> comms(world_size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world_size; ++rank) {
+    threads.emplace_back([&, rank] {
+      GlooOptions options = Options(rank, world_size, timeout);
+      options.verify_collectives = verify;
+      auto comm = GlooCommunicator::Connect(options, store);
+      EXPECT_TRUE(comm.ok()) << "rank " << rank << ": " << comm.status();
+      if (comm.ok()) comms[rank] = *std::move(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+// Rank p sends kSends[p][q] elements to rank q: a zero pair, own pieces, no two alike.
+const AllToAllCounts kSends = {{5, 0, 48}, {16, 53, 27}, {342, 64, 0}};
+
+TEST(GlooCommunicator, AllToAllPutsEveryPieceAtItsOffset) {
+  Watchdog watchdog(absl::Seconds(30), "Gloo all-to-all");
+  for (bool verify : {false, true}) {
+    std::vector<std::unique_ptr<Communicator>> comms = ConnectGloo(3, verify);
+    ASSERT_TRUE(comms[0] && comms[1] && comms[2]);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kI32}) {
+      AllToAllRun run = RunAllToAll(comms, kSends, dtype);
+      for (int r = 0; r < 3; ++r) {
+        ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+        EXPECT_TRUE(run.out[r] == ExpectedAllToAll(kSends, r, BlockBytes(dtype)))
+            << "rank " << r << " " << DTypeName(dtype) << " verify " << verify;
+      }
+    }
+    const AllToAllCounts zeros(3, std::vector<int64_t>(3, 0));
+    AllToAllRun run = RunAllToAll(comms, zeros, DType::kF16);
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+      EXPECT_EQ(run.out[r], std::vector<uint8_t>(kAllToAllGuardBytes, kAllToAllPoison));
+    }
+  }
+}
+
+TEST(GlooCommunicator, VerifiedAllToAllCountsThatDoNotPairUpAreInvalidArgumentEverywhere) {
+  Watchdog watchdog(absl::Seconds(30), "mismatched Gloo all-to-all");
+  std::vector<std::unique_ptr<Communicator>> comms = ConnectGloo(3, /*verify=*/true);
+  ASSERT_TRUE(comms[0] && comms[1] && comms[2]);
+  AllToAllCounts expects = {{5, 16, 342}, {0, 53, 64}, {48, 27, 0}};  // kSends transposed
+  expects[0][2] = 340;  // rank 0 expects 2 elements fewer from rank 2 than it sends
+  AllToAllRun run = RunAllToAll(comms, kSends, DType::kF32, &expects);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(run.status[r].code(), absl::StatusCode::kInvalidArgument) << run.status[r];
+    EXPECT_EQ(run.status[r].message(),
+              absl::StrCat("AllToAll on gloo rank ", r,
+                           "/3 via 127.0.0.1: ranks disagree: "
+                           "rank 2 sends 342 elements to rank 0, which expects 340"));
+    EXPECT_TRUE(run.out[r] == std::vector<uint8_t>(run.out[r].size(), kAllToAllPoison));
+  }
+  // Nothing was sent for the refused call: the ranks are still in step.
+  run = RunAllToAll(comms, kSends, DType::kF32);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+    EXPECT_TRUE(run.out[r] == ExpectedAllToAll(kSends, r, 4)) << "rank " << r;
+  }
+  // Another collective against an all-to-all.
+  std::vector<absl::Status> other(2);
+  std::vector<std::unique_ptr<Communicator>> pair = ConnectGloo(2, /*verify=*/true);
+  ASSERT_TRUE(pair[0] && pair[1]);
+  std::thread rank1([&] {
+    std::vector<float> data(3);
+    other[1] = pair[1]->AllReduceSum(absl::MakeSpan(data));
+  });
+  std::vector<float> in(2), out(2);
+  const std::vector<int64_t> ones = {1, 1};
+  other[0] = pair[0]->AllToAll(in.data(), ones, out.data(), ones, DType::kF32);
+  rank1.join();
+  EXPECT_EQ(other[0].code(), absl::StatusCode::kInvalidArgument) << other[0];
+  EXPECT_EQ(other[0].message(),
+            "AllToAll on gloo rank 0/2 via 127.0.0.1: ranks disagree: this rank called AllToAll "
+            "of 4-byte elements, rank 1 called collective #1 with 3 elements and root 0");
+  EXPECT_EQ(other[1].code(), absl::StatusCode::kInvalidArgument) << other[1];
+}
+
+TEST(GlooCommunicator, AllToAllRefusesBadCountsLocallyAndTheRanksStayInStep) {
+  Watchdog watchdog(absl::Seconds(30), "bad Gloo all-to-all counts");
+  std::vector<std::unique_ptr<Communicator>> comms = ConnectGloo(2, /*verify=*/false);
+  ASSERT_TRUE(comms[0] && comms[1]);
+  std::vector<uint8_t> in(64), out(64);
+  const std::vector<int64_t> two = {1, 1}, three = {1, 1, 1}, negative = {1, -1}, own = {2, 1};
+  EXPECT_EQ(comms[0]->AllToAll(in.data(), three, out.data(), two, DType::kF32).message(),
+            "AllToAll: send_counts has 3 entries, expected one per rank (2)");
+  EXPECT_EQ(comms[0]->AllToAll(in.data(), negative, out.data(), two, DType::kF32).message(),
+            "AllToAll: send_counts[1] is -1, below 0");
+  EXPECT_EQ(comms[0]->AllToAll(in.data(), two, out.data(), two, DType::kQ5_K).message(),
+            "AllToAll: Q5_K is block-quantized; it moves whole elements");
+  // Unverified, Gloo cannot see a peer's counts, but this rank's own piece it can check.
+  absl::Status self = comms[0]->AllToAll(in.data(), own, out.data(), two, DType::kF32);
+  EXPECT_EQ(self.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(self.message(),
+            "AllToAll on gloo rank 0/2 via 127.0.0.1: this rank sends itself 2 elements but "
+            "expects 1");
+  AllToAllRun run = RunAllToAll(comms, {{1, 2}, {3, 4}}, DType::kF32);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+    EXPECT_TRUE(run.out[r] == ExpectedAllToAll({{1, 2}, {3, 4}}, r, 4));
+  }
+  gloo::rendezvous::HashStore store;
+  auto single = GlooCommunicator::Connect(Options(0, 1), store);
+  ASSERT_TRUE(single.ok()) << single.status();
+  std::vector<float> mine = {1, 2}, exchanged(2);
+  const std::vector<int64_t> counts = {2};
+  ASSERT_TRUE((*single)->AllToAll(mine.data(), counts, exchanged.data(), counts, DType::kF32).ok());
+  EXPECT_EQ(exchanged, mine);
+}
+
+TEST(GlooCommunicator, AllToAllTimesOutWhenAPeerDoesNotJoinAndStaysBroken) {
+  Watchdog watchdog(absl::Seconds(10), "all-to-all without a peer");
+  gloo::rendezvous::HashStore store;
+  std::promise<void> rank0_done;
+  std::thread rank1([&] {
+    auto comm = GlooCommunicator::Connect(Options(1, 2, absl::Milliseconds(300)), store);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    rank0_done.get_future().wait();  // stays connected but never joins the all-to-all
+  });
+  auto comm = GlooCommunicator::Connect(Options(0, 2, absl::Milliseconds(300)), store);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::vector<float> in(5), out(5);
+  const std::vector<int64_t> send = {2, 3}, recv = {2, 3};
+  const absl::Time start = absl::Now();
+  absl::Status status = (*comm)->AllToAll(in.data(), send, out.data(), recv, DType::kF32);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_NE(status.message().find("AllToAll on gloo rank 0/2 via 127.0.0.1"), std::string::npos)
+      << status;
+  EXPECT_EQ((*comm)->Barrier().code(), absl::StatusCode::kUnavailable);
+  rank0_done.set_value();
+  rank1.join();
 }
 
 // ---- Ranks as separate processes (fork), meeting through a FileStore in $TEST_TMPDIR.

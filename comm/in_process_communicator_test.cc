@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/comm_test_util.h"
 #include "gtest/gtest.h"
 
 namespace tpserve {
@@ -226,6 +227,106 @@ TEST(InProcessCommunicator, LocalArgumentErrorsNeedNoPeer) {
   EXPECT_EQ(gather.message(), "AllGather: out has 5 elements, expected 6 (2 ranks x 3)");
   EXPECT_FALSE(group->broken());
   EXPECT_EQ(comm.Describe(), "in-process rank 0/2");
+}
+
+std::vector<std::unique_ptr<Communicator>> Group(int world_size,
+                                                 absl::Duration timeout = absl::Seconds(30)) {
+  auto group = std::make_shared<InProcessGroup>(world_size);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < world_size; ++r) {
+    comms.push_back(std::make_unique<InProcessCommunicator>(group, r, timeout));
+  }
+  return comms;
+}
+
+// Rank p sends kSends[p][q] elements to rank q: a zero pair, own pieces, no two alike.
+const AllToAllCounts kSends = {{2, 0, 5}, {3, 1, 0}, {4, 6, 7}};
+
+TEST(InProcessCommunicator, AllToAllPlacesEachPieceAtItsSendersOffset) {
+  std::vector<std::unique_ptr<Communicator>> comms = Group(3);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3, DType::kI32}) {
+    SCOPED_TRACE(std::string(DTypeName(dtype)));
+    const size_t elem_bytes = static_cast<size_t>(BlockBytes(dtype));
+    AllToAllRun run = RunAllToAll(comms, kSends, dtype);
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+      EXPECT_EQ(run.out[r], ExpectedAllToAll(kSends, r, elem_bytes)) << "rank " << r;
+    }
+  }
+  // Rank 1 gets 0 elements from rank 0, then 1 of its own, then rank 2's 6: spelled out.
+  AllToAllRun run = RunAllToAll(comms, kSends, DType::kBF16);
+  ASSERT_EQ(run.out[1].size(), 14 + kAllToAllGuardBytes);
+  EXPECT_EQ(run.out[1][0], AllToAllByte(1, 1, 0));
+  EXPECT_EQ(run.out[1][1], AllToAllByte(1, 1, 1));
+  EXPECT_EQ(run.out[1][2], AllToAllByte(2, 1, 0));
+  EXPECT_EQ(run.out[1][13], AllToAllByte(2, 1, 11));
+}
+
+TEST(InProcessCommunicator, AllToAllOfNothingLeavesTheOutputAlone) {
+  std::vector<std::unique_ptr<Communicator>> comms = Group(2);
+  const AllToAllCounts zeros = {{0, 0}, {0, 0}};
+  AllToAllRun run = RunAllToAll(comms, zeros, DType::kF16);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+    EXPECT_EQ(run.out[r], std::vector<uint8_t>(kAllToAllGuardBytes, kAllToAllPoison));
+  }
+}
+
+TEST(InProcessCommunicator, AllToAllCountsThatDoNotPairUpAreInvalidArgumentEverywhere) {
+  std::vector<std::unique_ptr<Communicator>> comms = Group(3);
+  AllToAllCounts expects = {{2, 3, 4}, {0, 1, 6}, {5, 0, 7}};  // kSends transposed
+  expects[1][2] = 5;  // rank 1 expects 5 elements from rank 2, which sends it 6
+  AllToAllRun run = RunAllToAll(comms, kSends, DType::kF32, &expects);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(run.status[r].code(), absl::StatusCode::kInvalidArgument) << run.status[r];
+    EXPECT_EQ(run.status[r].message(),
+              "AllToAll: rank 2 sends 6 elements to rank 1, which expects 5");
+    EXPECT_EQ(run.out[r], std::vector<uint8_t>(run.out[r].size(), kAllToAllPoison));
+  }
+  // The group is still usable.
+  run = RunAllToAll(comms, kSends, DType::kF32);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+    EXPECT_EQ(run.out[r], ExpectedAllToAll(kSends, r, 4));
+  }
+}
+
+TEST(InProcessCommunicator, AllToAllOfDifferentElementSizesIsInvalidArgument) {
+  std::vector<std::unique_ptr<Communicator>> comms = Group(2);
+  std::vector<absl::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<uint8_t> in(8), out(8);
+      const std::vector<int64_t> counts = {1, 1};
+      statuses[r] = comms[r]->AllToAll(in.data(), counts, out.data(), counts,
+                                       r == 0 ? DType::kF32 : DType::kBF16);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(statuses[r].code(), absl::StatusCode::kInvalidArgument) << statuses[r];
+    EXPECT_EQ(statuses[r].message(), "AllToAll: rank 0 moves 4-byte elements, rank 1 2-byte ones");
+  }
+}
+
+TEST(InProcessCommunicator, AllToAllRefusesBadCountListsWithoutItsPeers) {
+  auto group = std::make_shared<InProcessGroup>(2);
+  InProcessCommunicator comm(group, 0, absl::Milliseconds(1));
+  std::vector<uint8_t> in(64), out(64, kAllToAllPoison);
+  const std::vector<int64_t> two = {1, 1}, three = {1, 1, 1}, negative = {1, -2};
+  absl::Status size = comm.AllToAll(in.data(), three, out.data(), two, DType::kF32);
+  EXPECT_EQ(size.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(size.message(), "AllToAll: send_counts has 3 entries, expected one per rank (2)");
+  absl::Status below = comm.AllToAll(in.data(), two, out.data(), negative, DType::kF32);
+  EXPECT_EQ(below.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(below.message(), "AllToAll: recv_counts[1] is -2, below 0");
+  absl::Status blocks = comm.AllToAll(in.data(), two, out.data(), two, DType::kQ8_0);
+  EXPECT_EQ(blocks.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(blocks.message(), "AllToAll: Q8_0 is block-quantized; it moves whole elements");
+  // Refused before joining: with a 1 ms timeout, joining would have broken the group.
+  EXPECT_FALSE(group->broken());
+  EXPECT_EQ(out, std::vector<uint8_t>(64, kAllToAllPoison));
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/poll_wait.h"
 #include "base/status_macros.h"
+#include "comm/all_to_all_counts.h"
 #include "comm/collective_clock.h"
 #include "comm/cuda_status.h"
 #include "kernels/cuda/device_wait.h"
@@ -255,6 +257,55 @@ absl::Status NcclCommunicator::AllReduceSum(absl::Span<float> data) {
 absl::Status NcclCommunicator::AllGather(absl::Span<const float> in, absl::Span<float> out) {
   TP_RETURN_IF_ERROR(CheckAllGatherSizes(world_size(), in.size(), out.size()));
   return AllGather(in.data(), static_cast<int64_t>(in.size()), DType::kF32, out.data());
+}
+
+absl::Status NcclCommunicator::AllToAll(const void* in, absl::Span<const int64_t> send_counts,
+                                        void* out, absl::Span<const int64_t> recv_counts,
+                                        DType dtype) {
+  TP_RETURN_IF_ERROR(CheckAllToAllCounts(world_size(), send_counts, recv_counts, dtype));
+  const int me = options_.rank;
+  if (send_counts[me] != recv_counts[me]) {
+    return absl::InvalidArgumentError(absl::StrCat("AllToAll on ", Describe(),
+                                                   ": this rank sends itself ", send_counts[me],
+                                                   " elements but expects ", recv_counts[me]));
+  }
+  TP_RETURN_IF_ERROR(BeginCall("AllToAll"));
+  const size_t elem_bytes = static_cast<size_t>(BlockBytes(dtype));
+  const std::vector<size_t> in_offsets = AllToAllByteOffsets(send_counts, elem_bytes);
+  const std::vector<size_t> out_offsets = AllToAllByteOffsets(recv_counts, elem_bytes);
+  // Peers pair their counts with this rank's, so none of them sends to or expects from it.
+  if (in_offsets.back() == 0 && out_offsets.back() == 0) return absl::OkStatus();
+  const auto* send = static_cast<const uint8_t*>(in);
+  auto* recv = static_cast<uint8_t*>(out);
+  // One group: NCCL progresses all of its sends and receives together.
+  const auto post = [&]() -> absl::Status {
+    if (const size_t own = out_offsets[me + 1] - out_offsets[me]; own > 0) {
+      TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaMemcpyAsync(recv + out_offsets[me], send + in_offsets[me],
+                                                      own, cudaMemcpyDeviceToDevice, stream_)));
+    }
+    TP_RETURN_IF_ERROR(TP_NCCL_CALL(ncclGroupStart()));
+    absl::Status posted;
+    for (int peer = 0; peer < world_size() && posted.ok(); ++peer) {
+      const size_t to_peer = in_offsets[peer + 1] - in_offsets[peer];
+      const size_t from_peer = out_offsets[peer + 1] - out_offsets[peer];
+      if (peer == me) continue;
+      if (to_peer > 0) {
+        posted = TP_NCCL_CALL(
+            ncclSend(send + in_offsets[peer], to_peer, ncclUint8, peer, comm_, stream_));
+      }
+      if (posted.ok() && from_peer > 0) {
+        posted = TP_NCCL_CALL(
+            ncclRecv(recv + out_offsets[peer], from_peer, ncclUint8, peer, comm_, stream_));
+      }
+    }
+    // Ends the group even after a failed post, so NCCL's group state is left clean.
+    const absl::Status ended = TP_NCCL_CALL(ncclGroupEnd());
+    return posted.ok() ? ended : posted;
+  };
+  return Enqueue(absl::StrCat("AllToAll of ", in_offsets.back() / elem_bytes, " ",
+                              std::string(DTypeName(dtype)), " sent, ",
+                              out_offsets.back() / elem_bytes, " received"),
+                 post);
 }
 
 absl::Status NcclCommunicator::Broadcast(absl::Span<uint8_t> data, int root) {

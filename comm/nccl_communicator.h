@@ -25,6 +25,14 @@
 // broke) aborts it too and returns UNAVAILABLE. Both name this rank and the collective. Other
 // CUDA/NCCL failures return a Status naming the call, file and line (cuda_status.h). After any
 // failure, or RequestAbort(), the communicator is broken: later calls return UNAVAILABLE.
+// AllToAll (per-peer counts) is one NCCL group of ncclSend/ncclRecv per peer with a nonzero
+// count, and a device copy for this rank's own piece, enqueued and awaited like the other
+// collectives. Not ncclAlltoAll even when this rank's counts are all equal: a peer whose
+// counts differ would use send/recv, and the two may not be mixed. NCCL requires each send to
+// meet a receive of the same count and cannot check it (no counts travel here): counts that do
+// not pair up are undefined on the device; at best the collective never completes and
+// AwaitCollectives' deadline aborts the communicator. A rank whose own send and recv counts
+// differ gets INVALID_ARGUMENT at once.
 // Not for CUDA graph capture: replaying a graph would not record the events again (only
 // single-rank steps, which have no NCCL communicator, are captured).
 // Threading: one thread at a time per communicator; RequestAbort() may be called from any
@@ -89,6 +97,10 @@ class NcclCommunicator final : public Communicator {
   // The f32 span forms, through the typed ones.
   absl::Status AllReduceSum(absl::Span<float> data) override;
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+  // `in` and `out` are device memory; any dtype of whole elements, moved as bytes. Enqueued;
+  // nothing is enqueued when this rank neither sends nor receives anything.
+  absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts, void* out,
+                        absl::Span<const int64_t> recv_counts, DType dtype) override;
   // `data` is device memory. Enqueued.
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
   // An all-reduce of one float on a scratch device buffer (NCCL has no barrier), then

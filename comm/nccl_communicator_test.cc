@@ -1,8 +1,9 @@
 // NCCL on the GPUs of this machine: option checks (anywhere), single-rank collectives in every
 // dtype on a caller's stream, their ordering (enqueued, not waited for), that compute queued
 // before a collective does not count against its deadline, the abort paths that one GPU can
-// reach, and on two GPUs: agreement with the rank-order sum and the timeout of a collective a
-// peer never enters. Tests that need a device skip with "no CUDA device: ..." elsewhere.
+// reach, a single-rank all-to-all and its argument checks, and on two GPUs: agreement with the
+// rank-order sum, all-to-all pieces at their offsets, and the timeout of a collective a peer
+// never enters. Tests that need a device skip with "no CUDA device: ..." elsewhere.
 // (CollectiveClock's own test checks the deadline logic without a GPU.)
 #include "comm/nccl_communicator.h"
 
@@ -319,6 +320,92 @@ TEST(NcclCommunicator, TwoRanksOnTwoGpusAgreeWithRankOrderSum) {
     EXPECT_EQ(reduced[rank], sum) << "rank " << rank;  // a + b is exact-commutative
     EXPECT_EQ(gathered[rank], concat) << "rank " << rank;
     EXPECT_EQ(received[rank], Values(1, 8)) << "rank " << rank;
+  }
+}
+
+TEST(NcclCommunicator, SingleRankAllToAllIsEnqueuedAndCopiesItsOwnPiece) {
+  SKIP_UNLESS_DEVICES(1);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    auto comm = OneRank(stream, absl::Seconds(60));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    Watchdog watchdog(absl::Seconds(60), "single-rank all-to-all behind a gate");
+    const AllToAllCounts counts = {{1001}};
+    const std::vector<uint8_t> expected = ExpectedAllToAll(counts, 0, 2);
+    DeviceArray<uint8_t> in(AllToAllInput(counts, 0, 2));
+    DeviceArray<uint8_t> out(std::vector<uint8_t>(expected.size(), kAllToAllPoison));
+    StreamGate gate(stream);
+    ASSERT_TRUE((*comm)->AllToAll(in.data(), counts[0], out.data(), counts[0], DType::kBF16).ok());
+    EXPECT_EQ((*comm)->num_pending(), 1);
+    std::vector<uint8_t> early(expected.size());
+    ASSERT_EQ(cudaMemcpy(early.data(), out.data(), early.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(early, std::vector<uint8_t>(expected.size(), kAllToAllPoison))
+        << "the all-to-all ran before the work queued ahead of it";
+    gate.Open();
+    ASSERT_TRUE((*comm)->AwaitCollectives().ok());
+    EXPECT_EQ(out.ToHost(), expected);
+    const std::vector<int64_t> none = {0}, one = {1}, two = {2, 2}, negative = {-1};
+    ASSERT_TRUE((*comm)->AllToAll(nullptr, none, nullptr, none, DType::kF32).ok());
+    EXPECT_EQ((*comm)->num_pending(), 0);  // nothing to move: nothing enqueued
+    absl::Status own = (*comm)->AllToAll(in.data(), counts[0], out.data(), one, DType::kBF16);
+    EXPECT_EQ(own.code(), absl::StatusCode::kInvalidArgument) << own;
+    EXPECT_EQ(own.message(),
+              "AllToAll on nccl rank 0/1 on cuda:0: this rank sends itself 1001 elements but "
+              "expects 1");
+    EXPECT_EQ((*comm)->AllToAll(in.data(), two, out.data(), two, DType::kF32).message(),
+              "AllToAll: send_counts has 2 entries, expected one per rank (1)");
+    EXPECT_EQ((*comm)->AllToAll(in.data(), negative, out.data(), one, DType::kF32).message(),
+              "AllToAll: send_counts[0] is -1, below 0");
+    EXPECT_EQ((*comm)->AllToAll(in.data(), one, out.data(), one, DType::kQ8_0).message(),
+              "AllToAll: Q8_0 is block-quantized; it moves whole elements");
+    EXPECT_TRUE((*comm)->Barrier().ok());  // refused calls leave it usable
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Rank p sends kSends[p][q] elements to rank q: a zero pair, own pieces, different sizes.
+TEST(NcclCommunicator, TwoRanksAllToAllPutEveryPieceAtItsOffset) {
+  SKIP_UNLESS_DEVICES(2);
+  absl::StatusOr<std::string> id = NewNcclUniqueId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  Watchdog watchdog(absl::Seconds(90), "two-rank all-to-all");
+  const AllToAllCounts kSends = {{4099, 0}, {65537, 7}};
+  const std::vector<DType> dtypes = {DType::kBF16, DType::kF32};
+  std::vector<std::vector<std::vector<uint8_t>>> outs(2);  // [rank][dtype]
+  std::vector<absl::Status> statuses(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      cudaSetDevice(rank);
+      NcclOptions options{.rank = rank,
+                          .world_size = 2,
+                          .device_ordinal = rank,
+                          .unique_id = *id,
+                          .timeout = absl::Seconds(60)};
+      auto comm = NcclCommunicator::Create(options);
+      statuses[rank] = comm.status();
+      for (DType dtype : dtypes) {
+        if (!statuses[rank].ok()) return;
+        const size_t elem_bytes = BlockBytes(dtype);
+        const std::vector<int64_t> recv = {kSends[0][rank], kSends[1][rank]};
+        DeviceArray<uint8_t> in(AllToAllInput(kSends, rank, elem_bytes));
+        DeviceArray<uint8_t> out(std::vector<uint8_t>(
+            (recv[0] + recv[1]) * elem_bytes + kAllToAllGuardBytes, kAllToAllPoison));
+        statuses[rank] = (*comm)->AllToAll(in.data(), kSends[rank], out.data(), recv, dtype);
+        if (statuses[rank].ok()) statuses[rank] = (*comm)->AwaitCollectives();
+        outs[rank].push_back(out.ToHost());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(statuses[rank].ok()) << "rank " << rank << ": " << statuses[rank];
+    for (size_t d = 0; d < dtypes.size(); ++d) {
+      EXPECT_TRUE(outs[rank][d] == ExpectedAllToAll(kSends, rank, BlockBytes(dtypes[d])))
+          << "rank " << rank << " " << DTypeName(dtypes[d]);
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "comm/rank_order_sum.h"
 #include "comm/rendezvous_store.h"
+#include "comm/shm_all_to_all.h"
 #include "gloo/rendezvous/store.h"
 
 namespace tpserve {
@@ -214,6 +215,8 @@ const char* ShmCommunicator::OpName(Op op) {
       return "Broadcast";
     case Op::kBarrier:
       return "Barrier";
+    case Op::kAllToAll:
+      return "AllToAll";
   }
   return "unknown collective";
 }
@@ -353,6 +356,9 @@ absl::Status ShmCommunicator::CheckSameCall(int buffer, const std::string& what)
     auto describe = [](const ShmSlotHeader& h) {
       const Op op = static_cast<Op>(h.op);
       if (op == Op::kBarrier) return std::string("Barrier");
+      if (op == Op::kAllToAll) {
+        return absl::StrCat("AllToAll of ", std::string(DTypeName(static_cast<DType>(h.dtype))));
+      }
       if (op == Op::kBroadcast) {
         return absl::StrCat("Broadcast of ", h.count, " bytes from root ", h.root);
       }
@@ -432,6 +438,38 @@ absl::Status ShmCommunicator::BytesAllGather(const void* in, size_t in_bytes, DT
           std::memcpy(dst + r * in_bytes + offset, slots[r], n);
         }
       });
+}
+
+absl::Status ShmCommunicator::AllToAll(const void* in, absl::Span<const int64_t> send_counts,
+                                       void* out, absl::Span<const int64_t> recv_counts,
+                                       DType dtype) {
+  absl::Status counts = CheckAllToAllCounts(world_size(), send_counts, recv_counts, dtype);
+  if (!counts.ok()) return counts;
+  if (layout_ == nullptr) {
+    return SingleRankCommunicator().AllToAll(in, send_counts, out, recv_counts, dtype);
+  }
+  const Call call{Op::kAllToAll, dtype};
+  std::string what;
+  absl::Status status = Begin(call.op, &what);
+  if (!status.ok()) return status;
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  const size_t slot_bytes = layout_->slot_bytes;
+  ShmAllToAll plan(options_.world_size, options_.rank, send_counts, recv_counts,
+                   static_cast<size_t>(BlockBytes(dtype)));
+  for (size_t window = 0; !plan.Done(window); window += slot_bytes) {
+    const int buffer = ++rounds_ & 1;
+    WriteSlotHeader(call, buffer);
+    plan.Fill(static_cast<const uint8_t*>(in), window, slot_bytes,
+              layout_->data(options_.rank, buffer));
+    status = Sync(buffer, deadline, what);
+    if (!status.ok()) return status;
+    status = plan.Read(layout_->slot_data[buffer].data(), window, slot_bytes,
+                       static_cast<const uint8_t*>(in), static_cast<uint8_t*>(out));
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ranks disagree: ", status.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ShmCommunicator::Broadcast(absl::Span<uint8_t> data, int root) {

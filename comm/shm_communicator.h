@@ -25,6 +25,12 @@
 // world_size times less summing per rank. In alternating comm_bench runs on 2 shared cores
 // that was faster at 3-4 ranks from 64 KiB on, even at 36 KiB, slower below at 4 ranks.
 // f16 and bf16 are summed in f32 in rank order and rounded once (NCCL rounds per addition).
+// AllToAll (per-peer counts) sends each rank's stream through its slot: its send and recv
+// counts first (16 bytes per rank), then its pieces for the other ranks in rank order, in as
+// many steps as the longest stream needs (shm_all_to_all.h). A rank reads only its pieces out
+// of the peers' slots and copies its own piece directly. Every rank has all counts after the
+// same step: there each checks that they pair up (rank p's send_counts[q] == rank q's
+// recv_counts[p]), so a mismatch is INVALID_ARGUMENT on every rank with `out` untouched.
 // Waiting: spin briefly (pause), yield, then sleep on the counter with FUTEX_WAIT (shared, not
 // FUTEX_PRIVATE: the word is in another process too); a publisher calls FUTEX_WAKE only when a
 // peer sleeps. Without a core to spare spinning is skipped, so waiters never starve peers.
@@ -32,8 +38,8 @@
 // "shm AllReduceSum #1234 on rank 0: rank 2 of 3 did not arrive within 5000 ms". That breaks
 // the group: this communicator fails every later call at once with UNAVAILABLE, and peers that
 // wait (now or later) get UNAVAILABLE naming the rank that broke it instead of their own
-// timeout. Ranks that pass different collectives, sizes or roots all get INVALID_ARGUMENT and
-// the group stays usable.
+// timeout. Ranks that pass different collectives, sizes, roots or all-to-all counts that do not
+// pair up all get INVALID_ARGUMENT and the group stays usable.
 //
 // Why not Open MPI's shared-memory transport (btl/vader, libopenmpi-dev 4.1.4 in Debian 12):
 // - Process model: MPI ranks are launched by mpirun/PMIx and meet in MPI_Init; ours are started
@@ -119,6 +125,9 @@ class ShmCommunicator final : public Communicator {
   // kF32, kF16 and kBF16 (summed in f32); other types: UNIMPLEMENTED from the base class.
   absl::Status AllReduceSum(void* data, int64_t count, DType dtype) override;
   absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out) override;
+  // Any dtype of whole elements, moved as bytes; see the file comment.
+  absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts, void* out,
+                        absl::Span<const int64_t> recv_counts, DType dtype) override;
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
   absl::Status Barrier() override;
   // "shm rank 1/3 (same host)".
@@ -129,11 +138,11 @@ class ShmCommunicator final : public Communicator {
   const std::string& segment_name() const { return segment_.name(); }
 
  private:
-  enum class Op : uint32_t { kAllReduceSum = 1, kAllGather, kBroadcast, kBarrier };
+  enum class Op : uint32_t { kAllReduceSum = 1, kAllGather, kBroadcast, kBarrier, kAllToAll };
   struct Call {
     Op op;
     DType dtype = DType::kF32;
-    uint64_t count = 0;  // elements of the whole message (per rank for AllGather)
+    uint64_t count = 0;  // elements of the whole message (per rank for AllGather; 0 AllToAll)
     uint32_t root = 0;
   };
   // Copies this rank's part of the piece [offset, offset + bytes) into `slot`.

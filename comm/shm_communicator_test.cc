@@ -102,14 +102,21 @@ TEST(ShmCommunicator, SharedWorkloadMatchesInProcessBitwiseAt2To4Ranks) {
       for (int r = 0; r < world; ++r) {
         EXPECT_TRUE(shm[r].Serialize() == reference[r].Serialize())
             << "world " << world << " max_bytes " << max_bytes << " rank " << r;
-        EXPECT_TRUE(shm[r].Serialize() == shm[0].Serialize()) << "rank " << r;
+        EXPECT_TRUE(shm[r].SerializeCommon() == shm[0].SerializeCommon()) << "rank " << r;
       }
-      // Not only equal to the reference: the sum itself, element by element.
+      // Not only equal to the reference: the sum itself, element by element, and every
+      // all-to-all piece where it belongs.
       const size_t last = sizes.size() - 1;
       for (size_t i : {size_t{0}, size_t{4097}, sizes[last] - 1}) {
         float expected = RankValue(0, i);
         for (int r = 1; r < world; ++r) expected += RankValue(r, i);
         EXPECT_EQ(shm[world - 1].reduced[last][i], expected) << "i " << i;
+      }
+      for (int r = 0; r < world; ++r) {
+        for (size_t s = 0; s < sizes.size(); ++s) {
+          EXPECT_TRUE(shm[r].exchanged[s] == ExpectedWorkloadAllToAll(r, world, sizes[s]))
+              << "rank " << r << " n " << sizes[s];
+        }
       }
       EXPECT_TRUE(SegmentsOf(run_id).empty());
     }
@@ -212,6 +219,144 @@ TEST(ShmCommunicator, HalfPrecisionSumsInF32AndGathers) {
       for (int src = 0; src < kWorld; ++src) {
         ASSERT_EQ(gathered[r][src * kCount + i], F32ToBF16(RankValue(src, i)));
       }
+    }
+  }
+}
+
+// Rank p sends kSends[p][q] elements to rank q: a zero pair, own pieces, no two alike, and
+// with 4-byte elements pieces of up to 700 bytes, so with 64-byte slots pieces span many steps.
+AllToAllCounts Sends(int world) {
+  AllToAllCounts sends(world, std::vector<int64_t>(world));
+  for (int p = 0; p < world; ++p) {
+    for (int q = 0; q < world; ++q) sends[p][q] = p == 1 && q == 0 ? 0 : 5 + 37 * p + 11 * q;
+  }
+  return sends;
+}
+
+Comms SmallSlots(int world, const std::string& test, absl::Duration timeout = absl::Seconds(20)) {
+  const std::string run_id = UniqueRunId(test);
+  return ConnectThreads(world, [&](int rank) {
+    ShmOptions options = Options(rank, world, run_id, timeout);
+    options.max_bytes = 64;
+    return options;
+  });
+}
+
+// 5 ranks: the counts sent ahead of the data (16 bytes per rank) fill more than one slot.
+TEST(ShmCommunicator, AllToAllPutsEveryPieceAtItsOffsetThroughSmallSlots) {
+  Watchdog watchdog(absl::Seconds(60), "all-to-all through 64-byte slots");
+  for (int world : {2, 3, 5}) {
+    Comms comms = SmallSlots(world, "all-to-all");
+    ASSERT_EQ(comms.size(), static_cast<size_t>(world));
+    const AllToAllCounts sends = Sends(world);
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+      AllToAllRun run = RunAllToAll(comms, sends, dtype);
+      for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+        EXPECT_TRUE(run.out[r] == ExpectedAllToAll(sends, r, BlockBytes(dtype)))
+            << "world " << world << " rank " << r << " " << DTypeName(dtype);
+      }
+    }
+    const AllToAllCounts zeros(world, std::vector<int64_t>(world, 0));
+    AllToAllRun run = RunAllToAll(comms, zeros, DType::kF32);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+      EXPECT_EQ(run.out[r], std::vector<uint8_t>(kAllToAllGuardBytes, kAllToAllPoison));
+    }
+  }
+}
+
+TEST(ShmCommunicator, AllToAllCountsThatDoNotPairUpFailEverywhereAndTheGroupGoesOn) {
+  Watchdog watchdog(absl::Seconds(30), "mismatched all-to-all");
+  constexpr int kWorld = 3;
+  Comms comms = SmallSlots(kWorld, "all-to-all-mismatch");
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kWorld));
+  const AllToAllCounts sends = Sends(kWorld);
+  AllToAllCounts expects(kWorld, std::vector<int64_t>(kWorld));
+  for (int q = 0; q < kWorld; ++q) {
+    for (int p = 0; p < kWorld; ++p) expects[q][p] = sends[p][q];
+  }
+  expects[1][2] = 3;  // rank 2 sends rank 1 a piece of 5 + 74 + 11 = 90 elements
+  AllToAllRun run = RunAllToAll(comms, sends, DType::kF32, &expects);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(run.status[r].code(), absl::StatusCode::kInvalidArgument) << run.status[r];
+    EXPECT_EQ(std::string(run.status[r].message()),
+              "shm AllToAll #1 on rank " + std::to_string(r) +
+                  ": ranks disagree: rank 2 sends 90 elements to rank 1, which expects 3");
+    EXPECT_TRUE(run.out[r] == std::vector<uint8_t>(run.out[r].size(), kAllToAllPoison));
+  }
+  run = RunAllToAll(comms, sends, DType::kF32);
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(run.status[r].ok()) << run.status[r];
+    EXPECT_TRUE(run.out[r] == ExpectedAllToAll(sends, r, 4)) << "rank " << r;
+  }
+}
+
+TEST(ShmCommunicator, AllToAllAgainstAnotherCollectiveIsInvalidArgument) {
+  Watchdog watchdog(absl::Seconds(30), "all-to-all against an all-reduce");
+  Comms comms = SmallSlots(2, "all-to-all-other");
+  ASSERT_EQ(comms.size(), 2u);
+  absl::Status rank1;
+  std::thread peer([&] {
+    std::vector<float> data(3, 1.0f);
+    rank1 = comms[1]->AllReduceSum(absl::MakeSpan(data));
+  });
+  std::vector<float> in(4), out(4);
+  const std::vector<int64_t> counts = {2, 2};
+  absl::Status rank0 = comms[0]->AllToAll(in.data(), counts, out.data(), counts, DType::kF32);
+  peer.join();
+  EXPECT_EQ(rank0.code(), absl::StatusCode::kInvalidArgument) << rank0;
+  EXPECT_EQ(std::string(rank0.message()),
+            "shm AllToAll #1 on rank 0: ranks disagree: rank 0 called AllToAll of F32, rank 1 "
+            "called AllReduceSum of 3 F32");
+  EXPECT_EQ(rank1.code(), absl::StatusCode::kInvalidArgument) << rank1;
+}
+
+TEST(ShmCommunicator, AllToAllRefusesBadCountListsWithoutItsPeers) {
+  Watchdog watchdog(absl::Seconds(30), "bad all-to-all counts");
+  Comms comms = SmallSlots(2, "all-to-all-bad", absl::Milliseconds(300));
+  ASSERT_EQ(comms.size(), 2u);
+  std::vector<uint8_t> in(64), out(64);
+  const std::vector<int64_t> two = {1, 1}, one = {1}, negative = {-1, 1};
+  EXPECT_EQ(std::string(comms[0]->AllToAll(in.data(), one, out.data(), two, DType::kF32).message()),
+            "AllToAll: send_counts has 1 entries, expected one per rank (2)");
+  EXPECT_EQ(
+      std::string(comms[0]->AllToAll(in.data(), two, out.data(), negative, DType::kF32).message()),
+      "AllToAll: recv_counts[0] is -1, below 0");
+  absl::Status blocks = comms[0]->AllToAll(in.data(), two, out.data(), two, DType::kQ4_0);
+  EXPECT_EQ(blocks.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(blocks.message()),
+            "AllToAll: Q4_0 is block-quantized; it moves whole elements");
+  // Refused before the first step (a step without its peer would time out and break the
+  // group): both ranks still meet.
+  AllToAllRun run = RunAllToAll(comms, {{1, 2}, {3, 4}}, DType::kF32);
+  EXPECT_TRUE(run.status[0].ok()) << run.status[0];
+  EXPECT_TRUE(run.status[1].ok()) << run.status[1];
+}
+
+// Many all-to-alls back to back with changing counts, 128-byte slots and a rank that never
+// spins: a rank that reuses a slot while a peer still reads it shows up as a wrong byte.
+TEST(ShmCommunicator, AllToAllsOfChangingCountsStayExact) {
+  Watchdog watchdog(absl::Seconds(60), "back-to-back all-to-alls");
+  constexpr int kWorld = 3;
+  constexpr int kIterations = 300;
+  const std::string run_id = UniqueRunId("all-to-all-back-to-back");
+  Comms comms = ConnectThreads(kWorld, [&](int rank) {
+    ShmOptions options = Options(rank, kWorld, run_id);
+    options.max_bytes = 128;
+    options.spin_iterations = rank == 1 ? 0 : 50;
+    return options;
+  });
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kWorld));
+  for (int it = 0; it < kIterations; ++it) {
+    AllToAllCounts sends(kWorld, std::vector<int64_t>(kWorld));
+    for (int p = 0; p < kWorld; ++p) {
+      for (int q = 0; q < kWorld; ++q) sends[p][q] = (it * 7919 + p * 31 + q * 17) % 97;
+    }
+    AllToAllRun run = RunAllToAll(comms, sends, DType::kBF16);
+    for (int r = 0; r < kWorld; ++r) {
+      ASSERT_TRUE(run.status[r].ok()) << "iteration " << it << ": " << run.status[r];
+      ASSERT_TRUE(run.out[r] == ExpectedAllToAll(sends, r, 2)) << "iteration " << it;
     }
   }
 }
@@ -398,6 +543,12 @@ TEST(ShmCommunicator, OneRankNeedsNoSegment) {
   EXPECT_EQ(out, in);
   std::vector<uint8_t> bytes(2);
   EXPECT_EQ((*comm)->Broadcast(absl::MakeSpan(bytes), 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<int64_t> two = {2}, one = {1};
+  std::vector<float> exchanged(3, -1.0f);
+  ASSERT_TRUE((*comm)->AllToAll(in.data(), two, exchanged.data(), two, DType::kF32).ok());
+  EXPECT_EQ(exchanged, (std::vector<float>{1, 2, -1}));
+  EXPECT_EQ((*comm)->AllToAll(in.data(), two, exchanged.data(), one, DType::kF32).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
