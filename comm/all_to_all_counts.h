@@ -6,7 +6,7 @@
 //   TP_RETURN_IF_ERROR(CheckAllToAllPairs(world_size, table));  // the same verdict on every rank
 //
 // The shm communicator sends each rank's row ahead of its data; Gloo, with verify_collectives,
-// all-gathers the rows first. In-process checks its calls directly; NCCL sends no counts.
+// all-gathers the rows first; in-process checks its calls' rows directly. NCCL sends no counts.
 // Threading: pure functions.
 #ifndef TPSERVE_COMM_ALL_TO_ALL_COUNTS_H_
 #define TPSERVE_COMM_ALL_TO_ALL_COUNTS_H_

@@ -1,6 +1,8 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +54,44 @@ absl::Status CheckBroadcastRoot(int world_size, int root) {
     return absl::InvalidArgumentError("Broadcast: root " + std::to_string(root) +
                                       " is outside [0, " + std::to_string(world_size) + ")");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAllToAllCounts(int world_size, absl::Span<const int64_t> send_counts,
+                                 absl::Span<const int64_t> recv_counts, DType dtype) {
+  if (BlockElems(dtype) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("AllToAll: ", std::string(DTypeName(dtype)),
+                                                   " is block-quantized; it moves whole elements"));
+  }
+  for (const auto& [name, counts] :
+       {std::pair{"send_counts", send_counts}, std::pair{"recv_counts", recv_counts}}) {
+    if (counts.size() != static_cast<size_t>(world_size)) {
+      return absl::InvalidArgumentError(absl::StrCat("AllToAll: ", name, " has ", counts.size(),
+                                                     " entries, expected one per rank (",
+                                                     world_size, ")"));
+    }
+    for (int r = 0; r < world_size; ++r) {
+      if (counts[r] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("AllToAll: ", name, "[", r, "] is ", counts[r], ", below 0"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SingleRankCommunicator::AllToAll(const void* in,
+                                              absl::Span<const int64_t> send_counts, void* out,
+                                              absl::Span<const int64_t> recv_counts,
+                                              DType dtype) {
+  absl::Status status = CheckAllToAllCounts(1, send_counts, recv_counts, dtype);
+  if (!status.ok()) return status;
+  if (send_counts[0] != recv_counts[0]) {
+    return absl::InvalidArgumentError(absl::StrCat("AllToAll: rank 0 sends itself ",
+                                                   send_counts[0], " elements but expects ",
+                                                   recv_counts[0]));
+  }
+  if (send_counts[0] > 0) std::memcpy(out, in, send_counts[0] * BlockBytes(dtype));
   return absl::OkStatus();
 }
 

@@ -50,6 +50,17 @@ class Communicator {
   // dtype otherwise.
   virtual absl::Status AllReduceSum(void* data, int64_t count, DType dtype);
   virtual absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out);
+  // All-to-all with per-peer counts (MPI_Alltoallv), of `dtype` elements: `in` holds
+  // send_counts[0] elements for rank 0, then send_counts[1] for rank 1, ...; `out` receives
+  // recv_counts[0] elements from rank 0, then recv_counts[1] from rank 1, ... (this rank's own
+  // piece is copied). Rank p's send_counts[q] must equal rank q's recv_counts[p]: expert
+  // parallelism computes both from the routing every rank holds, so no counts travel. Both
+  // spans have world_size() entries, each >= 0 (INVALID_ARGUMENT otherwise, at once, as
+  // CheckAllToAllCounts says). Memory as for the typed forms above; every dtype is moved as
+  // bytes (nothing is summed).
+  virtual absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts,
+                                void* out, absl::Span<const int64_t> recv_counts,
+                                DType dtype) = 0;
   // `data` on every rank becomes root's `data` (used for token ids as floats-free bytes too).
   virtual absl::Status Broadcast(absl::Span<uint8_t> data, int root) = 0;
   // Returns once every rank has called it, with every collective before it complete.
@@ -82,6 +93,10 @@ absl::Status BroadcastInt32s(Communicator& comm, absl::Span<int32_t> values, int
 absl::Status CheckAllGatherSizes(int world_size, size_t in_count, size_t out_count);
 // INVALID_ARGUMENT unless 0 <= root < world_size.
 absl::Status CheckBroadcastRoot(int world_size, int root);
+// INVALID_ARGUMENT unless both count lists have world_size entries, none negative, and dtype
+// is one of whole elements (not a block-quantized type).
+absl::Status CheckAllToAllCounts(int world_size, absl::Span<const int64_t> send_counts,
+                                 absl::Span<const int64_t> recv_counts, DType dtype);
 
 // The trivial communicator of a single rank: every collective is the identity.
 class SingleRankCommunicator final : public Communicator {
@@ -92,6 +107,9 @@ class SingleRankCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   absl::Status AllReduceSum(absl::Span<float>) override { return absl::OkStatus(); }
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+  // A copy of `in` to `out`; INVALID_ARGUMENT when the counts differ.
+  absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts, void* out,
+                        absl::Span<const int64_t> recv_counts, DType dtype) override;
   absl::Status Broadcast(absl::Span<uint8_t>, int root) override;
   absl::Status Barrier() override { return absl::OkStatus(); }
   std::string Describe() const override { return "single rank"; }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/all_to_all_counts.h"
 
 namespace tpserve {
 
@@ -20,6 +21,8 @@ const char* InProcessOpName(InProcessCall::Op op) {
       return "Broadcast";
     case InProcessCall::Op::kBarrier:
       return "Barrier";
+    case InProcessCall::Op::kAllToAll:
+      return "AllToAll";
   }
   return "unknown collective";
 }
@@ -104,6 +107,7 @@ absl::Status InProcessGroup::CheckCallsMatchLocked() const {
         first.op == InProcessCall::Op::kAllGather ? call.in_count : call.data_count;
     const size_t first_count =
         first.op == InProcessCall::Op::kAllGather ? first.in_count : first.data_count;
+    if (first.op == InProcessCall::Op::kAllToAll) continue;  // checked pairwise below
     if (count != first_count) {
       return absl::InvalidArgumentError(absl::StrCat(op_name, ": size mismatch: rank 0 passed ",
                                                      first_count, " elements, rank ", r, " passed ",
@@ -115,6 +119,21 @@ absl::Status InProcessGroup::CheckCallsMatchLocked() const {
                                                      call.root));
     }
   }
+  if (first.op != InProcessCall::Op::kAllToAll) return absl::OkStatus();
+  for (int p = 0; p < world_size_; ++p) {
+    if (calls_[p].elem_bytes != first.elem_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("AllToAll: rank 0 moves ", first.elem_bytes,
+                                                     "-byte elements, rank ", p, " ",
+                                                     calls_[p].elem_bytes, "-byte ones"));
+    }
+  }
+  std::vector<int64_t> table;
+  for (const InProcessCall& call : calls_) {
+    const std::vector<int64_t> row = AllToAllCountsRow(call.send_counts, call.recv_counts);
+    table.insert(table.end(), row.begin(), row.end());
+  }
+  absl::Status pairs = CheckAllToAllPairs(world_size_, table);
+  if (!pairs.ok()) return absl::InvalidArgumentError(absl::StrCat("AllToAll: ", pairs.message()));
   return absl::OkStatus();
 }
 
@@ -129,6 +148,20 @@ void InProcessGroup::ReduceSumLocked() {
     for (size_t i = 0; i < n; ++i) sum[i] += x[i];
   }
   for (int r = 0; r < world_size_; ++r) std::memcpy(calls_[r].data, sum, n * sizeof(float));
+}
+
+void InProcessGroup::AllToAllLocked() {
+  const size_t elem = calls_[0].elem_bytes;
+  for (int src = 0; src < world_size_; ++src) {
+    const std::vector<size_t> from = AllToAllByteOffsets(calls_[src].send_counts, elem);
+    for (int dst = 0; dst < world_size_; ++dst) {
+      const size_t bytes = from[dst + 1] - from[dst];
+      if (bytes == 0) continue;
+      const size_t to = AllToAllByteOffsets(calls_[dst].recv_counts, elem)[src];
+      std::memcpy(static_cast<uint8_t*>(calls_[dst].data) + to,
+                  static_cast<const uint8_t*>(calls_[src].in) + from[dst], bytes);
+    }
+  }
 }
 
 absl::Status InProcessGroup::CompleteLocked() {
@@ -161,6 +194,9 @@ absl::Status InProcessGroup::CompleteLocked() {
     }
     case InProcessCall::Op::kBarrier:
       break;
+    case InProcessCall::Op::kAllToAll:
+      AllToAllLocked();
+      break;
   }
   return absl::OkStatus();
 }
@@ -186,6 +222,21 @@ absl::Status InProcessCommunicator::AllGather(absl::Span<const float> in, absl::
   call.in_count = in.size();
   call.data = out.data();
   call.data_count = out.size();
+  return group_->Run(rank_, call, timeout_);
+}
+
+absl::Status InProcessCommunicator::AllToAll(const void* in,
+                                             absl::Span<const int64_t> send_counts, void* out,
+                                             absl::Span<const int64_t> recv_counts, DType dtype) {
+  absl::Status status = CheckAllToAllCounts(world_size(), send_counts, recv_counts, dtype);
+  if (!status.ok()) return status;
+  InProcessCall call;
+  call.op = InProcessCall::Op::kAllToAll;
+  call.in = in;
+  call.data = out;
+  call.send_counts = send_counts;
+  call.recv_counts = recv_counts;
+  call.elem_bytes = static_cast<size_t>(BlockBytes(dtype));
   return group_->Run(rank_, call, timeout_);
 }
 

@@ -10,8 +10,8 @@
 // DEADLINE_EXCEEDED naming the collective and the missing ranks, and breaks the group (like a
 // real transport, it cannot tell a slow rank from a dead one). Abort() breaks it on purpose.
 // Once broken, every waiting and later collective on every rank returns UNAVAILABLE with the
-// reason. Ranks that pass different sizes, roots or collectives get INVALID_ARGUMENT; that
-// leaves the group usable.
+// reason. Ranks that pass different sizes, roots or collectives (or all-to-all counts
+// that do not pair up) get INVALID_ARGUMENT; that leaves the group usable.
 // Threading: InProcessGroup is thread-safe. Each InProcessCommunicator is used by one thread at
 // a time (its rank's); Abort() may be called from any thread.
 #ifndef TPSERVE_COMM_IN_PROCESS_COMMUNICATOR_H_
@@ -34,13 +34,17 @@ namespace tpserve {
 
 // What one rank brings to a collective. Buffers stay valid while the rank waits in Run().
 struct InProcessCall {
-  enum class Op { kAllReduceSum, kAllGather, kBroadcast, kBarrier };
+  enum class Op { kAllReduceSum, kAllGather, kBroadcast, kBarrier, kAllToAll };
   Op op = Op::kBarrier;
   const void* in = nullptr;  // AllGather input
   void* data = nullptr;      // AllReduceSum/Broadcast in-out, AllGather output
   size_t in_count = 0;       // elements of `in`
   size_t data_count = 0;     // elements (floats or bytes) of `data`
   int root = 0;              // Broadcast only
+  // AllToAll only: elements per peer, and the bytes of one element.
+  absl::Span<const int64_t> send_counts;
+  absl::Span<const int64_t> recv_counts;
+  size_t elem_bytes = 0;
 };
 
 const char* InProcessOpName(InProcessCall::Op op);
@@ -70,6 +74,7 @@ class InProcessGroup {
   absl::Status CompleteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckCallsMatchLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReduceSumLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AllToAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string MissingRanksLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status BrokenStatusLocked(const char* op_name, int rank) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -100,6 +105,8 @@ class InProcessCommunicator final : public Communicator {
   using Communicator::AllReduceSum;
   absl::Status AllReduceSum(absl::Span<float> data) override;
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override;
+  absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts, void* out,
+                        absl::Span<const int64_t> recv_counts, DType dtype) override;
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
   absl::Status Barrier() override;
   std::string Describe() const override;

@@ -298,6 +298,10 @@ class AwaitProbe final : public Communicator {
   absl::Status AllGather(absl::Span<const float> in, absl::Span<float> out) override {
     return inner_->AllGather(in, out);
   }
+  absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts, void* out,
+                        absl::Span<const int64_t> recv_counts, DType dtype) override {
+    return inner_->AllToAll(in, send_counts, out, recv_counts, dtype);
+  }
   absl::Status Broadcast(absl::Span<uint8_t> d, int root) override {
     return inner_->Broadcast(d, root);
   }

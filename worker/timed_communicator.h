@@ -1,5 +1,5 @@
 // A Communicator decorator that measures the time spent inside collectives, so a step can
-// report how much of it was all-reduce and all-gather (docs/PERFORMANCE.md).
+// report how much of it was all-reduce, all-gather and all-to-all (docs/PERFORMANCE.md).
 //
 //   TimedCommunicator comm(std::move(gloo));
 //   model->Forward(...);  double collective_s = comm.TakeSeconds();
@@ -38,6 +38,10 @@ class TimedCommunicator final : public Communicator {
   }
   absl::Status AllGather(const void* in, int64_t in_count, DType dtype, void* out) override {
     return Timed([&] { return inner_->AllGather(in, in_count, dtype, out); });
+  }
+  absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts, void* out,
+                        absl::Span<const int64_t> recv_counts, DType dtype) override {
+    return Timed([&] { return inner_->AllToAll(in, send_counts, out, recv_counts, dtype); });
   }
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override {
     return Timed([&] { return inner_->Broadcast(data, root); });
