@@ -32,11 +32,15 @@ class TensorUse {
  public:
   void Mark(const std::string& name) { used_.insert(name); }
   bool Contains(const std::string& name) const { return used_.count(name) > 0; }
-  // INVALID_ARGUMENT naming the first tensor of `source` that was not consumed.
+  // Every tensor of `module` ("model.layers.3.mlp.experts.17": module + ".weight", its
+  // scales, ...) is another rank's to load and check (an expert placed on another rank).
+  void ExcuseModule(const std::string& module) { excused_modules_.insert(module); }
+  // INVALID_ARGUMENT naming the first tensor of `source` that was not consumed (nor excused).
   absl::Status CheckAllUsed(const WeightSource& source) const;
 
  private:
   std::set<std::string> used_;
+  std::set<std::string> excused_modules_;
 };
 
 // The name of the module that holds `role` (layer `layer`) in a checkpoint of `format`:

@@ -40,6 +40,7 @@ struct StepChannel::Header {
   uint32_t world_size;
   uint64_t request_capacity;
   uint64_t logits_capacity;
+  uint64_t expert_capacity;
   alignas(kLine) std::atomic<uint32_t> request_seq;
   uint32_t request_bytes;
 };
@@ -52,6 +53,9 @@ struct alignas(kLine) StepChannel::RankSlot {
   double compute_s;
   double allreduce_s;
   uint64_t logits_bytes;
+  uint32_t num_experts;  // rank 0: counts in the expert area
+  int64_t expert_layers;
+  double expert_imbalance_sum;
   char message[kMessageBytes];
 };
 
@@ -82,14 +86,25 @@ float* StepChannel::logits_area() const {
 int StepChannel::world_size() const { return static_cast<int>(header()->world_size); }
 size_t StepChannel::logits_capacity() const { return header()->logits_capacity; }
 
+int64_t* StepChannel::expert_area() const {
+  return reinterpret_cast<int64_t*>(reinterpret_cast<uint8_t*>(logits_area()) +
+                                    RoundUp(header()->logits_capacity));
+}
+
+size_t StepChannel::SegmentBytes(size_t world_size, size_t request_capacity,
+                                 size_t logits_capacity, size_t expert_capacity) {
+  return RoundUp(sizeof(Header)) + world_size * sizeof(RankSlot) + RoundUp(request_capacity) +
+         RoundUp(logits_capacity) + expert_capacity * sizeof(int64_t);
+}
+
 absl::StatusOr<StepChannel> StepChannel::Create(int world_size, size_t request_capacity,
-                                                size_t logits_capacity) {
+                                                size_t logits_capacity, size_t expert_capacity) {
   if (world_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("step channel world_size ", world_size,
                                                    " must be >= 1"));
   }
-  const size_t bytes = RoundUp(sizeof(Header)) + world_size * sizeof(RankSlot) +
-                       RoundUp(request_capacity) + RoundUp(logits_capacity);
+  const size_t bytes =
+      SegmentBytes(world_size, request_capacity, logits_capacity, expert_capacity);
   absl::StatusOr<ShmSegment> segment = ShmSegment::Create("tpserve-step", bytes);
   if (!segment.ok()) return segment.status();
   StepChannel channel(*std::move(segment), -1);
@@ -97,6 +112,7 @@ absl::StatusOr<StepChannel> StepChannel::Create(int world_size, size_t request_c
   h->world_size = static_cast<uint32_t>(world_size);
   h->request_capacity = request_capacity;
   h->logits_capacity = logits_capacity;
+  h->expert_capacity = expert_capacity;
   const int64_t now = NowNs();
   for (int r = 0; r < world_size; ++r) channel.slot(r)->heartbeat_ns.store(now);
   std::atomic_thread_fence(std::memory_order_release);
@@ -113,8 +129,8 @@ absl::StatusOr<StepChannel> StepChannel::Open(const std::string& name, int rank)
   }
   StepChannel channel(*std::move(segment), rank);
   const Header* h = channel.header();
-  const size_t need = RoundUp(sizeof(Header)) + h->world_size * sizeof(RankSlot) +
-                      RoundUp(h->request_capacity) + RoundUp(h->logits_capacity);
+  const size_t need = SegmentBytes(h->world_size, h->request_capacity, h->logits_capacity,
+                                   h->expert_capacity);
   if (channel.segment_.size() < need) {
     return absl::InvalidArgumentError(absl::StrCat("step channel '", name, "' has ",
                                                    channel.segment_.size(), " bytes, its header "
@@ -184,6 +200,18 @@ absl::Span<const float> StepChannel::logits() const {
   return absl::MakeConstSpan(logits_area(), slot(0)->logits_bytes / sizeof(float));
 }
 
+ExpertLoad StepChannel::expert_load() const {
+  const RankSlot* s = slot(0);
+  ExpertLoad load;
+  const int64_t* counts = expert_area();
+  load.tokens.assign(counts, counts + s->num_experts);
+  load.layers = s->expert_layers;
+  load.imbalance_sum = s->expert_imbalance_sum;
+  return load;
+}
+
+size_t StepChannel::expert_capacity() const { return header()->expert_capacity; }
+
 bool StepChannel::WaitRequest(uint32_t* seq, std::string* request,
                               const std::atomic<bool>& stop) {
   Header* h = header();
@@ -205,7 +233,7 @@ bool StepChannel::WaitRequest(uint32_t* seq, std::string* request,
 }
 
 void StepChannel::Finish(uint32_t seq, const absl::Status& status, double compute_s,
-                         double allreduce_s, size_t logits_bytes) {
+                         double allreduce_s, size_t logits_bytes, const ExpertLoad& expert_load) {
   RankSlot* s = slot(rank_);
   s->code = static_cast<int32_t>(status.code());
   const absl::string_view message = status.message();
@@ -216,6 +244,11 @@ void StepChannel::Finish(uint32_t seq, const absl::Status& status, double comput
   s->compute_s = compute_s;
   s->allreduce_s = allreduce_s;
   s->logits_bytes = logits_bytes;
+  const size_t experts = std::min(expert_load.tokens.size(), expert_capacity());
+  s->num_experts = static_cast<uint32_t>(experts);
+  if (experts > 0) std::memcpy(expert_area(), expert_load.tokens.data(), experts * sizeof(int64_t));
+  s->expert_layers = expert_load.layers;
+  s->expert_imbalance_sum = expert_load.imbalance_sum;
   s->done_seq.store(seq, std::memory_order_release);
   FutexWakeAll(&s->done_seq);
 }

@@ -3,6 +3,10 @@
 // gRPC stays for Load, Heartbeat and Shutdown, for ranks on other hosts, and for a request too
 // large for the channel.
 //
+// Rank 0 also reports how the step routed its tokens over a mixture of experts' experts
+// (ExpertLoad), in an area of `expert_capacity` counts; a rank whose model has more experts
+// does not serve the channel (its steps stay on gRPC).
+//
 //   coordinator:  TP_ASSIGN_OR_RETURN(StepChannel ch, StepChannel::Create(3, 1 << 20, logits));
 //                 (send ch.name() in every LoadRequest; once all ranks opened it: ch.Unlink())
 //                 ch.Post(bytes);  TP_RETURN_IF_ERROR(ch.AwaitAll(deadline, absl::Seconds(2)));
@@ -32,15 +36,21 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/shm_segment.h"
+#include "step/executor.h"
 
 namespace tpserve {
 
 class StepChannel {
  public:
+  // Experts a channel reports per step unless told otherwise: more than any released model
+  // has (DeepSeek-V3 256, Kimi K2 384).
+  static constexpr size_t kDefaultExpertCapacity = 1024;
+
   // A new channel for `world_size` ranks: requests of up to `request_capacity` bytes, logits
-  // of up to `logits_capacity` bytes.
+  // of up to `logits_capacity` bytes, the load of up to `expert_capacity` experts.
   static absl::StatusOr<StepChannel> Create(int world_size, size_t request_capacity,
-                                            size_t logits_capacity);
+                                            size_t logits_capacity,
+                                            size_t expert_capacity = kDefaultExpertCapacity);
   // Rank `rank`'s view of the channel the coordinator created. INVALID_ARGUMENT for a rank
   // outside the channel's world or a segment that is not a step channel.
   static absl::StatusOr<StepChannel> Open(const std::string& name, int rank);
@@ -66,6 +76,7 @@ class StepChannel {
   double compute_s(int rank) const;
   double allreduce_s(int rank) const;
   absl::Span<const float> logits() const;
+  ExpertLoad expert_load() const;  // rank 0's
 
   // ---- Rank ----
   // Waits for a request newer than *seq and copies it into *request; false once `stop` is set
@@ -73,9 +84,12 @@ class StepChannel {
   bool WaitRequest(uint32_t* seq, std::string* request, const std::atomic<bool>& stop);
   float* logits_area() const;
   size_t logits_capacity() const;
-  // Reports the outcome of request `seq`; `logits_bytes` written to logits_area() (rank 0).
+  size_t expert_capacity() const;
+  // Reports the outcome of request `seq`; `logits_bytes` written to logits_area() and the
+  // step's expert load (rank 0).
+  // REQUIRES: expert_load.tokens.size() <= expert_capacity().
   void Finish(uint32_t seq, const absl::Status& status, double compute_s, double allreduce_s,
-              size_t logits_bytes);
+              size_t logits_bytes, const ExpertLoad& expert_load = {});
   void Heartbeat();
 
  private:
@@ -85,6 +99,10 @@ class StepChannel {
   Header* header() const;
   RankSlot* slot(int rank) const;
   uint8_t* request_area() const;
+  int64_t* expert_area() const;
+  // Bytes of a channel with this header.
+  static size_t SegmentBytes(size_t world_size, size_t request_capacity, size_t logits_capacity,
+                             size_t expert_capacity);
 
   ShmSegment segment_;
   int rank_ = -1;  // -1: the coordinator

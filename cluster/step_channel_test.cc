@@ -14,7 +14,8 @@ namespace {
 // Ranks as threads: each answers every request with its length; rank 0 writes logits, rank 1
 // fails the request "bad" with INVALID_ARGUMENT.
 TEST(StepChannelTest, RequestsReachEveryRankAndResultsComeBack) {
-  absl::StatusOr<StepChannel> coordinator = StepChannel::Create(3, 1024, 64 * sizeof(float));
+  absl::StatusOr<StepChannel> coordinator =
+      StepChannel::Create(3, 1024, 64 * sizeof(float), /*expert_capacity=*/8);
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   std::atomic<bool> stop{false};
   std::vector<std::thread> ranks;
@@ -26,14 +27,18 @@ TEST(StepChannelTest, RequestsReachEveryRankAndResultsComeBack) {
       std::string request;
       while (ch->WaitRequest(&seq, &request, stop)) {
         size_t logits_bytes = 0;
+        ExpertLoad load;  // rank 0: one count per byte of the request, over 2 layers
         if (r == 0) {
           for (size_t i = 0; i < request.size(); ++i) ch->logits_area()[i] = request[i];
           logits_bytes = request.size() * sizeof(float);
+          for (char c : request) load.tokens.push_back(c);
+          load.layers = 2;
+          load.imbalance_sum = 3.5;
         }
         const absl::Status status = r == 1 && request == "bad"
                                         ? absl::InvalidArgumentError("rank 1: bad request")
                                         : absl::OkStatus();
-        ch->Finish(seq, status, 0.5 * r, 0.25 * r, logits_bytes);
+        ch->Finish(seq, status, 0.5 * r, 0.25 * r, logits_bytes, load);
       }
     });
   }
@@ -46,7 +51,12 @@ TEST(StepChannelTest, RequestsReachEveryRankAndResultsComeBack) {
     for (size_t i = 0; i < text.size(); ++i) EXPECT_EQ(logits[i], text[i]);
     EXPECT_EQ(coordinator->compute_s(2), 1.0);
     EXPECT_EQ(coordinator->allreduce_s(1), 0.25);
+    const ExpertLoad load = coordinator->expert_load();
+    EXPECT_EQ(load.tokens, std::vector<int64_t>(text.begin(), text.end()));
+    EXPECT_EQ(load.layers, 2);
+    EXPECT_EQ(load.imbalance_sum, 3.5);
   }
+  EXPECT_EQ(coordinator->expert_capacity(), 8u);
   coordinator->Post("bad");
   const absl::Status failed = coordinator->AwaitAll(deadline, absl::Seconds(5));
   EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument);

@@ -72,6 +72,9 @@ struct Engine::Sequence {
   // Sequence 0 with prompt_logprobs: the prompt's scores so far, sent with its first token
   // (never when it ends before: partial scores are not sent).
   std::vector<SampledToken> prompt_logprobs;
+  // Mixtures of experts: the imbalance of each step this sequence was in, summed.
+  double expert_imbalance_sum = 0.0;
+  int32_t moe_steps = 0;
   // Speculative decoding: how its drafts fare (the drafts the running step verifies are the
   // scheduler's: Scheduler::PendingDraft).
   SpeculationState spec;
@@ -229,6 +232,7 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   event.usage.draft_tokens = seq.spec.draft_tokens;
   event.usage.accepted_draft_tokens = seq.spec.accepted_tokens;
   event.usage.speculative_steps = seq.spec.verify_steps;
+  if (seq.moe_steps > 0) event.usage.expert_imbalance = seq.expert_imbalance_sum / seq.moe_steps;
   if (seq.num_generated > 0) {
     event.usage.time_to_first_token_s = absl::ToDoubleSeconds(seq.first_token - seq.submitted);
     event.usage.decode_time_s = absl::ToDoubleSeconds(seq.last_token - seq.first_token);
@@ -336,6 +340,15 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
     stats_.mask_wait_s += mask_wait_s;
     stats_.execute_s += result.compute_s;
     stats_.allreduce_s += result.allreduce_s;
+    stats_.expert_load.Add(result.expert_load);
+    if (!result.expert_load.empty()) {
+      for (const StepBatch::Sequence& s : step.batch.sequences) {
+        auto it = seqs_.find(s.seq_id);
+        if (it == seqs_.end()) continue;
+        it->second->expert_imbalance_sum += result.expert_load.Imbalance();
+        ++it->second->moe_steps;
+      }
+    }
     stats_.preemptions += static_cast<int64_t>(step.preempted.size());
     // Their blocks were dropped or are new: a draft model's KV in them is not theirs.
     if (proposer_ != nullptr) {
@@ -353,7 +366,8 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
     observer = step_observer_;
   }
   if (observer) {
-    observer(StepTiming{wall_s, std::move(result.rank_compute_s), step.batch.num_tokens()});
+    observer(StepTiming{wall_s, std::move(result.rank_compute_s), step.batch.num_tokens(),
+                        std::move(result.expert_load)});
   }
 }
 

@@ -77,6 +77,10 @@ struct Usage {
   int32_t draft_tokens = 0;
   int32_t accepted_draft_tokens = 0;
   int32_t speculative_steps = 0;
+  // Mixtures of experts: the mean over the request's steps of the step's expert imbalance
+  // (ExpertLoad::Imbalance, step/executor.h: the busiest expert's slots over the mean, 1 =
+  // even); 0 for a dense model.
+  double expert_imbalance = 0.0;
 };
 
 // How a constrained request's output stands against its constraint (on the finishing event).
@@ -115,6 +119,7 @@ struct StepTiming {
   double wall_s = 0.0;                 // Execute, from the coordinator
   std::vector<double> rank_compute_s;  // each rank's model time (when the executor reports it)
   int64_t tokens = 0;
+  ExpertLoad expert_load;  // how the step routed its tokens (mixtures of experts)
 };
 
 struct EngineStats {
@@ -123,6 +128,7 @@ struct EngineStats {
   double step_wall_s = 0.0;   // Execute as the engine sees it: compute + control plane
   double execute_s = 0.0;     // rank 0's model time
   double allreduce_s = 0.0;   // of which inside collectives
+  ExpertLoad expert_load;     // every step's routing, added up (mixtures of experts)
   // Tokens looked up in the prefix cache at every admission (a preempted sequence is looked up
   // again when readmitted): found (their KV reused) and not found (computed).
   int64_t prefix_cache_hits_tokens = 0;

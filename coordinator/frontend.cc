@@ -94,6 +94,22 @@ Frontend::Frontend(Engine* engine, const Tokenizer* tokenizer, const ChatTemplat
                         LatencyBuckets(), {{"rank", std::to_string(r)}})
           ->Observe(t.rank_compute_s[r]);
     }
+    if (t.expert_load.empty()) return;
+    // What expert-parallel deployments tune against: which experts the tokens choose, and how
+    // far the busiest expert of a layer is above the mean (ExpertLoad, step/executor.h).
+    for (size_t e = 0; e < t.expert_load.tokens.size(); ++e) {
+      metrics_
+          .GetCounter("tpserve_expert_routed_tokens_total",
+                      "Token slots routed to each expert, over every MoE layer.",
+                      {{"expert", std::to_string(e)}})
+          ->Add(static_cast<double>(t.expert_load.tokens[e]));
+    }
+    metrics_
+        .GetHistogram("tpserve_expert_imbalance_ratio",
+                      "Per step: the busiest expert's slots over the mean per expert, averaged "
+                      "over the MoE layers (1 = even).",
+                      {1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0})
+        ->Observe(t.expert_load.Imbalance());
   });
 }
 
@@ -324,6 +340,7 @@ void Frontend::OnEvent(Tracked& t, GenerationEvent& event) {
     line["draft_acceptance_rate"] = DraftAcceptanceRate(u);
     line["mean_accepted_length"] = MeanAcceptedLength(u);
   }
+  if (u.expert_imbalance > 0) line["expert_imbalance"] = u.expert_imbalance;
   if (t.best_of > 1) {
     line["n"] = t.n;
     line["best_of"] = t.best_of;

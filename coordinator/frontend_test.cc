@@ -73,6 +73,29 @@ class FrontendTest : public ::testing::Test {
   std::unique_ptr<Frontend> door_;
 };
 
+// A mixture of experts' routing, as the executor reports it per step: per-expert counters on
+// /metrics, the imbalance histogram, and the request's mean imbalance in its log line.
+TEST_F(FrontendTest, ExpertLoadReachesMetricsAndTheRequestLog) {
+  Start("abcdefgh");
+  // Each step: 2 MoE layers, 3 slots to expert 0 and 1 to expert 2 in all; ratios 2.0 and 1.0.
+  executor_->expert_load_per_step = ExpertLoad{{3, 0, 1}, 2, 3.0};
+  pb::GenerateRequest req;
+  req.set_text("abc");
+  req.set_max_new_tokens(3);
+  EXPECT_EQ(Run(req).finish, FinishReason::kLength);
+  const int64_t steps = engine_->stats().steps;
+  ASSERT_GE(steps, 3);
+  EXPECT_EQ(Sample("tpserve_expert_routed_tokens_total{expert=\"0\"}"), 3 * steps);
+  EXPECT_EQ(Sample("tpserve_expert_routed_tokens_total{expert=\"1\"}"), 0);
+  EXPECT_EQ(Sample("tpserve_expert_routed_tokens_total{expert=\"2\"}"), steps);
+  EXPECT_EQ(Sample("tpserve_expert_imbalance_ratio_count"), steps);
+  EXPECT_EQ(Sample("tpserve_expert_imbalance_ratio_sum"), 1.5 * steps);
+  EXPECT_EQ(engine_->stats().expert_load.layers, 2 * steps);
+  const std::vector<nlohmann::json> lines = LogLines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["expert_imbalance"], 1.5);
+}
+
 TEST_F(FrontendTest, CountersMoveByWhatTheRequestsImplyAndEachRequestLogsOneLine) {
   Start("abcdefgh");
   pb::GenerateRequest req;
@@ -108,6 +131,7 @@ TEST_F(FrontendTest, CountersMoveByWhatTheRequestsImplyAndEachRequestLogsOneLine
   EXPECT_EQ(lines[0]["output_tokens"], 2);
   EXPECT_EQ(lines[0]["finish_reason"], "length");
   EXPECT_EQ(lines[0]["status"], "OK");
+  EXPECT_FALSE(lines[0].contains("expert_imbalance"));  // a dense model has none
   EXPECT_GT(lines[0]["ttft_s"].get<double>(), 0.0);
   EXPECT_EQ(lines[1]["request_id"].get<std::string>().size(), 16u);  // made up
   EXPECT_EQ(lines[1]["output_tokens"], 6);  // the engine counts EOS as generated

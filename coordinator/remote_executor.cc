@@ -204,6 +204,10 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   result.compute_s = responses[0].compute_s();
   result.allreduce_s = responses[0].allreduce_s();
   for (const wpb::StepResponse& r : responses) result.rank_compute_s.push_back(r.compute_s());
+  result.expert_load.tokens.assign(responses[0].expert_tokens().begin(),
+                                   responses[0].expert_tokens().end());
+  result.expert_load.layers = responses[0].expert_layers();
+  result.expert_load.imbalance_sum = responses[0].expert_imbalance_sum();
   return result;
 }
 
@@ -229,6 +233,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
   for (int r = 0; r < world_size(); ++r) {
     result.rank_compute_s.push_back(channel_.compute_s(r));
   }
+  result.expert_load = channel_.expert_load();
   return result;
 }
 

@@ -92,6 +92,7 @@ class ScriptedExecutor : public ModelExecutor {
         r.logits[row++ * r.vocab_size + Expected(p + 1)] = 10.0f;
       }
     }
+    r.expert_load = expert_load_per_step;
     return r;
   }
   int64_t vocab_size() const override { return kVocab; }
@@ -100,6 +101,7 @@ class ScriptedExecutor : public ModelExecutor {
   int fail_at_step_ = -1;
   absl::Duration step_delay_ = absl::ZeroDuration();
   std::vector<StepBatch> seen_steps;  // every step, in order
+  ExpertLoad expert_load_per_step;    // what every step reports (a mixture of experts')
 
  private:
   static int64_t Slot(const StepBatch::Sequence& c, int64_t p) {

@@ -105,6 +105,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
                                                        files.config, request.ranks));
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.deterministic_tp = request.deterministic_tp;
+  in.expert_parallel = request.expert_parallel;
   in.activation_dtype = FormatKind::kF32;
   in.tp = request.ranks;
   in.pp = 1;
@@ -151,9 +152,9 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
   SpeculativeEngine(request, inputs, plan.engine);
   const StageMemory& s = m.stages[0];
   plan.summary = DraftSummary(m) + absl::StrFormat(
-      "plan: %d CPU rank(s), per rank: weights %s, step buffers %s, KV cache %d blocks x %d "
+      "plan: %d CPU rank(s)%s, per rank: weights %s, step buffers %s, KV cache %d blocks x %d "
       "tokens = %s (%d sequences of %d tokens)\n",
-      request.ranks, FormatBytes(s.weight_bytes), FormatBytes(s.activations.Total() + s.comm.Total()),
+      request.ranks, inputs.expert_parallel ? " with whole experts each" : "", FormatBytes(s.weight_bytes), FormatBytes(s.activations.Total() + s.comm.Total()),
       plan.num_kv_blocks, plan.block_size_tokens,
       FormatBytes(int64_t{plan.num_kv_blocks} * s.kv_bytes_per_block), request.max_seqs,
       inputs.max_context_tokens);
@@ -167,6 +168,7 @@ absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats
   in.weights = formats;
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.deterministic_tp = request.deterministic_tp;
+  in.expert_parallel = request.expert_parallel;
   in.activation_dtype = FormatKind::kBF16;  // the CUDA backend's activations
   in.tp = gpus;
   in.pp = 1;
@@ -200,9 +202,10 @@ absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan memory, const ClusterReque
   SpeculativeEngine(request, memory.inputs, plan.engine);
   const StageMemory& s = memory.stages[0];
   plan.summary = DraftSummary(memory) + absl::StrFormat(
-      "plan: %d x %s, per GPU: weights %s, step buffers %s, KV cache %d blocks x %d tokens = "
+      "plan: %d x %s%s, per GPU: weights %s, step buffers %s, KV cache %d blocks x %d tokens = "
       "%s\n",
-      memory.inputs.tp, memory.inputs.device.name, FormatBytes(s.weight_bytes),
+      memory.inputs.tp, memory.inputs.device.name,
+      memory.inputs.expert_parallel ? " with whole experts each" : "", FormatBytes(s.weight_bytes),
       FormatBytes(s.activations.Total() + s.comm.Total()), plan.num_kv_blocks,
       plan.block_size_tokens, FormatBytes(s.kv_pool_bytes));
   plan.memory = std::move(memory);
@@ -213,15 +216,15 @@ namespace {
 
 // One model the ranks hold, with every rank's slices of it.
 absl::StatusOr<ModelLoad> ModelLoadFor(const ModelSpec& config, const WeightFormats& formats,
-                                       int world_size, std::string path, std::string weights,
-                                       int64_t max_logit_rows) {
+                                       int world_size, bool expert_parallel, std::string path,
+                                       std::string weights, int64_t max_logit_rows) {
   ModelLoad model;
   model.path = std::move(path);
   model.weights = std::move(weights);
   model.max_logit_rows = static_cast<int32_t>(max_logit_rows);
   for (int r = 0; r < world_size; ++r) {
     TP_ASSIGN_OR_RETURN(ShardingPlan shards,
-                        ShardingPlan::Create(config, formats, {r, world_size}));
+                        ShardingPlan::Create(config, formats, {r, world_size, expert_parallel}));
     model.assignments.push_back(ToAssignment(shards));
   }
   return model;
@@ -234,11 +237,14 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   RankLoad load;
   load.world_size = static_cast<int32_t>(in.tp);
   TP_ASSIGN_OR_RETURN(load.model,
-                      ModelLoadFor(in.model, plan.formats, load.world_size, request.model_path,
-                                   request.weights, plan.engine.scheduler.max_logit_rows));
+                      ModelLoadFor(in.model, plan.formats, load.world_size, in.expert_parallel,
+                                   request.model_path, request.weights,
+                                   plan.engine.scheduler.max_logit_rows));
   if (in.draft.has_value()) {
+    // The draft's experts, where it has any, are split: DraftLoad.
     TP_ASSIGN_OR_RETURN(load.draft, ModelLoadFor(in.draft->model, in.draft->weights,
-                                                 load.world_size, request.draft_model_path,
+                                                 load.world_size, /*expert_parallel=*/false,
+                                                 request.draft_model_path,
                                                  request.draft_weights,
                                                  in.draft->max_sequences_per_step));
   }
@@ -251,6 +257,7 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   load.threads_per_rank =
       request.threads_per_rank > 0 ? request.threads_per_rank : plan.threads_per_rank;
   load.deterministic_tp = request.deterministic_tp;
+  load.expert_parallel = in.expert_parallel;
   load.collective_timeout = request.collective_timeout;
   return load;
 }

@@ -35,6 +35,10 @@ ABSL_FLAG(bool, deterministic_tp, false,
           "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md). "
           "On GPUs also pinned GEMM algorithms and per-row attention splits "
           "(kernels/cuda/README.md), slower for long prompts");
+ABSL_FLAG(bool, expert_parallel, false,
+          "mixture-of-experts models: place whole experts on ranks (num_experts / ranks each, "
+          "the shared expert on every rank) and bring their outputs to the tokens with an "
+          "all-to-all, instead of splitting every expert across the ranks (model/sharding.h)");
 ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
 ABSL_FLAG(bool, spawn_ranks, true,
           "start the ranks as processes on this machine; false: wait for --ranks workers started "
@@ -127,6 +131,7 @@ LaunchFlags ReadLaunchFlags() {
   f.max_seqs = absl::GetFlag(FLAGS_max_seqs);
   f.comm = absl::GetFlag(FLAGS_comm);
   f.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  f.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
   f.collective_timeout_ms = absl::GetFlag(FLAGS_collective_timeout_ms);
   f.spawn_ranks = absl::GetFlag(FLAGS_spawn_ranks);
   f.worker_listen = absl::GetFlag(FLAGS_worker_listen);

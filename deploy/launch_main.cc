@@ -130,6 +130,7 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
   want.weights = flags.weights;
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = flags.deterministic_tp;
+  want.expert_parallel = flags.expert_parallel;
   RankFlags(flags, want);
   want.model_path = *model_path;
   if (absl::Status s = SpeculationFlags(flags, ranks, want); !s.ok()) {
@@ -192,6 +193,7 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   want.max_seqs = flags.max_seqs;
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = flags.deterministic_tp;
+  want.expert_parallel = flags.expert_parallel;
   RankFlags(flags, want);
   if (absl::Status s = SpeculationFlags(flags, gpus, want); !s.ok()) {
     return LaunchFail(std::string(s.message()), 2);

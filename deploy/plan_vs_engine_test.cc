@@ -89,12 +89,13 @@ INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
 // norms replicated) are in the plan as the engine holds them: Gemma 3 270M (sliding-window
 // layers, QK-norm, sandwich norms, K-quants) and the tiny golden Qwen2, Qwen3, Gemma 2,
 // Mixtral and Qwen3-MoE models (routers, every expert's slices, the MoE step buffers) at every
-// degree their KV heads allow.
+// degree their KV heads allow; the mixtures of experts also with --expert_parallel (whole
+// experts per rank, the shared expert on each, the all-to-all's buffers).
 class PlanVsEngineFamilies
-    : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
 TEST_P(PlanVsEngineFamilies, RealAllocationsMatchThePlan) {
-  const auto& [model, tp] = GetParam();
+  const auto& [model, tp, expert_parallel] = GetParam();
   absl::StatusOr<std::string> path = ResolveModelPath(model);
   ASSERT_TRUE(path.ok()) << path.status();
   absl::StatusOr<ModelFiles> files = OpenModelFiles(*path);
@@ -104,8 +105,15 @@ TEST_P(PlanVsEngineFamilies, RealAllocationsMatchThePlan) {
   request.context_tokens = 128;
   request.max_seqs = 2;
   request.max_tokens_per_step = 64;
+  request.expert_parallel = expert_parallel;
   absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
   ASSERT_TRUE(plan.ok()) << plan.status();
+  if (expert_parallel) {
+    const RoleShard* experts = plan->memory.sharding.stages.at(0).Find(TensorRole::kExpertUp);
+    ASSERT_NE(experts, nullptr);
+    EXPECT_EQ(experts->kind, ShardKind::kExpert);
+    EXPECT_GT(plan->memory.stages.at(0).activations.step.expert_send, 0);
+  }
   int families_roles = 0;
   for (const RoleShard& r : plan->memory.sharding.stages.at(0).roles) {
     families_roles += r.role >= TensorRole::kQBias;
@@ -113,20 +121,25 @@ TEST_P(PlanVsEngineFamilies, RealAllocationsMatchThePlan) {
   EXPECT_GT(families_roles, 0) << model << ": no bias, QK-norm or sandwich norm in the plan";
   absl::StatusOr<RankLoad> load = RankLoadFor(*plan, request);
   ASSERT_TRUE(load.ok()) << load.status();
+  EXPECT_EQ(load->expert_parallel, expert_parallel);
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(*files, *load);
   ASSERT_TRUE(exec.ok()) << exec.status();
-  ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks, model);
+  ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks,
+                          expert_parallel ? model + " expert-parallel" : model);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Families, PlanVsEngineFamilies,
-    ::testing::Values(std::tuple{std::string("gemma3-270m"), 1},
-                      std::tuple{std::string("tests/golden/families/qwen2.gguf"), 2},
-                      std::tuple{std::string("tests/golden/families/qwen3_hf"), 2},
-                      std::tuple{std::string("tests/golden/families/gemma2.gguf"), 2},
-                      std::tuple{std::string("tests/golden/families/mixtral.gguf"), 2},
-                      std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2},
-                      std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2}));
+    ::testing::Values(std::tuple{std::string("gemma3-270m"), 1, false},
+                      std::tuple{std::string("tests/golden/families/qwen2.gguf"), 2, false},
+                      std::tuple{std::string("tests/golden/families/qwen3_hf"), 2, false},
+                      std::tuple{std::string("tests/golden/families/gemma2.gguf"), 2, false},
+                      std::tuple{std::string("tests/golden/families/mixtral.gguf"), 2, false},
+                      std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2, false},
+                      std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2, false},
+                      std::tuple{std::string("tests/golden/families/mixtral.gguf"), 2, true},
+                      std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2, true},
+                      std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2, true}));
 
 // Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
 // target's rows of logits make room for the drafts, and on every rank the two executors hold

@@ -470,6 +470,11 @@ void StopServing(Gateway& gateway) {
                  static_cast<long long>(st.steps), static_cast<long long>(st.tokens_computed),
                  st.step_wall_s * ms, st.execute_s * ms, st.allreduce_s * ms,
                  (st.step_wall_s - st.execute_s) * ms);
+    if (!st.expert_load.empty()) {
+      std::fprintf(stderr, "launch: experts: busiest over mean %.2f (mean over %lld MoE layer "
+                           "runs)\n",
+                   st.expert_load.Imbalance(), static_cast<long long>(st.expert_load.layers));
+    }
   }
   gateway.Shutdown();
 }

@@ -50,6 +50,9 @@ ABSL_FLAG(int64_t, max_seqs_per_step, 256, "sequences per step (rows of logits)"
 ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
 ABSL_FLAG(bool, deterministic_tp, false,
           "plan the engine's --deterministic_tp reduction (chunked f32 all-gather)");
+ABSL_FLAG(bool, expert_parallel, false,
+          "mixture-of-experts models: plan the engine's --expert_parallel (whole experts per "
+          "GPU, the shared expert on every GPU)");
 ABSL_FLAG(double, gpu_memory_gib, 0, "override the device memory (GiB); 0: preset");
 ABSL_FLAG(double, bandwidth_gbs, 0, "override the memory bandwidth (GB/s); 0: preset");
 ABSL_FLAG(double, peak_tflops, 0, "override the dense bf16 peak (TFLOP/s); 0: preset");
@@ -114,6 +117,7 @@ tpserve::VramRequest RequestFromFlags() {
   r.max_seqs_per_step = absl::GetFlag(FLAGS_max_seqs_per_step);
   r.block_size = absl::GetFlag(FLAGS_block_size);
   r.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  r.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
   r.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   r.bandwidth_gbs = absl::GetFlag(FLAGS_bandwidth_gbs);
   r.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);

@@ -300,6 +300,33 @@ class Backend {
                           const float* weights, int64_t top_k, int64_t num_chunks,
                           const MoeWorkspace& scratch, float* out) = 0;
 
+  // Expert parallelism cuts MoeExperts in two, with an all-to-all between (the model's): each
+  // rank runs its own experts' slots, and each token's slots are weighted and summed on the
+  // rank that combines that token.
+  //
+  // The experts' half: for every slot s < rows * top_k whose expert ids[s] is one of
+  // `experts` (ids [first_expert, first_expert + experts.size())), that expert's output for
+  // x[s / top_k], unweighted, cut into num_chunks chunks as MoeExperts cuts it, at
+  // slots[slot_pos[s]] (f32 [num_chunks, hidden] each: slots is [positions, num_chunks,
+  // hidden]). Other slots are skipped and their slot_pos not read. slot_pos int32
+  // [rows * top_k].
+  // REQUIRES: SupportsExperts(); slot_pos[s] >= 0 and distinct for the local slots.
+  virtual void MoeExpertSlots(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
+                              int64_t first_expert, Activation act, const int32_t* ids,
+                              int64_t top_k, int64_t num_chunks, const int32_t* slot_pos,
+                              const MoeWorkspace& scratch, float* slots) = 0;
+
+  // The tokens' half: out[c, r] (f32 [num_chunks, rows, hidden]) as MoeExperts computes it
+  // for these rows, with slot (r, j)'s chunk c read from slots[slot_pos[r * top_k + j], c]
+  // (as MoeExpertSlots writes them) instead of computed, and the shared expert (when not
+  // null, held whole) run here on x [rows, hidden]. With every slot's output from
+  // MoeExpertSlots, the result is MoeExperts' bit for bit.
+  // REQUIRES: SupportsExperts().
+  virtual void MoeCombine(const void* x, int64_t rows, const float* slots,
+                          const int32_t* slot_pos, const float* weights, int64_t top_k,
+                          int64_t num_chunks, int64_t hidden, const ExpertMlp* shared,
+                          Activation act, const MoeWorkspace& scratch, float* out) = 0;
+
   // out[i] = a[i] + b[i] for i < count; out may alias a or b.
   virtual void Add(const void* a, const void* b, int64_t count, void* out) = 0;
 

@@ -23,10 +23,11 @@ bool HasDenseMlp(const ModelSpec& c) {
 }
 
 // The MLP widths tensor parallelism splits: the dense MLP's where a layer has one, the
-// experts' where the model has them.
-std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c) {
+// experts' where the model has them (unless expert parallelism places them whole).
+std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c, bool ep) {
   std::vector<std::pair<std::string_view, int64_t>> widths;
   if (HasDenseMlp(c)) widths.push_back({"intermediate_size", c.intermediate_size});
+  if (ep) return widths;
   if (c.moe.enabled()) {
     widths.push_back({"moe.expert_intermediate_size", c.moe.expert_intermediate_size});
   }
@@ -37,10 +38,16 @@ std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c) 
   return widths;
 }
 
-bool SplitsEvenly(const ModelSpec& c, int tp) {
+bool SplitsEvenly(const ModelSpec& c, int tp, bool ep) {
   bool ok = c.num_heads % tp == 0 && c.num_kv_heads % tp == 0;
-  for (const auto& [name, width] : FfnWidths(c)) ok = ok && width % tp == 0;
+  for (const auto& [name, width] : FfnWidths(c, ep)) ok = ok && width % tp == 0;
+  if (ep) ok = ok && c.moe.enabled() && c.moe.routing.num_experts % tp == 0;
   return ok;
+}
+
+// Expert parallelism places the experts and the shared expert whole.
+bool PlacedWhole(TensorRole role, bool ep) {
+  return ep && (IsExpertRole(role) || IsSharedExpertRole(role));
 }
 
 // Vocab rows per rank: ceil(V / W), rounded up to the fp8 tile when a vocab-parallel tensor
@@ -53,11 +60,11 @@ int64_t VocabRowsPerRank(const ModelSpec& c, const WeightFormats& formats, int t
 
 // OK when the split of `role` at `tp` keeps each quantization block on one rank.
 absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, TensorRole role,
-                            int tp) {
+                            int tp, bool ep) {
   const ShardKind kind = ShardKindFor(role);
   const std::array<int64_t, 2> full = FullShape(config, role);
   TP_RETURN_IF_ERROR(MatrixBytes(f, full[0], full[1], TensorRoleName(role)).status());
-  if (tp == 1) return absl::OkStatus();
+  if (tp == 1 || PlacedWhole(role, ep)) return absl::OkStatus();
   if (kind == ShardKind::kRow && (full[1] / tp) % InputBlockValues(f) != 0) {
     return absl::InvalidArgumentError(
         StrCat(TensorRoleName(role), " is row-parallel: its input dim ", full[1], " / tp ", tp,
@@ -73,11 +80,12 @@ absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, Tens
   return absl::OkStatus();
 }
 
-absl::Status CheckAllAlignment(const ModelSpec& config, const WeightFormats& formats, int tp) {
+absl::Status CheckAllAlignment(const ModelSpec& config, const WeightFormats& formats, int tp,
+                               bool ep) {
   for (TensorRole role : kAllTensorRoles) {
     if (!HasRole(config, role)) continue;
     for (const TensorFormat& f : formats.AllOf(role)) {
-      TP_RETURN_IF_ERROR(CheckAlignment(config, f, role, tp));
+      TP_RETURN_IF_ERROR(CheckAlignment(config, f, role, tp, ep));
     }
   }
   return absl::OkStatus();
@@ -123,6 +131,8 @@ std::string_view ShardKindName(ShardKind kind) {
       return "vocab";
     case ShardKind::kReplicated:
       return "replicated";
+    case ShardKind::kExpert:
+      return "expert";
   }
   return "?";
 }
@@ -237,39 +247,50 @@ int64_t RoleTensorCount(const ModelSpec& c, TensorRole role, int64_t first_layer
   return n;
 }
 
-std::vector<int> ValidTpDegrees(const ModelSpec& config) {
+std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel) {
   std::vector<int> out;
   if (config.num_heads <= 0 || config.num_kv_heads <= 0) return out;
-  for (const auto& [name, width] : FfnWidths(config)) {
+  for (const auto& [name, width] : FfnWidths(config, expert_parallel)) {
     if (width <= 0) return out;
   }
   const int64_t g = std::gcd(config.num_heads, config.num_kv_heads);
   for (int64_t d = 1; d <= g; ++d) {
-    if (SplitsEvenly(config, static_cast<int>(d))) out.push_back(static_cast<int>(d));
+    if (SplitsEvenly(config, static_cast<int>(d), expert_parallel)) {
+      out.push_back(static_cast<int>(d));
+    }
   }
   return out;
 }
 
-absl::Status ValidateTpDegree(const ModelSpec& config, int tp) {
+absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel) {
   if (tp < 1) {
     return absl::InvalidArgumentError(StrCat("tensor-parallel degree ", tp, " must be >= 1"));
   }
-  if (SplitsEvenly(config, tp)) return absl::OkStatus();
+  if (expert_parallel && !config.moe.enabled()) {
+    return absl::InvalidArgumentError(StrCat(
+        "expert parallelism needs a mixture-of-experts model; ", config.name, " is dense"));
+  }
+  if (SplitsEvenly(config, tp, expert_parallel)) return absl::OkStatus();
   std::vector<std::string> fails;
   if (config.num_heads % tp != 0) fails.push_back(StrCat("num_heads = ", config.num_heads));
   if (config.num_kv_heads % tp != 0) {
     fails.push_back(StrCat("num_kv_heads = ", config.num_kv_heads));
   }
   std::string widths;
-  for (const auto& [name, width] : FfnWidths(config)) {
+  for (const auto& [name, width] : FfnWidths(config, expert_parallel)) {
     if (width % tp != 0) fails.push_back(StrCat(name, " = ", width));
     widths += StrCat(" and ", name, " = ", width);
+  }
+  if (expert_parallel) {
+    const int64_t experts = config.moe.routing.num_experts;
+    if (experts % tp != 0) fails.push_back(StrCat("moe.num_experts = ", experts));
+    widths += StrCat(" and, placed whole by expert parallelism, moe.num_experts = ", experts);
   }
   return absl::InvalidArgumentError(StrCat(
       "tensor-parallel degree ", tp, " does not divide ", absl::StrJoin(fails, " or "),
       "; heads are split whole (GQA groups kept), so valid degrees (divisors of num_heads = ",
       config.num_heads, ", num_kv_heads = ", config.num_kv_heads, widths, ") are: ",
-      absl::StrJoin(ValidTpDegrees(config), ", ")));
+      absl::StrJoin(ValidTpDegrees(config, expert_parallel), ", ")));
 }
 
 void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats) {
@@ -303,13 +324,14 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
     return absl::InvalidArgumentError(
         StrCat("vocab_size = ", config.vocab_size, " must be positive"));
   }
-  TP_RETURN_IF_ERROR(ValidateTpDegree(config, shard.world_size));
+  const bool ep = shard.expert_parallel;
+  TP_RETURN_IF_ERROR(ValidateTpDegree(config, shard.world_size, ep));
   TP_RETURN_IF_ERROR(formats.Validate());
-  if (absl::Status aligned = CheckAllAlignment(config, formats, shard.world_size);
+  if (absl::Status aligned = CheckAllAlignment(config, formats, shard.world_size, ep);
       !aligned.ok()) {
     std::vector<int> ok_degrees;
-    for (int d : ValidTpDegrees(config)) {
-      if (CheckAllAlignment(config, formats, d).ok()) ok_degrees.push_back(d);
+    for (int d : ValidTpDegrees(config, ep)) {
+      if (CheckAllAlignment(config, formats, d, ep).ok()) ok_degrees.push_back(d);
     }
     return absl::InvalidArgumentError(
         StrCat(aligned.message(), "; tensor-parallel degrees that keep every block on one rank: ",
@@ -321,10 +343,12 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   plan.num_local_heads_ = config.num_heads / shard.world_size;
   plan.num_local_kv_heads_ = config.num_kv_heads / shard.world_size;
   plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
-  plan.local_expert_intermediate_size_ =
-      config.moe.expert_intermediate_size / shard.world_size;
-  plan.local_shared_intermediate_size_ =
-      config.moe.shared_expert_intermediate_size / shard.world_size;
+  const int ffn_split = ep ? 1 : shard.world_size;  // EP: the experts whole
+  plan.local_expert_intermediate_size_ = config.moe.expert_intermediate_size / ffn_split;
+  plan.local_shared_intermediate_size_ = config.moe.shared_expert_intermediate_size / ffn_split;
+  const int64_t experts = config.moe.enabled() ? config.moe.routing.num_experts : 0;
+  plan.num_local_experts_ = ep ? experts / shard.world_size : experts;
+  plan.first_local_expert_ = ep ? shard.rank * plan.num_local_experts_ : 0;
   plan.vocab_rows_per_rank_ = VocabRowsPerRank(config, formats, shard.world_size);
   plan.first_vocab_row_ = std::min(config.vocab_size, shard.rank * plan.vocab_rows_per_rank_);
   plan.num_local_vocab_rows_ =
@@ -333,10 +357,16 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   return plan;
 }
 
+ShardKind ShardingPlan::KindOf(TensorRole role) const {
+  if (!PlacedWhole(role, shard_.expert_parallel)) return ShardKindFor(role);
+  return IsExpertRole(role) ? ShardKind::kExpert : ShardKind::kReplicated;
+}
+
 TensorSlice ShardingPlan::Slice(TensorRole role) const {
   const std::array<int64_t, 2> full = FullShape(config_, role);
   const int64_t hd = config_.head_dim;
   TensorSlice s{0, full[0], 0, full[1]};
+  if (PlacedWhole(role, shard_.expert_parallel)) return s;
   switch (role) {
     case TensorRole::kQ:
     case TensorRole::kQBias:

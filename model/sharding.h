@@ -13,6 +13,13 @@
 //                                     (a multiple of the fp8 tile)   lm_head: all-gather
 //   q/k/v biases         column       with their output rows         -
 //   norms, QK-norms      replicated   -                              -
+//   router, expert bias  replicated   -                              -
+//   experts              column/row   each expert as a dense MLP     (with the MoE block's)
+//   shared expert        column/row   as a dense MLP                 (with the MoE block's)
+// With expert parallelism (ShardSpec::expert_parallel, --expert_parallel) the experts are
+// placed whole instead: rank r holds experts [r*E/W, (r+1)*E/W) of every MoE layer (kind
+// "expert"), and the shared expert is replicated, so each rank can run it for the tokens whose
+// outputs it combines (worker/llama_model.cc); attention and the dense layers stay split.
 // Rank r holds query heads [r*H/W, (r+1)*H/W) and KV heads [r*KV/W, (r+1)*KV/W): with
 // H % W == 0 and KV % W == 0 each KV group stays on the rank of its query heads. The last
 // ranks may hold fewer vocab rows (or none): the others' padding.
@@ -34,7 +41,9 @@
 
 namespace tpserve {
 
-enum class ShardKind : uint8_t { kColumn, kRow, kVocab, kReplicated };
+enum class ShardKind : uint8_t { kColumn, kRow, kVocab, kReplicated, kExpert };
+// The split of `role` under tensor parallelism (never kExpert: ShardingPlan::KindOf says how a
+// plan with expert parallelism places the experts).
 ShardKind ShardKindFor(TensorRole role);
 std::string_view ShardKindName(ShardKind kind);
 
@@ -55,12 +64,15 @@ int64_t RoleTensorsInLayer(const ModelSpec& config, TensorRole role, int64_t lay
 int64_t RoleTensorCount(const ModelSpec& config, TensorRole role, int64_t first_layer,
                         int64_t num_layers);
 
-// Tensor-parallel degrees that split heads, KV heads and the FFN (every expert's too) evenly.
-std::vector<int> ValidTpDegrees(const ModelSpec& config);
+// Tensor-parallel degrees that split heads, KV heads and the FFN (every expert's too, unless
+// `expert_parallel`: then the experts' count instead) evenly.
+std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel = false);
 
 // INVALID_ARGUMENT when tp < 1 or does not divide num_heads, num_kv_heads or
-// intermediate_size (naming which, and listing the valid degrees).
-absl::Status ValidateTpDegree(const ModelSpec& config, int tp);
+// intermediate_size (naming which, and listing the valid degrees). With `expert_parallel`:
+// the model must have experts and tp must divide their count (the experts' widths need not
+// split).
+absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel = false);
 
 // For weights from the plain "int4" preset: group 128 where every rank's input width is a
 // whole number of groups, else the largest multiple of 32 below 128 that is (SmolLM2's
@@ -71,6 +83,8 @@ void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats);
 struct ShardSpec {
   int rank = 0;
   int world_size = 1;
+  // Experts placed whole on ranks rather than each split (the file comment).
+  bool expert_parallel = false;
 };
 
 // Rows [row_begin, row_begin + num_rows) and columns [col_begin, col_begin + num_cols) of the
@@ -98,16 +112,27 @@ class ShardingPlan {
   int64_t num_local_kv_heads() const { return num_local_kv_heads_; }
   int64_t first_ffn_row() const { return shard_.rank * local_intermediate_size_; }
   int64_t local_intermediate_size() const { return local_intermediate_size_; }
-  // Each expert's width on this rank (every expert split as the dense MLP is).
+  // Each expert's width on this rank (every expert split as the dense MLP is; whole with
+  // expert parallelism).
   int64_t local_expert_intermediate_size() const { return local_expert_intermediate_size_; }
-  // The shared expert's width on this rank (0 without one).
+  // The shared expert's width on this rank (0 without one; whole with expert parallelism).
   int64_t local_shared_intermediate_size() const { return local_shared_intermediate_size_; }
+  bool expert_parallel() const { return shard_.expert_parallel; }
+  // The experts of each MoE layer this rank holds: [first_local_expert(), + num_local_experts())
+  // (all of them, each a slice, without expert parallelism; 0 for a dense model).
+  int64_t first_local_expert() const { return first_local_expert_; }
+  int64_t num_local_experts() const { return num_local_experts_; }
+  // The rank that holds expert `e` whole (expert parallelism), e in [0, num_experts).
+  int ExpertOwner(int64_t e) const { return static_cast<int>(e / num_local_experts_); }
+  // How this plan splits `role`: ShardKindFor's, except with expert parallelism the experts'
+  // roles (kExpert) and the shared expert's (kReplicated).
+  ShardKind KindOf(TensorRole role) const;
   // Vocab rows are vocab_rows_per_rank() per rank; the last ranks may hold fewer (or none).
   int64_t vocab_rows_per_rank() const { return vocab_rows_per_rank_; }
   int64_t first_vocab_row() const { return first_vocab_row_; }
   int64_t num_local_vocab_rows() const { return num_local_vocab_rows_; }
 
-  // This rank's slice of the full matrix of `role`.
+  // This rank's slice of the full matrix of `role` (of each expert's, for an expert role).
   TensorSlice Slice(TensorRole role) const;
 
  private:
@@ -118,6 +143,8 @@ class ShardingPlan {
   int64_t local_intermediate_size_ = 0;
   int64_t local_expert_intermediate_size_ = 0;
   int64_t local_shared_intermediate_size_ = 0;
+  int64_t first_local_expert_ = 0;
+  int64_t num_local_experts_ = 0;
   int64_t vocab_rows_per_rank_ = 0;
   int64_t first_vocab_row_ = 0;
   int64_t num_local_vocab_rows_ = 0;

@@ -202,5 +202,67 @@ TEST(ShardingPlanTest, ExpertsSplitLikeTheDenseMlpAndTheRouterIsReplicated) {
       << s;
 }
 
+// Expert parallelism: rank r holds experts [r*E/W, (r+1)*E/W) whole, the shared expert whole,
+// the router whole; attention and the dense MLP stay split. The experts' width need not divide
+// the degree, their count must, and a dense model is refused.
+TEST(ShardingPlanTest, ExpertParallelismPlacesWholeExpertsOnRanks) {
+  ModelSpec c = SmolLm2Shapes();
+  c.num_layers = 4;
+  c.moe.routing = {.score = RoutingScore::kSoftmax, .num_experts = 8, .top_k = 2,
+                   .renormalize = true};
+  c.moe.expert_intermediate_size = 100;  // not a multiple of 3: fine when whole
+  c.moe.shared_expert_intermediate_size = 50;
+  c.layers.assign(4, LayerSpec{});
+  for (LayerSpec& l : c.layers) l.moe = true;
+  c.layers[0].moe = false;  // a dense first layer: its MLP is still split
+  EXPECT_FALSE(ShardingPlan::Create(c, Formats("bf16"), {1, 3}).ok());  // 100 / 3 as TP
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.intermediate_size = 1536;
+  c.head_dim = 72;
+  absl::StatusOr<ShardingPlan> plan = ShardingPlan::Create(c, Formats("bf16"), {1, 4, true});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->expert_parallel());
+  EXPECT_EQ(plan->first_local_expert(), 2);
+  EXPECT_EQ(plan->num_local_experts(), 2);
+  EXPECT_EQ(plan->ExpertOwner(0), 0);
+  EXPECT_EQ(plan->ExpertOwner(3), 1);
+  EXPECT_EQ(plan->ExpertOwner(7), 3);
+  EXPECT_EQ(plan->local_expert_intermediate_size(), 100);
+  EXPECT_EQ(plan->Slice(TensorRole::kExpertGate), (TensorSlice{0, 100, 0, 576}));
+  EXPECT_EQ(plan->Slice(TensorRole::kExpertDown), (TensorSlice{0, 576, 0, 100}));
+  EXPECT_EQ(plan->Slice(TensorRole::kSharedUp), (TensorSlice{0, 50, 0, 576}));
+  EXPECT_EQ(plan->Slice(TensorRole::kSharedDown), (TensorSlice{0, 576, 0, 50}));
+  EXPECT_EQ(plan->Slice(TensorRole::kGate), (TensorSlice{384, 384, 0, 576}));
+  EXPECT_EQ(plan->Slice(TensorRole::kQ), (TensorSlice{2 * 72, 2 * 72, 0, 576}));
+  EXPECT_EQ(plan->KindOf(TensorRole::kExpertUp), ShardKind::kExpert);
+  EXPECT_EQ(plan->KindOf(TensorRole::kSharedGate), ShardKind::kReplicated);
+  EXPECT_EQ(plan->KindOf(TensorRole::kDown), ShardKind::kRow);
+  EXPECT_EQ(ShardKindName(ShardKind::kExpert), "expert");
+  // Without it, every rank holds all 8, each a slice (here one of 4 of the 100... refused).
+  absl::StatusOr<ShardingPlan> tp = ShardingPlan::Create(c, Formats("bf16"), {1, 4});
+  EXPECT_FALSE(tp.ok());
+  c.moe.expert_intermediate_size = 96;
+  c.moe.shared_expert_intermediate_size = 48;
+  tp = ShardingPlan::Create(c, Formats("bf16"), {1, 4});
+  ASSERT_TRUE(tp.ok()) << tp.status();
+  EXPECT_EQ(tp->first_local_expert(), 0);
+  EXPECT_EQ(tp->num_local_experts(), 8);
+  EXPECT_EQ(tp->KindOf(TensorRole::kExpertUp), ShardKind::kColumn);
+  // 8 experts do not go evenly on 3 ranks (heads aside): the count is named.
+  c.num_heads = c.num_kv_heads = 3;
+  c.head_dim = 192;
+  c.intermediate_size = 1536;
+  const absl::Status three = ShardingPlan::Create(c, Formats("bf16"), {0, 3, true}).status();
+  EXPECT_NE(three.message().find("does not divide moe.num_experts = 8"), std::string::npos)
+      << three;
+  // A dense model has no experts to place.
+  const absl::Status dense =
+      ShardingPlan::Create(SmolLm2Shapes(), Formats("bf16"), {0, 3, true}).status();
+  EXPECT_NE(dense.message().find("expert parallelism needs a mixture-of-experts model"),
+            std::string::npos)
+      << dense;
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -10,7 +10,8 @@ constexpr int64_t kF32 = 4;
 int64_t StepBufferSizes::Total() const {
   return residual + normed + proj + q + k + v + attn + gate + up + partials + all_partials +
          logits_local + logits_gathered + router_logits + expert_ids + expert_weights +
-         expert_rows + expert_gate + expert_up + expert_down;
+         expert_rows + expert_gate + expert_up + expert_down + expert_send_pos + expert_recv_pos +
+         expert_send + expert_recv + expert_gathered;
 }
 
 int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
@@ -63,6 +64,19 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
         std::max(slots * p.local_expert_intermediate_size(),
                  t * p.local_shared_intermediate_size()) * a;
     s.expert_down = std::max<int64_t>(1, chunks / world) * slots * c.hidden_size * kF32;
+  }
+  if (c.moe.enabled() && p.expert_parallel() && world > 1) {
+    // Each slot's output travels whole, in all `chunks` chunks: the combining rank sums them.
+    const int64_t k = c.moe.routing.top_k, rows = (t + world - 1) / world;
+    s.expert_send_pos = t * k * 4;
+    s.expert_recv_pos = rows * k * 4;
+    s.expert_send = t * k * chunks * c.hidden_size * kF32;
+    s.expert_recv = rows * k * chunks * c.hidden_size * kF32;
+    s.expert_gathered = (world + 1) * rows * c.hidden_size * a;
+    // A rank's experts are whole: their down outputs come in every chunk.
+    s.expert_down = chunks * t * k * c.hidden_size * kF32;
+    // The combined rows' chunk sums, before they are added up.
+    s.partials = std::max(s.partials, chunks * rows * c.hidden_size * kF32);
   }
   return s;
 }

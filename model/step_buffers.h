@@ -57,6 +57,16 @@ struct StepBufferSizes {
   int64_t expert_gate = 0;
   int64_t expert_up = 0;
   int64_t expert_down = 0;
+  // Expert parallelism (world > 1) only: where each slot's output goes in the all-to-all's
+  // send buffer and comes from in its receive buffer (int32), the two buffers (f32 [slots,
+  // chunks, hidden]: at most every slot of the step is this rank's to run, and a rank combines
+  // ceil(T / world) rows), and the combined rows gathered back ([world + 1, ceil(T / world),
+  // hidden] in the activation dtype: every rank's, then this rank's own).
+  int64_t expert_send_pos = 0;
+  int64_t expert_recv_pos = 0;
+  int64_t expert_send = 0;
+  int64_t expert_recv = 0;
+  int64_t expert_gathered = 0;
 
   int64_t Total() const;
 };

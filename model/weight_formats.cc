@@ -94,6 +94,11 @@ bool IsExpertRole(TensorRole role) {
          role == TensorRole::kExpertDown;
 }
 
+bool IsSharedExpertRole(TensorRole role) {
+  return role == TensorRole::kSharedGate || role == TensorRole::kSharedUp ||
+         role == TensorRole::kSharedDown;
+}
+
 bool IsPerLayerRole(TensorRole role) {
   return role != TensorRole::kEmbedding && role != TensorRole::kFinalNorm &&
          role != TensorRole::kLmHead;

@@ -77,6 +77,8 @@ bool IsVectorRole(TensorRole role);
 bool IsPerLayerRole(TensorRole role);
 // One matrix per expert of a layer (kExpertGate, kExpertUp, kExpertDown).
 bool IsExpertRole(TensorRole role);
+// The shared expert's matrices (kSharedGate, kSharedUp, kSharedDown).
+bool IsSharedExpertRole(TensorRole role);
 
 // The role of a GGUF tensor name ("blk.7.ffn_down.weight" -> kDown, "output.weight" ->
 // kLmHead, "blk.0.attn_q.bias" -> kQBias); nullopt for other names ("rope_freqs.weight").

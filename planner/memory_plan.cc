@@ -92,6 +92,7 @@ PlanInputs DraftInputs(const PlanInputs& in) {
   d.weights = in.draft->weights;
   d.max_sequences_per_step = in.draft->max_sequences_per_step;
   d.draft.reset();
+  d.expert_parallel = false;  // as step/rank_load.h's DraftLoad
   return d;
 }
 
@@ -232,9 +233,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
   plan.inputs = inputs;
   TP_ASSIGN_OR_RETURN(plan.sharding,
                       PlanSharding(inputs.model, inputs.weights, inputs.tp, inputs.pp,
-                                   WeightDeviceOf(inputs.device)));
+                                   WeightDeviceOf(inputs.device), inputs.expert_parallel));
   TP_ASSIGN_OR_RETURN(const ShardingPlan rank0,
-                      ShardingPlan::Create(inputs.model, inputs.weights, {0, inputs.tp}));
+                      ShardingPlan::Create(inputs.model, inputs.weights,
+                                           {0, inputs.tp, inputs.expert_parallel}));
   plan.num_ranks = int64_t{inputs.tp} * inputs.pp;
   plan.blocks_per_sequence = CeilDiv(inputs.max_context_tokens, inputs.kv_block_size_tokens);
   plan.weights_fit = plan.buffers_fit = true;

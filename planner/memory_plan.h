@@ -64,6 +64,9 @@ struct PlanInputs {
   // Row-parallel reduction (model/step_buffers.h): false = one all-reduce per layer in the
   // activation dtype; true = the chunked all-gather of --deterministic_tp.
   bool deterministic_tp = false;
+  // Mixture-of-experts layers with whole experts per rank (model/sharding.h): each rank holds
+  // num_experts / tp experts whole and the shared expert whole; false: each expert split.
+  bool expert_parallel = false;
   std::optional<int64_t> runtime_reserve_bytes;  // overrides device.runtime_reserve_bytes
   std::optional<double> safety_fraction;         // overrides device.safety_fraction
   std::optional<DraftPlanInputs> draft;          // speculative decoding's draft model

@@ -57,6 +57,7 @@ json InputsJson(const PlanInputs& in) {
           {"target_concurrent_sequences", in.target_concurrent_sequences},
           {"kv_block_size_tokens", in.kv_block_size_tokens},
           {"deterministic_tp", in.deterministic_tp},
+          {"expert_parallel", in.expert_parallel},
           {"draft", in.draft.has_value()
                         ? json{{"model", in.draft->model.name},
                                {"weights_preset", in.draft->weights.preset},
@@ -100,6 +101,12 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
             {"gate_bytes", a.step.gate},
             {"up_bytes", a.step.up},
             {"chunk_sum_bytes", a.step.partials + a.step.all_partials},
+            {"experts_bytes", a.step.router_logits + a.step.expert_ids + a.step.expert_weights +
+                                  a.step.expert_rows + a.step.expert_gate + a.step.expert_up +
+                                  a.step.expert_down},
+            {"expert_all_to_all_bytes", a.step.expert_send_pos + a.step.expert_recv_pos +
+                                            a.step.expert_send + a.step.expert_recv +
+                                            a.step.expert_gathered},
             {"logits_local_bytes", a.step.logits_local},
             {"logits_gathered_bytes", a.step.logits_gathered},
             {"attention_bytes", a.attention_bytes},

@@ -34,10 +34,10 @@ std::string Header(const MemoryPlan& plan) {
   const PlanInputs& in = plan.inputs;
   const GpuSpec& d = in.device;
   std::string out = absl::StrFormat(
-      "%s | weights %s | KV cache %s | activations %s | %d x %s (tp=%d, pp=%d)\n", in.model.name,
-      in.weights.preset, TensorFormatName(TensorFormat::Of(in.kv_cache_dtype)),
+      "%s | weights %s | KV cache %s | activations %s | %d x %s (tp=%d, pp=%d%s)\n",
+      in.model.name, in.weights.preset, TensorFormatName(TensorFormat::Of(in.kv_cache_dtype)),
       TensorFormatName(TensorFormat::Of(in.activation_dtype)), plan.num_ranks, d.name, in.tp,
-      in.pp);
+      in.pp, in.expert_parallel ? ", experts placed whole" : "");
   if (d.is_host) {
     absl::StrAppendFormat(&out, "device  %s: %s bytes (%.2f GiB)\n", d.description,
                           WithThousands(d.memory_bytes), d.memory_bytes / kGiB);
@@ -99,6 +99,12 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
                    absl::StrFormat("router, %d slots: rows, gate, up, down", slots),
                    b.router_logits + b.expert_ids + b.expert_weights + b.expert_rows +
                        b.expert_gate + b.expert_up + b.expert_down);
+  }
+  if (b.expert_send > 0) {
+    out += SubLine("expert all-to-all",
+                   "slots' outputs sent and received (f32), combined rows gathered",
+                   b.expert_send_pos + b.expert_recv_pos + b.expert_send + b.expert_recv +
+                       b.expert_gathered);
   }
   if (b.partials + b.all_partials > 0) {
     out += SubLine("chunk sums", "row-parallel reduction in a fixed order (f32)",

@@ -124,7 +124,7 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
   const int64_t hidden_bytes = r.concurrency * c.hidden_size * a;
   const bool deterministic = Reduction(in) == TpReduction::kDeterministic;
   r.reduction = deterministic ? "chunked all-gather" : "all-reduce";
-  if (absl::StatusOr<ShardingPlan> rank0 = ShardingPlan::Create(c, in.weights, {0, in.tp});
+  if (absl::StatusOr<ShardingPlan> rank0 = ShardingPlan::Create(c, in.weights, {0, in.tp, in.expert_parallel});
       rank0.ok()) {
     r.reduction_chunks = ReductionChunks(c, *rank0, in.weights, Reduction(in));
     r.logits_gather_bytes = in.tp * r.concurrency * rank0->vocab_rows_per_rank() * 4;

@@ -31,8 +31,8 @@ std::array<int64_t, 2> LocalShape(const ShardingPlan& rank0, TensorRole role) {
 // Extra bytes every rank holds for one row-parallel tensor whose scales are per output row:
 // each rank needs all of them.
 int64_t RowScaleReplicaBytes(const ModelSpec& config, const TensorFormat& f, TensorRole role,
-                             int tp) {
-  if (ShardKindFor(role) == ShardKind::kRow && f.kind == FormatKind::kFp8PerChannel) {
+                             ShardKind kind, int tp) {
+  if (kind == ShardKind::kRow && f.kind == FormatKind::kFp8PerChannel) {
     return (tp - 1) * FullShape(config, role)[0] * 4;  // fp32 scale per output row
   }
   return 0;
@@ -60,8 +60,14 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
                                     int64_t vocab_padded, bool tied_copy,
                                     const WeightDevice& device) {
   const int tp = rank0.shard().world_size;
-  RoleShard r{role, ShardKindFor(role)};
-  r.num_tensors = RoleTensorCount(config, role, first_layer, num_layers);
+  RoleShard r{role, rank0.KindOf(role)};
+  // Each rank holds num_local_experts() of a layer's experts (all of them without expert
+  // parallelism, each a slice).
+  const auto local_tensors = [&](int64_t tensors) {
+    return IsExpertRole(role) ? tensors / config.moe.routing.num_experts * rank0.num_local_experts()
+                              : tensors;
+  };
+  r.num_tensors = local_tensors(RoleTensorCount(config, role, first_layer, num_layers));
   const std::array<int64_t, 2> full = FullShape(config, role);
   r.local_shape = LocalShape(rank0, role);
   const std::string what = std::string(TensorRoleName(role));
@@ -69,7 +75,8 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
   std::vector<const TensorFormat*> tensors;
   if (!IsPerLayerRole(role)) tensors.push_back(&formats[role]);
   for (int64_t l = first_layer; IsPerLayerRole(role) && l < first_layer + num_layers; ++l) {
-    tensors.insert(tensors.end(), RoleTensorsInLayer(config, role, l), &formats.At(role, l));
+    tensors.insert(tensors.end(), local_tensors(RoleTensorsInLayer(config, role, l)),
+                   &formats.At(role, l));
   }
   for (const TensorFormat* format : tensors) {
     const TensorFormat& f = *format;
@@ -85,13 +92,14 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
       r.replica_bytes += local_bytes * tp;  // the whole (padded) copy; the checkpoint has none
       continue;
     }
-    r.unsharded_bytes += full_bytes;
+    // An expert placed whole: the other ranks hold the layer's other experts.
+    r.unsharded_bytes += r.kind == ShardKind::kExpert ? tp * full_bytes : full_bytes;
     if (r.kind == ShardKind::kVocab) {
       TP_ASSIGN_OR_RETURN(int64_t pad, MatrixBytes(f, vocab_padded - full[0], full[1], what));
       r.padding_bytes += pad;
     }
     r.replica_bytes += r.kind == ShardKind::kReplicated ? tp * local_bytes - full_bytes
-                                                        : RowScaleReplicaBytes(config, f, role, tp);
+                                                        : RowScaleReplicaBytes(config, f, role, r.kind, tp);
   }
   return r;
 }
@@ -130,11 +138,12 @@ std::vector<int> ValidPipelineDegrees(const ModelSpec& config) {
   return config.num_layers > 0 ? Divisors(config.num_layers) : std::vector<int>{};
 }
 
-absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp) {
+absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp,
+                                 bool expert_parallel) {
   if (pp < 1) {
     return absl::InvalidArgumentError(StrCat("pipeline stages ", pp, " must be >= 1"));
   }
-  TP_RETURN_IF_ERROR(ValidateTpDegree(config, tp));
+  TP_RETURN_IF_ERROR(ValidateTpDegree(config, tp, expert_parallel));
   if (config.num_layers % pp != 0) {
     return absl::InvalidArgumentError(
         StrCat("pipeline stages ", pp, " does not divide num_layers=", config.num_layers,
@@ -161,11 +170,13 @@ int64_t ShardingTable::AllRanksWeightBytes() const {
 }
 
 absl::StatusOr<ShardingTable> PlanSharding(const ModelSpec& config, const WeightFormats& formats,
-                                          int tp, int pp, WeightDevice device) {
+                                          int tp, int pp, WeightDevice device,
+                                          bool expert_parallel) {
   TP_RETURN_IF_ERROR(config.Validate());
   TP_RETURN_IF_ERROR(formats.Validate());
-  TP_RETURN_IF_ERROR(ValidateParallelism(config, tp, pp));
-  TP_ASSIGN_OR_RETURN(const ShardingPlan rank0, ShardingPlan::Create(config, formats, {0, tp}));
+  TP_RETURN_IF_ERROR(ValidateParallelism(config, tp, pp, expert_parallel));
+  TP_ASSIGN_OR_RETURN(const ShardingPlan rank0,
+                      ShardingPlan::Create(config, formats, {0, tp, expert_parallel}));
   ShardingTable plan;
   plan.tp = tp;
   plan.pp = pp;

@@ -30,9 +30,10 @@ namespace tpserve {
 // Pipeline degrees: the divisors of num_layers.
 std::vector<int> ValidPipelineDegrees(const ModelSpec& config);
 
-// INVALID_ARGUMENT when tp is not a valid tensor-parallel degree (ValidateTpDegree), or pp does
-// not divide num_layers, or either is < 1.
-absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp);
+// INVALID_ARGUMENT when tp is not a valid tensor-parallel degree (ValidateTpDegree, with or
+// without expert parallelism), or pp does not divide num_layers, or either is < 1.
+absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp,
+                                 bool expert_parallel = false);
 
 // One role's tensors on one pipeline stage.
 struct RoleShard {
@@ -86,7 +87,8 @@ struct WeightDevice {
 // INVALID_ARGUMENT when the config is inconsistent, the parallelism is invalid, or a split
 // cuts through a quantization group/block/tile (naming tensor, dims, block, valid tp degrees).
 absl::StatusOr<ShardingTable> PlanSharding(const ModelSpec& config, const WeightFormats& formats,
-                                          int tp, int pp, WeightDevice device = {});
+                                          int tp, int pp, WeightDevice device = {},
+                                          bool expert_parallel = false);
 
 }  // namespace tpserve
 

@@ -163,5 +163,35 @@ TEST(ShardingPlanTest, SplitThroughQuantizationGroupIsRefused) {
       << whole;
 }
 
+// Expert parallelism holds E / tp whole experts per rank where tensor parallelism holds a
+// 1 / tp slice of all E: the same expert bytes per rank, counted as whole tensors; the
+// checkpoint part is the same either way, and the ranks still sum to what the table says.
+TEST(ShardingPlanTest, ExpertParallelHoldsWholeExpertsAndTheSameCheckpoint) {
+  const ModelSpec qwen = *ModelSpecPreset("qwen3-30b-a3b");  // 128 experts of 768, 48 layers
+  absl::StatusOr<ShardingTable> tp = PlanSharding(qwen, Preset("bf16"), 4, 1);
+  absl::StatusOr<ShardingTable> ep = PlanSharding(qwen, Preset("bf16"), 4, 1, {}, true);
+  ASSERT_TRUE(tp.ok()) << tp.status();
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  const RoleShard* split = tp->stages[0].Find(TensorRole::kExpertDown);
+  const RoleShard* whole = ep->stages[0].Find(TensorRole::kExpertDown);
+  ASSERT_NE(split, nullptr);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(split->kind, ShardKind::kRow);
+  EXPECT_EQ(split->num_tensors, 48 * 128);
+  EXPECT_EQ(split->local_shape, (std::array<int64_t, 2>{2048, 768 / 4}));
+  EXPECT_EQ(whole->kind, ShardKind::kExpert);
+  EXPECT_EQ(whole->num_tensors, 48 * 128 / 4);
+  EXPECT_EQ(whole->local_shape, (std::array<int64_t, 2>{2048, 768}));
+  EXPECT_EQ(whole->bytes_per_rank, int64_t{48} * 32 * 2048 * 768 * 2);
+  EXPECT_EQ(whole->bytes_per_rank, split->bytes_per_rank);
+  EXPECT_EQ(whole->unsharded_bytes, int64_t{48} * 128 * 2048 * 768 * 2);
+  EXPECT_EQ(ep->checkpoint_bytes, tp->checkpoint_bytes);
+  EXPECT_EQ(ep->stages[0].weight_bytes_per_rank, tp->stages[0].weight_bytes_per_rank);
+  EXPECT_EQ(4 * ep->stages[0].weight_bytes_per_rank, ep->AllRanksWeightBytes());
+  // 128 experts do not go on 3 ranks, and the error names the count.
+  const absl::Status three = PlanSharding(qwen, Preset("bf16"), 3, 1, {}, true).status();
+  EXPECT_NE(three.message().find("moe.num_experts = 128"), std::string::npos) << three;
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -50,6 +50,7 @@ struct VramRequest {
   int64_t max_seqs_per_step = 256;
   int64_t block_size = 16;
   bool deterministic_tp = false;  // the engine's --deterministic_tp reduction
+  bool expert_parallel = false;   // the engine's --expert_parallel placement
   double gpu_memory_gib = 0;      // > 0 overrides the preset's memory
   double bandwidth_gbs = 0;       // > 0 overrides the memory bandwidth
   double peak_tflops = 0;         // > 0 overrides the peak FLOP/s

@@ -148,6 +148,51 @@ TEST(VramCliTest, DeterministicTpPlansItsChunkSumsAndCollectives) {
             fast["plan"]["roofline"]["decode_step_s"].get<double>());
 }
 
+// --expert_parallel plans the engine's placement: each GPU holds 32 of Qwen3-30B-A3B's 128
+// experts whole (kind "expert") where tensor parallelism holds a quarter of each of them:
+// about the same weight bytes, plus the all-to-all's buffers (every slot of a 2048-token step
+// may be a rank's: 2048 x 8 slots x 2048 hidden f32 sent, 512 x 8 of them received).
+TEST(VramCliTest, ExpertParallelPlacesWholeExpertsAndPlansTheAllToAll) {
+  VramRequest r = Request405B();
+  r.model = "qwen3-30b-a3b";
+  r.gpus = {"4"};
+  r.json = true;
+  const Result tp_run = RunWith(r);
+  ASSERT_EQ(tp_run.code, 0) << tp_run.err;
+  r.expert_parallel = true;
+  const Result ep_run = RunWith(r);
+  ASSERT_EQ(ep_run.code, 0) << ep_run.err;
+  const nlohmann::json tp = nlohmann::json::parse(tp_run.out);
+  const nlohmann::json ep = nlohmann::json::parse(ep_run.out);
+  EXPECT_EQ(ep["plan"]["inputs"]["expert_parallel"], true);
+  const auto stage = [](const nlohmann::json& j) { return j["plan"]["stages"][0]; };
+  EXPECT_EQ(stage(tp)["weights"]["expert_up"]["shard"], "column");
+  EXPECT_EQ(stage(tp)["weights"]["expert_up"]["num_tensors"], 48 * 128);
+  EXPECT_EQ(stage(ep)["weights"]["expert_up"]["shard"], "expert");
+  EXPECT_EQ(stage(ep)["weights"]["expert_up"]["num_tensors"], 48 * 32);
+  EXPECT_EQ(stage(ep)["weights"]["expert_up"]["local_shape"], nlohmann::json({768, 2048}));
+  // The same fp8 values; the per-row scales and the CUDA backend's form differ with the
+  // shapes (a whole expert's 2048 down scales on one GPU, not every expert's on each).
+  EXPECT_NEAR(stage(ep)["weight_bytes"].get<double>(), stage(tp)["weight_bytes"].get<double>(),
+              0.01 * stage(tp)["weight_bytes"].get<double>());
+  EXPECT_EQ(stage(tp)["activations"]["expert_all_to_all_bytes"], 0);
+  const int64_t send = int64_t{2048} * 8 * 2048 * 4, recv = int64_t{512} * 8 * 2048 * 4;
+  EXPECT_EQ(stage(ep)["activations"]["expert_all_to_all_bytes"],
+            send + recv + 2048 * 8 * 4 + 512 * 8 * 4 + 5 * 512 * 2048 * 2);
+  r.json = false;
+  const Result table = RunWith(r);
+  EXPECT_NE(table.out.find("(tp=4, pp=1, experts placed whole)"), std::string::npos)
+      << table.out;
+  // A dense model has no experts to place.
+  VramRequest dense = Request405B();
+  dense.expert_parallel = true;
+  const Result refused = RunWith(dense);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("expert parallelism needs a mixture-of-experts model"),
+            std::string::npos)
+      << refused.err;
+}
+
 TEST(VramCliTest, InvalidTpExitsTwoWithValidDegreesAndCapacityCheck) {
   VramRequest r = Request405B();
   r.gpus = {"6"};

@@ -19,12 +19,31 @@
 
 namespace tpserve {
 
+// How a step's tokens spread over a mixture of experts' experts (empty for a dense model):
+// what expert-parallel deployments tune against, since the rank with the busiest experts sets
+// each layer's pace. Every rank routes every token alike, so rank 0's count is the whole
+// model's.
+struct ExpertLoad {
+  std::vector<int64_t> tokens;  // [num_experts]: slots routed to each expert, all MoE layers
+  int64_t layers = 0;           // MoE layers run (one per layer per step)
+  // Over those layers: the busiest expert's slots over the mean per expert (1 = even).
+  double imbalance_sum = 0.0;
+
+  // Mean over the layers of max / mean (0 when no MoE layer ran).
+  double Imbalance() const { return layers > 0 ? imbalance_sum / layers : 0.0; }
+  // One MoE layer's routing: ids [slots], each in [0, num_experts).
+  void AddLayer(absl::Span<const int32_t> ids, int64_t num_experts);
+  void Add(const ExpertLoad& other);
+  bool empty() const { return layers == 0; }
+};
+
 struct StepResult {
   std::vector<float> logits;  // [batch.num_logit_rows(), vocab_size]
   int64_t vocab_size = 0;
   double compute_s = 0.0;      // model time on rank 0
   double allreduce_s = 0.0;    // of which in collectives
   std::vector<double> rank_compute_s;  // each rank's model time, where the executor knows it
+  ExpertLoad expert_load;              // rank 0's (all ranks route alike)
   absl::Span<const float> Row(size_t i) const {
     return absl::MakeConstSpan(logits).subspan(i * vocab_size, vocab_size);
   }

@@ -29,6 +29,7 @@ bool RankLoad::operator==(const RankLoad& other) const {
          max_context_tokens == other.max_context_tokens &&
          threads_per_rank == other.threads_per_rank &&
          deterministic_tp == other.deterministic_tp &&
+         expert_parallel == other.expert_parallel &&
          collective_timeout == other.collective_timeout;
 }
 
@@ -36,6 +37,7 @@ RankLoad DraftLoad(const RankLoad& load) {
   RankLoad draft = load;
   draft.model = *load.draft;
   draft.draft.reset();
+  draft.expert_parallel = false;  // a draft's experts, where it has any, are split
   return draft;
 }
 

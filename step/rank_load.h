@@ -55,12 +55,16 @@ struct RankLoad {
   // Row-parallel layers reduce in fixed chunks so every degree gives the same floats
   // (model/step_buffers.h's TpReduction; on GPUs also pinned GEMMs); false: one all-reduce.
   bool deterministic_tp = false;
+  // Whole experts on ranks, their outputs brought to the tokens by an all-to-all
+  // (model/sharding.h); false: each expert split like a dense MLP.
+  bool expert_parallel = false;
   absl::Duration collective_timeout = absl::Seconds(30);  // a collective that waits longer fails
 
   bool operator==(const RankLoad& other) const;
 };
 
-// The draft model's load: `load` with *load.draft as its model and no draft of its own.
+// The draft model's load: `load` with *load.draft as its model and no draft of its own (and
+// its experts, where it has any, split rather than placed whole).
 // REQUIRES: load.draft has a value.
 RankLoad DraftLoad(const RankLoad& load);
 

@@ -41,6 +41,7 @@ RankLoad EveryFieldSet() {
   load.max_context_tokens = 8192;
   load.threads_per_rank = 7;
   load.deterministic_tp = true;
+  load.expert_parallel = true;
   load.collective_timeout = absl::Milliseconds(2500);
   return load;
 }

@@ -10,7 +10,8 @@
 // within kMaxDiffTolerance of max|logit| (tighter than SmolLM2's bound in llama_golden_test), the
 // argmax at every position where llama.cpp's top-2 gap exceeds kNearTieLogits, and our free-
 // running greedy continuation equal to llama.cpp's up to its first near-tie. At TP > 1 with
-// --deterministic_tp, the logits are bit-for-bit TP 1's.
+// --deterministic_tp, the logits are bit-for-bit TP 1's. Mixtures of experts also with
+// --expert_parallel (whole experts per rank), bit for bit TP 1's with --deterministic_tp.
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -103,7 +104,8 @@ struct RankOutput {
 // One prompt on `world` ranks (threads): its prefill with every position's logits, then a
 // greedy continuation as long as llama.cpp's. Returns rank 0's output (asserting the ranks
 // agree).
-RankOutput RunPrompt(const ModelFiles& files, int world, TpReduction reduction, const Prompt& p) {
+RankOutput RunPrompt(const ModelFiles& files, int world, TpReduction reduction, const Prompt& p,
+                     bool expert_parallel = false) {
   auto group = std::make_shared<InProcessGroup>(world);
   std::vector<RankOutput> outs(world);
   std::vector<std::thread> threads;
@@ -112,7 +114,8 @@ RankOutput RunPrompt(const ModelFiles& files, int world, TpReduction reduction, 
     threads.emplace_back([&, r] {
       CpuBackend backend(CpuBackendOptions{.num_threads = 1});
       InProcessCommunicator comm(group, r);
-      auto model = LlamaModel::Load(files.config, *files.weights, {r, world}, &backend, &comm,
+      auto model = LlamaModel::Load(files.config, *files.weights, {r, world, expert_parallel},
+                                    &backend, &comm,
                                     {.max_step_tokens = 64, .scheme = files.scheme,
                                      .reduction = reduction});
       ASSERT_TRUE(model.ok()) << "rank " << r << ": " << model.status();
@@ -231,6 +234,15 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
         } else {
           EXPECT_EQ(det.prompt_logits, tp1_deterministic) << where << " deterministic_tp";
         }
+        if (world == 1 || !files->config.moe.enabled()) continue;
+        // --expert_parallel: whole experts per rank, their outputs moved by an all-to-all.
+        const std::string ep_where = absl::StrCat(c.name, gguf ? " gguf" : " hf", " ep", world,
+                                                  " ", p.name);
+        const RankOutput ep = RunPrompt(*files, world, TpReduction::kAllReduce, p, true);
+        CompareLogits(p, ep.prompt_logits, files->config.vocab_size, ep_where);
+        CompareGreedy(p, ep.greedy, ep_where);
+        const RankOutput ep_det = RunPrompt(*files, world, TpReduction::kDeterministic, p, true);
+        EXPECT_EQ(ep_det.prompt_logits, tp1_deterministic) << ep_where << " deterministic_tp";
       }
     }
   }
@@ -291,6 +303,38 @@ TEST_P(FamilyGoldenTest, PromptsBatchedEqualPromptsAlone) {
   together.Add(/*seq_id=*/1, 0, b, tb, std::ssize(b));
   together.Add(/*seq_id=*/2, 20, next, tc, std::ssize(next));
   EXPECT_EQ(run(together), alone) << GetParam();
+}
+
+// A mixture of experts reports how each step routed its tokens: every MoE layer once, k slots
+// per token in each, and the count starts again after it is taken.
+TEST(FamilyExpertLoadTest, EveryMoeLayerCountsEachTokensSlots) {
+  const std::vector<Case> cases = LoadCases();
+  const Case* glm = FindCase(cases, "glm4moe");  // 3 layers, the first dense
+  ASSERT_NE(glm, nullptr);
+  absl::StatusOr<ModelFiles> files = OpenModelFiles(glm->hf_dir);
+  ASSERT_TRUE(files.ok()) << files.status();
+  CpuBackend backend(CpuBackendOptions{.num_threads = 1});
+  SingleRankCommunicator comm;
+  auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
+                                {.max_step_tokens = 64});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto cache = KvCache::Create((*model)->KvShape(16, 8, DType::kF32), backend);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  const std::vector<int32_t>& ids = glm->prompts[0].ids;
+  std::vector<int32_t> table(16);
+  std::iota(table.begin(), table.end(), 0);
+  StepBatch prefill;
+  prefill.Add(/*seq_id=*/0, 0, ids, table);
+  std::vector<float> logits(files->config.vocab_size);
+  ASSERT_TRUE((*model)->Forward(prefill, cache->get(), logits.data()).ok());
+  const ExpertLoad load = (*model)->TakeExpertLoad();
+  EXPECT_EQ(load.layers, 2);
+  ASSERT_EQ(load.tokens.size(), 8u);
+  int64_t slots = 0;
+  for (int64_t n : load.tokens) slots += n;
+  EXPECT_EQ(slots, 2 * std::ssize(ids) * 2);  // 2 MoE layers x tokens x top-2
+  EXPECT_GE(load.Imbalance(), 1.0);
+  EXPECT_TRUE((*model)->TakeExpertLoad().empty());
 }
 
 // Quantized on load (--weights=fp8, q8_0) from the config.json form: the families' own tensors

@@ -34,7 +34,17 @@ struct LlamaModel::Workspace {
   DeviceBuffer expert_gate;      // [T * top_k, local_expert_ffn]
   DeviceBuffer expert_up;        // [T * top_k, local_expert_ffn]
   DeviceBuffer expert_down;      // f32 [local chunks * T * top_k * hidden]
+  // Expert parallelism only (StepBufferSizes says what each holds).
+  DeviceBuffer expert_send_pos;  // int32 [T * top_k]
+  DeviceBuffer expert_recv_pos;  // int32 [rows * top_k]
+  DeviceBuffer expert_send;      // f32 [T * top_k, chunks, hidden]
+  DeviceBuffer expert_recv;      // f32 [rows * top_k, chunks, hidden]
+  DeviceBuffer expert_gathered;  // [world + 1, rows, hidden]
   std::vector<float> host_gathered;  // host copy of the gathered logits (world > 1 only)
+  // Expert parallelism's routing plan, on the host: the step's expert ids, each slot's place
+  // in the send and receive buffers, and the elements to and from each rank.
+  std::vector<int32_t> host_ids, send_pos, recv_pos;
+  std::vector<int64_t> send_counts, recv_counts;
 };
 
 
@@ -59,7 +69,12 @@ std::vector<std::pair<DeviceBuffer*, int64_t>> LlamaModel::WorkspaceBuffers(
           {&ws.expert_rows, s.expert_rows},
           {&ws.expert_gate, s.expert_gate},
           {&ws.expert_up, s.expert_up},
-          {&ws.expert_down, s.expert_down}};
+          {&ws.expert_down, s.expert_down},
+          {&ws.expert_send_pos, s.expert_send_pos},
+          {&ws.expert_recv_pos, s.expert_recv_pos},
+          {&ws.expert_send, s.expert_send},
+          {&ws.expert_recv, s.expert_recv},
+          {&ws.expert_gathered, s.expert_gathered}};
 }
 
 LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
@@ -473,13 +488,21 @@ absl::Status LlamaModel::ExpertsBlock(int64_t layer, int64_t t) {
   backend_->RouteExperts(routing, ws.router_logits.as<float>(), t,
                          config_.moe.correction_bias ? w.expert_bias.as<float>() : nullptr,
                          ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>());
+  // The routing on the host: the step's expert load, and expert parallelism's plan.
+  ws.host_ids.resize(t * routing.top_k);
+  TP_RETURN_IF_ERROR(backend_->CopyToHost(
+      ws.host_ids.data(), ws.expert_ids.data(),
+      t * routing.top_k * static_cast<int64_t>(sizeof(int32_t))));
+  expert_load_.AddLayer(ws.host_ids, routing.num_experts);
   const int world = plan_.shard().world_size;
   const int64_t chunks = reduction_chunks_;
   const int64_t local_chunks = chunks == 1 ? 1 : chunks / world;
   const Backend::ExpertMlp shared = {&w.shared.gate.matrix, &w.shared.up.matrix,
                                      &w.shared.down.matrix};
-  backend_->MoeExperts(ws.h.data(), t, w.expert_mlps,
-                       config_.moe.shared_expert_intermediate_size > 0 ? &shared : nullptr,
+  const Backend::ExpertMlp* shared_or_null =
+      config_.moe.shared_expert_intermediate_size > 0 ? &shared : nullptr;
+  if (plan_.expert_parallel() && world > 1) return ExpertParallelBlock(w, shared_or_null, t);
+  backend_->MoeExperts(ws.h.data(), t, w.expert_mlps, shared_or_null,
                        config_.mlp_activation,
                        ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>(), routing.top_k,
                        local_chunks,
@@ -492,6 +515,80 @@ absl::Status LlamaModel::ExpertsBlock(int64_t layer, int64_t t) {
   backend_->SumChunks(ws.partials.as<float>(), 1, t * config_.hidden_size, ws.proj.data());
   if (world == 1) return absl::OkStatus();
   return comm_->AllReduceSum(ws.proj.data(), t * config_.hidden_size, act);
+}
+
+absl::Status LlamaModel::ExpertParallelBlock(const LlamaLayerWeights& w,
+                                             const Backend::ExpertMlp* shared, int64_t t) {
+  Workspace& ws = *ws_;
+  const int world = plan_.shard().world_size, me = plan_.shard().rank;
+  const int64_t k = config_.moe.routing.top_k, hidden = config_.hidden_size;
+  const int64_t chunks = reduction_chunks_;  // every slot's output travels in all its chunks
+  const int64_t act_bytes = ActivationBytes(*backend_);
+  // Rank r combines rows [r * per_rank, (r + 1) * per_rank) (the last ranks fewer, or none).
+  const int64_t per_rank = (t + world - 1) / world;
+  const int64_t first_row = std::min(t, me * per_rank);
+  const int64_t mine = std::min(t, first_row + per_rank) - first_row;
+  // Every rank routed every token alike (ws.host_ids), so each knows, without asking, which
+  // rank runs each slot (its expert's owner) and which combines it (its row's): the
+  // all-to-all's counts.
+  ws.send_counts.assign(world, 0);
+  ws.recv_counts.assign(world, 0);
+  const auto runner = [&](int64_t s) { return plan_.ExpertOwner(ws.host_ids[s]); };
+  const auto combiner = [&](int64_t s) { return static_cast<int>(s / k / per_rank); };
+  for (int64_t s = 0; s < t * k; ++s) {
+    if (runner(s) == me) ++ws.send_counts[combiner(s)];
+    if (combiner(s) == me) ++ws.recv_counts[runner(s)];
+  }
+  // Slots in (rank, slot) order in both buffers: each rank's piece in slot order.
+  std::vector<int64_t> next_send(world, 0), next_recv(world, 0);
+  for (int r = 1; r < world; ++r) {
+    next_send[r] = next_send[r - 1] + ws.send_counts[r - 1];
+    next_recv[r] = next_recv[r - 1] + ws.recv_counts[r - 1];
+  }
+  ws.send_pos.assign(t * k, -1);
+  ws.recv_pos.assign(mine * k, -1);
+  for (int64_t s = 0; s < t * k; ++s) {
+    if (runner(s) == me) ws.send_pos[s] = static_cast<int32_t>(next_send[combiner(s)]++);
+    if (combiner(s) == me) {
+      ws.recv_pos[s - first_row * k] = static_cast<int32_t>(next_recv[runner(s)]++);
+    }
+  }
+  for (int r = 0; r < world; ++r) {  // slots -> elements
+    ws.send_counts[r] *= chunks * hidden;
+    ws.recv_counts[r] *= chunks * hidden;
+  }
+  const int64_t i32 = sizeof(int32_t);
+  backend_->CopyToDevice(ws.expert_send_pos.data(), ws.send_pos.data(), t * k * i32);
+  if (mine > 0) {
+    backend_->CopyToDevice(ws.expert_recv_pos.data(), ws.recv_pos.data(), mine * k * i32);
+  }
+  const Backend::MoeWorkspace scratch = {ws.expert_rows.data(), ws.expert_gate.data(),
+                                         ws.expert_up.data(), ws.expert_down.as<float>()};
+  backend_->MoeExpertSlots(ws.h.data(), t, w.expert_mlps, plan_.first_local_expert(),
+                           config_.mlp_activation, ws.expert_ids.as<int32_t>(), k, chunks,
+                           ws.expert_send_pos.as<int32_t>(), scratch,
+                           ws.expert_send.as<float>());
+  TP_RETURN_IF_ERROR(comm_->AllToAll(ws.expert_send.data(), ws.send_counts,
+                                     ws.expert_recv.data(), ws.recv_counts, DType::kF32));
+  // This rank's rows: weighted, summed in slot order, the shared expert added, then the
+  // chunks added in order: the floats MoeExperts and ReduceChunks give on one rank.
+  auto* own = static_cast<uint8_t*>(ws.expert_gathered.data()) +
+              world * per_rank * hidden * act_bytes;
+  if (mine > 0) {
+    backend_->MoeCombine(static_cast<const uint8_t*>(ws.h.data()) + first_row * hidden * act_bytes,
+                         mine, ws.expert_recv.as<float>(), ws.expert_recv_pos.as<int32_t>(),
+                         ws.expert_weights.as<float>() + first_row * k, k, chunks, hidden, shared,
+                         config_.mlp_activation, scratch, ws.partials.as<float>());
+    backend_->SumChunks(ws.partials.as<float>(), chunks, mine * hidden, own);
+  }
+  if (mine < per_rank) {  // the last ranks' padding rows travel too: zeros, not stale floats
+    backend_->FillZero(own + mine * hidden * act_bytes, (per_rank - mine) * hidden * act_bytes);
+  }
+  TP_RETURN_IF_ERROR(comm_->AllGather(own, per_rank * hidden, backend_->activation_dtype(),
+                                      ws.expert_gathered.data()));
+  const int64_t bytes = t * hidden * act_bytes;
+  backend_->Copy2D(ws.proj.data(), bytes, ws.expert_gathered.data(), bytes, bytes, 1);
+  return absl::OkStatus();
 }
 
 void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {

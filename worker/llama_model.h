@@ -20,6 +20,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,7 @@
 #include "model/sharding.h"
 #include "model/step_buffers.h"
 #include "model/weight_formats.h"
+#include "step/executor.h"
 #include "step/step_batch.h"
 #include "worker/llama_weights.h"
 
@@ -100,6 +102,8 @@ class LlamaModel {
   int64_t max_step_tokens() const { return max_step_tokens_; }
   int64_t max_context_tokens() const { return max_context_tokens_; }
   MemoryFootprint footprint() const;
+  // How the steps since the last call routed their tokens (empty for a dense model).
+  ExpertLoad TakeExpertLoad() { return std::exchange(expert_load_, {}); }
 
  private:
   struct Workspace;
@@ -134,6 +138,12 @@ class LlamaModel {
   // A MoE layer's feed-forward of the normed rows in ws.h: route, run the experts (each
   // split across the ranks as a dense MLP is), and reduce into ws.proj as RowParallel does.
   absl::Status ExpertsBlock(int64_t layer, int64_t t);
+  // ExpertsBlock's second half with expert parallelism: each rank runs its own experts' slots
+  // for every row, an all-to-all brings each slot's output to the rank that combines its row,
+  // and the combined rows are gathered into ws.proj on every rank (the same floats as one
+  // rank's MoeExperts and chunk sums, at every degree).
+  absl::Status ExpertParallelBlock(const LlamaLayerWeights& w, const Backend::ExpertMlp* shared,
+                                   int64_t t);
   // ws.partials (this rank's local chunks, f32 [local, t, hidden]) summed over every rank's
   // chunks in chunk order into ws.proj (activation dtype).
   absl::Status ReduceChunks(int64_t t, int64_t local_chunks);
@@ -147,6 +157,7 @@ class LlamaModel {
   Communicator* comm_;
   int64_t max_step_tokens_;
   int64_t max_logit_rows_;
+  ExpertLoad expert_load_;  // since the last TakeExpertLoad
   int64_t max_context_tokens_ = 0;  // LlamaLoadOptions', 0 resolved to the model's
   TpReduction reduction_;
   int64_t reduction_chunks_ = 1;

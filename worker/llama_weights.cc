@@ -40,11 +40,22 @@ class Loader {
       TP_ASSIGN_OR_RETURN(w.o, Matrix(TensorRole::kO, l));
       if (c_.IsMoeLayer(l)) {
         TP_ASSIGN_OR_RETURN(w.router, Matrix(TensorRole::kRouter, l));
-        w.experts.resize(c_.moe.routing.num_experts);
+        // This rank's experts (all of them, each a slice, unless placed whole by expert
+        // parallelism); the others' tensors are their ranks' to read.
+        const int64_t first = p_.first_local_expert(), local = p_.num_local_experts();
+        w.experts.resize(local);
         for (int64_t e = 0; e < c_.moe.routing.num_experts; ++e) {
-          TP_ASSIGN_OR_RETURN(w.experts[e].gate, Matrix(TensorRole::kExpertGate, l, e));
-          TP_ASSIGN_OR_RETURN(w.experts[e].up, Matrix(TensorRole::kExpertUp, l, e));
-          TP_ASSIGN_OR_RETURN(w.experts[e].down, Matrix(TensorRole::kExpertDown, l, e));
+          if (e < first || e >= first + local) {
+            for (TensorRole role : {TensorRole::kExpertGate, TensorRole::kExpertUp,
+                                    TensorRole::kExpertDown}) {
+              used_.ExcuseModule(ModuleName(c_, s_.format(), role, l, e));
+            }
+            continue;
+          }
+          LlamaLayerWeights::Expert& mine = w.experts[e - first];
+          TP_ASSIGN_OR_RETURN(mine.gate, Matrix(TensorRole::kExpertGate, l, e));
+          TP_ASSIGN_OR_RETURN(mine.up, Matrix(TensorRole::kExpertUp, l, e));
+          TP_ASSIGN_OR_RETURN(mine.down, Matrix(TensorRole::kExpertDown, l, e));
         }
         if (HasRole(c_, TensorRole::kSharedGate)) {
           TP_ASSIGN_OR_RETURN(w.shared.gate, Matrix(TensorRole::kSharedGate, l));

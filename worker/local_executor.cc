@@ -92,7 +92,11 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {
   result.compute_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.allreduce_s = ranks_[0]->comm().TakeSeconds();
-  for (size_t r = 1; r < ranks_.size(); ++r) ranks_[r]->comm().TakeSeconds();
+  result.expert_load = ranks_[0]->TakeExpertLoad();
+  for (size_t r = 1; r < ranks_.size(); ++r) {
+    ranks_[r]->comm().TakeSeconds();
+    ranks_[r]->TakeExpertLoad();
+  }
   return result;
 }
 

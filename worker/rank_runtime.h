@@ -37,6 +37,7 @@ namespace tpserve {
 struct RankRuntimeOptions {
   BackendOptions backend;
   CommunicatorOptions comm;  // rank and world_size are the rank's shard too
+  bool expert_parallel = false;  // the shard's experts placed whole (model/sharding.h)
   LlamaLoadOptions load;
   int64_t num_kv_blocks = 0;
   int64_t block_size_tokens = 16;
@@ -68,6 +69,8 @@ class RankRuntime {
   int rank() const { return rank_; }
   Backend& backend() { return *backend_; }
   TimedCommunicator& comm() { return *comm_; }
+  // How the steps since the last call routed their tokens (LlamaModel::TakeExpertLoad).
+  ExpertLoad TakeExpertLoad() { return model_->TakeExpertLoad(); }
   LlamaModel& model() { return *model_; }
   KvCache& cache() { return *cache_; }
   MemoryFootprint footprint() const { return model_->footprint(); }

@@ -12,6 +12,8 @@ tpserve::worker::v1::ShardAssignment ToAssignment(const ShardingPlan& plan) {
   a.set_num_ffn_rows(plan.local_intermediate_size());
   a.set_first_vocab_row(plan.first_vocab_row());
   a.set_num_vocab_rows(plan.num_local_vocab_rows());
+  a.set_first_expert(plan.first_local_expert());
+  a.set_num_experts(plan.num_local_experts());
   return a;
 }
 

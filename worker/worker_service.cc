@@ -78,7 +78,11 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   if (!request.step_channel().empty()) {
     // Without it the coordinator keeps to gRPC: a channel that will not open is no failure.
     absl::StatusOr<StepChannel> channel = StepChannel::Open(request.step_channel(), rank_);
-    if (channel.ok()) {
+    // A model with more experts than the channel reports stays on gRPC, where the whole load
+    // fits, rather than report part of it.
+    const size_t experts = static_cast<size_t>(
+        files_.config.moe.enabled() ? files_.config.moe.routing.num_experts : 0);
+    if (channel.ok() && experts <= channel->expert_capacity()) {
       channel_ = *std::move(channel);
       channel_thread_ = std::thread([this] { ServeChannel(); });
       heartbeat_thread_ = std::thread([this] { BeatChannel(); });
@@ -111,6 +115,7 @@ void WorkerService::ServeChannel() {
     absl::Status s;
     double allreduce_s = 0;
     size_t logits_bytes = 0;
+    ExpertLoad load;
     if (!request.ParseFromString(bytes)) {
       s = absl::InvalidArgumentError("the step channel held an unparsable StepRequest");
     } else {
@@ -123,11 +128,11 @@ void WorkerService::ServeChannel() {
             }
             logits_bytes = floats * sizeof(float);
             return channel_.logits_area();
-          }, &allreduce_s);
+          }, &allreduce_s, &load);
     }
     channel_.Finish(seq, s, std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - start).count(),
-                    allreduce_s, logits_bytes);
+                    allreduce_s, logits_bytes, load);
   }
 }
 
@@ -145,7 +150,8 @@ grpc::Status WorkerService::Load(grpc::ServerContext* context, const wpb::LoadRe
 
 absl::Status WorkerService::RunStepLocked(
     const wpb::StepRequest& request,
-    const std::function<absl::StatusOr<float*>(size_t)>& logits_for, double* allreduce_s) {
+    const std::function<absl::StatusOr<float*>(size_t)>& logits_for, double* allreduce_s,
+    ExpertLoad* load) {
   if (runtime_ == nullptr) return absl::FailedPreconditionError("Step before Load");
   RankRuntime* runtime = runtime_.get();
   if (request.draft()) {
@@ -166,6 +172,7 @@ absl::Status WorkerService::RunStepLocked(
   }
   absl::Status s = runtime->Step(batch, logits);
   *allreduce_s = runtime->comm().TakeSeconds();
+  *load = runtime->TakeExpertLoad();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   return absl::OkStatus();
 }
@@ -176,16 +183,22 @@ grpc::Status WorkerService::Step(grpc::ServerContext* context, const wpb::StepRe
   absl::MutexLock lock(&mu_);
   const auto start = std::chrono::steady_clock::now();
   double allreduce_s = 0;
+  ExpertLoad load;
   // Rank 0 writes its logits straight into the response (no copy of ~200 KB per row).
   absl::Status s = RunStepLocked(*request, [&](size_t floats) -> absl::StatusOr<float*> {
         std::string* bytes = response->mutable_logits();
         bytes->resize(floats * sizeof(float));
         return reinterpret_cast<float*>(bytes->data());
-      }, &allreduce_s);
+      }, &allreduce_s, &load);
   if (!s.ok()) return ToGrpcStatus(s);
   response->set_step_id(request->step_id());
   response->set_vocab_size(static_cast<int32_t>(files_.config.vocab_size));
   response->set_allreduce_s(allreduce_s);
+  if (rank_ == 0 && !load.empty()) {  // every rank routes alike: rank 0 speaks for all
+    response->mutable_expert_tokens()->Add(load.tokens.begin(), load.tokens.end());
+    response->set_expert_layers(load.layers);
+    response->set_expert_imbalance_sum(load.imbalance_sum);
+  }
   response->set_compute_s(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return grpc::Status::OK;

@@ -63,10 +63,12 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   bool shutdown_requested() const { return shutdown_.HasBeenNotified(); }
 
  private:
-  // One step: logits_for(floats) gives the buffer rank 0's logits go to (rank 0 only).
+  // One step: logits_for(floats) gives the buffer rank 0's logits go to (rank 0 only); what it
+  // spent in collectives and how it routed its tokens (mixtures of experts) come back too.
   absl::Status RunStepLocked(const tpserve::worker::v1::StepRequest& request,
                              const std::function<absl::StatusOr<float*>(size_t)>& logits_for,
-                             double* allreduce_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                             double* allreduce_s, ExpertLoad* load)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Serves the step channel until stop_ is set; and its heartbeat.
   void ServeChannel();
   void BeatChannel();

@@ -132,6 +132,20 @@ class CudaBackend final : public Backend {
     Record("MoeExperts", absl::UnimplementedError("MoeExperts: no CUDA kernel yet"));
     Done("MoeExperts");
   }
+  void MoeExpertSlots(const void*, int64_t, absl::Span<const ExpertMlp>, int64_t, Activation,
+                      const int32_t*, int64_t, int64_t, const int32_t*, const MoeWorkspace&,
+                      float*) override {
+    Enter();
+    Record("MoeExpertSlots", absl::UnimplementedError("MoeExpertSlots: no CUDA kernel yet"));
+    Done("MoeExpertSlots");
+  }
+  void MoeCombine(const void*, int64_t, const float*, const int32_t*, const float*, int64_t,
+                  int64_t, int64_t, const ExpertMlp*, Activation, const MoeWorkspace&,
+                  float*) override {
+    Enter();
+    Record("MoeCombine", absl::UnimplementedError("MoeCombine: no CUDA kernel yet"));
+    Done("MoeCombine");
+  }
   void SoftCapF32(float* x, int64_t count, float cap) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;

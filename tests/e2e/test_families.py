@@ -1,7 +1,8 @@
 """End-to-end: every family's tiny golden model (tests/golden/families: Llama, Qwen2 with biases,
 Qwen2 with YaRN, Qwen3 with QK-norm, Mistral with its sliding window, Gemma 2 with soft-caps and
 alternating windows, Gemma 3 with five local layers to one global, Mixtral and Qwen3-MoE with 8
-experts of which each token takes 2, split across the ranks) served by real processes from
+experts of which each token takes 2, split across the ranks, and placed whole on the ranks with
+--expert_parallel) served by real processes from
 its GGUF and from its config.json + safetensors (+ tokenizer.json, make_family_tokenizers.py), at
 two ranks where its KV heads allow (one for Gemma 3's single KV head), through gRPC and the HTTP
 API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
@@ -9,6 +10,7 @@ first near-tie. Mistral's GGUF is a Llama to llama.cpp (no window), so its windo
 for its config.json form only."""
 
 import json
+import urllib.request
 
 import pytest
 
@@ -17,9 +19,12 @@ from conftest import ROOT, Cluster, openai_client, pb
 DIR = ROOT / "tests/golden/families"
 GOLDENS = json.loads((DIR / "goldens.json").read_text())
 NEAR_TIE = 0.5
-CASES = [(case, form) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2",
-                                    "gemma3", "mixtral", "qwen3moe", "glm4moe"]
+CASES = [(case, form, False) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral",
+                                           "gemma2", "gemma3", "mixtral", "qwen3moe", "glm4moe"]
          for form in ["gguf", "hf_dir"] if (case, form) != ("mistral", "gguf")]
+# --expert_parallel: each of the two ranks holds 4 whole experts (GLM's shared expert on both),
+# their outputs brought to the tokens by an all-to-all over shared memory.
+CASES += [("mixtral", "gguf", True), ("qwen3moe", "hf_dir", True), ("glm4moe", "gguf", True)]
 
 
 def decidable(gaps):
@@ -29,14 +34,16 @@ def decidable(gaps):
     return n
 
 
-@pytest.fixture(scope="module", params=CASES, ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(scope="module", params=CASES,
+                ids=lambda p: f"{p[0]}-{p[1]}" + ("-ep" if p[2] else ""))
 def family(request, tmp_path_factory):
-    name, form = request.param
+    name, form, expert_parallel = request.param
     case = GOLDENS["cases"][name]
     ranks = 2 if case["shapes"]["n_kv_head"] % 2 == 0 else 1
+    extra = ["--context=128"] + (["--expert_parallel"] if expert_parallel else [])
     c = Cluster(ranks=ranks, tmp=tmp_path_factory.mktemp(f"{name}-{form}"),
-                model=DIR / case[form], extra_args=["--context=128"])
-    yield f"{name} ({form})", case, c
+                model=DIR / case[form], extra_args=extra)
+    yield f"{name} ({form}{', expert-parallel' if expert_parallel else ''})", case, c
     c.stop()
 
 
@@ -57,3 +64,15 @@ def test_greedy_tokens_match_llama_cpp_over_grpc_and_http(family):
     r = client.completions.create(model=model, prompt=long["ids"], max_tokens=n, temperature=0,
                                   logprobs=1, extra_body={"ignore_eos": True})
     assert r.choices[0].text == "".join(m.text for m in msgs), name
+    if "n_experts" not in case["shapes"]:
+        return
+    # The routing reaches /metrics and the request log from rank 0, over the step channel.
+    metrics = urllib.request.urlopen(cluster.http_url + "/metrics", timeout=10).read().decode()
+    routed = [float(line.split()[-1]) for line in metrics.splitlines()
+              if line.startswith("tpserve_expert_routed_tokens_total{")]
+    assert len(routed) == case["shapes"]["n_experts"], name
+    assert sum(routed) > 0, name
+    assert "tpserve_expert_imbalance_ratio_count" in metrics, name
+    log = cluster.output()
+    assert '"expert_imbalance":' in log, name
+    assert ("with whole experts each" in log) == ("expert-parallel" in name), name
