@@ -143,6 +143,7 @@ json RooflineJson(const Roofline& r) {
           {"reduction_chunks", r.reduction_chunks},
           {"collectives_per_step", r.collectives_per_step},
           {"row_parallel_bytes", r.row_parallel_bytes},
+          {"expert_all_to_all_bytes", r.expert_all_to_all_bytes},
           {"logits_gather_bytes", r.logits_gather_bytes},
           {"memory_time_s", r.memory_time_s},
           {"collective_time_s", r.collective_time_s},

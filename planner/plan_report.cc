@@ -218,6 +218,12 @@ std::string RooflineBlock(const Roofline& r, const MemoryPlan& plan) {
       r.collectives_per_step, r.reduction, WithThousands(r.row_parallel_bytes),
       r.collective_time_s * 1e3,
       r.pipeline_time_s * 1e3, r.decode_step_s * 1e3);
+  if (r.expert_all_to_all_bytes > 0) {
+    absl::StrAppendFormat(&out,
+                          "  expert parallel: each MoE layer's down reduction is an all-to-all "
+                          "(%s B sent per rank) and an all-gather of the combined rows\n",
+                          WithThousands(r.expert_all_to_all_bytes));
+  }
   absl::StrAppendFormat(&out, "  => %.1f tokens/s per user, %.1f tokens/s aggregate\n",
                         r.tokens_per_s_per_user, r.tokens_per_s_aggregate);
   absl::StrAppendFormat(

@@ -61,6 +61,14 @@ double LayerMatmulParams(const ModelSpec& c) {
   return total;
 }
 
+// MoE layers whose feed-forward ends in the expert-parallel exchange (0 without it).
+int64_t ExpertParallelLayers(const PlanInputs& in) {
+  if (!in.expert_parallel || in.tp <= 1) return 0;
+  int64_t n = 0;
+  for (int64_t l = 0; l < in.model.num_layers; ++l) n += in.model.IsMoeLayer(l) ? 1 : 0;
+  return n;
+}
+
 void EstimatePrefill(const MemoryPlan& plan, Roofline& r) {
   const PlanInputs& in = plan.inputs;
   const ModelSpec& c = in.model;
@@ -77,11 +85,33 @@ void EstimatePrefill(const MemoryPlan& plan, Roofline& r) {
           : RingAllReduceSeconds(r.prompt_tokens * c.hidden_size *
                                      PlainElementBytes(in.activation_dtype),
                                  in.tp, bw, lat);
-  r.prefill_allreduce_s = 2.0 * c.num_layers * one;
+  const int64_t ep_layers = ExpertParallelLayers(in);
+  r.prefill_allreduce_s =
+      static_cast<double>(2 * c.num_layers - ep_layers) * one +
+      static_cast<double>(ep_layers) *
+          ExpertParallelSeconds(in, r.prompt_tokens, r.reduction_chunks, bw, lat);
   r.prefill_s = r.prefill_compute_s + r.prefill_allreduce_s;
 }
 
 }  // namespace
+
+int64_t ExpertAllToAllBytesPerRank(const PlanInputs& in, int64_t tokens, int64_t chunks) {
+  const int64_t w = in.tp;
+  if (w <= 1 || !in.model.moe.enabled()) return 0;
+  const int64_t slot_bytes = chunks * in.model.hidden_size * 4;
+  // tokens * k slots, a 1/w share run on each rank, (w-1)/w of those for other ranks' rows.
+  return tokens * in.model.moe.routing.top_k * (w - 1) * slot_bytes / (w * w);
+}
+
+double ExpertParallelSeconds(const PlanInputs& in, int64_t tokens, int64_t chunks,
+                             double bandwidth_bytes_per_s, double latency_s) {
+  if (in.tp <= 1) return 0;
+  const int64_t rows = tokens * in.model.hidden_size * PlainElementBytes(in.activation_dtype);
+  return latency_s +
+         static_cast<double>(ExpertAllToAllBytesPerRank(in, tokens, chunks)) /
+             bandwidth_bytes_per_s +
+         RingAllGatherSeconds(rows, in.tp, bandwidth_bytes_per_s, latency_s);
+}
 
 double RingAllReduceSeconds(int64_t bytes, int ranks, double bandwidth_bytes_per_s,
                             double latency_s) {
@@ -124,7 +154,8 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
   const int64_t hidden_bytes = r.concurrency * c.hidden_size * a;
   const bool deterministic = Reduction(in) == TpReduction::kDeterministic;
   r.reduction = deterministic ? "chunked all-gather" : "all-reduce";
-  if (absl::StatusOr<ShardingPlan> rank0 = ShardingPlan::Create(c, in.weights, {0, in.tp, in.expert_parallel});
+  if (absl::StatusOr<ShardingPlan> rank0 =
+          ShardingPlan::Create(c, in.weights, {0, in.tp, in.expert_parallel});
       rank0.ok()) {
     r.reduction_chunks = ReductionChunks(c, *rank0, in.weights, Reduction(in));
     r.logits_gather_bytes = in.tp * r.concurrency * rank0->vocab_rows_per_rank() * 4;
@@ -133,14 +164,24 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
       deterministic ? r.reduction_chunks * r.concurrency * c.hidden_size * 4 : hidden_bytes;
   if (in.tp > 1) {
     const double bw = r.link_bandwidth_bytes_per_s, lat = r.link_latency_s;
-    const int64_t row_parallel = 2 * c.num_layers / in.pp;  // per stage; stages run in turn
-    r.collectives_per_step = in.pp * (row_parallel + 2);
+    // Per stage (stages run in turn): expert parallelism trades a MoE layer's down reduction
+    // for its exchange.
+    const int64_t ep_layers = ExpertParallelLayers(in) / in.pp;
+    const int64_t row_parallel = 2 * c.num_layers / in.pp - ep_layers;
+    r.collectives_per_step = in.pp * (row_parallel + 2 * ep_layers + 2);
     const double one = deterministic
                            ? RingAllGatherSeconds(r.row_parallel_bytes, in.tp, bw, lat)
                            : RingAllReduceSeconds(r.row_parallel_bytes, in.tp, bw, lat);
-    r.collective_time_s = in.pp * (row_parallel * one +
-                                   RingAllReduceSeconds(hidden_bytes, in.tp, bw, lat) +
-                                   RingAllGatherSeconds(r.logits_gather_bytes, in.tp, bw, lat));
+    if (ep_layers > 0) {
+      r.expert_all_to_all_bytes =
+          ExpertAllToAllBytesPerRank(in, r.concurrency, r.reduction_chunks);
+    }
+    r.collective_time_s =
+        in.pp * (row_parallel * one +
+                 ep_layers * ExpertParallelSeconds(in, r.concurrency, r.reduction_chunks, bw,
+                                                   lat) +
+                 RingAllReduceSeconds(hidden_bytes, in.tp, bw, lat) +
+                 RingAllGatherSeconds(r.logits_gather_bytes, in.tp, bw, lat));
   }
   r.pipeline_time_s = (in.pp - 1) * (r.link_latency_s + static_cast<double>(hidden_bytes) /
                                                             r.link_bandwidth_bytes_per_s);

@@ -13,6 +13,11 @@
 //              all-reduce (default): ring, 2 (tp-1)/tp * concurrency * hidden * a bytes
 //              --deterministic_tp: all-gather of C chunks of f32 partial sums,
 //                                  (tp-1)/tp * C * concurrency * hidden * 4 bytes
+//            with --expert_parallel, a MoE layer's down reduction is instead an all-to-all
+//              of the slots' f32 outputs (each rank sends what it ran for the other ranks'
+//              rows: concurrency * k * (tp-1)/tp^2 slots of C * hidden * 4 bytes, experts
+//              evenly loaded), latency + those bytes over the link, then an all-gather of the
+//              combined rows (concurrency * hidden * a)
 //            1 all-reduce of the embedding rows (concurrency * hidden * a)
 //            1 all-gather of the logits (concurrency * vocab_rows_per_rank * 4 per rank)
 //        + (pp - 1) * (latency + concurrency * hidden * a / link_bandwidth)
@@ -21,7 +26,8 @@
 //         + 2 * num_layers * num_heads * head_dim * P^2 (causal QK^T and PV)
 //   time  = FLOPs / (tp * peak_flops * prefill_efficiency) + 2 * num_layers row-parallel
 //           reductions of P tokens (all-reduce of P * hidden * a bytes, or --deterministic_tp's
-//           all-gather of C * P * hidden * 4)
+//           all-gather of C * P * hidden * 4; a MoE layer's expert-parallel all-to-all and
+//           all-gather as in decode, for P tokens)
 // Thread-safe: pure function.
 #ifndef TPSERVE_PLANNER_ROOFLINE_H_
 #define TPSERVE_PLANNER_ROOFLINE_H_
@@ -62,6 +68,8 @@ struct Roofline {
   int64_t collectives_per_step = 0;  // row-parallel reductions + embedding + logits
   int64_t row_parallel_bytes = 0;    // payload of one row-parallel reduction, all ranks
   int64_t logits_gather_bytes = 0;   // payload of the logits all-gather, all ranks
+  // --expert_parallel: bytes one rank sends in a MoE layer's all-to-all (0 without it).
+  int64_t expert_all_to_all_bytes = 0;
   double memory_time_s = 0;
   double collective_time_s = 0;
   double pipeline_time_s = 0;
@@ -76,6 +84,13 @@ struct Roofline {
 };
 
 Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& assumptions);
+
+// A MoE layer's expert-parallel exchange for `tokens` tokens: the all-to-all in which each rank
+// sends `AllToAllBytesPerRank` (latency + bytes / bandwidth: every rank sends and receives at
+// once) and the all-gather of the combined rows (tokens * hidden * activation bytes).
+int64_t ExpertAllToAllBytesPerRank(const PlanInputs& in, int64_t tokens, int64_t chunks);
+double ExpertParallelSeconds(const PlanInputs& in, int64_t tokens, int64_t chunks,
+                             double bandwidth_bytes_per_s, double latency_s);
 
 // One ring all-reduce of `bytes` over `ranks`: latency + 2 (ranks-1)/ranks * bytes / bandwidth;
 // 0 for a single rank.

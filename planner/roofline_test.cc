@@ -143,5 +143,30 @@ TEST(RooflineTest, MixturesOfExpertsReadTheExpertsTheirTokensChoose) {
                        2.0 * 56 * 48 * 128 * 1024.0 * 1024.0);
 }
 
+// --expert_parallel: Mixtral's 56 MoE layers end in an all-to-all of f32 slot outputs (each of 8
+// ranks sends 64 users x 2 slots x 7/64 of them x 6144 x 4 bytes) and an all-gather of the 64
+// combined bf16 rows, in place of the down all-reduce; attention's o reduction stays.
+TEST(RooflineTest, ExpertParallelTradesTheDownReductionForTheExchange) {
+  PlanInputs in;
+  in.model = *ModelSpecPreset("mixtral-8x22b");
+  in.weights = *WeightFormatsPreset("fp8");
+  in.tp = 8;
+  in.device = *GpuPreset("h100-80g");
+  in.max_context_tokens = 4096;
+  in.target_concurrent_sequences = 64;
+  const Roofline tp = EstimateRoofline(*PlanMemory(in), RooflineAssumptions{});
+  in.expert_parallel = true;
+  const Roofline ep = EstimateRoofline(*PlanMemory(in), RooflineAssumptions{});
+  EXPECT_EQ(tp.expert_all_to_all_bytes, 0);
+  EXPECT_EQ(ep.expert_all_to_all_bytes, 64 * 2 * 7 * 6144 * 4 / 64);
+  EXPECT_EQ(ep.collectives_per_step, 56 + 2 * 56 + 2);
+  const double bw = 450e9, lat = 10e-6;
+  const double down = RingAllReduceSeconds(64 * 6144 * 2, 8, bw, lat);
+  const double exchange =
+      lat + (64.0 * 2 * 7 * 6144 * 4 / 64) / bw + RingAllGatherSeconds(64 * 6144 * 2, 8, bw, lat);
+  EXPECT_NEAR(ep.collective_time_s - tp.collective_time_s, 56 * (exchange - down), 1e-12);
+  EXPECT_NEAR(ExpertParallelSeconds(in, 64, 1, bw, lat), exchange, 1e-15);
+}
+
 }  // namespace
 }  // namespace tpserve
