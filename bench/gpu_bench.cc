@@ -288,7 +288,7 @@ int Main() {
                       {"ffn", c.intermediate_size},
                       {"vocab", c.vocab_size},
                       {"params", c.NumParameters()},
-                      {"linear_params", LinearParams(c)}};
+                      {"linear_params", c.NumActiveLinearParameters()}};
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   absl::StatusOr<std::unique_ptr<Backend>> backend = CreateBackend(

@@ -2,16 +2,9 @@
 
 namespace tpserve {
 
-int64_t LinearParams(const ModelSpec& c) {
-  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  const int64_t per_layer =
-      c.hidden_size * (q + 2 * kv) + q * c.hidden_size + 3 * c.hidden_size * c.intermediate_size;
-  return c.num_layers * per_layer;
-}
-
 double PrefillFlops(const ModelSpec& c, int64_t tokens, int64_t logit_rows) {
   const double t = static_cast<double>(tokens);
-  const double linear = 2.0 * static_cast<double>(LinearParams(c)) * t;
+  const double linear = 2.0 * static_cast<double>(c.NumActiveLinearParameters()) * t;
   const double lm_head = 2.0 * static_cast<double>(c.vocab_size) *
                          static_cast<double>(c.hidden_size) * static_cast<double>(logit_rows);
   const double attended_pairs = t * (t + 1.0) / 2.0;
@@ -25,8 +18,10 @@ double DecodeBytesRead(const ModelSpec& c, const std::array<int64_t, kNumTensorR
                        const DecodeShape& shape) {
   double weights = 0;
   for (TensorRole role : kAllTensorRoles) {
-    if (role != TensorRole::kEmbedding)
-      weights += static_cast<double>(role_bytes[static_cast<int>(role)]);
+    if (role == TensorRole::kEmbedding) continue;
+    // Of the experts, those the batch's tokens choose (spread evenly).
+    const double read = IsExpertRole(role) ? c.ExpertReadFraction(shape.batch) : 1.0;
+    weights += static_cast<double>(role_bytes[static_cast<int>(role)]) * read;
   }
   const double embedding_row =
       static_cast<double>(role_bytes[static_cast<int>(TensorRole::kEmbedding)]) /

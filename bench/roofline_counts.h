@@ -6,12 +6,17 @@
 //                                  {.batch = 1, .context_tokens = 1024, .kv_elem_bytes = 2});
 //
 // Conventions (what docs/PERFORMANCE.md quotes):
-//   prefill FLOPs = 2 * linear_params * tokens            (q, k, v, o, gate, up, down)
+//   prefill FLOPs = 2 * linear_params * tokens            (q, k, v, o, gate, up, down; a MoE
+//                                                          layer's router, top-k experts and
+//                                                          shared expert instead of the MLP:
+//                                                          ModelSpec::NumActiveLinearParameters)
 //                 + 2 * vocab * hidden * logit_rows        (the LM head, only rows with logits)
 //                 + 4 * layers * heads * head_dim * tokens * (tokens + 1) / 2
 //                                                          (causal QK^T and PV, each query
 //                                                           against itself and the ones before)
-//   decode bytes  = every weight byte but the embedding table, + one embedding row per sequence,
+//   decode bytes  = every weight byte but the embedding table (of the experts, the share the
+//                   batch's tokens choose: ModelSpec::ExpertReadFraction), + one embedding row
+//                   per sequence,
 //                 + per sequence and layer, K and V of every position it attends to
 //                 (activations, KV writes and logits are left out: under 0.1% at these shapes).
 // Thread-safe: pure functions.
@@ -25,9 +30,6 @@
 #include "model/weight_formats.h"
 
 namespace tpserve {
-
-// Parameters of the seven projection matrices of every layer.
-int64_t LinearParams(const ModelSpec& config);
 
 // Prefill of one sequence of `tokens` tokens from position 0, `logit_rows` rows of logits.
 double PrefillFlops(const ModelSpec& config, int64_t tokens, int64_t logit_rows);

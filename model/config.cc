@@ -146,7 +146,9 @@ int64_t ModelSpec::NumParameters() const {
   const int64_t mlp = 3 * hidden_size * intermediate_size;  // gate, up, down
   const int64_t experts = moe.routing.num_experts * 3 * hidden_size *
                               moe.expert_intermediate_size +
-                          moe.routing.num_experts * hidden_size;  // and the router
+                          moe.routing.num_experts * hidden_size +  // the router
+                          (moe.correction_bias ? moe.routing.num_experts : 0) +
+                          3 * hidden_size * moe.shared_expert_intermediate_size;
   // Attention and MLP RMSNorm, and after each of them too with sandwich norms.
   const int64_t norms = (sandwich_norms ? 4 : 2) * hidden_size;
   const int64_t embedding = vocab_size * hidden_size;
@@ -156,6 +158,25 @@ int64_t ModelSpec::NumParameters() const {
     layers_total += attention + norms + (IsMoeLayer(l) ? experts : mlp);
   }
   return layers_total + embedding + lm_head + hidden_size;
+}
+
+int64_t ModelSpec::NumActiveLinearParameters() const {
+  const int64_t q_width = num_heads * head_dim;
+  const int64_t kv_width = num_kv_heads * head_dim;
+  const int64_t attention = 2 * hidden_size * q_width + 2 * hidden_size * kv_width;
+  const int64_t mlp = 3 * hidden_size * intermediate_size;
+  const int64_t experts = moe.routing.num_experts * hidden_size +  // the router
+                          moe.routing.top_k * 3 * hidden_size * moe.expert_intermediate_size +
+                          3 * hidden_size * moe.shared_expert_intermediate_size;
+  int64_t total = 0;
+  for (int64_t l = 0; l < num_layers; ++l) total += attention + (IsMoeLayer(l) ? experts : mlp);
+  return total;
+}
+
+double ModelSpec::ExpertReadFraction(int64_t tokens) const {
+  if (!moe.enabled()) return 1.0;
+  const double chosen = static_cast<double>(moe.routing.top_k) / moe.routing.num_experts;
+  return 1.0 - std::pow(1.0 - chosen, static_cast<double>(tokens));
 }
 
 int64_t ModelSpec::NumActiveParameters() const {

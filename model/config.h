@@ -139,6 +139,13 @@ struct ModelSpec {
   int64_t NumParameters() const;
   // The weights one token multiplies: NumParameters less the experts it is not routed to.
   int64_t NumActiveParameters() const;
+  // Of those, the projections' elements over every layer (q, k, v, o, and a dense MLP or the
+  // router, top_k experts and a shared expert): a token's matmul FLOPs are twice this.
+  int64_t NumActiveLinearParameters() const;
+  // The expected share of a MoE layer's experts that `tokens` tokens route to, spread evenly
+  // (each takes top_k of num_experts): 1 - (1 - top_k / num_experts)^tokens; 1 for a dense
+  // model. What a decode step of `tokens` sequences reads of the experts' bytes.
+  double ExpertReadFraction(int64_t tokens) const;
   // INVALID_ARGUMENT naming the field and the bound when a shape is inconsistent.
   absl::Status Validate() const;
 };

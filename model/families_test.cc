@@ -2,6 +2,7 @@
 // (tests/golden/families: a GGUF as llama.cpp's converter writes it and the config.json it came
 // from): the two must describe the same computation, layer by layer.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -262,6 +263,27 @@ TEST(FamiliesTest, MoeKeysThatCannotBeHonouredAreRefusedByName) {
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().message(),
             "ModelSpec.moe.routing: top_k 9 is outside [1, num_experts 8]");
+}
+
+// The parameter formula counts exactly the elements each golden GGUF holds, whatever the
+// family brings (biases, QK-norms, sandwich norms, routers, experts, shared experts,
+// correction biases).
+TEST(FamiliesTest, ParameterCountIsEveryTensorOfTheGoldenFiles) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("tests/golden/families")) {
+    if (entry.path().extension() != ".gguf") continue;
+    ++files;
+    absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(entry.path().string());
+    ASSERT_TRUE(file.ok()) << file.status();
+    absl::StatusOr<ModelSpec> spec = ModelSpecFromGguf(**file);
+    ASSERT_TRUE(spec.ok()) << entry.path() << ": " << spec.status();
+    int64_t elements = 0;
+    for (const std::string& name : (*file)->TensorNames()) {
+      elements += (*file)->Find(name)->num_elements();
+    }
+    EXPECT_EQ(spec->NumParameters(), elements) << entry.path();
+  }
+  EXPECT_GE(files, 14);
 }
 
 TEST(FamiliesTest, EveryFamilyIsNamed) {

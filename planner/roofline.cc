@@ -21,8 +21,7 @@ int64_t WeightBytesRead(const ModelSpec& c, const StageShards& stage, int64_t co
   const bool tied_here = lm_head != nullptr && lm_head->tied_to_embedding;
   if (embedding != nullptr && !tied_here) bytes -= embedding->bytes_per_rank;
   if (!c.moe.enabled()) return bytes;
-  const double chosen = static_cast<double>(c.moe.routing.top_k) / c.moe.routing.num_experts;
-  const double unread = std::pow(1.0 - chosen, static_cast<double>(concurrency));
+  const double unread = 1.0 - c.ExpertReadFraction(concurrency);
   for (TensorRole role : {TensorRole::kExpertGate, TensorRole::kExpertUp,
                           TensorRole::kExpertDown}) {
     if (const RoleShard* r = stage.Find(role)) {
@@ -30,35 +29,6 @@ int64_t WeightBytesRead(const ModelSpec& c, const StageShards& stage, int64_t co
     }
   }
   return bytes;
-}
-
-// Elements of the projections a token goes through, all layers: attention, and a dense MLP
-// or, in a MoE layer, the router, its top_k experts and the shared expert.
-double LayerMatmulParams(const ModelSpec& c) {
-  auto elements = [&](TensorRole role) {
-    const auto shape = FullShape(c, role);
-    return static_cast<double>(shape[0]) * static_cast<double>(shape[1]);
-  };
-  double total = 0;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    for (TensorRole role : {TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kO}) {
-      total += elements(role);
-    }
-    if (!c.IsMoeLayer(l)) {
-      total += elements(TensorRole::kGate) + elements(TensorRole::kUp) +
-               elements(TensorRole::kDown);
-      continue;
-    }
-    total += elements(TensorRole::kRouter) +
-             c.moe.routing.top_k * (elements(TensorRole::kExpertGate) +
-                                    elements(TensorRole::kExpertUp) +
-                                    elements(TensorRole::kExpertDown));
-    if (c.moe.shared_expert_intermediate_size > 0) {
-      total += elements(TensorRole::kSharedGate) + elements(TensorRole::kSharedUp) +
-               elements(TensorRole::kSharedDown);
-    }
-  }
-  return total;
 }
 
 // MoE layers whose feed-forward ends in the expert-parallel exchange (0 without it).
@@ -73,7 +43,7 @@ void EstimatePrefill(const MemoryPlan& plan, Roofline& r) {
   const PlanInputs& in = plan.inputs;
   const ModelSpec& c = in.model;
   const double p = static_cast<double>(r.prompt_tokens);
-  r.prefill_flops = 2.0 * LayerMatmulParams(c) * p +
+  r.prefill_flops = 2.0 * static_cast<double>(c.NumActiveLinearParameters()) * p +
                     2.0 * static_cast<double>(c.vocab_size) * c.hidden_size +
                     2.0 * c.num_layers * c.num_heads * c.head_dim * p * p;
   r.prefill_compute_s = r.prefill_flops / (in.tp * r.peak_flops * r.prefill_efficiency);
