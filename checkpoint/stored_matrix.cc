@@ -89,9 +89,9 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
     case TensorRole::kO: return blk + "self_attn.o_proj";
     case TensorRole::kFfnNorm:
       return blk + (spec.sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm");
-    case TensorRole::kGate: return blk + "mlp.gate_proj";
-    case TensorRole::kUp: return blk + "mlp.up_proj";
-    case TensorRole::kDown: return blk + "mlp.down_proj";
+    case TensorRole::kGate: return blk + spec.hf_mlp_module + ".gate_proj";
+    case TensorRole::kUp: return blk + spec.hf_mlp_module + ".up_proj";
+    case TensorRole::kDown: return blk + spec.hf_mlp_module + ".down_proj";
     case TensorRole::kFinalNorm: return "model.norm";
     case TensorRole::kLmHead: return "lm_head";
     case TensorRole::kQBias: return blk + "self_attn.q_proj";
@@ -105,6 +105,11 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
     case TensorRole::kExpertGate:
     case TensorRole::kExpertUp:
     case TensorRole::kExpertDown: {
+      if (spec.moe.hf_names == MoeSpec::HfNames::kFusedFeedForward) {  // Llama 4
+        if (role == TensorRole::kRouter) return blk + "feed_forward.router";
+        return blk + (role == TensorRole::kExpertDown ? "feed_forward.experts.down_proj"
+                                                      : "feed_forward.experts.gate_up_proj");
+      }
       const bool mixtral = spec.moe.hf_names == MoeSpec::HfNames::kBlockSparseMoe;
       const std::string moe = blk + (mixtral ? "block_sparse_moe" : "mlp");
       if (role == TensorRole::kRouter) return moe + ".gate";
@@ -114,9 +119,16 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       return e + (mixtral ? "w2" : "down_proj");
     }
     case TensorRole::kExpertBias: return blk + "mlp.gate";  // + ".e_score_correction_bias"
-    case TensorRole::kSharedGate: return blk + "mlp.shared_experts.gate_proj";
-    case TensorRole::kSharedUp: return blk + "mlp.shared_experts.up_proj";
-    case TensorRole::kSharedDown: return blk + "mlp.shared_experts.down_proj";
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+    case TensorRole::kSharedDown: {
+      const std::string shared = spec.moe.hf_names == MoeSpec::HfNames::kFusedFeedForward
+                                     ? "feed_forward.shared_expert."  // Llama 4
+                                     : "mlp.shared_experts.";
+      return blk + shared + (role == TensorRole::kSharedGate ? "gate_proj"
+                             : role == TensorRole::kSharedUp ? "up_proj"
+                                                             : "down_proj");
+    }
   }
   return "";
 }
@@ -192,6 +204,10 @@ absl::StatusOr<StoredMatrix> StoredMatrix::OpenRole(const WeightSource& source,
                                                     TensorUse* used) {
   const std::string module = ModuleName(spec, source.format(), role, layer, expert);
   const std::array<int64_t, 2> full = FullShape(spec, role);
+  if (IsExpertRole(role) && source.format() != CheckpointFormat::kGguf &&
+      spec.moe.hf_names == MoeSpec::HfNames::kFusedFeedForward) {
+    return OpenFusedExpert(source, scheme, spec, role, layer, expert, used);
+  }
   if (!IsExpertRole(role) || source.format() != CheckpointFormat::kGguf) {
     return Open(source, scheme, module, full[0], full[1], used);
   }
@@ -227,6 +243,78 @@ absl::StatusOr<StoredMatrix> StoredMatrix::OpenRole(const WeightSource& source,
   return m;
 }
 
+absl::StatusOr<StoredMatrix> StoredMatrix::OpenFusedExpert(const WeightSource& source,
+                                                           const QuantScheme& scheme,
+                                                           const ModelSpec& spec, TensorRole role,
+                                                           int64_t layer, int64_t expert,
+                                                           TensorUse* used) {
+  const std::string name = ModuleName(spec, source.format(), role, layer, expert);
+  const std::array<int64_t, 2> full = FullShape(spec, role);  // [rows = out, cols = in]
+  const int64_t experts = spec.moe.routing.num_experts;
+  if (expert < 0 || expert >= experts) {
+    return absl::InvalidArgumentError(
+        StrCat("expert ", expert, " of ", name, " is outside [0, ", experts, ")"));
+  }
+  if (scheme.Quantizes(name)) {
+    return absl::UnimplementedError(StrCat(
+        name, ": a quantized fused expert tensor is not read yet (only F32, F16 and BF16)"));
+  }
+  // gate_up_proj holds gate's rows and then up's as columns of one [in, 2 * ff] matrix.
+  const bool gate_up = role != TensorRole::kExpertDown;
+  const int64_t stored_rows = gate_up ? 2 * full[0] : full[0];
+  TP_ASSIGN_OR_RETURN(
+      TensorView fused,
+      stored_internal::FindTensor(source, name, {DType::kF32, DType::kF16, DType::kBF16},
+                                  {experts, full[1], stored_rows},
+                                  gate_up ? "fused experts [experts, hidden, 2 * ff]"
+                                          : "fused experts [experts, ff, hidden]",
+                                  used));
+  const int64_t per_expert = fused.nbytes / experts;
+  TensorView mine = fused;
+  mine.name = StrCat(name, " (expert ", expert, ")");
+  mine.shape = {full[1], stored_rows};
+  mine.data = fused.data + expert * per_expert;
+  mine.nbytes = per_expert;
+  StoredMatrix m;
+  m.module_ = mine.name;
+  m.scheme_ = scheme;
+  m.layout_ = Layout::kTransposed;
+  m.values_ = std::move(mine);
+  m.format_ = FormatOfDType(fused.dtype);
+  m.rows_ = full[0];
+  m.cols_ = full[1];
+  m.first_stored_row_ = role == TensorRole::kExpertUp ? full[0] : 0;
+  return m;
+}
+
+absl::StatusOr<HostMatrix> StoredMatrix::ReadTransposed(const TensorSlice& s) const {
+  const int64_t elem = BlockBytes(values_.dtype);
+  const int64_t stored_rows = values_.shape[1];
+  HostMatrix out;
+  WeightMatrix& m = out.matrix;
+  m.format = format_;
+  m.rows = s.num_rows;
+  m.cols = s.num_cols;
+  m.row_bytes = s.num_cols * elem;
+  out.values.resize(s.num_rows * m.row_bytes);
+  // Tiles of 64 x 64 elements: each stored row (one input) is read contiguously for 64 rows.
+  constexpr int64_t kTile = 64;
+  for (int64_t c0 = 0; c0 < s.num_cols; c0 += kTile) {
+    for (int64_t r0 = 0; r0 < s.num_rows; r0 += kTile) {
+      for (int64_t c = c0; c < std::min(c0 + kTile, s.num_cols); ++c) {
+        const uint8_t* src = values_.data +
+                             ((s.col_begin + c) * stored_rows + first_stored_row_ + s.row_begin) *
+                                 elem;
+        for (int64_t r = r0; r < std::min(r0 + kTile, s.num_rows); ++r) {
+          std::memcpy(out.values.data() + r * m.row_bytes + c * elem, src + r * elem, elem);
+        }
+      }
+    }
+  }
+  m.data = out.values.data();
+  return out;
+}
+
 absl::StatusOr<HostMatrix> StoredMatrix::Read(const TensorSlice& slice) const {
   TP_RETURN_IF_ERROR(CheckSlice(module_, slice, rows_, cols_));
   switch (layout_) {
@@ -238,6 +326,8 @@ absl::StatusOr<HostMatrix> StoredMatrix::Read(const TensorSlice& slice) const {
     case Layout::kAwq:
     case Layout::kGptq:
       return ReadInt4(slice);
+    case Layout::kTransposed:
+      return ReadTransposed(slice);
   }
   return absl::InternalError("unknown layout");
 }

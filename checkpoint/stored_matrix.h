@@ -50,7 +50,9 @@ class TensorUse {
 // pre-MLP norm "pre_feedforward_layernorm" and its post-attention norm
 // "post_attention_layernorm", Llama's name for the pre-MLP one. An expert role names expert
 // `expert`'s module in a Hugging Face checkpoint ("model.layers.3.mlp.experts.5.up_proj") and
-// the stacked tensor of every expert in a GGUF file ("blk.3.ffn_up_exps").
+// the stacked tensor of every expert in a GGUF file ("blk.3.ffn_up_exps"), or, for Llama 4's
+// checkpoints (MoeSpec::HfNames::kFusedFeedForward), the whole name of the tensor holding every
+// expert ("model.layers.3.feed_forward.experts.gate_up_proj", gate's and up's; no suffix).
 std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
                        int64_t layer, int64_t expert = 0);
 // The whole name of a vector role's tensor (norms, biases): ModuleName plus ".weight" or
@@ -86,9 +88,12 @@ class StoredMatrix {
                                            TensorUse* used);
 
   // The matrix of `role` in layer `layer` of the model `spec` describes (expert `expert` of an
-  // expert role), wherever the checkpoint keeps it: its own tensors (Open), or its rows of a
+  // expert role), wherever the checkpoint keeps it: its own tensors (Open), its rows of a
   // GGUF stacked expert tensor ("blk.N.ffn_up_exps.weight" [experts, rows, cols], a plain
-  // float or GGML type), whose shape and size are checked before any offset is taken.
+  // float or GGML type), or its columns of a Llama 4 fused expert tensor, stored transposed
+  // (gate_up_proj [experts, cols, 2 * rows]: gate's columns then up's; down_proj [experts,
+  // cols, rows]; F32, F16 or BF16, read by copying the slice), whose shape and size are
+  // checked before any offset is taken.
   static absl::StatusOr<StoredMatrix> OpenRole(const WeightSource& source,
                                                const QuantScheme& scheme, const ModelSpec& spec,
                                                TensorRole role, int64_t layer, int64_t expert,
@@ -107,7 +112,7 @@ class StoredMatrix {
   absl::StatusOr<HostMatrix> Read(const TensorSlice& slice) const;
 
  private:
-  enum class Layout : uint8_t { kPlain, kFp8Channel, kFp8Block, kAwq, kGptq };
+  enum class Layout : uint8_t { kPlain, kFp8Channel, kFp8Block, kAwq, kGptq, kTransposed };
 
   StoredMatrix() = default;
   absl::Status OpenPlain(const WeightSource& source, TensorUse* used);
@@ -118,6 +123,14 @@ class StoredMatrix {
   absl::StatusOr<HostMatrix> ReadPlain(const TensorSlice& slice) const;
   absl::StatusOr<HostMatrix> ReadFp8(const TensorSlice& slice) const;
   absl::StatusOr<HostMatrix> ReadInt4(const TensorSlice& slice) const;
+  // Layout::kTransposed: values_ is one expert's [cols, stored_rows] slab; the matrix's row r is
+  // its column first_stored_row_ + r.
+  static absl::StatusOr<StoredMatrix> OpenFusedExpert(const WeightSource& source,
+                                                      const QuantScheme& scheme,
+                                                      const ModelSpec& spec, TensorRole role,
+                                                      int64_t layer, int64_t expert,
+                                                      TensorUse* used);
+  absl::StatusOr<HostMatrix> ReadTransposed(const TensorSlice& slice) const;
 
   std::string module_;
   QuantScheme scheme_;
@@ -132,6 +145,7 @@ class StoredMatrix {
   // GPTQ g_idx when it is not sequential (act-order); empty otherwise.
   std::vector<int32_t> group_index_;
   float activation_scale_ub_ = 0.0f;
+  int64_t first_stored_row_ = 0;  // Layout::kTransposed
 };
 
 // `src` re-encoded in `target` (quantize on load), 128 rows at a time so that no f32 copy of a

@@ -151,5 +151,65 @@ TEST(StoredMatrixExpertTest, StackedExpertsAreViewsOfTheirRows) {
   EXPECT_EQ(outside.status().message(), "expert 7 of blk.1.ffn_up_exps is outside [0, 5)");
 }
 
+// Llama 4's checkpoints hold a layer's experts in two tensors stored [in, out]: gate_up_proj
+// [experts, hidden, 2 * ff] (gate's columns, then up's) and down_proj [experts, ff, hidden].
+// Expert e's gate, up and down come out [out, in], whole or a rank's rows or columns. The values
+// are small integers, exact in BF16, so the copy is checked for both dtypes bit for bit.
+TEST(StoredMatrixExpertTest, FusedTransposedExpertsAreReadPerExpertAndSlice) {
+  constexpr int64_t kE = 3, kH = 8, kF = 4;
+  ModelSpec spec;
+  spec.hidden_size = kH;
+  spec.moe.routing = {.num_experts = kE, .top_k = 1};
+  spec.moe.expert_intermediate_size = kF;
+  spec.moe.hf_names = MoeSpec::HfNames::kFusedFeedForward;
+  std::vector<float> gate_up(kE * kH * 2 * kF), down(kE * kF * kH);
+  for (size_t i = 0; i < gate_up.size(); ++i) gate_up[i] = static_cast<float>(i % 251);
+  for (size_t i = 0; i < down.size(); ++i) down[i] = static_cast<float>((7 * i) % 251);
+  const std::string fused = "model.layers.1.feed_forward.experts.";
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    InMemoryWeightSource src(CheckpointFormat::kSafetensors);
+    src.AddFloat(fused + "gate_up_proj", {kE, kH, 2 * kF}, gate_up, dtype);
+    src.AddFloat(fused + "down_proj", {kE, kF, kH}, down, dtype);
+    TensorUse used;
+    const auto read = [&](TensorRole role, int64_t expert, const TensorSlice& slice) {
+      absl::StatusOr<StoredMatrix> m =
+          StoredMatrix::OpenRole(src, QuantScheme{}, spec, role, 1, expert, &used);
+      EXPECT_TRUE(m.ok()) << m.status();
+      if (!m.ok()) return std::vector<float>();
+      absl::StatusOr<HostMatrix> h = m->Read(slice);
+      EXPECT_TRUE(h.ok()) << h.status();
+      return h.ok() ? Rows(h->matrix) : std::vector<float>();
+    };
+    // Gate of expert 2, rows [2, 4) (rank 1 of 2): row r, column c is gate_up[2][c][r].
+    std::vector<float> want;
+    for (int64_t r = 2; r < 4; ++r) {
+      for (int64_t c = 0; c < kH; ++c) want.push_back(gate_up[(2 * kH + c) * 2 * kF + r]);
+    }
+    EXPECT_EQ(read(TensorRole::kExpertGate, 2, {2, 2, 0, kH}), want);
+    want.clear();  // up of expert 0, whole: gate_up[0][c][kF + r]
+    for (int64_t r = 0; r < kF; ++r) {
+      for (int64_t c = 0; c < kH; ++c) want.push_back(gate_up[c * 2 * kF + kF + r]);
+    }
+    EXPECT_EQ(read(TensorRole::kExpertUp, 0, {0, kF, 0, kH}), want);
+    want.clear();  // down of expert 1, columns [0, 2): row h, column j is down[1][j][h]
+    for (int64_t h = 0; h < kH; ++h) {
+      for (int64_t j = 0; j < 2; ++j) want.push_back(down[(kF + j) * kH + h]);
+    }
+    EXPECT_EQ(read(TensorRole::kExpertDown, 1, {0, kH, 0, 2}), want);
+    EXPECT_TRUE(used.Contains(fused + "gate_up_proj"));
+    EXPECT_TRUE(used.Contains(fused + "down_proj"));
+  }
+  InMemoryWeightSource src(CheckpointFormat::kSafetensors);
+  src.AddFloat(fused + "gate_up_proj", {kE, kH, kF}, std::vector<float>(kE * kH * kF), DType::kF32);
+  TensorUse used;
+  absl::StatusOr<StoredMatrix> wrong =
+      StoredMatrix::OpenRole(src, QuantScheme{}, spec, TensorRole::kExpertUp, 1, 0, &used);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find(
+                ": shape [3, 8, 4], expected [3, 8, 8] (fused experts [experts, hidden, 2 * ff])"),
+            std::string::npos)
+      << wrong.status();
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -88,9 +88,10 @@ INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
 // Every family's own tensors (q/k/v biases split with their heads, QK-norms and sandwich
 // norms replicated) are in the plan as the engine holds them: Gemma 3 270M (sliding-window
 // layers, QK-norm, sandwich norms, K-quants) and the tiny golden Qwen2, Qwen3, Gemma 2,
-// Mixtral and Qwen3-MoE models (routers, every expert's slices, the MoE step buffers) at every
-// degree their KV heads allow; the mixtures of experts also with --expert_parallel (whole
-// experts per rank, the shared expert on each, the all-to-all's buffers).
+// Mixtral, Qwen3-MoE, GLM-4.5 and Llama 4 models (routers, every expert's slices, Llama 4's
+// read from its fused expert tensors, the MoE step buffers) at every degree their KV heads
+// allow; the mixtures of experts also with --expert_parallel (whole experts per rank, the
+// shared expert on each, the all-to-all's buffers).
 class PlanVsEngineFamilies
     : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
@@ -139,7 +140,9 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2, false},
                       std::tuple{std::string("tests/golden/families/mixtral.gguf"), 2, true},
                       std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2, true},
-                      std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2, true}));
+                      std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2, true},
+                      std::tuple{std::string("tests/golden/families/llama4_hf"), 2, false},
+                      std::tuple{std::string("tests/golden/families/llama4.gguf"), 2, true}));
 
 // Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
 // target's rows of logits make room for the drafts, and on every rank the two executors hold

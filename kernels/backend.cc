@@ -36,6 +36,18 @@ void DeviceBuffer::Reset() {
   bytes_ = 0;
 }
 
+std::string Backend::AttentionExtrasString(const AttentionParams& params) {
+  std::string s;
+  if (params.attention_chunk > 0) {
+    s = StrCat("chunked attention (chunks of ", params.attention_chunk, " tokens)");
+  }
+  if (params.temperature_floor > 0) {
+    s += StrCat(s.empty() ? "" : ", ", "attention temperature tuning (floor ",
+                params.temperature_floor, ", scale ", params.temperature_scale, ")");
+  }
+  return s;
+}
+
 int64_t ActivationBytes(const Backend& backend) {
   return BlockBytes(backend.activation_dtype());
 }

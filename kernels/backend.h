@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -288,8 +289,11 @@ class Backend {
   // layer: out[c, r, :] = sum over j < top_k (in j order) of
   //   weights[r, j] * (down_e[:, chunk c] * (act(gate_e x[r]) * up_e x[r])[chunk c]),
   //   e = ids[r, j],
+  // or, with `weights_on_input` (Llama 4: ExpertRouting::weight_on_input), of the expert run
+  // on the weighted row, unweighted after:
+  //   down_e[:, chunk c] * (act(gate_e y) * up_e y)[chunk c],  y = weights[r, j] * x[r],
   // then + the shared expert's chunk c of x[r] where `shared` is not null (GLM-4.5,
-  // DeepSeek-V3), in f32 (out f32 [num_chunks, rows, hidden]). x [rows, hidden] is activation_dtype();
+  // DeepSeek-V3, Llama 4), in f32 (out f32 [num_chunks, rows, hidden]). x [rows, hidden] is activation_dtype();
   // experts[e] is expert e's share for every e < experts.size(). Row r's floats depend only on
   // x[r], ids[r] and weights[r] (batch invariance), and chunk c's are the same whatever the
   // number of chunks around it (as MatMulChunked's).
@@ -297,8 +301,8 @@ class Backend {
   // multiple of num_chunks, its chunks whole blocks of the down matrix's format.
   virtual void MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
                           const ExpertMlp* shared, Activation act, const int32_t* ids,
-                          const float* weights, int64_t top_k, int64_t num_chunks,
-                          const MoeWorkspace& scratch, float* out) = 0;
+                          const float* weights, bool weights_on_input, int64_t top_k,
+                          int64_t num_chunks, const MoeWorkspace& scratch, float* out) = 0;
 
   // Expert parallelism cuts MoeExperts in two, with an all-to-all between (the model's): each
   // rank runs its own experts' slots, and each token's slots are weighted and summed on the
@@ -306,26 +310,29 @@ class Backend {
   //
   // The experts' half: for every slot s < rows * top_k whose expert ids[s] is one of
   // `experts` (ids [first_expert, first_expert + experts.size())), that expert's output for
-  // x[s / top_k], unweighted, cut into num_chunks chunks as MoeExperts cuts it, at
-  // slots[slot_pos[s]] (f32 [num_chunks, hidden] each: slots is [positions, num_chunks,
-  // hidden]). Other slots are skipped and their slot_pos not read. slot_pos int32
-  // [rows * top_k].
+  // x[s / top_k] (weights_on_input: weights[s] * x[s / top_k]), its output unweighted, cut
+  // into num_chunks chunks as MoeExperts cuts it, at slots[slot_pos[s]] (f32 [num_chunks,
+  // hidden] each: slots is [positions, num_chunks, hidden]). Other slots are skipped and their
+  // slot_pos not read. slot_pos int32 [rows * top_k]; weights f32 [rows * top_k], read only
+  // with weights_on_input (may be null otherwise).
   // REQUIRES: SupportsExperts(); slot_pos[s] >= 0 and distinct for the local slots.
   virtual void MoeExpertSlots(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
                               int64_t first_expert, Activation act, const int32_t* ids,
-                              int64_t top_k, int64_t num_chunks, const int32_t* slot_pos,
+                              const float* weights, bool weights_on_input, int64_t top_k,
+                              int64_t num_chunks, const int32_t* slot_pos,
                               const MoeWorkspace& scratch, float* slots) = 0;
 
   // The tokens' half: out[c, r] (f32 [num_chunks, rows, hidden]) as MoeExperts computes it
   // for these rows, with slot (r, j)'s chunk c read from slots[slot_pos[r * top_k + j], c]
   // (as MoeExpertSlots writes them) instead of computed, and the shared expert (when not
   // null, held whole) run here on x [rows, hidden]. With every slot's output from
-  // MoeExpertSlots, the result is MoeExperts' bit for bit.
+  // MoeExpertSlots (given the same weights_on_input), the result is MoeExperts' bit for bit.
   // REQUIRES: SupportsExperts().
   virtual void MoeCombine(const void* x, int64_t rows, const float* slots,
-                          const int32_t* slot_pos, const float* weights, int64_t top_k,
-                          int64_t num_chunks, int64_t hidden, const ExpertMlp* shared,
-                          Activation act, const MoeWorkspace& scratch, float* out) = 0;
+                          const int32_t* slot_pos, const float* weights, bool weights_on_input,
+                          int64_t top_k, int64_t num_chunks, int64_t hidden,
+                          const ExpertMlp* shared, Activation act, const MoeWorkspace& scratch,
+                          float* out) = 0;
 
   // out[i] = a[i] + b[i] for i < count; out may alias a or b.
   virtual void Add(const void* a, const void* b, int64_t count, void* out) = 0;
@@ -374,14 +381,29 @@ class Backend {
     float scale = 1.0f;         // scores = scale * q.k (1/sqrt(head_dim) unless the model says)
     int64_t sliding_window = 0;  // > 0: a query at p attends positions p - window + 1 .. p
     float logit_softcap = 0.0f;  // > 0: scores = cap * tanh(scores / cap) before the softmax
+    // > 0: chunked local attention (Llama 4): a query at p attends positions
+    // floor(p / chunk) * chunk .. p.
+    int64_t attention_chunk = 0;
+    // > 0: attention temperature tuning (Llama 4's NoPE layers): the scores of a query at p
+    // are multiplied by log(floor((p + 1) / temperature_floor) + 1) * temperature_scale + 1
+    // (transformers scales q by it; the same product).
+    int64_t temperature_floor = 0;
+    float temperature_scale = 0.0f;
   };
+  // "chunks of 8192 tokens, temperature tuning (floor 8192, scale 0.1)": the features of
+  // `params` beyond a scale, a window and a soft-cap, for messages ("" when none).
+  static std::string AttentionExtrasString(const AttentionParams& params);
+  // Whether PagedAttention computes `params` (chunks and temperature tuning are not in every
+  // backend); a model is refused at load, naming the feature, where it does not.
+  virtual bool SupportsAttention(const AttentionParams& params) const = 0;
 
   // Causal grouped-query attention of the step's sequences over the paged pool.
   // q, out: [T, num_heads, head_dim]; query head h reads KV head h / (num_heads/num_kv_heads).
-  // A query at position p attends to positions max(0, p - window + 1)..p of its own sequence
-  // (already in the pool; every position when the window is 0); softmax of the (soft-capped)
-  // scores in f32 with max subtraction.
-  // REQUIRES: num_heads % pool.num_kv_heads == 0, params.scale > 0, window and cap >= 0.
+  // A query at position p attends to positions max(0, p - window + 1, chunk start)..p of its
+  // own sequence (already in the pool; every position when neither window nor chunk is set);
+  // softmax of the (temperature-scaled, soft-capped) scores in f32 with max subtraction.
+  // REQUIRES: num_heads % pool.num_kv_heads == 0, params.scale > 0, window, cap, chunk and
+  // temperature >= 0; SupportsAttention(params).
   virtual void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
                               const KvPoolView& pool, void* out) = 0;
 

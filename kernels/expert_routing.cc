@@ -76,6 +76,7 @@ std::string ExpertRoutingString(const ExpertRouting& r) {
   if (r.select_on_logits) s += ", chosen on the logits";
   if (r.renormalize) s += ", renormalized";
   if (r.scaling != 1.0f) s += StrCat(", scaled by ", r.scaling);
+  if (r.weight_on_input) s += ", weights on the experts' inputs";
   return s;
 }
 

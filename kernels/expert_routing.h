@@ -19,6 +19,9 @@
 //   weights      score[e] of each chosen expert; divided by their sum when `renormalize`
 //                (Mixtral, Qwen3-MoE's norm_topk_prob; the sum clamped below at 2^-14 as
 //                llama.cpp does); times `scaling` (DeepSeek-V3's routed_scaling_factor)
+//   applied      to each chosen expert's output, the outputs summed (Mixtral, Qwen, GLM); or,
+//                with `weight_on_input` (Llama 4), to its input: expert(w * x), the outputs
+//                summed unweighted (Backend::MoeExperts takes it as its own argument)
 // Ties (equal selection values, equal group scores) go to the lowest expert or group id, so the
 // choice is deterministic and a token's routing never depends on the other tokens of its batch.
 // Thread-safe: a value type and pure functions.
@@ -47,6 +50,7 @@ struct ExpertRouting {
   bool renormalize = false;
   float scaling = 1.0f;
   bool select_on_logits = false;  // Llama 4
+  bool weight_on_input = false;   // Llama 4: expert(w * x) rather than w * expert(x)
 
   friend bool operator==(const ExpertRouting&, const ExpertRouting&) = default;
 };
@@ -56,7 +60,8 @@ struct ExpertRouting {
 // eligible experts than top_k, a non-finite or non-positive scaling).
 std::string ExpertRoutingProblem(const ExpertRouting& r);
 
-// "softmax top-2 of 8, renormalized" (with groups, scaling, logit selection when set).
+// "softmax top-2 of 8, renormalized" (with groups, scaling, logit selection, weights on the
+// inputs when set).
 std::string ExpertRoutingString(const ExpertRouting& r);
 
 // For each of `tokens` rows of `logits` (f32 [tokens, num_experts]): ids [tokens, top_k] (best

@@ -98,14 +98,29 @@ TEST(ExpertRoutingTest, GroupsScoredByTheirBestTwoLimitTheChoice) {
 }
 
 // Llama 4: top-1 chosen on the logits, weighted by its sigmoid, no renormalizing (which would
-// make every weight 1).
+// make every weight 1). The weight goes on the expert's input (weight_on_input): where it is
+// applied is the MoE kernel's business, so the ids and weights are those of the same rule
+// without it, bit for bit.
 TEST(ExpertRoutingTest, Llama4TopOneSigmoidOnTheLogits) {
   const ExpertRouting r{.score = RoutingScore::kSigmoid, .num_experts = 4, .top_k = 1,
-                        .select_on_logits = true};
-  const Routed got = Route(r, {-0.5f, 0.25f, -2.0f, 0.1f, /*token 2*/ -3.0f, -1.0f, -4.0f, -2.0f});
-  EXPECT_EQ(got.ids, (std::vector<int32_t>{1, 1}));
+                        .select_on_logits = true, .weight_on_input = true};
+  // Token 2: every logit negative, the best (-1.0) still chosen, its weight below one half.
+  // Token 3: the sigmoids of 3.0 and 2.9 differ by less than the logits do; chosen on the
+  // logits all the same.
+  const std::vector<float> logits = {-0.5f, 0.25f, -2.0f, 0.1f,  -3.0f, -1.0f, -4.0f, -2.0f,
+                                     2.9f,  -1.0f, 3.0f,  0.0f};
+  const Routed got = Route(r, logits);
+  EXPECT_EQ(got.ids, (std::vector<int32_t>{1, 1, 2}));
   EXPECT_NEAR(got.weights[0], Sigmoid(0.25), 1e-6);
   EXPECT_NEAR(got.weights[1], Sigmoid(-1.0), 1e-6);
+  EXPECT_NEAR(got.weights[2], Sigmoid(3.0), 1e-6);
+  ExpertRouting on_output = r;
+  on_output.weight_on_input = false;
+  const Routed same = Route(on_output, logits);
+  EXPECT_EQ(same.ids, got.ids);
+  EXPECT_EQ(same.weights, got.weights);
+  EXPECT_EQ(ExpertRoutingString(r),
+            "sigmoid top-1 of 4, chosen on the logits, weights on the experts' inputs");
 }
 
 TEST(ExpertRoutingTest, TiesGoToTheLowestExpertAndGroupId) {

@@ -231,6 +231,13 @@ absl::Status ModelSpec::Validate() const {
           " must be >= 0 and rope_theta ", layers[l].rope_theta, " positive"));
     }
     if (absl::Status s = ValidateRopeScaling(layers[l].rope_scaling); !s.ok()) return s;
+    if (layers[l].attention_chunk < 0 || layers[l].temperature_floor < 0 ||
+        !(layers[l].temperature_scale >= 0) || std::isinf(layers[l].temperature_scale)) {
+      return absl::InvalidArgumentError(StrCat(
+          "ModelSpec.layers[", l, "]: attention_chunk ", layers[l].attention_chunk,
+          ", temperature_floor ", layers[l].temperature_floor, " and temperature_scale ",
+          layers[l].temperature_scale, " must be >= 0 (0: none) and finite"));
+    }
   }
   const std::pair<std::string_view, double> non_negative[] = {
       {"query_scale", query_scale},
@@ -301,9 +308,39 @@ constexpr char kMixtral8x22b[] = R"({"model_type": "mixtral",
   "hidden_act": "silu", "sliding_window": null, "num_local_experts": 8,
   "num_experts_per_tok": 2})";
 
+// Llama 4's text decoders: the text_config of Llama-4-Scout-17B-16E's and
+// Llama-4-Maverick-17B-128E's published config.json (Llama4ForConditionalGeneration; the vision
+// tower is not served). Scout: every layer sparse, 16 experts, llama3 RoPE scaling; Maverick:
+// every second layer sparse (the others a dense MLP of intermediate_size_mlp), 128 experts, no
+// QK-norm, no RoPE scaling.
+constexpr char kLlama4Scout[] = R"({"model_type": "llama4_text",
+  "_name_or_path": "llama4-scout", "attention_bias": false, "attention_chunk_size": 8192,
+  "attn_scale": 0.1, "attn_temperature_tuning": 4, "bos_token_id": 200000,
+  "eos_token_id": [200001, 200007, 200008], "floor_scale": 8192, "head_dim": 128,
+  "hidden_act": "silu", "hidden_size": 5120, "interleave_moe_layer_step": 1,
+  "intermediate_size": 8192, "intermediate_size_mlp": 16384, "max_position_embeddings": 262144,
+  "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0,
+                     1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0],
+  "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48,
+  "num_key_value_heads": 8, "num_local_experts": 16, "pad_token_id": 200018,
+  "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0,
+  "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "use_qk_norm": true,
+  "vocab_size": 202048})";
+constexpr char kLlama4Maverick[] = R"({"model_type": "llama4_text",
+  "_name_or_path": "llama4-maverick", "attention_bias": false, "attention_chunk_size": 8192,
+  "bos_token_id": 200000, "eos_token_id": [200001, 200007, 200008], "head_dim": 128,
+  "hidden_act": "silu", "hidden_size": 5120, "interleave_moe_layer_step": 2,
+  "intermediate_size": 8192, "intermediate_size_mlp": 16384, "max_position_embeddings": 1048576,
+  "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48,
+  "num_key_value_heads": 8, "num_local_experts": 128, "pad_token_id": 200018,
+  "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 500000.0,
+  "tie_word_embeddings": false, "use_qk_norm": false, "vocab_size": 202048})";
+
 std::vector<std::string> ModelSpecPresetNames() {
-  return {"llama-3.1-8b",  "llama-3.1-70b",   "llama-3.1-405b", "smollm2-135m",
-          "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b"};
+  return {"llama-3.1-8b",  "llama-3.1-70b", "llama-3.1-405b",  "smollm2-135m",
+          "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout",
+          "llama4-maverick"};
 }
 
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
@@ -322,6 +359,8 @@ absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
   if (key == "mixtral-8x22b") return ModelSpecFromHfJson(kMixtral8x22b);
   if (key == "qwen3-30b-a3b") return ModelSpecFromHfJson(kQwen3_30bA3b);
   if (key == "qwen3-235b-a22b") return ModelSpecFromHfJson(kQwen3_235bA22b);
+  if (key == "llama4-scout") return ModelSpecFromHfJson(kLlama4Scout);
+  if (key == "llama4-maverick") return ModelSpecFromHfJson(kLlama4Maverick);
   return absl::NotFoundError(StrCat("no model preset '", name,
                                     "'; known: ", absl::StrJoin(ModelSpecPresetNames(), ", "),
                                     " (aliases 8b, 70b, 405b, smollm2)"));

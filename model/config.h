@@ -1,6 +1,7 @@
 // The model description: shapes and what each layer computes, for every family tpserve serves
-// (Llama, Mistral, Mixtral, Qwen2/2.5, Qwen3, Qwen3-MoE, Gemma 2, Gemma 3). What every other part (loader, sharding
-// plan, forward pass, memory plan, kernels) reads. Comes from GGUF metadata, a Hugging Face
+// (Llama, Mistral, Mixtral, Qwen2/2.5, Qwen3, Qwen3-MoE, GLM-4.5, Gemma 2, Gemma 3, Llama 4).
+// What every other part (loader, sharding plan, forward pass, memory plan, kernels) reads.
+// Comes from GGUF metadata, a Hugging Face
 // config.json (model/families/ says per family what to read), or a preset with the published
 // shapes.
 //
@@ -46,12 +47,24 @@ struct RopeScaling {
 
 // What one decoder layer's attention is: the part of the description that varies by layer
 // (Gemma 2 alternates local and global layers; Gemma 3 has five local to one global, the
-// local ones with a RoPE base of their own).
+// local ones with a RoPE base of their own; Llama 4 has three chunked RoPE layers to one
+// global layer without RoPE).
 struct LayerSpec {
   int64_t sliding_window = 0;  // > 0: a query at p sees positions p - window + 1 .. p
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool moe = false;  // the feed-forward is ModelSpec::moe's experts, not the dense MLP
+  bool rope = true;  // false: q and k are not rotated (Llama 4's NoPE layers)
+  // > 0: chunked local attention (Llama 4's RoPE layers): a query at p sees positions
+  // floor(p / chunk) * chunk .. p.
+  int64_t attention_chunk = 0;
+  // q and k RMS-normalized over each head without weights, after RoPE (Llama 4's L2 norm,
+  // with rms_norm_eps).
+  bool qk_l2_norm = false;
+  // > 0: attention temperature tuning (Llama 4's NoPE layers): the queries at position p
+  // scaled by log(floor((p + 1) / temperature_floor) + 1) * temperature_scale + 1.
+  int64_t temperature_floor = 0;
+  double temperature_scale = 0.0;
 };
 
 // A mixture-of-experts feed-forward (Mixtral, Qwen3-MoE): in each layer whose LayerSpec::moe is
@@ -66,6 +79,11 @@ struct MoeSpec {
   enum class HfNames : uint8_t {
     kMlpExperts,      // mlp.gate, mlp.experts.E.{gate,up,down}_proj (Qwen MoE)
     kBlockSparseMoe,  // block_sparse_moe.gate, block_sparse_moe.experts.E.{w1,w3,w2} (Mixtral)
+    // feed_forward.router, every expert in two tensors stored [in, out]:
+    // feed_forward.experts.gate_up_proj [E, hidden, 2 * ff] (gate's columns, then up's) and
+    // feed_forward.experts.down_proj [E, ff, hidden]; feed_forward.shared_expert.*_proj
+    // (Llama 4)
+    kFusedFeedForward,
   };
   HfNames hf_names = HfNames::kMlpExperts;
   // An always-on expert beside the routed ones, added to their weighted sum (GLM-4.5,
@@ -119,6 +137,12 @@ struct ModelSpec {
   // GGUF files of the family name the norm before the MLP "post_attention_norm" (GLM's
   // converter maps Hugging Face's post_attention_layernorm so) rather than "ffn_norm".
   bool gguf_ffn_norm_is_post_attention = false;
+  // Hugging Face checkpoints of the family pair neighbouring elements in RoPE, as GGUF files do
+  // (Llama 4 rotates complex numbers: its q/k rows are not permuted to rotate halves).
+  bool hf_rope_interleaved = false;
+  // The module of a layer's dense MLP in Hugging Face checkpoints: "mlp" (model.layers.N.mlp.
+  // gate_proj), or "feed_forward" (Llama 4).
+  std::string hf_mlp_module = "mlp";
   // Per layer; empty: every layer global, with rope_theta and rope_scaling.
   std::vector<LayerSpec> layers;
   // The experts of the layers marked moe (none where !moe.enabled()).
@@ -150,14 +174,15 @@ struct ModelSpec {
   absl::Status Validate() const;
 };
 
-// The families a description can be read for ("gemma2", "gemma3", "llama", "mistral",
-// "qwen2", "qwen3").
+// The families a description can be read for ("gemma2", "gemma3", "glm4moe", "llama", "llama4",
+// "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe").
 std::vector<std::string> ModelFamilyNames();
 
 // Presets with the exact published shapes: "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
 // "smollm2-135m" (aliases "8b", "70b", "405b", "smollm2"), and the mixtures of experts
-// "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b" (their config.json read by the family's
-// reader). NOT_FOUND lists the known names.
+// "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout", "llama4-maverick" (their
+// config.json, Llama 4's text_config, read by the family's reader). NOT_FOUND lists the known
+// names.
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name);
 std::vector<std::string> ModelSpecPresetNames();
 

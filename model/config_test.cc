@@ -86,7 +86,8 @@ TEST(ModelSpecPresetTest, UnknownNameListsTheKnownOnes) {
   EXPECT_THAT(s.message(), HasSubstr("llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, smollm2-135m"));
   EXPECT_THAT(ModelSpecPresetNames(),
               ElementsAre("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m",
-                          "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b"));
+                          "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout",
+                          "llama4-maverick"));
 }
 
 // Expected counts worked by hand (head_dim 128 for the Llamas, 64 for SmolLM2):
@@ -128,6 +129,42 @@ TEST(ModelSpecTest, MoePresetsCountEveryExpertAndTheActiveOnes) {
   EXPECT_EQ(mixtral->NumActiveParameters(), 39152031744);
   // A dense model's active parameters are all of them.
   EXPECT_EQ(ModelSpecPreset("8b")->NumActiveParameters(), 8030261248);
+}
+
+// Llama 4's text decoders (Meta: Scout 109B with the vision tower, 17B active; Maverick 400B,
+// 17B active), worked by hand. hidden 5120, 40 heads of 128, 8 KV heads, vocab 202048 untied,
+// experts and the shared expert 8192 wide, dense MLPs 16384; the L2 QK-norm has no weights:
+//   attention 5120*5120 + 2*5120*1024 + 5120*5120 = 62914560; norms 10240;
+//   a sparse layer's feed-forward E * 3*5120*8192 + router E*5120 + shared 3*5120*8192;
+//   embedding + LM head + final norm 2*202048*5120 + 5120 = 2068976640.
+//   Scout: 48 sparse layers of E = 16: 62914560 + 10240 + 2139176960 = 2202101760
+//     -> 48 * 2202101760 + 2068976640 = 107769861120; active: less 15 idle experts *
+//     125829120 * 48 = 90596966400 -> 17172894720.
+//   Maverick: 24 dense layers of 62914560 + 10240 + 3*5120*16384 = 314583040 and 24 sparse of
+//     E = 128: 62914560 + 10240 + 16106127360 + 655360 + 125829120 = 16295536640
+//     -> 398642872320 + 2068976640 = 400711848960; active: less 127 * 125829120 * 24
+//     = 383527157760 -> 17184691200.
+TEST(ModelSpecTest, Llama4PresetsCountEveryExpertAndTheActiveOnes) {
+  absl::StatusOr<ModelSpec> scout = ModelSpecPreset("llama4-scout");
+  ASSERT_TRUE(scout.ok()) << scout.status();
+  EXPECT_EQ(scout->family, "llama4");
+  EXPECT_EQ(scout->NumParameters(), 107769861120);
+  EXPECT_EQ(scout->NumActiveParameters(), 17172894720);
+  EXPECT_EQ(scout->Layer(0).rope_scaling.type, RopeScalingType::kLlama3);
+  EXPECT_TRUE(scout->Layer(0).qk_l2_norm);
+  absl::StatusOr<ModelSpec> maverick = ModelSpecPreset("llama4-maverick");
+  ASSERT_TRUE(maverick.ok()) << maverick.status();
+  EXPECT_EQ(maverick->NumParameters(), 400711848960);
+  EXPECT_EQ(maverick->NumActiveParameters(), 17184691200);
+  EXPECT_FALSE(maverick->IsMoeLayer(0));
+  EXPECT_TRUE(maverick->IsMoeLayer(1));
+  EXPECT_FALSE(maverick->Layer(0).qk_l2_norm);
+  for (const ModelSpec* spec : {&*scout, &*maverick}) {
+    EXPECT_EQ(spec->Layer(2).attention_chunk, 8192);
+    EXPECT_FALSE(spec->Layer(3).rope);
+    EXPECT_EQ(spec->Layer(3).temperature_floor, 8192);
+    EXPECT_EQ(spec->extra_eos_token_ids, (std::vector<int64_t>{200007, 200008}));
+  }
 }
 
 TEST(ModelSpecTest, ValidateNamesTheFieldAndBound) {
@@ -270,8 +307,8 @@ TEST(ModelSpecFromHfJsonTest, ErrorsNameTheKey) {
        "config.json key 'num_attention_heads' 4 must divide hidden_size 250"},
       {"{" + base + R"(, "model_type": "phi3"})", absl::StatusCode::kUnimplemented,
        "config.json model_type = \"phi3\" is not implemented (supported: \"gemma2\", "
-       "\"gemma3_text\", \"glm4_moe\", \"llama\", \"mistral\", \"mixtral\", \"qwen2\", "
-       "\"qwen3\", \"qwen3_moe\")"},
+       "\"gemma3_text\", \"glm4_moe\", \"llama\", \"llama4_text\", \"mistral\", \"mixtral\", "
+       "\"qwen2\", \"qwen3\", \"qwen3_moe\")"},
       {"{" + base + R"(, "model_type": 7})", absl::StatusCode::kInvalidArgument,
        "config.json key 'model_type' must be a string, got 7"},
   };

@@ -192,6 +192,91 @@ TEST(FamiliesTest, Glm4MoeReadsGroupsBiasSharedExpertAndDenseLayers) {
   ExpectSameComputation(b.gguf, b.hf);
 }
 
+// Llama 4 (llama4 / llama4_text): layers 1 and 3 sparse (4 experts, top-1 on the logits, the
+// sigmoid weight on the expert's input, a shared expert), 0 and 2 dense of intermediate_size_mlp
+// 96; layers 0-2 RoPE with chunked attention and the weightless L2 QK-norm, layer 3 NoPE with
+// temperature tuning. The chunk and the temperature are the config.json's (8; floor 4, scale
+// 0.5) and llama.cpp's for the GGUF (8192; 8192, 0.1); pairs of neighbours rotate in both.
+TEST(FamiliesTest, Llama4ReadsIRopeChunksTemperatureAndInputWeightedExperts) {
+  const Both b = Read("llama4");
+  const ExpertRouting want{.score = RoutingScore::kSigmoid, .num_experts = 4, .top_k = 1,
+                           .select_on_logits = true, .weight_on_input = true};
+  for (const ModelSpec* spec : {&b.gguf, &b.hf}) {
+    EXPECT_EQ(spec->family, "llama4");
+    EXPECT_EQ(spec->moe.routing, want);
+    EXPECT_EQ(spec->intermediate_size, 96);
+    EXPECT_EQ(spec->moe.expert_intermediate_size, 32);
+    EXPECT_EQ(spec->moe.shared_expert_intermediate_size, 32);
+    EXPECT_EQ(spec->moe.hf_names, MoeSpec::HfNames::kFusedFeedForward);
+    EXPECT_FALSE(spec->qk_norm);  // no weights: the L2 norm is per layer
+    EXPECT_FALSE(spec->gguf_rope_rotate_half);
+    EXPECT_TRUE(spec->hf_rope_interleaved);
+    EXPECT_EQ(spec->hf_mlp_module, "feed_forward");
+    for (int64_t l = 0; l < 4; ++l) {
+      EXPECT_EQ(spec->IsMoeLayer(l), l % 2 == 1) << l;
+      EXPECT_EQ(spec->Layer(l).rope, l != 3) << l;
+      EXPECT_EQ(spec->Layer(l).qk_l2_norm, l != 3) << l;
+    }
+  }
+  for (int64_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(b.hf.Layer(l).attention_chunk, 8) << l;
+    EXPECT_EQ(b.gguf.Layer(l).attention_chunk, 8192) << l;
+    EXPECT_EQ(b.hf.Layer(l).temperature_floor, 0) << l;
+  }
+  EXPECT_EQ(b.hf.Layer(3).attention_chunk, 0);
+  EXPECT_EQ(b.hf.Layer(3).temperature_floor, 4);
+  EXPECT_DOUBLE_EQ(b.hf.Layer(3).temperature_scale, 0.5);
+  EXPECT_EQ(b.gguf.Layer(3).temperature_floor, 8192);
+  EXPECT_DOUBLE_EQ(b.gguf.Layer(3).temperature_scale, 0.1);
+  ExpectSameComputation(b.gguf, b.hf);
+}
+
+// Llama4TextConfig's defaults and lists: no_rope_layers (1: RoPE), moe_layers, layer_types,
+// attention_chunk_size null (no chunks), attn_temperature_tuning as the first configs' number.
+TEST(FamiliesTest, Llama4ConfigDefaultsListsAndRefusals) {
+  const std::string base = R"({"model_type": "llama4_text", "hidden_size": 64,
+    "intermediate_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 128,
+    "max_position_embeddings": 128)";
+  absl::StatusOr<ModelSpec> d = ModelSpecFromHfJson(base + "}");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->intermediate_size, 16384);  // intermediate_size_mlp's default, unused here:
+  EXPECT_EQ(d->moe.routing.num_experts, 16);  // every layer sparse (interleave step 1)
+  for (int64_t l = 0; l < 4; ++l) EXPECT_TRUE(d->IsMoeLayer(l)) << l;
+  EXPECT_EQ(d->Layer(0).attention_chunk, 8192);
+  EXPECT_EQ(d->Layer(3).temperature_floor, 8192);
+  EXPECT_DOUBLE_EQ(d->Layer(3).temperature_scale, 0.1);
+  absl::StatusOr<ModelSpec> s = ModelSpecFromHfJson(
+      base + R"(, "no_rope_layers": [1, 0, 1, 1], "moe_layers": [2], "use_qk_norm": false,
+      "attention_chunk_size": null, "attn_temperature_tuning": 0, "num_local_experts": 2})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->Layer(1).rope);
+  EXPECT_TRUE(s->Layer(3).rope);
+  EXPECT_FALSE(s->Layer(0).qk_l2_norm);
+  EXPECT_EQ(s->Layer(0).attention_chunk, 0);
+  EXPECT_EQ(s->Layer(1).temperature_floor, 0);
+  EXPECT_TRUE(s->IsMoeLayer(2));
+  EXPECT_FALSE(s->IsMoeLayer(3));
+  const std::pair<std::string, std::string> refused[] = {
+      {R"(, "no_rope_layers": [1, 2, 1, 0])",
+       "config.json key 'no_rope_layers' [1] is 2; 1 (RoPE) or 0 (NoPE) was expected"},
+      {R"(, "layer_types": ["sliding_attention", "full_attention", "full_attention",
+         "full_attention"])",
+       "config.json key 'layer_types[0]' = \"sliding_attention\" is not implemented: Llama 4's "
+       "layer kinds are 'chunked_attention' and 'full_attention'"},
+      {R"(, "attention_chunk_size": 0)",
+       "config.json key 'attention_chunk_size' is 0; it must be positive or null"},
+      {R"(, "attention_bias": true)",
+       "config.json key 'attention_bias' = true is not implemented: Llama 4's attention "
+       "projections carry no bias here"},
+  };
+  for (const auto& [extra, message] : refused) {
+    absl::StatusOr<ModelSpec> r = ModelSpecFromHfJson(base + extra + "}");
+    ASSERT_FALSE(r.ok()) << extra;
+    EXPECT_EQ(r.status().message(), message);
+  }
+}
+
 // transformers' Glm4MoeConfig rotates half of each head when partial_rotary_factor is absent,
 // and GLM-4.5's checkpoints carry a multi-token-prediction layer: both refused by name.
 TEST(FamiliesTest, Glm4MoeRefusesPartialRopeAndMtpLayers) {
@@ -288,8 +373,8 @@ TEST(FamiliesTest, ParameterCountIsEveryTensorOfTheGoldenFiles) {
 
 TEST(FamiliesTest, EveryFamilyIsNamed) {
   EXPECT_THAT(ModelFamilyNames(),
-              ::testing::ElementsAre("gemma2", "gemma3", "glm4moe", "llama", "mistral", "mixtral",
-                                     "qwen2", "qwen3", "qwen3moe"));
+              ::testing::ElementsAre("gemma2", "gemma3", "glm4moe", "llama", "llama4", "mistral",
+                                     "mixtral", "qwen2", "qwen3", "qwen3moe"));
 }
 
 }  // namespace

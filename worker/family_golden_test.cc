@@ -3,8 +3,12 @@
 // window, from config.json only: llama.cpp has no window, so its goldens come from the
 // script's numpy reference, itself checked against llama.cpp without the window), Gemma 2
 // (soft-caps, alternating local layers, sandwich norms, GeGLU) and Gemma 3 (5 local : 1 global,
-// local RoPE base, QK-norm), F32 and F16, each loaded from its GGUF and from its config.json +
-// safetensors, at TP 1 and every degree that divides its KV heads.
+// local RoPE base, QK-norm), the mixtures of experts and Llama 4 (chunked attention, NoPE layers
+// with temperature tuning, L2 QK-norm, top-1 experts weighted on their inputs: its config.json
+// asks for chunks of 8 and a temperature floor of 4, which llama.cpp cannot (it fixes 8192), so
+// that form's goldens are the numpy reference's and the GGUF's are llama.cpp's), F32 and F16,
+// each loaded from its GGUF and from its config.json + safetensors, at TP 1 and every degree
+// that divides its KV heads.
 //
 // Checked per case, form and degree: the logits at every prompt position (prefill in one step)
 // within kMaxDiffTolerance of max|logit| (tighter than SmolLM2's bound in llama_golden_test), the
@@ -56,6 +60,13 @@ struct Case {
   std::string gguf, hf_dir, family, reference;
   int64_t kv_heads = 0;
   std::vector<Prompt> prompts;
+  // The GGUF form's own goldens where its reference computes otherwise (llama4: llama.cpp runs
+  // its files with chunks and a temperature floor of 8192, the config.json says 8 and 4);
+  // empty: `prompts` for both forms.
+  std::vector<Prompt> gguf_prompts;
+  const std::vector<Prompt>& PromptsOf(bool gguf) const {
+    return gguf && !gguf_prompts.empty() ? gguf_prompts : prompts;
+  }
 };
 
 std::vector<Case> LoadCases() {
@@ -72,18 +83,23 @@ std::vector<Case> LoadCases() {
     k.family = c["hf_model_type"].get<std::string>();
     k.reference = c["reference"].get<std::string>();
     k.kv_heads = c["shapes"]["n_kv_head"].get<int64_t>();
-    for (const auto& [pname, p] : c["prompts"].items()) {
-      Prompt g;
-      g.name = pname;
-      g.ids = p["ids"].get<std::vector<int32_t>>();
-      g.greedy = p["greedy_ids"].get<std::vector<int32_t>>();
-      g.gaps = p["greedy_gaps"].get<std::vector<float>>();
-      g.logits.resize(g.ids.size() * vocab);
-      std::ifstream f(std::string(kDir) + p["logits_file"].get<std::string>(), std::ios::binary);
-      f.read(reinterpret_cast<char*>(g.logits.data()), g.logits.size() * sizeof(float));
-      EXPECT_TRUE(f.good()) << "short logits file for " << name << " " << pname;
-      k.prompts.push_back(std::move(g));
-    }
+    const auto read_prompts = [&](const nlohmann::json& prompts, std::vector<Prompt>& into) {
+      for (const auto& [pname, p] : prompts.items()) {
+        Prompt g;
+        g.name = pname;
+        g.ids = p["ids"].get<std::vector<int32_t>>();
+        g.greedy = p["greedy_ids"].get<std::vector<int32_t>>();
+        g.gaps = p["greedy_gaps"].get<std::vector<float>>();
+        g.logits.resize(g.ids.size() * vocab);
+        std::ifstream f(std::string(kDir) + p["logits_file"].get<std::string>(),
+                        std::ios::binary);
+        f.read(reinterpret_cast<char*>(g.logits.data()), g.logits.size() * sizeof(float));
+        EXPECT_TRUE(f.good()) << "short logits file for " << name << " " << pname;
+        into.push_back(std::move(g));
+      }
+    };
+    read_prompts(c["prompts"], k.prompts);
+    if (c.contains("gguf_prompts")) read_prompts(c["gguf_prompts"], k.gguf_prompts);
     out.push_back(std::move(k));
   }
   return out;
@@ -215,11 +231,12 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
     const std::string family = c.family == "gemma3_text" ? "gemma3"
                                : c.family == "qwen3_moe" ? "qwen3moe"
                                : c.family == "glm4_moe"  ? "glm4moe"
+                               : c.family == "llama4_text" ? "llama4"
                                                          : c.family;
     EXPECT_EQ(files->config.family, family) << path;
     std::vector<int> degrees = {1};
     if (c.kv_heads % 2 == 0) degrees.push_back(2);
-    for (const Prompt& p : c.prompts) {
+    for (const Prompt& p : c.PromptsOf(gguf)) {
       std::vector<float> tp1_deterministic;
       for (int world : degrees) {
         const std::string where = absl::StrCat(c.name, gguf ? " gguf" : " hf", " tp", world,
@@ -303,6 +320,72 @@ TEST_P(FamilyGoldenTest, PromptsBatchedEqualPromptsAlone) {
   together.Add(/*seq_id=*/1, 0, b, tb, std::ssize(b));
   together.Add(/*seq_id=*/2, 20, next, tc, std::ssize(next));
   EXPECT_EQ(run(together), alone) << GetParam();
+}
+
+// Llama 4 at llama.cpp's own constants, which the 40-token goldens cannot reach: an 8200-token
+// prompt (goldens.json's llama4.chunk_boundary) through the GGUF form, prefilled in steps of
+// 512, the logits at positions 8184-8199 against llama.cpp's: the NoPE layer's temperature
+// steps up at 8191 and the RoPE layers' queries from 8192 on see only the second chunk. The
+// tiny model's context_length (128) is widened as llama.cpp's n_ctx is. The bound is tighter
+// than the 40-token goldens' (measured 4.4e-5 of max|logit|): the temperature's step, 1 to
+// 1 + 0.1 ln 2 on one layer, moves these logits by 6.1e-3 of max|logit| (the chunk by 1.4), and
+// the same run with either left out of the description must fail it.
+constexpr float kChunkBoundaryMaxDiff = 1e-3f;
+TEST(FamilyLlama4Test, GgufMatchesLlamaCppAcrossItsChunkAndTemperatureStepAt8192) {
+  std::ifstream in(std::string(kDir) + "goldens.json");
+  const nlohmann::json b = nlohmann::json::parse(in)["cases"]["llama4"]["chunk_boundary"];
+  const int64_t n = b["n_tokens"].get<int64_t>(), first = b["first_position"].get<int64_t>();
+  const int64_t vocab = b["logits_shape"][1].get<int64_t>(), rows = n - first;
+  std::vector<int32_t> ids(n);
+  std::vector<float> want(rows * vocab);
+  std::ifstream ids_in(std::string(kDir) + b["ids_file"].get<std::string>(), std::ios::binary);
+  ids_in.read(reinterpret_cast<char*>(ids.data()), n * sizeof(int32_t));
+  std::ifstream logits_in(std::string(kDir) + b["logits_file"].get<std::string>(),
+                          std::ios::binary);
+  logits_in.read(reinterpret_cast<char*>(want.data()), want.size() * sizeof(float));
+  ASSERT_TRUE(ids_in.good() && logits_in.good());
+  absl::StatusOr<ModelFiles> files = OpenModelFiles(std::string(kDir) + "llama4.gguf");
+  ASSERT_TRUE(files.ok()) << files.status();
+  files->config.max_context_tokens = b["n_ctx"].get<int64_t>();
+  const auto run = [&](const ModelSpec& spec) {
+    CpuBackend backend(CpuBackendOptions{.num_threads = 2});
+    SingleRankCommunicator comm;
+    auto model = LlamaModel::Load(spec, *files->weights, {0, 1}, &backend, &comm,
+                                  {.max_step_tokens = 512});
+    EXPECT_TRUE(model.ok()) << model.status();
+    std::vector<float> logits(rows * vocab);
+    if (!model.ok()) return logits;
+    auto cache = KvCache::Create((*model)->KvShape(n / 16 + 1, 16, DType::kF32), backend);
+    EXPECT_TRUE(cache.ok()) << cache.status();
+    std::vector<int32_t> table(n / 16 + 1);
+    std::iota(table.begin(), table.end(), 0);
+    for (int64_t at = 0; at < n;) {
+      const int64_t count = at < first ? std::min<int64_t>(512, first - at) : n - at;
+      StepBatch step;
+      step.Add(/*seq_id=*/0, at, std::vector<int32_t>(ids.begin() + at, ids.begin() + at + count),
+               table, /*num_logits=*/at < first ? 0 : count);
+      const absl::Status s = (*model)->Forward(step, cache->get(), logits.data());
+      EXPECT_TRUE(s.ok()) << s;
+      at += count;
+    }
+    return logits;
+  };
+  const Distance d = DistanceOf(run(files->config), want);
+  std::printf("llama4 gguf 8200 tokens, positions %lld-%lld: max|diff| %.2e of max|logit| %.1f\n",
+              static_cast<long long>(first), static_cast<long long>(n - 1),
+              d.max_diff / d.max_abs, d.max_abs);
+  EXPECT_LT(d.max_diff, kChunkBoundaryMaxDiff * d.max_abs);
+  for (const char* feature : {"chunk", "temperature"}) {
+    ModelSpec without = files->config;
+    for (LayerSpec& layer : without.layers) {
+      if (std::string(feature) == "chunk") layer.attention_chunk = 0;
+      if (std::string(feature) == "temperature") layer.temperature_floor = 0;
+    }
+    const Distance off = DistanceOf(run(without), want);
+    std::printf("  without the %s: max|diff| %.2e of max|logit|\n", feature,
+                off.max_diff / off.max_abs);
+    EXPECT_GT(off.max_diff, 4 * kChunkBoundaryMaxDiff * off.max_abs) << feature;
+  }
 }
 
 // A mixture of experts reports how each step routed its tokens: every MoE layer once, k slots
@@ -427,7 +510,7 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::Values("llama", "qwen2", "qwen2_f16", "qwen2_yarn", "qwen3",
                                            "qwen3_f16", "mistral", "gemma2", "gemma3",
                                            "gemma3_f16", "mixtral", "qwen3moe", "qwen3moe_f16",
-                                           "glm4moe"));
+                                           "glm4moe", "llama4"));
 
 }  // namespace
 }  // namespace tpserve

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/str_cat.h"
 #include "checkpoint/stored_formats.h"
@@ -93,12 +94,48 @@ LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
       reduction_(reduction),
       ws_(std::make_unique<Workspace>()) {}
 
-absl::Status LlamaModel::Init() {
-  if (config_.moe.enabled() && !backend_->SupportsExperts()) {
-    return absl::UnimplementedError(StrCat(
-        config_.name, " has mixture-of-experts layers (", ExpertRoutingString(config_.moe.routing),
-        "), which the ", backend_->name(), " backend cannot run yet; the CPU backend can"));
+namespace {
+
+// Layer `l`'s attention as the description says it.
+Backend::AttentionParams AttentionParamsOf(const ModelSpec& c, int64_t l) {
+  const LayerSpec layer = c.Layer(l);
+  Backend::AttentionParams p{static_cast<float>(c.AttentionScale(l)), layer.sliding_window,
+                             static_cast<float>(c.attn_logit_softcap)};
+  p.attention_chunk = layer.attention_chunk;
+  p.temperature_floor = layer.temperature_floor;
+  p.temperature_scale = static_cast<float>(layer.temperature_scale);
+  return p;
+}
+
+// UNIMPLEMENTED naming what of the description `backend` cannot compute (the first layer whose
+// attention it lacks, its experts), so that nothing is ever computed otherwise.
+absl::Status RefuseWhatTheBackendLacks(const ModelSpec& c,
+                                       absl::Span<const Backend::AttentionParams> attention,
+                                       const Backend& backend) {
+  std::vector<std::string> missing;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (backend.SupportsAttention(attention[l])) continue;
+    missing.push_back(StrCat("layer ", l, "'s ", Backend::AttentionExtrasString(attention[l])));
+    break;
   }
+  if (c.moe.enabled() && !backend.SupportsExperts()) {
+    missing.push_back(StrCat("mixture-of-experts layers (", ExpertRoutingString(c.moe.routing),
+                             ")"));
+  }
+  if (missing.empty()) return absl::OkStatus();
+  return absl::UnimplementedError(StrCat(c.name, " has ", absl::StrJoin(missing, " and "),
+                                         ", which the ", backend.name(),
+                                         " backend cannot run yet; the CPU backend can"));
+}
+
+}  // namespace
+
+absl::Status LlamaModel::Init() {
+  // Each layer's attention as the description says it, once rather than at every step.
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    layer_attention_.push_back(AttentionParamsOf(config_, l));
+  }
+  TP_RETURN_IF_ERROR(RefuseWhatTheBackendLacks(config_, layer_attention_, *backend_));
   reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_);
   sizes_ = StepBuffersFor(config_, plan_, max_step_tokens_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);
@@ -125,11 +162,12 @@ absl::Status LlamaModel::Init() {
                                                table.size() * sizeof(float), "rope frequencies"));
     inv_freq_.push_back(std::move(b));
   }
-  // Each layer's attention as the description says it, once rather than at every step.
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
-    layer_attention_.push_back({static_cast<float>(config_.AttentionScale(l)),
-                                config_.Layer(l).sliding_window,
-                                static_cast<float>(config_.attn_logit_softcap)});
+  bool unit_norm = false;
+  for (int64_t l = 0; l < config_.num_layers; ++l) unit_norm |= config_.Layer(l).qk_l2_norm;
+  if (unit_norm) {
+    const std::vector<float> ones(config_.head_dim, 1.0f);
+    TP_ASSIGN_OR_RETURN(unit_norm_, Upload(*backend_, ones.data(),
+                                           config_.head_dim * sizeof(float), "qk l2 norm"));
   }
   return absl::OkStatus();
 }
@@ -202,11 +240,11 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
   TP_ASSIGN_OR_RETURN(LlamaWeights weights, LoadLlamaWeights(config, source, options.scheme, plan,
                                                              formats, *backend));
   // llama.cpp's Llama converter permutes Q/K rows so that neighbours pair up; its Qwen and
-  // Gemma files, and every Hugging Face checkpoint, rotate halves.
-  const RopeLayout layout =
-      source.format() == CheckpointFormat::kGguf && !config.gguf_rope_rotate_half
-          ? RopeLayout::kInterleaved
-          : RopeLayout::kRotateHalf;
+  // Gemma files, and Hugging Face checkpoints but Llama 4's, rotate halves.
+  const bool interleaved = source.format() == CheckpointFormat::kGguf
+                               ? !config.gguf_rope_rotate_half
+                               : config.hf_rope_interleaved;
+  const RopeLayout layout = interleaved ? RopeLayout::kInterleaved : RopeLayout::kRotateHalf;
   std::unique_ptr<LlamaModel> model(new LlamaModel(config, plan, formats, std::move(weights),
                                                    layout, backend, comm,
                                                    options.max_step_tokens, max_logit_rows,
@@ -407,9 +445,16 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
     backend_->RmsNorm(ws.q.data(), w.q_norm.as<float>(), t * heads, hd, eps, ws.q.data());
     backend_->RmsNorm(ws.k.data(), w.k_norm.as<float>(), t * kv_heads, hd, eps, ws.k.data());
   }
-  const float* inv_freq = inv_freq_[layer_table_[layer]].as<float>();
-  backend_->Rope(ws.q.data(), heads, hd, inv_freq, rope_layout_);
-  backend_->Rope(ws.k.data(), kv_heads, hd, inv_freq, rope_layout_);
+  const LayerSpec spec = config_.Layer(layer);
+  if (spec.rope) {  // Llama 4's NoPE layers skip it
+    const float* inv_freq = inv_freq_[layer_table_[layer]].as<float>();
+    backend_->Rope(ws.q.data(), heads, hd, inv_freq, rope_layout_);
+    backend_->Rope(ws.k.data(), kv_heads, hd, inv_freq, rope_layout_);
+  }
+  if (spec.qk_l2_norm) {  // Llama 4: each head RMS-normalized without weights, after RoPE
+    backend_->RmsNorm(ws.q.data(), unit_norm_.as<float>(), t * heads, hd, eps, ws.q.data());
+    backend_->RmsNorm(ws.k.data(), unit_norm_.as<float>(), t * kv_heads, hd, eps, ws.k.data());
+  }
   const KvPoolView pool = cache->layer(layer);
   backend_->WriteKv(ws.k.data(), ws.v.data(), pool);
   backend_->PagedAttention(ws.q.data(), heads, layer_attention_[layer], pool, ws.attn.data());
@@ -504,8 +549,8 @@ absl::Status LlamaModel::ExpertsBlock(int64_t layer, int64_t t) {
   if (plan_.expert_parallel() && world > 1) return ExpertParallelBlock(w, shared_or_null, t);
   backend_->MoeExperts(ws.h.data(), t, w.expert_mlps, shared_or_null,
                        config_.mlp_activation,
-                       ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>(), routing.top_k,
-                       local_chunks,
+                       ws.expert_ids.as<int32_t>(), ws.expert_weights.as<float>(),
+                       routing.weight_on_input, routing.top_k, local_chunks,
                        {ws.expert_rows.data(), ws.expert_gate.data(), ws.expert_up.data(),
                         ws.expert_down.as<float>()},
                        ws.partials.as<float>());
@@ -565,8 +610,9 @@ absl::Status LlamaModel::ExpertParallelBlock(const LlamaLayerWeights& w,
   const Backend::MoeWorkspace scratch = {ws.expert_rows.data(), ws.expert_gate.data(),
                                          ws.expert_up.data(), ws.expert_down.as<float>()};
   backend_->MoeExpertSlots(ws.h.data(), t, w.expert_mlps, plan_.first_local_expert(),
-                           config_.mlp_activation, ws.expert_ids.as<int32_t>(), k, chunks,
-                           ws.expert_send_pos.as<int32_t>(), scratch,
+                           config_.mlp_activation, ws.expert_ids.as<int32_t>(),
+                           ws.expert_weights.as<float>(), config_.moe.routing.weight_on_input, k,
+                           chunks, ws.expert_send_pos.as<int32_t>(), scratch,
                            ws.expert_send.as<float>());
   TP_RETURN_IF_ERROR(comm_->AllToAll(ws.expert_send.data(), ws.send_counts,
                                      ws.expert_recv.data(), ws.recv_counts, DType::kF32));
@@ -577,7 +623,8 @@ absl::Status LlamaModel::ExpertParallelBlock(const LlamaLayerWeights& w,
   if (mine > 0) {
     backend_->MoeCombine(static_cast<const uint8_t*>(ws.h.data()) + first_row * hidden * act_bytes,
                          mine, ws.expert_recv.as<float>(), ws.expert_recv_pos.as<int32_t>(),
-                         ws.expert_weights.as<float>() + first_row * k, k, chunks, hidden, shared,
+                         ws.expert_weights.as<float>() + first_row * k,
+                         config_.moe.routing.weight_on_input, k, chunks, hidden, shared,
                          config_.mlp_activation, scratch, ws.partials.as<float>());
     backend_->SumChunks(ws.partials.as<float>(), chunks, mine * hidden, own);
   }

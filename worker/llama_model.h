@@ -172,6 +172,9 @@ class LlamaModel {
   std::vector<DeviceBuffer> inv_freq_;
   std::vector<int> layer_table_;
   std::vector<Backend::AttentionParams> layer_attention_;  // per layer, from the description
+  // f32 [head_dim] of ones: the weights of a weightless QK-norm (Llama 4's L2 norm); empty when
+  // no layer has one.
+  DeviceBuffer unit_norm_;
   std::unique_ptr<Workspace> ws_;
   // PrepareStep's storage, reused step after step (host memory the backend reads).
   std::vector<int32_t> padded_token_ids_;

@@ -28,6 +28,17 @@ int64_t SlotOffset(const KvPoolView& pool, absl::Span<const int32_t> block_table
   return (slot * pool.num_kv_heads + kv_head) * pool.head_dim;
 }
 
+// The scores' scale of a query at `position`: the layer's, times Llama 4's temperature
+// log(floor((position + 1) / floor_scale) + 1) * temperature_scale + 1 where it has one (as
+// transformers and llama.cpp scale q by it; computed in double, rounded once, as llama.cpp's).
+float RowScale(const Backend::AttentionParams& p, int64_t position) {
+  if (p.temperature_floor <= 0) return p.scale;
+  const double floors = std::floor(static_cast<double>(position + 1) /
+                                   static_cast<double>(p.temperature_floor));
+  const float t = static_cast<float>(std::log(floors + 1.0) * p.temperature_scale + 1.0);
+  return p.scale * t;
+}
+
 // Bytes of one element of the pool.
 int64_t ElemBytes(const KvPoolView& pool) { return BlockBytes(pool.dtype); }
 
@@ -108,7 +119,7 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads,
   const int64_t nh = task.head_end - task.head_begin;
   const int64_t stride = pool.num_kv_heads * head_dim;  // elements between consecutive tokens
   const int64_t eb = ElemBytes(pool);
-  const float scale = params.scale, cap = params.logit_softcap;
+  const float cap = params.logit_softcap;
   // Asks for the block after the one at t0 of this task's KV head in `base` (K or V).
   auto prefetch_next = [&](const void* base, int64_t t0, int64_t num_keys) {
     if (t0 + bs >= num_keys) return;
@@ -121,11 +132,17 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads,
   if (static_cast<int64_t>(kv->size()) < bs * head_dim) kv->resize(bs * head_dim);
   for (int64_t i = task.row_begin; i < task.row_end; ++i) {
     const int64_t row = s.first_row + i;
-    const int64_t num_keys = s.start_position + i + 1;  // causal: positions 0..own
-    // A sliding window starts at own - window + 1. Blocks are visited from the one holding the
-    // first key; the first visit starts mid-block (slots within a block are contiguous).
-    const int64_t first_key =
+    const int64_t position = s.start_position + i;
+    const int64_t num_keys = position + 1;  // causal: positions 0..own
+    // A sliding window starts at own - window + 1, a chunk (Llama 4) at the chunk's first
+    // position. Blocks are visited from the one holding the first key; the first visit starts
+    // mid-block (slots within a block are contiguous).
+    int64_t first_key =
         params.sliding_window > 0 ? std::max<int64_t>(0, num_keys - params.sliding_window) : 0;
+    if (params.attention_chunk > 0) {
+      first_key = std::max(first_key, position / params.attention_chunk * params.attention_chunk);
+    }
+    const float scale = RowScale(params, position);
     for (int64_t h0 = 0; h0 < nh; h0 += kMaxDotRows) {
       const int nq = static_cast<int>(std::min<int64_t>(kMaxDotRows, nh - h0));
       const float* q_heads[kMaxDotRows];

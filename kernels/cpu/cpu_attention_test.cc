@@ -101,15 +101,23 @@ class AttentionHarness {
   }
 
   // Plain causal attention in f64; a window keeps the last `window` positions (the query's
-  // own included) and a cap maps each scaled score s to cap * tanh(s / cap).
-  std::vector<double> Naive(int64_t window = 0, double cap = 0) const {
+  // own included), a chunk the positions from floor(p / chunk) * chunk, a temperature
+  // multiplies a query's scores by log(floor((p + 1) / floor_scale) + 1) * temp_scale + 1, and
+  // a cap maps each scaled score s to cap * tanh(s / cap).
+  std::vector<double> Naive(int64_t window = 0, double cap = 0, int64_t chunk = 0,
+                            int64_t floor_scale = 0, double temp_scale = 0) const {
     const int64_t hd = c_.head_dim, group = c_.num_heads / c_.num_kv_heads;
     std::vector<double> out(num_rows_ * c_.num_heads * hd, 0.0);
     int64_t row = 0;
     for (size_t s = 0; s < seqs_.size(); ++s) {
       for (int64_t i = 0; i < seqs_[s].count; ++i, ++row) {
         const int64_t keys = seqs_[s].start + i + 1;
-        const int64_t first = window > 0 ? std::max<int64_t>(0, keys - window) : 0;
+        int64_t first = window > 0 ? std::max<int64_t>(0, keys - window) : 0;
+        if (chunk > 0) first = std::max(first, (keys - 1) / chunk * chunk);
+        const double temperature =
+            floor_scale > 0
+                ? std::log(std::floor(double(keys) / double(floor_scale)) + 1.0) * temp_scale + 1.0
+                : 1.0;
         for (int64_t h = 0; h < c_.num_heads; ++h) {
           const int64_t g = h / group;
           const float* qh = q_.data() + (row * c_.num_heads + h) * hd;
@@ -118,7 +126,7 @@ class AttentionHarness {
             const float* kt = history_k_[s].data() + (t * c_.num_kv_heads + g) * hd;
             double dot = 0;
             for (int64_t d = 0; d < hd; ++d) dot += double{qh[d]} * kt[d];
-            p[t] = dot / std::sqrt(double(hd));
+            p[t] = dot * temperature / std::sqrt(double(hd));
             if (cap > 0) p[t] = cap * std::tanh(p[t] / cap);
           }
           const double mx = *std::max_element(p.begin(), p.end());
@@ -235,6 +243,53 @@ TEST(CpuAttentionTest, SlidingWindowAndSoftCapMatchNaive) {
       EXPECT_GT(Nmse(got_opt, full), 1e-4) << where << ": the window or cap changed nothing";
     }
   }
+}
+
+// Llama 4: chunks of 8 (a query at p sees [floor(p / 8) * 8, p]; blocks of 4 and 5, so chunks
+// start mid-block too) on the RoPE layers, temperature tuning on the NoPE layers (floor 4,
+// scale 0.5: the scale grows at positions 3, 7, 11, ...), alone, together and with a window.
+TEST(CpuAttentionTest, ChunkedAttentionAndTemperatureTuningMatchNaive) {
+  CpuBackend ref(CpuBackendOptions{.num_threads = 1, .isa = CpuIsa::kScalar});
+  CpuBackend opt(CpuBackendOptions{.num_threads = 2, .isa = DetectCpuIsa()});
+  // Prompts crossing chunks, decodes at a chunk's first position (8, 24) and past it (37).
+  const std::vector<SeqSpec> batch = {{0, 7}, {37, 1}, {5, 20}, {8, 1}, {24, 1}};
+  const float hd_scale = 1.0f / std::sqrt(32.0f);
+  struct Features {
+    int64_t window, chunk, floor_scale;
+    float temp_scale;
+  };
+  for (const Features& f : {Features{0, 8, 0, 0.0f}, Features{0, 0, 4, 0.5f},
+                            Features{0, 8, 4, 0.5f}, Features{6, 8, 0, 0.0f}}) {
+    for (const Case& c : {Case{4, 2, 32, 4}, Case{6, 1, 32, 5}}) {
+      AttentionHarness h(c, batch);
+      const std::vector<double> want = h.Naive(f.window, 0, f.chunk, f.floor_scale, f.temp_scale);
+      const std::vector<double> without = h.Naive(f.window);
+      Backend::AttentionParams params{hd_scale, f.window, 0.0f};
+      params.attention_chunk = f.chunk;
+      params.temperature_floor = f.floor_scale;
+      params.temperature_scale = f.temp_scale;
+      EXPECT_TRUE(ref.SupportsAttention(params));
+      std::vector<uint8_t> pool;
+      const std::vector<float> got_ref = h.Run(ref, &pool, DType::kF32, params);
+      const std::vector<float> got_opt = h.Run(opt, &pool, DType::kF32, params);
+      const std::string where = "window " + std::to_string(f.window) + " chunk " +
+                                std::to_string(f.chunk) + " floor " +
+                                std::to_string(f.floor_scale) + " heads " +
+                                std::to_string(c.num_heads);
+      EXPECT_LT(Nmse(got_ref, want), 1e-12) << where;
+      EXPECT_LT(Nmse(got_opt, want), 1e-11) << where;
+      EXPECT_GT(Nmse(got_opt, without), 1e-4) << where << ": the chunk or temperature changed "
+                                                          "nothing";
+    }
+  }
+  Backend::AttentionParams both{hd_scale, 0, 0.0f};
+  both.attention_chunk = 8192;
+  both.temperature_floor = 8192;
+  both.temperature_scale = 0.1f;
+  EXPECT_EQ(Backend::AttentionExtrasString(both),
+            "chunked attention (chunks of 8192 tokens), attention temperature tuning (floor "
+            "8192, scale 0.1)");
+  EXPECT_EQ(Backend::AttentionExtrasString({hd_scale, 4096, 50.0f}), "");
 }
 
 TEST(CpuAttentionTest, FirstTokenAttendsOnlyToItself) {

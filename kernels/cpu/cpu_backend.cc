@@ -204,30 +204,33 @@ void CpuBackend::RouteExperts(const ExpertRouting& routing, const float* logits,
 
 void CpuBackend::MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
                             const ExpertMlp* shared, Activation act, const int32_t* ids,
-                            const float* weights, int64_t top_k, int64_t num_chunks,
-                            const MoeWorkspace& scratch, float* out) {
+                            const float* weights, bool weights_on_input, int64_t top_k,
+                            int64_t num_chunks, const MoeWorkspace& scratch, float* out) {
   OpTimer timer(this, CpuOpProfile::kMoeExperts);
-  moe_.Run(static_cast<const float*>(x), rows, experts, shared, act, ids, weights, top_k,
-           num_chunks, scratch, out);
+  moe_.Run(static_cast<const float*>(x), rows, experts, shared, act, ids, weights,
+           weights_on_input, top_k, num_chunks, scratch, out);
 }
 
 void CpuBackend::MoeExpertSlots(const void* x, int64_t rows,
                                 absl::Span<const ExpertMlp> experts, int64_t first_expert,
-                                Activation act, const int32_t* ids, int64_t top_k,
-                                int64_t num_chunks, const int32_t* slot_pos,
-                                const MoeWorkspace& scratch, float* slots) {
+                                Activation act, const int32_t* ids, const float* weights,
+                                bool weights_on_input, int64_t top_k, int64_t num_chunks,
+                                const int32_t* slot_pos, const MoeWorkspace& scratch,
+                                float* slots) {
   OpTimer timer(this, CpuOpProfile::kMoeExperts);
-  moe_.RunSlots(static_cast<const float*>(x), rows, experts, first_expert, act, ids, top_k,
-                num_chunks, slot_pos, scratch, slots);
+  moe_.RunSlots(static_cast<const float*>(x), rows, experts, first_expert, act, ids,
+                weights_on_input ? weights : nullptr, top_k, num_chunks, slot_pos, scratch,
+                slots);
 }
 
 void CpuBackend::MoeCombine(const void* x, int64_t rows, const float* slots,
-                            const int32_t* slot_pos, const float* weights, int64_t top_k,
-                            int64_t num_chunks, int64_t hidden, const ExpertMlp* shared,
-                            Activation act, const MoeWorkspace& scratch, float* out) {
+                            const int32_t* slot_pos, const float* weights,
+                            bool weights_on_input, int64_t top_k, int64_t num_chunks,
+                            int64_t hidden, const ExpertMlp* shared, Activation act,
+                            const MoeWorkspace& scratch, float* out) {
   OpTimer timer(this, CpuOpProfile::kMoeExperts);
-  moe_.Combine(static_cast<const float*>(x), rows, slots, slot_pos, weights, top_k, num_chunks,
-               hidden, shared, act, scratch, out);
+  moe_.Combine(static_cast<const float*>(x), rows, slots, slot_pos, weights, weights_on_input,
+               top_k, num_chunks, hidden, shared, act, scratch, out);
 }
 
 void CpuBackend::Scale(void* xv, int64_t count, float factor) {

@@ -94,19 +94,21 @@ class CpuBackend final : public Backend {
                     const float* correction_bias, int32_t* ids, float* weights) override;
   void MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
                   const ExpertMlp* shared, Activation act, const int32_t* ids,
-                  const float* weights, int64_t top_k, int64_t num_chunks,
-                  const MoeWorkspace& scratch, float* out) override;
+                  const float* weights, bool weights_on_input, int64_t top_k,
+                  int64_t num_chunks, const MoeWorkspace& scratch, float* out) override;
   void MoeExpertSlots(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
-                      int64_t first_expert, Activation act, const int32_t* ids, int64_t top_k,
+                      int64_t first_expert, Activation act, const int32_t* ids,
+                      const float* weights, bool weights_on_input, int64_t top_k,
                       int64_t num_chunks, const int32_t* slot_pos, const MoeWorkspace& scratch,
                       float* slots) override;
   void MoeCombine(const void* x, int64_t rows, const float* slots, const int32_t* slot_pos,
-                  const float* weights, int64_t top_k, int64_t num_chunks, int64_t hidden,
-                  const ExpertMlp* shared, Activation act, const MoeWorkspace& scratch,
-                  float* out) override;
+                  const float* weights, bool weights_on_input, int64_t top_k,
+                  int64_t num_chunks, int64_t hidden, const ExpertMlp* shared, Activation act,
+                  const MoeWorkspace& scratch, float* out) override;
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
   void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;
+  bool SupportsAttention(const AttentionParams&) const override { return true; }
   void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
                       const KvPoolView& pool, void* out) override;
   absl::Status Synchronize() override { return absl::OkStatus(); }

@@ -8,7 +8,7 @@ namespace tpserve {
 
 void CpuMoe::Run(const float* x, int64_t rows, absl::Span<const Backend::ExpertMlp> experts,
                  const Backend::ExpertMlp* shared, Activation act, const int32_t* ids,
-                 const float* weights, int64_t top_k, int64_t num_chunks,
+                 const float* weights, bool weights_on_input, int64_t top_k, int64_t num_chunks,
                  const Backend::MoeWorkspace& scratch, float* out) {
   TP_CHECK(!experts.empty() && top_k >= 1 && num_chunks >= 1, "MoeExperts: nothing to run");
   const int64_t hidden = experts[0].down->rows;
@@ -16,25 +16,28 @@ void CpuMoe::Run(const float* x, int64_t rows, absl::Span<const Backend::ExpertM
     TP_CHECK(ids[s] >= 0 && ids[s] < static_cast<int64_t>(experts.size()),
              "MoeExperts: an expert id outside [0, experts)");
   }
-  RunExperts(x, rows, experts, /*first_expert=*/0, act, ids, top_k, num_chunks, scratch);
+  RunExperts(x, rows, experts, /*first_expert=*/0, act, ids, weights_on_input ? weights : nullptr,
+             top_k, num_chunks, scratch);
   // Slot s's chunk c: expert e's down output, a block [num_chunks, n_e, hidden] of its own.
   const auto slot_out = [&](int64_t c, int64_t s) -> const float* {
     const int64_t e = ids[s];
     const int64_t i = position_[s] - first_[e];
     return scratch.down + (num_chunks * first_[e] + c * counts_[e] + i) * hidden;
   };
-  WeightedSum(rows, hidden, weights, top_k, num_chunks, slot_out, out);
+  WeightedSum(rows, hidden, weights_on_input ? nullptr : weights, top_k, num_chunks, slot_out,
+              out);
   AddShared(x, rows, shared, act, num_chunks, scratch, out);
 }
 
 void CpuMoe::RunSlots(const float* x, int64_t rows, absl::Span<const Backend::ExpertMlp> experts,
-                      int64_t first_expert, Activation act, const int32_t* ids, int64_t top_k,
-                      int64_t num_chunks, const int32_t* slot_pos,
-                      const Backend::MoeWorkspace& scratch, float* slots) {
+                      int64_t first_expert, Activation act, const int32_t* ids,
+                      const float* input_weights, int64_t top_k, int64_t num_chunks,
+                      const int32_t* slot_pos, const Backend::MoeWorkspace& scratch,
+                      float* slots) {
   TP_CHECK(!experts.empty() && top_k >= 1 && num_chunks >= 1, "MoeExpertSlots: nothing to run");
   const int64_t hidden = experts[0].down->rows;
-  const int64_t n = RunExperts(x, rows, experts, first_expert, act, ids, top_k, num_chunks,
-                               scratch);
+  const int64_t n = RunExperts(x, rows, experts, first_expert, act, ids, input_weights, top_k,
+                               num_chunks, scratch);
   // Grouped position p holds slot order_[p]; its chunk c is in its expert's block.
   for (int64_t p = 0; p < n; ++p) {
     const int64_t s = order_[p];
@@ -49,20 +52,22 @@ void CpuMoe::RunSlots(const float* x, int64_t rows, absl::Span<const Backend::Ex
 }
 
 void CpuMoe::Combine(const float* x, int64_t rows, const float* slots, const int32_t* slot_pos,
-                     const float* weights, int64_t top_k, int64_t num_chunks, int64_t hidden,
-                     const Backend::ExpertMlp* shared, Activation act,
-                     const Backend::MoeWorkspace& scratch, float* out) {
+                     const float* weights, bool weights_on_input, int64_t top_k,
+                     int64_t num_chunks, int64_t hidden, const Backend::ExpertMlp* shared,
+                     Activation act, const Backend::MoeWorkspace& scratch, float* out) {
   TP_CHECK(top_k >= 1 && num_chunks >= 1, "MoeCombine: nothing to combine");
   const auto slot_out = [&](int64_t c, int64_t s) -> const float* {
     return slots + (slot_pos[s] * num_chunks + c) * hidden;
   };
-  WeightedSum(rows, hidden, weights, top_k, num_chunks, slot_out, out);
+  WeightedSum(rows, hidden, weights_on_input ? nullptr : weights, top_k, num_chunks, slot_out,
+              out);
   AddShared(x, rows, shared, act, num_chunks, scratch, out);
 }
 
 int64_t CpuMoe::RunExperts(const float* x, int64_t rows,
                            absl::Span<const Backend::ExpertMlp> experts, int64_t first_expert,
-                           Activation act, const int32_t* ids, int64_t top_k, int64_t num_chunks,
+                           Activation act, const int32_t* ids, const float* input_weights,
+                           int64_t top_k, int64_t num_chunks,
                            const Backend::MoeWorkspace& scratch) {
   const int64_t num_experts = static_cast<int64_t>(experts.size());
   const int64_t hidden = experts[0].down->rows;
@@ -89,7 +94,10 @@ int64_t CpuMoe::RunExperts(const float* x, int64_t rows,
   }
   auto* x_rows = static_cast<float*>(scratch.x_rows);
   for (int64_t p = 0; p < grouped; ++p) {
-    std::memcpy(x_rows + p * hidden, x + (order_[p] / top_k) * hidden, hidden * sizeof(float));
+    float* row = x_rows + p * hidden;
+    std::memcpy(row, x + (order_[p] / top_k) * hidden, hidden * sizeof(float));
+    // Llama 4: the slot's weight times its row goes through the expert.
+    if (input_weights != nullptr) kernels_.scale(input_weights[order_[p]], hidden, row);
   }
   // Each expert once over its group: x_rows, gate and up in grouped order; the down output of
   // expert e a block of its own, [num_chunks, n_e, hidden] from num_chunks * first_[e] * hidden.
@@ -110,11 +118,17 @@ void CpuMoe::WeightedSum(int64_t rows, int64_t hidden, const float* weights, int
                          int64_t num_chunks,
                          absl::FunctionRef<const float*(int64_t c, int64_t s)> slot_out,
                          float* out) {
-  // out[c, r] = w[r, 0] * slot 0 + w[r, 1] * slot 1 + ..., in slot order.
+  // out[c, r] = w[r, 0] * slot 0 + w[r, 1] * slot 1 + ..., in slot order (slot 0 + slot 1 + ...
+  // without weights).
   for (int64_t c = 0; c < num_chunks; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
       float* o = out + (c * rows + r) * hidden;
       const float* first = slot_out(c, r * top_k);
+      if (weights == nullptr) {
+        std::memcpy(o, first, hidden * sizeof(float));
+        for (int64_t j = 1; j < top_k; ++j) kernels_.add(o, slot_out(c, r * top_k + j), hidden, o);
+        continue;
+      }
       for (int64_t d = 0; d < hidden; ++d) o[d] = weights[r * top_k] * first[d];
       for (int64_t j = 1; j < top_k; ++j) {
         kernels_.axpy(weights[r * top_k + j], slot_out(c, r * top_k + j), hidden, o);

@@ -7,9 +7,12 @@
 // says, and Combine weights and sums slots that may have come from other ranks, with the
 // same floating-point operations in the same order as Run, so either way gives the same bits.
 //
+// With the weights on the inputs (Llama 4) each slot's gathered row is multiplied by its weight
+// before its expert runs, and the slots' outputs are summed unweighted.
+//
 //   CpuMoe moe(kernels, &pool, &matmul);
-//   moe.Run(x, rows, experts, /*shared=*/nullptr, Activation::kSilu, ids, weights, top_k,
-//           num_chunks, scratch, out);
+//   moe.Run(x, rows, experts, /*shared=*/nullptr, Activation::kSilu, ids, weights,
+//           /*weights_on_input=*/false, top_k, num_chunks, scratch, out);
 //
 // A token's floats depend only on its own row, ids and weights: CpuMatMul's rows do not depend
 // on the rows multiplied beside them, and the slot sum runs per token in slot order.
@@ -36,27 +39,31 @@ class CpuMoe {
   // Backend::MoeExperts with f32 activations.
   void Run(const float* x, int64_t rows, absl::Span<const Backend::ExpertMlp> experts,
            const Backend::ExpertMlp* shared, Activation act, const int32_t* ids,
-           const float* weights, int64_t top_k, int64_t num_chunks,
+           const float* weights, bool weights_on_input, int64_t top_k, int64_t num_chunks,
            const Backend::MoeWorkspace& scratch, float* out);
-  // Backend::MoeExpertSlots with f32 activations.
+  // Backend::MoeExpertSlots with f32 activations; input_weights: the weights when they go on
+  // the inputs, else null.
   void RunSlots(const float* x, int64_t rows, absl::Span<const Backend::ExpertMlp> experts,
-                int64_t first_expert, Activation act, const int32_t* ids, int64_t top_k,
-                int64_t num_chunks, const int32_t* slot_pos, const Backend::MoeWorkspace& scratch,
-                float* slots);
+                int64_t first_expert, Activation act, const int32_t* ids,
+                const float* input_weights, int64_t top_k, int64_t num_chunks,
+                const int32_t* slot_pos, const Backend::MoeWorkspace& scratch, float* slots);
   // Backend::MoeCombine with f32 activations (hidden: the rows' width).
   void Combine(const float* x, int64_t rows, const float* slots, const int32_t* slot_pos,
-               const float* weights, int64_t top_k, int64_t num_chunks, int64_t hidden,
-               const Backend::ExpertMlp* shared, Activation act,
+               const float* weights, bool weights_on_input, int64_t top_k, int64_t num_chunks,
+               int64_t hidden, const Backend::ExpertMlp* shared, Activation act,
                const Backend::MoeWorkspace& scratch, float* out);
 
  private:
   // Groups the slots whose expert id is in [first_expert, first_expert + experts.size()) by
   // expert and runs each of those experts once over its group (down outputs in scratch.down,
-  // a block per expert); returns how many slots it ran.
+  // a block per expert), each slot's row times input_weights[slot] when that is not null;
+  // returns how many slots it ran.
   int64_t RunExperts(const float* x, int64_t rows, absl::Span<const Backend::ExpertMlp> experts,
-                     int64_t first_expert, Activation act, const int32_t* ids, int64_t top_k,
-                     int64_t num_chunks, const Backend::MoeWorkspace& scratch);
-  // out[c, r] = sum over j < top_k, in j order, of weights[r, j] * slot_out(c, r * top_k + j).
+                     int64_t first_expert, Activation act, const int32_t* ids,
+                     const float* input_weights, int64_t top_k, int64_t num_chunks,
+                     const Backend::MoeWorkspace& scratch);
+  // out[c, r] = sum over j < top_k, in j order, of weights[r, j] * slot_out(c, r * top_k + j)
+  // (weights null: each slot's output as it is).
   void WeightedSum(int64_t rows, int64_t hidden, const float* weights, int64_t top_k,
                    int64_t num_chunks,
                    absl::FunctionRef<const float*(int64_t c, int64_t s)> slot_out, float* out);

@@ -3,9 +3,12 @@
 // grouping by expert changes nothing, a token's floats do not depend on the other tokens, and
 // each chunk is what MatMulChunked gives. Routing edge cases: every token to the same experts,
 // an expert with no tokens, a batch of one; weight formats whose tiles take several rows; with
-// and without a shared expert. And expert parallelism's halves (MoeExpertSlots, MoeCombine)
-// against MoeExperts.
+// and without a shared expert; the weights on the experts' outputs and (Llama 4) on their
+// inputs. And expert parallelism's halves (MoeExpertSlots, MoeCombine) against MoeExperts.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -42,28 +45,37 @@ Experts MakeExperts(const TensorFormat& format) {
   return e;
 }
 
-// out [chunks, rows, hidden] one token and one slot at a time.
+// out [chunks, rows, hidden] one token and one slot at a time. on_input (Llama 4): each slot's
+// expert runs on weight * row and the slots' outputs are summed as they are.
 std::vector<float> OneAtATime(CpuBackend& be, const Experts& e, const std::vector<float>& x,
                               int64_t rows, const std::vector<int32_t>& ids,
                               const std::vector<float>& weights, int64_t top_k, int64_t chunks,
-                              const Backend::ExpertMlp* shared) {
+                              const Backend::ExpertMlp* shared, bool on_input = false) {
   const CpuKernels& k = CpuKernelsFor(be.isa());
   std::vector<float> out(chunks * rows * kHidden);
-  std::vector<float> g(kFfn), u(kFfn), d(chunks * kHidden);
+  std::vector<float> g(kFfn), u(kFfn), d(chunks * kHidden), in(kHidden);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < top_k; ++j) {
       const Backend::ExpertMlp& m = e.mlps[ids[r * top_k + j]];
-      be.MatMul(x.data() + r * kHidden, 1, *m.gate, g.data(), DType::kF32);
-      be.MatMul(x.data() + r * kHidden, 1, *m.up, u.data(), DType::kF32);
+      const float w = weights[r * top_k + j];
+      std::copy(x.begin() + r * kHidden, x.begin() + (r + 1) * kHidden, in.begin());
+      if (on_input) {
+        for (float& v : in) v *= w;
+      }
+      be.MatMul(in.data(), 1, *m.gate, g.data(), DType::kF32);
+      be.MatMul(in.data(), 1, *m.up, u.data(), DType::kF32);
       be.GatedActivation(Activation::kSilu, g.data(), u.data(), kFfn, g.data());
       be.MatMulChunked(g.data(), 1, *m.down, chunks, d.data());
-      const float w = weights[r * top_k + j];
       for (int64_t c = 0; c < chunks; ++c) {
         float* o = out.data() + (c * rows + r) * kHidden;
-        if (j == 0) {
-          for (int64_t i = 0; i < kHidden; ++i) o[i] = w * d[c * kHidden + i];
+        const float* dc = d.data() + c * kHidden;
+        if (on_input) {
+          if (j == 0) std::copy(dc, dc + kHidden, o);
+          if (j > 0) k.add(o, dc, kHidden, o);
+        } else if (j == 0) {
+          for (int64_t i = 0; i < kHidden; ++i) o[i] = w * dc[i];
         } else {
-          k.axpy(w, d.data() + c * kHidden, kHidden, o);
+          k.axpy(w, dc, kHidden, o);
         }
       }
     }
@@ -83,12 +95,12 @@ std::vector<float> OneAtATime(CpuBackend& be, const Experts& e, const std::vecto
 std::vector<float> Grouped(CpuBackend& be, const Experts& e, const std::vector<float>& x,
                            int64_t rows, const std::vector<int32_t>& ids,
                            const std::vector<float>& weights, int64_t top_k, int64_t chunks,
-                           const Backend::ExpertMlp* shared) {
+                           const Backend::ExpertMlp* shared, bool on_input = false) {
   std::vector<float> x_rows(rows * top_k * kHidden), gate(rows * top_k * kFfn),
       up(rows * top_k * kFfn), down(chunks * rows * top_k * kHidden);
   std::vector<float> out(chunks * rows * kHidden, -1.0f);
   be.MoeExperts(x.data(), rows, e.mlps, shared, Activation::kSilu, ids.data(),
-                weights.data(), top_k,
+                weights.data(), on_input, top_k,
                 chunks, {x_rows.data(), gate.data(), up.data(), down.data()}, out.data());
   return out;
 }
@@ -130,8 +142,37 @@ TEST(CpuMoeTest, GroupedExpertsEqualEachSlotAloneBitForBit) {
         // Expert 4 also as an always-on shared expert (GLM-4.5, DeepSeek-V3), added last.
         EXPECT_EQ(Grouped(be, e, x, c.rows, c.ids, w, 2, chunks, &e.mlps[4]),
                   OneAtATime(be, e, x, c.rows, c.ids, w, 2, chunks, &e.mlps[4]));
+        // The weights on the inputs (Llama 4), with and without the shared expert.
+        for (const Backend::ExpertMlp* shared : {static_cast<const Backend::ExpertMlp*>(nullptr),
+                                                 &e.mlps[4]}) {
+          const std::vector<float> on_input = Grouped(be, e, x, c.rows, c.ids, w, 2, chunks,
+                                                      shared, /*on_input=*/true);
+          EXPECT_EQ(on_input, OneAtATime(be, e, x, c.rows, c.ids, w, 2, chunks, shared, true));
+          // SiLU is not linear: weighting the input is another computation.
+          EXPECT_NE(on_input, Grouped(be, e, x, c.rows, c.ids, w, 2, chunks, shared));
+        }
       }
     }
+  }
+}
+
+// Llama 4's layer: top-1 with the sigmoid weight on the expert's input, plus a shared expert,
+// against one token at a time, for tokens whose weights range from near 0 to near 1.
+TEST(CpuMoeTest, TopOneWeightOnInputWithSharedExpertEqualsOneTokenAtATime) {
+  const int64_t rows = 9;
+  std::vector<int32_t> ids(rows);
+  std::vector<float> w(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    ids[r] = static_cast<int32_t>((3 * r) % 4);  // expert 4 only shared
+    w[r] = 1.0f / (1.0f + std::exp(-(static_cast<float>(r) - 4.0f)));
+  }
+  const std::vector<float> x = Random(rows * kHidden, 9, 1.0f);
+  const Experts e = MakeExperts(TensorFormat::Of(FormatKind::kF32));
+  for (int64_t chunks : {1, 2}) {
+    CpuBackend be(CpuBackendOptions{.num_threads = 2});
+    EXPECT_EQ(Grouped(be, e, x, rows, ids, w, 1, chunks, &e.mlps[4], true),
+              OneAtATime(be, e, x, rows, ids, w, 1, chunks, &e.mlps[4], true))
+        << "chunks " << chunks;
   }
 }
 
@@ -153,10 +194,12 @@ TEST(CpuMoeTest, ExpertSlotsThenCombineEqualMoeExpertsBitForBit) {
        {TensorFormat::Of(FormatKind::kBF16), TensorFormat::Of(FormatKind::kQ4_1)}) {
     const Experts e = MakeExperts(format);
     for (int64_t chunks : {1, 2}) {
-      for (const Backend::ExpertMlp* shared : {static_cast<const Backend::ExpertMlp*>(nullptr),
-                                               &e.mlps[4]}) {
+      for (const auto& [shared, on_input] :
+           {std::pair{static_cast<const Backend::ExpertMlp*>(nullptr), false},
+            std::pair{&e.mlps[4], false}, std::pair{&e.mlps[4], true}}) {
         CpuBackend be(CpuBackendOptions{.num_threads = 2});
-        const std::vector<float> want = Grouped(be, e, x, rows, ids, w, top_k, chunks, shared);
+        const std::vector<float> want =
+            Grouped(be, e, x, rows, ids, w, top_k, chunks, shared, on_input);
         for (const auto& experts : expert_splits) {
           // Every slot's output at its own slot index, written by the rank of its expert.
           std::vector<float> slots(rows * top_k * chunks * kHidden, -7.0f);
@@ -167,20 +210,22 @@ TEST(CpuMoeTest, ExpertSlotsThenCombineEqualMoeExpertsBitForBit) {
                 up(rows * top_k * kFfn), down(chunks * rows * top_k * kHidden);
             be.MoeExpertSlots(x.data(), rows,
                               absl::MakeConstSpan(e.mlps).subspan(first, count), first,
-                              Activation::kSilu, ids.data(), top_k, chunks, pos.data(),
+                              Activation::kSilu, ids.data(), w.data(), on_input, top_k, chunks,
+                              pos.data(),
                               {x_rows.data(), gate.data(), up.data(), down.data()},
                               slots.data());
           }
           for (const auto& splits : row_splits) {
             for (const auto& [r0, m] : splits) {
-              SCOPED_TRACE(TensorFormatName(format) + " chunks " + std::to_string(chunks) +
+              SCOPED_TRACE(TensorFormatName(format) + (on_input ? " weights on inputs" : "") +
+                           " chunks " + std::to_string(chunks) +
                            " expert ranks " + std::to_string(experts.size()) + " rows from " +
                            std::to_string(r0) + " x" + std::to_string(m));
               std::vector<float> x_rows(rows * top_k * kHidden), gate(rows * top_k * kFfn),
                   up(rows * top_k * kFfn), down(chunks * rows * top_k * kHidden);
               std::vector<float> out(chunks * m * kHidden, -1.0f);
               be.MoeCombine(x.data() + r0 * kHidden, m, slots.data(), pos.data() + r0 * top_k,
-                            w.data() + r0 * top_k, top_k, chunks, kHidden, shared,
+                            w.data() + r0 * top_k, on_input, top_k, chunks, kHidden, shared,
                             Activation::kSilu,
                             {x_rows.data(), gate.data(), up.data(), down.data()}, out.data());
               for (int64_t c = 0; c < chunks; ++c) {

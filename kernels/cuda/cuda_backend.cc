@@ -126,27 +126,32 @@ class CudaBackend final : public Backend {
     Done("RouteExperts");
   }
   void MoeExperts(const void*, int64_t, absl::Span<const ExpertMlp>, const ExpertMlp*, Activation,
-                  const int32_t*, const float*, int64_t, int64_t, const MoeWorkspace&,
+                  const int32_t*, const float*, bool, int64_t, int64_t, const MoeWorkspace&,
                   float*) override {
     Enter();
     Record("MoeExperts", absl::UnimplementedError("MoeExperts: no CUDA kernel yet"));
     Done("MoeExperts");
   }
   void MoeExpertSlots(const void*, int64_t, absl::Span<const ExpertMlp>, int64_t, Activation,
-                      const int32_t*, int64_t, int64_t, const int32_t*, const MoeWorkspace&,
-                      float*) override {
+                      const int32_t*, const float*, bool, int64_t, int64_t, const int32_t*,
+                      const MoeWorkspace&, float*) override {
     Enter();
     Record("MoeExpertSlots", absl::UnimplementedError("MoeExpertSlots: no CUDA kernel yet"));
     Done("MoeExpertSlots");
   }
-  void MoeCombine(const void*, int64_t, const float*, const int32_t*, const float*, int64_t,
-                  int64_t, int64_t, const ExpertMlp*, Activation, const MoeWorkspace&,
+  void MoeCombine(const void*, int64_t, const float*, const int32_t*, const float*, bool,
+                  int64_t, int64_t, int64_t, const ExpertMlp*, Activation, const MoeWorkspace&,
                   float*) override {
     Enter();
     Record("MoeCombine", absl::UnimplementedError("MoeCombine: no CUDA kernel yet"));
     Done("MoeCombine");
   }
   void SoftCapF32(float* x, int64_t count, float cap) override;
+  // FlashInfer's variants here (and the SIMT kernels) score a window and a soft-cap, not Llama
+  // 4's chunks nor its per-query temperature: such a model is refused at load, by name.
+  bool SupportsAttention(const AttentionParams& params) const override {
+    return params.attention_chunk == 0 && params.temperature_floor == 0;
+  }
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;
   void WriteKv(const void* k_new, const void* v_new, const KvPoolView& pool) override;
@@ -626,6 +631,11 @@ void CudaBackend::PagedAttention(const void* q, int64_t num_heads,
                                              params.sliding_window, ", logit_softcap ",
                                              params.logit_softcap,
                                              ": the scale must be positive, the others >= 0")));
+    return;
+  }
+  if (!SupportsAttention(params)) {  // the model refuses such layers at load; never compute
+    Record("PagedAttention", absl::UnimplementedError(StrCat(
+                                 AttentionExtrasString(params), " is not implemented on CUDA")));
     return;
   }
   const cuda::DeviceKvPool dp = ToDevicePool(pool);

@@ -39,6 +39,7 @@ const ModelFamily* FamilyForHfModelType(std::string_view model_type);
 
 // Defined by the family files (model/families/*.cc).
 extern const ModelFamily kLlamaFamily;
+extern const ModelFamily kLlama4Family;
 extern const ModelFamily kMistralFamily;
 extern const ModelFamily kQwen2Family;
 extern const ModelFamily kQwen3Family;

@@ -7,7 +7,9 @@ its GGUF and from its config.json + safetensors (+ tokenizer.json, make_family_t
 two ranks where its KV heads allow (one for Gemma 3's single KV head), through gRPC and the HTTP
 API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
 first near-tie. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
-for its config.json form only."""
+for its config.json form only. Llama 4's config.json asks for chunks of 8 and a temperature
+floor of 4, which llama.cpp fixes at 8192: its GGUF form is checked against llama.cpp's own
+greedy tokens (gguf_prompts), its config.json form against the numpy reference's."""
 
 import json
 import urllib.request
@@ -20,11 +22,13 @@ DIR = ROOT / "tests/golden/families"
 GOLDENS = json.loads((DIR / "goldens.json").read_text())
 NEAR_TIE = 0.5
 CASES = [(case, form, False) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral",
-                                           "gemma2", "gemma3", "mixtral", "qwen3moe", "glm4moe"]
+                                           "gemma2", "gemma3", "mixtral", "qwen3moe", "glm4moe",
+                                           "llama4"]
          for form in ["gguf", "hf_dir"] if (case, form) != ("mistral", "gguf")]
 # --expert_parallel: each of the two ranks holds 4 whole experts (GLM's shared expert on both),
 # their outputs brought to the tokens by an all-to-all over shared memory.
-CASES += [("mixtral", "gguf", True), ("qwen3moe", "hf_dir", True), ("glm4moe", "gguf", True)]
+CASES += [("mixtral", "gguf", True), ("qwen3moe", "hf_dir", True), ("glm4moe", "gguf", True),
+          ("llama4", "hf_dir", True)]
 
 
 def decidable(gaps):
@@ -43,14 +47,15 @@ def family(request, tmp_path_factory):
     extra = ["--context=128"] + (["--expert_parallel"] if expert_parallel else [])
     c = Cluster(ranks=ranks, tmp=tmp_path_factory.mktemp(f"{name}-{form}"),
                 model=DIR / case[form], extra_args=extra)
-    yield f"{name} ({form}{', expert-parallel' if expert_parallel else ''})", case, c
+    prompts = case.get("gguf_prompts", case["prompts"]) if form == "gguf" else case["prompts"]
+    yield f"{name} ({form}{', expert-parallel' if expert_parallel else ''})", case, prompts, c
     c.stop()
 
 
 def test_greedy_tokens_match_llama_cpp_over_grpc_and_http(family):
-    name, case, cluster = family
+    name, case, prompts, cluster = family
     # The prompt whose greedy run stays decidable longer (Gemma 3's long one starts at a tie).
-    long = max(case["prompts"].values(), key=lambda p: decidable(p["greedy_gaps"]))
+    long = max(prompts.values(), key=lambda p: decidable(p["greedy_gaps"]))
     n = decidable(long["greedy_gaps"])
     assert n > 0, f"{name}: both goldens' first steps are near-ties"
     req = pb.GenerateRequest(max_new_tokens=n, ignore_eos=True)

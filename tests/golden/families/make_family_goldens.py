@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Tiny random-weight models of nine model families (Llama, Qwen2, Qwen3, Mistral, Gemma 2,
-Gemma 3 and the mixtures of experts Mixtral, Qwen3-MoE and GLM-4.5), each in a GGUF and a
+"""Tiny random-weight models of ten model families (Llama, Qwen2, Qwen3, Mistral, Gemma 2,
+Gemma 3 and the mixtures of experts Mixtral, Qwen3-MoE, GLM-4.5 and Llama 4), each in a GGUF and a
 Hugging Face form holding the same weights, with golden logits and greedy continuations
 (issue 35).
 
@@ -21,15 +21,21 @@ For every case the script
      that it reproduces llama.cpp's logits on the GGUF at every position (prompt and greedy
      steps): this is the proof that the two forms hold the same model,
   6. for `mistral` (HF sliding_window 8; llama.cpp runs arch `llama` without a window) the
-     goldens come from the numpy reference WITH the window, after step 5 passed without it,
+     goldens come from the numpy reference WITH the window, after step 5 passed without it;
+     for `llama4` (HF chunks of 8, temperature floor 4; llama.cpp fixes 8192 for both,
+     LLAMA4_LLAMA_CPP) likewise from the numpy reference with the config's values, after step
+     5 passed with llama.cpp's, and llama.cpp's own logits become the GGUF form's goldens
+     (`gguf_prompts`, `llama4.gguf.<prompt>.logits.f32`),
   7. measures, with the numpy reference, how much each exercised feature moves the logits
      (window, soft-caps, YaRN, biases, local RoPE base, QK-norm, MoE routing: top-1 only,
      uniform weights, no renormalization; glm4moe also no group limit, no correction bias,
-     weights from the biased values, no shared expert, no routed scaling), so a golden cannot
-     pass by accident,
+     weights from the biased values, no shared expert, no routed scaling; llama4 chunks, NoPE,
+     temperature, L2 QK-norm, RoPE pairs, weights on the inputs, the shared expert, each of
+     which must move the logits by 5% of max|logit|), so a golden cannot pass by accident,
   8. for the MoE cases (mixtral, qwen3moe, qwen3moe_f16: 8 experts, top-2, every layer sparse;
-     glm4moe: layer 0 dense, layers 1-2 sparse) records, from the numpy reference on every
-     position llama.cpp evaluated, the smallest routing margin (mixtral, qwen3moe: router
+     glm4moe: layer 0 dense, layers 1-2 sparse; llama4: 4 experts, top-1, layers 1 and 3
+     sparse, its margins under both attention settings) records, from the numpy reference on
+     every position llama.cpp evaluated, the smallest routing margin (mixtral, qwen3moe: router
      logits of the k-th and (k+1)-th expert; glm4moe: selection values of the k-th chosen and
      the best non-chosen eligible expert, and scores of the last kept and the best dropped
      group) and how often each expert was chosen per layer, and fails unless the margin
@@ -118,6 +124,15 @@ QWEN3MOE_SEED = 401
 GLM4MOE_SEED = 8397
 GLM4MOE_BIAS_LEVELS = [0.05, 0.12, 0.19, 0.26, 0.33, 0.40, 0.47, 0.54]
 GLM4MOE_ROUTER_GAIN = 32.0
+# llama4: 4 experts, top-1 chosen on the router logit; seed picked for MOE_MIN_GAP under both
+# attention settings (llama.cpp's and the config's, see LLAMA4_LLAMA_CPP).
+LLAMA4_SEED = 4475
+# What llama.cpp runs every `llama4` file with, whatever its config said (src/models/llama4.cpp:
+# n_swa 8192 chunked, n_attn_temp_floor_scale 8192, f_attn_temp_scale 0.1, a NoPE layer every
+# 4th): the llama4 case's config.json asks for chunks of 8 and a temperature floor of 4, so that
+# 12- and 40-token prompts exercise them, and its goldens come from the numpy reference (as
+# mistral's), after the reference with these values reproduced llama.cpp on the GGUF.
+LLAMA4_LLAMA_CPP = dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,6 +211,22 @@ CASES = [
                  bias_levels=GLM4MOE_BIAS_LEVELS, n_group=4, topk_group=2, n_shared=1,
                  scaling=2.5, dense_lead=1, partial_rotary_factor=1.0),
         seed=GLM4MOE_SEED)),
+    # Llama 4's text decoder (Llama4ForCausalLM, model_type llama4_text): 4 layers, layers 1
+    # and 3 sparse (interleave_moe_layer_step 2, as Maverick), 0 and 2 dense of
+    # intermediate_size_mlp 96; 4 experts of intermediate_size 32, top-1 chosen on the router
+    # logit, its sigmoid weight on the expert's input, a shared expert of width 32; layers 0-2
+    # RoPE (complex pairs, no permutation) with chunked attention (chunk 8) and a weightless
+    # L2 QK-norm, layer 3 NoPE, full attention, queries scaled by the temperature
+    # log(floor((p + 1) / 4) + 1) * 0.5 + 1.
+    ("llama4", base_spec(
+        family="llama4", gguf_arch="llama4", hf_arch="Llama4ForCausalLM",
+        model_type="llama4_text", layers=4, heads=4, kv_heads=2, head_dim=16,
+        rope_theta=500000.0, eps=1e-5, tied=False, out_gain=2.0, intermediate=32,
+        vocab_kind="bpe", tok_pre="llama-bpe",
+        moe=dict(n_experts=4, top_k=1, expert_ff=32, router_gain=2.5, dense_ff=96,
+                 interleave_step=2),
+        llama4=dict(chunk=8, floor_scale=4, attn_scale=0.5, nope_interval=4, qk_norm=True),
+        seed=LLAMA4_SEED)),
 ]
 F16_CASES = ["qwen2", "qwen3", "gemma3", "qwen3moe"]
 
@@ -257,7 +288,7 @@ def make_vocab(kind):
 def vocab_for(spec):
     kind = spec["vocab_kind"]
     if kind == "bpe":
-        kind = "bpe_llama" if spec["family"] == "llama" else "bpe_qwen"
+        kind = "bpe_llama" if spec["family"] in ("llama", "llama4") else "bpe_qwen"
     return make_vocab(kind)
 
 
@@ -306,6 +337,8 @@ def make_hf_tensors(spec):
         return q8(w - 1.0) if spec["gemma"] else q8(w)
 
     t["model.embed_tokens.weight"] = mat(V, H, spec["emb_std"])
+    if spec["family"] == "llama4":
+        return llama4_hf_tensors(spec, t, mat, norm)
     for l in range(spec["layers"]):
         p = "model.layers.%d." % l
         t[p + "input_layernorm.weight"] = norm(H)
@@ -357,6 +390,54 @@ def make_hf_tensors(spec):
     t["model.norm.weight"] = norm(H, spec["final_norm"])
     if not spec["tied"]:
         t["lm_head.weight"] = mat(V, H, spec["head_std"])
+    return t
+
+
+def llama4_sparse(spec, layer):
+    """Llama4TextConfig's default moe_layers: every interleave_step-th layer."""
+    step = spec["moe"]["interleave_step"]
+    return layer % step == step - 1
+
+
+def llama4_hf_tensors(spec, t, mat, norm):
+    """Llama4ForCausalLM's tensors (after the embedding, which make_hf_tensors drew): per layer
+    input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm and the feed-forward:
+    dense feed_forward.{gate,up,down}_proj of dense_ff, or feed_forward.router.weight [E,
+    hidden], feed_forward.experts.gate_up_proj [E, hidden, 2 ff] (each expert's gate.T then
+    up.T: stored [in, out]), feed_forward.experts.down_proj [E, ff, hidden] (down.T) and
+    feed_forward.shared_expert.{gate,up,down}_proj.weight of ff. No QK-norm weights (the L2 norm
+    has none)."""
+    H, m = spec["hidden"], spec["moe"]
+    nh, nkv, hd = spec["heads"], spec["kv_heads"], spec["head_dim"]
+    E, F, D = m["n_experts"], m["expert_ff"], m["dense_ff"]
+    for l in range(spec["layers"]):
+        p = "model.layers.%d." % l
+        t[p + "input_layernorm.weight"] = norm(H)
+        t[p + "self_attn.q_proj.weight"] = mat(nh * hd, H, spec["q_gain"] / math.sqrt(H))
+        t[p + "self_attn.k_proj.weight"] = mat(nkv * hd, H, spec["q_gain"] / math.sqrt(H))
+        t[p + "self_attn.v_proj.weight"] = mat(nkv * hd, H, 1.0 / math.sqrt(H))
+        t[p + "self_attn.o_proj.weight"] = mat(H, nh * hd, spec["out_gain"] / math.sqrt(nh * hd))
+        t[p + "post_attention_layernorm.weight"] = norm(H)
+        f = p + "feed_forward."
+        if not llama4_sparse(spec, l):
+            t[f + "gate_proj.weight"] = mat(D, H, 1.5 / math.sqrt(H))
+            t[f + "up_proj.weight"] = mat(D, H, 1.5 / math.sqrt(H))
+            t[f + "down_proj.weight"] = mat(H, D, spec["out_gain"] / math.sqrt(D))
+            continue
+        t[f + "router.weight"] = mat(E, H, m["router_gain"] / math.sqrt(H))
+        gate_up, down = [], []
+        for _ in range(E):
+            g = mat(F, H, 1.5 / math.sqrt(H))
+            u = mat(F, H, 1.5 / math.sqrt(H))
+            gate_up.append(np.concatenate([g.T, u.T], axis=1))
+            down.append(mat(H, F, spec["out_gain"] / math.sqrt(F)).T)
+        t[f + "experts.gate_up_proj"] = np.stack(gate_up)
+        t[f + "experts.down_proj"] = np.stack(down)
+        t[f + "shared_expert.gate_proj.weight"] = mat(F, H, 1.5 / math.sqrt(H))
+        t[f + "shared_expert.up_proj.weight"] = mat(F, H, 1.5 / math.sqrt(H))
+        t[f + "shared_expert.down_proj.weight"] = mat(H, F, spec["out_gain"] / math.sqrt(F))
+    t["model.norm.weight"] = norm(H, spec["final_norm"])
+    t["lm_head.weight"] = mat(spec["vocab"], H, spec["head_std"])
     return t
 
 
@@ -426,6 +507,22 @@ def hf_config(spec, dtype):
                  topk_group=m["topk_group"], norm_topk_prob=True,
                  routed_scaling_factor=m["scaling"], num_nextn_predict_layers=0,
                  bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    elif fam == "llama4":
+        # Llama4TextConfig: intermediate_size is the experts' width, intermediate_size_mlp the
+        # dense layers'; no_rope_layers 1 = RoPE; layer_types as the config class derives them.
+        m, l4 = spec["moe"], spec["llama4"]
+        rope = [int((l + 1) % l4["nope_interval"] != 0) for l in range(L)]
+        c.update(common, head_dim=spec["head_dim"], hidden_act="silu", attention_bias=False,
+                 intermediate_size_mlp=m["dense_ff"], num_local_experts=m["n_experts"],
+                 num_experts_per_tok=m["top_k"], interleave_moe_layer_step=m["interleave_step"],
+                 moe_layers=[l for l in range(L) if llama4_sparse(spec, l)],
+                 no_rope_layers=rope,
+                 layer_types=["chunked_attention" if r else "full_attention" for r in rope],
+                 attention_chunk_size=l4["chunk"], use_qk_norm=l4["qk_norm"],
+                 attn_temperature_tuning=True, floor_scale=l4["floor_scale"],
+                 attn_scale=l4["attn_scale"], rope_scaling=None, output_router_logits=False,
+                 router_aux_loss_coef=0.001, router_jitter_noise=0.0,
+                 bos_token_id=ids["bos"], eos_token_id=ids["eos"])
     elif fam == "gemma2":
         c.update(common, head_dim=spec["head_dim"], hidden_activation="gelu_pytorch_tanh",
                  hidden_act="gelu_pytorch_tanh", attention_bias=False,
@@ -468,6 +565,22 @@ def hf_to_gguf_tensors(spec, hf, dtype):
         if name.endswith("e_score_correction_bias"):
             # ModelBase.filter_tensors: -> `...e_score_correction.bias` -> blk.N.exp_probs_b.bias
             name = name.replace("e_score_correction_bias", "e_score_correction.bias")
+        if spec["family"] == "llama4" and ".experts." in name:
+            # Llama4Model.modify_tensors: gate_up_proj [E, hidden, 2 ff] transposed to
+            # [E, 2 ff, hidden] and split into gate's and up's [E, ff, hidden]; down_proj
+            # [E, ff, hidden] transposed to [E, hidden, ff] (and `.weight` appended)
+            qtype = np.float32 if dtype == "F32" else np.float16
+            parts = [(name + ".weight", data.swapaxes(-1, -2))]
+            if name.endswith("gate_up_proj"):
+                both = data.swapaxes(-1, -2)
+                half = both.shape[-2] // 2
+                parts = [(name.replace("gate_up_proj", "gate_proj.weight"), both[:, :half]),
+                         (name.replace("gate_up_proj", "up_proj.weight"), both[:, half:])]
+            for part_name, part in parts:
+                new_name = tmap.get_name(part_name, try_suffixes=(".weight", ".bias"))
+                assert new_name is not None, part_name
+                out.append((new_name, np.ascontiguousarray(part.astype(qtype))))
+            continue
         if spec["moe"] and ".experts." in name:
             # LlamaModel / Qwen2MoeModel / Glm4MoeModel.modify_tensors: collect a layer's
             # n_experts * 3 expert tensors (not `shared_experts.`), then torch.stack each kind
@@ -542,7 +655,8 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
         w.add_block_count(L)
         w.add_context_length(cfg["max_position_embeddings"])
         w.add_embedding_length(H)
-        w.add_feed_forward_length(cfg["intermediate_size"])
+        # Llama4Model.__init__ makes intermediate_size_mlp the intermediate_size it writes
+        w.add_feed_forward_length(cfg.get("intermediate_size_mlp", cfg["intermediate_size"]))
         w.add_head_count(cfg["num_attention_heads"])
         w.add_head_count_kv(cfg["num_key_value_heads"])
         if cfg.get("rope_scaling"):
@@ -566,6 +680,9 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
         w.add_file_type(ftype)
         if fam == "qwen3moe":  # Qwen2MoeModel: moe_intermediate_size
             w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+        if fam == "llama4":    # Llama4Model.set_gguf_parameters (intermediate_size_moe)
+            w.add_interleave_moe_layer_step(cfg["interleave_moe_layer_step"])
+            w.add_expert_feed_forward_length(cfg["intermediate_size"])
         if fam == "glm4moe":   # Glm4MoeModel.set_gguf_parameters (its second expert_count
             # write overwrites the first with the same value, in place)
             w.add_rope_dimension_count(int(cfg["head_dim"] * cfg["partial_rotary_factor"]))
@@ -576,7 +693,7 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
             w.add_expert_weights_scale(cfg["routed_scaling_factor"])
             w.add_expert_weights_norm(cfg["norm_topk_prob"])
             w.add_nextn_predict_layers(cfg["num_nextn_predict_layers"])
-        if arch == "llama":   # LlamaModel
+        if arch in ("llama", "llama4"):   # LlamaModel (Llama4Model's base)
             w.add_vocab_size(cfg["vocab_size"])
             w.add_rope_dimension_count(cfg.get("head_dim") or H // cfg["num_attention_heads"])
         if fam == "gemma3":   # Gemma3Model (final_logit_softcapping is None: not written)
@@ -725,6 +842,52 @@ def apply_rope(x, cos, sin):
     return x * cos[:, None, :] + rot * sin[:, None, :]
 
 
+def apply_rope_pairs(x, cos, sin):
+    """x [T, n, d] rotated as Llama 4's apply_rotary_emb does (view_as_complex: elements 2i and
+    2i + 1 a pair; llama.cpp's NORM rope on the unpermuted GGUF rows); cos / sin as rope_tables
+    makes them (each frequency in both halves)."""
+    d = x.shape[-1]
+    c, s = cos[:, None, :d // 2], sin[:, None, :d // 2]
+    out = np.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * c - x[..., 1::2] * s
+    out[..., 1::2] = x[..., 0::2] * s + x[..., 1::2] * c
+    return out
+
+
+def llama4_ffn(cfg, t, layer, h, routing="hf", record=None):
+    """Llama4TextMoe on h [T, hidden]: router logits h @ router.T, the top-k experts by logit,
+    their weights sigmoid(logit) applied to the expert's INPUT, out = sum_k expert_k(w_k h) +
+    shared_expert(h), the experts' gate and up read from the fused, transposed gate_up_proj.
+    routing: "hf", or (feature effects) "weight_on_output" (w_k * expert_k(h)), "no_shared".
+    record: as moe_ffn's (gap: k-th minus (k+1)-th router logit)."""
+    E, k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    f = "model.layers.%d.feed_forward." % layer
+    logits = h @ t[f + "router.weight"].T                               # [T, E]
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    srt = np.take_along_axis(logits, order, axis=-1)
+    if record is not None:
+        record.append(dict(layer=layer, sel=order[:, :k].copy(), gap=srt[:, k - 1] - srt[:, k]))
+    sel = order[:, :k]
+    w = 1.0 / (1.0 + np.exp(-np.take_along_axis(logits, sel, axis=-1)))
+    gate_up, down = t[f + "experts.gate_up_proj"], t[f + "experts.down_proj"]
+    F = down.shape[1]
+    out = np.zeros_like(h)
+    for e in range(E):
+        rows, slot = np.nonzero(sel == e)
+        if len(rows) == 0:
+            continue
+        x = h[rows]
+        if routing != "weight_on_output":
+            x = x * w[rows, slot][:, None]
+        y = (silu(x @ gate_up[e][:, :F]) * (x @ gate_up[e][:, F:])) @ down[e]
+        out[rows] += y if routing != "weight_on_output" else w[rows, slot][:, None] * y
+    if routing != "no_shared":
+        s = f + "shared_expert."
+        y = silu(h @ t[s + "gate_proj.weight"].T) * (h @ t[s + "up_proj.weight"].T)
+        out = out + y @ t[s + "down_proj.weight"].T
+    return out
+
+
 def experts_sum(h, sel, w, t, names, E):
     """sum_k w[:, k] * expert_{sel[:, k]}(h): each expert once over the rows that chose it."""
     out = np.zeros_like(h)
@@ -750,6 +913,8 @@ def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
     mt = cfg["model_type"]
     if mt == "glm4_moe":
         return glm4moe_ffn(cfg, t, layer, h, routing, record)
+    if mt == "llama4_text":
+        return llama4_ffn(cfg, t, layer, h, routing, record)
     E = cfg["num_local_experts"] if mt == "mixtral" else cfg["num_experts"]
     k = cfg["num_experts_per_tok"]
     names = moe_hf_names("mixtral" if mt == "mixtral" else "qwen3moe", layer)
@@ -862,14 +1027,22 @@ def is_sparse_layer(cfg, layer):
             (layer + 1) % cfg["decoder_sparse_step"] == 0
     if mt == "glm4_moe":   # Glm4MoeDecoderLayer
         return layer >= cfg["first_k_dense_replace"]
+    if mt == "llama4_text":   # Llama4TextDecoderLayer: layer_idx in config.moe_layers
+        return layer in cfg["moe_layers"]
     return False
 
 
 def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_base=True,
-                     biases=True, qk_norm=True, ggml_gelu=False, routing="hf", record=None):
+                     biases=True, qk_norm=True, ggml_gelu=False, routing="hf", record=None,
+                     chunks=True, nope=True, temperature=True, rope_pairs=True):
     """Logits [len(ids), vocab] of the HF model (config dict, tensors as float64 arrays).
-    MoE models: routing and record as moe_ffn / glm4moe_ffn (record: one entry per sparse
-    layer)."""
+    MoE models: routing and record as moe_ffn / glm4moe_ffn / llama4_ffn (record: one entry per
+    sparse layer). Llama 4 (Llama4TextAttention): RoPE on neighbouring pairs on the layers
+    no_rope_layers marks 1, then (use_qk_norm) each head of q and k L2-normalized (RMS, no
+    weights); on the others (NoPE) q times log(floor((p + 1) / floor_scale) + 1) * attn_scale
+    + 1 (attn_temperature_tuning); "chunked_attention" layers see [floor(p / C) * C, p] (C =
+    attention_chunk_size). Feature effects: chunks, nope (False: RoPE on every layer),
+    temperature, qk_norm, rope_pairs (False: rotate halves instead)."""
     mt = cfg["model_type"]
     gemma = mt in ("gemma2", "gemma3_text")
     L, H = cfg["num_hidden_layers"], cfg["hidden_size"]
@@ -891,11 +1064,16 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
     else:
         scaling = hd ** -0.5
     layer_types = cfg.get("layer_types")
+    llama4 = mt == "llama4_text"
     for l in range(L):
         p = "model.layers.%d." % l
-        # per-layer window and rope base
+        # per-layer window and rope base; Llama 4's RoPE / NoPE and chunks
         win = None
         base = cfg["rope_theta"]
+        use_rope = not llama4 or not nope or bool(cfg["no_rope_layers"][l])
+        chunk = None
+        if llama4 and chunks and layer_types[l] == "chunked_attention":
+            chunk = cfg.get("attention_chunk_size")
         if mt in ("mistral", "mixtral"):
             win = cfg.get("sliding_window")
         elif gemma and layer_types[l] == "sliding_attention":
@@ -920,8 +1098,18 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
         if qk_norm and (p + "self_attn.q_norm.weight") in t:
             q = rms_norm(q, t[p + "self_attn.q_norm.weight"], eps, gemma)
             k = rms_norm(k, t[p + "self_attn.k_norm.weight"], eps, gemma)
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
+        if not llama4:
+            q = apply_rope(q, cos, sin)
+            k = apply_rope(k, cos, sin)
+        elif use_rope:
+            rope = apply_rope_pairs if rope_pairs else apply_rope
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            if qk_norm and cfg["use_qk_norm"]:   # Llama4TextL2Norm
+                q = rms_norm(q, 1.0, eps, False)
+                k = rms_norm(k, 1.0, eps, False)
+        elif temperature and cfg["attn_temperature_tuning"]:
+            q = q * (np.log(np.floor((pos + 1.0) / cfg["floor_scale"]) + 1.0) *
+                     cfg["attn_scale"] + 1.0)[:, None, None]
         rep = nh // nkv
         k = np.repeat(k, rep, axis=1)
         v = np.repeat(v, rep, axis=1)
@@ -933,6 +1121,8 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
         allowed = ki <= qi
         if win is not None:
             allowed &= (qi - ki) < win
+        if chunk:
+            allowed &= ki >= (qi // chunk) * chunk
         s = np.where(allowed[None], s, -np.inf)
         s = s - s.max(axis=-1, keepdims=True)
         a = np.exp(s)
@@ -947,11 +1137,12 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
             x = x + o
             h = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps, False)
         act = (gelu_tanh_ggml_cpu if ggml_gelu else gelu_tanh) if gemma else silu
+        mlp = p + ("feed_forward." if llama4 else "mlp.")
         if is_sparse_layer(cfg, l):
             m = moe_ffn(cfg, t, l, h, routing, record)
         else:
-            m = act(h @ t[p + "mlp.gate_proj.weight"].T) * (h @ t[p + "mlp.up_proj.weight"].T)
-            m = m @ t[p + "mlp.down_proj.weight"].T
+            m = act(h @ t[mlp + "gate_proj.weight"].T) * (h @ t[mlp + "up_proj.weight"].T)
+            m = m @ t[mlp + "down_proj.weight"].T
         if gemma:
             m = rms_norm(m, t[p + "post_feedforward_layernorm.weight"], eps, True)
         x = x + m
@@ -1063,6 +1254,38 @@ def llama_cpp_routing(gguf_path, seqs, prefix="ffn_moe_topk-"):
     return out
 
 
+def llama4_chunk_boundary(case, gguf_path, allowed, seed):
+    """llama.cpp's own chunk (8192) and temperature floor (8192) in action: an 8200-token prompt
+    of random ids through llama.cpp on the GGUF, its logits at positions 8184-8199 (the NoPE
+    layer's temperature steps from 1 to 1 + 0.1 ln 2 at 8191; the RoPE layers' queries from 8192
+    on see only [8192, p]). Writes `<case>.chunk_boundary.ids.i32` (int32 little-endian, the
+    prompt) and `<case>.chunk_boundary.logits.f32` ([16, vocab]); returns the entry."""
+    n, k = 8200, 16
+    prng = np.random.default_rng(seed * 1000 + 8192)
+    ids = [int(i) for i in prng.choice(allowed, size=n)]
+    settings = dict(LLAMA_SETTINGS, n_ctx=8448, n_batch=512, n_ubatch=512)
+    llm = llama_cpp.Llama(model_path=gguf_path, verbose=False, **settings)
+    llm.eval(ids)
+    rows = np.array(llm.scores[n - k:n], dtype=np.float32)
+    del llm
+    ids_file = "%s.chunk_boundary.ids.i32" % case
+    logits_file = "%s.chunk_boundary.logits.f32" % case
+    with open(os.path.join(HERE, ids_file), "wb") as f:
+        f.write(np.asarray(ids, dtype="<i4").tobytes())
+    with open(os.path.join(HERE, logits_file), "wb") as f:
+        f.write(rows.astype("<f4").tobytes())
+    srt = np.sort(rows.astype(np.float64), axis=1)
+    print("   chunk boundary: llama.cpp's logits at positions %d-%d of %d, max|logit| %.3g" %
+          (n - k, n - 1, n, float(np.max(np.abs(rows)))), flush=True)
+    return dict(ids_file=ids_file, n_tokens=n, logits_file=logits_file, first_position=n - k,
+                logits_shape=[k, VOCAB], n_ctx=settings["n_ctx"],
+                top2_gap_min=round(float(np.min(srt[:, -1] - srt[:, -2])), 6),
+                reference=LLAMA_CPP_REF,
+                note=("the GGUF form at llama.cpp's own constants: positions 8184-8190 before "
+                      "the temperature step (floor((p + 1) / 8192) = 0), 8191 with it, "
+                      "8192-8199 in the second chunk of 8192"))
+
+
 # --------------------------------------------------------------------------------------------
 
 def build_case(case, spec, dtype):
@@ -1096,6 +1319,11 @@ def build_case(case, spec, dtype):
         os.path.join(hf_dir, "model.safetensors")).items()}
 
     windowed_hf = spec["family"] == "mistral"
+    llama4 = spec["family"] == "llama4"
+    # The config llama.cpp runs the GGUF with (llama4: its fixed chunk and temperature), and
+    # whether the goldens come from the numpy reference on the config.json (mistral, llama4).
+    lc_cfg = dict(cfg_disk, **LLAMA4_LLAMA_CPP) if llama4 else cfg_disk
+    numpy_goldens = windowed_hf or llama4
     tol = TOL[dtype] if not spec["gemma"] else TOL_GEMMA[dtype]
     worst = dict(max_abs_diff=0.0, max_abs_logit=0.0)
     if spec["gemma"]:
@@ -1105,7 +1333,7 @@ def build_case(case, spec, dtype):
     for name, ids in prompts.items():
         seq = ids + lc[name]["toks"][:-1]
         records[name] = []
-        ref = reference_logits(cfg_disk, t, seq, window=not windowed_hf, record=records[name])
+        ref = reference_logits(lc_cfg, t, seq, window=not windowed_hf, record=records[name])
         got = lc[name]["rows"]
         assert got.shape == ref.shape, (got.shape, ref.shape)
         worst["max_abs_diff"] = max(worst["max_abs_diff"], float(np.max(np.abs(got - ref))))
@@ -1123,7 +1351,8 @@ def build_case(case, spec, dtype):
     worst["tolerance_rel"] = tol
     worst["compared"] = ("numpy float64 forward on %s_hf (HF conventions%s) vs llama.cpp on %s.gguf,"
                          " every prompt position and every greedy step" %
-                         (case, ", sliding window off" if windowed_hf else "", case))
+                         (case, ", sliding window off" if windowed_hf else
+                          (", with llama.cpp's %s" % LLAMA4_LLAMA_CPP if llama4 else ""), case))
     print("   cross-check: max|diff| %.3g, max|logit| %.3g, rel %.3g (tol %.0e)" %
           (worst["max_abs_diff"], worst["max_abs_logit"], rel, tol), flush=True)
     if spec["gemma"]:
@@ -1171,14 +1400,28 @@ def build_case(case, spec, dtype):
             assert g["decisions_changed_by_group_limit"] > 0, case
             assert g["best_expert_in_dropped_group"] > 0, case
             assert g["decisions_changed_by_correction_bias"] > 0, case
+        if llama4:
+            # the goldens' own routing (chunks of 8, temperature floor 4) must be clear too
+            hf_records = {}
+            for name, ids in prompts.items():
+                toks = greedy_reference(cfg_disk, t, ids, N_GREEDY)[0]
+                hf_records[name] = []
+                reference_logits(cfg_disk, t, ids + toks[:-1], record=hf_records[name])
+            hf_routing = routing_summary(spec, hf_records)
+            routing["golden_config"] = {k: hf_routing[k] for k in (
+                "min_routing_gap", "min_routing_gap_at", "expert_usage", "n_routing_decisions")}
+            print("   routing with the config's chunks and temperature: min gap %.4f" %
+                  hf_routing["min_routing_gap"], flush=True)
+            assert hf_routing["min_routing_gap"] > MOE_MIN_GAP, "redraw %s" % case
 
     # goldens
     entry_prompts = {}
+    gguf_prompts = {}
     effects = {}
     for name, ids in prompts.items():
         fname = "%s.%s.logits.f32" % (case, name)
         n = len(ids)
-        if windowed_hf:
+        if numpy_goldens:
             toks, gaps, full = greedy_reference(cfg_disk, t, ids, N_GREEDY)
             prompt_logits = full[:n].astype("<f4")
         else:
@@ -1199,6 +1442,14 @@ def build_case(case, spec, dtype):
         print("   %s: greedy gaps > 0.5: %d/%d, min %.3f; prompt-row gaps > 0.5: %d/%d" %
               (name, sum(g > 0.5 for g in gaps), len(gaps), min(gaps), int(np.sum(pos_gaps > 0.5)),
                n), flush=True)
+        if llama4:
+            # The GGUF form's own goldens: llama.cpp's, which runs it with its constants.
+            gname = "%s.gguf.%s.logits.f32" % (case, name)
+            with open(os.path.join(HERE, gname), "wb") as f:
+                f.write(lc[name]["rows"][:n].astype("<f4").tobytes())
+            gguf_prompts[name] = dict(
+                ids=ids, logits_file=gname, logits_shape=[n, VOCAB],
+                greedy_ids=lc[name]["toks"], greedy_gaps=[round(g, 6) for g in lc[name]["gaps"]])
 
     # feature effects (numpy, on the long prompt): max |logit change| when a feature is off
     long_ids = prompts["long"]
@@ -1216,10 +1467,18 @@ def build_case(case, spec, dtype):
         checks["local_rope_base_as_global"] = dict(local_base=False)
     if spec["qk_norm"]:
         checks["qk_norm_off"] = dict(qk_norm=False)
-    if spec["moe"]:
+    if spec["moe"] and not llama4:
         checks["moe_top1_only"] = dict(routing="top1")
         checks["moe_uniform_weights"] = dict(routing="uniform")
         checks["moe_no_renormalization"] = dict(routing="no_renorm")
+    if llama4:
+        checks["chunked_attention_off"] = dict(chunks=False)
+        checks["nope_layers_with_rope"] = dict(nope=False)
+        checks["temperature_tuning_off"] = dict(temperature=False)
+        checks["qk_l2_norm_off"] = dict(qk_norm=False)
+        checks["rope_rotating_halves"] = dict(rope_pairs=False)
+        checks["moe_weights_on_outputs"] = dict(routing="weight_on_output")
+        checks["moe_no_shared_expert"] = dict(routing="no_shared")
     if spec["family"] == "glm4moe":
         checks["moe_no_group_limit"] = dict(routing="no_groups")
         checks["moe_no_correction_bias"] = dict(routing="no_bias")
@@ -1236,6 +1495,12 @@ def build_case(case, spec, dtype):
             reference_logits(c, t, long_ids) - base))), 4)
     if effects:
         print("   feature effects (max |logit change|, long prompt): %s" % effects, flush=True)
+    if llama4:
+        # each feature moves the logits past the engine test's bound (1e-2 of max|logit|) with
+        # room to spare: a missing one fails it
+        bound = 0.05 * float(np.max(np.abs(base)))
+        weak = {k: v for k, v in effects.items() if v < bound}
+        assert not weak, "llama4: features that barely move the logits: %s" % weak
 
     shapes = dict(n_layer=spec["layers"], hidden=spec["hidden"], n_head=spec["heads"],
                   n_kv_head=spec["kv_heads"], head_dim=spec["head_dim"],
@@ -1297,8 +1562,33 @@ def build_case(case, spec, dtype):
             hp["note"] = ("GLM-4.5's published configs have partial_rotary_factor 0.5 (RoPE on "
                           "the first half of each head); this case rotates the whole head (1.0)"
                           " because the engine does not implement partial RoPE yet")
+    if llama4:
+        l4 = spec["llama4"]
+        shapes.update(dense_intermediate=m["dense_ff"])
+        hp["rope_layout_llama_cpp"] = "NORM"
+        hp["moe"].update(
+            sparse_layers=[l for l in range(spec["layers"]) if llama4_sparse(spec, l)],
+            dense_layers=[l for l in range(spec["layers"]) if not llama4_sparse(spec, l)],
+            dense_intermediate=m["dense_ff"], interleave_moe_layer_step=m["interleave_step"],
+            gating=("the top-k experts by router logit, weight sigmoid(logit) applied to the "
+                    "expert's input: out = sum_k expert_k(w_k h) + shared_expert(h)"),
+            norm_topk_prob=False, shared_intermediate=m["expert_ff"])
+        hp["llama4"] = dict(
+            rope_layers=[l for l in range(spec["layers"]) if (l + 1) % l4["nope_interval"]],
+            nope_layers=[l for l in range(spec["layers"]) if not (l + 1) % l4["nope_interval"]],
+            attention_chunk_size=l4["chunk"], use_qk_norm=l4["qk_norm"],
+            floor_scale=l4["floor_scale"], attn_scale=l4["attn_scale"],
+            llama_cpp_runs=LLAMA4_LLAMA_CPP,
+            note=("llama.cpp fixes the chunk (8192), the temperature (floor 8192, scale 0.1) "
+                  "and a NoPE layer every 4th for every llama4 file, so at 12 and 40 tokens it "
+                  "neither chunks nor tunes the temperature: prompts[] (the config.json form's "
+                  "goldens) are the numpy reference's with the config's chunk 8 and floor 4; "
+                  "gguf_prompts[] (the GGUF form's) are llama.cpp's"))
     if windowed_hf:
         reference = "numpy reference (llama.cpp has no window for arch llama)"
+    elif llama4:
+        reference = ("numpy reference (llama.cpp runs llama4 files with chunks of 8192 and a "
+                     "temperature floor of 8192); gguf_prompts: " + LLAMA_CPP_REF)
     else:
         reference = LLAMA_CPP_REF
     entry = dict(arch=spec["gguf_arch"], hf_architecture=spec["hf_arch"],
@@ -1307,6 +1597,10 @@ def build_case(case, spec, dtype):
                  cross_check=worst, feature_effects=effects, prompts=entry_prompts)
     if routing is not None:
         entry["routing"] = routing
+    if gguf_prompts:
+        entry["gguf_prompts"] = gguf_prompts
+    if llama4:
+        entry["chunk_boundary"] = llama4_chunk_boundary(case, gguf_path, allowed, spec["seed"])
     return entry
 
 
