@@ -33,6 +33,9 @@ absl::Status TensorUse::CheckAllUsed(const WeightSource& source) const {
   for (const std::string& name : source.TensorNames()) {
     const size_t dot = name.rfind('.');
     if (dot != std::string::npos && excused_modules_.count(name.substr(0, dot)) > 0) continue;
+    bool unserved = false;
+    for (const std::string& p : excused_prefixes_) unserved |= name.rfind(p, 0) == 0;
+    if (unserved) continue;
     if (!Contains(name)) {
       return absl::InvalidArgumentError(StrCat(
           "tensor ", name, " in ", source.Describe(),
@@ -44,41 +47,10 @@ absl::Status TensorUse::CheckAllUsed(const WeightSource& source) const {
   return absl::OkStatus();
 }
 
-std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
-                       int64_t layer, int64_t expert) {
-  if (format == CheckpointFormat::kGguf) {
-    const std::string blk = StrCat("blk.", layer, ".");
-    switch (role) {
-      case TensorRole::kEmbedding: return "token_embd";
-      case TensorRole::kAttnNorm: return blk + "attn_norm";
-      case TensorRole::kQ: return blk + "attn_q";
-      case TensorRole::kK: return blk + "attn_k";
-      case TensorRole::kV: return blk + "attn_v";
-      case TensorRole::kO: return blk + "attn_output";
-      case TensorRole::kFfnNorm:
-        return blk + (spec.gguf_ffn_norm_is_post_attention ? "post_attention_norm" : "ffn_norm");
-      case TensorRole::kGate: return blk + "ffn_gate";
-      case TensorRole::kUp: return blk + "ffn_up";
-      case TensorRole::kDown: return blk + "ffn_down";
-      case TensorRole::kFinalNorm: return "output_norm";
-      case TensorRole::kLmHead: return "output";
-      case TensorRole::kQBias: return blk + "attn_q";
-      case TensorRole::kKBias: return blk + "attn_k";
-      case TensorRole::kVBias: return blk + "attn_v";
-      case TensorRole::kQNorm: return blk + "attn_q_norm";
-      case TensorRole::kKNorm: return blk + "attn_k_norm";
-      case TensorRole::kPostAttnNorm: return blk + "post_attention_norm";
-      case TensorRole::kPostFfnNorm: return blk + "post_ffw_norm";
-      case TensorRole::kRouter: return blk + "ffn_gate_inp";
-      case TensorRole::kExpertGate: return blk + "ffn_gate_exps";  // every expert, stacked
-      case TensorRole::kExpertUp: return blk + "ffn_up_exps";
-      case TensorRole::kExpertDown: return blk + "ffn_down_exps";
-      case TensorRole::kExpertBias: return blk + "exp_probs_b";
-      case TensorRole::kSharedGate: return blk + "ffn_gate_shexp";
-      case TensorRole::kSharedUp: return blk + "ffn_up_shexp";
-      case TensorRole::kSharedDown: return blk + "ffn_down_shexp";
-    }
-  }
+namespace {
+
+// A Hugging Face text model's name of `role` (ModuleName without the checkpoint's prefix).
+std::string HfModuleName(const ModelSpec& spec, TensorRole role, int64_t layer, int64_t expert) {
   const std::string blk = StrCat("model.layers.", layer, ".");
   switch (role) {
     case TensorRole::kEmbedding: return "model.embed_tokens";
@@ -131,6 +103,47 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
     }
   }
   return "";
+}
+
+}  // namespace
+
+std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
+                       int64_t layer, int64_t expert) {
+  if (format == CheckpointFormat::kGguf) {
+    const std::string blk = StrCat("blk.", layer, ".");
+    switch (role) {
+      case TensorRole::kEmbedding: return "token_embd";
+      case TensorRole::kAttnNorm: return blk + "attn_norm";
+      case TensorRole::kQ: return blk + "attn_q";
+      case TensorRole::kK: return blk + "attn_k";
+      case TensorRole::kV: return blk + "attn_v";
+      case TensorRole::kO: return blk + "attn_output";
+      case TensorRole::kFfnNorm:
+        return blk + (spec.gguf_ffn_norm_is_post_attention ? "post_attention_norm" : "ffn_norm");
+      case TensorRole::kGate: return blk + "ffn_gate";
+      case TensorRole::kUp: return blk + "ffn_up";
+      case TensorRole::kDown: return blk + "ffn_down";
+      case TensorRole::kFinalNorm: return "output_norm";
+      case TensorRole::kLmHead: return "output";
+      case TensorRole::kQBias: return blk + "attn_q";
+      case TensorRole::kKBias: return blk + "attn_k";
+      case TensorRole::kVBias: return blk + "attn_v";
+      case TensorRole::kQNorm: return blk + "attn_q_norm";
+      case TensorRole::kKNorm: return blk + "attn_k_norm";
+      case TensorRole::kPostAttnNorm: return blk + "post_attention_norm";
+      case TensorRole::kPostFfnNorm: return blk + "post_ffw_norm";
+      case TensorRole::kRouter: return blk + "ffn_gate_inp";
+      case TensorRole::kExpertGate: return blk + "ffn_gate_exps";  // every expert, stacked
+      case TensorRole::kExpertUp: return blk + "ffn_up_exps";
+      case TensorRole::kExpertDown: return blk + "ffn_down_exps";
+      case TensorRole::kExpertBias: return blk + "exp_probs_b";
+      case TensorRole::kSharedGate: return blk + "ffn_gate_shexp";
+      case TensorRole::kSharedUp: return blk + "ffn_up_shexp";
+      case TensorRole::kSharedDown: return blk + "ffn_down_shexp";
+    }
+  }
+  // A multimodal checkpoint keeps the text model under a prefix (Llama 4's "language_model.").
+  return spec.hf_weight_prefix + HfModuleName(spec, role, layer, expert);
 }
 
 std::string TensorName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,

@@ -35,12 +35,16 @@ class TensorUse {
   // Every tensor of `module` ("model.layers.3.mlp.experts.17": module + ".weight", its
   // scales, ...) is another rank's to load and check (an expert placed on another rank).
   void ExcuseModule(const std::string& module) { excused_modules_.insert(module); }
+  // Every tensor whose name starts with `prefix` belongs to a part of the checkpoint that is
+  // not served (a multimodal checkpoint's vision tower: ModelSpec::hf_unserved_weight_prefixes).
+  void ExcusePrefix(const std::string& prefix) { excused_prefixes_.push_back(prefix); }
   // INVALID_ARGUMENT naming the first tensor of `source` that was not consumed (nor excused).
   absl::Status CheckAllUsed(const WeightSource& source) const;
 
  private:
   std::set<std::string> used_;
   std::set<std::string> excused_modules_;
+  std::vector<std::string> excused_prefixes_;
 };
 
 // The name of the module that holds `role` (layer `layer`) in a checkpoint of `format`:

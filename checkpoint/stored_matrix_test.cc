@@ -73,6 +73,23 @@ TEST_F(StoredMatrixTest, LeftoverTensorsAreRefusedByName) {
   EXPECT_TRUE(used_.CheckAllUsed(src_).ok());
 }
 
+// A multimodal checkpoint's other towers are excused by prefix, and only they: a tensor of the
+// text model that nothing read is still refused.
+TEST_F(StoredMatrixTest, UnservedPrefixesExcuseOnlyTheirTensors) {
+  src_.AddFloat("vision_model.patch_embedding.linear.weight", {4, 128}, w_, DType::kF32);
+  src_.AddFloat("vision_modelx.weight", {4, 128}, w_, DType::kF32);
+  Open("blk.0.ffn_down");
+  Open("blk.0.ffn_up");
+  used_.ExcusePrefix("vision_model.");
+  absl::Status s = used_.CheckAllUsed(src_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor vision_modelx.weight in in-memory checkpoint is not used"),
+            std::string::npos)
+      << s;
+  src_.Remove("vision_modelx.weight");
+  EXPECT_TRUE(used_.CheckAllUsed(src_).ok());
+}
+
 TEST_F(StoredMatrixTest, ShapeMismatchNamesTensorAndBothShapes) {
   absl::StatusOr<StoredMatrix> m =
       StoredMatrix::Open(src_, QuantScheme{}, "blk.0.ffn_up", 4, 64, &used_);

@@ -143,6 +143,11 @@ struct ModelSpec {
   // The module of a layer's dense MLP in Hugging Face checkpoints: "mlp" (model.layers.N.mlp.
   // gate_proj), or "feed_forward" (Llama 4).
   std::string hf_mlp_module = "mlp";
+  // A multimodal Hugging Face checkpoint (Llama4ForConditionalGeneration) keeps the text
+  // model's tensors under this prefix ("language_model."; "" for a text model's checkpoint)
+  // and other towers' under hf_unserved_weight_prefixes, which the loader leaves unread.
+  std::string hf_weight_prefix;
+  std::vector<std::string> hf_unserved_weight_prefixes;
   // Per layer; empty: every layer global, with rope_theta and rope_scaling.
   std::vector<LayerSpec> layers;
   // The experts of the layers marked moe (none where !moe.enabled()).

@@ -74,6 +74,9 @@ std::string SupportedModelTypes() {
   std::vector<std::string> types;
   for (const ModelFamily* f : ModelFamilies()) {
     for (std::string_view t : f->hf_model_types) types.push_back(StrCat("\"", t, "\""));
+    for (std::string_view t : f->hf_multimodal_model_types) {
+      types.push_back(StrCat("\"", t, "\""));
+    }
   }
   return absl::StrJoin(types, ", ");
 }
@@ -93,16 +96,39 @@ absl::StatusOr<const ModelFamily*> FamilyOf(const Json& j) {
   return family;
 }
 
+// The text model's keys: `j` itself, or the text_config of a family's multimodal checkpoint,
+// whose weight prefixes `c` then records.
+absl::StatusOr<const Json*> TextConfigOf(const Json& j, const ModelFamily& family, ModelSpec& c) {
+  auto type = j.find("model_type");
+  if (type == j.end() || !type->is_string()) return &j;
+  const std::string model_type = type->get<std::string>();
+  bool multimodal = false;
+  for (std::string_view t : family.hf_multimodal_model_types) multimodal |= t == model_type;
+  if (!multimodal) return &j;
+  auto text = j.find("text_config");
+  if (text == j.end() || !text->is_object()) {
+    return BadKey("text_config", StrCat("is missing or not an object: model_type \"", model_type,
+                                        "\" keeps its text model's keys there"));
+  }
+  c.hf_weight_prefix = std::string(family.hf_multimodal_text_prefix);
+  for (std::string_view p : family.hf_multimodal_unserved_prefixes) {
+    c.hf_unserved_weight_prefixes.emplace_back(p);
+  }
+  return &*text;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelSpec> ModelSpecFromHfJson(std::string_view json_text) {
-  TP_ASSIGN_OR_RETURN(Json j, ParseJsonStrict(json_text, "config.json"));
-  if (!j.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
-  TP_ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(j));
+  TP_ASSIGN_OR_RETURN(Json top, ParseJsonStrict(json_text, "config.json"));
+  if (!top.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+  TP_ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(top));
   ModelSpec c;
   c.family = std::string(family->name);
-  auto name = j.find("_name_or_path");
-  c.name = (name != j.end() && name->is_string()) ? name->get<std::string>() : "hf-config";
+  auto name = top.find("_name_or_path");
+  c.name = (name != top.end() && name->is_string()) ? name->get<std::string>() : "hf-config";
+  TP_ASSIGN_OR_RETURN(const Json* text, TextConfigOf(top, *family, c));
+  const Json& j = *text;
   TP_RETURN_IF_ERROR(ParseShapes(j, c));
   TP_ASSIGN_OR_RETURN(std::optional<double> theta, JsonNumber(j, "rope_theta"));
   c.rope_theta = theta.value_or(10000.0);  // the transformers default

@@ -307,8 +307,8 @@ TEST(ModelSpecFromHfJsonTest, ErrorsNameTheKey) {
        "config.json key 'num_attention_heads' 4 must divide hidden_size 250"},
       {"{" + base + R"(, "model_type": "phi3"})", absl::StatusCode::kUnimplemented,
        "config.json model_type = \"phi3\" is not implemented (supported: \"gemma2\", "
-       "\"gemma3_text\", \"glm4_moe\", \"llama\", \"llama4_text\", \"mistral\", \"mixtral\", "
-       "\"qwen2\", \"qwen3\", \"qwen3_moe\")"},
+       "\"gemma3_text\", \"glm4_moe\", \"llama\", \"llama4_text\", \"llama4\", \"mistral\", "
+       "\"mixtral\", \"qwen2\", \"qwen3\", \"qwen3_moe\")"},
       {"{" + base + R"(, "model_type": 7})", absl::StatusCode::kInvalidArgument,
        "config.json key 'model_type' must be a string, got 7"},
   };

@@ -231,6 +231,35 @@ TEST(FamiliesTest, Llama4ReadsIRopeChunksTemperatureAndInputWeightedExperts) {
   ExpectSameComputation(b.gguf, b.hf);
 }
 
+// Llama4ForConditionalGeneration's config.json (model_type llama4, as Scout and Maverick are
+// published): the text model's keys under text_config, read as llama4_text's; its tensors under
+// language_model., the vision tower's and the projector's left unserved.
+TEST(FamiliesTest, Llama4MultimodalConfigIsReadAsItsTextConfig) {
+  std::ifstream in(std::string(kDir) + "llama4_hf/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string wrapped = R"({"architectures": ["Llama4ForConditionalGeneration"],
+    "model_type": "llama4", "vision_config": {"hidden_size": 1408}, "text_config": )" +
+                              text.str() + "}";
+  absl::StatusOr<ModelSpec> spec = ModelSpecFromHfJson(wrapped);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<ModelSpec> plain = ModelSpecFromHfJson(text.str());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(spec->family, "llama4");
+  ExpectSameComputation(*spec, *plain);
+  EXPECT_EQ(spec->Layer(0).attention_chunk, 8);
+  EXPECT_EQ(spec->hf_weight_prefix, "language_model.");
+  EXPECT_THAT(spec->hf_unserved_weight_prefixes,
+              ::testing::ElementsAre("vision_model.", "multi_modal_projector."));
+  EXPECT_EQ(plain->hf_weight_prefix, "");
+  EXPECT_TRUE(plain->hf_unserved_weight_prefixes.empty());
+  absl::StatusOr<ModelSpec> bare = ModelSpecFromHfJson(R"({"model_type": "llama4"})");
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.status().message(),
+            "config.json key 'text_config' is missing or not an object: model_type \"llama4\" "
+            "keeps its text model's keys there");
+}
+
 // Llama4TextConfig's defaults and lists: no_rope_layers (1: RoPE), moe_layers, layer_types,
 // attention_chunk_size null (no chunks), attn_temperature_tuning as the first configs' number.
 TEST(FamiliesTest, Llama4ConfigDefaultsListsAndRefusals) {

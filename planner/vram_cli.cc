@@ -80,8 +80,13 @@ absl::StatusOr<LoadedModel> LoadCheckpointDirectory(const std::string& dir) {
   m.file_formats = files.stored_formats;
   int64_t bytes = 0;
   for (const std::string& name : files.weights->TensorNames()) {
+    // A multimodal checkpoint's other towers (Llama 4's vision model) are not planned.
+    bool unserved = false;
+    for (const std::string& p : files.config.hf_unserved_weight_prefixes) {
+      unserved |= absl::StartsWith(name, p);
+    }
     absl::StatusOr<TensorView> t = files.weights->Find(name);
-    if (t.ok()) bytes += t->nbytes;
+    if (t.ok() && !unserved) bytes += t->nbytes;
   }
   m.checkpoint_tensor_bytes = bytes;
   return m;

@@ -1,11 +1,13 @@
 #include "planner/vram_cli.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "base/version.h"
+#include "checkpoint/testing/multimodal_checkpoint.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -459,6 +461,31 @@ TEST(VramCliTest, ModelFromConfigJson) {
   EXPECT_EQ(RunWith(r).code, 2);
   r.model = std::string(std::getenv("TEST_TMPDIR")) + "/absent.json";
   EXPECT_NE(RunWith(r).err.find("cannot read"), std::string::npos);
+}
+
+// Llama 4 as published (Llama4ForConditionalGeneration: the golden text model's directory
+// rewritten by checkpoint/testing/multimodal_checkpoint.h): the vision tower is not planned, so
+// the file's tensor bytes checked against the plan are the text model's, as from its own
+// directory.
+TEST(VramCliTest, MultimodalCheckpointPlansItsTextModel) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/llama4_multimodal";
+  std::filesystem::create_directories(dir);
+  const std::string text_dir = "tests/golden/families/llama4_hf";
+  ASSERT_TRUE(WriteMultimodalCheckpoint(text_dir, dir, "llama4", "language_model.").ok());
+  VramRequest r;
+  r.gpu = "l40s";
+  r.context = 128;
+  const auto check_line = [&](const std::string& model) {
+    r.model = model;
+    const Result run = RunWith(r);
+    EXPECT_EQ(run.code, 0) << run.err;
+    const size_t at = run.out.find("CHECK     tensor bytes in the file: ");
+    EXPECT_NE(at, std::string::npos) << run.out;
+    return at == std::string::npos ? "" : run.out.substr(at, run.out.find('\n', at) - at);
+  };
+  const std::string wrapped = check_line(dir);
+  EXPECT_NE(wrapped.find("(equal)"), std::string::npos) << wrapped;
+  EXPECT_EQ(wrapped, check_line(text_dir));
 }
 
 }  // namespace

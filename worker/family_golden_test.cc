@@ -17,6 +17,8 @@
 // --deterministic_tp, the logits are bit-for-bit TP 1's. Mixtures of experts also with
 // --expert_parallel (whole experts per rank), bit for bit TP 1's with --deterministic_tp.
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <numeric>
@@ -24,6 +26,7 @@
 #include <tuple>
 
 #include "checkpoint/model_files.h"
+#include "checkpoint/testing/multimodal_checkpoint.h"
 #include "comm/in_process_communicator.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -385,6 +388,34 @@ TEST(FamilyLlama4Test, GgufMatchesLlamaCppAcrossItsChunkAndTemperatureStepAt8192
     std::printf("  without the %s: max|diff| %.2e of max|logit|\n", feature,
                 off.max_diff / off.max_abs);
     EXPECT_GT(off.max_diff, 4 * kChunkBoundaryMaxDiff * off.max_abs) << feature;
+  }
+}
+
+// Llama 4 as Scout and Maverick are published (Llama4ForConditionalGeneration): the golden's
+// config.json under text_config and its tensors under language_model., beside a vision tower's
+// (checkpoint/testing/multimodal_checkpoint.h). The text model is served as from its own
+// directory, bit for bit, at TP 1 and 2.
+TEST(FamilyLlama4Test, MultimodalCheckpointServesItsTextModel) {
+  const std::vector<Case> cases = LoadCases();
+  const Case* c = FindCase(cases, "llama4");
+  ASSERT_NE(c, nullptr);
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/llama4_multimodal";
+  std::filesystem::create_directories(dir);
+  const absl::Status written = WriteMultimodalCheckpoint(c->hf_dir, dir, "llama4",
+                                                         "language_model.");
+  ASSERT_TRUE(written.ok()) << written;
+  absl::StatusOr<ModelFiles> wrapped = OpenModelFiles(dir);
+  ASSERT_TRUE(wrapped.ok()) << wrapped.status();
+  absl::StatusOr<ModelFiles> plain = OpenModelFiles(c->hf_dir);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(wrapped->config.hf_weight_prefix, "language_model.");
+  const Prompt& p = c->prompts[0];
+  for (int world : {1, 2}) {
+    const RankOutput got = RunPrompt(*wrapped, world, TpReduction::kAllReduce, p);
+    EXPECT_EQ(got.prompt_logits, RunPrompt(*plain, world, TpReduction::kAllReduce, p).prompt_logits)
+        << "tp " << world;
+    CompareLogits(p, got.prompt_logits, wrapped->config.vocab_size,
+                  absl::StrCat("llama4 multimodal tp", world));
   }
 }
 

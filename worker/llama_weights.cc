@@ -16,6 +16,8 @@ class Loader {
       : c_(c), s_(s), q_(q), p_(p), f_(f), b_(b), out_(out) {}
 
   absl::Status LoadAll() {
+    // A multimodal checkpoint's other towers (Llama 4's vision model) are not served.
+    for (const std::string& p : c_.hf_unserved_weight_prefixes) used_.ExcusePrefix(p);
     TP_ASSIGN_OR_RETURN(out_->embedding, Matrix(TensorRole::kEmbedding, 0));
     const std::string head = ModuleName(c_, s_.format(), TensorRole::kLmHead, 0);
     const bool has_head = s_.Find(head + ".weight").ok() || s_.Find(head + ".qweight").ok();

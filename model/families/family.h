@@ -29,11 +29,19 @@ struct ModelFamily {
   // tie_word_embeddings when a config.json omits it: the default of the family's transformers
   // config class (true for Gemma's; Llama's, Mistral's, Mixtral's and Qwen's say false).
   bool hf_ties_embeddings_by_default = false;
+  // config.json model_type values of the family's multimodal checkpoints
+  // (Llama4ForConditionalGeneration: "llama4"), which keep the text model's keys under
+  // text_config and its weights under hf_multimodal_text_prefix, beside other towers' weights
+  // (hf_multimodal_unserved_prefixes) that tpserve does not serve: read as the text model.
+  std::vector<std::string_view> hf_multimodal_model_types = {};
+  std::string_view hf_multimodal_text_prefix = "";
+  std::vector<std::string_view> hf_multimodal_unserved_prefixes = {};
 };
 
 // Every family, by name.
 const std::vector<const ModelFamily*>& ModelFamilies();
-// nullptr when no family reads it.
+// nullptr when no family reads it (FamilyForHfModelType: as a text model's or a multimodal
+// checkpoint's model_type).
 const ModelFamily* FamilyForGgufArchitecture(std::string_view architecture);
 const ModelFamily* FamilyForHfModelType(std::string_view model_type);
 

@@ -13,9 +13,8 @@
 // 0.1) for every `llama4` file rather than reading them, and leaves QK-norm out of the files
 // with 128 experts (Maverick); a GGUF here is read the same way, and a file whose keys say
 // otherwise (attention.sliding_window, attention.sliding_window_pattern) is refused rather
-// than run as llama.cpp runs it. config.json says each one, with Llama4TextConfig's defaults.
-// Llama4ForConditionalGeneration's config (model_type "llama4", the text model under
-// text_config, its weights under language_model.) is not read yet.
+// than run as llama.cpp runs it. config.json says each one, with Llama4TextConfig's defaults;
+// Llama4ForConditionalGeneration's (model_type "llama4") says them under text_config.
 #include <algorithm>
 
 #include "base/status_macros.h"
@@ -261,7 +260,17 @@ absl::Status Llama4FromHf(const Json& j, ModelSpec& spec) {
 
 }  // namespace
 
-const ModelFamily kLlama4Family = {"llama4", {"llama4"}, {"llama4_text"}, Llama4FromGguf,
-                                   Llama4FromHf};
+// Llama4ForConditionalGeneration (Scout's and Maverick's published checkpoints): the text model
+// under text_config and language_model., the vision tower and its projector not served.
+const ModelFamily kLlama4Family = {"llama4",
+                                   {"llama4"},
+                                   {"llama4_text"},
+                                   Llama4FromGguf,
+                                   Llama4FromHf,
+                                   /*hf_ties_embeddings_by_default=*/false,
+                                   /*hf_multimodal_model_types=*/{"llama4"},
+                                   /*hf_multimodal_text_prefix=*/"language_model.",
+                                   /*hf_multimodal_unserved_prefixes=*/
+                                   {"vision_model.", "multi_modal_projector."}};
 
 }  // namespace tpserve

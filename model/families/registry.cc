@@ -31,6 +31,9 @@ const ModelFamily* FamilyForHfModelType(std::string_view model_type) {
     for (std::string_view t : f->hf_model_types) {
       if (t == model_type) return f;
     }
+    for (std::string_view t : f->hf_multimodal_model_types) {
+      if (t == model_type) return f;
+    }
   }
   return nullptr;
 }
