@@ -91,7 +91,8 @@ INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
 // Mixtral, Qwen3-MoE, GLM-4.5 and Llama 4 models (routers, every expert's slices, Llama 4's
 // read from its fused expert tensors, the MoE step buffers) at every degree their KV heads
 // allow; the mixtures of experts also with --expert_parallel (whole experts per rank, the
-// shared expert on each, the all-to-all's buffers).
+// shared expert on each, the all-to-all's buffers); qwen3moe_kv4's 4 KV heads at 4 ranks, tensor
+// and expert parallel (two whole experts per rank).
 class PlanVsEngineFamilies
     : public ::testing::TestWithParam<std::tuple<std::string, int, bool>> {};
 
@@ -141,6 +142,10 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{std::string("tests/golden/families/mixtral.gguf"), 2, true},
                       std::tuple{std::string("tests/golden/families/qwen3moe_hf"), 2, true},
                       std::tuple{std::string("tests/golden/families/glm4moe.gguf"), 2, true},
+                      std::tuple{std::string("tests/golden/families/qwen3moe_kv4.gguf"), 4,
+                                 false},
+                      std::tuple{std::string("tests/golden/families/qwen3moe_kv4_hf"), 4,
+                                 true},
                       std::tuple{std::string("tests/golden/families/llama4_hf"), 2, false},
                       std::tuple{std::string("tests/golden/families/llama4.gguf"), 2, true}));
 

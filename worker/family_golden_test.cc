@@ -7,15 +7,16 @@
 // with temperature tuning, L2 QK-norm, top-1 experts weighted on their inputs: its config.json
 // asks for chunks of 8 and a temperature floor of 4, which llama.cpp cannot (it fixes 8192), so
 // that form's goldens are the numpy reference's and the GGUF's are llama.cpp's), F32 and F16,
-// each loaded from its GGUF and from its config.json + safetensors, at TP 1 and every degree
-// that divides its KV heads.
+// each loaded from its GGUF and from its config.json + safetensors, at TP 1, 2 and 4 where the
+// degree divides its KV heads (4: qwen3moe_kv4).
 //
 // Checked per case, form and degree: the logits at every prompt position (prefill in one step)
 // within kMaxDiffTolerance of max|logit| (tighter than SmolLM2's bound in llama_golden_test), the
 // argmax at every position where llama.cpp's top-2 gap exceeds kNearTieLogits, and our free-
 // running greedy continuation equal to llama.cpp's up to its first near-tie. At TP > 1 with
 // --deterministic_tp, the logits are bit-for-bit TP 1's. Mixtures of experts also with
-// --expert_parallel (whole experts per rank), bit for bit TP 1's with --deterministic_tp.
+// --expert_parallel (whole experts per rank) at every degree past 1, bit for bit TP 1's with
+// --deterministic_tp.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -239,6 +240,7 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
     EXPECT_EQ(files->config.family, family) << path;
     std::vector<int> degrees = {1};
     if (c.kv_heads % 2 == 0) degrees.push_back(2);
+    if (c.kv_heads % 4 == 0) degrees.push_back(4);
     for (const Prompt& p : c.PromptsOf(gguf)) {
       std::vector<float> tp1_deterministic;
       for (int world : degrees) {
@@ -541,7 +543,7 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::Values("llama", "qwen2", "qwen2_f16", "qwen2_yarn", "qwen3",
                                            "qwen3_f16", "mistral", "gemma2", "gemma3",
                                            "gemma3_f16", "mixtral", "qwen3moe", "qwen3moe_f16",
-                                           "glm4moe", "llama4"));
+                                           "qwen3moe_kv4", "glm4moe", "llama4"));
 
 }  // namespace
 }  // namespace tpserve

@@ -4,7 +4,8 @@ alternating windows, Gemma 3 with five local layers to one global, Mixtral and Q
 experts of which each token takes 2, split across the ranks, and placed whole on the ranks with
 --expert_parallel) served by real processes from
 its GGUF and from its config.json + safetensors (+ tokenizer.json, make_family_tokenizers.py), at
-two ranks where its KV heads allow (one for Gemma 3's single KV head), through gRPC and the HTTP
+two ranks where its KV heads allow (four for qwen3moe_kv4's four KV heads, one for Gemma 3's
+single KV head), through gRPC and the HTTP
 API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
 first near-tie. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
 for its config.json form only. Llama 4's config.json asks for chunks of 8 and a temperature
@@ -22,12 +23,15 @@ DIR = ROOT / "tests/golden/families"
 GOLDENS = json.loads((DIR / "goldens.json").read_text())
 NEAR_TIE = 0.5
 CASES = [(case, form, False) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral",
-                                           "gemma2", "gemma3", "mixtral", "qwen3moe", "glm4moe",
+                                           "gemma2", "gemma3", "mixtral", "qwen3moe",
+                                           "qwen3moe_kv4", "glm4moe",
                                            "llama4"]
          for form in ["gguf", "hf_dir"] if (case, form) != ("mistral", "gguf")]
 # --expert_parallel: each of the two ranks holds 4 whole experts (GLM's shared expert on both),
-# their outputs brought to the tokens by an all-to-all over shared memory.
+# their outputs brought to the tokens by an all-to-all over shared memory; qwen3moe_kv4's four
+# ranks hold 2 each.
 CASES += [("mixtral", "gguf", True), ("qwen3moe", "hf_dir", True), ("glm4moe", "gguf", True),
+          ("qwen3moe_kv4", "gguf", True),
           ("llama4", "hf_dir", True)]
 
 
@@ -43,7 +47,8 @@ def decidable(gaps):
 def family(request, tmp_path_factory):
     name, form, expert_parallel = request.param
     case = GOLDENS["cases"][name]
-    ranks = 2 if case["shapes"]["n_kv_head"] % 2 == 0 else 1
+    kv_heads = case["shapes"]["n_kv_head"]
+    ranks = 4 if kv_heads % 4 == 0 else 2 if kv_heads % 2 == 0 else 1
     extra = ["--context=128"] + (["--expert_parallel"] if expert_parallel else [])
     c = Cluster(ranks=ranks, tmp=tmp_path_factory.mktemp(f"{name}-{form}"),
                 model=DIR / case[form], extra_args=extra)

@@ -32,19 +32,20 @@ For every case the script
      weights from the biased values, no shared expert, no routed scaling; llama4 chunks, NoPE,
      temperature, L2 QK-norm, RoPE pairs, weights on the inputs, the shared expert, each of
      which must move the logits by 5% of max|logit|), so a golden cannot pass by accident,
-  8. for the MoE cases (mixtral, qwen3moe, qwen3moe_f16: 8 experts, top-2, every layer sparse;
-     glm4moe: layer 0 dense, layers 1-2 sparse; llama4: 4 experts, top-1, layers 1 and 3
-     sparse, its margins under both attention settings) records, from the numpy reference on
-     every position llama.cpp evaluated, the smallest routing margin (mixtral, qwen3moe: router
-     logits of the k-th and (k+1)-th expert; glm4moe: selection values of the k-th chosen and
-     the best non-chosen eligible expert, and scores of the last kept and the best dropped
-     group) and how often each expert was chosen per layer, and fails unless the margin
-     exceeds MOE_MIN_GAP and every expert is chosen somewhere (the seeds MIXTRAL_SEED /
-     QWEN3MOE_SEED / GLM4MOE_SEED were picked for that); it also reads llama.cpp's own top-k
-     (an eval callback on `ffn_moe_topk-<layer>`, second run; glm4moe also its kept groups,
-     `ffn_moe_group_topk-<layer>`, third run) and fails unless it is the reference's at every
-     position and layer. glm4moe also fails unless the group limit and the correction bias
-     each change some decisions and the best expert overall is in a dropped group somewhere.
+  8. for the MoE cases (mixtral, qwen3moe, qwen3moe_f16, qwen3moe_kv4: 8 experts, top-2, every
+     layer sparse; glm4moe: layer 0 dense, layers 1-2 sparse; llama4: 4 experts, top-1, layers
+     1 and 3 sparse, its margins under both attention settings) records, from the numpy
+     reference on every position llama.cpp evaluated, the smallest routing margin (mixtral,
+     qwen3moe: router logits of the k-th and (k+1)-th expert; glm4moe: selection values of the
+     k-th chosen and the best non-chosen eligible expert, and scores of the last kept and the
+     best dropped group) and how often each expert was chosen per layer, and fails unless the
+     margin exceeds MOE_MIN_GAP and every expert is chosen somewhere (the seeds MIXTRAL_SEED /
+     QWEN3MOE_SEED / QWEN3MOE_KV4_SEED / GLM4MOE_SEED were picked for that); it also reads
+     llama.cpp's own top-k (an eval callback on `ffn_moe_topk-<layer>`, second run; glm4moe
+     also its kept groups, `ffn_moe_group_topk-<layer>`, third run) and fails unless it is the
+     reference's at every position and layer. glm4moe also fails unless the group limit and
+     the correction bias each change some decisions and the best expert overall is in a
+     dropped group somewhere.
 
 MoE tensors. HF (per expert, as the released checkpoints store them; transformers 4.x layout):
   mixtral:  model.layers.N.block_sparse_moe.gate.weight [E, hidden] (router),
@@ -114,6 +115,10 @@ TOL_GEMMA = {"F32": 5e-3, "F16": 3e-2}
 MOE_MIN_GAP = 0.02
 MIXTRAL_SEED = 527
 QWEN3MOE_SEED = 401
+# qwen3moe_kv4: 4 KV heads, so tensor and expert parallelism run at 4 ranks. Picked from seeds
+# 1000-16000 (numpy reference only) for the margin (0.0515 > MOE_MIN_GAP), every expert chosen
+# in both layers, and the longest decidable greedy runs (3 and 8 steps before a gap < 0.5).
+QWEN3MOE_KV4_SEED = 13872
 # glm4moe: sigmoid scores + a correction bias. A steep router (weights std 32/sqrt(64) = 4,
 # logits std ~35) saturates most scores at ~0 or ~1, and among saturated experts the bias
 # decides: each sparse layer's bias is these levels (rounded to 2^-8) in consecutive pairs, the
@@ -197,6 +202,15 @@ CASES = [
         rope_theta=1000000.0, qk_norm=True, tied=False, out_gain=2.0, intermediate=96,
         vocab_kind="bpe", tok_pre="qwen2",
         moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=2.5), seed=QWEN3MOE_SEED)),
+    # Qwen3-MoE with 8 query heads over 4 KV heads (head_dim 16, Q 128 wide): the one MoE case
+    # whose attention splits over 4 ranks (TP 4, and EP 4: two whole experts per rank).
+    ("qwen3moe_kv4", base_spec(
+        family="qwen3moe", gguf_arch="qwen3moe", hf_arch="Qwen3MoeForCausalLM",
+        model_type="qwen3_moe", layers=2, heads=8, kv_heads=4, head_dim=16,
+        rope_theta=1000000.0, qk_norm=True, tied=False, out_gain=2.0, intermediate=96,
+        vocab_kind="bpe", tok_pre="qwen2",
+        moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=2.5),
+        seed=QWEN3MOE_KV4_SEED)),
     # GLM-4.5's architecture (Glm4MoeForCausalLM): layer 0 dense (first_k_dense_replace 1,
     # width `intermediate`), layers 1-2 sparse: 8 routed experts, top-2, sigmoid scoring with
     # e_score_correction_bias, 4 groups of 2 experts of which 2 are kept, weights renormalized

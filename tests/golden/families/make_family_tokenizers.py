@@ -4,10 +4,10 @@ safetensors forms can be served like their GGUFs (tests/e2e/test_families.py).
 
 Each is the GGUF's own vocabulary (read with the `gguf` package) in the layout Hugging Face's
 converters write for that family (transformers' convert_slow_tokenizer.py):
-  * byte-level BPE files (llama, qwen2, qwen2_yarn, qwen3, qwen3moe, glm4moe, llama4): vocab +
-    merges as stored, Split with the Llama 3 or the Qwen2 regex + ByteLevel, Qwen's NFC
-    normalizer (glm4moe's GGUF carries the qwen2 vocabulary and pre-tokenizer, llama4's the
-    Llama 3 ones);
+  * byte-level BPE files (llama, qwen2, qwen2_yarn, qwen3, qwen3moe, qwen3moe_kv4, glm4moe,
+    llama4): vocab + merges as stored, Split with the Llama 3 or the Qwen2 regex + ByteLevel,
+    Qwen's NFC normalizer (glm4moe's GGUF carries the qwen2 vocabulary and pre-tokenizer,
+    llama4's the Llama 3 ones);
   * SentencePiece files (mistral, mixtral, gemma2, gemma3): BPE over characters with byte
     fallback, whose merges are derived from the vocabulary the way transformers'
     SentencePieceExtractor derives them (every split of a piece into two pieces of the
@@ -30,7 +30,7 @@ LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 CASES = ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2", "gemma3", "mixtral",
-         "qwen3moe", "glm4moe", "llama4"]
+         "qwen3moe", "qwen3moe_kv4", "glm4moe", "llama4"]
 CONTROL = 3
 
 
