@@ -55,9 +55,9 @@ class Loader {
             continue;
           }
           LlamaLayerWeights::Expert& mine = w.experts[e - first];
-          TP_ASSIGN_OR_RETURN(mine.gate, Matrix(TensorRole::kExpertGate, l, e));
-          TP_ASSIGN_OR_RETURN(mine.up, Matrix(TensorRole::kExpertUp, l, e));
-          TP_ASSIGN_OR_RETURN(mine.down, Matrix(TensorRole::kExpertDown, l, e));
+          TP_ASSIGN_OR_RETURN(mine.gate, ExpertMatrix(TensorRole::kExpertGate, l, e));
+          TP_ASSIGN_OR_RETURN(mine.up, ExpertMatrix(TensorRole::kExpertUp, l, e));
+          TP_ASSIGN_OR_RETURN(mine.down, ExpertMatrix(TensorRole::kExpertDown, l, e));
         }
         if (HasRole(c_, TensorRole::kSharedGate)) {
           TP_ASSIGN_OR_RETURN(w.shared.gate, Matrix(TensorRole::kSharedGate, l));
@@ -121,6 +121,22 @@ class Loader {
     out_->bytes_copied += loaded.bytes_copied;
     out_->role_bytes[static_cast<int>(role)] += loaded.bytes_held();
     return loaded;
+  }
+
+  // Expert `expert`'s matrix of an expert role; a failure also says which expert of how many,
+  // and which experts this rank reads (with expert parallelism only an expert's owner reads
+  // it, so a missing expert is reported by that rank alone).
+  absl::StatusOr<LoadedMatrix> ExpertMatrix(TensorRole role, int64_t layer, int64_t expert) {
+    absl::StatusOr<LoadedMatrix> m = Matrix(role, layer, expert);
+    if (m.ok()) return m;
+    const int64_t first = p_.first_local_expert(), local = p_.num_local_experts();
+    const std::string held = local == c_.moe.routing.num_experts
+                                 ? std::string("every expert")
+                                 : StrCat("experts ", first, "-", first + local - 1);
+    return absl::Status(m.status().code(),
+                        StrCat(m.status().message(), " (expert ", expert, " of ",
+                               c_.moe.routing.num_experts, " in layer ", layer,
+                               "; this rank holds ", held, ")"));
   }
 
   // A vector tensor (norm weights, rope factors) in f32 on the host.

@@ -5,6 +5,8 @@
 // scores, a correction bias, groups, shared experts, leading dense layers). What the experts are
 // is data (ModelSpec::moe, LayerSpec::moe); this file only reads it.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "base/status_macros.h"
 #include "base/str_cat.h"
@@ -14,6 +16,22 @@ namespace tpserve {
 namespace {
 
 using config_internal::Json;
+
+// ExpertRouting holds its counts as int32: a count that does not fit (or a negative one) is
+// refused naming where it was read (`where`: "config.json key 'num_experts'", "<file>:
+// qwen3moe.expert_count"), never wrapped into another number (2^32 + 8 experts read as 8).
+absl::StatusOr<int32_t> RoutingCount(std::string_view where, int64_t value) {
+  if (value < 0 || value > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(StrCat(where, " is ", value, "; a count in [0, ",
+                                             std::numeric_limits<int32_t>::max(),
+                                             "] was expected"));
+  }
+  return static_cast<int32_t>(value);
+}
+
+absl::StatusOr<int32_t> HfRoutingCount(std::string_view key, int64_t value) {
+  return RoutingCount(StrCat("config.json key '", key, "'"), value);
+}
 
 // Every layer's experts (routed by `routing`) for a family whose files always have them, of
 // <arch>.expert_feed_forward_length: that key and a non-zero <arch>.expert_count required.
@@ -55,9 +73,11 @@ absl::Status MixtralFromHf(const Json& j, ModelSpec& spec) {
   family_internal::UniformLayers(window.value_or(0), spec);
   TP_ASSIGN_OR_RETURN(const int64_t experts, config_internal::JsonRequiredInt(j, "num_local_experts"));
   TP_ASSIGN_OR_RETURN(const int64_t top_k, config_internal::JsonRequiredInt(j, "num_experts_per_tok"));
+  TP_ASSIGN_OR_RETURN(const int32_t num_experts, HfRoutingCount("num_local_experts", experts));
+  TP_ASSIGN_OR_RETURN(const int32_t num_used, HfRoutingCount("num_experts_per_tok", top_k));
   spec.moe.routing = {.score = RoutingScore::kSoftmax,
-                      .num_experts = static_cast<int32_t>(experts),
-                      .top_k = static_cast<int32_t>(top_k),
+                      .num_experts = num_experts,
+                      .top_k = num_used,
                       .renormalize = true};
   spec.moe.expert_intermediate_size = spec.intermediate_size;  // each expert is a whole MLP
   spec.moe.hf_names = MoeSpec::HfNames::kBlockSparseMoe;
@@ -102,9 +122,11 @@ absl::Status Qwen3MoeFromHf(const Json& j, ModelSpec& spec) {
       dense_only[l.get<int64_t>()] = true;
     }
   }
+  TP_ASSIGN_OR_RETURN(const int32_t num_experts, HfRoutingCount("num_experts", experts));
+  TP_ASSIGN_OR_RETURN(const int32_t num_used, HfRoutingCount("num_experts_per_tok", top_k));
   spec.moe.routing = {.score = RoutingScore::kSoftmax,
-                      .num_experts = static_cast<int32_t>(experts),
-                      .top_k = static_cast<int32_t>(top_k),
+                      .num_experts = num_experts,
+                      .top_k = num_used,
                       .renormalize = norm.value_or(false)};
   spec.moe.expert_intermediate_size = expert_ff;
   bool any = false;
@@ -146,10 +168,16 @@ absl::Status Glm4MoeFromGguf(const GgufFile& g, const std::string& arch, ModelSp
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups, GgufInt(g, arch + ".expert_group_count"));
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups_used,
                       GgufInt(g, arch + ".expert_group_used_count"));
+  TP_ASSIGN_OR_RETURN(const int32_t num_groups,
+                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_group_count"),
+                                   std::max<int64_t>(1, groups.value_or(1))));
+  TP_ASSIGN_OR_RETURN(const int32_t top_groups,
+                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_group_used_count"),
+                                   std::max<int64_t>(1, groups_used.value_or(1))));
   ExpertRouting routing{
       .score = gating.value_or(2) == 1 ? RoutingScore::kSoftmax : RoutingScore::kSigmoid,
-      .num_groups = static_cast<int32_t>(std::max<int64_t>(1, groups.value_or(1))),
-      .top_groups = static_cast<int32_t>(std::max<int64_t>(1, groups_used.value_or(1))),
+      .num_groups = num_groups,
+      .top_groups = top_groups,
       .renormalize = norm.value_or(false),  // llama.cpp's default for glm4moe
       // llama.cpp applies the scale only when it is neither 0 nor 1.
       .scaling = scale && *scale != 0.0 ? static_cast<float>(*scale) : 1.0f};
@@ -199,11 +227,16 @@ absl::Status Glm4MoeFromHf(const Json& j, ModelSpec& spec) {
   TP_ASSIGN_OR_RETURN(std::optional<double> scale, JsonNumber(j, "routed_scaling_factor"));
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> dense, JsonInt(j, "first_k_dense_replace"));
   // The defaults are Glm4MoeConfig's.
+  TP_ASSIGN_OR_RETURN(const int32_t num_experts, HfRoutingCount("n_routed_experts", experts));
+  TP_ASSIGN_OR_RETURN(const int32_t num_used, HfRoutingCount("num_experts_per_tok", top_k));
+  TP_ASSIGN_OR_RETURN(const int32_t num_groups, HfRoutingCount("n_group", groups.value_or(1)));
+  TP_ASSIGN_OR_RETURN(const int32_t num_top_groups,
+                      HfRoutingCount("topk_group", top_groups.value_or(1)));
   spec.moe.routing = {.score = RoutingScore::kSigmoid,
-                      .num_experts = static_cast<int32_t>(experts),
-                      .top_k = static_cast<int32_t>(top_k),
-                      .num_groups = static_cast<int32_t>(groups.value_or(1)),
-                      .top_groups = static_cast<int32_t>(top_groups.value_or(1)),
+                      .num_experts = num_experts,
+                      .top_k = num_used,
+                      .num_groups = num_groups,
+                      .top_groups = num_top_groups,
                       .renormalize = norm.value_or(true),
                       .scaling = static_cast<float>(scale.value_or(1.0))};
   spec.moe.expert_intermediate_size = expert_ff;
@@ -229,8 +262,10 @@ absl::Status ReadGgufExperts(const GgufFile& g, const std::string& arch, ExpertR
                                              *experts, " but ", arch,
                                              ".expert_used_count is missing"));
   }
-  routing.num_experts = static_cast<int32_t>(*experts);
-  routing.top_k = static_cast<int32_t>(*used);
+  TP_ASSIGN_OR_RETURN(routing.num_experts,
+                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_count"), *experts));
+  TP_ASSIGN_OR_RETURN(routing.top_k,
+                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_used_count"), *used));
   if (const std::string problem = ExpertRoutingProblem(routing); !problem.empty()) {
     return absl::InvalidArgumentError(StrCat(g.Describe(), ": ", arch, ".expert_count ",
                                              *experts, " and ", arch, ".expert_used_count ",
