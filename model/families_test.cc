@@ -253,6 +253,17 @@ TEST(FamiliesTest, Llama4MultimodalConfigIsReadAsItsTextConfig) {
               ::testing::ElementsAre("vision_model.", "multi_modal_projector."));
   EXPECT_EQ(plain->hf_weight_prefix, "");
   EXPECT_TRUE(plain->hf_unserved_weight_prefixes.empty());
+  // An expert count that does not fit ExpertRouting's int32 is refused by name, not wrapped.
+  std::string huge = text.str();
+  const std::string four = "\"num_local_experts\": 4,";
+  const size_t at = huge.find(four);
+  ASSERT_NE(at, std::string::npos);
+  huge.replace(at, four.size(), "\"num_local_experts\": 4294967300,");
+  absl::StatusOr<ModelSpec> wrapped_count = ModelSpecFromHfJson(huge);
+  ASSERT_FALSE(wrapped_count.ok());
+  EXPECT_EQ(wrapped_count.status().message(),
+            "config.json key 'num_local_experts' is 4294967300; a count in [0, 2147483647] was "
+            "expected");
   absl::StatusOr<ModelSpec> bare = ModelSpecFromHfJson(R"({"model_type": "llama4"})");
   ASSERT_FALSE(bare.ok());
   EXPECT_EQ(bare.status().message(),

@@ -61,6 +61,10 @@ extern const ModelFamily kGlm4MoeFamily;
 namespace family_internal {
 // Every layer global with the model-wide RoPE, or every one windowed (Mistral).
 void UniformLayers(int64_t sliding_window, ModelSpec& spec);
+// ExpertRouting holds its counts as int32: a count that does not fit (or a negative one) is
+// refused naming where it was read (`where`: "config.json key 'num_experts'", "<file>:
+// qwen3moe.expert_count"), never wrapped into another number (2^32 + 8 experts read as 8).
+absl::StatusOr<int32_t> RoutingCount(std::string_view where, int64_t value);
 // Every layer's feed-forward the experts of `routing` (its score and weighting; the counts come
 // from "<arch>.expert_count" and "<arch>.expert_used_count") when the file has experts; nothing
 // when <arch>.expert_count is absent or 0. INVALID_ARGUMENT names the keys of a bad count.

@@ -63,11 +63,16 @@ void SetLlama4Layers(const Llama4Layers& l4, ModelSpec& spec) {
 
 // The experts of layers l with (l + 1) % step == 0, as both readers find them: top-k on the
 // logits, the sigmoid weight on the expert's input, a shared expert of the experts' width.
-void SetLlama4Experts(int64_t experts, int64_t top_k, int64_t expert_ff,
-                      const std::vector<bool>& moe_layers, ModelSpec& spec) {
+// `experts_key` and `top_k_key` name where the counts were read, for a count that does not fit.
+absl::Status SetLlama4Experts(int64_t experts, int64_t top_k, int64_t expert_ff,
+                              const std::vector<bool>& moe_layers, const std::string& experts_key,
+                              const std::string& top_k_key, ModelSpec& spec) {
+  TP_ASSIGN_OR_RETURN(const int32_t num_experts,
+                      family_internal::RoutingCount(experts_key, experts));
+  TP_ASSIGN_OR_RETURN(const int32_t num_used, family_internal::RoutingCount(top_k_key, top_k));
   spec.moe.routing = {.score = RoutingScore::kSigmoid,
-                      .num_experts = static_cast<int32_t>(experts),
-                      .top_k = static_cast<int32_t>(top_k),
+                      .num_experts = num_experts,
+                      .top_k = num_used,
                       .select_on_logits = true,
                       .weight_on_input = true};
   spec.moe.expert_intermediate_size = expert_ff;
@@ -79,6 +84,7 @@ void SetLlama4Experts(int64_t experts, int64_t top_k, int64_t expert_ff,
     any |= spec.layers[l].moe;
   }
   if (!any) spec.moe = MoeSpec{};
+  return absl::OkStatus();
 }
 
 absl::Status Llama4FromGguf(const GgufFile& g, const std::string& arch, ModelSpec& spec) {
@@ -120,7 +126,10 @@ absl::Status Llama4FromGguf(const GgufFile& g, const std::string& arch, ModelSpe
                       config_internal::GgufRequiredInt(g, arch + ".expert_used_count"));
   TP_ASSIGN_OR_RETURN(const int64_t expert_ff,
                       config_internal::GgufRequiredInt(g, arch + ".expert_feed_forward_length"));
-  SetLlama4Experts(*experts, used, expert_ff, moe_layers, spec);
+  TP_RETURN_IF_ERROR(SetLlama4Experts(*experts, used, expert_ff, moe_layers,
+                                      StrCat(g.Describe(), ": ", arch, ".expert_count"),
+                                      StrCat(g.Describe(), ": ", arch, ".expert_used_count"),
+                                      spec));
   return absl::OkStatus();
 }
 
@@ -254,7 +263,9 @@ absl::Status Llama4FromHf(const Json& j, ModelSpec& spec) {
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> experts, JsonInt(j, "num_local_experts"));
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, JsonInt(j, "num_experts_per_tok"));
   TP_ASSIGN_OR_RETURN(const std::vector<bool> moe_layers, MoeLayers(j, spec.num_layers));
-  SetLlama4Experts(experts.value_or(16), top_k.value_or(1), expert_ff, moe_layers, spec);
+  TP_RETURN_IF_ERROR(SetLlama4Experts(experts.value_or(16), top_k.value_or(1), expert_ff,
+                                      moe_layers, "config.json key 'num_local_experts'",
+                                      "config.json key 'num_experts_per_tok'", spec));
   return absl::OkStatus();
 }
 

@@ -17,17 +17,7 @@ namespace {
 
 using config_internal::Json;
 
-// ExpertRouting holds its counts as int32: a count that does not fit (or a negative one) is
-// refused naming where it was read (`where`: "config.json key 'num_experts'", "<file>:
-// qwen3moe.expert_count"), never wrapped into another number (2^32 + 8 experts read as 8).
-absl::StatusOr<int32_t> RoutingCount(std::string_view where, int64_t value) {
-  if (value < 0 || value > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(StrCat(where, " is ", value, "; a count in [0, ",
-                                             std::numeric_limits<int32_t>::max(),
-                                             "] was expected"));
-  }
-  return static_cast<int32_t>(value);
-}
+using family_internal::RoutingCount;
 
 absl::StatusOr<int32_t> HfRoutingCount(std::string_view key, int64_t value) {
   return RoutingCount(StrCat("config.json key '", key, "'"), value);
@@ -285,4 +275,16 @@ const ModelFamily kQwen3MoeFamily = {"qwen3moe", {"qwen3moe"}, {"qwen3_moe"}, Qw
 const ModelFamily kGlm4MoeFamily = {"glm4moe", {"glm4moe"}, {"glm4_moe"}, Glm4MoeFromGguf,
                                     Glm4MoeFromHf};
 
+namespace family_internal {
+
+absl::StatusOr<int32_t> RoutingCount(std::string_view where, int64_t value) {
+  if (value < 0 || value > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(StrCat(where, " is ", value, "; a count in [0, ",
+                                             std::numeric_limits<int32_t>::max(),
+                                             "] was expected"));
+  }
+  return static_cast<int32_t>(value);
+}
+
+}  // namespace family_internal
 }  // namespace tpserve
