@@ -2,7 +2,9 @@
 """llama.cpp (llama-cpp-python) prefill and decode throughput on the same GGUF and settings as
 //bench:model_bench: batch 1, the same KV cache dtype (--kv_dtype, f16 by default as in both
 engines), no flash attention, the same pseudo-random prompt,
-greedy decode; best of --repeats runs per thread count.
+greedy decode; best of --repeats runs per thread count. Beside the wall-clock rates, as
+//bench:model_bench prints them, *_cpu_ms_tok: the process CPU time per token (all threads, the
+least of the runs), which waiting for a core on a shared machine does not inflate.
 
     python3 bench/llama_cpp_bench.py --threads 1,2 --prompt_tokens 512 --decode_tokens 64
 """
@@ -22,15 +24,16 @@ def last_logits(llm):
 
 def run_once(llm, prompt, decode_tokens):
     llm.reset()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     llm.eval(prompt)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     logits = last_logits(llm)
     for _ in range(decode_tokens):
         llm.eval([int(np.argmax(logits))])
         logits = last_logits(llm)
-    t2 = time.perf_counter()
-    return len(prompt) / (t1 - t0), decode_tokens / (t2 - t1)
+    t2, c2 = time.perf_counter(), time.process_time()
+    return (len(prompt) / (t1 - t0), decode_tokens / (t2 - t1),
+            1e3 * (c1 - c0) / len(prompt), 1e3 * (c2 - c1) / decode_tokens)
 
 
 def main():
@@ -53,11 +56,14 @@ def main():
         vocab = llm.n_vocab()
         prompt = [(i * 7919 + 13) % vocab for i in range(args.prompt_tokens)]
         best_prefill = best_decode = 0.0
+        cpu_prefill = cpu_decode = float("inf")
         for _ in range(args.repeats):
-            prefill, decode = run_once(llm, prompt, args.decode_tokens)
+            prefill, decode, prefill_cpu, decode_cpu = run_once(llm, prompt, args.decode_tokens)
             best_prefill, best_decode = max(best_prefill, prefill), max(best_decode, decode)
+            cpu_prefill, cpu_decode = min(cpu_prefill, prefill_cpu), min(cpu_decode, decode_cpu)
         print(f"llama.cpp {'llama-cpp-py':10s} threads={threads} prompt={args.prompt_tokens} "
-              f"kv={args.kv_dtype} prefill_tok_s={best_prefill:.1f} decode_tok_s={best_decode:.1f}")
+              f"kv={args.kv_dtype} prefill_tok_s={best_prefill:.1f} decode_tok_s={best_decode:.1f} "
+              f"prefill_cpu_ms_tok={cpu_prefill:.2f} decode_cpu_ms_tok={cpu_decode:.2f}")
         del llm
 
 

@@ -27,20 +27,27 @@ import time
 import llama_cpp
 import numpy as np
 
-from loadgen_common import (Workload, new_record, parse_length_mix, percentile, record_message,
-                            render_table, run_to_json, summarize, SplitMix64)
+from loadgen_common import (PROMPT_WORDS, Workload, new_record, parse_length_mix, percentile,
+                            record_message, render_table, run_to_json, summarize, SplitMix64)
 
 
 class Engine:
     """One llama_context whose KV cache holds `n_seq` sequences (seq_id = slot number)."""
 
-    def __init__(self, model_path, n_seq, ctx_per_seq, n_batch, threads, kv_unified):
+    def __init__(self, model_path, n_seq, max_prompt_words, max_output, n_batch, threads,
+                 kv_unified):
         llama_cpp.llama_backend_init()
         llama_cpp.llama_log_set(_QUIET_LOG, ctypes.c_void_p())
         mp = llama_cpp.llama_model_default_params()
         self.model = llama_cpp.llama_model_load_from_file(model_path.encode(), mp)
         if not self.model:
             raise RuntimeError(f"cannot load {model_path}")
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        # Room per sequence: the longest prompt (its words at the most tokens any prompt word
+        # takes: one in SmolLM2's vocabulary, more in others; 16 spare) plus its output.
+        per_word = max(len(self._tokenize(w, False)) for word in PROMPT_WORDS
+                       for w in (word, " " + word))
+        ctx_per_seq = max(max_prompt_words * per_word + 16 + max_output, 64)
         cp = llama_cpp.llama_context_default_params()
         cp.n_ctx = n_seq * ctx_per_seq
         cp.n_batch = cp.n_ubatch = n_batch
@@ -55,18 +62,22 @@ class Engine:
         self.ctx = llama_cpp.llama_init_from_model(self.model, cp)
         if not self.ctx:
             raise RuntimeError("llama_init_from_model failed")
-        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.mem = llama_cpp.llama_get_memory(self.ctx)
-        self.n_batch = n_batch
+        # What llama_decode accepts: llama.cpp caps the batch at the context's cells.
+        self.n_batch = llama_cpp.llama_n_batch(self.ctx)
         self.ctx_per_seq = llama_cpp.llama_n_ctx_seq(self.ctx)  # after llama.cpp's padding
         self.batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
 
     def tokenize(self, text):
+        # add_special: a BOS where the GGUF asks for one, as tpserve's text input does.
+        return self._tokenize(text, True)
+
+    def _tokenize(self, text, add_special):
         data = text.encode()
         buf = (llama_cpp.llama_token * (len(data) + 8))()
-        # add_special: a BOS where the GGUF asks for one, as tpserve's text input does.
-        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, len(buf), True, False)
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, len(buf), add_special,
+                                     False)
         if n < 0:
             raise RuntimeError(f"llama_tokenize needs {-n} tokens")
         return list(buf[:n])
@@ -285,10 +296,8 @@ def main():
     except ValueError as e:
         p.error(str(e))
     slo = {"ttft_ms": args.slo_ttft_ms, "itl_ms": args.slo_itl_ms, "itl_stat": args.slo_itl_stat}
-    # Room per sequence: the longest prompt (a word is one token; 16 spare) plus its output.
-    ctx_per_seq = max(b[0] for b in prompt_mix) + 16 + max(b[0] for b in output_mix)
-    engine = Engine(args.model, args.concurrency, max(ctx_per_seq, 64), args.n_batch, args.threads,
-                    args.kv_unified)
+    engine = Engine(args.model, args.concurrency, max(b[0] for b in prompt_mix),
+                    max(b[0] for b in output_mix), args.n_batch, args.threads, args.kv_unified)
     if args.warmup_requests > 0:
         warm = Workload([(16, 1.0)], [(8, 1.0)], 0.0, args.seed ^ 0x5EED)
         one = argparse.Namespace(**{**vars(args), "concurrency": 1})
@@ -307,7 +316,7 @@ def main():
             "warmup_requests": args.warmup_requests}
     sys.stdout.write(render_table(info, summary, slo))
     print(f"llama_cpp_loadgen: llama.cpp {llama_cpp.__version__}, threads {args.threads}, "
-          f"n_batch {args.n_batch}, {llama_cpp.llama_n_ctx(engine.ctx)} KV cells, "
+          f"n_batch {engine.n_batch}, {llama_cpp.llama_n_ctx(engine.ctx)} KV cells, "
           f"{'unified' if args.kv_unified else 'per-sequence'} f16 KV, no flash attention",
           file=sys.stderr)
     for r in [r for r in records if r["status"] != "OK"][:10]:

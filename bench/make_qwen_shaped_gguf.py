@@ -41,8 +41,9 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'
 FTYPES = {"f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15}  # llama_ftype values
 
 
-def synthetic_vocab(rng):
-    """N_REGULAR byte-level tokens and the merges that build them, in rank order."""
+def synthetic_vocab(rng, n_regular=N_REGULAR, vocab=VOCAB):
+    """n_regular byte-level tokens and the merges that build them, in rank order, then Qwen's
+    specials and [PADn] up to vocab (bench/make_qwen3moe_shaped_gguf.py asks for fewer)."""
     # GPT-2's byte -> printable character map, in byte order.
     byte_chars = [c for _, c in sorted(bytes_to_unicode().items())]
     tokens = list(byte_chars)
@@ -50,7 +51,7 @@ def synthetic_vocab(rng):
     merges = []
     # Right-hand bytes mostly letters, a space marker (Ġ) and digits, like real text.
     letters = [byte_chars[b] for b in b"etaoinshrdlucmfwypvbgkjqxzETAOINSHRDLU0123456789 "]
-    while len(tokens) < N_REGULAR:
+    while len(tokens) < n_regular:
         lefts = rng.integers(0, len(tokens), 4096)
         rights = rng.integers(0, len(letters), 4096)
         for li, ri in zip(lefts, rights):
@@ -61,12 +62,12 @@ def synthetic_vocab(rng):
             seen.add(new)
             tokens.append(new)
             merges.append(f"{left} {right}")
-            if len(tokens) == N_REGULAR:
+            if len(tokens) == n_regular:
                 break
-    types = [TokenType.NORMAL] * N_REGULAR
+    types = [TokenType.NORMAL] * n_regular
     tokens += SPECIALS
     types += [TokenType.CONTROL] * len(SPECIALS)
-    for i in range(len(tokens), VOCAB):
+    for i in range(len(tokens), vocab):
         tokens.append(f"[PAD{i}]")
         types.append(TokenType.UNUSED)
     return tokens, types, merges

@@ -106,13 +106,23 @@ double StreamReadBytesPerSecond(int threads, int64_t bytes) {
   return best;
 }
 
-// Weight bytes a decode step reads on this rank: all but the embedding table, of which it
-// reads one row per token (unless the LM head is the same table).
+// Weight bytes a decode step of one token reads on this rank: all but the embedding table, of
+// which it reads one row per token (unless the LM head is the same table), and of a mixture of
+// experts' routed experts only the top_k of num_experts the token chooses in each layer.
 int64_t DecodeWeightBytes(const LlamaModel& model) {
   const MemoryFootprint fp = model.footprint();
-  if (model.config().tie_word_embeddings) return fp.weight_bytes_resident;
-  return fp.weight_bytes_resident -
-         fp.weight_bytes_by_role[static_cast<int>(TensorRole::kEmbedding)];
+  const auto role_bytes = [&](TensorRole r) {
+    return fp.weight_bytes_by_role[static_cast<int>(r)];
+  };
+  int64_t bytes = fp.weight_bytes_resident;
+  if (!model.config().tie_word_embeddings) bytes -= role_bytes(TensorRole::kEmbedding);
+  const ExpertRouting& routing = model.config().moe.routing;
+  if (routing.num_experts > 0) {
+    const int64_t experts = role_bytes(TensorRole::kExpertGate) +
+                            role_bytes(TensorRole::kExpertUp) + role_bytes(TensorRole::kExpertDown);
+    bytes -= experts - experts * routing.top_k / routing.num_experts;
+  }
+  return bytes;
 }
 
 struct Figures {

@@ -9,7 +9,11 @@
 #
 # Flags: --levels=1,8,16 --requests=16 --prompt_tokens=200 --output_tokens=64 (mixes like
 # 64:0.5,512:0.5 work) --rate=0 (closed loop) --threads=$(nproc) --ranks=1 --context=1024
-# --slo_ttft_ms=2000 --slo_itl_ms=200 --seed=1 --model=PATH --out_dir=DIR (JSON per run + summary.md).
+# --slo_ttft_ms=2000 --slo_itl_ms=200 --seed=1 --model=PATH --out_dir=DIR (JSON per run + summary.md)
+# --launch_flag=FLAG (repeatable; e.g. --launch_flag=--prefix_caching=false).
+# Every level sends the same requests (one seed) to one tpserve cluster, so from the second level
+# on tpserve finds their prompts in its prefix cache, while the peer starts a fresh process per
+# level: --launch_flag=--prefix_caching=false compares prefill on both sides.
 # Exits non-zero if a run failed a request or could not run; the other runs still happen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +21,7 @@ levels=1,8,16; requests=16; prompt=200; output=64; rate=0; threads=$(nproc); ran
 context=1024; slo_ttft=2000; slo_itl=200; seed=1
 model="${TPSERVE_MODEL_DIR:-$HOME/.cache/tpserve}/SmolLM2-135M-Instruct.Q4_1.gguf"
 out_dir=""
+launch_flags=()
 for arg in "$@"; do
   case "$arg" in
     --levels=*) levels="${arg#*=}" ;;
@@ -32,6 +37,7 @@ for arg in "$@"; do
     --seed=*) seed="${arg#*=}" ;;
     --model=*) model="${arg#*=}" ;;
     --out_dir=*) out_dir="${arg#*=}" ;;
+    --launch_flag=*) launch_flags+=("${arg#*=}") ;;
     *) echo "run_loadgen: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -66,7 +72,7 @@ ready="$out_dir/ready"
 rm -f "$ready"
 TPSERVE_WORKER_BIN="$bin/worker/worker" "$bin/deploy/launch" --ranks="$ranks" --model="$model" \
   --port=0 --http_port=0 --ready_file="$ready" --max_seqs="$max_level" --context="$context" \
-  --threads_per_rank="$threads" >"$out_dir/launch.log" 2>&1 &
+  --threads_per_rank="$threads" "${launch_flags[@]}" >"$out_dir/launch.log" 2>&1 &
 launcher=$!
 for _ in $(seq 1 1800); do
   [ -f "$ready" ] && break
