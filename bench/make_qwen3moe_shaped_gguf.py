@@ -23,7 +23,6 @@ Needs numpy, gguf and llama-cpp-python (~/.cache/tpserve/venv-structured has the
 About 2 minutes and 5 GB of temporary disk (the F16 file) on 2 cores at 4 layers.
 """
 import argparse
-import ctypes
 import os
 import sys
 import tempfile
@@ -32,7 +31,8 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_qwen_shaped_gguf import CHAT_TEMPLATE, FTYPES, SPECIALS, synthetic_vocab  # noqa: E402
+from make_qwen_shaped_gguf import (  # noqa: E402
+    CHAT_TEMPLATE, SPECIALS, quantize, synthetic_vocab)
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM = 2048, 32, 4, 128
 EXPERTS, TOP_K, EXPERT_FF, DENSE_FF = 128, 8, 768, 6144  # DENSE_FF: unused, every layer sparse
@@ -116,16 +116,6 @@ def write_f16(path, layers, vocab, seed):
             data = rng.standard_normal(shape, dtype=np.float32) * std
         w.write_tensor_data(np.ascontiguousarray(data.astype(dtype, copy=False)))
     w.close()
-
-
-def quantize(src, dst, ftype, threads):
-    import llama_cpp  # only here: the F16 writer needs no llama.cpp
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.nthread = threads
-    params.ftype = FTYPES[ftype]
-    rc = llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params))
-    if rc != 0:
-        raise SystemExit(f"llama_model_quantize {src} -> {dst} ({ftype}) failed: {rc}")
 
 
 def main():

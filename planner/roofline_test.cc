@@ -108,11 +108,8 @@ TEST(RooflineTest, TiedLmHeadReadsTheEmbeddingTable) {
   EXPECT_EQ(r.weight_bytes_read, plan.stages[0].weight_bytes);
 }
 
-// A mixture of experts reads, per decode step, only the experts its tokens are routed to:
-// Mixtral 8x22B fp8 at TP 8, one user takes 2 of 8 experts (1/4 of the expert bytes), 64 users
-// nearly all (1 - 0.75^64). Prefill multiplies the router, 2 experts per layer and attention:
-// per layer 88,080,384 + 49,152 + 2 * 3 * 6144 * 16384 = 692,109,312 elements.
-TEST(RooflineTest, MixturesOfExpertsReadTheExpertsTheirTokensChoose) {
+// Mixtral 8x22B in fp8 on 8 x H100 80GB, 64 users of 4096 tokens.
+PlanInputs Mixtral8x22bOnEightH100s() {
   PlanInputs in;
   in.model = *ModelSpecPreset("mixtral-8x22b");
   in.weights = *WeightFormatsPreset("fp8");
@@ -120,6 +117,15 @@ TEST(RooflineTest, MixturesOfExpertsReadTheExpertsTheirTokensChoose) {
   in.device = *GpuPreset("h100-80g");
   in.max_context_tokens = 4096;
   in.target_concurrent_sequences = 64;
+  return in;
+}
+
+// A mixture of experts reads, per decode step, only the experts its tokens are routed to:
+// Mixtral 8x22B fp8 at TP 8, one user takes 2 of 8 experts (1/4 of the expert bytes), 64 users
+// nearly all (1 - 0.75^64). Prefill multiplies the router, 2 experts per layer and attention:
+// per layer 88,080,384 + 49,152 + 2 * 3 * 6144 * 16384 = 692,109,312 elements.
+TEST(RooflineTest, MixturesOfExpertsReadTheExpertsTheirTokensChoose) {
+  PlanInputs in = Mixtral8x22bOnEightH100s();
   const MemoryPlan plan = *PlanMemory(in);
   const StageShards& stage = plan.sharding.stages.at(0);
   int64_t experts = 0;
@@ -147,13 +153,7 @@ TEST(RooflineTest, MixturesOfExpertsReadTheExpertsTheirTokensChoose) {
 // ranks sends 64 users x 2 slots x 7/64 of them x 6144 x 4 bytes) and an all-gather of the 64
 // combined bf16 rows, in place of the down all-reduce; attention's o reduction stays.
 TEST(RooflineTest, ExpertParallelTradesTheDownReductionForTheExchange) {
-  PlanInputs in;
-  in.model = *ModelSpecPreset("mixtral-8x22b");
-  in.weights = *WeightFormatsPreset("fp8");
-  in.tp = 8;
-  in.device = *GpuPreset("h100-80g");
-  in.max_context_tokens = 4096;
-  in.target_concurrent_sequences = 64;
+  PlanInputs in = Mixtral8x22bOnEightH100s();
   const Roofline tp = EstimateRoofline(*PlanMemory(in), RooflineAssumptions{});
   in.expert_parallel = true;
   const Roofline ep = EstimateRoofline(*PlanMemory(in), RooflineAssumptions{});
