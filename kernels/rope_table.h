@@ -28,7 +28,9 @@ struct Llama3RopeScaling {
 //   wavelen > orig / low_freq_factor:  freq / factor
 //   otherwise: smooth = (orig / wavelen - low) / (high - low),
 //              freq = (1 - smooth) * freq / factor + smooth * freq.
-// REQUIRES: head_dim even and > 0, theta > 0, high_freq_factor != low_freq_factor.
+// Equal factors (Llama 4 Scout's high = low = 1) leave no band between the two: every
+// frequency is kept or divided, as Meta's llama4 apply_scaling does.
+// REQUIRES: head_dim even and > 0, theta > 0, high_freq_factor >= low_freq_factor.
 std::vector<float> RopeInverseFrequencies(int64_t head_dim, double theta,
                                           const std::optional<Llama3RopeScaling>& scaling);
 

@@ -45,5 +45,25 @@ TEST(RopeTableTest, Llama3ScalingKeepsHighDividesLowAndBlendsBetween) {
   EXPECT_GT(blended, 0);
 }
 
+// Llama 4 Scout's: factor 16, low = high = 1, original 8192. No band between the bounds: a
+// frequency is kept below a wavelength of 8192 and divided by 16 above it.
+TEST(RopeTableTest, Llama3ScalingWithEqualFactorsKeepsOrDividesOnly) {
+  const Llama3RopeScaling scaling{16.0, 1.0, 1.0, 8192};
+  const std::vector<float> plain = RopeInverseFrequencies(128, 500000.0, std::nullopt);
+  const std::vector<float> scaled = RopeInverseFrequencies(128, 500000.0, scaling);
+  int kept = 0, divided = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    if (2 * M_PI / plain[i] < 8192.0) {
+      EXPECT_EQ(scaled[i], plain[i]) << i;
+      ++kept;
+    } else {
+      EXPECT_FLOAT_EQ(scaled[i], plain[i] / 16.0f) << i;
+      ++divided;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+}
+
 }  // namespace
 }  // namespace tpserve

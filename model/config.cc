@@ -45,10 +45,12 @@ absl::Status ValidateRopeScaling(const RopeScaling& s) {
                                              " and low_freq_factor ", s.low_freq_factor,
                                              " must be positive"));
   }
-  // The llama3 rule interpolates between the two wavelength bounds, dividing by their gap.
-  if (!(s.high_freq_factor > s.low_freq_factor)) {
+  // The llama3 rule interpolates between the two wavelength bounds; equal factors (Llama 4
+  // Scout's 1 and 1) leave no band between them (kernels/rope_table.h).
+  if (!(s.high_freq_factor >= s.low_freq_factor)) {
     return absl::InvalidArgumentError(StrCat("ModelSpec.rope_scaling.high_freq_factor ",
-                                             s.high_freq_factor, " must exceed low_freq_factor ",
+                                             s.high_freq_factor,
+                                             " must not be below low_freq_factor ",
                                              s.low_freq_factor));
   }
   if (s.original_max_position_embeddings <= 0) {
@@ -308,22 +310,32 @@ constexpr char kMixtral8x22b[] = R"({"model_type": "mixtral",
   "hidden_act": "silu", "sliding_window": null, "num_local_experts": 8,
   "num_experts_per_tok": 2})";
 
-// Llama 4's text decoders: the text_config of Llama-4-Scout-17B-16E's and
-// Llama-4-Maverick-17B-128E's published config.json (Llama4ForConditionalGeneration; the vision
-// tower is not served). Scout: every layer sparse, 16 experts, llama3 RoPE scaling; Maverick:
-// every second layer sparse (the others a dense MLP of intermediate_size_mlp), 128 experts, no
-// QK-norm, no RoPE scaling.
+// Llama 4's text decoders: the text_config of the published config.json of
+// Llama-4-Scout-17B-16E-Instruct and Llama-4-Maverick-17B-128E-Instruct (the checkpoints served,
+// the FP8 one among them; Llama4ForConditionalGeneration, the vision tower not served). Scout:
+// every layer sparse, 16 experts, llama3 RoPE scaling; Maverick: every second layer sparse (the
+// others a dense MLP of intermediate_size_mlp), 128 experts, no QK-norm, no RoPE scaling. The
+// base checkpoints' max_position_embeddings is 262144 for both.
+// Checked on 2026-12-06 against copies of the published files (the Hub itself was out of reach):
+// Maverick's as TensorRT-LLM's Llama 4 unit test copies it (2 layers instead of 48 and a
+// no_rope_layer_interval of 2 added, as it says); Scout's as transformers 4.51.0 printed it on
+// release and as AMD-AGI/Primus pull request 165 quotes it (August 2025); max_position_embeddings
+// as transformers' Llama 4 conversion sets it (256K base, 1M 128E instruct, 10M 16E instruct).
+// Scout's rope_scaling is the later one, factor 16 and high_freq_factor 1 (the first upload had
+// 8 and 4, the converter's defaults), the values of Meta's reference code (the llama4 ModelArgs
+// of meta-llama/llama-models: "Only Llama-4-Scout uses scaled rope"). An empty or absent
+// no_rope_layers means every fourth layer NoPE, as listed here for Scout.
 constexpr char kLlama4Scout[] = R"({"model_type": "llama4_text",
   "_name_or_path": "llama4-scout", "attention_bias": false, "attention_chunk_size": 8192,
   "attn_scale": 0.1, "attn_temperature_tuning": 4, "bos_token_id": 200000,
   "eos_token_id": [200001, 200007, 200008], "floor_scale": 8192, "head_dim": 128,
   "hidden_act": "silu", "hidden_size": 5120, "interleave_moe_layer_step": 1,
-  "intermediate_size": 8192, "intermediate_size_mlp": 16384, "max_position_embeddings": 262144,
+  "intermediate_size": 8192, "intermediate_size_mlp": 16384, "max_position_embeddings": 10485760,
   "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0,
                      1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0],
   "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48,
   "num_key_value_heads": 8, "num_local_experts": 16, "pad_token_id": 200018,
-  "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0,
+  "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0,
   "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
   "rope_theta": 500000.0, "tie_word_embeddings": false, "use_qk_norm": true,
   "vocab_size": 202048})";

@@ -151,11 +151,17 @@ TEST(ModelSpecTest, Llama4PresetsCountEveryExpertAndTheActiveOnes) {
   EXPECT_EQ(scout->NumParameters(), 107769861120);
   EXPECT_EQ(scout->NumActiveParameters(), 17172894720);
   EXPECT_EQ(scout->Layer(0).rope_scaling.type, RopeScalingType::kLlama3);
+  EXPECT_EQ(scout->Layer(0).rope_scaling.factor, 16.0);
+  EXPECT_EQ(scout->Layer(0).rope_scaling.low_freq_factor, 1.0);
+  EXPECT_EQ(scout->Layer(0).rope_scaling.high_freq_factor, 1.0);
+  EXPECT_EQ(scout->max_context_tokens, 10485760);  // the Instruct checkpoint's 10M
   EXPECT_TRUE(scout->Layer(0).qk_l2_norm);
   absl::StatusOr<ModelSpec> maverick = ModelSpecPreset("llama4-maverick");
   ASSERT_TRUE(maverick.ok()) << maverick.status();
   EXPECT_EQ(maverick->NumParameters(), 400711848960);
   EXPECT_EQ(maverick->NumActiveParameters(), 17184691200);
+  EXPECT_EQ(maverick->max_context_tokens, 1048576);
+  EXPECT_EQ(maverick->Layer(0).rope_scaling.type, RopeScalingType::kNone);
   EXPECT_FALSE(maverick->IsMoeLayer(0));
   EXPECT_TRUE(maverick->IsMoeLayer(1));
   EXPECT_FALSE(maverick->Layer(0).qk_l2_norm);
@@ -182,9 +188,11 @@ TEST(ModelSpecTest, ValidateNamesTheFieldAndBound) {
   c.rms_norm_eps = 0;
   EXPECT_THAT(c.Validate().message(), HasSubstr("rms_norm_eps 0 must be positive"));
   c = *ModelSpecPreset("8b");
-  c.rope_scaling.high_freq_factor = 1.0;
+  c.rope_scaling.high_freq_factor = 0.5;
   EXPECT_THAT(c.Validate().message(),
-              HasSubstr("rope_scaling.high_freq_factor 1 must exceed low_freq_factor 1"));
+              HasSubstr("rope_scaling.high_freq_factor 0.5 must not be below low_freq_factor 1"));
+  c.rope_scaling.high_freq_factor = 1.0;  // Llama 4 Scout's: no band between the two bounds
+  EXPECT_TRUE(c.Validate().ok());
   c = *ModelSpecPreset("8b");
   c.eos_token_id = 128256;
   EXPECT_THAT(c.Validate().message(),
