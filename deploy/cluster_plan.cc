@@ -105,6 +105,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
                                                        files.config, request.ranks));
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.deterministic_tp = request.deterministic_tp;
+  in.deterministic_tp_chunks = request.deterministic_tp_chunks;
   in.expert_parallel = request.expert_parallel;
   in.activation_dtype = FormatKind::kF32;
   in.tp = request.ranks;
@@ -168,6 +169,7 @@ absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats
   in.weights = formats;
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.deterministic_tp = request.deterministic_tp;
+  in.deterministic_tp_chunks = request.deterministic_tp_chunks;
   in.expert_parallel = request.expert_parallel;
   in.activation_dtype = FormatKind::kBF16;  // the CUDA backend's activations
   in.tp = gpus;
@@ -257,6 +259,7 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   load.threads_per_rank =
       request.threads_per_rank > 0 ? request.threads_per_rank : plan.threads_per_rank;
   load.deterministic_tp = request.deterministic_tp;
+  load.deterministic_tp_chunks = static_cast<int32_t>(request.deterministic_tp_chunks);
   load.expert_parallel = in.expert_parallel;
   load.collective_timeout = request.collective_timeout;
   return load;

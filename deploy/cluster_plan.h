@@ -37,6 +37,7 @@ struct ClusterRequest {
   std::string weights;
   DType kv_dtype = DType::kF16;
   bool deterministic_tp = false;  // --deterministic_tp: sizes its step buffers and collectives
+  int64_t deterministic_tp_chunks = 0;  // --deterministic_tp_chunks (0: the default count)
   bool expert_parallel = false;   // --expert_parallel: whole experts per rank (model/sharding.h)
   // Speculative decoding (--speculative ...): the engine's options; the target's rows of
   // logits make room for the drafts of the sequences that may draft at once.

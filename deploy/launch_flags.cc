@@ -35,6 +35,11 @@ ABSL_FLAG(bool, deterministic_tp, false,
           "the same floats; costs C x the bytes of the default all-reduce (docs/PERFORMANCE.md). "
           "On GPUs also pinned GEMM algorithms and per-row attention splits "
           "(kernels/cuda/README.md), slower for long prompts");
+ABSL_FLAG(int64_t, deterministic_tp_chunks, 0,
+          "--deterministic_tp's chunk count: runs with the same count give the same floats at "
+          "every --ranks that divides it; 0 = one chunk per KV-head group (every degree up to "
+          "the KV-head count agrees), or per rank past it. Must be a multiple of --ranks that "
+          "divides the heads and cuts o's and down's inputs into whole quantization blocks");
 ABSL_FLAG(bool, expert_parallel, false,
           "mixture-of-experts models: place whole experts on ranks (num_experts / ranks each, "
           "the shared expert on every rank) and bring their outputs to the tokens with an "
@@ -131,6 +136,7 @@ LaunchFlags ReadLaunchFlags() {
   f.max_seqs = absl::GetFlag(FLAGS_max_seqs);
   f.comm = absl::GetFlag(FLAGS_comm);
   f.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  f.deterministic_tp_chunks = absl::GetFlag(FLAGS_deterministic_tp_chunks);
   f.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
   f.collective_timeout_ms = absl::GetFlag(FLAGS_collective_timeout_ms);
   f.spawn_ranks = absl::GetFlag(FLAGS_spawn_ranks);

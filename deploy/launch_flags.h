@@ -30,6 +30,7 @@ struct LaunchFlags {
   int max_seqs;
   std::string comm;
   bool deterministic_tp;
+  int64_t deterministic_tp_chunks;
   bool expert_parallel;
   int collective_timeout_ms;
   bool spawn_ranks;

@@ -130,6 +130,7 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
   want.weights = flags.weights;
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = flags.deterministic_tp;
+  want.deterministic_tp_chunks = flags.deterministic_tp_chunks;
   want.expert_parallel = flags.expert_parallel;
   RankFlags(flags, want);
   want.model_path = *model_path;
@@ -193,6 +194,7 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   want.max_seqs = flags.max_seqs;
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = flags.deterministic_tp;
+  want.deterministic_tp_chunks = flags.deterministic_tp_chunks;
   want.expert_parallel = flags.expert_parallel;
   RankFlags(flags, want);
   if (absl::Status s = SpeculationFlags(flags, gpus, want); !s.ok()) {

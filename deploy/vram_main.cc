@@ -50,6 +50,8 @@ ABSL_FLAG(int64_t, max_seqs_per_step, 256, "sequences per step (rows of logits)"
 ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
 ABSL_FLAG(bool, deterministic_tp, false,
           "plan the engine's --deterministic_tp reduction (chunked f32 all-gather)");
+ABSL_FLAG(int64_t, deterministic_tp_chunks, 0,
+          "the engine's --deterministic_tp_chunks (0: its default)");
 ABSL_FLAG(bool, expert_parallel, false,
           "mixture-of-experts models: plan the engine's --expert_parallel (whole experts per "
           "GPU, the shared expert on every GPU)");
@@ -117,6 +119,7 @@ tpserve::VramRequest RequestFromFlags() {
   r.max_seqs_per_step = absl::GetFlag(FLAGS_max_seqs_per_step);
   r.block_size = absl::GetFlag(FLAGS_block_size);
   r.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  r.deterministic_tp_chunks = absl::GetFlag(FLAGS_deterministic_tp_chunks);
   r.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
   r.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   r.bandwidth_gbs = absl::GetFlag(FLAGS_bandwidth_gbs);

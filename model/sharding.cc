@@ -1,7 +1,6 @@
 #include "model/sharding.h"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 
 #include "absl/strings/str_join.h"
@@ -38,8 +37,13 @@ std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c, 
   return widths;
 }
 
+// KV heads split whole, or, past their count, each held by tp / num_kv_heads ranks.
+bool SplitsKvHeads(const ModelSpec& c, int tp) {
+  return c.num_kv_heads % tp == 0 || tp % c.num_kv_heads == 0;
+}
+
 bool SplitsEvenly(const ModelSpec& c, int tp, bool ep) {
-  bool ok = c.num_heads % tp == 0 && c.num_kv_heads % tp == 0;
+  bool ok = c.num_heads % tp == 0 && SplitsKvHeads(c, tp);
   for (const auto& [name, width] : FfnWidths(c, ep)) ok = ok && width % tp == 0;
   if (ep) ok = ok && c.moe.enabled() && c.moe.routing.num_experts % tp == 0;
   return ok;
@@ -71,10 +75,13 @@ absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, Tens
                " = ", full[1] / tp, " is not a multiple of the ", TensorFormatName(f),
                " block of ", InputBlockValues(f), " values, so a block would be split"));
   }
-  if (kind == ShardKind::kColumn && (full[0] / tp) % OutputBlockRows(f) != 0) {
+  // k and v past the KV-head count: one whole head per rank (copied, not split).
+  const int64_t local_rows =
+      IsKvRole(role) ? LocalKvHeads(config, tp) * config.head_dim : full[0] / tp;
+  if (kind == ShardKind::kColumn && local_rows % OutputBlockRows(f) != 0) {
     return absl::InvalidArgumentError(
         StrCat(TensorRoleName(role), " is column-parallel: its output dim ", full[0], " / tp ",
-               tp, " = ", full[0] / tp, " is not a multiple of the ", TensorFormatName(f),
+               tp, " = ", local_rows, " is not a multiple of the ", TensorFormatName(f),
                " tile of ", OutputBlockRows(f), " rows, so a tile would be split"));
   }
   return absl::OkStatus();
@@ -92,6 +99,19 @@ absl::Status CheckAllAlignment(const ModelSpec& config, const WeightFormats& for
 }
 
 }  // namespace
+
+int64_t KvHeadCopies(const ModelSpec& config, int tp) {
+  return tp > config.num_kv_heads && config.num_kv_heads > 0 ? tp / config.num_kv_heads : 1;
+}
+
+int64_t LocalKvHeads(const ModelSpec& config, int tp) {
+  return tp > config.num_kv_heads ? 1 : config.num_kv_heads / tp;
+}
+
+bool IsKvRole(TensorRole role) {
+  return role == TensorRole::kK || role == TensorRole::kV || role == TensorRole::kKBias ||
+         role == TensorRole::kVBias;
+}
 
 ShardKind ShardKindFor(TensorRole role) {
   switch (role) {
@@ -253,8 +273,7 @@ std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel) {
   for (const auto& [name, width] : FfnWidths(config, expert_parallel)) {
     if (width <= 0) return out;
   }
-  const int64_t g = std::gcd(config.num_heads, config.num_kv_heads);
-  for (int64_t d = 1; d <= g; ++d) {
+  for (int64_t d = 1; d <= config.num_heads; ++d) {
     if (SplitsEvenly(config, static_cast<int>(d), expert_parallel)) {
       out.push_back(static_cast<int>(d));
     }
@@ -273,24 +292,25 @@ absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_paral
   if (SplitsEvenly(config, tp, expert_parallel)) return absl::OkStatus();
   std::vector<std::string> fails;
   if (config.num_heads % tp != 0) fails.push_back(StrCat("num_heads = ", config.num_heads));
-  if (config.num_kv_heads % tp != 0) {
-    fails.push_back(StrCat("num_kv_heads = ", config.num_kv_heads));
+  if (!SplitsKvHeads(config, tp)) {
+    fails.push_back(StrCat("num_kv_heads = ", config.num_kv_heads, " (nor is a multiple of it)"));
   }
-  std::string widths;
+  std::string divisors = StrCat("num_heads = ", config.num_heads);
   for (const auto& [name, width] : FfnWidths(config, expert_parallel)) {
     if (width % tp != 0) fails.push_back(StrCat(name, " = ", width));
-    widths += StrCat(" and ", name, " = ", width);
+    divisors += StrCat(" and ", name, " = ", width);
   }
   if (expert_parallel) {
     const int64_t experts = config.moe.routing.num_experts;
     if (experts % tp != 0) fails.push_back(StrCat("moe.num_experts = ", experts));
-    widths += StrCat(" and, placed whole by expert parallelism, moe.num_experts = ", experts);
+    divisors += StrCat(" and, placed whole by expert parallelism, moe.num_experts = ", experts);
   }
   return absl::InvalidArgumentError(StrCat(
       "tensor-parallel degree ", tp, " does not divide ", absl::StrJoin(fails, " or "),
-      "; heads are split whole (GQA groups kept), so valid degrees (divisors of num_heads = ",
-      config.num_heads, ", num_kv_heads = ", config.num_kv_heads, widths, ") are: ",
-      absl::StrJoin(ValidTpDegrees(config, expert_parallel), ", ")));
+      "; query heads are split whole, KV heads whole or, past their count, copied to the ranks "
+      "that share one, so valid degrees (divisors of ",
+      divisors, " that divide or are multiples of num_kv_heads = ", config.num_kv_heads,
+      ") are: ", absl::StrJoin(ValidTpDegrees(config, expert_parallel), ", ")));
 }
 
 void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats) {
@@ -333,15 +353,23 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
     for (int d : ValidTpDegrees(config, ep)) {
       if (CheckAllAlignment(config, formats, d, ep).ok()) ok_degrees.push_back(d);
     }
+    // Whole experts need no split of their own (the FP8 Qwen3-235B at TP 8, as vLLM).
+    const bool ep_would_fit = !ep && config.moe.enabled() &&
+                              ValidateTpDegree(config, shard.world_size, true).ok() &&
+                              CheckAllAlignment(config, formats, shard.world_size, true).ok();
     return absl::InvalidArgumentError(
         StrCat(aligned.message(), "; tensor-parallel degrees that keep every block on one rank: ",
-               ok_degrees.empty() ? "none" : absl::StrJoin(ok_degrees, ", ")));
+               ok_degrees.empty() ? "none" : absl::StrJoin(ok_degrees, ", "),
+               ep_would_fit ? StrCat("; or ", shard.world_size,
+                                     " with expert parallelism, which places experts whole")
+                            : ""));
   }
   ShardingPlan plan;
   plan.config_ = config;
   plan.shard_ = shard;
   plan.num_local_heads_ = config.num_heads / shard.world_size;
-  plan.num_local_kv_heads_ = config.num_kv_heads / shard.world_size;
+  plan.kv_head_copies_ = KvHeadCopies(config, shard.world_size);
+  plan.num_local_kv_heads_ = LocalKvHeads(config, shard.world_size);
   plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
   const int ffn_split = ep ? 1 : shard.world_size;  // EP: the experts whole
   plan.local_expert_intermediate_size_ = config.moe.expert_intermediate_size / ffn_split;
@@ -355,6 +383,12 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
       std::min(config.vocab_size, plan.first_vocab_row_ + plan.vocab_rows_per_rank_) -
       plan.first_vocab_row_;
   return plan;
+}
+
+int64_t ShardingPlan::CopiesOf(TensorRole role) const {
+  const ShardKind kind = KindOf(role);
+  if (kind == ShardKind::kReplicated) return shard_.world_size;
+  return IsKvRole(role) ? kv_head_copies_ : 1;
 }
 
 ShardKind ShardingPlan::KindOf(TensorRole role) const {

@@ -47,6 +47,15 @@ enum class ShardKind : uint8_t { kColumn, kRow, kVocab, kReplicated, kExpert };
 ShardKind ShardKindFor(TensorRole role);
 std::string_view ShardKindName(ShardKind kind);
 
+// KV heads per rank at tensor-parallel degree tp (a valid one, ValidateTpDegree): their share,
+// or one where tp exceeds their count (each KV head then copied to tp / num_kv_heads ranks, the
+// ranks whose query heads read it, as vLLM does).
+int64_t LocalKvHeads(const ModelSpec& config, int tp);
+// How many ranks hold each KV head at degree tp: 1, or tp / num_kv_heads past their count.
+int64_t KvHeadCopies(const ModelSpec& config, int tp);
+// The K and V projections and their biases: the roles copied past the KV-head count.
+bool IsKvRole(TensorRole role);
+
 // Unsharded [rows, cols] of one tensor of `role` (norms are [1, hidden], QK-norms
 // [1, head_dim], biases [output rows, 1]).
 std::array<int64_t, 2> FullShape(const ModelSpec& config, TensorRole role);
@@ -64,12 +73,13 @@ int64_t RoleTensorsInLayer(const ModelSpec& config, TensorRole role, int64_t lay
 int64_t RoleTensorCount(const ModelSpec& config, TensorRole role, int64_t first_layer,
                         int64_t num_layers);
 
-// Tensor-parallel degrees that split heads, KV heads and the FFN (every expert's too, unless
-// `expert_parallel`: then the experts' count instead) evenly.
+// Tensor-parallel degrees that split the query heads and the FFN (every expert's too, unless
+// `expert_parallel`: then the experts' count instead) evenly, and the KV heads evenly or, past
+// their count, into whole copies (tp a multiple of num_kv_heads).
 std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel = false);
 
-// INVALID_ARGUMENT when tp < 1 or does not divide num_heads, num_kv_heads or
-// intermediate_size (naming which, and listing the valid degrees). With `expert_parallel`:
+// INVALID_ARGUMENT when tp < 1, does not divide num_heads or intermediate_size, or neither
+// divides nor is a multiple of num_kv_heads (naming which, and listing the valid degrees). With `expert_parallel`:
 // the model must have experts and tp must divide their count (the experts' widths need not
 // split).
 absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel = false);
@@ -108,8 +118,11 @@ class ShardingPlan {
   ShardSpec shard() const { return shard_; }
   int64_t first_head() const { return shard_.rank * num_local_heads_; }
   int64_t num_local_heads() const { return num_local_heads_; }
-  int64_t first_kv_head() const { return shard_.rank * num_local_kv_heads_; }
+  // Past the KV-head count, ranks [h * copies, (h + 1) * copies) all hold KV head h (their
+  // query heads are its group's), each with its own copy of its cache.
+  int64_t first_kv_head() const { return shard_.rank / kv_head_copies_ * num_local_kv_heads_; }
   int64_t num_local_kv_heads() const { return num_local_kv_heads_; }
+  int64_t kv_head_copies() const { return kv_head_copies_; }
   int64_t first_ffn_row() const { return shard_.rank * local_intermediate_size_; }
   int64_t local_intermediate_size() const { return local_intermediate_size_; }
   // Each expert's width on this rank (every expert split as the dense MLP is; whole with
@@ -127,6 +140,9 @@ class ShardingPlan {
   // How this plan splits `role`: ShardKindFor's, except with expert parallelism the experts'
   // roles (kExpert) and the shared expert's (kReplicated).
   ShardKind KindOf(TensorRole role) const;
+  // How many ranks hold each slice of `role`: 1 for a split, world_size for a replicated role,
+  // kv_head_copies() for the K and V projections.
+  int64_t CopiesOf(TensorRole role) const;
   // Vocab rows are vocab_rows_per_rank() per rank; the last ranks may hold fewer (or none).
   int64_t vocab_rows_per_rank() const { return vocab_rows_per_rank_; }
   int64_t first_vocab_row() const { return first_vocab_row_; }
@@ -140,6 +156,7 @@ class ShardingPlan {
   ShardSpec shard_;
   int64_t num_local_heads_ = 0;
   int64_t num_local_kv_heads_ = 0;
+  int64_t kv_head_copies_ = 1;
   int64_t local_intermediate_size_ = 0;
   int64_t local_expert_intermediate_size_ = 0;
   int64_t local_shared_intermediate_size_ = 0;

@@ -136,7 +136,49 @@ TEST(ShardingPlanTest, ValidDegreesDivideHeadsKvHeadsAndTheFfn) {
   c.num_heads = 128;
   c.num_kv_heads = 8;
   c.intermediate_size = 53248;
-  EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128}));
+  // 96 heads, 16 KV heads: 3, 6, 12 and 24 divide the heads but neither divide nor are
+  // multiples of the KV heads.
+  c.num_heads = 96;
+  c.num_kv_heads = 16;
+  c.intermediate_size = 12288;
+  EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 2, 4, 8, 16, 32, 48, 96}));
+}
+
+// Past the KV-head count each KV head is copied to the ranks whose query heads read it.
+TEST(ShardingPlanTest, KvHeadsPastTheirCountAreCopiedToTheRanksThatReadThem) {
+  ModelSpec c = SmolLm2Shapes();
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.intermediate_size = 1536;
+  EXPECT_EQ(LocalKvHeads(c, 2), 1);
+  EXPECT_EQ(KvHeadCopies(c, 2), 1);
+  EXPECT_EQ(LocalKvHeads(c, 8), 1);
+  EXPECT_EQ(KvHeadCopies(c, 8), 4);
+  for (int rank = 0; rank < 8; ++rank) {
+    absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(c, Formats("bf16"), {rank, 8});
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->num_local_heads(), 1);
+    EXPECT_EQ(p->first_head(), rank);
+    EXPECT_EQ(p->num_local_kv_heads(), 1);
+    // Query head h reads KV head h / (8 / 2): ranks 0-3 hold KV head 0, ranks 4-7 KV head 1.
+    EXPECT_EQ(p->first_kv_head(), rank / 4);
+    EXPECT_EQ(p->kv_head_copies(), 4);
+    EXPECT_EQ(p->Slice(TensorRole::kK), (TensorSlice{rank / 4 * 64, 64, 0, c.hidden_size}));
+    EXPECT_EQ(p->Slice(TensorRole::kVBias), (TensorSlice{rank / 4 * 64, 64, 0, 1}));
+    EXPECT_EQ(p->KindOf(TensorRole::kV), ShardKind::kColumn);
+    EXPECT_EQ(p->CopiesOf(TensorRole::kV), 4);
+    EXPECT_EQ(p->CopiesOf(TensorRole::kQ), 1);
+    EXPECT_EQ(p->CopiesOf(TensorRole::kAttnNorm), 8);
+  }
+  // At 4 ranks each KV head is on two, at 2 on one.
+  EXPECT_EQ(ShardingPlan::Create(c, Formats("bf16"), {3, 4})->first_kv_head(), 1);
+  EXPECT_EQ(ShardingPlan::Create(c, Formats("bf16"), {1, 2})->first_kv_head(), 1);
+  EXPECT_EQ(ShardingPlan::Create(c, Formats("bf16"), {1, 2})->CopiesOf(TensorRole::kK), 1);
+  // 6 ranks: neither divides nor is a multiple of 2 KV heads... and does not divide 8 heads.
+  absl::StatusOr<ShardingPlan> six = ShardingPlan::Create(c, Formats("bf16"), {0, 6});
+  EXPECT_EQ(six.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FitInt4GroupsTest, PlainInt4TakesTheLargestGroupThatFitsEveryRank) {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/status/status.h"
+#include "base/str_cat.h"
+
 namespace tpserve {
 namespace {
 constexpr int64_t kF32 = 4;
@@ -14,13 +17,14 @@ int64_t StepBufferSizes::Total() const {
          expert_send + expert_recv + expert_gathered;
 }
 
-int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
-                        const WeightFormats& formats, TpReduction mode) {
-  if (mode == TpReduction::kAllReduce) return 1;
-  const int64_t g = c.num_kv_heads;
-  // A chunk must hold whole quantization blocks of every format o and down use (which covers
-  // the CPU's 8-bit activation blocks: only GGML formats quantize x, and their blocks are 32 or
-  // 256 wide), and at least 8 values: 16-byte rows of bf16, what the GPU GEMMs align to.
+namespace {
+
+// Whether every row-parallel input width (o's, the dense MLP's, each expert's) cuts into g
+// chunks of whole blocks. A chunk must hold whole quantization blocks of every format o and
+// down use (which covers the CPU's 8-bit activation blocks: only GGML formats quantize x, and
+// their blocks are 32 or 256 wide), and at least 8 values: 16-byte rows of bf16, what the GPU
+// GEMMs align to.
+bool ChunksAligned(const ModelSpec& c, const WeightFormats& formats, int64_t g) {
   int64_t block = 8;
   for (TensorRole role : {TensorRole::kO, TensorRole::kDown, TensorRole::kExpertDown,
                           TensorRole::kSharedDown}) {
@@ -29,15 +33,38 @@ int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
       block = std::max(block, InputBlockValues(f));
     }
   }
-  // Every row-parallel input width (o's, the dense MLP's, each expert's) cut into g chunks of
-  // whole blocks.
-  bool aligned = (c.num_heads / g * c.head_dim) % block == 0;
+  bool aligned = c.num_heads % g == 0 && (c.num_heads / g * c.head_dim) % block == 0;
   for (TensorRole role : {TensorRole::kDown, TensorRole::kExpertDown, TensorRole::kSharedDown}) {
     if (!HasRole(c, role)) continue;
     const int64_t width = FullShape(c, role)[1];
     aligned = aligned && width % g == 0 && (width / g) % block == 0;
   }
-  return aligned ? g : p.shard().world_size;
+  return aligned;
+}
+
+}  // namespace
+
+absl::Status CheckReductionChunks(const ModelSpec& c, const WeightFormats& formats,
+                                  int64_t world_size, int64_t chunks) {
+  if (chunks == 0) return absl::OkStatus();
+  if (chunks < 0 || chunks % world_size != 0 || !ChunksAligned(c, formats, chunks)) {
+    return absl::InvalidArgumentError(StrCat(
+        "deterministic_tp_chunks = ", chunks, " must be a positive multiple of the ", world_size,
+        " tensor-parallel ranks that divides num_heads = ", c.num_heads,
+        " and cuts every row-parallel input (o, down, the experts' down) into whole "
+        "quantization blocks of at least 8 values"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
+                        const WeightFormats& formats, TpReduction mode, int64_t chunks) {
+  if (mode == TpReduction::kAllReduce) return 1;
+  if (chunks > 0) return chunks;  // asked for (CheckReductionChunks)
+  // One chunk per KV-head group, or per rank past the KV-head count (each rank's query heads
+  // are then one group's share).
+  const int64_t g = std::max<int64_t>(c.num_kv_heads, p.shard().world_size);
+  return ChunksAligned(c, formats, g) ? g : p.shard().world_size;
 }
 
 StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_t t,

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "formats/dtype.h"
 #include "kernels/backend.h"
 #include "model/config.h"
@@ -84,10 +85,18 @@ enum class TpReduction {
 };
 
 // The chunks a row-parallel layer's input dimension is cut into: 1 for kAllReduce; for
-// kDeterministic one per KV-head group, or one per rank when a group would split a
-// quantization block.
+// kDeterministic `chunks` where asked (--deterministic_tp_chunks, CheckReductionChunks), else
+// one per KV-head group, per rank past the KV-head count, or per rank when a group would split
+// a quantization block. Runs with the same count give the same floats at every degree that
+// divides it: by default every degree up to num_kv_heads; a degree past them matches the
+// others when all run with its count.
 int64_t ReductionChunks(const ModelSpec& config, const ShardingPlan& plan,
-                        const WeightFormats& formats, TpReduction mode);
+                        const WeightFormats& formats, TpReduction mode, int64_t chunks = 0);
+// OK for chunks = 0 (the default count) or a count that world_size divides and that cuts
+// num_heads and every row-parallel input width into whole quantization blocks; otherwise
+// INVALID_ARGUMENT naming deterministic_tp_chunks and the bounds.
+absl::Status CheckReductionChunks(const ModelSpec& config, const WeightFormats& formats,
+                                  int64_t world_size, int64_t chunks);
 
 StepBufferSizes StepBuffersFor(const ModelSpec& config, const ShardingPlan& plan,
                                int64_t max_step_tokens, int64_t max_logit_rows,

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "base/str_cat.h"
 #include "kernels/cuda/attention_workspace.h"
+#include "model/sharding.h"
 
 namespace tpserve {
 namespace {
@@ -55,6 +56,14 @@ absl::Status ValidateInputs(const PlanInputs& in) {
   if (!in.device.is_host && in.device.num_sms < 1) {  // attention's workspace scales with it
     return OutOfRange("device.num_sms", in.device.num_sms, ">= 1 for a GPU");
   }
+  if (in.deterministic_tp_chunks != 0 && !in.deterministic_tp) {
+    return OutOfRange("deterministic_tp_chunks", in.deterministic_tp_chunks,
+                      "0 without deterministic_tp (it sets that reduction's chunk count)");
+  }
+  if (in.deterministic_tp) {
+    TP_RETURN_IF_ERROR(
+        CheckReductionChunks(in.model, in.weights, in.tp, in.deterministic_tp_chunks));
+  }
   if (in.draft.has_value()) {
     if (in.pp > 1) {
       return absl::InvalidArgumentError(StrCat(
@@ -93,6 +102,7 @@ PlanInputs DraftInputs(const PlanInputs& in) {
   d.max_sequences_per_step = in.draft->max_sequences_per_step;
   d.draft.reset();
   d.expert_parallel = false;  // as step/rank_load.h's DraftLoad
+  d.deterministic_tp_chunks = 0;
   return d;
 }
 
@@ -195,7 +205,8 @@ ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan&
   ActivationBuffers b;
   b.step = StepBuffersFor(c, rank0, t, last_stage ? in.max_sequences_per_step : 0,
                           PlainElementBytes(in.activation_dtype),
-                          ReductionChunks(c, rank0, in.weights, Reduction(in)));
+                          ReductionChunks(c, rank0, in.weights, Reduction(in),
+                                          in.deterministic_tp_chunks));
   if (in.device.is_host) {
     b.attention_bytes = rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
   } else {
@@ -223,7 +234,7 @@ CommBuffers CommBuffersFor(const PlanInputs& in) {
 
 int64_t KvBytesPerToken(const PlanInputs& in) {
   const ModelSpec& c = in.model;
-  return KvBytesPerToken(c.num_layers / in.pp, c.num_kv_heads / in.tp, c.head_dim,
+  return KvBytesPerToken(c.num_layers / in.pp, LocalKvHeads(c, in.tp), c.head_dim,
                          *ElementDType(TensorFormat::Of(in.kv_cache_dtype)));
 }
 

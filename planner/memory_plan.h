@@ -64,6 +64,9 @@ struct PlanInputs {
   // Row-parallel reduction (model/step_buffers.h): false = one all-reduce per layer in the
   // activation dtype; true = the chunked all-gather of --deterministic_tp.
   bool deterministic_tp = false;
+  // Its chunk count (--deterministic_tp_chunks, model/step_buffers.h's CheckReductionChunks);
+  // 0: the engine's default.
+  int64_t deterministic_tp_chunks = 0;
   // Mixture-of-experts layers with whole experts per rank (model/sharding.h): each rank holds
   // num_experts / tp experts whole and the shared expert whole; false: each expert split.
   bool expert_parallel = false;

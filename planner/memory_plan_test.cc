@@ -304,9 +304,11 @@ TEST(MemoryPlanTest, DraftModelsThatCannotServeAreRefusedByName) {
   const absl::Status s = PlanMemory(in).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
-            "draft: tensor-parallel degree 8 does not divide num_heads = 9 or num_kv_heads = 3; "
-            "heads are split whole (GQA groups kept), so valid degrees (divisors of num_heads = "
-            "9, num_kv_heads = 3 and intermediate_size = 1536) are: 1, 3");
+            "draft: tensor-parallel degree 8 does not divide num_heads = 9 or num_kv_heads = 3 (nor "
+            "is a multiple of it); query heads are split whole, KV "
+            "heads whole or, past their count, copied to the ranks that share one, so valid "
+            "degrees (divisors of num_heads = 9 and intermediate_size = 1536 that divide or are "
+            "multiples of num_kv_heads = 3) are: 1, 3");
 }
 
 TEST(MemoryPlanTest, FormatBytes) {

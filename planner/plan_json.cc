@@ -57,6 +57,7 @@ json InputsJson(const PlanInputs& in) {
           {"target_concurrent_sequences", in.target_concurrent_sequences},
           {"kv_block_size_tokens", in.kv_block_size_tokens},
           {"deterministic_tp", in.deterministic_tp},
+          {"deterministic_tp_chunks", in.deterministic_tp_chunks},
           {"expert_parallel", in.expert_parallel},
           {"draft", in.draft.has_value()
                         ? json{{"model", in.draft->model.name},
@@ -73,6 +74,7 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
   for (const RoleShard& r : shards.roles) {
     weights[std::string(TensorRoleName(r.role))] = {
         {"shard", ShardKindName(r.kind)},
+        {"copies", r.copies},  // ranks holding each slice
         {"format", TensorFormatName(plan.inputs.weights[r.role])},
         {"num_tensors", r.num_tensors},
         {"local_shape", {r.local_shape[0], r.local_shape[1]}},

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/str_cat.h"
 #include "kernels/cuda/attention_workspace.h"
+#include "model/sharding.h"
 
 namespace tpserve {
 namespace {
@@ -57,6 +58,13 @@ std::string Header(const MemoryPlan& plan) {
   return out;
 }
 
+// The shard kind, with the copies of a split slice held by several ranks (k and v past the
+// KV-head count: "column x2").
+std::string KindLabel(const RoleShard& r) {
+  if (r.kind == ShardKind::kReplicated || r.copies == 1) return std::string(ShardKindName(r.kind));
+  return absl::StrFormat("%s x%d", ShardKindName(r.kind), r.copies);
+}
+
 std::string WeightLines(const StageShards& stage, const WeightFormats& formats) {
   std::string out;
   for (const RoleShard& r : stage.roles) {
@@ -66,10 +74,17 @@ std::string WeightLines(const StageShards& stage, const WeightFormats& formats) 
     const std::string detail =
         r.tied_to_embedding
             ? std::string("tied: shares the embedding shard")
-            : absl::StrFormat("%-10s %-17s %-9s x%d", ShardKindName(r.kind),
+            : absl::StrFormat("%-10s %-17s %-9s x%d", KindLabel(r),
                               absl::StrFormat("[%d x %d]", r.local_shape[0], r.local_shape[1]),
                               absl::StrJoin(names, "+"), r.num_tensors);
     out += SubLine(TensorRoleName(r.role), detail, r.bytes_per_rank);
+  }
+  for (const RoleShard& r : stage.roles) {
+    if (r.kind == ShardKind::kReplicated || r.copies == 1) continue;
+    out += absl::StrFormat(
+        "    (%s: each slice on %d ranks, the KV heads copied past their count)\n",
+        KindLabel(r), r.copies);
+    break;
   }
   return out;
 }
@@ -80,7 +95,7 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
   const int64_t t = in.max_tokens_per_step;
   const std::string act = TensorFormatName(TensorFormat::Of(in.activation_dtype));
   const int64_t q_cols = c.num_heads / in.tp * c.head_dim;
-  const int64_t kv_cols = c.num_kv_heads / in.tp * c.head_dim;
+  const int64_t kv_cols = LocalKvHeads(c, in.tp) * c.head_dim;
   std::string out =
       Line("step buffers", StrCat("for ", t, " tokens per step"), m.activations.Total());
   out += SubLine("residual x3",

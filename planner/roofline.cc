@@ -127,7 +127,8 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
   if (absl::StatusOr<ShardingPlan> rank0 =
           ShardingPlan::Create(c, in.weights, {0, in.tp, in.expert_parallel});
       rank0.ok()) {
-    r.reduction_chunks = ReductionChunks(c, *rank0, in.weights, Reduction(in));
+    r.reduction_chunks =
+        ReductionChunks(c, *rank0, in.weights, Reduction(in), in.deterministic_tp_chunks);
     r.logits_gather_bytes = in.tp * r.concurrency * rank0->vocab_rows_per_rank() * 4;
   }
   r.row_parallel_bytes =

@@ -60,7 +60,7 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
                                     int64_t vocab_padded, bool tied_copy,
                                     const WeightDevice& device) {
   const int tp = rank0.shard().world_size;
-  RoleShard r{role, rank0.KindOf(role)};
+  RoleShard r{role, rank0.KindOf(role), rank0.CopiesOf(role)};
   // Each rank holds num_local_experts() of a layer's experts (all of them without expert
   // parallelism, each a slice).
   const auto local_tensors = [&](int64_t tensors) {
@@ -98,8 +98,11 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
       TP_ASSIGN_OR_RETURN(int64_t pad, MatrixBytes(f, vocab_padded - full[0], full[1], what));
       r.padding_bytes += pad;
     }
-    r.replica_bytes += r.kind == ShardKind::kReplicated ? tp * local_bytes - full_bytes
-                                                        : RowScaleReplicaBytes(config, f, role, r.kind, tp);
+    // A slice on several ranks (a replicated role, held as f32 even on one rank; k and v past
+    // the KV-head count): the tp slices hold r.copies copies of the tensor.
+    r.replica_bytes += r.kind == ShardKind::kReplicated || r.copies > 1
+                           ? tp * local_bytes - full_bytes
+                                    : RowScaleReplicaBytes(config, f, role, r.kind, tp);
   }
   return r;
 }

@@ -39,13 +39,17 @@ absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp,
 struct RoleShard {
   TensorRole role = TensorRole::kEmbedding;
   ShardKind kind = ShardKind::kReplicated;
+  // Ranks holding each slice (ShardingPlan::CopiesOf): tp for a replicated role, the KV-head
+  // copies for k and v past the KV-head count, else 1.
+  int64_t copies = 1;
   int64_t num_tensors = 0;               // tensors of this role on the stage (layers for per-layer)
   std::array<int64_t, 2> local_shape{};  // [rows, cols] of one tensor on one rank
   int64_t bytes_per_rank = 0;            // all num_tensors slices on one rank
   int64_t unsharded_bytes = 0;           // the same tensors as the checkpoint stores them
   int64_t padding_bytes = 0;             // vocab padding rows, all ranks of the stage together
-  // Bytes held beyond one copy, all ranks together: replicated norms, per-output-row scales
-  // that every row-parallel rank needs, a tied LM head copied onto the last stage.
+  // Bytes held beyond one copy, all ranks together: replicated norms, k and v copied past the
+  // KV-head count, per-output-row scales that every row-parallel rank needs, a tied LM head
+  // copied onto the last stage.
   int64_t replica_bytes = 0;
   // Of bytes_per_rank: what the backend holds beyond the stored form (a CUDA rank's mixed-GEMM
   // scales and offsets: kernels/cuda/weight_placement.h); 0 on CPU hosts.

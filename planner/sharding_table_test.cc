@@ -25,7 +25,8 @@ ModelSpec Width768() {
 }
 
 TEST(ShardingPlanTest, ValidDegreesSplitHeadsAndKvHeadsEvenly) {
-  EXPECT_EQ(ValidTpDegrees(Llama31_405B()), (std::vector<int>{1, 2, 4, 8}));
+  // Past its 8 KV heads, each copied to tp / 8 ranks.
+  EXPECT_EQ(ValidTpDegrees(Llama31_405B()), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128}));
   EXPECT_EQ(ValidTpDegrees(SmolLM2_135M()), (std::vector<int>{1, 3}));
   EXPECT_EQ(ValidPipelineDegrees(SmolLM2_135M()), (std::vector<int>{1, 2, 3, 5, 6, 10, 15, 30}));
 }
@@ -34,15 +35,17 @@ TEST(ShardingPlanTest, InvalidTpNamesHeadsAndValidDegrees) {
   absl::Status six = ValidateParallelism(Llama31_405B(), 6, 1);
   EXPECT_EQ(six.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(six.message().find(
-                "tensor-parallel degree 6 does not divide num_heads = 128 or num_kv_heads = 8 or "
-                "intermediate_size = 53248"),
+                "tensor-parallel degree 6 does not divide num_heads = 128 or num_kv_heads = 8 (nor "
+                "is a multiple of it) or intermediate_size = 53248"),
             std::string::npos)
       << six;
-  EXPECT_NE(six.message().find("intermediate_size = 53248) are: 1, 2, 4, 8"), std::string::npos)
+  EXPECT_NE(six.message().find("multiples of num_kv_heads = 8) are: 1, 2, 4, 8, 16, 32, 64, 128"),
+            std::string::npos)
       << six;
-  // SmolLM2: 9 heads, 3 KV heads; 9 divides 9 heads but not 3 KV heads.
+  // SmolLM2: 9 heads, 3 KV heads; 9 divides 9 heads and copies each KV head to 3 ranks, but
+  // does not divide the MLP's 1536.
   absl::Status nine = ValidateParallelism(SmolLM2_135M(), 9, 1);
-  EXPECT_NE(nine.message().find("does not divide num_kv_heads = 3 or intermediate_size = 1536;"),
+  EXPECT_NE(nine.message().find("degree 9 does not divide intermediate_size = 1536;"),
             std::string::npos)
       << nine;
   EXPECT_NE(nine.message().find(") are: 1, 3"), std::string::npos) << nine;
@@ -70,6 +73,7 @@ TEST(ShardingPlanTest, HeadsSplitWholeAndGqaGroupsKept) {
 TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
   const std::vector<std::tuple<ModelSpec, const char*, int, int>> cases = {
       {Llama31_405B(), "fp8", 8, 1},       {Llama31_405B(), "int4", 4, 2},
+      {Llama31_405B(), "fp8-block", 16, 1}, {Llama31_405B(), "bf16", 32, 2},
       {Llama31_405B(), "fp8-block", 8, 3}, {Llama33_70B(), "bf16", 2, 5},
       {SmolLM2_135M(), "q4_1", 3, 1},      {SmolLM2_135M(), "f32", 3, 2},
       {Width768(), "int4-g128", 2, 1},     {Width768(), "q8_0", 4, 4},
@@ -191,6 +195,57 @@ TEST(ShardingPlanTest, ExpertParallelHoldsWholeExpertsAndTheSameCheckpoint) {
   // 128 experts do not go on 3 ranks, and the error names the count.
   const absl::Status three = PlanSharding(qwen, Preset("bf16"), 3, 1, {}, true).status();
   EXPECT_NE(three.message().find("moe.num_experts = 128"), std::string::npos) << three;
+}
+
+// Past the KV-head count each rank holds one whole KV head, copied to the tp / K ranks that
+// read it: the copies are replicas, and a head of 128 rows is a whole fp8 tile.
+TEST(ShardingPlanTest, KvHeadsPastTheirCountAreCopiesCountedAsReplicas) {
+  absl::StatusOr<ShardingTable> t8 = PlanSharding(Llama31_405B(), Preset("fp8-block"), 8, 1);
+  absl::StatusOr<ShardingTable> t16 = PlanSharding(Llama31_405B(), Preset("fp8-block"), 16, 1);
+  ASSERT_TRUE(t8.ok()) << t8.status();
+  ASSERT_TRUE(t16.ok()) << t16.status();
+  for (TensorRole role : {TensorRole::kK, TensorRole::kV}) {
+    const RoleShard* k8 = t8->stages[0].Find(role);
+    const RoleShard* k16 = t16->stages[0].Find(role);
+    EXPECT_EQ(k8->copies, 1);
+    EXPECT_EQ(k16->copies, 2);
+    EXPECT_EQ(k16->kind, ShardKind::kColumn);
+    // One head of 128 rows per rank at both degrees: the same bytes per rank, so at 16 ranks
+    // the 16 slices are two copies of the tensor, one of them replicas.
+    EXPECT_EQ(k16->local_shape, (std::array<int64_t, 2>{128, 16384}));
+    EXPECT_EQ(k16->bytes_per_rank, k8->bytes_per_rank);
+    EXPECT_EQ(k8->replica_bytes, 0);
+    EXPECT_EQ(k16->replica_bytes, k16->unsharded_bytes);
+    EXPECT_EQ(16 * k16->bytes_per_rank, 2 * k16->unsharded_bytes);
+  }
+  // Query heads and the MLP halve.
+  EXPECT_EQ(t16->stages[0].Find(TensorRole::kQ)->local_shape,
+            (std::array<int64_t, 2>{8 * 128, 16384}));
+  EXPECT_EQ(t16->stages[0].Find(TensorRole::kQ)->copies, 1);
+  EXPECT_EQ(t16->stages[0].Find(TensorRole::kAttnNorm)->copies, 16);
+}
+
+// Qwen3-235B-A22B FP8 (128x128 blocks) at 8 GPUs: its 4 KV heads are copied to pairs of ranks,
+// but 1536 / 8 = 192 expert rows split a 128-row tile, as vLLM finds; whole experts (expert
+// parallelism) do not, and the refusal says so.
+TEST(ShardingPlanTest, Qwen3_235BAtEightRanksNeedsExpertParallelismWithBlockFp8) {
+  const ModelSpec qwen = *ModelSpecPreset("qwen3-235b-a22b");
+  const absl::Status split = PlanSharding(qwen, Preset("fp8-block"), 8, 1).status();
+  EXPECT_EQ(split.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(split.message().find("expert_gate is column-parallel: its output dim 1536 / tp 8 = "
+                                 "192 is not a multiple of the fp8-block tile of 128 rows"),
+            std::string::npos)
+      << split;
+  EXPECT_NE(split.message().find("degrees that keep every block on one rank: 1, 2, 4; or 8 "
+                                 "with expert parallelism, which places experts whole"),
+            std::string::npos)
+      << split;
+  absl::StatusOr<ShardingTable> ep = PlanSharding(qwen, Preset("fp8-block"), 8, 1, {}, true);
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  EXPECT_EQ(ep->stages[0].Find(TensorRole::kK)->copies, 2);
+  EXPECT_EQ(ep->stages[0].Find(TensorRole::kExpertGate)->num_tensors, 94 * 128 / 8);
+  // Per-channel fp8 has no row tiles: the experts split at 8 too.
+  EXPECT_TRUE(PlanSharding(qwen, Preset("fp8"), 8, 1).ok());
 }
 
 }  // namespace

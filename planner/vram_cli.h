@@ -50,6 +50,7 @@ struct VramRequest {
   int64_t max_seqs_per_step = 256;
   int64_t block_size = 16;
   bool deterministic_tp = false;  // the engine's --deterministic_tp reduction
+  int64_t deterministic_tp_chunks = 0;  // and its --deterministic_tp_chunks (0: the default)
   bool expert_parallel = false;   // the engine's --expert_parallel placement
   double gpu_memory_gib = 0;      // > 0 overrides the preset's memory
   double bandwidth_gbs = 0;       // > 0 overrides the memory bandwidth

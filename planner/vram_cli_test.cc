@@ -195,6 +195,61 @@ TEST(VramCliTest, ExpertParallelPlacesWholeExpertsAndPlansTheAllToAll) {
       << refused.err;
 }
 
+// Issue 36's command: Qwen3-235B-A22B (4 KV heads) on 8 GPUs answers as 405B does, each KV head
+// on two ranks: one head of 128 per rank, 94 layers x 2 x 128 x 2 B = 48,128 B of KV per token.
+TEST(VramCliTest, Qwen3_235BOnEightGpusCopiesItsKvHeads) {
+  VramRequest r = Request405B();
+  r.model = "qwen3-235b-a22b";
+  r.context = 40960;
+  r.users = 1;
+  const Result table = RunWith(r);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("(tp=8, pp=1)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("    k                column x2  [128 x 4096]      fp8       x94"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("(48,128 B/token)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("VERDICT   FITS"), std::string::npos) << table.out;
+  r.json = true;
+  const nlohmann::json j = nlohmann::json::parse(RunWith(r).out);
+  EXPECT_EQ(j["plan"]["stages"][0]["weights"]["k"]["copies"], 2);
+  EXPECT_EQ(j["plan"]["stages"][0]["weights"]["q"]["copies"], 1);
+}
+
+// --deterministic_tp_chunks sets the chunk count the plan sizes (16 at tp 8: 2 chunks per
+// rank), and a count the ranks do not divide is refused naming the flag.
+TEST(VramCliTest, DeterministicTpChunksSizesTheChunkSums) {
+  VramRequest r = Request405B();
+  r.json = true;
+  r.deterministic_tp = true;
+  const nlohmann::json eight = nlohmann::json::parse(RunWith(r).out);
+  r.deterministic_tp_chunks = 16;
+  const Result run = RunWith(r);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const nlohmann::json sixteen = nlohmann::json::parse(run.out);
+  EXPECT_EQ(eight["plan"]["roofline"]["reduction_chunks"], 8);
+  EXPECT_EQ(sixteen["plan"]["roofline"]["reduction_chunks"], 16);
+  const auto chunk_sums = [](const nlohmann::json& j) {
+    return j["plan"]["stages"][0]["activations"]["chunk_sum_bytes"].get<int64_t>();
+  };
+  EXPECT_EQ(chunk_sums(sixteen) - chunk_sums(eight), (2 - 1 + 16 - 8) * 2048 * 16384 * 4);
+  r.json = false;
+  r.deterministic_tp_chunks = 12;
+  const Result refused = RunWith(r);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.err.find("deterministic_tp_chunks = 12 must be a positive multiple of the 8 "
+                             "tensor-parallel ranks"),
+            std::string::npos)
+      << refused.err;
+  r.deterministic_tp = false;
+  r.deterministic_tp_chunks = 16;
+  const Result without = RunWith(r);
+  EXPECT_EQ(without.code, 2);
+  EXPECT_NE(without.err.find("deterministic_tp_chunks=16: must be 0 without deterministic_tp"),
+            std::string::npos)
+      << without.err;
+}
+
 TEST(VramCliTest, InvalidTpExitsTwoWithValidDegreesAndCapacityCheck) {
   VramRequest r = Request405B();
   r.gpus = {"6"};
@@ -294,11 +349,11 @@ TEST(VramCliTest, BadLayoutsAndCombinationsNameTheFlag) {
   ExpectFlagErrors(cases);
   // An unrunnable layout among several fails the request before anything is printed.
   VramRequest r = Request405B();
-  r.gpus = {"8", "16"};
+  r.gpus = {"8", "12"};  // 12 does not divide 128 query heads
   const Result run = RunWith(r);
   EXPECT_EQ(run.code, 2);
   EXPECT_EQ(run.out, "");
-  EXPECT_NE(run.err.find("--gpus=16 --pp=1 --weights=fp8: tensor-parallel degree 16"),
+  EXPECT_NE(run.err.find("--gpus=12 --pp=1 --weights=fp8: tensor-parallel degree 12"),
             std::string::npos)
       << run.err;
 }

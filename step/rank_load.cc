@@ -29,6 +29,7 @@ bool RankLoad::operator==(const RankLoad& other) const {
          max_context_tokens == other.max_context_tokens &&
          threads_per_rank == other.threads_per_rank &&
          deterministic_tp == other.deterministic_tp &&
+         deterministic_tp_chunks == other.deterministic_tp_chunks &&
          expert_parallel == other.expert_parallel &&
          collective_timeout == other.collective_timeout;
 }
@@ -38,6 +39,7 @@ RankLoad DraftLoad(const RankLoad& load) {
   draft.model = *load.draft;
   draft.draft.reset();
   draft.expert_parallel = false;  // a draft's experts, where it has any, are split
+  draft.deterministic_tp_chunks = 0;  // the count is the target's; the draft keeps its default
   return draft;
 }
 

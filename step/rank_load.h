@@ -55,6 +55,7 @@ struct RankLoad {
   // Row-parallel layers reduce in fixed chunks so every degree gives the same floats
   // (model/step_buffers.h's TpReduction; on GPUs also pinned GEMMs); false: one all-reduce.
   bool deterministic_tp = false;
+  int32_t deterministic_tp_chunks = 0;  // its chunk count; 0: the default (model/step_buffers.h)
   // Whole experts on ranks, their outputs brought to the tokens by an all-to-all
   // (model/sharding.h); false: each expert split like a dense MLP.
   bool expert_parallel = false;

@@ -45,6 +45,7 @@ void ToLoadRequest(const RankLoad& load, wpb::LoadRequest* request) {
   request->set_max_context_tokens(load.max_context_tokens);
   request->set_num_threads(load.threads_per_rank);
   request->set_deterministic_tp(load.deterministic_tp);
+  request->set_deterministic_tp_chunks(load.deterministic_tp_chunks);
   request->set_expert_parallel(load.expert_parallel);
   request->set_collective_timeout_ms(
       static_cast<int32_t>(absl::ToInt64Milliseconds(load.collective_timeout)));
@@ -89,6 +90,7 @@ absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
   load.max_context_tokens = request.max_context_tokens();
   load.threads_per_rank = request.num_threads();
   load.deterministic_tp = request.deterministic_tp();
+  load.deterministic_tp_chunks = request.deterministic_tp_chunks();
   load.expert_parallel = request.expert_parallel();
   load.collective_timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
                                                    ? request.collective_timeout_ms()

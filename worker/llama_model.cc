@@ -136,7 +136,7 @@ absl::Status LlamaModel::Init() {
     layer_attention_.push_back(AttentionParamsOf(config_, l));
   }
   TP_RETURN_IF_ERROR(RefuseWhatTheBackendLacks(config_, layer_attention_, *backend_));
-  reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_);
+  reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_, requested_chunks_);
   sizes_ = StepBuffersFor(config_, plan_, max_step_tokens_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);
   for (const auto& [buffer, bytes] : WorkspaceBuffers(*ws_, sizes_)) {
@@ -237,6 +237,10 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
         "max_context_tokens = %d must be in [0, %d] (0: the model's context length)",
         options.max_context_tokens, config.max_context_tokens));
   }
+  if (options.reduction == TpReduction::kDeterministic) {
+    TP_RETURN_IF_ERROR(
+        CheckReductionChunks(config, formats, shard.world_size, options.reduction_chunks));
+  }
   TP_ASSIGN_OR_RETURN(LlamaWeights weights, LoadLlamaWeights(config, source, options.scheme, plan,
                                                              formats, *backend));
   // llama.cpp's Llama converter permutes Q/K rows so that neighbours pair up; its Qwen and
@@ -249,6 +253,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
                                                    layout, backend, comm,
                                                    options.max_step_tokens, max_logit_rows,
                                                    options.reduction));
+  model->requested_chunks_ = options.reduction_chunks;
   model->max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens
                                                               : config.max_context_tokens;
   TP_RETURN_IF_ERROR(model->Init());

@@ -64,6 +64,9 @@ struct LlamaLoadOptions {
   // How row-parallel layers combine ranks (model/step_buffers.h): one all-reduce in the
   // activation dtype, or --deterministic_tp's same-floats-at-every-degree chunked reduction.
   TpReduction reduction = TpReduction::kAllReduce;
+  // kDeterministic's chunk count (--deterministic_tp_chunks; CheckReductionChunks); 0: the
+  // default, ReductionChunks'.
+  int64_t reduction_chunks = 0;
 };
 
 class LlamaModel {
@@ -160,6 +163,7 @@ class LlamaModel {
   ExpertLoad expert_load_;  // since the last TakeExpertLoad
   int64_t max_context_tokens_ = 0;  // LlamaLoadOptions', 0 resolved to the model's
   TpReduction reduction_;
+  int64_t requested_chunks_ = 0;  // LlamaLoadOptions::reduction_chunks
   int64_t reduction_chunks_ = 1;
   // The KV pools the backend's recordings of this model's steps write (RunCaptured bakes
   // addresses): another cache makes the model drop them first.

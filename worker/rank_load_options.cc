@@ -52,6 +52,7 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   o.load.formats = std::move(formats);
   o.load.scheme = files.scheme;
   o.load.reduction = load.deterministic_tp ? TpReduction::kDeterministic : TpReduction::kAllReduce;
+  o.load.reduction_chunks = load.deterministic_tp_chunks;
   o.num_kv_blocks = load.num_kv_blocks;
   o.block_size_tokens = load.block_size_tokens;
   o.kv_dtype = load.kv_dtype;
