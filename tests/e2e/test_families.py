@@ -5,7 +5,9 @@ experts of which each token takes 2, split across the ranks, and placed whole on
 --expert_parallel) served by real processes from
 its GGUF and from its config.json + safetensors (+ tokenizer.json, make_family_tokenizers.py), at
 two ranks where its KV heads allow (four for qwen3moe_kv4's four KV heads, one for Gemma 3's
-single KV head), through gRPC and the HTTP
+single KV head), and past the KV heads (each KV head then copied to the ranks that read it:
+Llama's 2 on 4 ranks, Gemma 3's 1 on 2, Qwen3-MoE's 2 on 4 with whole experts), through gRPC
+and the HTTP
 API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
 first near-tie. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
 for its config.json form only. Llama 4's config.json asks for chunks of 8 and a temperature
@@ -13,6 +15,7 @@ floor of 4, which llama.cpp fixes at 8192: its GGUF form is checked against llam
 greedy tokens (gguf_prompts), its config.json form against the numpy reference's."""
 
 import json
+import subprocess
 import urllib.request
 
 import pytest
@@ -22,7 +25,7 @@ from conftest import ROOT, Cluster, openai_client, pb
 DIR = ROOT / "tests/golden/families"
 GOLDENS = json.loads((DIR / "goldens.json").read_text())
 NEAR_TIE = 0.5
-CASES = [(case, form, False) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral",
+CASES = [(case, form, False, None) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral",
                                            "gemma2", "gemma3", "mixtral", "qwen3moe",
                                            "qwen3moe_kv4", "glm4moe",
                                            "llama4"]
@@ -30,9 +33,12 @@ CASES = [(case, form, False) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3
 # --expert_parallel: each of the two ranks holds 4 whole experts (GLM's shared expert on both),
 # their outputs brought to the tokens by an all-to-all over shared memory; qwen3moe_kv4's four
 # ranks hold 2 each.
-CASES += [("mixtral", "gguf", True), ("qwen3moe", "hf_dir", True), ("glm4moe", "gguf", True),
-          ("qwen3moe_kv4", "gguf", True),
-          ("llama4", "hf_dir", True)]
+CASES += [("mixtral", "gguf", True, None), ("qwen3moe", "hf_dir", True, None),
+          ("glm4moe", "gguf", True, None), ("qwen3moe_kv4", "gguf", True, None),
+          ("llama4", "hf_dir", True, None)]
+# Past the KV heads: more ranks than KV heads, each KV head copied to the ranks that read it.
+CASES += [("llama", "gguf", False, 4), ("gemma3", "hf_dir", False, 2),
+          ("qwen3moe", "gguf", True, 4)]
 
 
 def decidable(gaps):
@@ -43,12 +49,13 @@ def decidable(gaps):
 
 
 @pytest.fixture(scope="module", params=CASES,
-                ids=lambda p: f"{p[0]}-{p[1]}" + ("-ep" if p[2] else ""))
+                ids=lambda p: f"{p[0]}-{p[1]}" + ("-ep" if p[2] else "") +
+                (f"-tp{p[3]}" if p[3] else ""))
 def family(request, tmp_path_factory):
-    name, form, expert_parallel = request.param
+    name, form, expert_parallel, past_kv_heads = request.param
     case = GOLDENS["cases"][name]
     kv_heads = case["shapes"]["n_kv_head"]
-    ranks = 4 if kv_heads % 4 == 0 else 2 if kv_heads % 2 == 0 else 1
+    ranks = past_kv_heads or (4 if kv_heads % 4 == 0 else 2 if kv_heads % 2 == 0 else 1)
     extra = ["--context=128"] + (["--expert_parallel"] if expert_parallel else [])
     c = Cluster(ranks=ranks, tmp=tmp_path_factory.mktemp(f"{name}-{form}"),
                 model=DIR / case[form], extra_args=extra)
@@ -86,3 +93,14 @@ def test_greedy_tokens_match_llama_cpp_over_grpc_and_http(family):
     log = cluster.output()
     assert '"expert_imbalance":' in log, name
     assert ("with whole experts each" in log) == ("expert-parallel" in name), name
+
+
+def test_a_deterministic_chunk_count_the_ranks_do_not_divide_is_refused():
+    """--deterministic_tp_chunks must be a multiple of --ranks: refused before any rank starts."""
+    out = subprocess.run(
+        [str(ROOT / "bazel-bin/deploy/launch"), f"--model={DIR / 'llama.gguf'}", "--ranks=4",
+         "--deterministic_tp", "--deterministic_tp_chunks=2", "--context=128"],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "deterministic_tp_chunks = 2 must be a positive multiple of the 4 tensor-parallel " \
+        "ranks" in out.stderr, out.stderr
