@@ -20,6 +20,7 @@
 #include "kernels/cuda/attention_workspace.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_matmul.h"
+#include "kernels/cuda/cuda_moe.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_scratch.h"
 #include "kernels/cuda/device_wait.h"
@@ -116,36 +117,26 @@ class CudaBackend final : public Backend {
                        void* out) override;
   void Add(const void* a, const void* b, int64_t count, void* out) override;
   void Scale(void* x, int64_t count, float factor) override;
-  // Not yet on CUDA (the grouped GEMM is issue 36's next step): a model with MoE layers is
-  // refused at load (SupportsExperts), and a call records the error the step then returns.
-  bool SupportsExperts() const override { return false; }
-  void RouteExperts(const ExpertRouting&, const float*, int64_t, const float*, int32_t*,
-                    float*) override {
-    Enter();
-    Record("RouteExperts", absl::UnimplementedError("RouteExperts: no CUDA kernel yet"));
-    Done("RouteExperts");
-  }
-  void MoeExperts(const void*, int64_t, absl::Span<const ExpertMlp>, const ExpertMlp*, Activation,
-                  const int32_t*, const float*, bool, int64_t, int64_t, const MoeWorkspace&,
-                  float*) override {
-    Enter();
-    Record("MoeExperts", absl::UnimplementedError("MoeExperts: no CUDA kernel yet"));
-    Done("MoeExperts");
-  }
-  void MoeExpertSlots(const void*, int64_t, absl::Span<const ExpertMlp>, int64_t, Activation,
-                      const int32_t*, const float*, bool, int64_t, int64_t, const int32_t*,
-                      const MoeWorkspace&, float*) override {
-    Enter();
-    Record("MoeExpertSlots", absl::UnimplementedError("MoeExpertSlots: no CUDA kernel yet"));
-    Done("MoeExpertSlots");
-  }
-  void MoeCombine(const void*, int64_t, const float*, const int32_t*, const float*, bool,
-                  int64_t, int64_t, int64_t, const ExpertMlp*, Activation, const MoeWorkspace&,
-                  float*) override {
-    Enter();
-    Record("MoeCombine", absl::UnimplementedError("MoeCombine: no CUDA kernel yet"));
-    Done("MoeCombine");
-  }
+  // Mixtures of experts (cuda_moe.h): the router and the grouping are our kernels, the
+  // experts' GEMMs the MatMul paths, run per expert over its block of rows. The grouping's row
+  // counts are read back on the host (a stream sync per MoE op), so these ops refuse to be
+  // recorded into a CUDA graph (the recording then falls back to eager steps).
+  bool SupportsExperts() const override { return true; }
+  void RouteExperts(const ExpertRouting& routing, const float* logits, int64_t rows,
+                    const float* correction_bias, int32_t* ids, float* weights) override;
+  void MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
+                  const ExpertMlp* shared, Activation act, const int32_t* ids,
+                  const float* weights, bool weights_on_input, int64_t top_k,
+                  int64_t num_chunks, const MoeWorkspace& scratch, float* out) override;
+  void MoeExpertSlots(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
+                      int64_t first_expert, Activation act, const int32_t* ids,
+                      const float* weights, bool weights_on_input, int64_t top_k,
+                      int64_t num_chunks, const int32_t* slot_pos, const MoeWorkspace& scratch,
+                      float* slots) override;
+  void MoeCombine(const void* x, int64_t rows, const float* slots, const int32_t* slot_pos,
+                  const float* weights, bool weights_on_input, int64_t top_k, int64_t num_chunks,
+                  int64_t hidden, const ExpertMlp* shared, Activation act,
+                  const MoeWorkspace& scratch, float* out) override;
   void SoftCapF32(float* x, int64_t count, float cap) override;
   // FlashInfer's variants here (and the SIMT kernels) score a window and a soft-cap, not Llama
   // 4's chunks nor its per-query temperature: such a model is refused at load, by name.
@@ -199,6 +190,9 @@ class CudaBackend final : public Backend {
   void Enter() {
     if (!recording_) Record("cudaSetDevice", TPK_CUDA(cudaSetDevice(ordinal_)));
   }
+  // True (and `op` recorded as FAILED_PRECONDITION) inside a recording: the MoE ops wait for
+  // the experts' row counts on the host, which a recorded step cannot.
+  bool RefusedWhileRecording(const char* op);
   // A recording that failed: say so once, run eagerly from then on.
   void DisableGraphs(const absl::Status& why);
   // Keeps the first failure; every later Synchronize and CopyToHost reports it.
@@ -229,6 +223,7 @@ class CudaBackend final : public Backend {
   void* stream_ = nullptr;  // cudaStream_t
   cudaEvent_t upload_done_ = nullptr;  // the step metadata copy has read the staging buffer
   std::unique_ptr<cuda::CudaMatMul> matmul_;
+  std::unique_ptr<cuda::CudaMoe> moe_;  // runs its experts' GEMMs on matmul_
   absl::Status first_error_;
 
   // Step metadata: packed on the host, staged in pinned memory, one copy to the device.
@@ -279,6 +274,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
       cuda::CudaMatMulOptions{.deterministic = options.deterministic,
                               .abort = &be->abort_requested_,
                               .sm_count = prop.multiProcessorCount});
+  be->moe_ = std::make_unique<cuda::CudaMoe>(be->matmul_.get(), &be->scratch_generation_,
+                                             &be->abort_requested_);
   return std::unique_ptr<Backend>(std::move(be));
 }
 
@@ -288,6 +285,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
   }
+  moe_.reset();
   matmul_.reset();
   if (staging_ != nullptr) cudaFreeHost(staging_);
   if (upload_done_ != nullptr) cudaEventDestroy(upload_done_);
@@ -463,6 +461,59 @@ void CudaBackend::Scale(void* x, int64_t count, float factor) {
   Enter();
   Record("Scale", TPK_LAUNCH(cuda::LaunchScaleBf16(x, count, factor, stream_)));
   Done("Scale");
+}
+
+bool CudaBackend::RefusedWhileRecording(const char* op) {
+  if (!recording_) return false;
+  Record(op, absl::FailedPreconditionError(
+                 "waits for the experts' row counts on the host, which a recorded step cannot"));
+  return true;
+}
+
+void CudaBackend::RouteExperts(const ExpertRouting& routing, const float* logits, int64_t rows,
+                               const float* correction_bias, int32_t* ids, float* weights) {
+  Enter();
+  Record("RouteExperts",
+         moe_->Route(routing, logits, rows, correction_bias, ids, weights, stream_));
+  Done("RouteExperts");
+}
+
+void CudaBackend::MoeExperts(const void* x, int64_t rows, absl::Span<const ExpertMlp> experts,
+                             const ExpertMlp* shared, Activation act, const int32_t* ids,
+                             const float* weights, bool weights_on_input, int64_t top_k,
+                             int64_t num_chunks, const MoeWorkspace& scratch, float* out) {
+  Enter();
+  if (RefusedWhileRecording("MoeExperts")) return;
+  Record("MoeExperts", moe_->Run(x, rows, experts, shared, act, ids, weights, weights_on_input,
+                                 top_k, num_chunks, scratch, out, stream_));
+  Done("MoeExperts");
+}
+
+void CudaBackend::MoeExpertSlots(const void* x, int64_t rows,
+                                 absl::Span<const ExpertMlp> experts, int64_t first_expert,
+                                 Activation act, const int32_t* ids, const float* weights,
+                                 bool weights_on_input, int64_t top_k, int64_t num_chunks,
+                                 const int32_t* slot_pos, const MoeWorkspace& scratch,
+                                 float* slots) {
+  Enter();
+  if (RefusedWhileRecording("MoeExpertSlots")) return;
+  Record("MoeExpertSlots",
+         moe_->RunSlots(x, rows, experts, first_expert, act, ids,
+                        weights_on_input ? weights : nullptr, top_k, num_chunks, slot_pos,
+                        scratch, slots, stream_));
+  Done("MoeExpertSlots");
+}
+
+void CudaBackend::MoeCombine(const void* x, int64_t rows, const float* slots,
+                             const int32_t* slot_pos, const float* weights,
+                             bool weights_on_input, int64_t top_k, int64_t num_chunks,
+                             int64_t hidden, const ExpertMlp* shared, Activation act,
+                             const MoeWorkspace& scratch, float* out) {
+  Enter();
+  if (RefusedWhileRecording("MoeCombine")) return;
+  Record("MoeCombine", moe_->Combine(x, rows, slots, slot_pos, weights, weights_on_input, top_k,
+                                     num_chunks, hidden, shared, act, scratch, out, stream_));
+  Done("MoeCombine");
 }
 
 void CudaBackend::SoftCapF32(float* x, int64_t count, float cap) {

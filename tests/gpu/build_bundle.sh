@@ -23,7 +23,8 @@ cd "$(dirname "$0")/../.."
 TARGETS=(//kernels/cuda:cuda_parity_test //comm:nccl_communicator_test //bench:gpu_bench
          //kernels/cuda:cuda_bench //kernels/cuda:device_wait_test
          //kernels/cuda:cuda_deterministic_test //kernels/cuda:attention_invariance_test
-         //kernels/cuda:attention_layers_test //kernels/cuda/mixed_gemm:mixed_gemm_gpu_test)
+         //kernels/cuda:attention_layers_test //kernels/cuda/mixed_gemm:mixed_gemm_gpu_test
+         //kernels/cuda:cuda_moe_test)
 OUT=gpu-bundle
 LIMIT_MIB=48  # the device tool carries 64 MiB with the source tree
 

@@ -5,7 +5,7 @@
 #
 # Steps, each under `timeout`, none stopping the others: the environment (nvidia-smi, driver,
 # libraries), the NCCL communicator test, the CUDA backend parity test, the deterministic mode's
-# bit-equality tests (matmuls, attention), the GPU benchmark in
+# bit-equality tests (matmuls, attention), the MoE ops against the CPU, the GPU benchmark in
 # FP8 and in BF16, the CUDA kernels against the GPU's ceilings (cuda_bench), and a CUDA smoke
 # test built with the machine's own nvcc. Everything is
 # tee'd to $OUT/device_checks.log; $OUT/summary.json has each step's status (ok / failed /
@@ -44,6 +44,9 @@ main() {
   # The families' attention (issue 35): plain, sliding-window and soft-capped layers in one step,
   # head_dim 128 and 256, against an f64 host reference.
   run_gtest attention_layers_test 30
+  # Mixtures of experts (issue 36): routing, the grouping kernels and MoeExperts against the CPU
+  # backend in bf16, fp8 and int4; expert parallelism's halves bit for bit.
+  run_gtest cuda_moe_test 60 TPSERVE_CUDA_CHECK=1
   run_bench fp8 150
   run_bench bf16 90
   run_kernel_bench 60
