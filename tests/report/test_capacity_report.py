@@ -163,9 +163,9 @@ def test_unwritable_report_is_a_clear_error(report):
     run = vram(*ARGS, "--gpus=8", "--report=" + str(bad))
     assert run.returncode == 2
     assert run.stderr == f"vram: --report={bad}: cannot write: No such file or directory\n"
-    run = vram(*ARGS, "--gpus=8,16")
+    run = vram(*ARGS, "--gpus=8,12")  # 12 does not divide 405B's 128 query heads
     assert run.returncode == 2
-    assert "--gpus=16 --pp=1 --weights=fp8: tensor-parallel degree 16" in run.stderr
+    assert "--gpus=12 --pp=1 --weights=fp8: tensor-parallel degree 12" in run.stderr
 
 
 # The bars' colours (planner/capacity_report.cc): each must cover a visible area.
