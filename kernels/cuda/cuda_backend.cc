@@ -274,8 +274,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
       cuda::CudaMatMulOptions{.deterministic = options.deterministic,
                               .abort = &be->abort_requested_,
                               .sm_count = prop.multiProcessorCount});
-  be->moe_ = std::make_unique<cuda::CudaMoe>(be->matmul_.get(), &be->scratch_generation_,
-                                             &be->abort_requested_);
+  be->moe_ = std::make_unique<cuda::CudaMoe>(
+      be->matmul_.get(), &be->scratch_generation_, &be->abort_requested_,
+      cuda::CudaMoeOptions{.deterministic = options.deterministic,
+                           .compute_capability = prop.major * 10 + prop.minor,
+                           .sm_count = prop.multiProcessorCount});
   return std::unique_ptr<Backend>(std::move(be));
 }
 

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <atomic>
 #include <limits>
 #include <string>
 
@@ -12,11 +14,14 @@
 #include "kernels/cuda/device_wait.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/moe_routing.h"
+#include "kernels/cuda/quant_kernels.h"
 
 namespace tpserve::cuda {
 namespace {
 
 constexpr int64_t kBf16Bytes = 2;
+
+std::atomic<int64_t> grouped_calls{0};
 
 uint8_t* Bytes(void* p) { return static_cast<uint8_t*>(p); }
 
@@ -55,9 +60,19 @@ absl::Status GatedMlp(CudaMatMul& matmul, const Backend::ExpertMlp& mlp, const v
 
 }  // namespace
 
+int64_t MoeGroupedGemmCalls() { return grouped_calls.load(); }
+
 CudaMoe::CudaMoe(CudaMatMul* matmul, int64_t* scratch_generation,
-                 const std::atomic<bool>* abort)
-    : matmul_(matmul), abort_(abort), plan_("expert grouping", scratch_generation, abort) {}
+                 const std::atomic<bool>* abort, CudaMoeOptions options)
+    : matmul_(matmul),
+      abort_(abort),
+      options_(options),
+      scratch_generation_(scratch_generation),
+      grouped_args_("grouped expert GEMM arguments", scratch_generation, abort),
+      grouped_scales_("grouped expert GEMM weight scales", scratch_generation, abort),
+      x_fp8_("grouped expert GEMM e4m3 rows", scratch_generation, abort),
+      x_scales_("grouped expert GEMM row scales", scratch_generation, abort),
+      plan_("expert grouping", scratch_generation, abort) {}
 
 CudaMoe::~CudaMoe() {
   if (host_header_ != nullptr) cudaFreeHost(host_header_);
@@ -153,6 +168,135 @@ absl::Status CudaMoe::RunExperts(const void* x, int64_t rows,
   return absl::OkStatus();
 }
 
+absl::StatusOr<const MoeGemmWeight*> CudaMoe::WeightTable(
+    absl::Span<const Backend::ExpertMlp> experts, int bytes_per_value, void* stream) {
+  // Everything the table holds is in the key: matrices placed again at the same addresses
+  // with other strides get a table of their own.
+  std::vector<int64_t> key = {bytes_per_value};
+  key.reserve(1 + 12 * experts.size());
+  for (int p = 0; p < 3; ++p) {
+    for (const Backend::ExpertMlp& m : experts) {
+      const WeightMatrix* w = p == 0 ? m.gate : p == 1 ? m.up : m.down;
+      key.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(w->data)));
+      key.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(w->scales)));
+      key.push_back(w->row_bytes);
+      key.push_back(w->scale_stride);
+    }
+  }
+  auto it = tables_.find(key);
+  if (it == tables_.end()) {
+    Table t;
+    for (int p = 0; p < 3; ++p) {
+      for (const Backend::ExpertMlp& m : experts) {
+        const WeightMatrix* w = p == 0 ? m.gate : p == 1 ? m.up : m.down;
+        t.host.push_back({w->data, w->row_bytes / bytes_per_value,
+                          static_cast<const float*>(w->scales), w->scale_stride});
+      }
+    }
+    const int64_t bytes = static_cast<int64_t>(t.host.size() * sizeof(MoeGemmWeight));
+    t.device = std::make_unique<DeviceScratch>("expert weight table", scratch_generation_, abort_);
+    TP_RETURN_IF_ERROR(t.device->Reserve(bytes, stream));
+    // The source stays alive in the map: the copy may run whenever the stream gets to it.
+    TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpyAsync(t.device->data(), t.host.data(), bytes,
+                                                cudaMemcpyHostToDevice,
+                                                static_cast<cudaStream_t>(stream))));
+    it = tables_.emplace(std::move(key), std::move(t)).first;
+  }
+  return it->second.device->as<const MoeGemmWeight>();
+}
+
+absl::Status CudaMoe::RunExpertsGrouped(MoeGroupedForm form, const void* x, int64_t rows,
+                                        absl::Span<const Backend::ExpertMlp> experts,
+                                        Activation act, const float* input_weights,
+                                        int64_t top_k, int64_t num_chunks,
+                                        const Backend::MoeWorkspace& scratch, void* stream) {
+  const int64_t num_experts = static_cast<int64_t>(experts.size());
+  const int64_t hidden = experts[0].down->rows, ffn = experts[0].gate->rows;
+  const int64_t slots = rows * top_k;
+  const bool fp8 = form == MoeGroupedForm::kFp8Block128;
+  const int32_t* plan = plan_.as<const int32_t>();
+  TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchGatherExpertRows(x, slots, top_k, hidden,
+                                                       plan + layout_.position, input_weights,
+                                                       scratch.x_rows, stream)));
+  TP_ASSIGN_OR_RETURN(const MoeGemmWeight* table, WeightTable(experts, fp8 ? 1 : 2, stream));
+  // Every size below is the slots' capacity, never the grouped count: the host needs no
+  // offsets here (the GEMMs read theirs on the device). Rows past offsets[E] (MoeExpertSlots:
+  // other ranks' slots) are activated / quantized but read by nothing.
+  MoeGemmCall gu;
+  gu.form = form;
+  gu.num_experts = static_cast<int32_t>(num_experts);
+  gu.projections = 2;
+  gu.num_chunks = 1;
+  gu.n = ffn;
+  gu.k = hidden;
+  gu.offsets = plan + layout_.offsets;
+  gu.weights = table;
+  gu.a = scratch.x_rows;
+  gu.a_rows = slots;
+  gu.d[0] = scratch.gate;
+  gu.d[1] = scratch.up;
+  MoeGemmCall dn = gu;
+  dn.projections = 1;
+  dn.num_chunks = static_cast<int32_t>(num_chunks);
+  dn.n = hidden;
+  dn.k = ffn;
+  dn.weights = table + 2 * num_experts;
+  dn.a = scratch.gate;
+  dn.d[0] = scratch.down;
+  dn.d[1] = nullptr;
+  dn.d_f32 = true;
+  int64_t gu_scales = 0;
+  if (fp8) {
+    // The weights' tile scales MN-major, as CUTLASS's sm90 blockwise mainloop reads them (the
+    // stored rows are K-major): a few KB per call, in scratch, instead of a second copy at load.
+    const int64_t gu_k = hidden / kMoeScaleTile, gu_n = MoeCeilDiv(ffn, kMoeScaleTile);
+    const int64_t dn_k = ffn / kMoeScaleTile, dn_n = MoeCeilDiv(hidden, kMoeScaleTile);
+    gu_scales = 2 * num_experts * gu_k * gu_n;
+    TP_RETURN_IF_ERROR(grouped_scales_.Reserve(
+        (gu_scales + num_experts * dn_k * dn_n) * static_cast<int64_t>(sizeof(float)), stream));
+    float* scales = grouped_scales_.as<float>();
+    TP_RETURN_IF_ERROR(TPK_LAUNCH(
+        LaunchMoeScalesMnMajor(table, 2 * num_experts, gu_k, gu_n, scales, stream)));
+    TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchMoeScalesMnMajor(table + 2 * num_experts, num_experts,
+                                                         dn_k, dn_n, scales + gu_scales,
+                                                         stream)));
+    gu.b_scales = scales;
+    dn.b_scales = scales + gu_scales;
+    const int64_t wide = std::max(hidden, ffn);
+    TP_RETURN_IF_ERROR(x_fp8_.Reserve(slots * wide, stream));
+    TP_RETURN_IF_ERROR(x_scales_.Reserve(
+        MoeCeilDiv(wide, kMoeScaleTile) * slots * static_cast<int64_t>(sizeof(float)), stream));
+    gu.a = x_fp8_.data();
+    gu.a_scales = x_scales_.as<float>();
+    dn.a = x_fp8_.data();
+    dn.a_scales = x_scales_.as<float>();
+  }
+  // One argument region per call (the second call's argument kernel must not overwrite what
+  // the first GEMM reads; stream order would allow it, separate regions make it obvious).
+  const int sms = options_.sm_count;
+  const int64_t gu_bytes =
+      (MoeGroupedGemmScratchBytes(form, false, MoeGroupCount(gu), sms) + 255) / 256 * 256;
+  const int64_t dn_bytes = MoeGroupedGemmScratchBytes(form, true, MoeGroupCount(dn), sms);
+  TP_RETURN_IF_ERROR(grouped_args_.Reserve(gu_bytes + dn_bytes, stream));
+  uint8_t* args = grouped_args_.as<uint8_t>();
+  if (fp8) {
+    TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchQuantizeGroupsFp8(
+        scratch.x_rows, slots, hidden, experts[0].gate->activation_scale_ub,
+        x_fp8_.as<uint8_t>(), x_scales_.as<float>(), stream)));
+  }
+  TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchMoeGroupedGemm(gu, sms, args, gu_bytes, stream)));
+  TP_RETURN_IF_ERROR(Activate(act, scratch.gate, scratch.up, slots * ffn, stream));
+  if (fp8) {
+    TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchQuantizeGroupsFp8(
+        scratch.gate, slots, ffn, experts[0].down->activation_scale_ub, x_fp8_.as<uint8_t>(),
+        x_scales_.as<float>(), stream)));
+  }
+  TP_RETURN_IF_ERROR(
+      TPK_LAUNCH(LaunchMoeGroupedGemm(dn, sms, args + gu_bytes, dn_bytes, stream)));
+  grouped_calls.fetch_add(1);
+  return absl::OkStatus();
+}
+
 absl::Status CudaMoe::AddShared(const void* x, int64_t rows, const Backend::ExpertMlp* shared,
                                 Activation act, int64_t num_chunks,
                                 const Backend::MoeWorkspace& scratch, float* out, void* stream) {
@@ -178,8 +322,16 @@ absl::Status CudaMoe::Run(const void* x, int64_t rows,
   const int64_t hidden = experts[0].down->rows;
   const ExpertRange all{0, static_cast<int32_t>(experts.size())};
   TP_RETURN_IF_ERROR(Group(ids, rows * top_k, all, /*refuse_foreign=*/true, stream));
-  TP_RETURN_IF_ERROR(RunExperts(x, rows, experts, act, weights_on_input ? weights : nullptr,
-                                top_k, num_chunks, scratch, stream));
+  const MoeGroupedForm form = MoeGroupedFormFor(experts, num_chunks, options_.deterministic,
+                                                options_.compute_capability);
+  if (form != MoeGroupedForm::kNone) {
+    TP_RETURN_IF_ERROR(RunExpertsGrouped(form, x, rows, experts, act,
+                                         weights_on_input ? weights : nullptr, top_k, num_chunks,
+                                         scratch, stream));
+  } else {
+    TP_RETURN_IF_ERROR(RunExperts(x, rows, experts, act, weights_on_input ? weights : nullptr,
+                                  top_k, num_chunks, scratch, stream));
+  }
   TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchCombineExperts(Grouped(scratch.down, ids, 0), rows, top_k,
                                                      num_chunks, hidden,
                                                      weights_on_input ? nullptr : weights, out,
@@ -199,8 +351,15 @@ absl::Status CudaMoe::RunSlots(const void* x, int64_t rows,
   const ExpertRange mine{static_cast<int32_t>(first_expert), static_cast<int32_t>(experts.size())};
   TP_RETURN_IF_ERROR(Group(ids, rows * top_k, mine, /*refuse_foreign=*/false, stream));
   if (offsets_.back() == 0) return absl::OkStatus();  // no slot of this rank's experts
-  TP_RETURN_IF_ERROR(RunExperts(x, rows, experts, act, input_weights, top_k, num_chunks, scratch,
-                                stream));
+  const MoeGroupedForm form = MoeGroupedFormFor(experts, num_chunks, options_.deterministic,
+                                                options_.compute_capability);
+  if (form != MoeGroupedForm::kNone) {
+    TP_RETURN_IF_ERROR(RunExpertsGrouped(form, x, rows, experts, act, input_weights, top_k,
+                                         num_chunks, scratch, stream));
+  } else {
+    TP_RETURN_IF_ERROR(RunExperts(x, rows, experts, act, input_weights, top_k, num_chunks,
+                                  scratch, stream));
+  }
   return TPK_LAUNCH(LaunchWriteExpertSlots(Grouped(scratch.down, ids, mine.first), rows * top_k,
                                            num_chunks, experts[0].down->rows, slot_pos, slots,
                                            stream));

@@ -2,12 +2,16 @@
 // MoeCombine; their contracts are in kernels/backend.h), the CPU backend's algorithm
 // (kernels/cpu/cpu_moe.h) on the device:
 //   1. group the slots by expert on the device (moe_kernels.h: counts, offsets, permutation; no
-//      atomics), and copy the offsets to the host: ONE STREAM SYNC PER CALL, because the GEMMs
-//      below are sized by them (a device-side grouped GEMM, reading the counts on the device,
-//      would remove it; README.md);
+//      atomics), and copy the offsets and the out-of-range count to the host: ONE STREAM SYNC
+//      PER CALL (the per-expert path below is sized by the offsets; the bad ids are reported
+//      from it; README.md);
 //   2. gather each slot's input row into grouped order (times its weight with the weights on
 //      the inputs);
-//   3. per expert with rows, gate and up through CudaMatMul::Run over its contiguous block of
+//   3. bf16 and fp8 128x128 experts (MoeGroupedFormFor; not in deterministic mode): CUTLASS's
+//      sm90 grouped GEMM (moe_grouped_gemm.h), sized on the device from the plan's offsets: one
+//      call for gate and up, one gated activation over the slots, one call for the chunked
+//      down into the same blocks as below. Every other form, and deterministic mode: per
+//      expert with rows, gate and up through CudaMatMul::Run over its contiguous block of
 //      rows (cuBLASLt, or CUTLASS's mixed-input GEMM for prepared int4 / fp8 weights: the
 //      library GEMMs with their fp8 block scales inside), one gated activation over every
 //      grouped row, then down through CudaMatMul::RunChunked into the expert's f32 block
@@ -19,7 +23,7 @@
 // them invariant too. MoeExpertSlots then MoeCombine run the same kernels and the same GEMMs
 // (an expert's group holds the same rows in the same order) as MoeExperts.
 //
-//   CudaMoe moe(matmul, &generation, &abort);
+//   CudaMoe moe(matmul, &generation, &abort, {.compute_capability = 90, .sm_count = 132});
 //   TP_RETURN_IF_ERROR(moe.Run(x, rows, experts, shared, act, ids, weights, false, top_k,
 //                              num_chunks, scratch, out, stream));
 //
@@ -30,25 +34,42 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/activation.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/device_scratch.h"
+#include "kernels/cuda/moe_grouped_gemm.h"
 #include "kernels/cuda/moe_kernels.h"
 #include "kernels/cuda/moe_plan.h"
 #include "kernels/expert_routing.h"
 
 namespace tpserve::cuda {
 
+// What decides the experts' GEMM path (MoeGroupedFormFor): deterministic mode keeps the
+// per-expert path; the grouped GEMM is sm_90a only; its tile scheduler takes the SM count.
+struct CudaMoeOptions {
+  bool deterministic = false;
+  int compute_capability = 0;  // major * 10 + minor
+  int sm_count = 0;
+};
+
+// How many MoE op calls (MoeExperts, MoeExpertSlots) in this process ran their experts through
+// the grouped GEMM (moe_grouped_gemm.h) rather than one expert at a time (tests: which path ran).
+int64_t MoeGroupedGemmCalls();
+
 class CudaMoe {
  public:
   // `matmul` runs the experts' GEMMs and outlives this object; `scratch_generation` and `abort`
   // as CudaMatMul's (device_scratch.h).
-  CudaMoe(CudaMatMul* matmul, int64_t* scratch_generation, const std::atomic<bool>* abort);
+  CudaMoe(CudaMatMul* matmul, int64_t* scratch_generation, const std::atomic<bool>* abort,
+          CudaMoeOptions options = {});
   ~CudaMoe();
   CudaMoe(const CudaMoe&) = delete;
   CudaMoe& operator=(const CudaMoe&) = delete;
@@ -93,6 +114,18 @@ class CudaMoe {
                           absl::Span<const Backend::ExpertMlp> experts, Activation act,
                           const float* input_weights, int64_t top_k, int64_t num_chunks,
                           const Backend::MoeWorkspace& scratch, void* stream);
+  // The same with the grouped GEMM (`form`: MoeGroupedFormFor's): one argument kernel and one
+  // CUTLASS grouped GEMM for gate and up together, one for the chunked down, sized on the
+  // device by the plan's offsets (fp8: x and the activated rows quantized per 1x128 group, the
+  // weights' tile scales copied MN-major per call).
+  absl::Status RunExpertsGrouped(MoeGroupedForm form, const void* x, int64_t rows,
+                                 absl::Span<const Backend::ExpertMlp> experts, Activation act,
+                                 const float* input_weights, int64_t top_k, int64_t num_chunks,
+                                 const Backend::MoeWorkspace& scratch, void* stream);
+  // The experts' weight table (gate x E, up x E, down x E) in device memory, uploaded once per
+  // set of experts (a layer's never change) and kept: 3 x E x 32 bytes per MoE layer.
+  absl::StatusOr<const MoeGemmWeight*> WeightTable(absl::Span<const Backend::ExpertMlp> experts,
+                                                   int bytes_per_value, void* stream);
   // out[c, r] += the shared expert's chunk c of x[r] (nothing when shared is null).
   absl::Status AddShared(const void* x, int64_t rows, const Backend::ExpertMlp* shared,
                          Activation act, int64_t num_chunks, const Backend::MoeWorkspace& scratch,
@@ -102,6 +135,17 @@ class CudaMoe {
 
   CudaMatMul* matmul_;
   const std::atomic<bool>* abort_;
+  const CudaMoeOptions options_;
+  struct Table {
+    std::vector<MoeGemmWeight> host;
+    std::unique_ptr<DeviceScratch> device;
+  };
+  std::map<std::vector<int64_t>, Table> tables_;  // WeightTable's, by what they hold
+  int64_t* scratch_generation_;
+  DeviceScratch grouped_args_;    // the grouped GEMMs' argument arrays and CUTLASS workspace
+  DeviceScratch grouped_scales_;  // fp8: the weights' tile scales, MN-major
+  DeviceScratch x_fp8_;           // fp8: e4m3 rows (x_rows, then the activated gate rows)
+  DeviceScratch x_scales_;        // fp8: their 1x128 scales
   DeviceScratch plan_;               // MoePlanLayoutFor's words
   MoePlanLayout layout_;             // of the last grouping
   int32_t* host_header_ = nullptr;   // pinned: the offsets and bad-id count read back

@@ -12,6 +12,8 @@
 // - MoeExpertSlots on two "ranks'" experts, then MoeCombine on two rows' ranges: MoeExperts'
 //   bits;
 // - an id out of range: MoeExperts' error, naming the count, at Synchronize.
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -25,6 +27,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_moe.h"
 #include "kernels/cuda/moe_kernels.h"
 #include "kernels/cuda/moe_plan.h"
 #include "kernels/cuda/moe_routing.h"
@@ -335,47 +338,66 @@ std::vector<float> RunCuda(Backend& be, const Experts& e, const MoeCase& c) {
 class CudaMoeParityTest : public ::testing::TestWithParam<TensorFormat> {};
 
 TEST_P(CudaMoeParityTest, MoeExpertsMatchesTheCpuBackend) {
-  CUDA_OR_SKIP(be);
   CpuBackend cpu(CpuBackendOptions{.num_threads = 2, .isa = CpuIsa::kScalar});
   const TensorFormat format = GetParam();
-  ASSERT_TRUE(be->SupportsExperts());
-  ASSERT_TRUE(be->SupportsWeight(format));
-  const Experts e = MakeExperts(*be, cpu, format, kExperts);
   const bool fp8 = format.kind == FormatKind::kFp8Block128 ||
                    format.kind == FormatKind::kFp8PerChannel;
-  uint32_t seed = 40;
-  int64_t cases = 0;
-  for (const int64_t rows : {1, 5, 40}) {
-    for (const int64_t top_k : {1, 2}) {
-      for (const int64_t chunks : {1, 2}) {
-        for (const bool shared : {false, true}) {
-          for (const bool on_input : {false, true}) {
-            const MoeCase c = MakeCase(rows, top_k, chunks, shared, on_input, ++seed);
-            // What the CPU (f32 throughout) does not round: gate and up into bf16 (their
-            // weights decoded to bf16 too, for int4 and fp8), the activation's product into
-            // bf16 (SiLU amplifies the gate's error where its slope is steep), the weighted row
-            // with the weights on the inputs. That chain, emulated on the host for these shapes
-            // over 3,000 one-token cases (numpy; shared expert, top_k 1-2, both weightings),
-            // gave a median of 1.9e-5 and a worst of 6.4e-5 with decoded weights (1.0e-5 and
-            // 4.1e-5 with exact bf16 ones): 7.5 x the suite's two-rounding matmul bound leaves
-            // room, while a wrong row, expert, chunk or weight is ~1e-2 and more. fp8 weights
-            // with more than 16 rows quantize the activations of gate / up and of down to e4m3:
-            // twice the suite's fp8 activation bound on top.
-            double bound = 7.5 * parity::kBf16TwiceBound;
-            if (fp8 && SomeGroupAbove16(c)) bound += 2 * parity::kFp8ActivationBound;
-            const std::vector<float> want = RunCpu(cpu, e, c);
-            const std::vector<float> got = RunCuda(*be, e, c);
-            const double err = NormalisedError(got, want);
-            EXPECT_LE(err, bound) << TensorFormatName(format) << " rows " << rows << " top_k "
-                                  << top_k << " chunks " << chunks << (shared ? " shared" : "")
-                                  << (on_input ? " weights on inputs" : "");
-            ++cases;
+  // Both paths: the default backend runs bf16 and fp8 128x128 experts through the grouped
+  // GEMM (moe_grouped_gemm.h) on compute capability 9.0, deterministic mode one expert at a
+  // time through MatMul, as every other format always does.
+  for (const bool deterministic : {false, true}) {
+    CUDA_OR_SKIP(be, CudaBackendOptions{.deterministic = deterministic});
+    ASSERT_TRUE(be->SupportsExperts());
+    ASSERT_TRUE(be->SupportsWeight(format));
+    cudaDeviceProp prop{};
+    ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    const bool grouped = !deterministic && prop.major * 10 + prop.minor == 90 &&
+                         (format.kind == FormatKind::kBF16 ||
+                          format.kind == FormatKind::kFp8Block128);
+    const Experts e = MakeExperts(*be, cpu, format, kExperts);
+    uint32_t seed = 40;
+    int64_t cases = 0;
+    for (const int64_t rows : {1, 5, 40}) {
+      for (const int64_t top_k : {1, 2}) {
+        for (const int64_t chunks : {1, 2}) {
+          for (const bool shared : {false, true}) {
+            for (const bool on_input : {false, true}) {
+              const MoeCase c = MakeCase(rows, top_k, chunks, shared, on_input, ++seed);
+              // What the CPU (f32 throughout) does not round: gate and up into bf16 (their
+              // weights decoded to bf16 too, for int4 and fp8), the activation's product into
+              // bf16 (SiLU amplifies the gate's error where its slope is steep), the weighted
+              // row with the weights on the inputs. That chain, emulated on the host for these
+              // shapes over 3,000 one-token cases (numpy; shared expert, top_k 1-2, both
+              // weightings), gave a median of 1.9e-5 and a worst of 6.4e-5 with decoded weights
+              // (1.0e-5 and 4.1e-5 with exact bf16 ones): 7.5 x the suite's two-rounding matmul
+              // bound leaves room, while a wrong row, expert, chunk or weight is ~1e-2 and more.
+              // fp8 weights with more than 16 rows, and every fp8 128x128 group on the grouped
+              // path, quantize the activations of gate / up and of down to e4m3: twice the
+              // suite's fp8 activation bound on top.
+              double bound = 7.5 * parity::kBf16TwiceBound;
+              if (fp8 && (grouped || SomeGroupAbove16(c))) {
+                bound += 2 * parity::kFp8ActivationBound;
+              }
+              const std::vector<float> want = RunCpu(cpu, e, c);
+              const int64_t grouped_before = cuda::MoeGroupedGemmCalls();
+              const std::vector<float> got = RunCuda(*be, e, c);
+              // Which path ran: one grouped call per MoeExperts, or none.
+              EXPECT_EQ(cuda::MoeGroupedGemmCalls() - grouped_before, grouped ? 1 : 0)
+                  << TensorFormatName(format) << (deterministic ? " deterministic" : "");
+              const double err = NormalisedError(got, want);
+              EXPECT_LE(err, bound) << TensorFormatName(format)
+                                    << (grouped ? " grouped GEMM" : " per expert") << " rows "
+                                    << rows << " top_k " << top_k << " chunks " << chunks
+                                    << (shared ? " shared" : "")
+                                    << (on_input ? " weights on inputs" : "");
+              ++cases;
+            }
           }
         }
       }
     }
+    EXPECT_EQ(cases, 48);
   }
-  EXPECT_EQ(cases, 48);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaMoeParityTest,
@@ -394,43 +416,52 @@ INSTANTIATE_TEST_SUITE_P(Formats, CudaMoeParityTest,
 // Expert parallelism's halves on one GPU: MoeExpertSlots for experts [0, 3) and [3, 6), then
 // MoeCombine for rows [0, 17) and [17, 40), give MoeExperts' bits (deterministic mode).
 TEST(CudaMoeTest, ExpertSlotsThenCombineEqualMoeExpertsBitForBit) {
-  // Deterministic mode: the shared expert runs over each combining rank's rows, so its GEMM
-  // rows must not depend on the batch (the CPU's MatMul rows never do).
-  CUDA_OR_SKIP(be, CudaBackendOptions{.deterministic = true});
-  CpuBackend cpu(CpuBackendOptions{.num_threads = 1});
-  const Experts e = MakeExperts(*be, cpu, TensorFormat::Of(FormatKind::kBF16), kExperts);
-  for (const bool on_input : {false, true}) {
-    const MoeCase c = MakeCase(40, 2, 2, /*shared=*/true, on_input, 77);
-    const std::vector<float> want = RunCuda(*be, e, c);
-    const int64_t slots = c.rows * c.top_k;
-    const std::vector<uint16_t> x = ToBf16(c.x);
-    DeviceBuffer dx = Up(*be, x.data(), x.size() * 2);
-    DeviceBuffer ids = Up(*be, c.ids.data(), slots * 4);
-    DeviceBuffer w = Up(*be, c.weights.data(), slots * 4);
-    std::vector<int32_t> pos(slots);
-    for (int64_t s = 0; s < slots; ++s) pos[s] = static_cast<int32_t>(s);
-    DeviceBuffer dpos = Up(*be, pos.data(), slots * 4);
-    DeviceBuffer slot_out = Alloc(*be, slots * c.chunks * kHidden * 4);
-    CudaWorkspace ws(*be, c);
-    for (const int64_t first : {0, 3}) {
-      be->MoeExpertSlots(dx.data(), c.rows, absl::MakeConstSpan(e.cuda_mlps).subspan(first, 3),
-                         first, Activation::kSilu, ids.as<int32_t>(), w.as<float>(), on_input,
-                         c.top_k, c.chunks, dpos.as<int32_t>(), ws.view(), slot_out.as<float>());
-    }
-    for (const auto& [r0, m] : {std::pair<int64_t, int64_t>{0, 17}, {17, 23}}) {
-      DeviceBuffer out = Alloc(*be, c.chunks * m * kHidden * 4);
-      be->MoeCombine(static_cast<const uint16_t*>(dx.data()) + r0 * kHidden, m,
-                     slot_out.as<float>(), dpos.as<int32_t>() + r0 * c.top_k,
-                     w.as<float>() + r0 * c.top_k, on_input, c.top_k, c.chunks, kHidden,
-                     &e.cuda_mlps[kExperts - 1], Activation::kSilu, ws.view(), out.as<float>());
-      const std::vector<float> got = Down<float>(*be, out.data(), c.chunks * m * kHidden);
-      for (int64_t ch = 0; ch < c.chunks; ++ch) {
-        const float* expected = want.data() + (ch * c.rows + r0) * kHidden;
-        EXPECT_EQ(0, std::memcmp(got.data() + ch * m * kHidden, expected, m * kHidden * 4))
-            << "rows from " << r0 << " chunk " << ch << (on_input ? " weights on inputs" : "");
+  // Deterministic mode (the per-expert path): the shared expert runs over each combining rank's
+  // rows, so its GEMM rows must not depend on the batch (the CPU's MatMul rows never do). The
+  // default mode (bf16: the grouped GEMM on compute capability 9.0) without a shared expert:
+  // each of a group's output tiles is one CTA's whole K loop, the same whichever other groups
+  // the call holds (no split-K, no stream-K in the group scheduler), so a rank's three experts
+  // give the bits the six give.
+  for (const bool deterministic : {true, false}) {
+    CUDA_OR_SKIP(be, CudaBackendOptions{.deterministic = deterministic});
+    CpuBackend cpu(CpuBackendOptions{.num_threads = 1});
+    const Experts e = MakeExperts(*be, cpu, TensorFormat::Of(FormatKind::kBF16), kExperts);
+    const bool shared = deterministic;
+    for (const bool on_input : {false, true}) {
+      const MoeCase c = MakeCase(40, 2, 2, shared, on_input, 77);
+      const std::vector<float> want = RunCuda(*be, e, c);
+      const int64_t slots = c.rows * c.top_k;
+      const std::vector<uint16_t> x = ToBf16(c.x);
+      DeviceBuffer dx = Up(*be, x.data(), x.size() * 2);
+      DeviceBuffer ids = Up(*be, c.ids.data(), slots * 4);
+      DeviceBuffer w = Up(*be, c.weights.data(), slots * 4);
+      std::vector<int32_t> pos(slots);
+      for (int64_t s = 0; s < slots; ++s) pos[s] = static_cast<int32_t>(s);
+      DeviceBuffer dpos = Up(*be, pos.data(), slots * 4);
+      DeviceBuffer slot_out = Alloc(*be, slots * c.chunks * kHidden * 4);
+      CudaWorkspace ws(*be, c);
+      for (const int64_t first : {0, 3}) {
+        be->MoeExpertSlots(dx.data(), c.rows, absl::MakeConstSpan(e.cuda_mlps).subspan(first, 3),
+                           first, Activation::kSilu, ids.as<int32_t>(), w.as<float>(), on_input,
+                           c.top_k, c.chunks, dpos.as<int32_t>(), ws.view(), slot_out.as<float>());
       }
+      for (const auto& [r0, m] : {std::pair<int64_t, int64_t>{0, 17}, {17, 23}}) {
+        DeviceBuffer out = Alloc(*be, c.chunks * m * kHidden * 4);
+        be->MoeCombine(static_cast<const uint16_t*>(dx.data()) + r0 * kHidden, m,
+                       slot_out.as<float>(), dpos.as<int32_t>() + r0 * c.top_k,
+                       w.as<float>() + r0 * c.top_k, on_input, c.top_k, c.chunks, kHidden,
+                       shared ? &e.cuda_mlps[kExperts - 1] : nullptr, Activation::kSilu,
+                       ws.view(), out.as<float>());
+        const std::vector<float> got = Down<float>(*be, out.data(), c.chunks * m * kHidden);
+        for (int64_t ch = 0; ch < c.chunks; ++ch) {
+          const float* expected = want.data() + (ch * c.rows + r0) * kHidden;
+          EXPECT_EQ(0, std::memcmp(got.data() + ch * m * kHidden, expected, m * kHidden * 4))
+              << "rows from " << r0 << " chunk " << ch << (on_input ? " weights on inputs" : "")
+              << (deterministic ? " deterministic" : " default mode");
+        }
+      }
+      EXPECT_TRUE(be->Synchronize().ok());
     }
-    EXPECT_TRUE(be->Synchronize().ok());
   }
 }
 
