@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Tiny random-weight models of ten model families (Llama, Qwen2, Qwen3, Mistral, Gemma 2,
-Gemma 3 and the mixtures of experts Mixtral, Qwen3-MoE, GLM-4.5 and Llama 4), each in a GGUF and a
-Hugging Face form holding the same weights, with golden logits and greedy continuations
-(issue 35).
+"""Tiny random-weight models of eleven model families (Llama, Qwen2, Qwen3, Mistral, Gemma 2,
+Gemma 3 and the mixtures of experts Mixtral, Qwen3-MoE, GLM-4.5, Llama 4 and DeepSeek-V3 with
+multi-head latent attention), each in a GGUF and a Hugging Face form holding the same weights,
+with golden logits and greedy continuations (issue 35); DeepSeek-V3's also as an FP8 checkpoint
+(`deepseek2_fp8_hf`: a Hugging Face directory only, goldens from the numpy reference).
 
 Run by hand (deterministic; rewrites every file in this directory except README.md; the
 *_hf directories are recreated, so run make_family_tokenizers.py after it; case names given as
@@ -31,7 +32,10 @@ For every case the script
      uniform weights, no renormalization; glm4moe also no group limit, no correction bias,
      weights from the biased values, no shared expert, no routed scaling; llama4 chunks, NoPE,
      temperature, L2 QK-norm, RoPE pairs, weights on the inputs, the shared expert, each of
-     which must move the logits by 5% of max|logit|), so a golden cannot pass by accident,
+     which must move the logits by 5% of max|logit|; deepseek2 / deepseek2_lite glm4moe's
+     routing effects plus YaRN, YaRN's softmax mscale alone and RoPE pairs, each of which but
+     uniform weights (WEAK_OK) must move them by 5% of max|logit|), so a golden cannot pass by
+     accident,
   8. for the MoE cases (mixtral, qwen3moe, qwen3moe_f16, qwen3moe_kv4: 8 experts, top-2, every
      layer sparse; glm4moe: layer 0 dense, layers 1-2 sparse; llama4: 4 experts, top-1, layers
      1 and 3 sparse, its margins under both attention settings) records, from the numpy
@@ -43,9 +47,12 @@ For every case the script
      QWEN3MOE_SEED / QWEN3MOE_KV4_SEED / GLM4MOE_SEED were picked for that); it also reads
      llama.cpp's own top-k (an eval callback on `ffn_moe_topk-<layer>`, second run; glm4moe
      also its kept groups, `ffn_moe_group_topk-<layer>`, third run) and fails unless it is the
-     reference's at every position and layer. glm4moe also fails unless the group limit and
-     the correction bias each change some decisions and the best expert overall is in a
-     dropped group somewhere.
+     reference's at every position and layer. glm4moe (and the deepseek2 cases, which route
+     alike) also fails unless the group limit and the correction bias each change some
+     decisions and the best expert overall is in a dropped group somewhere,
+  9. for `deepseek2_fp8_hf` (no GGUF): writes deepseek2's weights in DeepSeek-V3's FP8
+     checkpoint format (build_fp8_case) and takes its goldens from the numpy reference on the
+     weights dequantized from that file, with the same routing checks (no llama.cpp run).
 
 MoE tensors. HF (per expert, as the released checkpoints store them; transformers 4.x layout):
   mixtral:  model.layers.N.block_sparse_moe.gate.weight [E, hidden] (router),
@@ -63,12 +70,24 @@ MoE tensors. HF (per expert, as the released checkpoints store them; transformer
             blk.N.ffn_up_exps.weight [E, ff, hidden], blk.N.ffn_down_exps.weight [E, hidden, ff];
             glm4moe also blk.N.exp_probs_b.bias [E] (F32), blk.N.ffn_{gate,up}_shexp.weight
             [ff, hidden], blk.N.ffn_down_shexp.weight [hidden, ff].
+  deepseek2 (DeepseekV3ForCausalLM): glm4moe's MoE names and GGUF tensors; attention (MLA):
+            model.layers.N.self_attn.{q_a_proj [q_lora, hidden], q_a_layernorm [q_lora],
+            q_b_proj [heads * (nope + rope), q_lora]} or (q_lora_rank null) q_proj
+            [heads * (nope + rope), hidden]; kv_a_proj_with_mqa [kv_lora + rope, hidden],
+            kv_a_layernorm [kv_lora], kv_b_proj [heads * (nope + v), kv_lora], o_proj
+            [hidden, heads * v]. GGUF: blk.N.attn_q_a / attn_q_a_norm / attn_q_b (or attn_q),
+            attn_kv_a_mqa, attn_kv_a_norm, attn_k_b [heads, kv_lora, nope] (kv_b_proj's key
+            rows, transposed per head), attn_v_b [heads, v, kv_lora], attn_output.
 
 FORMAT
   <case>.gguf                     GGUF v3 as convert_hf_to_gguf.py writes the arch (see README).
   <case>_hf/config.json           HF config of the class in `architectures`.
   <case>_hf/model.safetensors     HF tensors; dtype F32 (cases *) or F16 (cases *_f16) for every
                                   tensor. Tied models have no lm_head.weight.
+  deepseek2_fp8_hf/               config.json (+ quantization_config) and model.safetensors:
+                                  every model.layers.*_proj.weight F8_E4M3 with F32
+                                  `<name>_scale_inv` [ceil(out/128), ceil(in/128)] (128 x 128
+                                  blocks), e_score_correction_bias F32, the rest BF16; no GGUF.
   <case>.<prompt>.logits.f32      float32 little-endian, row-major [n_prompt, vocab]: row p is
                                   the logits after feeding prompt tokens 0..p (prompt = "short"
                                   12 tokens or "long" 40 tokens).
@@ -78,7 +97,10 @@ FORMAT
                                   greedy token), logits file names, the reference that produced
                                   them, the cross-check figures and the feature effects; MoE
                                   cases also `routing` (min_routing_gap, where, expert_usage;
-                                  glm4moe also `groups`).
+                                  glm4moe and deepseek2* also `groups`); deepseek2* also
+                                  shapes.mla (ranks, head dims, MLA cache bytes per token and
+                                  layer); deepseek2_fp8_hf has gguf "" (none), weight_format,
+                                  source_case and fp8_storage_effect instead of cross_check.
   Tokens are fed as ids; the tiny vocabularies exist only so llama.cpp loads the files.
 """
 import ctypes
@@ -113,6 +135,10 @@ TOL_GEMMA = {"F32": 5e-3, "F16": 3e-2}
 # position, layer and prompt (F32 and F16 weights), must exceed this, or the case is redrawn
 # (another seed): an engine summing in another order must pick the same experts.
 MOE_MIN_GAP = 0.02
+# Sigmoid-scored MoE (glm4moe, deepseek2*): the chosen experts' scores must sum to more than
+# this at every decision (llama.cpp clamps the sum below at 6.1e-5 before dividing by it, HF
+# does not: a seed whose bias picks two experts scoring ~0 separates them).
+MOE_MIN_SCORE_SUM = 0.1
 MIXTRAL_SEED = 527
 QWEN3MOE_SEED = 401
 # qwen3moe_kv4: 4 KV heads, so tensor and expert parallelism run at 4 ranks. Picked from seeds
@@ -138,6 +164,22 @@ LLAMA4_SEED = 4475
 # 12- and 40-token prompts exercise them, and its goldens come from the numpy reference (as
 # mistral's), after the reference with these values reproduced llama.cpp on the GGUF.
 LLAMA4_LLAMA_CPP = dict(attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1)
+# deepseek2 / deepseek2_lite (DeepSeek-V3's architecture, multi-head latent attention): the
+# routing of glm4moe (sigmoid scores + correction bias, 4 groups of 2, 2 kept, top-2, routed
+# scaling 2.5, a shared expert) with the same steep router and bias levels. Seeds picked with the
+# numpy reference for the routing margins (> MOE_MIN_GAP), every expert chosen, decisions that
+# the group limit and the bias change, chosen-score sums > MOE_MIN_SCORE_SUM and decidable greedy
+# runs: DEEPSEEK2_SEED from 1-100000 with the same demands on its FP8 checkpoint's weights
+# (deepseek2_fp8_hf: 5 seeds met both), DEEPSEEK2_LITE_SEED from 1-16706.
+DEEPSEEK2_SEED = 80973
+DEEPSEEK2_LITE_SEED = 13145
+# DeepSeek-V3's FP8 checkpoint format: 128 x 128 blocks, F8_E4M3 codes, F32 weight_scale_inv
+FP8_BLOCK = (128, 128)
+E4M3_MAX = 448.0
+# Feature effects exempt from the 5%-of-max|logit| rule: with glm4moe's steep router the two
+# chosen scores are nearly equal (both saturated), so uniform weights barely differ (deepseek2_lite
+# 0.48 of max|logit| 15; deepseek2 5.5).
+WEAK_OK = {"moe_uniform_weights"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -148,7 +190,7 @@ def base_spec(**kw):
                 biases=False, qk_norm=False, gemma=False, window=None, swa_layers=None,
                 rope_local_base=None, attn_softcap=None, final_softcap=None, yarn=None,
                 emb_std=0.5, head_std=0.5, q_gain=1.0, bias_std=0.0, out_gain=1.0,
-                final_norm=1.0, post_norm=1.0, moe=None)
+                final_norm=1.0, post_norm=1.0, moe=None, mla=None)
     spec.update(kw)
     return spec
 
@@ -241,6 +283,42 @@ CASES = [
                  interleave_step=2),
         llama4=dict(chunk=8, floor_scale=4, attn_scale=0.5, nope_interval=4, qk_norm=True),
         seed=LLAMA4_SEED)),
+    # DeepSeek-V3's architecture (DeepseekV3ForCausalLM, model_type deepseek_v3; GGUF arch
+    # deepseek2): multi-head latent attention (q through a rank-32 bottleneck with its RMSNorm,
+    # k/v from a shared rank-32 latent + one 8-wide RoPE key shared by the 4 heads, q/k heads of
+    # 16 + 8, v heads of 16), YaRN (factor 4 over 32 positions, mscale = mscale_all_dim = 1:
+    # softmax scale 24^-0.5 * (1 + 0.1 ln 4)^2, rotary tables unscaled), RoPE on adjacent pairs;
+    # layer 0 dense (96), layers 1-2 glm4moe's routing (8 experts top-2 within 2 of 4 groups,
+    # sigmoid + correction bias, renormalized, x 2.5, a shared expert of 32). Untied.
+    ("deepseek2", base_spec(
+        family="deepseek2", gguf_arch="deepseek2", hf_arch="DeepseekV3ForCausalLM",
+        model_type="deepseek_v3", layers=3, heads=4, kv_heads=4, head_dim=24,
+        rope_theta=10000.0, eps=1e-6, tied=False, out_gain=2.0, intermediate=96,
+        vocab_kind="bpe", tok_pre="qwen2",
+        yarn=dict(factor=4.0, original=32, beta_fast=32, beta_slow=1, mscale=1.0,
+                  mscale_all_dim=1.0),
+        mla=dict(q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                 v_head_dim=16),
+        moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=GLM4MOE_ROUTER_GAIN,
+                 bias_levels=GLM4MOE_BIAS_LEVELS, n_group=4, topk_group=2, n_shared=1,
+                 scaling=2.5, dense_lead=1),
+        seed=DEEPSEEK2_SEED)),
+    # DeepSeek-V2-Lite's attention: no q bottleneck (q_lora_rank null, q_proj), and plain RoPE
+    # (no rope_scaling: softmax scale 24^-0.5); otherwise as deepseek2.
+    ("deepseek2_lite", base_spec(
+        family="deepseek2", gguf_arch="deepseek2", hf_arch="DeepseekV3ForCausalLM",
+        model_type="deepseek_v3", layers=3, heads=4, kv_heads=4, head_dim=24,
+        rope_theta=10000.0, eps=1e-6, tied=False, out_gain=2.0, intermediate=96,
+        vocab_kind="bpe", tok_pre="qwen2",
+        mla=dict(q_lora_rank=None, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8,
+                 v_head_dim=16),
+        moe=dict(n_experts=8, top_k=2, expert_ff=32, router_gain=GLM4MOE_ROUTER_GAIN,
+                 bias_levels=GLM4MOE_BIAS_LEVELS, n_group=4, topk_group=2, n_shared=1,
+                 scaling=2.5, dense_lead=1),
+        seed=DEEPSEEK2_LITE_SEED)),
+    # deepseek2's weights in DeepSeek-V3's FP8 checkpoint format (a Hugging Face directory only:
+    # no GGUF); its goldens come from the numpy reference on the dequantized weights.
+    ("deepseek2_fp8_hf", dict(fp8_of="deepseek2")),
 ]
 F16_CASES = ["qwen2", "qwen3", "gemma3", "qwen3moe"]
 
@@ -327,7 +405,7 @@ def moe_hf_names(family, layer):
     q = p + "mlp."
     names = dict(router=q + "gate.weight", gate=q + "experts.%d.gate_proj.weight",
                  up=q + "experts.%d.up_proj.weight", down=q + "experts.%d.down_proj.weight")
-    if family == "glm4moe":
+    if family in ("glm4moe", "deepseek2"):
         names.update(bias=q + "gate.e_score_correction_bias",
                      shared_gate=q + "shared_experts.gate_proj.weight",
                      shared_up=q + "shared_experts.up_proj.weight",
@@ -353,6 +431,8 @@ def make_hf_tensors(spec):
     t["model.embed_tokens.weight"] = mat(V, H, spec["emb_std"])
     if spec["family"] == "llama4":
         return llama4_hf_tensors(spec, t, mat, norm)
+    if spec["family"] == "deepseek2":
+        return deepseek_hf_tensors(spec, t, mat, norm, rng)
     for l in range(spec["layers"]):
         p = "model.layers.%d." % l
         t[p + "input_layernorm.weight"] = norm(H)
@@ -374,29 +454,7 @@ def make_hf_tensors(spec):
         else:
             t[p + "post_attention_layernorm.weight"] = norm(H)
         if spec["moe"] and l >= spec["moe"].get("dense_lead", 0):
-            # router [E, hidden], then per expert gate, up [ff, hidden] and down [hidden, ff]
-            m = spec["moe"]
-            E, F = m["n_experts"], m["expert_ff"]
-            names = moe_hf_names(spec["family"], l)
-            t[names["router"]] = mat(E, H, m["router_gain"] / math.sqrt(H))
-            if "bias" in names:
-                # glm4moe: e_score_correction_bias [E] (F32 in the checkpoints): the sorted
-                # levels taken in consecutive pairs, the pairs dealt to the expert groups in a
-                # drawn order, each pair in a drawn order (see GLM4MOE_BIAS_LEVELS)
-                G = E // m["n_group"]
-                lv = np.sort(np.asarray(m["bias_levels"], dtype=np.float64)).reshape(-1, G)
-                lv = lv[rng.permutation(len(lv))]
-                lv = np.stack([row[rng.permutation(G)] for row in lv])
-                t[names["bias"]] = q8(lv.reshape(E))
-            for e in range(E):
-                t[names["gate"] % e] = mat(F, H, 1.5 / math.sqrt(H))
-                t[names["up"] % e] = mat(F, H, 1.5 / math.sqrt(H))
-                t[names["down"] % e] = mat(H, F, spec["out_gain"] / math.sqrt(F))
-            if "shared_gate" in names:
-                S = F * m["n_shared"]
-                t[names["shared_gate"]] = mat(S, H, 1.5 / math.sqrt(H))
-                t[names["shared_up"]] = mat(S, H, 1.5 / math.sqrt(H))
-                t[names["shared_down"]] = mat(H, S, spec["out_gain"] / math.sqrt(S))
+            moe_hf_layer(spec, t, l, mat, rng)
             continue
         t[p + "mlp.gate_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
         t[p + "mlp.up_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
@@ -404,6 +462,74 @@ def make_hf_tensors(spec):
     t["model.norm.weight"] = norm(H, spec["final_norm"])
     if not spec["tied"]:
         t["lm_head.weight"] = mat(V, H, spec["head_std"])
+    return t
+
+
+def moe_hf_layer(spec, t, l, mat, rng):
+    """A sparse layer's router [E, hidden], then per expert gate, up [ff, hidden] and down
+    [hidden, ff]; glm4moe / deepseek2 also the correction bias and the shared expert."""
+    H = spec["hidden"]
+    m = spec["moe"]
+    E, F = m["n_experts"], m["expert_ff"]
+    names = moe_hf_names(spec["family"], l)
+    t[names["router"]] = mat(E, H, m["router_gain"] / math.sqrt(H))
+    if "bias" in names:
+        # glm4moe / deepseek2: e_score_correction_bias [E] (F32 in the checkpoints): the sorted
+        # levels taken in consecutive pairs, the pairs dealt to the expert groups in a drawn
+        # order, each pair in a drawn order (see GLM4MOE_BIAS_LEVELS)
+        G = E // m["n_group"]
+        lv = np.sort(np.asarray(m["bias_levels"], dtype=np.float64)).reshape(-1, G)
+        lv = lv[rng.permutation(len(lv))]
+        lv = np.stack([row[rng.permutation(G)] for row in lv])
+        t[names["bias"]] = q8(lv.reshape(E))
+    for e in range(E):
+        t[names["gate"] % e] = mat(F, H, 1.5 / math.sqrt(H))
+        t[names["up"] % e] = mat(F, H, 1.5 / math.sqrt(H))
+        t[names["down"] % e] = mat(H, F, spec["out_gain"] / math.sqrt(F))
+    if "shared_gate" in names:
+        S = F * m["n_shared"]
+        t[names["shared_gate"]] = mat(S, H, 1.5 / math.sqrt(H))
+        t[names["shared_up"]] = mat(S, H, 1.5 / math.sqrt(H))
+        t[names["shared_down"]] = mat(H, S, spec["out_gain"] / math.sqrt(S))
+
+
+def deepseek_hf_tensors(spec, t, mat, norm, rng):
+    """DeepseekV3ForCausalLM's tensors (after the embedding, which make_hf_tensors drew): per
+    layer input_layernorm, self_attn.{q_a_proj [q_lora, hidden], q_a_layernorm [q_lora],
+    q_b_proj [heads * (nope + rope), q_lora]} (or q_proj [heads * (nope + rope), hidden] without
+    a q bottleneck), self_attn.kv_a_proj_with_mqa [kv_lora + rope, hidden] (the latent, then the
+    RoPE key shared by the heads), self_attn.kv_a_layernorm [kv_lora],
+    self_attn.kv_b_proj [heads * (nope + v), kv_lora] (per head its nope key rows, then its value
+    rows), self_attn.o_proj [hidden, heads * v], post_attention_layernorm, and the MLP: dense
+    mlp.{gate,up,down}_proj on the first first_k_dense_replace layers, else glm4moe's sparse
+    block (router, correction bias, experts, shared expert)."""
+    H, I, nh = spec["hidden"], spec["intermediate"], spec["heads"]
+    a = spec["mla"]
+    qr, kvr = a["q_lora_rank"], a["kv_lora_rank"]
+    nope, rope, vd = a["qk_nope_head_dim"], a["qk_rope_head_dim"], a["v_head_dim"]
+    for l in range(spec["layers"]):
+        p = "model.layers.%d." % l
+        s = p + "self_attn."
+        t[p + "input_layernorm.weight"] = norm(H)
+        if qr:
+            t[s + "q_a_proj.weight"] = mat(qr, H, 1.0 / math.sqrt(H))
+            t[s + "q_a_layernorm.weight"] = norm(qr)
+            t[s + "q_b_proj.weight"] = mat(nh * (nope + rope), qr, spec["q_gain"] / math.sqrt(qr))
+        else:
+            t[s + "q_proj.weight"] = mat(nh * (nope + rope), H, spec["q_gain"] / math.sqrt(H))
+        t[s + "kv_a_proj_with_mqa.weight"] = mat(kvr + rope, H, 1.0 / math.sqrt(H))
+        t[s + "kv_a_layernorm.weight"] = norm(kvr)
+        t[s + "kv_b_proj.weight"] = mat(nh * (nope + vd), kvr, 1.0 / math.sqrt(kvr))
+        t[s + "o_proj.weight"] = mat(H, nh * vd, spec["out_gain"] / math.sqrt(nh * vd))
+        t[p + "post_attention_layernorm.weight"] = norm(H)
+        if l >= spec["moe"]["dense_lead"]:
+            moe_hf_layer(spec, t, l, mat, rng)
+            continue
+        t[p + "mlp.gate_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
+        t[p + "mlp.up_proj.weight"] = mat(I, H, 1.5 / math.sqrt(H))
+        t[p + "mlp.down_proj.weight"] = mat(H, I, spec["out_gain"] / math.sqrt(I))
+    t["model.norm.weight"] = norm(H, spec["final_norm"])
+    t["lm_head.weight"] = mat(spec["vocab"], H, spec["head_std"])
     return t
 
 
@@ -537,6 +663,29 @@ def hf_config(spec, dtype):
                  attn_scale=l4["attn_scale"], rope_scaling=None, output_router_logits=False,
                  router_aux_loss_coef=0.001, router_jitter_noise=0.0,
                  bos_token_id=ids["bos"], eos_token_id=ids["eos"])
+    elif fam == "deepseek2":
+        # DeepSeek-V3's config.json (less auto_map / transformers_version; no MTP layer). No
+        # head_dim: the released configs have none (transformers' DeepseekV3Config derives it).
+        m, a = spec["moe"], spec["mla"]
+        rope_scaling = None
+        if spec["yarn"]:
+            y = spec["yarn"]
+            rope_scaling = {"beta_fast": y["beta_fast"], "beta_slow": y["beta_slow"],
+                            "factor": y["factor"], "mscale": y["mscale"],
+                            "mscale_all_dim": y["mscale_all_dim"],
+                            "original_max_position_embeddings": y["original"], "type": "yarn"}
+        c.update(common, hidden_act="silu", attention_bias=False, pretraining_tp=1,
+                 q_lora_rank=a["q_lora_rank"], kv_lora_rank=a["kv_lora_rank"],
+                 qk_nope_head_dim=a["qk_nope_head_dim"], qk_rope_head_dim=a["qk_rope_head_dim"],
+                 v_head_dim=a["v_head_dim"], rope_scaling=rope_scaling,
+                 first_k_dense_replace=m["dense_lead"], moe_layer_freq=1,
+                 n_routed_experts=m["n_experts"], num_experts_per_tok=m["top_k"],
+                 moe_intermediate_size=m["expert_ff"], n_shared_experts=m["n_shared"],
+                 n_group=m["n_group"], topk_group=m["topk_group"], topk_method="noaux_tc",
+                 scoring_func="sigmoid", norm_topk_prob=True,
+                 routed_scaling_factor=m["scaling"], aux_loss_alpha=0.001, seq_aux=True,
+                 ep_size=1, num_nextn_predict_layers=0,
+                 bos_token_id=ids["bos"], eos_token_id=ids["eos"])
     elif fam == "gemma2":
         c.update(common, head_dim=spec["head_dim"], hidden_activation="gelu_pytorch_tanh",
                  hidden_act="gelu_pytorch_tanh", attention_bias=False,
@@ -624,6 +773,23 @@ def hf_to_gguf_tensors(spec, hf, dtype):
             continue
         if spec["family"] == "gemma2" and name == "lm_head.weight":
             continue
+        if spec["family"] == "deepseek2" and name.endswith("kv_b_proj.weight"):
+            # DeepseekV2Model.modify_tensors (MLA with the absorption optimization): kv_b_proj
+            # [heads * (nope + v), kv_lora] viewed [heads, nope + v, kv_lora] (the HF
+            # num_key_value_heads, = heads: the converter sets it to 1 only later, in
+            # set_gguf_parameters), split into k_b [heads, nope, kv_lora] transposed to
+            # [heads, kv_lora, nope] -> attn_k_b, and v_b [heads, v, kv_lora] -> attn_v_b
+            a = spec["mla"]
+            nope, vd = a["qk_nope_head_dim"], a["v_head_dim"]
+            kv_b = data.reshape(spec["kv_heads"], nope + vd, data.shape[-1])
+            qtype = np.float32 if dtype == "F32" else np.float16
+            for part_name, part in ((name.replace("kv_b_proj", "k_b_proj"),
+                                     kv_b[:, :nope].swapaxes(1, 2)),
+                                    (name.replace("kv_b_proj", "v_b_proj"), kv_b[:, nope:])):
+                new_name = tmap.get_name(part_name, try_suffixes=(".weight", ".bias"))
+                assert new_name is not None, part_name
+                out.append((new_name, np.ascontiguousarray(part.astype(qtype))))
+            continue
         if spec["gguf_arch"] == "llama":
             if name.endswith("q_proj.weight"):
                 data = permute(data, spec["heads"], spec["heads"])
@@ -672,12 +838,17 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
         # Llama4Model.__init__ makes intermediate_size_mlp the intermediate_size it writes
         w.add_feed_forward_length(cfg.get("intermediate_size_mlp", cfg["intermediate_size"]))
         w.add_head_count(cfg["num_attention_heads"])
-        w.add_head_count_kv(cfg["num_key_value_heads"])
+        # DeepseekV2Model: "MLA converts into MQA", num_key_value_heads := 1
+        w.add_head_count_kv(1 if fam == "deepseek2" else cfg["num_key_value_heads"])
         if cfg.get("rope_scaling"):
             rs = cfg["rope_scaling"]
             w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
             w.add_rope_scaling_factor(rs["factor"])
             w.add_rope_scaling_orig_ctx_len(rs["original_max_position_embeddings"])
+            if rs.get("beta_fast") is not None:     # TextModel: yarn_* when the config has them
+                w.add_rope_scaling_yarn_beta_fast(rs["beta_fast"])
+            if rs.get("beta_slow") is not None:
+                w.add_rope_scaling_yarn_beta_slow(rs["beta_slow"])
         w.add_rope_freq_base(cfg["rope_theta"])
         if cfg.get("rope_local_base_freq") is not None:
             w.add_rope_freq_base_swa(cfg["rope_local_base_freq"])
@@ -688,6 +859,8 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
             if cfg.get("n_group") is not None:              # TextModel: n_group, topk_group
                 w.add_expert_group_count(cfg["n_group"])
                 w.add_expert_group_used_count(cfg["topk_group"])
+            if cfg.get("scoring_func") == "sigmoid":      # TextModel: scoring_func
+                w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         if cfg.get("head_dim") is not None:
             w.add_key_length(cfg["head_dim"])
             w.add_value_length(cfg["head_dim"])
@@ -707,6 +880,34 @@ def write_gguf(path, case, spec, cfg, tensors, dtype):
             w.add_expert_weights_scale(cfg["routed_scaling_factor"])
             w.add_expert_weights_norm(cfg["norm_topk_prob"])
             w.add_nextn_predict_layers(cfg["num_nextn_predict_layers"])
+        if fam == "deepseek2":  # DeepseekV2Model.set_gguf_parameters
+            a = spec["mla"]
+            w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+            w.add_vocab_size(cfg["vocab_size"])
+            if cfg["q_lora_rank"] is not None:
+                w.add_q_lora_rank(cfg["q_lora_rank"])
+            else:
+                # The converter writes no q_lora_rank for q_lora_rank null, and llama.cpp then
+                # refuses the file unless it recognises a "lite" model by its layer count
+                # (27, 26, or 48 with a 128256 vocabulary): written as 0 (no bottleneck), the
+                # value llama.cpp's lite path leaves n_lora_q at.
+                w.add_q_lora_rank(0)
+            w.add_kv_lora_rank(cfg["kv_lora_rank"])
+            w.add_key_length(cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
+            w.add_value_length(cfg["kv_lora_rank"])
+            w.add_key_length_mla(cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+            w.add_value_length_mla(cfg["v_head_dim"])
+            w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+            # (expert_count again: same value, overwritten in place, so written once here)
+            w.add_expert_shared_count(cfg["n_shared_experts"])
+            w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+            if cfg["norm_topk_prob"]:
+                w.add_expert_weights_norm(True)
+            w.add_rope_dimension_count(cfg["qk_rope_head_dim"])
+            rs = cfg.get("rope_scaling") or {}
+            if rs.get("mscale_all_dim") is not None:
+                # [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]: 0.1 * mscale_all_dim; llama.cpp divides by 0.1
+                w.add_rope_scaling_yarn_log_mul(0.1 * rs["mscale_all_dim"])
         if arch in ("llama", "llama4"):   # LlamaModel (Llama4Model's base)
             w.add_vocab_size(cfg["vocab_size"])
             w.add_rope_dimension_count(cfg.get("head_dim") or H // cfg["num_attention_heads"])
@@ -792,6 +993,138 @@ def read_safetensors(path):
 
 
 # --------------------------------------------------------------------------------------------
+# FP8 checkpoints (DeepSeek-V3's format), in plain numpy: the venv has no ml_dtypes. The same
+# rules as tools/checkpoints/quant.py (quantize_fp8_block, which uses ml_dtypes' casts).
+
+def _e4m3_values():
+    """The values of E4M3 ("fn": bias 7, no infinities) codes 0..126 (0x7F is NaN), increasing."""
+    c = np.arange(127)
+    e, m = c >> 3, (c & 7).astype(np.float64)
+    return np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * 2.0 ** (e - 7.0))
+
+
+def fp8_e4m3_codes(x):
+    """float32 -> uint8 E4M3 codes: clipped to +-448, rounded to the nearest value, ties to the
+    even code (a float32 -> float8_e4m3fn cast after the clip)."""
+    x = np.asarray(x, dtype=np.float32).astype(np.float64)
+    a = np.minimum(np.abs(x), E4M3_MAX)
+    vals = _e4m3_values()
+    hi = np.clip(np.searchsorted(vals, a, side="left"), 0, 126)
+    lo = np.maximum(hi - 1, 0)
+    dlo, dhi = a - vals[lo], vals[hi] - a
+    code = np.where((dhi < dlo) | ((dhi == dlo) & (hi % 2 == 0)), hi, lo)
+    return (code | (np.signbit(x).astype(np.int64) << 7)).astype(np.uint8)
+
+
+def fp8_e4m3_values(codes):
+    codes = np.asarray(codes, dtype=np.uint8)
+    mag = _e4m3_values()[np.minimum(codes & 0x7F, 126)]
+    assert not np.any((codes & 0x7F) == 0x7F), "NaN code"
+    return np.where(codes & 0x80, -mag, mag)
+
+
+def quantize_fp8_block(w, block=FP8_BLOCK):
+    """w [out, in] -> (codes uint8 [out, in], weight_scale_inv float32 [ceil(out / 128),
+    ceil(in / 128)]): per 128 x 128 block (edge blocks partial) scale = max|block| / 448 in
+    float32, codes = e4m3(w / scale) computed in float32 against that stored scale;
+    dequantized w = e4m3 value * scale."""
+    w = np.asarray(w, dtype=np.float32)
+    out, inn = w.shape
+    nr, nc = -(-out // block[0]), -(-inn // block[1])
+    padded = np.zeros((nr * block[0], nc * block[1]), np.float32)
+    padded[:out, :inn] = np.abs(w)
+    amax = padded.reshape(nr, block[0], nc, block[1]).max(axis=(1, 3))
+    scale = np.where(amax > 0, amax / np.float32(E4M3_MAX), np.float32(1.0)).astype(np.float32)
+    return fp8_e4m3_codes(w / expand_blocks(scale, w.shape, block)), scale
+
+
+def expand_blocks(scale, shape, block=FP8_BLOCK):
+    full = np.repeat(np.repeat(scale, block[0], axis=0), block[1], axis=1)
+    return full[:shape[0], :shape[1]]
+
+
+def bf16_bits(x):
+    """float32 -> bfloat16 bit patterns (uint16), round to nearest even (finite values)."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+ST_SIZE = {"F32": 4, "BF16": 2, "F8_E4M3": 1}
+ST_STORAGE = {"F32": "<f4", "BF16": "<u2", "F8_E4M3": "u1"}
+
+
+def write_safetensors_typed(path, tensors):
+    """tensors: name -> (safetensors dtype, array of its storage: float32, uint16 bfloat16 bits
+    or uint8 E4M3 codes). Laid out as tools/checkpoints/safetensors_stream.py does: element size
+    largest first, by name within a size (every tensor aligned to its element size); compact
+    JSON header, `__metadata__` {"format": "pt"} first, padded with spaces to a multiple of 8."""
+    names = sorted(sorted(tensors), key=lambda n: -ST_SIZE[tensors[n][0]])
+    header = {"__metadata__": {"format": "pt"}}
+    blobs, offset = [], 0
+    for name in names:
+        dt, a = tensors[name]
+        b = np.ascontiguousarray(a.astype(ST_STORAGE[dt])).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def read_safetensors_typed(path):
+    """name -> (dtype, storage array) of a file write_safetensors_typed wrote."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = (info["dtype"], np.frombuffer(data[a:b], dtype=ST_STORAGE[info["dtype"]])
+                     .reshape(info["shape"]))
+    return out
+
+
+def dequantize_fp8_checkpoint(path):
+    """The HF tensors a loader computes from a DeepSeek FP8 checkpoint, as float64: `<w>.weight`
+    (F8_E4M3) * its 128 x 128 blocks' `<w>.weight_scale_inv`; BF16 / F32 tensors as stored."""
+    st = read_safetensors_typed(path)
+    t = {}
+    for name, (dt, a) in st.items():
+        if name.endswith("_scale_inv"):
+            continue
+        if dt == "F8_E4M3":
+            sdt, scale = st[name + "_scale_inv"]
+            assert sdt == "F32"
+            t[name] = fp8_e4m3_values(a) * expand_blocks(scale.astype(np.float64), a.shape)
+        elif dt == "BF16":
+            t[name] = bf16_values(a).astype(np.float64)
+        else:
+            t[name] = a.astype(np.float64)
+    return t
+
+
+def fp8_quantized(name):
+    """DeepSeek-V3's FP8 checkpoints quantize every linear projection (attention, dense MLP,
+    experts, shared experts); embed_tokens, lm_head, the norms, the router (mlp.gate.weight) and
+    e_score_correction_bias stay dense."""
+    return name.startswith("model.layers.") and \
+        (name.endswith("_proj.weight") or name.endswith("_proj_with_mqa.weight"))
+
+
+# --------------------------------------------------------------------------------------------
 # numpy reference: float64, Hugging Face semantics, read from config.json + safetensors
 
 def rms_norm(x, w, eps, gemma):
@@ -818,6 +1151,11 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def yarn_get_mscale(scale, mscale=1.0):
+    """DeepSeek's (and transformers' get_mscale): 0.1 * mscale * ln(scale) + 1 for scale > 1."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
 def rope_tables(cfg, base, positions, head_dim, use_scaling=True):
     """transformers' ROPE_INIT_FUNCTIONS: default, or yarn (_compute_yarn_parameters)."""
     dim = head_dim
@@ -831,7 +1169,13 @@ def rope_tables(cfg, base, positions, head_dim, use_scaling=True):
             factor = cfg["max_position_embeddings"] / omp
         else:
             omp = cfg["max_position_embeddings"]
-        attention_factor = rs.get("attention_factor") or (0.1 * math.log(factor) + 1.0)
+        attention_factor = rs.get("attention_factor")
+        if attention_factor is None and rs.get("mscale") and rs.get("mscale_all_dim"):
+            # DeepSeek: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+            attention_factor = yarn_get_mscale(factor, rs["mscale"]) / \
+                yarn_get_mscale(factor, rs["mscale_all_dim"])
+        if attention_factor is None:
+            attention_factor = 0.1 * math.log(factor) + 1.0
         beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
 
         def corr_dim(n_rot):
@@ -925,7 +1269,7 @@ def moe_ffn(cfg, t, layer, h, routing="hf", record=None):
     record: a list to which dict(layer, sel = chosen experts [T, k], gap = k-th minus (k+1)-th
     router logit [T]) is appended. Glm4Moe: glm4moe_ffn."""
     mt = cfg["model_type"]
-    if mt == "glm4_moe":
+    if mt in ("glm4_moe", "deepseek_v3"):   # DeepseekV3MoE: the same routing and names
         return glm4moe_ffn(cfg, t, layer, h, routing, record)
     if mt == "llama4_text":
         return llama4_ffn(cfg, t, layer, h, routing, record)
@@ -1010,7 +1354,11 @@ def glm4moe_ffn(cfg, t, layer, h, routing="hf", record=None):
         sel_ng = glm4moe_select(scores, bias, 1, topk_group, k, 0.0)[0]
         sel_nb = glm4moe_select(scores, 0.0, n_group, topk_group, k, 0.0)[0]
         best = np.argmax(scores + bias, axis=-1)
+        # the sum the weights are divided by: llama.cpp clamps it below at 6.1e-5 (HF adds
+        # 1e-20), so where the chosen experts' scores are all ~0 the two differ
+        score_sum = np.take_along_axis(scores, sel, axis=-1).sum(axis=-1)
         record.append(dict(layer=layer, sel=sel.copy(), gap=np.minimum(expert_gap, group_gap),
+                           score_sum=score_sum,
                            expert_gap=expert_gap, group_gap=group_gap, kth_value=srt[:, k - 1],
                            groups=kept.copy(), sel_no_groups=sel_ng, sel_no_bias=sel_nb,
                            best_excluded=~np.isfinite(m_lc[np.arange(len(best)), best])))
@@ -1030,6 +1378,57 @@ def glm4moe_ffn(cfg, t, layer, h, routing="hf", record=None):
     return out
 
 
+def mla_attention(cfg, t, layer, h, pos, yarn=True, mscale=True, rope_pairs=True):
+    """DeepseekV3Attention (multi-head latent attention) on h [T, hidden], causal:
+      q = q_b_proj(rms(q_a_proj h, q_a_layernorm))  or  q_proj h          [T, heads, nope + rope]
+      [c, k_rot] = kv_a_proj_with_mqa h                                   [T, kv_lora], [T, rope]
+      [k_nope, v] = kv_b_proj(rms(c, kv_a_layernorm)) per head            [T, heads, nope], [.., v]
+      RoPE on q's last `rope` dims and on k_rot (one key shared by every head): DeepSeek's
+      interleaved layout (view [d/2, 2], transpose, rotate_half) = rotating the pairs (2i, 2i+1)
+      with frequency i, up to an order of the rotated dims that q and k share (rope_pairs=False:
+      rotate halves instead, a feature effect)
+      k = [k_nope, k_rot], scores = q . k * qk_head_dim^-0.5 * yarn_get_mscale(factor,
+      mscale_all_dim)^2 (rope_scaling with mscale_all_dim; mscale=False or yarn=False leave the
+      square out); out = o_proj(softmax(scores) v).
+    The rotary tables are rope_tables' (YaRN's frequencies; cos and sin times
+    get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim))."""
+    p = "model.layers.%d.self_attn." % layer
+    eps = cfg["rms_norm_eps"]
+    T = h.shape[0]
+    nh = cfg["num_attention_heads"]
+    nope, rope, vd = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    kvr = cfg["kv_lora_rank"]
+    if cfg.get("q_lora_rank"):
+        qa = rms_norm(h @ t[p + "q_a_proj.weight"].T, t[p + "q_a_layernorm.weight"], eps, False)
+        q = qa @ t[p + "q_b_proj.weight"].T
+    else:
+        q = h @ t[p + "q_proj.weight"].T
+    q = q.reshape(T, nh, nope + rope)
+    ckv = h @ t[p + "kv_a_proj_with_mqa.weight"].T
+    c, k_rot = ckv[:, :kvr], ckv[:, kvr:]
+    kv = rms_norm(c, t[p + "kv_a_layernorm.weight"], eps, False) @ t[p + "kv_b_proj.weight"].T
+    kv = kv.reshape(T, nh, nope + vd)
+    k_nope, v = kv[..., :nope], kv[..., nope:]
+    cos, sin = rope_tables(cfg, cfg["rope_theta"], pos, rope, use_scaling=yarn)
+    rot = apply_rope_pairs if rope_pairs else apply_rope
+    q_rot = rot(q[..., nope:], cos, sin)
+    k_rot = rot(k_rot[:, None, :], cos, sin)
+    qq = np.concatenate([q[..., :nope], q_rot], axis=-1)
+    kk = np.concatenate([k_nope, np.repeat(k_rot, nh, axis=1)], axis=-1)
+    scaling = (nope + rope) ** -0.5
+    rs = cfg.get("rope_scaling")
+    if yarn and mscale and rs and rs.get("mscale_all_dim"):
+        scaling *= yarn_get_mscale(rs["factor"], rs["mscale_all_dim"]) ** 2
+    s = np.einsum("qhd,khd->hqk", qq, kk) * scaling
+    qi, ki = np.meshgrid(pos, pos, indexing="ij")
+    s = np.where((ki <= qi)[None], s, -np.inf)
+    s = s - s.max(axis=-1, keepdims=True)
+    a = np.exp(s)
+    a = a / a.sum(axis=-1, keepdims=True)
+    o = np.einsum("hqk,khd->qhd", a, v).reshape(T, nh * vd)
+    return o @ t[p + "o_proj.weight"].T
+
+
 def is_sparse_layer(cfg, layer):
     """transformers: Mixtral every layer; Qwen3-MoE unless in mlp_only_layers, every
     decoder_sparse_step-th layer."""
@@ -1041,6 +1440,8 @@ def is_sparse_layer(cfg, layer):
             (layer + 1) % cfg["decoder_sparse_step"] == 0
     if mt == "glm4_moe":   # Glm4MoeDecoderLayer
         return layer >= cfg["first_k_dense_replace"]
+    if mt == "deepseek_v3":   # DeepseekV3DecoderLayer (DeepSeek's code: and moe_layer_freq)
+        return layer >= cfg["first_k_dense_replace"] and layer % cfg.get("moe_layer_freq", 1) == 0
     if mt == "llama4_text":   # Llama4TextDecoderLayer: layer_idx in config.moe_layers
         return layer in cfg["moe_layers"]
     return False
@@ -1048,7 +1449,7 @@ def is_sparse_layer(cfg, layer):
 
 def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_base=True,
                      biases=True, qk_norm=True, ggml_gelu=False, routing="hf", record=None,
-                     chunks=True, nope=True, temperature=True, rope_pairs=True):
+                     chunks=True, nope=True, temperature=True, rope_pairs=True, mscale=True):
     """Logits [len(ids), vocab] of the HF model (config dict, tensors as float64 arrays).
     MoE models: routing and record as moe_ffn / glm4moe_ffn / llama4_ffn (record: one entry per
     sparse layer). Llama 4 (Llama4TextAttention): RoPE on neighbouring pairs on the layers
@@ -1056,7 +1457,8 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
     weights); on the others (NoPE) q times log(floor((p + 1) / floor_scale) + 1) * attn_scale
     + 1 (attn_temperature_tuning); "chunked_attention" layers see [floor(p / C) * C, p] (C =
     attention_chunk_size). Feature effects: chunks, nope (False: RoPE on every layer),
-    temperature, qk_norm, rope_pairs (False: rotate halves instead)."""
+    temperature, qk_norm, rope_pairs (False: rotate halves instead). DeepSeek-V3: mla_attention
+    (yarn, mscale, rope_pairs as there), dense SwiGLU or the sparse block as glm4moe's."""
     mt = cfg["model_type"]
     gemma = mt in ("gemma2", "gemma3_text")
     L, H = cfg["num_hidden_layers"], cfg["hidden_size"]
@@ -1081,6 +1483,17 @@ def reference_logits(cfg, t, ids, window=True, softcap=True, yarn=True, local_ba
     llama4 = mt == "llama4_text"
     for l in range(L):
         p = "model.layers.%d." % l
+        if mt == "deepseek_v3":
+            h = rms_norm(x, t[p + "input_layernorm.weight"], eps, False)
+            x = x + mla_attention(cfg, t, l, h, pos, yarn, mscale, rope_pairs)
+            h = rms_norm(x, t[p + "post_attention_layernorm.weight"], eps, False)
+            if is_sparse_layer(cfg, l):
+                m = moe_ffn(cfg, t, l, h, routing, record)
+            else:
+                m = silu(h @ t[p + "mlp.gate_proj.weight"].T) * (h @ t[p + "mlp.up_proj.weight"].T)
+                m = m @ t[p + "mlp.down_proj.weight"].T
+            x = x + m
+            continue
         # per-layer window and rope base; Llama 4's RoPE / NoPE and chunks
         win = None
         base = cfg["rope_theta"]
@@ -1401,19 +1814,7 @@ def build_case(case, spec, dtype):
             routing[key] = dict(compared=compared, differing=len(differ))
             assert not differ, "llama.cpp chose other %s than the reference: %s" % (
                 field, differ[:5])
-        print("   routing: min gap %.4f at %s; expert usage %s" %
-              (routing["min_routing_gap"], routing["min_routing_gap_at"],
-               routing["expert_usage"]), flush=True)
-        assert routing["min_routing_gap"] > MOE_MIN_GAP, "routing near a tie: redraw %s" % case
-        assert all(min(u) > 0 for u in routing["expert_usage"].values()), \
-            "an expert is never chosen: redraw %s" % case
-        if "groups" in routing:
-            g = routing["groups"]
-            print("   groups: %s" % g, flush=True)
-            assert g["min_kth_selection_value"] > MOE_MIN_GAP, case   # HF masks with 0.0
-            assert g["decisions_changed_by_group_limit"] > 0, case
-            assert g["best_expert_in_dropped_group"] > 0, case
-            assert g["decisions_changed_by_correction_bias"] > 0, case
+        assert_routing(case, routing)
         if llama4:
             # the goldens' own routing (chunks of 8, temperature floor 4) must be clear too
             hf_records = {}
@@ -1466,7 +1867,148 @@ def build_case(case, spec, dtype):
                 greedy_ids=lc[name]["toks"], greedy_gaps=[round(g, 6) for g in lc[name]["gaps"]])
 
     # feature effects (numpy, on the long prompt): max |logit change| when a feature is off
-    long_ids = prompts["long"]
+    effects.update(feature_effects(spec, cfg_disk, t, prompts["long"]))
+
+    shapes, hp = describe_case(spec, t)
+    if windowed_hf:
+        reference = "numpy reference (llama.cpp has no window for arch llama)"
+    elif llama4:
+        reference = ("numpy reference (llama.cpp runs llama4 files with chunks of 8192 and a "
+                     "temperature floor of 8192); gguf_prompts: " + LLAMA_CPP_REF)
+    else:
+        reference = LLAMA_CPP_REF
+    entry = dict(arch=spec["gguf_arch"], hf_architecture=spec["hf_arch"],
+                 hf_model_type=spec["model_type"], gguf=case + ".gguf", hf_dir=case + "_hf",
+                 dtype=dtype, shapes=shapes, hparams=hp, reference=reference,
+                 cross_check=worst, feature_effects=effects, prompts=entry_prompts)
+    if routing is not None:
+        entry["routing"] = routing
+    if gguf_prompts:
+        entry["gguf_prompts"] = gguf_prompts
+    if llama4:
+        entry["chunk_boundary"] = llama4_chunk_boundary(case, gguf_path, allowed, spec["seed"])
+    return entry
+
+
+def case_prompts(spec):
+    """The case's two prompts: ids drawn from the non-special tokens."""
+    _, _, _, _, _, specials, _ = vocab_for(spec)
+    allowed = np.array([i for i in range(VOCAB) if i not in specials])
+    prng = np.random.default_rng(spec["seed"] * 1000 + 7)
+    return {name: [int(i) for i in prng.choice(allowed, size=n)] for name, n in PROMPT_LENS}
+
+
+def build_fp8_case(case, spec):
+    """A Hugging Face directory only: the weights of case spec["fp8_of"] in DeepSeek-V3's FP8
+    checkpoint format (fp8_quantized tensors as F8_E4M3 + F32 weight_scale_inv per 128 x 128
+    block, e_score_correction_bias F32, the rest BF16), config.json with DeepSeek-V3's
+    quantization_config. Goldens: the numpy reference on the dequantized weights (there is no
+    GGUF and no llama.cpp run), the source case's prompts."""
+    src = spec["fp8_of"]
+    base = dict(CASES)[src]
+    print("== %s (HF FP8 form of %s; numpy reference)" % (case, src), flush=True)
+    hf32 = cast_tensors(make_hf_tensors(base), "F32")
+    cfg = hf_config(base, "F32")
+    cfg["torch_dtype"] = "bfloat16"
+    cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
+                                  "quant_method": "fp8", "weight_block_size": list(FP8_BLOCK)}
+    stored = {}
+    for name, w in hf32.items():
+        if fp8_quantized(name):
+            codes, scale = quantize_fp8_block(w)
+            stored[name] = ("F8_E4M3", codes)
+            stored[name + "_scale_inv"] = ("F32", scale)
+        elif name.endswith("e_score_correction_bias"):
+            stored[name] = ("F32", w)
+        else:
+            stored[name] = ("BF16", bf16_bits(w))
+    hf_dir = os.path.join(HERE, case)
+    if os.path.isdir(hf_dir):
+        shutil.rmtree(hf_dir)
+    os.makedirs(hf_dir)
+    with open(os.path.join(hf_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    st_path = os.path.join(hf_dir, "model.safetensors")
+    write_safetensors_typed(st_path, stored)
+
+    # the HF form, read back from disk and dequantized
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        cfg_disk = json.load(f)
+    t = dequantize_fp8_checkpoint(st_path)
+    assert sorted(t) == sorted(hf32)
+    t32 = {k: v.astype(np.float64) for k, v in hf32.items()}
+    cfg32 = hf_config(base, "F32")
+    prompts = case_prompts(base)
+
+    entry_prompts, records = {}, {}
+    worst = dict(max_abs_diff=0.0, max_abs_logit=0.0)
+    for name, ids in prompts.items():
+        fname = "%s.%s.logits.f32" % (case, name)
+        n = len(ids)
+        toks, gaps, full = greedy_reference(cfg_disk, t, ids, N_GREEDY)
+        records[name] = []
+        seq = ids + toks[:-1]
+        again = reference_logits(cfg_disk, t, seq, record=records[name])
+        assert np.array_equal(again, full)
+        # how far the FP8 + BF16 rounding moved the logits from the source case's F32 weights
+        ref32 = reference_logits(cfg32, t32, seq)
+        worst["max_abs_diff"] = max(worst["max_abs_diff"], float(np.max(np.abs(full - ref32))))
+        worst["max_abs_logit"] = max(worst["max_abs_logit"], float(np.max(np.abs(ref32))))
+        prompt_logits = full[:n].astype("<f4")
+        with open(os.path.join(HERE, fname), "wb") as f:
+            f.write(prompt_logits.tobytes())
+        srt = np.sort(prompt_logits.astype(np.float64), axis=1)
+        pos_gaps = srt[:, -1] - srt[:, -2]
+        entry_prompts[name] = dict(
+            ids=ids, logits_file=fname, logits_shape=[n, VOCAB], greedy_ids=toks,
+            greedy_gaps=[round(g, 6) for g in gaps],
+            greedy_gaps_over_0_5=int(sum(g > 0.5 for g in gaps)),
+            prompt_gap_median=round(float(np.median(pos_gaps)), 4),
+            prompt_positions_gap_over_0_5=int(np.sum(pos_gaps > 0.5)))
+        print("   %s: greedy %s" % (name, toks), flush=True)
+        print("   %s: greedy gaps > 0.5: %d/%d, min %.3f; prompt-row gaps > 0.5: %d/%d" %
+              (name, sum(g > 0.5 for g in gaps), len(gaps), min(gaps),
+               int(np.sum(pos_gaps > 0.5)), n), flush=True)
+    worst["rel"] = worst["max_abs_diff"] / worst["max_abs_logit"]
+    worst["compared"] = ("numpy float64 reference on the dequantized %s vs on %s_hf's F32 "
+                         "weights (the %s goldens' model), the same token sequences (prompt + "
+                         "this case's greedy tokens): the effect of FP8 / BF16 storage, not a "
+                         "cross-check" % (case, src, src))
+    print("   FP8 + BF16 storage moves the logits by max %.3g (rel %.3g)" %
+          (worst["max_abs_diff"], worst["rel"]), flush=True)
+    routing = routing_summary(base, records)
+    assert_routing(case, routing)
+    effects = feature_effects(base, cfg_disk, t, prompts["long"])
+    shapes, hp = describe_case(base, t)
+    n_q = sum(1 for k in stored if stored[k][0] == "F8_E4M3")
+    fmt = dict(
+        quantized_tensors=n_q, weight_dtype="F8_E4M3", scale_name="<name>.weight_scale_inv",
+        scale_dtype="F32", block=list(FP8_BLOCK), dense_dtype="BF16",
+        dense_f32=["model.layers.N.mlp.gate.e_score_correction_bias"],
+        note=("every model.layers.*_proj.weight [out, in] is F8_E4M3 codes (e4m3fn: bias 7, "
+              "no infinities, max 448) with weight_scale_inv F32 [ceil(out / 128), "
+              "ceil(in / 128)]: W[i, j] = e4m3(code[i, j]) * weight_scale_inv[i // 128, j // 128] "
+              "(every matrix here is one partial block, so a single scale each); quantized with "
+              "scale = max|block| / 448 (float32), code = round-to-nearest-even e4m3(W / scale). "
+              "embed_tokens, lm_head, the norms and the router (mlp.gate.weight) are BF16 "
+              "(rounded to nearest even from the F32 weights), e_score_correction_bias F32, as in "
+              "DeepSeek-V3's released checkpoint"))
+    return dict(arch=base["gguf_arch"], hf_architecture=base["hf_arch"],
+                hf_model_type=base["model_type"], gguf="", hf_dir=case, dtype="FP8",
+                weight_format=fmt, source_case=src, shapes=shapes, hparams=hp,
+                reference=("numpy float64 reference on the dequantized weights (not llama.cpp: "
+                           "no GGUF form)"),
+                fp8_storage_effect=worst, feature_effects=effects, routing=routing,
+                prompts=entry_prompts)
+
+
+def feature_effects(spec, cfg_disk, t, long_ids):
+    """max |logit change| of the numpy reference on the long prompt when a feature is off (each
+    case's exercised features); llama4 and the deepseek2 cases fail unless every figure is at
+    least 5% of max|logit|."""
+    llama4 = spec["family"] == "llama4"
+    effects = {}
     base = reference_logits(cfg_disk, t, long_ids)
     checks = {}
     if spec["window"]:
@@ -1493,7 +2035,11 @@ def build_case(case, spec, dtype):
         checks["rope_rotating_halves"] = dict(rope_pairs=False)
         checks["moe_weights_on_outputs"] = dict(routing="weight_on_output")
         checks["moe_no_shared_expert"] = dict(routing="no_shared")
-    if spec["family"] == "glm4moe":
+    if spec["family"] == "deepseek2":
+        if spec["yarn"]:
+            checks["yarn_softmax_mscale_off"] = dict(mscale=False)
+        checks["rope_rotating_halves"] = dict(rope_pairs=False)
+    if spec["family"] in ("glm4moe", "deepseek2"):
         checks["moe_no_group_limit"] = dict(routing="no_groups")
         checks["moe_no_correction_bias"] = dict(routing="no_bias")
         checks["moe_weights_from_biased_scores"] = dict(routing="biased_weights")
@@ -1509,13 +2055,19 @@ def build_case(case, spec, dtype):
             reference_logits(c, t, long_ids) - base))), 4)
     if effects:
         print("   feature effects (max |logit change|, long prompt): %s" % effects, flush=True)
-    if llama4:
+    if llama4 or spec["family"] == "deepseek2":
         # each feature moves the logits past the engine test's bound (1e-2 of max|logit|) with
         # room to spare: a missing one fails it
         bound = 0.05 * float(np.max(np.abs(base)))
-        weak = {k: v for k, v in effects.items() if v < bound}
-        assert not weak, "llama4: features that barely move the logits: %s" % weak
+        weak = {k: v for k, v in effects.items() if v < bound and k not in WEAK_OK}
+        assert not weak, "%s: features that barely move the logits: %s" % (
+            spec["family"], weak)
+    return effects
 
+
+def describe_case(spec, t):
+    """goldens.json's `shapes` and `hparams` of a case (t: its HF tensors, for the biases)."""
+    llama4 = spec["family"] == "llama4"
     shapes = dict(n_layer=spec["layers"], hidden=spec["hidden"], n_head=spec["heads"],
                   n_kv_head=spec["kv_heads"], head_dim=spec["head_dim"],
                   intermediate=spec["intermediate"], vocab=VOCAB, tied_embeddings=spec["tied"])
@@ -1553,7 +2105,7 @@ def build_case(case, spec, dtype):
             router_weight_std=round(m["router_gain"] / math.sqrt(spec["hidden"]), 6))
         if spec["family"] == "qwen3moe":
             hp["moe"]["dense_intermediate_unused"] = spec["intermediate"]
-        if spec["family"] == "glm4moe":
+        if spec["family"] in ("glm4moe", "deepseek2"):
             dense = list(range(m["dense_lead"]))
             hp["moe"].update(
                 sparse_layers=list(range(m["dense_lead"], spec["layers"])), dense_layers=dense,
@@ -1571,11 +2123,51 @@ def build_case(case, spec, dtype):
                 e_score_correction_bias={
                     "layer_%d" % l: [float(x) for x in t[moe_hf_names("glm4moe", l)["bias"]]]
                     for l in range(m["dense_lead"], spec["layers"])})
+        if spec["family"] == "glm4moe":
             hp["partial_rotary_factor"] = m["partial_rotary_factor"]
             hp["rope_dimension_count"] = int(spec["head_dim"] * m["partial_rotary_factor"])
             hp["note"] = ("GLM-4.5's published configs have partial_rotary_factor 0.5 (RoPE on "
                           "the first half of each head); this case rotates the whole head (1.0)"
                           " because the engine does not implement partial RoPE yet")
+    if spec["family"] == "deepseek2":
+        a = spec["mla"]
+        nope, rope, vd = a["qk_nope_head_dim"], a["qk_rope_head_dim"], a["v_head_dim"]
+        shapes["v_head_dim"] = vd
+        shapes["mla"] = dict(
+            q_lora_rank=a["q_lora_rank"], kv_lora_rank=a["kv_lora_rank"], qk_nope_head_dim=nope,
+            qk_rope_head_dim=rope, v_head_dim=vd, qk_head_dim=nope + rope,
+            latent_cache_bytes_per_token_per_layer_f32=(a["kv_lora_rank"] + rope) * 4,
+            mha_kv_cache_bytes_per_token_per_layer_f32=spec["heads"] * (nope + rope + vd) * 4,
+            note=("head_dim = qk_head_dim (nope + rope) of q and k; v heads are v_head_dim; "
+                  "n_kv_head = HF num_key_value_heads (= n_head: after decompression every head "
+                  "has its own k and v; the GGUF says head_count_kv 1, the shared latent). An "
+                  "MLA cache holds per token and layer the normalized latent (kv_lora_rank) and "
+                  "the rotated RoPE key (qk_rope_head_dim): latent_cache_bytes at f32; "
+                  "mha_kv_cache_bytes: decompressed k and v of every head"))
+        hp["rope_layout_llama_cpp"] = "NORM"
+        hp["rope_dimension_count"] = rope
+        hp["rope_note"] = (
+            "RoPE on the last qk_rope_head_dim dims of each q head and on k_rot (the last "
+            "qk_rope_head_dim outputs of kv_a_proj_with_mqa, one key shared by all heads); HF "
+            "(rope_interleave) views them [d/2, 2], transposes and applies rotate_half: "
+            "elements (2i, 2i + 1) rotate together by frequency base^(-2i/d), which is "
+            "llama.cpp's NORM rope on the unpermuted GGUF rows (the converter permutes nothing)")
+        scale = (nope + rope) ** -0.5
+        if spec["yarn"]:
+            y = spec["yarn"]
+            ms = yarn_get_mscale(y["factor"], y["mscale_all_dim"])
+            hp["yarn"] = dict(
+                factor=y["factor"], original_context_length=y["original"],
+                beta_fast=float(y["beta_fast"]), beta_slow=float(y["beta_slow"]),
+                mscale=y["mscale"], mscale_all_dim=y["mscale_all_dim"],
+                rope_attention_factor=yarn_get_mscale(y["factor"], y["mscale"]) / ms,
+                softmax_mscale=round(ms, 7),
+                note=("rotary frequencies as YaRN (rope_tables); cos and sin times "
+                      "rope_attention_factor = get_mscale(factor, mscale) / get_mscale(factor, "
+                      "mscale_all_dim) = 1; softmax scale qk_head_dim^-0.5 * softmax_mscale^2, "
+                      "softmax_mscale = get_mscale(factor, mscale_all_dim) = 1 + 0.1 ln 4"))
+            scale *= ms * ms
+        hp["attention_scale"] = round(scale, 9)
     if llama4:
         l4 = spec["llama4"]
         shapes.update(dense_intermediate=m["dense_ff"])
@@ -1598,24 +2190,25 @@ def build_case(case, spec, dtype):
                   "neither chunks nor tunes the temperature: prompts[] (the config.json form's "
                   "goldens) are the numpy reference's with the config's chunk 8 and floor 4; "
                   "gguf_prompts[] (the GGUF form's) are llama.cpp's"))
-    if windowed_hf:
-        reference = "numpy reference (llama.cpp has no window for arch llama)"
-    elif llama4:
-        reference = ("numpy reference (llama.cpp runs llama4 files with chunks of 8192 and a "
-                     "temperature floor of 8192); gguf_prompts: " + LLAMA_CPP_REF)
-    else:
-        reference = LLAMA_CPP_REF
-    entry = dict(arch=spec["gguf_arch"], hf_architecture=spec["hf_arch"],
-                 hf_model_type=spec["model_type"], gguf=case + ".gguf", hf_dir=case + "_hf",
-                 dtype=dtype, shapes=shapes, hparams=hp, reference=reference,
-                 cross_check=worst, feature_effects=effects, prompts=entry_prompts)
-    if routing is not None:
-        entry["routing"] = routing
-    if gguf_prompts:
-        entry["gguf_prompts"] = gguf_prompts
-    if llama4:
-        entry["chunk_boundary"] = llama4_chunk_boundary(case, gguf_path, allowed, spec["seed"])
-    return entry
+    return shapes, hp
+
+
+def assert_routing(case, routing):
+    """Fails unless routing_summary's figures show clear decisions that every expert takes part
+    in (and, with groups, that the group limit and the correction bias matter)."""
+    print("   routing: min gap %.4f at %s; expert usage %s" %
+          (routing["min_routing_gap"], routing["min_routing_gap_at"],
+           routing["expert_usage"]), flush=True)
+    assert routing["min_routing_gap"] > MOE_MIN_GAP, "routing near a tie: redraw %s" % case
+    assert all(min(u) > 0 for u in routing["expert_usage"].values()), \
+        "an expert is never chosen: redraw %s" % case
+    if "groups" in routing:
+        g = routing["groups"]
+        print("   groups: %s" % g, flush=True)
+        assert g["min_kth_selection_value"] > MOE_MIN_GAP, case   # HF masks with 0.0
+        assert g["decisions_changed_by_group_limit"] > 0, case
+        assert g["best_expert_in_dropped_group"] > 0, case
+        assert g["decisions_changed_by_correction_bias"] > 0, case
 
 
 def routing_summary(spec, records):
@@ -1672,6 +2265,12 @@ def routing_summary(spec, records):
                                                if r["layer"] == l))
                                       for g in range(spec["moe"]["n_group"])]
                      for l in sorted({r["layer"] for r in rs})})
+    ss, ss_at = smallest("score_sum")
+    # HF divides the chosen scores by their sum + 1e-20, llama.cpp by max(sum, 6.1e-5): where
+    # the chosen experts' sigmoid scores are all ~0 (chosen for their bias) the two disagree
+    assert ss > MOE_MIN_SCORE_SUM, "chosen scores sum to %.3g at %s: redraw" % (ss, ss_at)
+    if spec["family"] == "deepseek2":
+        out["groups"].update(min_chosen_score_sum=ss, min_chosen_score_sum_at=ss_at)
     out["note"] = (
         "numpy float64 reference, every position of prompt + the 15 greedy tokens fed, both "
         "prompts, every sparse layer. Selection value = sigmoid(router logit) + "
@@ -1687,6 +2286,11 @@ def routing_summary(spec, records):
         "= positions keeping group g; llama_cpp_same_experts / llama_cpp_same_groups: llama.cpp's "
         "own top-k experts (ffn_moe_topk) / kept groups (ffn_moe_group_topk), read with an eval "
         "callback, compared with the reference's at every such decision")
+    if spec["family"] == "deepseek2":
+        out["note"] += (
+            "; min_chosen_score_sum: the smallest sum of the k chosen sigmoid scores, which the "
+            "weights are divided by (HF: sum + 1e-20; llama.cpp: max(sum, 6.1e-5), so a sum "
+            "near 0 would separate them; the script requires > %g)" % MOE_MIN_SCORE_SUM)
     return out
 
 
@@ -1694,6 +2298,10 @@ def main():
     only = set(sys.argv[1:])
     results = {}
     for case, spec in CASES:
+        if "fp8_of" in spec:
+            if not only or case in only:
+                results[case] = build_fp8_case(case, spec)
+            continue
         for dtype in (["F32", "F16"] if case in F16_CASES else ["F32"]):
             name = case if dtype == "F32" else case + "_f16"
             if only and name not in only:

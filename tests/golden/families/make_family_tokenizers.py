@@ -5,9 +5,10 @@ safetensors forms can be served like their GGUFs (tests/e2e/test_families.py).
 Each is the GGUF's own vocabulary (read with the `gguf` package) in the layout Hugging Face's
 converters write for that family (transformers' convert_slow_tokenizer.py):
   * byte-level BPE files (llama, qwen2, qwen2_yarn, qwen3, qwen3moe, qwen3moe_kv4, glm4moe,
-    llama4): vocab + merges as stored, Split with the Llama 3 or the Qwen2 regex + ByteLevel,
-    Qwen's NFC normalizer (glm4moe's GGUF carries the qwen2 vocabulary and pre-tokenizer,
-    llama4's the Llama 3 ones);
+    llama4, deepseek2, deepseek2_lite): vocab + merges as stored, Split with the Llama 3 or the
+    Qwen2 regex + ByteLevel, Qwen's NFC normalizer (glm4moe's and the deepseek2 cases' GGUFs
+    carry the qwen2 vocabulary and pre-tokenizer, llama4's the Llama 3 ones; deepseek2_fp8_hf,
+    which has no GGUF, gets deepseek2's);
   * SentencePiece files (mistral, mixtral, gemma2, gemma3): BPE over characters with byte
     fallback, whose merges are derived from the vocabulary the way transformers'
     SentencePieceExtractor derives them (every split of a piece into two pieces of the
@@ -30,7 +31,10 @@ LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 CASES = ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral", "gemma2", "gemma3", "mixtral",
-         "qwen3moe", "qwen3moe_kv4", "glm4moe", "llama4"]
+         "qwen3moe", "qwen3moe_kv4", "glm4moe", "llama4", "deepseek2", "deepseek2_lite"]
+# Hugging Face directories without a GGUF of their own: directory -> the case whose GGUF holds
+# their vocabulary
+OTHER_DIRS = {"deepseek2_fp8_hf": "deepseek2"}
 CONTROL = 3
 
 
@@ -128,7 +132,8 @@ def sentencepiece(reader, tokens, types, gemma):
 
 
 def main():
-    for case in CASES:
+    for case, hf_dir in [(c, f"{c}_hf") for c in CASES] + [
+            (c, d) for d, c in OTHER_DIRS.items()]:
         reader = GGUFReader(os.path.join(HERE, f"{case}.gguf"))
         tokens = field(reader, "tokenizer.ggml.tokens")
         types = field(reader, "tokenizer.ggml.token_type")
@@ -136,7 +141,7 @@ def main():
             tok = byte_level(reader, tokens, types)
         else:
             tok = sentencepiece(reader, tokens, types, gemma=case.startswith("gemma"))
-        with open(os.path.join(HERE, f"{case}_hf", "tokenizer.json"), "w",
+        with open(os.path.join(HERE, hf_dir, "tokenizer.json"), "w",
                   encoding="utf-8") as f:
             json.dump(tok, f, ensure_ascii=False, indent=1)
             f.write("\n")
