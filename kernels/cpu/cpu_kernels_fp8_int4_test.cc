@@ -152,6 +152,30 @@ Int4Row RandomInt4Row(int64_t n, int64_t group, uint32_t seed, bool fractional_z
 // d times |q| <= 127), weighted by sum |w| over the block. Against the same dot with the
 // activations as quantized (d * q) only f32 rounding remains (1e-6 of sum |w * d * q|: the
 // integer parts are exact, so a few roundings per 32 columns).
+// Batch invariance: a row's dot is the same float whether it shares the call with 0..3 other
+// rows or not (the AVX2 table once summed a lone row in another order: a decode step's single
+// row then differed in the last bits from the same row inside a prefill or a batch).
+TEST(CpuFp8KernelTest, ARowsDotDoesNotDependOnTheRowsBesideIt) {
+  for (int64_t n : {16, 33, 64, 200, 1000}) {
+    const std::vector<uint8_t> w = RandomFp8Codes(n, 30 + n);
+    const Rows x = RandomRows(n, 40 + n);
+    const float scales[8] = {0.003f, 0.004f, 0.005f, 0.006f, 0.007f, 0.008f, 0.009f, 0.01f};
+    for (const CpuKernels* ks : SupportedTables()) {
+      float alone[kMaxDotRows];
+      for (int j = 0; j < kMaxDotRows; ++j) {
+        ks->dot_fp8(w.data(), scales, 128, &x.ptr[j], 1, n, &alone[j]);
+      }
+      for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
+        float together[kMaxDotRows];
+        ks->dot_fp8(w.data(), scales, 128, x.ptr, num_x, n, together);
+        for (int j = 0; j < num_x; ++j) {
+          EXPECT_EQ(together[j], alone[j]) << "n=" << n << " num_x=" << num_x << " row " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuInt4KernelTest, DotsStayWithinTheActivationRoundingAndAgreeAcrossTables) {
   for (int64_t group : {32, 64, 96, 128, 256}) {
     for (int64_t groups : {1, 2, 3, 5}) {

@@ -44,7 +44,10 @@ inline void DecodeFp8x16(const uint8_t* codes, __m256* lo, __m256* hi) {
 template <int NX>
 void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const float* const* x,
              int64_t n, float* out) {
-  constexpr int kGroups = NX == 1 ? 2 : 1;  // 16-code groups per step
+  // One 16-code group per step at every NX: a row's sums must not depend on how many rows
+  // share the call (batch invariance: a decode step's single row against the same row inside a
+  // batch); two groups for NX 1 alone summed in another order.
+  constexpr int kGroups = 1;
   __m256 total[NX];
 #pragma GCC unroll 4
   for (int j = 0; j < NX; ++j) total[j] = _mm256_setzero_ps();
