@@ -279,9 +279,8 @@ int Main() {
     if (stream_bytes > 0) {
       // Mean context of the decode run: the prompt plus half the decoded tokens.
       const int64_t context = prompt_len + absl::GetFlag(FLAGS_decode_tokens) / 2;
-      const int64_t kv_bytes = context * KvBytesPerToken(config->num_layers,
-                                                         config->num_kv_heads, config->head_dim,
-                                                         *kv_dtype);
+      const int64_t kv_bytes =
+          context * KvBytesPerToken(config->num_layers, KvEntryOf(*config, 1), *kv_dtype);
       const int64_t step_bytes = DecodeWeightBytes(**model) + kv_bytes;
       const double bw = StreamReadBytesPerSecond(threads, stream_bytes);
       std::printf("  dram ceiling: streaming read %.2f GB/s with %d thread(s); a decode step "

@@ -178,6 +178,30 @@ absl::Status ParseFbgemm(const Json& q, QuantScheme* scheme) {
                            &scheme->unquantized_modules);
 }
 
+// transformers' FineGrainedFP8Config as DeepSeek-V3 writes it: e4m3 weights in 128x128 tiles
+// with weight_scale_inv, activations quantized on the fly.
+absl::Status ParseFineGrainedFp8(const Json& q, QuantScheme* scheme) {
+  scheme->bits = 8;
+  scheme->fp8_block = true;
+  TP_ASSIGN_OR_RETURN(std::optional<std::string> fmt, GetString(q, "quantization_config", "fmt"));
+  if (fmt.has_value() && *fmt != "e4m3") {
+    return NotImplemented("quantization_config.fmt", *fmt, "\"e4m3\"");
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<std::string> act,
+                      GetString(q, "quantization_config", "activation_scheme"));
+  if (act.has_value() && *act != "dynamic") {
+    return NotImplemented("quantization_config.activation_scheme", *act,
+                          "\"dynamic\" (no stored input scales)");
+  }
+  const Json* block = Get(q, "weight_block_size");
+  if (block == nullptr || *block != Json::array({128, 128})) {
+    return NotImplemented("quantization_config.weight_block_size", block ? *block : Json(),
+                          "[128, 128]");
+  }
+  return AppendModuleNames(q, "quantization_config", "modules_to_not_convert",
+                           &scheme->unquantized_modules);
+}
+
 // The weights of one compressed-tensors config group: 8-bit float, symmetric, static scales
 // per output channel or per 128x128 block.
 absl::Status ParseCtWeights(const Json& w, const std::string& prefix, QuantScheme* scheme) {
@@ -281,6 +305,8 @@ std::string_view QuantMethodName(QuantMethod method) {
       return "awq";
     case QuantMethod::kGptq:
       return "gptq";
+    case QuantMethod::kFp8Block:
+      return "fp8";
   }
   return "?";
 }
@@ -313,7 +339,7 @@ absl::StatusOr<QuantScheme> ParseQuantizationConfig(std::string_view config_json
   }
   // The embedding is no Linear, so no method here quantizes it.
   scheme.unquantized_modules.push_back("model.embed_tokens");
-  if (*method == "awq" || *method == "gptq" || *method == "fbgemm_fp8") {
+  if (*method == "awq" || *method == "gptq" || *method == "fbgemm_fp8" || *method == "fp8") {
     // transformers keeps the output head of these in full precision whatever the list says
     // (get_keys_to_not_convert); GPTQ quantizes only the decoder blocks.
     scheme.unquantized_modules.push_back("lm_head");
@@ -330,9 +356,12 @@ absl::StatusOr<QuantScheme> ParseQuantizationConfig(std::string_view config_json
   } else if (*method == "compressed-tensors") {
     scheme.method = QuantMethod::kCompressedFp8;
     TP_RETURN_IF_ERROR(ParseCompressedTensors(*q, &scheme));
+  } else if (*method == "fp8") {
+    scheme.method = QuantMethod::kFp8Block;
+    TP_RETURN_IF_ERROR(ParseFineGrainedFp8(*q, &scheme));
   } else {
     return NotImplemented("quantization_config.quant_method", *method,
-                          "awq, gptq, fbgemm_fp8, compressed-tensors");
+                          "awq, gptq, fbgemm_fp8, fp8, compressed-tensors");
   }
   return scheme;
 }

@@ -26,6 +26,10 @@ enum class QuantMethod : uint8_t {
   kCompressedFp8,     // compressed-tensors float-quantized: channel or 128x128 block scales
   kAwq,               // AutoAWQ GEMM: qweight I32 [in, out/8], qzeros, scales [in/g, out]
   kGptq,              // GPTQ v1: qweight I32 [in/8, out], qzeros (z - 1), scales, g_idx
+  // transformers' fine-grained "fp8" (DeepSeek-V3's own checkpoints, Qwen3-FP8): weight
+  // F8_E4M3 [out, in], weight_scale_inv F32 [ceil(out/128), ceil(in/128)] multiplied in
+  // (despite its name); a module whose weight is not F8_E4M3 (the router) is plain.
+  kFp8Block,
 };
 std::string_view QuantMethodName(QuantMethod method);
 
@@ -51,7 +55,8 @@ struct QuantScheme {
 // From the text of a Hugging Face config.json: the scheme of its "quantization_config", or
 // kNone when it has none. Accepted: awq (bits 4, group_size a multiple of 32, zero_point,
 // version gemm), gptq (bits 4, group_size, desc_act, sym, checkpoint_format gptq or absent),
-// fbgemm_fp8 (activation_scale_ub, modules_to_not_convert), compressed-tensors
+// fbgemm_fp8 (activation_scale_ub, modules_to_not_convert), fp8 (fmt e4m3, weight_block_size
+// [128, 128], activation_scheme dynamic, modules_to_not_convert), compressed-tensors
 // (float-quantized, one group of 8-bit float symmetric static weights, strategy channel or
 // block [128, 128], dynamic or no input activations, ignore). Keys that do not change the
 // stored layout or the math (damp_percent, true_sequential, ...) are ignored.

@@ -32,6 +32,10 @@ constexpr char kCtBlock[] = R"({"config_groups": {"group_0": {"targets": ["Linea
     "quant_method": "compressed-tensors", "quantization_status": "compressed",
     "sparsity_config": {}, "transform_config": {}})";
 
+// DeepSeek-V3's own (transformers' fine-grained "fp8").
+constexpr char kDeepseekFp8[] = R"({"activation_scheme": "dynamic", "fmt": "e4m3",
+    "quant_method": "fp8", "weight_block_size": [128, 128]})";
+
 std::string Replace(std::string text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);
   EXPECT_NE(at, std::string::npos) << from;
@@ -98,6 +102,18 @@ TEST(QuantSchemeTest, CompressedTensorsChannelAndBlock) {
   EXPECT_FALSE(c->Quantizes("model.embed_tokens"));
 }
 
+TEST(QuantSchemeTest, DeepseekFp8IsBlockTilesWithFloatEmbeddingAndHead) {
+  absl::StatusOr<QuantScheme> s = ParseQuantizationConfig(Config(kDeepseekFp8));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->method, QuantMethod::kFp8Block);
+  EXPECT_TRUE(s->fp8_block);
+  EXPECT_EQ(s->bits, 8);
+  EXPECT_TRUE(s->Quantizes("model.layers.3.self_attn.kv_b_proj"));
+  EXPECT_FALSE(s->Quantizes("model.embed_tokens"));
+  EXPECT_FALSE(s->Quantizes("lm_head"));
+  EXPECT_EQ(QuantMethodName(s->method), "fp8");
+}
+
 TEST(QuantSchemeTest, EveryUnimplementedOptionIsRefusedByKeyAndValue) {
   struct Case {
     std::string quantization_config;
@@ -109,7 +125,14 @@ TEST(QuantSchemeTest, EveryUnimplementedOptionIsRefusedByKeyAndValue) {
   const std::vector<Case> cases = {
       {R"({"quant_method": "bitsandbytes", "load_in_4bit": true})", kUnimpl,
        "quantization_config.quant_method = \"bitsandbytes\" is not implemented (supported: awq, "
-       "gptq, fbgemm_fp8, compressed-tensors)"},
+       "gptq, fbgemm_fp8, fp8, compressed-tensors)"},
+      {Replace(kDeepseekFp8, "[128, 128]", "[64, 64]"), kUnimpl,
+       "quantization_config.weight_block_size = [64,64] is not implemented (supported: "
+       "[128, 128])"},
+      {Replace(kDeepseekFp8, R"("e4m3")", R"("e5m2")"), kUnimpl,
+       "quantization_config.fmt = \"e5m2\" is not implemented"},
+      {Replace(kDeepseekFp8, R"("dynamic")", R"("static")"), kUnimpl,
+       "quantization_config.activation_scheme = \"static\" is not implemented"},
       {R"({"bits": 4})", kInvalid, "quantization_config.quant_method is missing"},
       {R"("awq")", kInvalid, "quantization_config = \"awq\": expected an object"},
       {Replace(kGptq, R"("bits": 4)", R"("bits": 3)"), kUnimpl,

@@ -26,6 +26,18 @@ absl::StatusOr<WeightFormats> StoredWeightFormats(const WeightSource& source,
       formats[role] = FormatOfDType(t.dtype);
       continue;
     }
+    if (IsMlaUpRole(role)) {
+      // Held in float: the stored one, or f32 for a quantized kv_b_proj, widened exactly
+      // (bf16 would round fp8 * scale: 2.6e-2 of max|logit| on deepseek2_fp8_hf).
+      TP_ASSIGN_OR_RETURN(StoredMatrix m, StoredMatrix::OpenRole(source, scheme, config,
+                                                                 TensorRole::kKB, 0, 0, &scratch));
+      const FormatKind kind = m.format().kind;
+      formats[role] = kind == FormatKind::kF32 || kind == FormatKind::kF16 ||
+                              kind == FormatKind::kBF16
+                          ? m.format()
+                          : TensorFormat::Of(FormatKind::kF32);
+      continue;
+    }
     if (role == TensorRole::kLmHead) {
       const std::string head = ModuleName(config, source.format(), role, 0);
       if (!source.Find(head + ".weight").ok() && !source.Find(head + ".qweight").ok()) {

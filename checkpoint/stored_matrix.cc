@@ -101,6 +101,14 @@ std::string HfModuleName(const ModelSpec& spec, TensorRole role, int64_t layer, 
                              : role == TensorRole::kSharedUp ? "up_proj"
                                                              : "down_proj");
     }
+    case TensorRole::kQA: return blk + "self_attn.q_a_proj";
+    case TensorRole::kQANorm: return blk + "self_attn.q_a_layernorm";
+    case TensorRole::kQB: return blk + "self_attn.q_b_proj";
+    case TensorRole::kKvA: return blk + "self_attn.kv_a_proj_with_mqa";
+    case TensorRole::kKvANorm: return blk + "self_attn.kv_a_layernorm";
+    case TensorRole::kKvB:  // W_UK and W_UV stored together; the other forms cut from it
+    case TensorRole::kKB:
+    case TensorRole::kVB: return blk + "self_attn.kv_b_proj";
   }
   return "";
 }
@@ -140,6 +148,14 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       case TensorRole::kSharedGate: return blk + "ffn_gate_shexp";
       case TensorRole::kSharedUp: return blk + "ffn_up_shexp";
       case TensorRole::kSharedDown: return blk + "ffn_down_shexp";
+      case TensorRole::kQA: return blk + "attn_q_a";
+      case TensorRole::kQANorm: return blk + "attn_q_a_norm";
+      case TensorRole::kQB: return blk + "attn_q_b";
+      case TensorRole::kKvA: return blk + "attn_kv_a_mqa";
+      case TensorRole::kKvANorm: return blk + "attn_kv_a_norm";
+      case TensorRole::kKvB: return blk + "attn_kv_b";
+      case TensorRole::kKB: return blk + "attn_k_b";
+      case TensorRole::kVB: return blk + "attn_v_b";
     }
   }
   // A multimodal checkpoint keeps the text model under a prefix (Llama 4's "language_model.").
@@ -169,6 +185,16 @@ absl::StatusOr<StoredMatrix> StoredMatrix::Open(const WeightSource& source,
     return m;
   }
   switch (scheme.method) {
+    case QuantMethod::kFp8Block: {
+      // The router and whatever else the checkpoint keeps in bf16 beside its FP8 tiles.
+      absl::StatusOr<TensorView> w = source.Find(module + ".weight");
+      if (w.ok() && w->dtype != DType::kF8E4M3) {
+        TP_RETURN_IF_ERROR(m.OpenPlain(source, used));
+        break;
+      }
+      TP_RETURN_IF_ERROR(m.OpenFp8(source, used));
+      break;
+    }
     case QuantMethod::kFbgemmFp8:
     case QuantMethod::kCompressedFp8:
       TP_RETURN_IF_ERROR(m.OpenFp8(source, used));
@@ -221,6 +247,24 @@ absl::StatusOr<StoredMatrix> StoredMatrix::OpenRole(const WeightSource& source,
       spec.moe.hf_names == MoeSpec::HfNames::kFusedFeedForward) {
     return OpenFusedExpert(source, scheme, spec, role, layer, expert, used);
   }
+  if ((role == TensorRole::kKB || role == TensorRole::kVB) &&
+      source.format() == CheckpointFormat::kGguf && source.Find(module + ".weight").ok()) {
+    // llama.cpp stores them per head: [heads, kv_lora, nope] and [heads, v, kv_lora], read as
+    // the heads' rows one after another.
+    const std::string name = module + ".weight";
+    const int64_t heads = spec.num_heads;
+    TP_ASSIGN_OR_RETURN(TensorView t, FindStacked(source, name, {heads, full[0] / heads, full[1]},
+                                                  "heads"));
+    t.shape = {full[0], full[1]};
+    return PlainOver(std::move(t), module, scheme, name, source, used);
+  }
+  if (role == TensorRole::kKB || role == TensorRole::kVB || role == TensorRole::kKvB) {
+    // kv_b_proj (HF) or attn_kv_b (older GGUF files): every head's W_UK and W_UV rows.
+    const MlaSpec& mla = spec.mla;
+    const std::string combined = ModuleName(spec, source.format(), TensorRole::kKvB, layer);
+    return Open(source, scheme, combined,
+                spec.num_heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank, used);
+  }
   if (!IsExpertRole(role) || source.format() != CheckpointFormat::kGguf) {
     return Open(source, scheme, module, full[0], full[1], used);
   }
@@ -230,14 +274,8 @@ absl::StatusOr<StoredMatrix> StoredMatrix::OpenRole(const WeightSource& source,
         StrCat("expert ", expert, " of ", module, " is outside [0, ", experts, ")"));
   }
   const std::string name = module + ".weight";
-  TP_ASSIGN_OR_RETURN(TensorView stacked, source.Find(name));
-  const std::vector<int64_t> want = {experts, full[0], full[1]};
-  if (stacked.shape != want) {
-    return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", source.Describe(),
-                                             ": shape ", ShapeString(stacked.shape), ", expected ",
-                                             ShapeString(want), " (experts, rows, cols) from the "
-                                             "model config"));
-  }
+  TP_ASSIGN_OR_RETURN(TensorView stacked,
+                      FindStacked(source, name, {experts, full[0], full[1]}, "experts"));
   // The reader checked nbytes == rows * row bytes over every leading dim: each expert's rows
   // are nbytes / experts bytes, the same for every expert.
   const int64_t per_expert = stacked.nbytes / experts;
@@ -246,12 +284,35 @@ absl::StatusOr<StoredMatrix> StoredMatrix::OpenRole(const WeightSource& source,
   mine.shape = {full[0], full[1]};
   mine.data = stacked.data + expert * per_expert;
   mine.nbytes = per_expert;
+  return PlainOver(std::move(mine), StrCat(module, " (expert ", expert, ")"), scheme, name,
+                   source, used);
+}
+
+absl::StatusOr<TensorView> StoredMatrix::FindStacked(const WeightSource& source,
+                                                     const std::string& name,
+                                                     const std::vector<int64_t>& want,
+                                                     std::string_view leading) {
+  TP_ASSIGN_OR_RETURN(TensorView t, source.Find(name));
+  if (t.shape != want) {
+    return absl::InvalidArgumentError(StrCat("tensor ", name, " in ", source.Describe(),
+                                             ": shape ", ShapeString(t.shape), ", expected ",
+                                             ShapeString(want), " (", leading, ", rows, cols) "
+                                             "from the model config"));
+  }
+  return t;
+}
+
+absl::StatusOr<StoredMatrix> StoredMatrix::PlainOver(TensorView view, const std::string& module,
+                                                     const QuantScheme& scheme,
+                                                     const std::string& name,
+                                                     const WeightSource& source,
+                                                     TensorUse* used) {
   StoredMatrix m;
-  m.module_ = StrCat(module, " (expert ", expert, ")");
+  m.module_ = module;
   m.scheme_ = scheme;
-  m.rows_ = full[0];
-  m.cols_ = full[1];
-  TP_RETURN_IF_ERROR(m.UsePlain(std::move(mine), source));
+  m.rows_ = view.shape[0];
+  m.cols_ = view.shape[1];
+  TP_RETURN_IF_ERROR(m.UsePlain(std::move(view), source));
   used->Mark(name);
   return m;
 }

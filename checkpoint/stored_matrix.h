@@ -97,7 +97,10 @@ class StoredMatrix {
   // float or GGML type), or its columns of a Llama 4 fused expert tensor, stored transposed
   // (gate_up_proj [experts, cols, 2 * rows]: gate's columns then up's; down_proj [experts,
   // cols, rows]; F32, F16 or BF16, read by copying the slice), whose shape and size are
-  // checked before any offset is taken.
+  // checked before any offset is taken. MLA's up-projections (IsMlaUpRole): k_b and v_b as a
+  // GGUF file stores them per head (attn_k_b [heads, kv_lora, nope] read as [heads * kv_lora,
+  // nope]; attn_v_b likewise), and otherwise, for all three roles, the tensor holding both
+  // (kv_b_proj, attn_kv_b: [heads * (nope + v), kv_lora]), from which the loader cuts them.
   static absl::StatusOr<StoredMatrix> OpenRole(const WeightSource& source,
                                                const QuantScheme& scheme, const ModelSpec& spec,
                                                TensorRole role, int64_t layer, int64_t expert,
@@ -135,6 +138,15 @@ class StoredMatrix {
                                                       int64_t layer, int64_t expert,
                                                       TensorUse* used);
   absl::StatusOr<HostMatrix> ReadTransposed(const TensorSlice& slice) const;
+  // Tensor `name`, checked to be `want` ([count, rows, cols]; `leading` names the count).
+  static absl::StatusOr<TensorView> FindStacked(const WeightSource& source,
+                                                const std::string& name,
+                                                const std::vector<int64_t>& want,
+                                                std::string_view leading);
+  // A plain matrix over `view` (shape [rows, cols]) called `module`, tensor `name` marked used.
+  static absl::StatusOr<StoredMatrix> PlainOver(TensorView view, const std::string& module,
+                                                const QuantScheme& scheme, const std::string& name,
+                                                const WeightSource& source, TensorUse* used);
 
   std::string module_;
   QuantScheme scheme_;

@@ -49,7 +49,10 @@ absl::StatusOr<float> ActivationScaleBound(const WeightSource& source, const std
 }  // namespace
 
 absl::Status StoredMatrix::OpenFp8(const WeightSource& source, TensorUse* used) {
-  const bool block = scheme_.method == QuantMethod::kCompressedFp8 && scheme_.fp8_block;
+  const bool block = (scheme_.method == QuantMethod::kCompressedFp8 && scheme_.fp8_block) ||
+                     scheme_.method == QuantMethod::kFp8Block;
+  const std::string scale_name =
+      module_ + (scheme_.method == QuantMethod::kFp8Block ? ".weight_scale_inv" : ".weight_scale");
   layout_ = block ? Layout::kFp8Block : Layout::kFp8Channel;
   format_ = TensorFormat::Of(block ? FormatKind::kFp8Block128 : FormatKind::kFp8PerChannel);
   TP_ASSIGN_OR_RETURN(values_, FindTensor(source, module_ + ".weight", {DType::kF8E4M3},
@@ -58,9 +61,9 @@ absl::Status StoredMatrix::OpenFp8(const WeightSource& source, TensorUse* used) 
       block ? std::vector<int64_t>{CeilDiv(rows_, kTile), CeilDiv(cols_, kTile)}
             : std::vector<int64_t>{rows_, 1};
   TP_ASSIGN_OR_RETURN(scales_,
-                      FindTensor(source, module_ + ".weight_scale",
+                      FindTensor(source, scale_name,
                                  {DType::kF32, DType::kBF16, DType::kF16}, scale_shape,
-                                 block ? "FP8 block weight_scale [ceil(out/128), ceil(in/128)]"
+                                 block ? "FP8 block scales [ceil(out/128), ceil(in/128)]"
                                        : "FP8 per-channel weight_scale [out, 1]",
                                  used));
   if (scheme_.method == QuantMethod::kFbgemmFp8) {

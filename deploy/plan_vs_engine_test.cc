@@ -147,7 +147,15 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{std::string("tests/golden/families/qwen3moe_kv4_hf"), 4,
                                  true},
                       std::tuple{std::string("tests/golden/families/llama4_hf"), 2, false},
-                      std::tuple{std::string("tests/golden/families/llama4.gguf"), 2, true}));
+                      std::tuple{std::string("tests/golden/families/llama4.gguf"), 2, true},
+                      // Multi-head latent attention: the latent cache (one pool, whole on every
+                      // rank), the up-projections' three float forms, the MLA step buffers.
+                      std::tuple{std::string("tests/golden/families/deepseek2.gguf"), 4, false},
+                      std::tuple{std::string("tests/golden/families/deepseek2_hf"), 2, true},
+                      std::tuple{std::string("tests/golden/families/deepseek2_lite.gguf"), 2,
+                                 false},
+                      std::tuple{std::string("tests/golden/families/deepseek2_fp8_hf"), 1,
+                                 false}));
 
 // Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
 // target's rows of logits make room for the drafts, and on every rank the two executors hold

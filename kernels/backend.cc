@@ -2,6 +2,7 @@
 
 #include "base/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/check.h"
 
 namespace tpserve {
 
@@ -91,6 +92,15 @@ absl::StatusOr<PlacedWeight> Backend::PlaceWeight(const HostMatrix& host, Weight
                                                   std::string_view what) {
   (void)use;  // the stored form serves every use
   return PlaceStoredWeight(*this, host, what);
+}
+
+void Backend::RopePart(void*, int64_t, int64_t, int64_t, int64_t, const float*, RopeLayout) {
+  TP_CHECK(false, "RopePart: this backend has no multi-head latent attention");
+}
+
+void Backend::PrefillAttention(const void*, const void*, const void*, int64_t, int64_t, int64_t,
+                               float, void*) {
+  TP_CHECK(false, "PrefillAttention: this backend has no multi-head latent attention");
 }
 
 }  // namespace tpserve

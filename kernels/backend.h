@@ -389,6 +389,11 @@ class Backend {
     // (transformers scales q by it; the same product).
     int64_t temperature_floor = 0;
     float temperature_scale = 0.0f;
+    // Multi-head latent attention's absorbed form beside a fresh prefill's expanded one: the
+    // sequences that start at position 0 are skipped (zeros as their rows' output), since
+    // PrefillAttention serves them; each sequence's form, and so its floats, depends on it
+    // alone, never on the batch around it.
+    bool skip_fresh_sequences = false;
   };
   // "chunks of 8192 tokens, temperature tuning (floor 8192, scale 0.1)": the features of
   // `params` beyond a scale, a window and a soft-cap, for messages ("" when none).
@@ -406,6 +411,29 @@ class Backend {
   // temperature >= 0; SupportsAttention(params).
   virtual void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
                               const KvPoolView& pool, void* out) = 0;
+
+  // ---- Multi-head latent attention (model/config.h's MlaSpec; a model with it is refused at
+  // load on a backend where SupportsLatentAttention() is false) ----
+  // The absorbed form (decode, and any step over cached positions) needs nothing new: the pool
+  // holds one latent entry per token ([c, k_rope], num_kv_heads 1), read as keys and, through
+  // the same memory (KvPoolView::v == k), as values, and PagedAttention runs over it with
+  // queries [W_UK^T q_nope, q_rope]. These two serve the rest.
+  virtual bool SupportsLatentAttention() const { return false; }
+
+  // Rotates, in place, the `rope_dim` values at `offset` of each head of x [T, num_heads,
+  // head_stride], as Rope rotates a whole head: RoPE on the last part of an MLA query head.
+  // REQUIRES: SupportsLatentAttention(); rope_dim even, offset + rope_dim <= head_stride.
+  virtual void RopePart(void* x, int64_t num_heads, int64_t head_stride, int64_t offset,
+                        int64_t rope_dim, const float* inv_freq, RopeLayout layout);
+
+  // The expanded form of a fresh prefill: for each sequence of the step that starts at
+  // position 0 (not padding), causal attention of its rows over its own rows, keys and values
+  // given per row with widths of their own (MLA's k = [k_nope, k_rope], v = W_UV c): q and k
+  // [T, num_heads, key_dim], v and out [T, num_heads, value_dim]; scores scale * q.k, softmax
+  // in f32 with max subtraction. The other sequences' rows of out are left as they are.
+  // REQUIRES: SupportsLatentAttention().
+  virtual void PrefillAttention(const void* q, const void* k, const void* v, int64_t num_heads,
+                                int64_t key_dim, int64_t value_dim, float scale, void* out);
 
   // Waits for queued work; reports asynchronous failures (naming the call that failed). The
   // CPU backend runs ops to completion inside each call, so it always returns OK.

@@ -55,8 +55,10 @@ std::vector<float> YarnInverseFrequencies(int64_t head_dim, double theta,
   return inv_freq;
 }
 
-double YarnAttentionFactor(double factor) {
-  return factor > 1.0 ? 0.1 * std::log(factor) + 1.0 : 1.0;
+double YarnAttentionFactor(double factor) { return YarnMscale(factor, 1.0); }
+
+double YarnMscale(double factor, double mscale) {
+  return factor > 1.0 ? 0.1 * mscale * std::log(factor) + 1.0 : 1.0;
 }
 
 }  // namespace tpserve

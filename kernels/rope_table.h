@@ -53,6 +53,9 @@ std::vector<float> YarnInverseFrequencies(int64_t head_dim, double theta,
                                           const YarnRopeScaling& scaling);
 // 0.1 ln(factor) + 1 for factor > 1, else 1 (transformers' get_mscale, llama.cpp's mscale).
 double YarnAttentionFactor(double factor);
+// DeepSeek's yarn_get_mscale: 0.1 mscale ln(factor) + 1 for factor > 1, else 1
+// (YarnAttentionFactor is mscale 1).
+double YarnMscale(double factor, double mscale);
 
 }  // namespace tpserve
 

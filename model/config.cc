@@ -60,6 +60,63 @@ absl::Status ValidateRopeScaling(const RopeScaling& s) {
   return absl::OkStatus();
 }
 
+// MLA's widths (MlaSpec) and what they imply of the rest of the description.
+absl::Status ValidateMla(const ModelSpec& c) {
+  const MlaSpec& m = c.mla;
+  const std::pair<std::string_view, int64_t> positive[] = {
+      {"mla.kv_lora_rank", m.kv_lora_rank},
+      {"mla.qk_nope_head_dim", m.qk_nope_head_dim},
+      {"mla.qk_rope_head_dim", m.qk_rope_head_dim},
+      {"mla.v_head_dim", m.v_head_dim}};
+  for (const auto& [field, value] : positive) {
+    if (value <= 0) return NotPositive(field, value);
+  }
+  if (m.q_lora_rank < 0) {
+    return absl::InvalidArgumentError(StrCat("ModelSpec.mla.q_lora_rank is ", m.q_lora_rank,
+                                             "; it must be >= 0 (0: no query latent)"));
+  }
+  if (m.qk_rope_head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(StrCat("ModelSpec.mla.qk_rope_head_dim ",
+                                             m.qk_rope_head_dim,
+                                             " must be even (RoPE rotates pairs)"));
+  }
+  if (c.head_dim != m.qk_nope_head_dim + m.qk_rope_head_dim) {
+    return absl::InvalidArgumentError(StrCat(
+        "ModelSpec.head_dim ", c.head_dim, " must be mla.qk_nope_head_dim ", m.qk_nope_head_dim,
+        " + mla.qk_rope_head_dim ", m.qk_rope_head_dim, " = ",
+        m.qk_nope_head_dim + m.qk_rope_head_dim, " (a query head's width)"));
+  }
+  if (c.num_kv_heads != c.num_heads) {
+    return absl::InvalidArgumentError(StrCat("ModelSpec.num_kv_heads ", c.num_kv_heads,
+                                             " must equal num_heads ", c.num_heads,
+                                             " with MLA (every head expands its own key)"));
+  }
+  if (c.qkv_bias || c.qk_norm || c.sandwich_norms) {
+    return absl::UnimplementedError(
+        "ModelSpec: MLA with q/k/v biases, QK-norm or sandwich norms is not implemented");
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerSpec layer = c.Layer(l);
+    if (!layer.rope || layer.sliding_window > 0 || layer.attention_chunk > 0 ||
+        layer.qk_l2_norm || layer.temperature_floor > 0) {
+      return absl::UnimplementedError(StrCat(
+          "ModelSpec.layers[", l, "]: MLA with NoPE, a window, chunks, L2 QK-norm or "
+          "temperature tuning is not implemented"));
+    }
+    const RopeScaling& r = layer.rope_scaling;
+    // The rotated dims' own factor m(mscale) / m(mscale_all_dim) would scale q_rope.k_rope
+    // apart from q_nope.k_nope: not a factor of the whole score.
+    if (r.type == RopeScalingType::kYarn &&
+        YarnMscale(r.factor, r.mscale) != YarnMscale(r.factor, r.mscale_all_dim)) {
+      return absl::UnimplementedError(StrCat(
+          "ModelSpec.rope_scaling: mscale ", r.mscale, " and mscale_all_dim ", r.mscale_all_dim,
+          " differ; with MLA a YaRN factor on the RoPE dims alone is not implemented (DeepSeek-V3 "
+          "and Kimi K2 set both to 1)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 ModelSpec Llama31Base() {
   ModelSpec c;
   c.vocab_size = 128256;
@@ -127,7 +184,11 @@ double ModelSpec::AttentionScale(int64_t layer) const {
   double scale = query_scale > 0 ? query_scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
   const RopeScaling& rope = Layer(layer).rope_scaling;
   if (rope.type == RopeScalingType::kYarn) {
-    const double m = YarnAttentionFactor(rope.factor);  // on q and on k: squared in q.k
+    // With MLA only the RoPE dims are rotated: the factor on the whole score is
+    // m(mscale_all_dim) (Validate holds the rotated dims' own factor at 1). Otherwise every
+    // dim is rotated and the factor on cos and sin, m(mscale) / m(mscale_all_dim), and the
+    // scale's m(mscale_all_dim) multiply to m(mscale) on q and on k: squared in q.k.
+    const double m = YarnMscale(rope.factor, mla.enabled() ? rope.mscale_all_dim : rope.mscale);
     scale *= m * m;
   }
   return scale;
@@ -137,14 +198,30 @@ bool ModelSpec::IsMoeLayer(int64_t layer) const {
   return !layers.empty() && layers[layer].moe;
 }
 
+namespace {
+
+// One layer's attention projections as [rows, cols] pairs (MLA's q_a or q, q_b, kv_a, kv_b and
+// o; otherwise q, k, v and o): the weights a token multiplies, all of them.
+int64_t AttentionProjectionParameters(const ModelSpec& c) {
+  const int64_t q_width = c.num_heads * c.head_dim;
+  if (!c.mla.enabled()) return 2 * c.hidden_size * q_width + 2 * c.hidden_size * c.num_kv_heads * c.head_dim;
+  const MlaSpec& m = c.mla;
+  const int64_t q = m.q_lora_rank > 0 ? c.hidden_size * m.q_lora_rank + m.q_lora_rank * q_width
+                                      : c.hidden_size * q_width;
+  return q + c.hidden_size * m.latent_dim()                                           // kv_a
+         + m.kv_lora_rank * c.num_heads * (m.qk_nope_head_dim + m.v_head_dim)       // kv_b
+         + c.num_heads * m.v_head_dim * c.hidden_size;                               // o
+}
+
+}  // namespace
+
 int64_t ModelSpec::NumParameters() const {
   const int64_t q_width = num_heads * head_dim;
   const int64_t kv_width = num_kv_heads * head_dim;
-  const int64_t attention = hidden_size * q_width           // q_proj
-                            + 2 * hidden_size * kv_width    // k_proj, v_proj
-                            + q_width * hidden_size         // o_proj
+  const int64_t attention = AttentionProjectionParameters(*this)
                             + (qkv_bias ? q_width + 2 * kv_width : 0)
-                            + (qk_norm ? 2 * head_dim : 0);
+                            + (qk_norm ? 2 * head_dim : 0)
+                            + (mla.enabled() ? mla.q_lora_rank + mla.kv_lora_rank : 0);  // norms
   const int64_t mlp = 3 * hidden_size * intermediate_size;  // gate, up, down
   const int64_t experts = moe.routing.num_experts * 3 * hidden_size *
                               moe.expert_intermediate_size +
@@ -163,9 +240,7 @@ int64_t ModelSpec::NumParameters() const {
 }
 
 int64_t ModelSpec::NumActiveLinearParameters() const {
-  const int64_t q_width = num_heads * head_dim;
-  const int64_t kv_width = num_kv_heads * head_dim;
-  const int64_t attention = 2 * hidden_size * q_width + 2 * hidden_size * kv_width;
+  const int64_t attention = AttentionProjectionParameters(*this);
   const int64_t mlp = 3 * hidden_size * intermediate_size;
   const int64_t experts = moe.routing.num_experts * hidden_size +  // the router
                           moe.routing.top_k * 3 * hidden_size * moe.expert_intermediate_size +
@@ -212,6 +287,9 @@ absl::Status ModelSpec::Validate() const {
   if (head_dim % 2 != 0) {
     return absl::InvalidArgumentError(
         StrCat("ModelSpec.head_dim ", head_dim, " must be even (RoPE rotates pairs)"));
+  }
+  if (mla.enabled()) {
+    if (absl::Status s = ValidateMla(*this); !s.ok()) return s;
   }
   if (!(rope_theta > 0)) {
     return absl::InvalidArgumentError(
@@ -349,10 +427,45 @@ constexpr char kLlama4Maverick[] = R"({"model_type": "llama4_text",
   "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 500000.0,
   "tie_word_embeddings": false, "use_qk_norm": false, "vocab_size": 202048})";
 
+// DeepSeek-V3 and Kimi K2: the published config.json of deepseek-ai/DeepSeek-V3 (V3-0324 and
+// R1 share it) and moonshotai/Kimi-K2-Instruct (model_type kimi_k2, DeepseekV3ForCausalLM),
+// the keys that shape the model (quantization_config aside: the FP8 checkpoints' 128x128 block
+// weights are a weight format, --weights=fp8-block). V3's one multi-token-prediction layer
+// (model.layers.61) is not served yet and not counted.
+constexpr char kDeepseekV3[] = R"({"model_type": "deepseek_v3",
+  "_name_or_path": "deepseek-v3", "architectures": ["DeepseekV3ForCausalLM"],
+  "attention_bias": false, "bos_token_id": 0, "eos_token_id": 1, "first_k_dense_replace": 3,
+  "hidden_act": "silu", "hidden_size": 7168, "intermediate_size": 18432, "kv_lora_rank": 512,
+  "max_position_embeddings": 163840, "moe_intermediate_size": 2048, "moe_layer_freq": 1,
+  "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": true,
+  "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61,
+  "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536,
+  "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06,
+  "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+  "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"},
+  "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid",
+  "tie_word_embeddings": false, "topk_group": 4, "topk_method": "noaux_tc", "v_head_dim": 128,
+  "vocab_size": 129280})";
+constexpr char kKimiK2[] = R"({"model_type": "kimi_k2",
+  "_name_or_path": "kimi-k2", "architectures": ["DeepseekV3ForCausalLM"],
+  "attention_bias": false, "bos_token_id": 163584, "eos_token_id": 163585,
+  "first_k_dense_replace": 1, "hidden_act": "silu", "hidden_size": 7168,
+  "intermediate_size": 18432, "kv_lora_rank": 512, "max_position_embeddings": 131072,
+  "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 1, "n_routed_experts": 384,
+  "n_shared_experts": 1, "norm_topk_prob": true, "num_attention_heads": 64,
+  "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 64,
+  "num_nextn_predict_layers": 0, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+  "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06,
+  "rope_scaling": {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 32.0, "mscale": 1.0,
+  "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"},
+  "rope_theta": 50000.0, "routed_scaling_factor": 2.827, "scoring_func": "sigmoid",
+  "tie_word_embeddings": false, "topk_group": 1, "topk_method": "noaux_tc", "v_head_dim": 128,
+  "vocab_size": 163840})";
+
 std::vector<std::string> ModelSpecPresetNames() {
   return {"llama-3.1-8b",  "llama-3.1-70b", "llama-3.1-405b",  "smollm2-135m",
           "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout",
-          "llama4-maverick"};
+          "llama4-maverick", "deepseek-v3",  "kimi-k2"};
 }
 
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
@@ -373,6 +486,8 @@ absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
   if (key == "qwen3-235b-a22b") return ModelSpecFromHfJson(kQwen3_235bA22b);
   if (key == "llama4-scout") return ModelSpecFromHfJson(kLlama4Scout);
   if (key == "llama4-maverick") return ModelSpecFromHfJson(kLlama4Maverick);
+  if (key == "deepseek-v3") return ModelSpecFromHfJson(kDeepseekV3);
+  if (key == "kimi-k2") return ModelSpecFromHfJson(kKimiK2);
   return absl::NotFoundError(StrCat("no model preset '", name,
                                     "'; known: ", absl::StrJoin(ModelSpecPresetNames(), ", "),
                                     " (aliases 8b, 70b, 405b, smollm2)"));

@@ -42,6 +42,12 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;  // llama3, yarn
   double beta_fast = 32.0;                          // yarn
   double beta_slow = 1.0;                           // yarn
+  // YaRN's attention factors, as DeepSeek's config.json writes them: m(a) = 0.1 a ln(factor)
+  // + 1; the rotated dims' cos and sin are multiplied by m(mscale) / m(mscale_all_dim) and the
+  // scores' scale by m(mscale_all_dim)^2 (m(0) = 1). The defaults (1, 0) are YaRN's own rule,
+  // the factor 0.1 ln(factor) + 1 on cos and sin (Qwen2.5); DeepSeek-V3 and Kimi K2 say 1, 1.
+  double mscale = 1.0;                              // yarn
+  double mscale_all_dim = 0.0;                      // yarn
   bool enabled() const { return type != RopeScalingType::kNone; }
 };
 
@@ -94,6 +100,27 @@ struct MoeSpec {
   // e_score_correction_bias, GGUF's exp_probs_b), a tensor of each MoE layer.
   bool correction_bias = false;
   bool enabled() const { return routing.num_experts > 0; }
+};
+
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2): keys and values are not projected per
+// head from the hidden state but from a latent of kv_lora_rank values per token
+// (kv_a_proj_with_mqa, then RMSNorm), which is what the KV cache stores, with one RoPE key of
+// qk_rope_head_dim values shared by every head beside it. A head's key is [k_nope, k_rope]
+// (k_nope = W_UK c, qk_nope_head_dim wide), its query [q_nope, q_rope], its value W_UV c
+// (v_head_dim wide); kv_b_proj holds W_UK and W_UV of every head. The query comes from the
+// hidden state directly (q_proj) or through a low-rank latent (q_a_proj, RMSNorm, q_b_proj).
+// ModelSpec::head_dim is then the query/key width qk_nope_head_dim + qk_rope_head_dim (the
+// scores' 1/sqrt), num_kv_heads equals num_heads (every head has its own expanded key), and
+// RoPE rotates only the last qk_rope_head_dim values of a query head and the shared RoPE key.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;   // 0: q_proj; > 0: q_a_proj -> RMSNorm -> q_b_proj
+  int64_t kv_lora_rank = 0;  // 0: not MLA
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+  // Values one token stores per layer: the latent, then the RoPE key.
+  int64_t latent_dim() const { return kv_lora_rank + qk_rope_head_dim; }
 };
 
 // The model description every layer reads: the shapes, and what differs between the families
@@ -152,14 +179,23 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;
   // The experts of the layers marked moe (none where !moe.enabled()).
   MoeSpec moe;
+  // Multi-head latent attention in place of grouped-query attention (where mla.enabled()).
+  MlaSpec mla;
   // The chat format llama.cpp applies to the family's files that carry no template (its
   // built-in format's name, e.g. "gemma"; coordinator/chat/builtin_templates.h); "" for none.
   std::string builtin_chat_format;
 
   // Layer `layer`'s attention (from `layers`, or the model-wide fields when it is empty).
   LayerSpec Layer(int64_t layer) const;
+  // The width of a head's value (and of its attention output): v_head_dim with MLA, else
+  // head_dim.
+  int64_t ValueHeadDim() const { return mla.enabled() ? mla.v_head_dim : head_dim; }
+  // The width RoPE rotates in a query or key head: qk_rope_head_dim with MLA, else head_dim.
+  int64_t RopeDim() const { return mla.enabled() ? mla.qk_rope_head_dim : head_dim; }
   // The scale of attention scores before any soft-cap: query_scale or 1 / sqrt(head_dim),
-  // times YaRN's attention factor squared when the layer's RoPE is YaRN-scaled.
+  // times YaRN's attention factor squared when the layer's RoPE is YaRN-scaled (m(mscale)^2
+  // where RoPE rotates the whole head; m(mscale_all_dim)^2 with MLA, whose rotated dims'
+  // factor m(mscale) / m(mscale_all_dim) Validate requires to be 1).
   double AttentionScale(int64_t layer) const;
   // Whether layer `layer`'s feed-forward is the experts.
   bool IsMoeLayer(int64_t layer) const;
@@ -179,14 +215,15 @@ struct ModelSpec {
   absl::Status Validate() const;
 };
 
-// The families a description can be read for ("gemma2", "gemma3", "glm4moe", "llama", "llama4",
-// "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe").
+// The families a description can be read for ("deepseek2", "gemma2", "gemma3", "glm4moe",
+// "llama", "llama4", "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe").
 std::vector<std::string> ModelFamilyNames();
 
 // Presets with the exact published shapes: "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
 // "smollm2-135m" (aliases "8b", "70b", "405b", "smollm2"), and the mixtures of experts
-// "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout", "llama4-maverick" (their
-// config.json, Llama 4's text_config, read by the family's reader). NOT_FOUND lists the known
+// "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout", "llama4-maverick",
+// "deepseek-v3", "kimi-k2" (their config.json, Llama 4's text_config, read by the family's
+// reader). NOT_FOUND lists the known
 // names.
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name);
 std::vector<std::string> ModelSpecPresetNames();

@@ -19,6 +19,8 @@ using config_internal::GgufFloat;
 using config_internal::GgufInt;
 using config_internal::GgufRequiredInt;
 
+absl::Status ReadVocab(const GgufFile& g, const std::string& arch, ModelSpec& c);
+
 absl::Status ReadShapes(const GgufFile& g, const std::string& arch, ModelSpec& c) {
   TP_ASSIGN_OR_RETURN(c.num_layers, GgufRequiredInt(g, arch + ".block_count"));
   TP_ASSIGN_OR_RETURN(c.max_context_tokens, GgufRequiredInt(g, arch + ".context_length"));
@@ -45,6 +47,8 @@ absl::Status ReadShapes(const GgufFile& g, const std::string& arch, ModelSpec& c
         g.Describe(), ": ", arch, ".attention.head_count ", c.num_heads, " must divide ", arch,
         ".embedding_length ", c.hidden_size, " when ", arch, ".attention.key_length is absent"));
   }
+  // Multi-head latent attention (deepseek2): its family reads the widths of its heads.
+  if (g.HasKey(arch + ".attention.kv_lora_rank")) return ReadVocab(g, arch, c);
   if (value_length && *value_length != c.head_dim) {
     return absl::UnimplementedError(StrCat(g.Describe(), ": ", arch, ".attention.value_length ",
                                            *value_length, " differs from the key length ",
@@ -55,6 +59,10 @@ absl::Status ReadShapes(const GgufFile& g, const std::string& arch, ModelSpec& c
                                            *rope_dims, " differs from the head width ", c.head_dim,
                                            "; partial rotary embeddings are not implemented"));
   }
+  return ReadVocab(g, arch, c);
+}
+
+absl::Status ReadVocab(const GgufFile& g, const std::string& arch, ModelSpec& c) {
   // Older files lack <arch>.vocab_size; the token list has the same length.
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> vocab, GgufInt(g, arch + ".vocab_size"));
   if (vocab) {

@@ -93,8 +93,8 @@ TEST(ModelSpecFromGgufTest, ErrorsNameTheKey) {
     absl::Status s = ConfigOf(b).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
     EXPECT_THAT(s.message(),
-                HasSubstr("general.architecture 'phi3' is not supported (supported: gemma2, "
-                          "gemma3, glm4moe, llama, llama4, qwen2, qwen3, qwen3moe)"));
+                HasSubstr("general.architecture 'phi3' is not supported (supported: deepseek2, "
+                          "gemma2, gemma3, glm4moe, llama, llama4, qwen2, qwen3, qwen3moe)"));
   }
   {
     GgufTestBuilder b;

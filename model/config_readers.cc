@@ -1,5 +1,6 @@
 #include "model/config_readers.h"
 
+#include <cmath>
 #include <limits>
 
 #include "base/status_macros.h"
@@ -99,12 +100,20 @@ absl::StatusOr<RopeScaling> JsonRopeScaling(const Json& j) {
     TP_ASSIGN_OR_RETURN(std::optional<double> slow, JsonNumber(*it, "beta_slow"));
     if (fast) s.beta_fast = *fast;
     if (slow) s.beta_slow = *slow;
-    for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"}) {
-      auto extra = it->find(key);
-      if (extra != it->end() && !extra->is_null()) {
-        return UnimplementedKey(StrCat("rope_scaling.", key), *extra,
-                                "only YaRN's default attention factor 0.1 ln(factor) + 1 is");
-      }
+    TP_ASSIGN_OR_RETURN(std::optional<double> mscale, JsonNumber(*it, "mscale"));
+    TP_ASSIGN_OR_RETURN(std::optional<double> mscale_all, JsonNumber(*it, "mscale_all_dim"));
+    if (mscale) s.mscale = *mscale;
+    if (mscale_all) s.mscale_all_dim = *mscale_all;
+    if (!(s.mscale >= 0) || !(s.mscale_all_dim >= 0) || std::isinf(s.mscale) ||
+        std::isinf(s.mscale_all_dim)) {
+      return BadKey("rope_scaling.mscale", StrCat("is ", s.mscale, " and mscale_all_dim ",
+                                                  s.mscale_all_dim,
+                                                  "; both must be finite and >= 0"));
+    }
+    auto extra = it->find("attention_factor");
+    if (extra != it->end() && !extra->is_null()) {
+      return UnimplementedKey("rope_scaling.attention_factor", *extra,
+                              "only YaRN's factors from mscale and mscale_all_dim are");
     }
   }
   return s;

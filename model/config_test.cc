@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -87,7 +89,7 @@ TEST(ModelSpecPresetTest, UnknownNameListsTheKnownOnes) {
   EXPECT_THAT(ModelSpecPresetNames(),
               ElementsAre("llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "smollm2-135m",
                           "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout",
-                          "llama4-maverick"));
+                          "llama4-maverick", "deepseek-v3", "kimi-k2"));
 }
 
 // Expected counts worked by hand (head_dim 128 for the Llamas, 64 for SmolLM2):
@@ -171,6 +173,84 @@ TEST(ModelSpecTest, Llama4PresetsCountEveryExpertAndTheActiveOnes) {
     EXPECT_EQ(spec->Layer(3).temperature_floor, 8192);
     EXPECT_EQ(spec->extra_eos_token_ids, (std::vector<int64_t>{200007, 200008}));
   }
+}
+
+// DeepSeek-V3 (published: 671B, 37B activated; its 14B multi-token-prediction layer not served
+// or counted) and Kimi K2 (1T, 32B activated), worked by hand. hidden 7168, q_lora 1536,
+// kv_lora 512, heads of nope 128 + rope 64 and values 128, experts 2048 wide, dense MLPs 18432:
+//   attention q_a 7168*1536 + q_b 1536*H*192 + kv_a 7168*576 + kv_b 512*H*256 + o H*128*7168
+//     + its norms 1536 + 512: V3 (H = 128) 187107328, K2 (H = 64) 101124096;
+//   layer norms 14336; a dense MLP 396361728; a sparse layer E * 44040192 + router E * 7168
+//     + bias E + shared 44040192.
+//   V3: 3 dense layers of 583483392, 58 sparse of E = 256: 11507286272, embedding + LM head +
+//     final norm 2*129280*7168 + 7168 = 1853365248 -> 671026419200; active: less
+//     248 * 44040192 * 58 = 633474121728 -> 37552297472.
+//   K2: 1 dense layer of 497500160, 60 sparse of E = 384: 17059365248, 2*163840*7168 + 7168
+//     = 2348817408 -> 1026408232448; active: less 376 * 44040192 * 60 -> 32861500928.
+// The latent cache: 61 layers * (512 + 64) values, 70272 bytes a token in bf16 (GQA of 128
+// heads of 192 would be 61 * 2 * 128 * 192 * 2 = 5996544).
+TEST(ModelSpecTest, DeepseekPresetsCountTheLatentAttentionAndEveryExpert) {
+  absl::StatusOr<ModelSpec> v3 = ModelSpecPreset("deepseek-v3");
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  EXPECT_EQ(v3->family, "deepseek2");
+  EXPECT_EQ(v3->mla.q_lora_rank, 1536);
+  EXPECT_EQ(v3->mla.kv_lora_rank, 512);
+  EXPECT_EQ(v3->mla.latent_dim(), 576);
+  EXPECT_EQ(v3->head_dim, 192);
+  EXPECT_EQ(v3->ValueHeadDim(), 128);
+  EXPECT_EQ(v3->RopeDim(), 64);
+  EXPECT_EQ(v3->num_kv_heads, 128);
+  EXPECT_EQ(v3->NumParameters(), 671026419200);
+  EXPECT_EQ(v3->NumActiveParameters(), 37552297472);
+  EXPECT_FALSE(v3->IsMoeLayer(2));
+  EXPECT_TRUE(v3->IsMoeLayer(3));
+  EXPECT_EQ(v3->moe.routing, (ExpertRouting{.score = RoutingScore::kSigmoid,
+                                            .num_experts = 256,
+                                            .top_k = 8,
+                                            .num_groups = 8,
+                                            .top_groups = 4,
+                                            .renormalize = true,
+                                            .scaling = 2.5f}));
+  EXPECT_EQ(v3->moe.shared_expert_intermediate_size, 2048);
+  EXPECT_TRUE(v3->moe.correction_bias);
+  // YaRN factor 40 with mscale_all_dim 1: scores scaled by (0.1 ln 40 + 1)^2 / sqrt(192).
+  const double m = 0.1 * std::log(40.0) + 1.0;
+  EXPECT_NEAR(v3->AttentionScale(0), m * m / std::sqrt(192.0), 1e-12);
+  EXPECT_EQ(v3->hf_unserved_weight_prefixes, std::vector<std::string>{"model.layers.61."});
+  absl::StatusOr<ModelSpec> k2 = ModelSpecPreset("kimi-k2");
+  ASSERT_TRUE(k2.ok()) << k2.status();
+  EXPECT_EQ(k2->family, "deepseek2");
+  EXPECT_EQ(k2->NumParameters(), 1026408232448);
+  EXPECT_EQ(k2->NumActiveParameters(), 32861500928);
+  EXPECT_EQ(k2->moe.routing.num_groups, 1);
+  EXPECT_FLOAT_EQ(k2->moe.routing.scaling, 2.827f);
+  EXPECT_FALSE(k2->IsMoeLayer(0));
+  EXPECT_TRUE(k2->IsMoeLayer(1));
+  EXPECT_TRUE(k2->hf_unserved_weight_prefixes.empty());
+}
+
+TEST(ModelSpecTest, MlaShapesAreValidatedByName) {
+  ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
+  ModelSpec c = v3;
+  c.head_dim = 128;
+  EXPECT_THAT(c.Validate().message(),
+              HasSubstr("ModelSpec.head_dim 128 must be mla.qk_nope_head_dim 128 + "
+                        "mla.qk_rope_head_dim 64 = 192"));
+  c = v3;
+  c.mla.qk_rope_head_dim = 63;
+  c.mla.qk_nope_head_dim = 129;
+  EXPECT_THAT(c.Validate().message(), HasSubstr("mla.qk_rope_head_dim 63 must be even"));
+  c = v3;
+  c.mla.v_head_dim = 0;
+  EXPECT_THAT(c.Validate().message(), HasSubstr("ModelSpec.mla.v_head_dim is 0"));
+  c = v3;
+  c.num_kv_heads = 1;
+  EXPECT_THAT(c.Validate().message(), HasSubstr("num_kv_heads 1 must equal num_heads 128"));
+  c = v3;
+  for (LayerSpec& l : c.layers) l.rope_scaling.mscale = 0.707;
+  const absl::Status s = c.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("mscale 0.707 and mscale_all_dim 1 differ"));
 }
 
 TEST(ModelSpecTest, ValidateNamesTheFieldAndBound) {
@@ -314,9 +394,10 @@ TEST(ModelSpecFromHfJsonTest, ErrorsNameTheKey) {
        absl::StatusCode::kInvalidArgument,
        "config.json key 'num_attention_heads' 4 must divide hidden_size 250"},
       {"{" + base + R"(, "model_type": "phi3"})", absl::StatusCode::kUnimplemented,
-       "config.json model_type = \"phi3\" is not implemented (supported: \"gemma2\", "
-       "\"gemma3_text\", \"glm4_moe\", \"llama\", \"llama4_text\", \"llama4\", \"mistral\", "
-       "\"mixtral\", \"qwen2\", \"qwen3\", \"qwen3_moe\")"},
+       "config.json model_type = \"phi3\" is not implemented (supported: \"deepseek_v3\", "
+       "\"kimi_k2\", \"gemma2\", \"gemma3_text\", \"glm4_moe\", \"llama\", "
+       "\"llama4_text\", \"llama4\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\", "
+       "\"qwen3_moe\")"},
       {"{" + base + R"(, "model_type": 7})", absl::StatusCode::kInvalidArgument,
        "config.json key 'model_type' must be a string, got 7"},
   };

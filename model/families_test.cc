@@ -50,6 +50,14 @@ void ExpectSameComputation(const ModelSpec& a, const ModelSpec& b) {
   EXPECT_EQ(a.gguf_rope_rotate_half, b.gguf_rope_rotate_half);
   EXPECT_EQ(a.moe.routing, b.moe.routing);
   EXPECT_EQ(a.moe.expert_intermediate_size, b.moe.expert_intermediate_size);
+  EXPECT_EQ(a.moe.shared_expert_intermediate_size, b.moe.shared_expert_intermediate_size);
+  EXPECT_EQ(a.moe.correction_bias, b.moe.correction_bias);
+  EXPECT_EQ(a.mla.q_lora_rank, b.mla.q_lora_rank);
+  EXPECT_EQ(a.mla.kv_lora_rank, b.mla.kv_lora_rank);
+  EXPECT_EQ(a.mla.qk_nope_head_dim, b.mla.qk_nope_head_dim);
+  EXPECT_EQ(a.mla.qk_rope_head_dim, b.mla.qk_rope_head_dim);
+  EXPECT_EQ(a.mla.v_head_dim, b.mla.v_head_dim);
+  EXPECT_EQ(a.num_kv_heads, b.num_kv_heads);
   for (int64_t l = 0; l < a.num_layers; ++l) {
     EXPECT_EQ(a.IsMoeLayer(l), b.IsMoeLayer(l)) << "layer " << l;
     EXPECT_EQ(a.Layer(l).sliding_window, b.Layer(l).sliding_window) << "layer " << l;
@@ -393,6 +401,42 @@ TEST(FamiliesTest, MoeKeysThatCannotBeHonouredAreRefusedByName) {
 // The parameter formula counts exactly the elements each golden GGUF holds, whatever the
 // family brings (biases, QK-norms, sandwich norms, routers, experts, shared experts,
 // correction biases).
+// DeepSeek-V3's shape in small: multi-head latent attention with a query latent and YaRN
+// (deepseek2), and without either (deepseek2_lite, as DeepSeek-V2-Lite), from llama.cpp's
+// deepseek2 GGUF (attn_k_b / attn_v_b, the latent's widths as key/value_length_mla) and from
+// the config.json; the same computation from both.
+TEST(FamiliesTest, Deepseek2ReadsLatentAttentionYarnAndGroupedExperts) {
+  const Both d = Read("deepseek2");
+  ExpectSameComputation(d.gguf, d.hf);
+  for (const ModelSpec* spec : {&d.gguf, &d.hf}) {
+    EXPECT_EQ(spec->family, "deepseek2");
+    EXPECT_EQ(spec->mla.q_lora_rank, 32);
+    EXPECT_EQ(spec->mla.kv_lora_rank, 32);
+    EXPECT_EQ(spec->mla.qk_nope_head_dim, 16);
+    EXPECT_EQ(spec->mla.qk_rope_head_dim, 8);
+    EXPECT_EQ(spec->mla.v_head_dim, 16);
+    EXPECT_EQ(spec->head_dim, 24);
+    EXPECT_EQ(spec->num_kv_heads, 4);
+    EXPECT_FALSE(spec->gguf_rope_rotate_half);
+    EXPECT_EQ(spec->Layer(0).rope_scaling.type, RopeScalingType::kYarn);
+    EXPECT_NEAR(spec->Layer(0).rope_scaling.mscale_all_dim, 1.0, 1e-6);
+    const double m = 0.1 * std::log(4.0) + 1.0;
+    EXPECT_NEAR(spec->AttentionScale(0), m * m / std::sqrt(24.0), 1e-6);
+    EXPECT_FALSE(spec->IsMoeLayer(0));
+    EXPECT_TRUE(spec->IsMoeLayer(1));
+    EXPECT_EQ(spec->moe.routing.num_groups, 4);
+    EXPECT_EQ(spec->moe.routing.top_groups, 2);
+    EXPECT_EQ(spec->moe.routing.score, RoutingScore::kSigmoid);
+    EXPECT_FLOAT_EQ(spec->moe.routing.scaling, 2.5f);
+    EXPECT_EQ(spec->moe.shared_expert_intermediate_size, 32);
+  }
+  const Both lite = Read("deepseek2_lite");
+  ExpectSameComputation(lite.gguf, lite.hf);
+  EXPECT_EQ(lite.gguf.mla.q_lora_rank, 0);
+  EXPECT_EQ(lite.gguf.Layer(0).rope_scaling.type, RopeScalingType::kNone);
+  EXPECT_NEAR(lite.gguf.AttentionScale(0), 1.0 / std::sqrt(24.0), 1e-7);
+}
+
 TEST(FamiliesTest, ParameterCountIsEveryTensorOfTheGoldenFiles) {
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator("tests/golden/families")) {
@@ -413,8 +457,9 @@ TEST(FamiliesTest, ParameterCountIsEveryTensorOfTheGoldenFiles) {
 
 TEST(FamiliesTest, EveryFamilyIsNamed) {
   EXPECT_THAT(ModelFamilyNames(),
-              ::testing::ElementsAre("gemma2", "gemma3", "glm4moe", "llama", "llama4", "mistral",
-                                     "mixtral", "qwen2", "qwen3", "qwen3moe"));
+              ::testing::ElementsAre("deepseek2", "gemma2", "gemma3", "glm4moe", "llama",
+                                     "llama4", "mistral", "mixtral", "qwen2", "qwen3",
+                                     "qwen3moe"));
 }
 
 }  // namespace

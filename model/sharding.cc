@@ -39,6 +39,7 @@ std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c, 
 
 // KV heads split whole, or, past their count, each held by tp / num_kv_heads ranks.
 bool SplitsKvHeads(const ModelSpec& c, int tp) {
+  if (c.mla.enabled()) return true;  // one latent, held whole by every rank
   return c.num_kv_heads % tp == 0 || tp % c.num_kv_heads == 0;
 }
 
@@ -101,11 +102,18 @@ absl::Status CheckAllAlignment(const ModelSpec& config, const WeightFormats& for
 }  // namespace
 
 int64_t KvHeadCopies(const ModelSpec& config, int tp) {
+  if (config.mla.enabled()) return tp;
   return tp > config.num_kv_heads && config.num_kv_heads > 0 ? tp / config.num_kv_heads : 1;
 }
 
 int64_t LocalKvHeads(const ModelSpec& config, int tp) {
+  if (config.mla.enabled()) return 1;
   return tp > config.num_kv_heads ? 1 : config.num_kv_heads / tp;
+}
+
+KvEntry KvEntryOf(const ModelSpec& config, int tp) {
+  if (config.mla.enabled()) return {1, config.mla.latent_dim(), 1};
+  return {LocalKvHeads(config, tp), config.head_dim, 2};
 }
 
 bool IsKvRole(TensorRole role) {
@@ -127,6 +135,10 @@ ShardKind ShardKindFor(TensorRole role) {
     case TensorRole::kExpertUp:
     case TensorRole::kSharedGate:
     case TensorRole::kSharedUp:
+    case TensorRole::kQB:  // MLA: by heads
+    case TensorRole::kKvB:
+    case TensorRole::kKB:
+    case TensorRole::kVB:
       return ShardKind::kColumn;
     case TensorRole::kO:
     case TensorRole::kDown:
@@ -159,7 +171,24 @@ std::string_view ShardKindName(ShardKind kind) {
 
 std::array<int64_t, 2> FullShape(const ModelSpec& c, TensorRole role) {
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  const MlaSpec& m = c.mla;
   switch (role) {
+    case TensorRole::kQA:
+      return {m.q_lora_rank, c.hidden_size};
+    case TensorRole::kQANorm:
+      return {1, m.q_lora_rank};
+    case TensorRole::kQB:
+      return {q_dim, m.q_lora_rank};
+    case TensorRole::kKvA:
+      return {m.latent_dim(), c.hidden_size};
+    case TensorRole::kKvANorm:
+      return {1, m.kv_lora_rank};
+    case TensorRole::kKvB:
+      return {c.num_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank};
+    case TensorRole::kKB:
+      return {c.num_heads * m.kv_lora_rank, m.qk_nope_head_dim};
+    case TensorRole::kVB:
+      return {c.num_heads * m.v_head_dim, m.kv_lora_rank};
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:
       return {c.vocab_size, c.hidden_size};
@@ -169,7 +198,7 @@ std::array<int64_t, 2> FullShape(const ModelSpec& c, TensorRole role) {
     case TensorRole::kV:
       return {kv_dim, c.hidden_size};
     case TensorRole::kO:
-      return {c.hidden_size, q_dim};
+      return {c.hidden_size, c.num_heads * c.ValueHeadDim()};
     case TensorRole::kGate:
     case TensorRole::kUp:
       return {c.intermediate_size, c.hidden_size};
@@ -204,6 +233,21 @@ std::array<int64_t, 2> FullShape(const ModelSpec& c, TensorRole role) {
 
 bool HasRole(const ModelSpec& c, TensorRole role) {
   switch (role) {
+    case TensorRole::kQ:
+      return !c.mla.enabled() || c.mla.q_lora_rank == 0;
+    case TensorRole::kK:
+    case TensorRole::kV:
+      return !c.mla.enabled();
+    case TensorRole::kQA:
+    case TensorRole::kQANorm:
+    case TensorRole::kQB:
+      return c.mla.enabled() && c.mla.q_lora_rank > 0;
+    case TensorRole::kKvA:
+    case TensorRole::kKvANorm:
+    case TensorRole::kKvB:
+    case TensorRole::kKB:
+    case TensorRole::kVB:
+      return c.mla.enabled();
     case TensorRole::kQBias:
     case TensorRole::kKBias:
     case TensorRole::kVBias:
@@ -415,8 +459,15 @@ TensorSlice ShardingPlan::Slice(TensorRole role) const {
       s.num_rows = num_local_kv_heads_ * hd;
       break;
     case TensorRole::kO:
-      s.col_begin = first_head() * hd;
-      s.num_cols = num_local_heads_ * hd;
+      s.col_begin = first_head() * config_.ValueHeadDim();
+      s.num_cols = num_local_heads_ * config_.ValueHeadDim();
+      break;
+    case TensorRole::kQB:  // MLA: this rank's heads' rows
+    case TensorRole::kKvB:
+    case TensorRole::kKB:
+    case TensorRole::kVB:
+      s.row_begin = first_head() * (full[0] / config_.num_heads);
+      s.num_rows = num_local_heads_ * (full[0] / config_.num_heads);
       break;
     case TensorRole::kGate:  // an MLP's inner width: gate and up by rows, down by columns
     case TensorRole::kUp:

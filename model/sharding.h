@@ -16,6 +16,10 @@
 //   router, expert bias  replicated   -                              -
 //   experts              column/row   each expert as a dense MLP     (with the MoE block's)
 //   shared expert        column/row   as a dense MLP                 (with the MoE block's)
+//   MLA q_b, k_b, v_b    column       rows of whole heads            -
+//   MLA q_a, kv_a        replicated   -                              -
+// With multi-head latent attention (ModelSpec::mla) the KV cache holds one latent per token,
+// which no head split divides: every rank holds all of it (KvEntryOf, KvHeadCopies = tp).
 // With expert parallelism (ShardSpec::expert_parallel, --expert_parallel) the experts are
 // placed whole instead: rank r holds experts [r*E/W, (r+1)*E/W) of every MoE layer (kind
 // "expert"), and the shared expert is replicated, so each rank can run it for the tokens whose
@@ -53,6 +57,16 @@ std::string_view ShardKindName(ShardKind kind);
 int64_t LocalKvHeads(const ModelSpec& config, int tp);
 // How many ranks hold each KV head at degree tp: 1, or tp / num_kv_heads past their count.
 int64_t KvHeadCopies(const ModelSpec& config, int tp);
+// What the KV cache stores per token and layer on a rank at degree tp: `heads` entries of `dim`
+// values in `pools` pools (K and V: 2); with MLA one latent entry of kv_lora_rank +
+// qk_rope_head_dim values, the value being its first kv_lora_rank (1 pool), held whole by
+// every rank.
+struct KvEntry {
+  int64_t heads = 0;
+  int64_t dim = 0;
+  int64_t pools = 2;
+};
+KvEntry KvEntryOf(const ModelSpec& config, int tp);
 // The K and V projections and their biases: the roles copied past the KV-head count.
 bool IsKvRole(TensorRole role);
 

@@ -306,5 +306,35 @@ TEST(ShardingPlanTest, ExpertParallelismPlacesWholeExpertsOnRanks) {
       << dense;
 }
 
+// Multi-head latent attention (DeepSeek-V3 at TP 8): the query's and the up-projections' rows
+// go with their heads, o's columns with their heads' values; q_a and kv_a are replicated; the
+// latent cache is one entry of 512 + 64 that every rank holds whole.
+TEST(ShardingPlanTest, LatentAttentionSplitsByHeadsAndKeepsTheLatentWhole) {
+  const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
+  const absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(v3, Formats("bf16"), {3, 8});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->num_local_heads(), 16);
+  EXPECT_EQ(p->Slice(TensorRole::kQB), (TensorSlice{3 * 16 * 192, 16 * 192, 0, 1536}));
+  EXPECT_EQ(p->Slice(TensorRole::kKvB), (TensorSlice{3 * 16 * 256, 16 * 256, 0, 512}));
+  EXPECT_EQ(p->Slice(TensorRole::kKB), (TensorSlice{3 * 16 * 512, 16 * 512, 0, 128}));
+  EXPECT_EQ(p->Slice(TensorRole::kVB), (TensorSlice{3 * 16 * 128, 16 * 128, 0, 512}));
+  EXPECT_EQ(p->Slice(TensorRole::kO), (TensorSlice{0, 7168, 3 * 16 * 128, 16 * 128}));
+  EXPECT_EQ(p->Slice(TensorRole::kQA), (TensorSlice{0, 1536, 0, 7168}));
+  EXPECT_EQ(p->Slice(TensorRole::kKvA), (TensorSlice{0, 576, 0, 7168}));
+  EXPECT_EQ(p->KindOf(TensorRole::kKvA), ShardKind::kReplicated);
+  EXPECT_FALSE(HasRole(v3, TensorRole::kQ));
+  EXPECT_FALSE(HasRole(v3, TensorRole::kK));
+  EXPECT_FALSE(HasRole(v3, TensorRole::kV));
+  const KvEntry entry = KvEntryOf(v3, 8);
+  EXPECT_EQ(entry.heads, 1);
+  EXPECT_EQ(entry.dim, 576);
+  EXPECT_EQ(entry.pools, 1);
+  // 128 heads split whole; the 128 "KV heads" are no constraint (there is one latent).
+  EXPECT_EQ(ValidTpDegrees(v3), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128}));
+  const absl::Status three = ValidateTpDegree(v3, 3);
+  EXPECT_EQ(three.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(three.message().find("does not divide num_heads = 128"), std::string::npos) << three;
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -14,7 +14,8 @@ int64_t StepBufferSizes::Total() const {
   return residual + normed + proj + q + k + v + attn + gate + up + partials + all_partials +
          logits_local + logits_gathered + router_logits + expert_ids + expert_weights +
          expert_rows + expert_gate + expert_up + expert_down + expert_send_pos + expert_recv_pos +
-         expert_send + expert_recv + expert_gathered;
+         expert_send + expert_recv + expert_gathered + mla_q_latent + mla_entry + mla_latent +
+         mla_q_absorbed + mla_attn_latent + mla_head_in + mla_head_out + mla_expanded;
 }
 
 namespace {
@@ -33,7 +34,7 @@ bool ChunksAligned(const ModelSpec& c, const WeightFormats& formats, int64_t g) 
       block = std::max(block, InputBlockValues(f));
     }
   }
-  bool aligned = c.num_heads % g == 0 && (c.num_heads / g * c.head_dim) % block == 0;
+  bool aligned = c.num_heads % g == 0 && (c.num_heads / g * c.ValueHeadDim()) % block == 0;
   for (TensorRole role : {TensorRole::kDown, TensorRole::kExpertDown, TensorRole::kSharedDown}) {
     if (!HasRole(c, role)) continue;
     const int64_t width = FullShape(c, role)[1];
@@ -72,8 +73,22 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
   const int64_t world = p.shard().world_size;
   StepBufferSizes s;
   s.residual = s.normed = s.proj = t * c.hidden_size * a;
-  s.q = s.attn = t * p.num_local_heads() * c.head_dim * a;
+  s.q = t * p.num_local_heads() * c.head_dim * a;
+  s.attn = t * p.num_local_heads() * c.ValueHeadDim() * a;
   s.k = s.v = t * p.num_local_kv_heads() * c.head_dim * a;
+  if (c.mla.enabled()) {
+    const MlaSpec& m = c.mla;
+    const int64_t h = p.num_local_heads();
+    s.k = t * h * c.head_dim * a;  // a fresh prefill's expanded keys and values
+    s.v = t * h * m.v_head_dim * a;
+    s.mla_q_latent = t * m.q_lora_rank * a;
+    s.mla_entry = t * m.latent_dim() * a;
+    s.mla_latent = t * m.kv_lora_rank * a;
+    s.mla_q_absorbed = s.mla_attn_latent = t * h * m.latent_dim() * a;
+    s.mla_head_in = t * std::max(m.qk_nope_head_dim, m.kv_lora_rank) * a;
+    s.mla_head_out = t * std::max(m.kv_lora_rank, m.v_head_dim) * a;
+    s.mla_expanded = t * h * (m.qk_nope_head_dim + m.v_head_dim) * a;
+  }
   // The dense MLP's (none when every layer is experts).
   s.gate = s.up = HasRole(c, TensorRole::kGate) ? t * p.local_intermediate_size() * a : 0;
   s.partials = chunks > 1 || c.moe.enabled()
@@ -108,9 +123,8 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
   return s;
 }
 
-int64_t KvBytesPerToken(int64_t num_layers, int64_t local_kv_heads, int64_t head_dim,
-                        DType kv_dtype) {
-  return 2 * num_layers * local_kv_heads * head_dim * BlockBytes(kv_dtype);
+int64_t KvBytesPerToken(int64_t num_layers, const KvEntry& entry, DType kv_dtype) {
+  return entry.pools * num_layers * entry.heads * entry.dim * BlockBytes(kv_dtype);
 }
 
 Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
@@ -121,8 +135,9 @@ Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       int64_t block_size_tokens) {
   Backend::AttentionReservation r;
   r.num_heads = plan.num_local_heads();
-  r.num_kv_heads = plan.num_local_kv_heads();
-  r.head_dim = config.head_dim;
+  const KvEntry entry = KvEntryOf(config, plan.shard().world_size);
+  r.num_kv_heads = entry.heads;
+  r.head_dim = entry.dim;
   r.kv_dtype = kv_dtype;
   r.block_size_tokens = block_size_tokens;
   r.max_step_tokens = max_step_tokens;

@@ -8,8 +8,10 @@
 // Per rank (T = max step tokens, S = max logit rows, a = activation bytes, W = world size,
 // C = reduction chunks, Vr = vocab rows per rank):
 //   residual, normed, proj   T * hidden * a           each
-//   q, attn                  T * local_heads * hd * a each
-//   k, v                     T * local_kv_heads * hd * a
+//   q                        T * local_heads * hd * a
+//   attn                     T * local_heads * vd * a  (vd: a value head's width, hd but MLA)
+//   k, v                     T * local_kv_heads * hd * a (MLA: the expanded keys and values)
+//   mla_*                    MLA's (StepBufferSizes says)
 //   gate, up                 T * local_ffn * a        each (where a layer has a dense MLP)
 //   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32; C > 1, or
 //                                                     a MoE layer's experts at any C)
@@ -68,6 +70,21 @@ struct StepBufferSizes {
   int64_t expert_send = 0;
   int64_t expert_recv = 0;
   int64_t expert_gathered = 0;
+  // Multi-head latent attention only (ModelSpec::mla; H local heads, L = kv_lora_rank,
+  // R = qk_rope_head_dim): the query latent [T, q_lora]; each row's cache entry [T, L + R]
+  // (kv_a's output, normed and rotated in place); the normed latent [T, L]; the absorbed
+  // queries and the attention's latent outputs [T, H, L + R] each; one head's input and output
+  // of its per-head matrices [T, max(nope, L)] and [T, max(L, v)]; and a fresh prefill's
+  // expansion [T, H * (nope + v)] (k and v above then hold the expanded keys [T, H, nope + R]
+  // and values [T, H, v]).
+  int64_t mla_q_latent = 0;
+  int64_t mla_entry = 0;
+  int64_t mla_latent = 0;
+  int64_t mla_q_absorbed = 0;
+  int64_t mla_attn_latent = 0;
+  int64_t mla_head_in = 0;
+  int64_t mla_head_out = 0;
+  int64_t mla_expanded = 0;
 
   int64_t Total() const;
 };
@@ -112,10 +129,9 @@ Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       int64_t max_context_tokens, DType kv_dtype,
                                                       int64_t block_size_tokens);
 
-// KV cache bytes per token on one rank: K and V of `num_layers` layers of `local_kv_heads`
-// heads of head_dim elements of `kv_dtype`.
-int64_t KvBytesPerToken(int64_t num_layers, int64_t local_kv_heads, int64_t head_dim,
-                        DType kv_dtype);
+// KV cache bytes per token on one rank: `num_layers` layers of `entry` (KvEntryOf: K and V
+// of the rank's KV heads, or MLA's one latent) in `kv_dtype`.
+int64_t KvBytesPerToken(int64_t num_layers, const KvEntry& entry, DType kv_dtype);
 
 }  // namespace tpserve
 

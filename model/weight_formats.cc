@@ -47,6 +47,14 @@ constexpr std::array<RoleNames, kNumTensorRoles> kRoleNames = {{
     {TensorRole::kSharedGate, "shared_gate", "ffn_gate_shexp"},
     {TensorRole::kSharedUp, "shared_up", "ffn_up_shexp"},
     {TensorRole::kSharedDown, "shared_down", "ffn_down_shexp"},
+    {TensorRole::kQA, "q_a", "attn_q_a"},
+    {TensorRole::kQANorm, "q_a_norm", "attn_q_a_norm"},
+    {TensorRole::kQB, "q_b", "attn_q_b"},
+    {TensorRole::kKvA, "kv_a", "attn_kv_a_mqa"},
+    {TensorRole::kKvANorm, "kv_a_norm", "attn_kv_a_norm"},
+    {TensorRole::kKvB, "kv_b", "attn_kv_b"},
+    {TensorRole::kKB, "k_b", "attn_k_b"},
+    {TensorRole::kVB, "v_b", "attn_v_b"},
 }};
 
 // Formats for (embedding + LM head, projections, norms).
@@ -55,8 +63,10 @@ WeightFormats Uniform(std::string_view preset, TensorFormat embed, TensorFormat 
   WeightFormats f;
   f.preset = std::string(preset);
   for (TensorRole role : kAllTensorRoles) {
-    if (IsVectorRole(role) || role == TensorRole::kRouter) {
-      f[role] = norm;  // routers stay in float as checkpoints keep them (llama-quantize too)
+    if (IsVectorRole(role) || role == TensorRole::kRouter || IsMlaUpRole(role)) {
+      // Routers stay in float as checkpoints keep them (llama-quantize too); so do MLA's
+      // up-projections, whose forms are cut and transposed from one another per head.
+      f[role] = norm;
     } else if (role == TensorRole::kEmbedding || role == TensorRole::kLmHead) {
       f[role] = embed;
     } else {
@@ -74,7 +84,12 @@ bool IsNormRole(TensorRole role) {
   return role == TensorRole::kAttnNorm || role == TensorRole::kFfnNorm ||
          role == TensorRole::kFinalNorm || role == TensorRole::kQNorm ||
          role == TensorRole::kKNorm || role == TensorRole::kPostAttnNorm ||
-         role == TensorRole::kPostFfnNorm;
+         role == TensorRole::kPostFfnNorm || role == TensorRole::kQANorm ||
+         role == TensorRole::kKvANorm;
+}
+
+bool IsMlaUpRole(TensorRole role) {
+  return role == TensorRole::kKvB || role == TensorRole::kKB || role == TensorRole::kVB;
 }
 
 bool IsBiasRole(TensorRole role) {

@@ -54,8 +54,23 @@ enum class TensorRole : uint8_t {
   kSharedGate,  // blk.N.ffn_gate_shexp [shared_ffn, hidden]   (an always-on expert)
   kSharedUp,    // blk.N.ffn_up_shexp   [shared_ffn, hidden]
   kSharedDown,  // blk.N.ffn_down_shexp [hidden, shared_ffn]
+  // Multi-head latent attention (ModelSpec::mla), in place of q (when q_lora_rank > 0), k, v:
+  kQA,          // blk.N.attn_q_a       [q_lora, hidden]                       (replicated)
+  kQANorm,      // blk.N.attn_q_a_norm  [q_lora]
+  kQB,          // blk.N.attn_q_b       [heads * (nope + rope), q_lora]
+  kKvA,         // blk.N.attn_kv_a_mqa  [kv_lora + rope, hidden]               (replicated)
+  kKvANorm,     // blk.N.attn_kv_a_norm [kv_lora]
+  // W_UK and W_UV of every head, head by head ([nope rows of W_UK, v rows of W_UV] each), as
+  // a fresh prefill expands the latent with them: kv_b_proj [heads * (nope + v), kv_lora]
+  // (blk.N.attn_kv_b), or put together from attn_k_b and attn_v_b
+  kKvB,
+  // W_UK of every head, transposed, as decode folds it into the query (the absorbed form):
+  // blk.N.attn_k_b [heads][kv_lora, nope], or cut from kv_b_proj
+  kKB,
+  // W_UV of every head: blk.N.attn_v_b [heads][v, kv_lora], or cut from kv_b_proj
+  kVB,
 };
-inline constexpr int kNumTensorRoles = 27;
+inline constexpr int kNumTensorRoles = 35;
 inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
     TensorRole::kEmbedding, TensorRole::kAttnNorm, TensorRole::kQ,         TensorRole::kK,
     TensorRole::kV,         TensorRole::kO,        TensorRole::kFfnNorm,   TensorRole::kGate,
@@ -63,10 +78,16 @@ inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
     TensorRole::kQBias,     TensorRole::kKBias,    TensorRole::kVBias,     TensorRole::kQNorm,
     TensorRole::kKNorm,     TensorRole::kPostAttnNorm, TensorRole::kPostFfnNorm,
     TensorRole::kRouter,    TensorRole::kExpertGate,   TensorRole::kExpertUp,  TensorRole::kExpertDown,
-    TensorRole::kExpertBias, TensorRole::kSharedGate,  TensorRole::kSharedUp,  TensorRole::kSharedDown};
+    TensorRole::kExpertBias, TensorRole::kSharedGate,  TensorRole::kSharedUp,  TensorRole::kSharedDown,
+    TensorRole::kQA,        TensorRole::kQANorm,       TensorRole::kQB,        TensorRole::kKvA,
+    TensorRole::kKvANorm,   TensorRole::kKvB,          TensorRole::kKB,        TensorRole::kVB};
 
 // "embedding", "attn_norm", "q", ..., "lm_head": used in tables, JSON and flag names.
 std::string_view TensorRoleName(TensorRole role);
+// MLA's up-projections W_UK and W_UV in their three forms (kKvB, kKB, kVB), which the engine
+// holds in a float format, each derived from whichever form the checkpoint stores (a preset
+// leaves them as norms are; a checkpoint's quantized kv_b_proj is widened to f32).
+bool IsMlaUpRole(TensorRole role);
 bool IsNormRole(TensorRole role);
 bool IsBiasRole(TensorRole role);
 // The GGUF tensor of the role ends in ".bias" rather than ".weight" (IsBiasRole's, and the

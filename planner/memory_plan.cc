@@ -209,6 +209,10 @@ ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan&
                                           in.deterministic_tp_chunks));
   if (in.device.is_host) {
     b.attention_bytes = rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
+  } else if (c.mla.enabled()) {
+    // The CUDA backend has no multi-head latent attention yet (the engine refuses such a model
+    // there at load): no workspace of its kernels to count (plan_report.cc says so).
+    b.attention_bytes = 0;
   } else {
     const Backend::AttentionReservation r = AttentionReservationFor(
         c, rank0, t, in.max_sequences_per_step, in.max_context_tokens,
@@ -234,7 +238,7 @@ CommBuffers CommBuffersFor(const PlanInputs& in) {
 
 int64_t KvBytesPerToken(const PlanInputs& in) {
   const ModelSpec& c = in.model;
-  return KvBytesPerToken(c.num_layers / in.pp, LocalKvHeads(c, in.tp), c.head_dim,
+  return KvBytesPerToken(c.num_layers / in.pp, KvEntryOf(c, in.tp),
                          *ElementDType(TensorFormat::Of(in.kv_cache_dtype)));
 }
 

@@ -105,6 +105,44 @@ TEST(MemoryPlanTest, KvBytesPerTokenFollowsLocalKvHeads) {
   EXPECT_EQ(KvBytesPerToken(in), 2 * 63 * 1 * 128 * 1);
 }
 
+// DeepSeek-V3's latent cache: 61 layers of one 512 + 64 entry, the same on every rank (no head
+// split divides it), not 2 * 61 * (128 heads / tp) * 192 as grouped-query attention would.
+TEST(MemoryPlanTest, LatentCacheIsWholeOnEveryRank) {
+  const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
+  PlanInputs in = Inputs(v3, "fp8", 8, "h200");
+  EXPECT_EQ(KvBytesPerToken(in), 61 * 576 * 2);  // 70,272
+  in.tp = 16;
+  EXPECT_EQ(KvBytesPerToken(in), 61 * 576 * 2);
+  in.kv_cache_dtype = FormatKind::kF8E4M3;
+  EXPECT_EQ(KvBytesPerToken(in), 61 * 576);
+}
+
+// The verdicts docs/CAPACITY.md works by hand: FP8 DeepSeek-V3 at its full 163,840-token context
+// fits 8 H200s and 16 H100s, and not 8 H100s, whose 74.72 GiB usable per rank (0.95 of the
+// 79.65 GiB less the 1 GiB reserve) fall short of the 82.52 GiB of weights a rank holds.
+TEST(MemoryPlanTest, DeepseekV3VerdictsOnH200AndH100) {
+  const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
+  PlanInputs in = Inputs(v3, "fp8", 8, "h200");
+  in.max_context_tokens = 163840;
+  in.target_concurrent_sequences = 1;
+  absl::StatusOr<MemoryPlan> h200 = PlanMemory(in);
+  ASSERT_TRUE(h200.ok()) << h200.status();
+  EXPECT_TRUE(h200->meets_target) << h200->verdict;
+  EXPECT_EQ(h200->num_kv_blocks * 16 / 163840, 4) << h200->verdict;
+  in.device = *GpuPreset("h100-80g");
+  absl::StatusOr<MemoryPlan> h100 = PlanMemory(in);
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_FALSE(h100->weights_fit);
+  EXPECT_EQ(h100->verdict.rfind("DOES NOT FIT: weights need 82.52 GiB per rank but only "
+                                "74.72 GiB is usable; over by 7.80 GiB", 0), 0u)
+      << h100->verdict;
+  in.tp = 16;
+  absl::StatusOr<MemoryPlan> h100x16 = PlanMemory(in);
+  ASSERT_TRUE(h100x16.ok()) << h100x16.status();
+  EXPECT_TRUE(h100x16->meets_target) << h100x16->verdict;
+  EXPECT_EQ(h100x16->num_kv_blocks * 16 / 163840, 2) << h100x16->verdict;
+}
+
 TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
   const PlanInputs in = SmolOnHost();
   const ShardingPlan rank0 = *ShardingPlan::Create(in.model, in.weights, {0, 1});

@@ -95,14 +95,27 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
   const int64_t t = in.max_tokens_per_step;
   const std::string act = TensorFormatName(TensorFormat::Of(in.activation_dtype));
   const int64_t q_cols = c.num_heads / in.tp * c.head_dim;
-  const int64_t kv_cols = LocalKvHeads(c, in.tp) * c.head_dim;
+  const int64_t attn_cols = c.num_heads / in.tp * c.ValueHeadDim();
+  // MLA: no K and V projections; k and v hold a fresh prefill's expanded keys and values.
+  const int64_t k_cols = c.mla.enabled() ? q_cols : LocalKvHeads(c, in.tp) * c.head_dim;
+  const int64_t v_cols = c.mla.enabled() ? attn_cols : k_cols;
   std::string out =
       Line("step buffers", StrCat("for ", t, " tokens per step"), m.activations.Total());
   out += SubLine("residual x3",
                  absl::StrFormat("x, h, proj: 3 x [%d x %d] %s", t, c.hidden_size, act),
                  b.residual + b.normed + b.proj);
-  out += SubLine("q, attn", absl::StrFormat("2 x [%d x %d] %s", t, q_cols, act), b.q + b.attn);
-  out += SubLine("k, v", absl::StrFormat("2 x [%d x %d] %s", t, kv_cols, act), b.k + b.v);
+  out += SubLine("q, attn",
+                 absl::StrFormat("[%d x %d], [%d x %d] %s", t, q_cols, t, attn_cols, act),
+                 b.q + b.attn);
+  out += SubLine(c.mla.enabled() ? "k, v expanded" : "k, v",
+                 absl::StrFormat("[%d x %d], [%d x %d] %s", t, k_cols, t, v_cols, act),
+                 b.k + b.v);
+  if (c.mla.enabled()) {
+    out += SubLine("latent attn",
+                   "q latent, entries, absorbed q/out, expansion",
+                   b.mla_q_latent + b.mla_entry + b.mla_latent + b.mla_q_absorbed +
+                       b.mla_attn_latent + b.mla_head_in + b.mla_head_out + b.mla_expanded);
+  }
   if (b.gate + b.up > 0) {
     out += SubLine("gate, up",
                    absl::StrFormat("2 x [%d x %d] %s", t, c.intermediate_size / in.tp, act),
@@ -126,7 +139,9 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
                    b.partials + b.all_partials);
   }
   std::string attention;
-  if (in.device.is_host) {
+  if (c.mla.enabled() && !in.device.is_host) {
+    attention = "MLA: no CUDA kernels yet, none counted";
+  } else if (in.device.is_host) {
     attention = absl::StrFormat("scores bound [%d heads x %d x %d ctx] f32", c.num_heads / in.tp,
                                 t, in.max_context_tokens);
   } else if (cuda::AttentionKernelsFor(*ElementDType(TensorFormat::Of(in.kv_cache_dtype)),

@@ -227,6 +227,7 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
   const Case& c = *found;
   for (const std::string& path : {c.gguf, c.hf_dir}) {
     const bool gguf = path == c.gguf;
+    if (gguf && c.gguf == kDir) continue;  // a case with no GGUF form (deepseek2_fp8_hf)
     if (gguf && c.family == "mistral") {
       // llama.cpp converts Mistral to `llama` and runs it without a window; the windowed
       // goldens are the config.json form's. The GGUF form is a Llama (tested as one above).
@@ -239,13 +240,18 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchTheReferenceFromGgufAndConfigJson) 
                                : c.family == "qwen3_moe" ? "qwen3moe"
                                : c.family == "glm4_moe"  ? "glm4moe"
                                : c.family == "llama4_text" ? "llama4"
+                               : c.family == "deepseek_v3" ? "deepseek2"
                                                          : c.family;
     EXPECT_EQ(files->config.family, family) << path;
     // Every degree up to 4, past the KV-head count too (each KV head then copied to the ranks
     // that read it).
+    // (Not those that would cut the checkpoint's quantization tiles: deepseek2_fp8_hf's single
+    // 128x128 tiles hold whole matrices, refused at TP > 1 by name.)
     std::vector<int> degrees;
     for (int d : ValidTpDegrees(files->config)) {
-      if (d <= 4) degrees.push_back(d);
+      if (d <= 4 && ShardingPlan::Create(files->config, files->stored_formats, {0, d}).ok()) {
+        degrees.push_back(d);
+      }
     }
     // --deterministic_tp: every degree with one chunk count, the largest degree's where that
     // cuts whole blocks (past the KV heads the default count is each degree's own).
@@ -298,7 +304,7 @@ TEST_P(FamilyGoldenTest, PromptsBatchedEqualPromptsAlone) {
   CpuBackend backend(CpuBackendOptions{.num_threads = 2});
   SingleRankCommunicator comm;
   auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                                {.max_step_tokens = 128});
+                                {.max_step_tokens = 128, .scheme = files->scheme});
   ASSERT_TRUE(model.ok()) << model.status();
   auto cache = KvCache::Create((*model)->KvShape(48, 4, DType::kF32), backend);
   ASSERT_TRUE(cache.ok()) << cache.status();
@@ -470,6 +476,57 @@ TEST(FamilyExpertLoadTest, EveryMoeLayerCountsEachTokensSlots) {
   EXPECT_TRUE((*model)->TakeExpertLoad().empty());
 }
 
+// Multi-head latent attention's two forms (deepseek2*): a fresh prefill expanded (keys and
+// values per head from the latent) and the same prompt absorbed (W_UK folded into the queries,
+// attention over the cached latents, as every decode step runs), each against the goldens and
+// against each other, and which form ran as counted by the model.
+TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
+  const std::vector<Case> cases = LoadCases();
+  const Case* it = FindCase(cases, GetParam());
+  ASSERT_NE(it, nullptr) << GetParam() << " is not in goldens.json";
+  absl::StatusOr<ModelFiles> files = OpenModelFiles(it->hf_dir);
+  ASSERT_TRUE(files.ok()) << files.status();
+  if (!files->config.mla.enabled()) GTEST_SKIP() << it->name << " has no latent attention";
+  const int64_t vocab = files->config.vocab_size;
+  std::vector<float> forms[2];
+  for (bool absorb : {false, true}) {
+    CpuBackend backend(CpuBackendOptions{.num_threads = 2});
+    SingleRankCommunicator comm;
+    auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
+                                  {.max_step_tokens = 64, .scheme = files->scheme,
+                                   .mla_absorb_prefill = absorb});
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto cache = KvCache::Create((*model)->KvShape(16, 8, DType::kF32), backend);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    // The latent cache: one pool per layer of kv_lora + rope values a token.
+    EXPECT_EQ((*cache)->shape().pools, 1);
+    EXPECT_EQ((*cache)->bytes(), 16 * 8 * files->config.num_layers *
+                                     files->config.mla.latent_dim() * int64_t{4});
+    const Prompt& p = it->prompts[1];  // long
+    std::vector<int32_t> table(16);
+    std::iota(table.begin(), table.end(), 0);
+    StepBatch prefill;
+    prefill.Add(/*seq_id=*/0, 0, p.ids, table, std::ssize(p.ids));
+    forms[absorb].resize(p.ids.size() * vocab);
+    ASSERT_TRUE((*model)->Forward(prefill, cache->get(), forms[absorb].data()).ok());
+    const LatentPaths paths = (*model)->TakeLatentPaths();
+    EXPECT_EQ(paths.expanded_layers, absorb ? 0 : files->config.num_layers);
+    EXPECT_EQ(paths.absorbed_layers, absorb ? files->config.num_layers : 0);
+    CompareLogits(p, forms[absorb], vocab,
+                  absl::StrCat(it->name, absorb ? " absorbed prefill" : " expanded prefill"));
+    // A decode step is absorbed whatever the option.
+    StepBatch decode;
+    decode.Add(/*seq_id=*/0, std::ssize(p.ids), std::vector<int32_t>{p.greedy[0]}, table);
+    std::vector<float> logits(vocab);
+    ASSERT_TRUE((*model)->Forward(decode, cache->get(), logits.data()).ok());
+    EXPECT_EQ((*model)->TakeLatentPaths().absorbed_layers, files->config.num_layers);
+  }
+  const Distance d = DistanceOf(forms[1], forms[0]);
+  std::printf("%-16s absorbed vs expanded: max|diff| %.2e of max|logit|\n", it->name.c_str(),
+              d.max_diff / d.max_abs);
+  EXPECT_LT(d.max_diff, kMaxDiffTolerance * d.max_abs);
+}
+
 // Quantized on load (--weights=fp8, q8_0) from the config.json form: the families' own tensors
 // (biases, QK-norms, sandwich norms) stay f32 beside the quantized projections, and the logits
 // stay near the reference's on the unquantized weights. These random weights are peaked on
@@ -481,6 +538,13 @@ TEST_P(FamilyGoldenTest, QuantizedOnLoadStaysNearTheReference) {
   const std::vector<Case> cases = LoadCases();
   const Case* it = FindCase(cases, GetParam());
   ASSERT_NE(it, nullptr) << GetParam() << " is not in goldens.json";
+  if (it->family == "deepseek_v3") {
+    // Their dense MLP and o projection are the peakiest here: q8_0 of o alone moves the logits
+    // by 0.29 of max|logit|, of the dense gate alone 0.28 (of q, kv_a, the experts, the LM head
+    // 0.01-0.03), 0.49-0.52 in all, past what tells noise from a fault. Their quantized form
+    // is checked against a reference on the same FP8 weights instead (deepseek2_fp8_hf).
+    GTEST_SKIP() << it->name << ": q8_0 noise on these weights exceeds the fault bound";
+  }
   absl::StatusOr<ModelFiles> files = OpenModelFiles(it->hf_dir);
   ASSERT_TRUE(files.ok()) << files.status();
   for (const char* preset : {"fp8", "q8_0"}) {
@@ -560,7 +624,8 @@ INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest,
                          ::testing::Values("llama", "qwen2", "qwen2_f16", "qwen2_yarn", "qwen3",
                                            "qwen3_f16", "mistral", "gemma2", "gemma3",
                                            "gemma3_f16", "mixtral", "qwen3moe", "qwen3moe_f16",
-                                           "qwen3moe_kv4", "glm4moe", "llama4"));
+                                           "qwen3moe_kv4", "glm4moe", "llama4", "deepseek2",
+                                           "deepseek2_lite", "deepseek2_fp8_hf"));
 
 }  // namespace
 }  // namespace tpserve

@@ -19,14 +19,15 @@ int64_t PoolBytes(const KvCacheShape& s) {
 std::optional<int64_t> KvCache::BytesFor(const KvCacheShape& s) {
   if (!IsKvDtype(s.dtype)) return std::nullopt;
   // Overflow guard on the factors first; the size itself comes from the plan's function.
-  const int64_t factors[] = {s.num_layers, 2, s.num_blocks, s.block_size_tokens, s.num_kv_heads,
-                             s.head_dim, BlockBytes(s.dtype)};
+  if (s.pools != 1 && s.pools != 2) return std::nullopt;
+  const int64_t factors[] = {s.num_layers, s.pools, s.num_blocks, s.block_size_tokens,
+                             s.num_kv_heads, s.head_dim, BlockBytes(s.dtype)};
   int64_t bytes = 1;
   for (int64_t f : factors) {
     if (f <= 0 || MulOverflows(bytes, f, &bytes)) return std::nullopt;
   }
   return s.num_blocks * s.block_size_tokens *
-         KvBytesPerToken(s.num_layers, s.num_kv_heads, s.head_dim, s.dtype);
+         KvBytesPerToken(s.num_layers, KvEntry{s.num_kv_heads, s.head_dim, s.pools}, s.dtype);
 }
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheShape& shape,
@@ -40,6 +41,10 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheShape& sha
       return absl::InvalidArgumentError(
           absl::StrFormat("KV cache: %s = %d must be positive", name, value));
     }
+  }
+  if (shape.pools != 1 && shape.pools != 2) {
+    return absl::InvalidArgumentError(
+        StrCat("KV cache: pools = ", shape.pools, " must be 1 (latent) or 2 (K and V)"));
   }
   if (!IsKvDtype(shape.dtype)) {
     return absl::InvalidArgumentError(StrCat("KV cache: dtype ", DTypeName(shape.dtype),
@@ -69,9 +74,9 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const KvCacheShape& sha
 KvPoolView KvCache::layer(int64_t layer) {
   TP_CHECK(layer >= 0 && layer < shape_.num_layers, "KV cache layer out of range");
   const int64_t pool = PoolBytes(shape_);
-  uint8_t* k = buffer_.as<uint8_t>() + layer * 2 * pool;
+  uint8_t* k = buffer_.as<uint8_t>() + layer * shape_.pools * pool;
   return KvPoolView{k,
-                    k + pool,
+                    shape_.pools == 1 ? k : k + pool,
                     shape_.dtype,
                     shape_.k_scale,
                     shape_.v_scale,

@@ -1,6 +1,8 @@
 // The paged KV storage of one tensor-parallel rank, in backend memory: per layer, a K pool and
 // a V pool of [num_blocks][block_size_tokens][num_kv_heads][head_dim] elements of the cache's
-// dtype (f32, f16, bf16, or fp8 e4m3 stored as value / scale), num_kv_heads being the rank's.
+// dtype (f32, f16, bf16, or fp8 e4m3 stored as value / scale), num_kv_heads being the rank's;
+// or, for multi-head latent attention (pools 1), one pool of latent entries that serves as
+// both (KvPoolView::v == k).
 // It only stores; which sequence owns which block is the block manager's business, passed in
 // per step as block tables.
 //
@@ -32,6 +34,8 @@ struct KvCacheShape {
   // Llama-family activations stay well inside.
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  // 2: a K and a V pool per layer; 1: one pool read as both (MLA's latent, KvEntryOf).
+  int64_t pools = 2;
 };
 
 class KvCache {

@@ -46,6 +46,15 @@ struct LlamaModel::Workspace {
   // in the send and receive buffers, and the elements to and from each rank.
   std::vector<int32_t> host_ids, send_pos, recv_pos;
   std::vector<int64_t> send_counts, recv_counts;
+  // Multi-head latent attention only (StepBufferSizes::mla_*).
+  DeviceBuffer mla_q_latent;     // [T, q_lora]
+  DeviceBuffer mla_entry;        // [T, kv_lora + rope]: the rows' cache entries
+  DeviceBuffer mla_latent;       // [T, kv_lora] normed
+  DeviceBuffer mla_q_absorbed;   // [T, local_heads, kv_lora + rope]
+  DeviceBuffer mla_attn_latent;  // [T, local_heads, kv_lora + rope]
+  DeviceBuffer mla_head_in;      // [T, max(nope, kv_lora)]
+  DeviceBuffer mla_head_out;     // [T, max(kv_lora, v)]
+  DeviceBuffer mla_expanded;     // [T, local_heads * (nope + v)]
 };
 
 
@@ -75,7 +84,15 @@ std::vector<std::pair<DeviceBuffer*, int64_t>> LlamaModel::WorkspaceBuffers(
           {&ws.expert_recv_pos, s.expert_recv_pos},
           {&ws.expert_send, s.expert_send},
           {&ws.expert_recv, s.expert_recv},
-          {&ws.expert_gathered, s.expert_gathered}};
+          {&ws.expert_gathered, s.expert_gathered},
+          {&ws.mla_q_latent, s.mla_q_latent},
+          {&ws.mla_entry, s.mla_entry},
+          {&ws.mla_latent, s.mla_latent},
+          {&ws.mla_q_absorbed, s.mla_q_absorbed},
+          {&ws.mla_attn_latent, s.mla_attn_latent},
+          {&ws.mla_head_in, s.mla_head_in},
+          {&ws.mla_head_out, s.mla_head_out},
+          {&ws.mla_expanded, s.mla_expanded}};
 }
 
 LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
@@ -117,6 +134,9 @@ absl::Status RefuseWhatTheBackendLacks(const ModelSpec& c,
     if (backend.SupportsAttention(attention[l])) continue;
     missing.push_back(StrCat("layer ", l, "'s ", Backend::AttentionExtrasString(attention[l])));
     break;
+  }
+  if (c.mla.enabled() && !backend.SupportsLatentAttention()) {
+    missing.push_back("multi-head latent attention");
   }
   if (c.moe.enabled() && !backend.SupportsExperts()) {
     missing.push_back(StrCat("mixture-of-experts layers (", ExpertRoutingString(c.moe.routing),
@@ -174,10 +194,11 @@ absl::Status LlamaModel::Init() {
 
 std::vector<float> LlamaModel::InverseFrequencies(const LayerSpec& layer) const {
   const RopeScaling& r = layer.rope_scaling;
+  const int64_t rope_dim = config_.RopeDim();
   std::vector<float> inv_freq;
   if (r.type == RopeScalingType::kYarn) {
     inv_freq = YarnInverseFrequencies(
-        config_.head_dim, layer.rope_theta,
+        rope_dim, layer.rope_theta,
         YarnRopeScaling{r.factor, static_cast<double>(r.original_max_position_embeddings),
                         r.beta_fast, r.beta_slow});
   } else {
@@ -187,7 +208,7 @@ std::vector<float> LlamaModel::InverseFrequencies(const LayerSpec& layer) const 
       llama3 = Llama3RopeScaling{r.factor, r.low_freq_factor, r.high_freq_factor,
                                  static_cast<double>(r.original_max_position_embeddings)};
     }
-    inv_freq = RopeInverseFrequencies(config_.head_dim, layer.rope_theta, llama3);
+    inv_freq = RopeInverseFrequencies(rope_dim, layer.rope_theta, llama3);
     if (r.type == RopeScalingType::kLinear) {
       for (float& f : inv_freq) f = static_cast<float>(f / r.factor);
     }
@@ -254,6 +275,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
                                                    options.max_step_tokens, max_logit_rows,
                                                    options.reduction));
   model->requested_chunks_ = options.reduction_chunks;
+  model->absorb_prefill_ = options.mla_absorb_prefill;
   model->max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens
                                                               : config.max_context_tokens;
   TP_RETURN_IF_ERROR(model->Init());
@@ -262,12 +284,14 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
 
 KvCacheShape LlamaModel::KvShape(int64_t num_blocks, int64_t block_size_tokens,
                                   DType dtype) const {
+  const KvEntry entry = KvEntryOf(config_, plan_.shard().world_size);
   KvCacheShape shape;
   shape.num_layers = config_.num_layers;
   shape.num_blocks = num_blocks;
   shape.block_size_tokens = block_size_tokens;
-  shape.num_kv_heads = plan_.num_local_kv_heads();
-  shape.head_dim = config_.head_dim;
+  shape.num_kv_heads = entry.heads;
+  shape.head_dim = entry.dim;
+  shape.pools = entry.pools;
   shape.dtype = dtype;
   return shape;
 }
@@ -286,12 +310,13 @@ MemoryFootprint LlamaModel::footprint() const {
 
 absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) const {
   const KvCacheShape& kv = cache.shape();
-  if (kv.num_layers != config_.num_layers || kv.num_kv_heads != plan_.num_local_kv_heads() ||
-      kv.head_dim != config_.head_dim) {
+  const KvEntry entry = KvEntryOf(config_, plan_.shard().world_size);
+  if (kv.num_layers != config_.num_layers || kv.num_kv_heads != entry.heads ||
+      kv.head_dim != entry.dim || kv.pools != entry.pools) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "KV cache shape (layers %d, kv heads %d, head_dim %d) does not match this rank "
-        "(layers %d, kv heads %d, head_dim %d)", kv.num_layers, kv.num_kv_heads, kv.head_dim,
-        config_.num_layers, plan_.num_local_kv_heads(), config_.head_dim));
+        "KV cache shape (layers %d, kv heads %d, head_dim %d, pools %d) does not match this "
+        "rank (layers %d, kv heads %d, head_dim %d, pools %d)", kv.num_layers, kv.num_kv_heads,
+        kv.head_dim, kv.pools, config_.num_layers, entry.heads, entry.dim, entry.pools));
   }
   if (batch.sequences.empty()) return absl::InvalidArgumentError("step batch has no sequences");
   TP_RETURN_IF_ERROR(batch.CheckShape());
@@ -434,6 +459,7 @@ absl::Status LlamaModel::Embed(const StepInputs& step) {
 }
 
 absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache) {
+  if (config_.mla.enabled()) return LatentAttentionBlock(layer, step, cache);
   const LlamaLayerWeights& w = weights_.layers[layer];
   const int64_t t = NumRows(step), hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t heads = plan_.num_local_heads(), kv_heads = plan_.num_local_kv_heads();
@@ -468,6 +494,108 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
     backend_->RmsNorm(ws.proj.data(), w.post_attn_norm.as<float>(), t, hidden, eps,
                       ws.proj.data());
   }
+  backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
+  return absl::OkStatus();
+}
+
+LlamaModel::LatentForms LlamaModel::FormsOf(const StepInputs& step) const {
+  LatentForms f;
+  for (const AttentionSequence& s : step.seqs) {
+    const bool fresh = s.start_position == 0 && !s.padding && !absorb_prefill_;
+    f.expanded |= fresh;
+    f.absorbed |= !fresh;
+  }
+  return f;
+}
+
+absl::Status LlamaModel::LatentAttentionBlock(int64_t layer, const StepInputs& step,
+                                              KvCache* cache) {
+  const LlamaLayerWeights& w = weights_.layers[layer];
+  const MlaSpec& m = config_.mla;
+  const int64_t t = NumRows(step), hidden = config_.hidden_size, hd = config_.head_dim;
+  const int64_t heads = plan_.num_local_heads(), nope = m.qk_nope_head_dim;
+  const int64_t rope = m.qk_rope_head_dim, r = m.kv_lora_rank, latent = m.latent_dim();
+  const int64_t v = m.v_head_dim;
+  const DType act = backend_->activation_dtype();
+  const int64_t a = ActivationBytes(*backend_);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Workspace& ws = *ws_;
+  backend_->RmsNorm(ws.x.data(), w.attn_norm.as<float>(), t, hidden, eps, ws.h.data());
+  // The query [t, heads, nope + rope] (through its latent where the model has one) and each
+  // row's cache entry [t, r + rope]: the latent, normed, then the shared RoPE key, rotated.
+  if (m.q_lora_rank > 0) {
+    const Backend::MatMulOut first[] = {{&w.q_a.matrix, ws.mla_q_latent.data()},
+                                        {&w.kv_a.matrix, ws.mla_entry.data()}};
+    backend_->MatMulMany(ws.h.data(), t, first, act);
+    backend_->RmsNorm(ws.mla_q_latent.data(), w.q_a_norm.as<float>(), t, m.q_lora_rank, eps,
+                      ws.mla_q_latent.data());
+    backend_->MatMul(ws.mla_q_latent.data(), t, w.q_b.matrix, ws.q.data(), act);
+  } else {
+    const Backend::MatMulOut first[] = {{&w.q.matrix, ws.q.data()},
+                                        {&w.kv_a.matrix, ws.mla_entry.data()}};
+    backend_->MatMulMany(ws.h.data(), t, first, act);
+  }
+  backend_->Copy2D(ws.mla_latent.data(), r * a, ws.mla_entry.data(), latent * a, r * a, t);
+  backend_->RmsNorm(ws.mla_latent.data(), w.kv_a_norm.as<float>(), t, r, eps,
+                    ws.mla_latent.data());
+  backend_->Copy2D(ws.mla_entry.data(), latent * a, ws.mla_latent.data(), r * a, r * a, t);
+  const float* inv_freq = inv_freq_[layer_table_[layer]].as<float>();
+  backend_->RopePart(ws.q.data(), heads, hd, nope, rope, inv_freq, rope_layout_);
+  backend_->RopePart(ws.mla_entry.data(), 1, latent, r, rope, inv_freq, rope_layout_);
+  const KvPoolView pool = cache->layer(layer);
+  backend_->WriteKv(ws.mla_entry.data(), ws.mla_entry.data(), pool);  // keys are the values
+  auto* q = static_cast<uint8_t*>(ws.q.data());
+  auto* out = static_cast<uint8_t*>(ws.attn.data());  // [t, heads * v]
+  // Each sequence in one form, whatever the others in the step: a fresh prefill expanded, every
+  // other step of a sequence absorbed (so a sequence's floats never depend on its batch).
+  const LatentForms forms = FormsOf(step);
+  if (forms.absorbed) {
+    // Each head's query [W_UK^T q_nope, q_rope] against the cache's latent entries, read as
+    // keys and as values, and W_UV after (rows of fresh prefills come out zero here, and are
+    // written below).
+    ++latent_paths_.absorbed_layers;
+    auto* q_abs = static_cast<uint8_t*>(ws.mla_q_absorbed.data());
+    for (int64_t h = 0; h < heads; ++h) {
+      backend_->Copy2D(ws.mla_head_in.data(), nope * a, q + h * hd * a, heads * hd * a, nope * a,
+                       t);
+      backend_->MatMul(ws.mla_head_in.data(), t, w.k_b[h].matrix, ws.mla_head_out.data(), act);
+      backend_->Copy2D(q_abs + h * latent * a, heads * latent * a, ws.mla_head_out.data(), r * a,
+                       r * a, t);
+      backend_->Copy2D(q_abs + (h * latent + r) * a, heads * latent * a,
+                       q + (h * hd + nope) * a, heads * hd * a, rope * a, t);
+    }
+    Backend::AttentionParams params = layer_attention_[layer];
+    params.skip_fresh_sequences = forms.expanded;
+    backend_->PagedAttention(ws.mla_q_absorbed.data(), heads, params, pool,
+                             ws.mla_attn_latent.data());
+    const auto* attn_latent = static_cast<const uint8_t*>(ws.mla_attn_latent.data());
+    for (int64_t h = 0; h < heads; ++h) {
+      backend_->Copy2D(ws.mla_head_in.data(), r * a, attn_latent + h * latent * a,
+                       heads * latent * a, r * a, t);
+      backend_->MatMul(ws.mla_head_in.data(), t, w.v_b[h].matrix, ws.mla_head_out.data(), act);
+      backend_->Copy2D(out + h * v * a, heads * v * a, ws.mla_head_out.data(), v * a, v * a, t);
+    }
+  }
+  if (forms.expanded) {
+    // Every head's k_nope and v from the latent (one matmul), each key completed by the shared
+    // RoPE key, and each fresh prefill's attention over its own rows.
+    ++latent_paths_.expanded_layers;
+    backend_->MatMul(ws.mla_latent.data(), t, w.kv_b.matrix, ws.mla_expanded.data(), act);
+    const auto* expanded = static_cast<const uint8_t*>(ws.mla_expanded.data());
+    auto* k = static_cast<uint8_t*>(ws.k.data());
+    auto* vals = static_cast<uint8_t*>(ws.v.data());
+    const auto* k_rope = static_cast<const uint8_t*>(ws.mla_entry.data()) + r * a;
+    for (int64_t h = 0; h < heads; ++h) {
+      const uint8_t* head = expanded + h * (nope + v) * a;
+      backend_->Copy2D(k + h * hd * a, heads * hd * a, head, heads * (nope + v) * a, nope * a, t);
+      backend_->Copy2D(k + (h * hd + nope) * a, heads * hd * a, k_rope, latent * a, rope * a, t);
+      backend_->Copy2D(vals + h * v * a, heads * v * a, head + nope * a, heads * (nope + v) * a,
+                       v * a, t);
+    }
+    backend_->PrefillAttention(ws.q.data(), ws.k.data(), ws.v.data(), heads, hd, v,
+                               layer_attention_[layer].scale, ws.attn.data());
+  }
+  TP_RETURN_IF_ERROR(RowParallel(ws.attn.data(), t, w.o.matrix));  // -> ws.proj
   backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
   return absl::OkStatus();
 }

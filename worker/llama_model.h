@@ -67,6 +67,19 @@ struct LlamaLoadOptions {
   // kDeterministic's chunk count (--deterministic_tp_chunks; CheckReductionChunks); 0: the
   // default, ReductionChunks'.
   int64_t reduction_chunks = 0;
+  // Multi-head latent attention: run a fresh prefill in the absorbed form too, as every other
+  // sequence's step is (tests compare the two forms); by default it expands the latent
+  // (LatentPaths).
+  bool mla_absorb_prefill = false;
+};
+
+// Which forms multi-head latent attention layers ran in, counted over steps: expanded (a fresh
+// prefill, a sequence from position 0: keys and values expanded from the latent) or absorbed
+// (W_UK folded into the query, attention over the cached latents: every other sequence). A
+// layer of a step holding both kinds of sequence counts once in each.
+struct LatentPaths {
+  int64_t expanded_layers = 0;
+  int64_t absorbed_layers = 0;
 };
 
 class LlamaModel {
@@ -107,6 +120,8 @@ class LlamaModel {
   MemoryFootprint footprint() const;
   // How the steps since the last call routed their tokens (empty for a dense model).
   ExpertLoad TakeExpertLoad() { return std::exchange(expert_load_, {}); }
+  // The forms multi-head latent attention ran in since the last call (zeros without MLA).
+  LatentPaths TakeLatentPaths() { return std::exchange(latent_paths_, {}); }
 
  private:
   struct Workspace;
@@ -131,6 +146,15 @@ class LlamaModel {
   absl::Status RunLayers(const StepInputs& step, KvCache* cache);
   absl::Status Embed(const StepInputs& step);
   absl::Status AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache);
+  // AttentionBlock for multi-head latent attention (ModelSpec::mla): the latent cache, the
+  // expanded form for the step's fresh prefills (sequences from position 0) and the absorbed
+  // one for every other sequence.
+  absl::Status LatentAttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache);
+  struct LatentForms {
+    bool expanded = false;  // some sequence is a fresh prefill
+    bool absorbed = false;  // some sequence continues (or every one, with absorb_prefill_)
+  };
+  LatentForms FormsOf(const StepInputs& step) const;
   absl::Status FeedForwardBlock(int64_t layer, const StepInputs& step);
   absl::Status LmHead(const StepInputs& step, float* logits);
   // Final norm of the logit rows and this rank's LM head rows into `out` (f32 [rows, local]).
@@ -161,6 +185,8 @@ class LlamaModel {
   int64_t max_step_tokens_;
   int64_t max_logit_rows_;
   ExpertLoad expert_load_;  // since the last TakeExpertLoad
+  LatentPaths latent_paths_;  // since the last TakeLatentPaths
+  bool absorb_prefill_ = false;  // LlamaLoadOptions::mla_absorb_prefill
   int64_t max_context_tokens_ = 0;  // LlamaLoadOptions', 0 resolved to the model's
   TpReduction reduction_;
   int64_t requested_chunks_ = 0;  // LlamaLoadOptions::reduction_chunks

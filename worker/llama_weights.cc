@@ -1,5 +1,6 @@
 #include "worker/llama_weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/status_macros.h"
@@ -30,15 +31,19 @@ class Loader {
     TP_ASSIGN_OR_RETURN(out_->output_norm, Norm(TensorRole::kFinalNorm, 0));
     const std::string rope = "rope_freqs.weight";
     if (s_.format() == CheckpointFormat::kGguf && s_.Find(rope).ok()) {
-      TP_ASSIGN_OR_RETURN(out_->rope_freq_factors, HostVector(rope, c_.head_dim / 2));
+      TP_ASSIGN_OR_RETURN(out_->rope_freq_factors, HostVector(rope, c_.RopeDim() / 2));
     }
     for (int64_t l = 0; l < c_.num_layers; ++l) {
       LlamaLayerWeights w;
       TP_ASSIGN_OR_RETURN(w.attn_norm, Norm(TensorRole::kAttnNorm, l));
       TP_ASSIGN_OR_RETURN(w.ffn_norm, Norm(TensorRole::kFfnNorm, l));
-      TP_ASSIGN_OR_RETURN(w.q, Matrix(TensorRole::kQ, l));
-      TP_ASSIGN_OR_RETURN(w.k, Matrix(TensorRole::kK, l));
-      TP_ASSIGN_OR_RETURN(w.v, Matrix(TensorRole::kV, l));
+      if (c_.mla.enabled()) {
+        TP_RETURN_IF_ERROR(LoadLatentAttention(l, w));
+      } else {
+        TP_ASSIGN_OR_RETURN(w.q, Matrix(TensorRole::kQ, l));
+        TP_ASSIGN_OR_RETURN(w.k, Matrix(TensorRole::kK, l));
+        TP_ASSIGN_OR_RETURN(w.v, Matrix(TensorRole::kV, l));
+      }
       TP_ASSIGN_OR_RETURN(w.o, Matrix(TensorRole::kO, l));
       if (c_.IsMoeLayer(l)) {
         TP_ASSIGN_OR_RETURN(w.router, Matrix(TensorRole::kRouter, l));
@@ -103,8 +108,13 @@ class Loader {
   absl::StatusOr<LoadedMatrix> Matrix(TensorRole role, int64_t layer, int64_t expert = 0) {
     TP_ASSIGN_OR_RETURN(StoredMatrix stored,
                         StoredMatrix::OpenRole(s_, q_, c_, role, layer, expert, &used_));
-    const std::string& module = stored.module();
     TP_ASSIGN_OR_RETURN(HostMatrix host, stored.Read(p_.Slice(role)));
+    return Place(std::move(host), role, layer, stored.module());
+  }
+
+  // `host` converted to the role's format and placed by the backend, its bytes counted.
+  absl::StatusOr<LoadedMatrix> Place(HostMatrix host, TensorRole role, int64_t layer,
+                                     const std::string& module) {
     TP_ASSIGN_OR_RETURN(host, ConvertMatrix(std::move(host), f_.At(role, layer), module));
     if (!b_.SupportsWeight(host.matrix.format)) {
       return absl::UnimplementedError(StrCat(module, ": format ",
@@ -121,6 +131,102 @@ class Loader {
     out_->bytes_copied += loaded.bytes_copied;
     out_->role_bytes[static_cast<int>(role)] += loaded.bytes_held();
     return loaded;
+  }
+
+  // Multi-head latent attention's projections: the query's (q, or q_a, its norm and q_b), kv_a,
+  // the latent's norm, and W_UK and
+  // W_UV of this rank's heads in the three forms the forward pass multiplies by (kv_b for a
+  // fresh prefill's expansion, k_b and v_b per head for the absorbed form), all from whichever
+  // form the checkpoint stores: kv_b_proj (Hugging Face, older GGUF files' attn_kv_b) or
+  // llama.cpp's attn_k_b and attn_v_b.
+  absl::Status LoadLatentAttention(int64_t l, LlamaLayerWeights& w) {
+    const MlaSpec& m = c_.mla;
+    if (m.q_lora_rank > 0) {
+      TP_ASSIGN_OR_RETURN(w.q_a, Matrix(TensorRole::kQA, l));
+      TP_ASSIGN_OR_RETURN(w.q_a_norm, Norm(TensorRole::kQANorm, l));
+      TP_ASSIGN_OR_RETURN(w.q_b, Matrix(TensorRole::kQB, l));
+    } else {
+      TP_ASSIGN_OR_RETURN(w.q, Matrix(TensorRole::kQ, l));
+    }
+    TP_ASSIGN_OR_RETURN(w.kv_a, Matrix(TensorRole::kKvA, l));
+    TP_ASSIGN_OR_RETURN(w.kv_a_norm, Norm(TensorRole::kKvANorm, l));
+    // This rank's heads of W_UK [nope, kv_lora] and W_UV [v, kv_lora], in f32 on the host.
+    const int64_t heads = p_.num_local_heads(), nope = m.qk_nope_head_dim, v = m.v_head_dim;
+    const int64_t r = m.kv_lora_rank;
+    std::vector<float> uk(heads * nope * r), uv(heads * v * r);
+    // Read whole (small beside the experts) so that no head boundary need fall on a
+    // quantization tile; this rank's heads start at head h0.
+    TP_ASSIGN_OR_RETURN(StoredMatrix k_stored, StoredMatrix::OpenRole(s_, q_, c_, TensorRole::kKB,
+                                                                      l, 0, &used_));
+    const std::string module = k_stored.module();
+    const int64_t h0 = p_.first_head();
+    const auto whole = [](const StoredMatrix& m) {
+      return TensorSlice{0, m.rows(), 0, m.cols()};
+    };
+    const bool split = s_.format() == CheckpointFormat::kGguf &&
+                       s_.Find(ModuleName(c_, s_.format(), TensorRole::kKB, l) + ".weight").ok();
+    if (split) {  // attn_k_b and attn_v_b: per head, W_UK transposed
+      TP_ASSIGN_OR_RETURN(HostMatrix kb, k_stored.Read(whole(k_stored)));
+      TP_ASSIGN_OR_RETURN(StoredMatrix v_stored,
+                          StoredMatrix::OpenRole(s_, q_, c_, TensorRole::kVB, l, 0, &used_));
+      TP_ASSIGN_OR_RETURN(HostMatrix vb, v_stored.Read(whole(v_stored)));
+      std::vector<float> row(std::max(nope, r));
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t j = 0; j < r; ++j) {  // row j of W_UK^T is column j of W_UK
+          DequantizeWeightRow(kb.matrix, (h0 + h) * r + j, row.data());
+          for (int64_t i = 0; i < nope; ++i) uk[(h * nope + i) * r + j] = row[i];
+        }
+        for (int64_t i = 0; i < v; ++i) {
+          DequantizeWeightRow(vb.matrix, (h0 + h) * v + i, uv.data() + (h * v + i) * r);
+        }
+      }
+    } else {  // kv_b_proj: per head nope rows of W_UK, then v rows of W_UV
+      TP_ASSIGN_OR_RETURN(HostMatrix kvb, k_stored.Read(whole(k_stored)));
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t i = 0; i < nope; ++i) {
+          DequantizeWeightRow(kvb.matrix, (h0 + h) * (nope + v) + i,
+                              uk.data() + (h * nope + i) * r);
+        }
+        for (int64_t i = 0; i < v; ++i) {
+          DequantizeWeightRow(kvb.matrix, (h0 + h) * (nope + v) + nope + i,
+                              uv.data() + (h * v + i) * r);
+        }
+      }
+    }
+    std::vector<float> kv_b(heads * (nope + v) * r);
+    for (int64_t h = 0; h < heads; ++h) {
+      std::copy_n(uk.data() + h * nope * r, nope * r, kv_b.data() + h * (nope + v) * r);
+      std::copy_n(uv.data() + h * v * r, v * r, kv_b.data() + (h * (nope + v) + nope) * r);
+    }
+    TP_ASSIGN_OR_RETURN(w.kv_b, Place(F32Matrix(kv_b, heads * (nope + v), r), TensorRole::kKvB,
+                                      l, module));
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<float> uk_t(r * nope);  // W_UK^T of head h
+      for (int64_t i = 0; i < nope; ++i) {
+        for (int64_t j = 0; j < r; ++j) uk_t[j * nope + i] = uk[(h * nope + i) * r + j];
+      }
+      TP_ASSIGN_OR_RETURN(LoadedMatrix kb, Place(F32Matrix(uk_t, r, nope), TensorRole::kKB, l,
+                                                 StrCat(module, " (W_UK^T of head ", h, ")")));
+      w.k_b.push_back(std::move(kb));
+      std::vector<float> uv_h(uv.begin() + h * v * r, uv.begin() + (h + 1) * v * r);
+      TP_ASSIGN_OR_RETURN(LoadedMatrix vb, Place(F32Matrix(uv_h, v, r), TensorRole::kVB, l,
+                                                 StrCat(module, " (W_UV of head ", h, ")")));
+      w.v_b.push_back(std::move(vb));
+    }
+    return absl::OkStatus();
+  }
+
+  // An f32 [rows, cols] matrix owning `values`.
+  static HostMatrix F32Matrix(const std::vector<float>& values, int64_t rows, int64_t cols) {
+    HostMatrix h;
+    h.values.resize(values.size() * sizeof(float));
+    std::memcpy(h.values.data(), values.data(), h.values.size());
+    h.matrix.format = TensorFormat::Of(FormatKind::kF32);
+    h.matrix.data = h.values.data();
+    h.matrix.rows = rows;
+    h.matrix.cols = cols;
+    h.matrix.row_bytes = cols * static_cast<int64_t>(sizeof(float));
+    return h;
   }
 
   // Expert `expert`'s matrix of an expert role; a failure also says which expert of how many,

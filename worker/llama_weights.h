@@ -62,6 +62,16 @@ struct LlamaLayerWeights {
   std::vector<Expert> experts;    // every expert, by id
   Expert shared;                  // the always-on expert (MoeSpec's shared width; or empty)
   std::vector<Backend::ExpertMlp> expert_mlps;  // experts' matrices, as MoeExperts takes them
+  // Multi-head latent attention (ModelSpec::mla) has these instead of k and v, and of q when
+  // it has a query latent (q_lora_rank > 0); o is [hidden, local_heads * v_head_dim].
+  LoadedMatrix q_a;         // [q_lora, hidden]                         replicated
+  DeviceBuffer q_a_norm;    // f32 [q_lora]
+  LoadedMatrix q_b;         // [local_heads * head_dim, q_lora]         column-parallel
+  LoadedMatrix kv_a;        // [kv_lora + qk_rope, hidden]: latent, RoPE key  replicated
+  DeviceBuffer kv_a_norm;   // f32 [kv_lora]
+  LoadedMatrix kv_b;        // [local_heads * (nope + v), kv_lora]: the expanded form's
+  std::vector<LoadedMatrix> k_b;  // per local head: W_UK^T [kv_lora, nope] (absorbed form)
+  std::vector<LoadedMatrix> v_b;  // per local head: W_UV [v, kv_lora]
 };
 
 struct LlamaWeights {

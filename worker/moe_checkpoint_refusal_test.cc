@@ -11,14 +11,13 @@
 //     int32 (which would wrap into another number), config.json num_experts 16 for 8 experts.
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/model_files.h"
+#include "checkpoint/testing/edited_checkpoint.h"
 #include "comm/in_process_communicator.h"
 #include "formats/gguf.h"
 #include "formats/gguf_test_builder.h"
@@ -33,19 +32,11 @@
 namespace tpserve {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr char kGguf[] = "tests/golden/families/qwen3moe.gguf";
 constexpr char kHfDir[] = "tests/golden/families/qwen3moe_hf";
 
 std::string TempPath(const std::string& name) {
   return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-}
-
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
 }
 
 // Where `name`'s header entry (a GGUF string: u64 length, bytes) ends in `bytes`.
@@ -82,44 +73,23 @@ std::string BadGguf(const std::string& name, const std::function<void(std::strin
   EXPECT_TRUE(bytes.ok()) << bytes.status();
   edit(*bytes);
   const std::string path = TempPath(name + ".gguf");
-  WriteBytes(path, *bytes);
+  EXPECT_TRUE(WriteFileBytes(path, *bytes).ok()) << path;
   return path;
 }
 
 // A copy of the golden Hugging Face directory whose safetensors went through `edit` (a tensor
 // dropped, or reshaped: its shape and bytes) and whose config.json through `edit_config`;
 // returns the directory.
-std::string BadHfDir(const std::string& name,
-                     const std::function<void(std::vector<SafetensorsTestBuilder::Tensor>&)>& edit,
-                     const std::function<void(std::string&)>& edit_config = nullptr) {
-  const std::string dir = TempPath(name);
-  fs::create_directories(dir);
-  absl::StatusOr<std::string> config = ReadFileBytes(std::string(kHfDir) + "/config.json");
-  EXPECT_TRUE(config.ok()) << config.status();
-  if (edit_config) edit_config(*config);
-  WriteBytes(dir + "/config.json", *config);
-  absl::StatusOr<std::unique_ptr<SafetensorsFile>> golden =
-      SafetensorsFile::Open(std::string(kHfDir) + "/model.safetensors");
-  EXPECT_TRUE(golden.ok()) << golden.status();
-  std::vector<SafetensorsTestBuilder::Tensor> tensors;
-  for (const std::string& tensor : (*golden)->TensorNames()) {
-    absl::StatusOr<TensorView> t = (*golden)->Find(tensor);
-    EXPECT_TRUE(t.ok()) << t.status();
-    EXPECT_EQ(t->dtype, DType::kF32) << tensor;
-    tensors.push_back({tensor, "F32", t->shape,
-                       std::string(reinterpret_cast<const char*>(t->data), t->nbytes)});
-  }
-  edit(tensors);
-  SafetensorsTestBuilder b;
-  for (const SafetensorsTestBuilder::Tensor& t : tensors) b.Add(t.name, t.dtype, t.shape, t.data);
-  WriteBytes(dir + "/model.safetensors", b.Build());
-  return dir;
+std::string BadHfDir(const std::string& name, const TensorEdit& edit,
+                     const ConfigEdit& edit_config = nullptr) {
+  absl::StatusOr<std::string> dir = EditedHfDir(kHfDir, TempPath(name), edit, edit_config);
+  EXPECT_TRUE(dir.ok()) << dir.status();
+  return dir.value_or("");
 }
 
 void Drop(std::vector<SafetensorsTestBuilder::Tensor>& tensors, const std::string& name) {
-  const size_t before = tensors.size();
-  std::erase_if(tensors, [&](const auto& t) { return t.name == name; });
-  ASSERT_EQ(tensors.size() + 1, before) << name;
+  const absl::Status s = DropTensor(tensors, name);
+  ASSERT_TRUE(s.ok()) << s;
 }
 
 // The model at `path` opened as a worker opens it (OpenModelFiles, which also reads the

@@ -226,7 +226,8 @@ void CpuAttention::Run(const float* q, int64_t num_heads, const Backend::Attenti
   // 8-bit activation rounding then amplified.
   tasks_.clear();
   for (int64_t s = 0; s < static_cast<int64_t>(seqs.size()); ++s) {
-    if (seqs[s].padding) {  // zeros, and no task
+    // Padding rows, and fresh prefills the expanded form serves: zeros, and no task.
+    if (seqs[s].padding || (params.skip_fresh_sequences && seqs[s].start_position == 0)) {
       const int64_t row_floats = num_heads * pool.head_dim;
       std::fill(out + seqs[s].first_row * row_floats,
                 out + (seqs[s].first_row + seqs[s].num_query_tokens) * row_floats, 0.0f);
@@ -242,6 +243,41 @@ void CpuAttention::Run(const float* q, int64_t num_heads, const Backend::Attenti
   pool_->ParallelFor(static_cast<int64_t>(tasks_.size()), [&](int64_t t, int thread) {
     RunTask(tasks_[t], q, num_heads, params, seqs, pool, out, &scores_[thread],
             &kv_scratch_[thread]);
+  });
+}
+
+void CpuAttention::RunPrefill(const float* q, const float* k, const float* v, int64_t num_heads,
+                              int64_t key_dim, int64_t value_dim, float scale,
+                              absl::Span<const AttentionSequence> seqs, float* out) {
+  fresh_.clear();
+  for (const AttentionSequence& s : seqs) {
+    if (s.start_position == 0 && !s.padding) fresh_.push_back(&s);
+  }
+  const int64_t num_seqs = static_cast<int64_t>(fresh_.size());
+  const int64_t k_stride = num_heads * key_dim, v_stride = num_heads * value_dim;
+  pool_->ParallelFor(num_seqs * num_heads, [&](int64_t task, int thread) {
+    const AttentionSequence& s = *fresh_[task / num_heads];
+    const int64_t h = task % num_heads;
+    std::vector<float>& scores = scores_[thread];
+    if (static_cast<int64_t>(scores.size()) < s.num_query_tokens) {
+      scores.resize(s.num_query_tokens);
+    }
+    const float* k_head = k + s.first_row * k_stride + h * key_dim;
+    const float* v_head = v + s.first_row * v_stride + h * value_dim;
+    for (int64_t i = 0; i < s.num_query_tokens; ++i) {
+      const int64_t row = s.first_row + i;
+      const float* q_head = q + row * k_stride + h * key_dim;
+      const int64_t n = i + 1;  // causal: the sequence's rows 0..i
+      kernels_.attn_scores(&q_head, 1, k_head, k_stride, n, key_dim, scale, scores.data(), n);
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (int64_t t = 0; t < n; ++t) max_score = std::max(max_score, scores[t]);
+      const float sum = kernels_.exp_sub_sum(scores.data(), n, max_score);
+      float* o = out + row * v_stride + h * value_dim;
+      std::fill(o, o + value_dim, 0.0f);
+      const float* p = scores.data();
+      kernels_.attn_accumulate(&p, 1, v_head, v_stride, n, value_dim, &o);
+      kernels_.scale(1.0f / sum, value_dim, o);
+    }
   });
 }
 

@@ -32,6 +32,11 @@ class CpuAttention {
                const KvPoolView& pool) const;
   void Run(const float* q, int64_t num_heads, const Backend::AttentionParams& params,
            absl::Span<const AttentionSequence> seqs, const KvPoolView& pool, float* out);
+  // Backend::PrefillAttention: one task per (sequence, head), keys and values read in place
+  // from the step's rows.
+  void RunPrefill(const float* q, const float* k, const float* v, int64_t num_heads,
+                  int64_t key_dim, int64_t value_dim, float scale,
+                  absl::Span<const AttentionSequence> seqs, float* out);
 
  private:
   struct Task {
@@ -56,6 +61,7 @@ class CpuAttention {
   std::vector<std::vector<float>> scores_;  // per thread: [heads of a task, context] scores
   std::vector<std::vector<float>> kv_scratch_;  // per thread: one block of K or V rows in f32
   std::vector<Task> tasks_;
+  std::vector<const AttentionSequence*> fresh_;  // RunPrefill's sequences
 };
 
 }  // namespace tpserve

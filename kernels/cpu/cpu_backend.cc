@@ -158,15 +158,21 @@ void CpuBackend::RmsNorm(const void* xv, const float* weight, int64_t rows, int6
   });
 }
 
-void CpuBackend::Rope(void* xv, int64_t num_heads, int64_t head_dim, const float* inv_freq,
+void CpuBackend::Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
                       RopeLayout layout) {
+  RopePart(x, num_heads, head_dim, 0, head_dim, inv_freq, layout);
+}
+
+void CpuBackend::RopePart(void* xv, int64_t num_heads, int64_t head_stride, int64_t offset,
+                          int64_t rope_dim, const float* inv_freq, RopeLayout layout) {
   OpTimer timer(this, CpuOpProfile::kRope);
-  TP_CHECK(head_dim % 2 == 0, "RoPE needs an even head_dim");
+  TP_CHECK(rope_dim % 2 == 0, "RoPE needs an even head_dim");
+  TP_CHECK(offset >= 0 && offset + rope_dim <= head_stride, "RoPE dims outside the head");
   float* x = static_cast<float*>(xv);
   const int64_t rows = static_cast<int64_t>(step_.positions.size());
   const int32_t* positions = step_.positions.data();
-  const int64_t half = head_dim / 2;
-  ParallelChunks(rows, std::max<int64_t>(1, kMinParallelElements / (num_heads * head_dim)),
+  const int64_t half = rope_dim / 2;
+  ParallelChunks(rows, std::max<int64_t>(1, kMinParallelElements / (num_heads * rope_dim)),
                  [&](int64_t r0, int64_t r1) {
                    std::vector<float> cos_table(half), sin_table(half);
                    for (int64_t r = r0; r < r1; ++r) {
@@ -177,8 +183,8 @@ void CpuBackend::Rope(void* xv, int64_t num_heads, int64_t head_dim, const float
                        sin_table[i] = static_cast<float>(std::sin(angle));
                      }
                      for (int64_t h = 0; h < num_heads; ++h) {
-                       RotateHead(x + (r * num_heads + h) * head_dim, head_dim, cos_table.data(),
-                                  sin_table.data(), layout);
+                       RotateHead(x + (r * num_heads + h) * head_stride + offset, rope_dim,
+                                  cos_table.data(), sin_table.data(), layout);
                      }
                    }
                  });
@@ -296,6 +302,15 @@ void CpuBackend::WriteKv(const void* k_new, const void* v_new, const KvPoolView&
   TP_CHECK(SupportsKvDtype(pool.dtype), "KV dtype not supported by the CPU backend");
   attention_.WriteKv(static_cast<const float*>(k_new), static_cast<const float*>(v_new),
                      step_.seqs, pool);
+}
+
+void CpuBackend::PrefillAttention(const void* q, const void* k, const void* v,
+                                  int64_t num_heads, int64_t key_dim, int64_t value_dim,
+                                  float scale, void* out) {
+  OpTimer timer(this, CpuOpProfile::kAttention);
+  attention_.RunPrefill(static_cast<const float*>(q), static_cast<const float*>(k),
+                        static_cast<const float*>(v), num_heads, key_dim, value_dim, scale,
+                        step_.seqs, static_cast<float*>(out));
 }
 
 void CpuBackend::PagedAttention(const void* q, int64_t num_heads,

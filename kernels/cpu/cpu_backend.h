@@ -84,6 +84,11 @@ class CpuBackend final : public Backend {
                void* y) override;
   void Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
             RopeLayout layout) override;
+  bool SupportsLatentAttention() const override { return true; }
+  void RopePart(void* x, int64_t num_heads, int64_t head_stride, int64_t offset, int64_t rope_dim,
+                const float* inv_freq, RopeLayout layout) override;
+  void PrefillAttention(const void* q, const void* k, const void* v, int64_t num_heads,
+                        int64_t key_dim, int64_t value_dim, float scale, void* out) override;
   void GatedActivation(Activation act, const void* gate, const void* up, int64_t count,
                        void* out) override;
   void Add(const void* a, const void* b, int64_t count, void* out) override;

@@ -141,7 +141,8 @@ class CudaBackend final : public Backend {
   // FlashInfer's variants here (and the SIMT kernels) score a window and a soft-cap, not Llama
   // 4's chunks nor its per-query temperature: such a model is refused at load, by name.
   bool SupportsAttention(const AttentionParams& params) const override {
-    return params.attention_chunk == 0 && params.temperature_floor == 0;
+    return params.attention_chunk == 0 && params.temperature_floor == 0 &&
+           !params.skip_fresh_sequences;
   }
   void EmbeddingRows(const WeightMatrix& table, int64_t first_row, void* out) override;
   void GatherLogitRows(const void* x, int64_t row_elems, void* out) override;

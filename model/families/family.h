@@ -56,6 +56,7 @@ extern const ModelFamily kGemma3Family;
 extern const ModelFamily kMixtralFamily;
 extern const ModelFamily kQwen3MoeFamily;
 extern const ModelFamily kGlm4MoeFamily;
+extern const ModelFamily kDeepseek2Family;
 
 // Pieces several families share.
 namespace family_internal {
@@ -70,6 +71,26 @@ absl::StatusOr<int32_t> RoutingCount(std::string_view where, int64_t value);
 // when <arch>.expert_count is absent or 0. INVALID_ARGUMENT names the keys of a bad count.
 absl::Status ReadGgufExperts(const GgufFile& g, const std::string& arch, ExpertRouting routing,
                              int64_t expert_intermediate_size, ModelSpec& spec);
+// The grouped sigmoid routing of GLM-4.5 and DeepSeek-V3 from GGUF keys (llama.cpp's
+// expert_gating_func, expert_weights_norm and _scale, expert_group_count and _used_count).
+absl::StatusOr<ExpertRouting> ReadGgufGroupedRouting(const GgufFile& g, const std::string& arch);
+// Their whole MoE from GGUF: that routing (`default_score` where the file has no
+// expert_gating_func), the experts, leading_dense_block_count dense layers first, the shared
+// experts and the correction bias where the file has them.
+absl::Status ReadGgufGroupedMoe(const GgufFile& g, const std::string& arch,
+                                RoutingScore default_score, ModelSpec& spec);
+// The same from config.json (n_routed_experts, num_experts_per_tok, moe_intermediate_size,
+// n_shared_experts, n_group, topk_group, norm_topk_prob, routed_scaling_factor,
+// first_k_dense_replace), with the family's config class's defaults for the optional keys.
+struct HfGroupedMoeDefaults {
+  int64_t shared_experts = 1;
+  int64_t groups = 1;
+  int64_t top_groups = 1;
+  double scaling = 1.0;
+  int64_t dense_layers = 1;
+};
+absl::Status ReadHfGroupedMoe(const config_internal::Json& j,
+                              const HfGroupedMoeDefaults& defaults, ModelSpec& spec);
 // Refuses the common config.json keys no family here implements (attention sinks, partial
 // rotary embeddings, biases on the MLP).
 absl::Status RefuseUnimplementedCommonKeys(const config_internal::Json& json);

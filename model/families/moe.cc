@@ -147,39 +147,8 @@ absl::Status Glm4MoeFromGguf(const GgufFile& g, const std::string& arch, ModelSp
         g.Describe(), ": ", arch, ".nextn_predict_layers ", *nextn,
         ": multi-token-prediction layers are not served yet (a file without them is)"));
   }
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> gating, GgufInt(g, arch + ".expert_gating_func"));
-  if (gating && *gating != 1 && *gating != 2) {  // llama.cpp: 1 softmax, 2 sigmoid
-    return absl::UnimplementedError(StrCat(g.Describe(), ": ", arch, ".expert_gating_func ",
-                                           *gating, " (1 softmax and 2 sigmoid are implemented)"));
-  }
-  TP_ASSIGN_OR_RETURN(std::optional<bool> norm,
-                      config_internal::GgufBool(g, arch + ".expert_weights_norm"));
-  TP_ASSIGN_OR_RETURN(std::optional<double> scale, GgufFloat(g, arch + ".expert_weights_scale"));
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups, GgufInt(g, arch + ".expert_group_count"));
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups_used,
-                      GgufInt(g, arch + ".expert_group_used_count"));
-  TP_ASSIGN_OR_RETURN(const int32_t num_groups,
-                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_group_count"),
-                                   std::max<int64_t>(1, groups.value_or(1))));
-  TP_ASSIGN_OR_RETURN(const int32_t top_groups,
-                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_group_used_count"),
-                                   std::max<int64_t>(1, groups_used.value_or(1))));
-  ExpertRouting routing{
-      .score = gating.value_or(2) == 1 ? RoutingScore::kSoftmax : RoutingScore::kSigmoid,
-      .num_groups = num_groups,
-      .top_groups = top_groups,
-      .renormalize = norm.value_or(false),  // llama.cpp's default for glm4moe
-      // llama.cpp applies the scale only when it is neither 0 nor 1.
-      .scaling = scale && *scale != 0.0 ? static_cast<float>(*scale) : 1.0f};
-  TP_RETURN_IF_ERROR(ReadRequiredGgufExperts(g, arch, routing, spec));
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> dense, GgufInt(g, arch + ".leading_dense_block_count"));
-  for (int64_t l = 0; l < spec.num_layers; ++l) spec.layers[l].moe = l >= dense.value_or(0);
-  TP_ASSIGN_OR_RETURN(std::optional<int64_t> shared, GgufInt(g, arch + ".expert_shared_count"));
-  spec.moe.shared_expert_intermediate_size =
-      shared.value_or(0) * spec.moe.expert_intermediate_size;
-  spec.moe.correction_bias =
-      g.HasTensor(StrCat("blk.", dense.value_or(0), ".exp_probs_b.bias"));
-  return absl::OkStatus();
+  // llama.cpp's default for glm4moe files without expert_gating_func: sigmoid.
+  return family_internal::ReadGgufGroupedMoe(g, arch, RoutingScore::kSigmoid, spec);
 }
 
 absl::Status Glm4MoeFromHf(const Json& j, ModelSpec& spec) {
@@ -207,6 +176,39 @@ absl::Status Glm4MoeFromHf(const Json& j, ModelSpec& spec) {
   spec.gguf_rope_rotate_half = true;
   spec.gguf_ffn_norm_is_post_attention = true;
   family_internal::UniformLayers(0, spec);
+  // The defaults are Glm4MoeConfig's.
+  return family_internal::ReadHfGroupedMoe(
+      j, {.shared_experts = 1, .groups = 1, .top_groups = 1, .scaling = 1.0, .dense_layers = 1},
+      spec);
+}
+
+}  // namespace
+
+namespace family_internal {
+
+absl::Status ReadGgufGroupedMoe(const GgufFile& g, const std::string& arch,
+                                RoutingScore default_score, ModelSpec& spec) {
+  using config_internal::GgufInt;
+  TP_ASSIGN_OR_RETURN(ExpertRouting routing, ReadGgufGroupedRouting(g, arch));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> gating, GgufInt(g, arch + ".expert_gating_func"));
+  if (!gating) routing.score = default_score;
+  TP_RETURN_IF_ERROR(ReadRequiredGgufExperts(g, arch, routing, spec));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> dense, GgufInt(g, arch + ".leading_dense_block_count"));
+  for (int64_t l = 0; l < spec.num_layers; ++l) spec.layers[l].moe = l >= dense.value_or(0);
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> shared, GgufInt(g, arch + ".expert_shared_count"));
+  spec.moe.shared_expert_intermediate_size =
+      shared.value_or(0) * spec.moe.expert_intermediate_size;
+  spec.moe.correction_bias =
+      g.HasTensor(StrCat("blk.", dense.value_or(0), ".exp_probs_b.bias"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadHfGroupedMoe(const Json& j, const HfGroupedMoeDefaults& defaults,
+                              ModelSpec& spec) {
+  using config_internal::JsonBool;
+  using config_internal::JsonInt;
+  using config_internal::JsonNumber;
+  using config_internal::JsonRequiredInt;
   TP_ASSIGN_OR_RETURN(const int64_t experts, JsonRequiredInt(j, "n_routed_experts"));
   TP_ASSIGN_OR_RETURN(const int64_t top_k, JsonRequiredInt(j, "num_experts_per_tok"));
   TP_ASSIGN_OR_RETURN(const int64_t expert_ff, JsonRequiredInt(j, "moe_intermediate_size"));
@@ -216,29 +218,57 @@ absl::Status Glm4MoeFromHf(const Json& j, ModelSpec& spec) {
   TP_ASSIGN_OR_RETURN(std::optional<bool> norm, JsonBool(j, "norm_topk_prob"));
   TP_ASSIGN_OR_RETURN(std::optional<double> scale, JsonNumber(j, "routed_scaling_factor"));
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> dense, JsonInt(j, "first_k_dense_replace"));
-  // The defaults are Glm4MoeConfig's.
   TP_ASSIGN_OR_RETURN(const int32_t num_experts, HfRoutingCount("n_routed_experts", experts));
   TP_ASSIGN_OR_RETURN(const int32_t num_used, HfRoutingCount("num_experts_per_tok", top_k));
-  TP_ASSIGN_OR_RETURN(const int32_t num_groups, HfRoutingCount("n_group", groups.value_or(1)));
+  TP_ASSIGN_OR_RETURN(const int32_t num_groups,
+                      HfRoutingCount("n_group", groups.value_or(defaults.groups)));
   TP_ASSIGN_OR_RETURN(const int32_t num_top_groups,
-                      HfRoutingCount("topk_group", top_groups.value_or(1)));
+                      HfRoutingCount("topk_group", top_groups.value_or(defaults.top_groups)));
   spec.moe.routing = {.score = RoutingScore::kSigmoid,
                       .num_experts = num_experts,
                       .top_k = num_used,
                       .num_groups = num_groups,
                       .top_groups = num_top_groups,
                       .renormalize = norm.value_or(true),
-                      .scaling = static_cast<float>(scale.value_or(1.0))};
+                      .scaling = static_cast<float>(scale.value_or(defaults.scaling))};
   spec.moe.expert_intermediate_size = expert_ff;
-  spec.moe.shared_expert_intermediate_size = shared.value_or(1) * expert_ff;
-  spec.moe.correction_bias = true;  // Glm4MoeTopkRouter always has e_score_correction_bias
-  for (int64_t l = 0; l < spec.num_layers; ++l) spec.layers[l].moe = l >= dense.value_or(1);
+  spec.moe.shared_expert_intermediate_size =
+      shared.value_or(defaults.shared_experts) * expert_ff;
+  spec.moe.correction_bias = true;  // their routers always have e_score_correction_bias
+  for (int64_t l = 0; l < spec.num_layers; ++l) {
+    spec.layers[l].moe = l >= dense.value_or(defaults.dense_layers);
+  }
   return absl::OkStatus();
 }
 
-}  // namespace
-
-namespace family_internal {
+absl::StatusOr<ExpertRouting> ReadGgufGroupedRouting(const GgufFile& g, const std::string& arch) {
+  using config_internal::GgufFloat;
+  using config_internal::GgufInt;
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> gating, GgufInt(g, arch + ".expert_gating_func"));
+  if (gating && *gating != 1 && *gating != 2) {  // llama.cpp: 1 softmax, 2 sigmoid
+    return absl::UnimplementedError(StrCat(g.Describe(), ": ", arch, ".expert_gating_func ",
+                                           *gating, " (1 softmax and 2 sigmoid are implemented)"));
+  }
+  TP_ASSIGN_OR_RETURN(std::optional<bool> norm,
+                      config_internal::GgufBool(g, arch + ".expert_weights_norm"));
+  TP_ASSIGN_OR_RETURN(std::optional<double> scale, GgufFloat(g, arch + ".expert_weights_scale"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups, GgufInt(g, arch + ".expert_group_count"));
+  TP_ASSIGN_OR_RETURN(std::optional<int64_t> groups_used,
+                      GgufInt(g, arch + ".expert_group_used_count"));
+  TP_ASSIGN_OR_RETURN(const int32_t num_groups,
+                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_group_count"),
+                                   std::max<int64_t>(1, groups.value_or(1))));
+  TP_ASSIGN_OR_RETURN(const int32_t top_groups,
+                      RoutingCount(StrCat(g.Describe(), ": ", arch, ".expert_group_used_count"),
+                                   std::max<int64_t>(1, groups_used.value_or(1))));
+  return ExpertRouting{
+      .score = gating.value_or(2) == 1 ? RoutingScore::kSoftmax : RoutingScore::kSigmoid,
+      .num_groups = num_groups,
+      .top_groups = top_groups,
+      .renormalize = norm.value_or(false),  // llama.cpp's default for glm4moe
+      // llama.cpp applies the scale only when it is neither 0 nor 1.
+      .scaling = scale && *scale != 0.0 ? static_cast<float>(*scale) : 1.0f};
+}
 
 absl::Status ReadGgufExperts(const GgufFile& g, const std::string& arch, ExpertRouting routing,
                              int64_t expert_intermediate_size, ModelSpec& spec) {

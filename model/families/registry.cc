@@ -6,8 +6,9 @@ namespace tpserve {
 
 const std::vector<const ModelFamily*>& ModelFamilies() {
   static const std::vector<const ModelFamily*> kAll = {
-      &kGemma2Family,  &kGemma3Family,  &kGlm4MoeFamily, &kLlamaFamily,   &kLlama4Family,
-      &kMistralFamily, &kMixtralFamily, &kQwen2Family,   &kQwen3Family,   &kQwen3MoeFamily};
+      &kDeepseek2Family, &kGemma2Family,  &kGemma3Family, &kGlm4MoeFamily,
+      &kLlamaFamily,     &kLlama4Family,  &kMistralFamily, &kMixtralFamily,
+      &kQwen2Family,     &kQwen3Family,   &kQwen3MoeFamily};
   return kAll;
 }
 

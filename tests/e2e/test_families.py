@@ -9,7 +9,9 @@ single KV head), and past the KV heads (each KV head then copied to the ranks th
 Llama's 2 on 4 ranks, Gemma 3's 1 on 2, Qwen3-MoE's 2 on 4 with whole experts), through gRPC
 and the HTTP
 API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
-first near-tie. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
+first near-tie. DeepSeek-V3's shape (multi-head latent attention with its latent cache, grouped
+experts with a shared one) at four ranks, tensor-parallel by heads with the latent on every
+rank, and expert-parallel. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
 for its config.json form only. Llama 4's config.json asks for chunks of 8 and a temperature
 floor of 4, which llama.cpp fixes at 8192: its GGUF form is checked against llama.cpp's own
 greedy tokens (gguf_prompts), its config.json form against the numpy reference's."""
@@ -28,14 +30,18 @@ NEAR_TIE = 0.5
 CASES = [(case, form, False, None) for case in ["llama", "qwen2", "qwen2_yarn", "qwen3", "mistral",
                                            "gemma2", "gemma3", "mixtral", "qwen3moe",
                                            "qwen3moe_kv4", "glm4moe",
-                                           "llama4"]
+                                           "llama4", "deepseek2"]
          for form in ["gguf", "hf_dir"] if (case, form) != ("mistral", "gguf")]
+# DeepSeek-V3's shape without the query latent and YaRN (as DeepSeek-V2-Lite), its GGUF form;
+# and the FP8 checkpoint form (128x128 tiles with weight_scale_inv) on one rank, whose tiles
+# hold whole matrices (goldens: a numpy reference on the same FP8 weights).
+CASES += [("deepseek2_lite", "gguf", False, None), ("deepseek2_fp8_hf", "hf_dir", False, 1)]
 # --expert_parallel: each of the two ranks holds 4 whole experts (GLM's shared expert on both),
 # their outputs brought to the tokens by an all-to-all over shared memory; qwen3moe_kv4's four
 # ranks hold 2 each.
 CASES += [("mixtral", "gguf", True, None), ("qwen3moe", "hf_dir", True, None),
           ("glm4moe", "gguf", True, None), ("qwen3moe_kv4", "gguf", True, None),
-          ("llama4", "hf_dir", True, None)]
+          ("llama4", "hf_dir", True, None), ("deepseek2", "hf_dir", True, None)]
 # Past the KV heads: more ranks than KV heads, each KV head copied to the ranks that read it.
 CASES += [("llama", "gguf", False, 4), ("gemma3", "hf_dir", False, 2),
           ("qwen3moe", "gguf", True, 4)]
