@@ -465,7 +465,7 @@ constexpr char kKimiK2[] = R"({"model_type": "kimi_k2",
 std::vector<std::string> ModelSpecPresetNames() {
   return {"llama-3.1-8b",  "llama-3.1-70b", "llama-3.1-405b",  "smollm2-135m",
           "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "llama4-scout",
-          "llama4-maverick", "deepseek-v3",  "kimi-k2"};
+          "llama4-maverick", "deepseek-v3",   "kimi-k2"};
 }
 
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
