@@ -477,9 +477,10 @@ TEST(FamilyExpertLoadTest, EveryMoeLayerCountsEachTokensSlots) {
 }
 
 // Multi-head latent attention's two forms (deepseek2*): a fresh prefill expanded (keys and
-// values per head from the latent) and the same prompt absorbed (W_UK folded into the queries,
-// attention over the cached latents, as every decode step runs), each against the goldens and
-// against each other, and which form ran as counted by the model.
+// values per head from the latent; LlamaLoadOptions::mla_expand_fresh_prefill) and the same
+// prompt absorbed (W_UK folded into the queries, attention over the cached latents: the
+// default, and every decode step), each against the goldens and against each other, which form
+// ran as counted by the model, and the default's floats the same however the prompt is chunked.
 TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
   const std::vector<Case> cases = LoadCases();
   const Case* it = FindCase(cases, GetParam());
@@ -489,12 +490,12 @@ TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
   if (!files->config.mla.enabled()) GTEST_SKIP() << it->name << " has no latent attention";
   const int64_t vocab = files->config.vocab_size;
   std::vector<float> forms[2];
-  for (bool absorb : {false, true}) {
+  for (bool absorb : {false, true}) {  // the option expands; the default absorbs
     CpuBackend backend(CpuBackendOptions{.num_threads = 2});
     SingleRankCommunicator comm;
     auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
                                   {.max_step_tokens = 64, .scheme = files->scheme,
-                                   .mla_absorb_prefill = absorb});
+                                   .mla_expand_fresh_prefill = !absorb});
     ASSERT_TRUE(model.ok()) << model.status();
     auto cache = KvCache::Create((*model)->KvShape(16, 8, DType::kF32), backend);
     ASSERT_TRUE(cache.ok()) << cache.status();
@@ -525,6 +526,29 @@ TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
   std::printf("%-16s absorbed vs expanded: max|diff| %.2e of max|logit|\n", it->name.c_str(),
               d.max_diff / d.max_abs);
   EXPECT_LT(d.max_diff, kMaxDiffTolerance * d.max_abs);
+  {
+    // The default (every position absorbed) is chunk invariant: the prompt in two chunks gives
+    // the second chunk's rows bit for bit as the whole prompt in one step did.
+    CpuBackend backend(CpuBackendOptions{.num_threads = 2});
+    SingleRankCommunicator comm;
+    auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
+                                  {.max_step_tokens = 64, .scheme = files->scheme});
+    ASSERT_TRUE(model.ok()) << model.status();
+    auto cache = KvCache::Create((*model)->KvShape(16, 8, DType::kF32), backend);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    const std::vector<int32_t>& ids = it->prompts[1].ids;
+    const int64_t half = std::ssize(ids) / 2;
+    std::vector<int32_t> table(16);
+    std::iota(table.begin(), table.end(), 0);
+    StepBatch first, second;
+    first.Add(/*seq_id=*/0, 0, std::vector<int32_t>(ids.begin(), ids.begin() + half), table, 0);
+    second.Add(/*seq_id=*/0, half, std::vector<int32_t>(ids.begin() + half, ids.end()), table,
+               std::ssize(ids) - half);
+    std::vector<float> chunked((std::ssize(ids) - half) * vocab);
+    ASSERT_TRUE((*model)->Forward(first, cache->get(), nullptr).ok());
+    ASSERT_TRUE((*model)->Forward(second, cache->get(), chunked.data()).ok());
+    EXPECT_EQ(chunked, std::vector<float>(forms[1].begin() + half * vocab, forms[1].end()));
+  }
   // The latent cache in bf16 and in fp8 e4m3 (--kv_dtype), read by the absorbed form, one
   // byte or two per latent value.
   for (DType kv : {DType::kBF16, DType::kF8E4M3}) {
@@ -532,7 +556,7 @@ TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
     SingleRankCommunicator comm;
     auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
                                   {.max_step_tokens = 64, .scheme = files->scheme,
-                                   .mla_absorb_prefill = true});
+                                   .mla_expand_fresh_prefill = false});
     ASSERT_TRUE(model.ok()) << model.status();
     auto cache = KvCache::Create((*model)->KvShape(16, 8, kv), backend);
     ASSERT_TRUE(cache.ok()) << cache.status();

@@ -275,7 +275,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
                                                    options.max_step_tokens, max_logit_rows,
                                                    options.reduction));
   model->requested_chunks_ = options.reduction_chunks;
-  model->absorb_prefill_ = options.mla_absorb_prefill;
+  model->expand_fresh_prefill_ = options.mla_expand_fresh_prefill;
   model->max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens
                                                               : config.max_context_tokens;
   TP_RETURN_IF_ERROR(model->Init());
@@ -501,7 +501,7 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
 LlamaModel::LatentForms LlamaModel::FormsOf(const StepInputs& step) const {
   LatentForms f;
   for (const AttentionSequence& s : step.seqs) {
-    const bool fresh = s.start_position == 0 && !s.padding && !absorb_prefill_;
+    const bool fresh = expand_fresh_prefill_ && s.start_position == 0 && !s.padding;
     f.expanded |= fresh;
     f.absorbed |= !fresh;
   }
@@ -546,8 +546,8 @@ absl::Status LlamaModel::LatentAttentionBlock(int64_t layer, const StepInputs& s
   backend_->WriteKv(ws.mla_entry.data(), ws.mla_entry.data(), pool);  // keys are the values
   auto* q = static_cast<uint8_t*>(ws.q.data());
   auto* out = static_cast<uint8_t*>(ws.attn.data());  // [t, heads * v]
-  // Each sequence in one form, whatever the others in the step: a fresh prefill expanded, every
-  // other step of a sequence absorbed (so a sequence's floats never depend on its batch).
+  // Each sequence in one form, whatever the others in the step: absorbed, or, where asked, a
+  // fresh prefill expanded (a sequence's form never depends on the other sequences).
   const LatentForms forms = FormsOf(step);
   if (forms.absorbed) {
     // Each head's query [W_UK^T q_nope, q_rope] against the cache's latent entries, read as

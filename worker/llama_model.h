@@ -67,16 +67,18 @@ struct LlamaLoadOptions {
   // kDeterministic's chunk count (--deterministic_tp_chunks; CheckReductionChunks); 0: the
   // default, ReductionChunks'.
   int64_t reduction_chunks = 0;
-  // Multi-head latent attention: run a fresh prefill in the absorbed form too, as every other
-  // sequence's step is (tests compare the two forms); by default it expands the latent
-  // (LatentPaths).
-  bool mla_absorb_prefill = false;
+  // Multi-head latent attention: expand a fresh prefill (a sequence from position 0: keys and
+  // values per head from the latent, Backend::PrefillAttention) instead of absorbing it as
+  // every other step is. Off by default: which form a position takes would then depend on how
+  // the scheduler chunked its prompt and on prefix-cache hits (a continuing chunk absorbs), and
+  // the two forms differ in the last bits, so a request's tokens could depend on its batch.
+  bool mla_expand_fresh_prefill = false;
 };
 
 // Which forms multi-head latent attention layers ran in, counted over steps: expanded (a fresh
-// prefill, a sequence from position 0: keys and values expanded from the latent) or absorbed
-// (W_UK folded into the query, attention over the cached latents: every other sequence). A
-// layer of a step holding both kinds of sequence counts once in each.
+// prefill with LlamaLoadOptions::mla_expand_fresh_prefill: keys and values expanded from the
+// latent) or absorbed (W_UK folded into the query, attention over the cached latents: every
+// other sequence). A layer of a step holding both kinds of sequence counts once in each.
 struct LatentPaths {
   int64_t expanded_layers = 0;
   int64_t absorbed_layers = 0;
@@ -147,12 +149,12 @@ class LlamaModel {
   absl::Status Embed(const StepInputs& step);
   absl::Status AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache);
   // AttentionBlock for multi-head latent attention (ModelSpec::mla): the latent cache, the
-  // expanded form for the step's fresh prefills (sequences from position 0) and the absorbed
-  // one for every other sequence.
+  // absorbed form, and the expanded one for the step's fresh prefills (sequences from position
+  // 0) where LlamaLoadOptions::mla_expand_fresh_prefill asks.
   absl::Status LatentAttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache);
   struct LatentForms {
     bool expanded = false;  // some sequence is a fresh prefill
-    bool absorbed = false;  // some sequence continues (or every one, with absorb_prefill_)
+    bool absorbed = false;  // some sequence continues (every one, unless expand_fresh_prefill_)
   };
   LatentForms FormsOf(const StepInputs& step) const;
   absl::Status FeedForwardBlock(int64_t layer, const StepInputs& step);
@@ -186,7 +188,7 @@ class LlamaModel {
   int64_t max_logit_rows_;
   ExpertLoad expert_load_;  // since the last TakeExpertLoad
   LatentPaths latent_paths_;  // since the last TakeLatentPaths
-  bool absorb_prefill_ = false;  // LlamaLoadOptions::mla_absorb_prefill
+  bool expand_fresh_prefill_ = false;  // LlamaLoadOptions::mla_expand_fresh_prefill
   int64_t max_context_tokens_ = 0;  // LlamaLoadOptions', 0 resolved to the model's
   TpReduction reduction_;
   int64_t requested_chunks_ = 0;  // LlamaLoadOptions::reduction_chunks
