@@ -5,6 +5,7 @@
 
 #include "kernels/check.h"
 #include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/mla_plan.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -87,6 +88,11 @@ AttentionWorkspace FlashInferWorkspace(const AttentionLimits& l) {
 }  // namespace
 
 AttentionKernels AttentionKernelsFor(DType kv_dtype, int64_t head_dim, int compute_capability) {
+  if (head_dim == kMlaEntryDim) {
+    return compute_capability == 90 && (kv_dtype == DType::kBF16 || kv_dtype == DType::kF8E4M3)
+               ? AttentionKernels::kMla
+               : AttentionKernels::kSimt;
+  }
   const bool types = kv_dtype == DType::kBF16 || kv_dtype == DType::kF16 ||
                      kv_dtype == DType::kF8E4M3;
   return compute_capability == 90 && types && (head_dim == 64 || head_dim == 128)
@@ -122,9 +128,16 @@ AttentionWorkspace AttentionWorkspaceFor(const AttentionLimits& l) {
   TP_CHECK(l.head_dim > 0 && l.page_size > 0 && l.max_step_tokens > 0 &&
                l.max_decode_rows > 0 && l.max_context > 0 && l.num_sms > 0,
            "attention limits");
-  if (AttentionKernelsFor(l.kv_dtype, l.head_dim, l.compute_capability) ==
-      AttentionKernels::kFlashInfer) {
-    return FlashInferWorkspace(l);
+  const AttentionKernels kernels =
+      AttentionKernelsFor(l.kv_dtype, l.head_dim, l.compute_capability);
+  if (kernels == AttentionKernels::kFlashInfer) return FlashInferWorkspace(l);
+  if (kernels == AttentionKernels::kMla) {
+    const MlaWorkspaceBytes mla = MlaWorkspaceFor(l.num_sms);
+    AttentionWorkspace w;
+    w.kernels = AttentionKernels::kMla;
+    w.float_bytes = mla.float_bytes;
+    w.int_bytes = mla.int_bytes;
+    return w;
   }
   DeviceKvPool pool;
   pool.num_kv_heads = l.num_kv_heads;

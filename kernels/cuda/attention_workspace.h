@@ -12,6 +12,9 @@
 //     the output.
 //     The bounds follow FlashInfer's own allocation (flashinfer/attention/scheduler.cuh,
 //     PrefillPlanImpl and PrefillSM90Plan) at the worst batch within the limits.
+//   FlashInfer's MLA (Hopper; a latent pool of one 576-wide head, KV bf16 or e4m3; mla_plan.h):
+//     MLAPlan's split partials and its one int work-list region (pinned mirror too), both of
+//     fixed size for the device whatever the batch.
 //   Our SIMT kernels (f32 KV, other head dims, other GPUs): the decode splits' scratch
 //     (attention_plan.h) at the power-of-two context bucket a recorded step plans for.
 // Thread-safe: pure functions.
@@ -25,11 +28,13 @@
 
 namespace tpserve::cuda {
 
-enum class AttentionKernels { kFlashInfer, kSimt };
+enum class AttentionKernels { kFlashInfer, kSimt, kMla };
 
 // FlashInfer on a Hopper GPU (compute capability 9.0: its kernels are built as sm_90a SASS
 // only) for KV in bf16, f16 or e4m3 with head_dim 64 or 128 (what kernels/cuda/flashinfer
-// instantiates); our SIMT kernels otherwise.
+// instantiates); FlashInfer's MLA for head_dim 576 (mla_plan.h's latent entry, bf16 or e4m3)
+// on the same GPUs; our SIMT kernels otherwise (which serve no latent pool: a 576-wide head is
+// beyond them, and the CUDA backend refuses it at ReserveAttention).
 AttentionKernels AttentionKernelsFor(DType kv_dtype, int64_t head_dim, int compute_capability);
 
 // One rank's attention, and the most any step asks of it.
@@ -59,8 +64,10 @@ struct AttentionWorkspace {
   int64_t float_bytes = 0;    // FA2 split partials, or the SIMT splits' scratch
   int64_t int_bytes = 0;      // FlashInfer: one plan's work lists (two plans per step)
   int64_t convert_bytes = 0;  // FlashInfer over f16 KV: q and output in f16
-  int64_t DeviceBytes() const { return float_bytes + 2 * int_bytes + convert_bytes; }
-  int64_t PinnedHostBytes() const { return 2 * int_bytes; }
+  // FA2 and FA3 plans each have their work lists; MLA's one plan has one region.
+  int64_t IntRegions() const { return kernels == AttentionKernels::kMla ? 1 : 2; }
+  int64_t DeviceBytes() const { return float_bytes + IntRegions() * int_bytes + convert_bytes; }
+  int64_t PinnedHostBytes() const { return IntRegions() * int_bytes; }
 };
 
 // A reservation (Backend::ReserveAttention) on a device with `num_sms` multiprocessors of

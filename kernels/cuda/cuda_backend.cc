@@ -26,7 +26,9 @@
 #include "kernels/cuda/device_wait.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/flashinfer/flashinfer_attention.h"
+#include "kernels/cuda/flashinfer/mla_attention.h"
 #include "kernels/cuda/flashinfer/scoring.h"
+#include "kernels/cuda/mla_plan.h"
 #include "kernels/cuda/step_metadata.h"
 #include "kernels/cuda/weight_placement.h"
 
@@ -44,6 +46,11 @@ cuda::KvKind ToKvKind(DType dtype) {
     default: TP_CHECK(false, "not a KV cache dtype");
   }
   return cuda::KvKind::kF16;
+}
+
+// A latent pool (MLA): one KV head of [c (512), k_rope (64)], keys read as values.
+bool IsLatentPoolView(const KvPoolView& p) {
+  return cuda::IsLatentPool(p.num_kv_heads, p.head_dim) && p.k == p.v;
 }
 
 cuda::DeviceKvPool ToDevicePool(const KvPoolView& p) {
@@ -150,6 +157,17 @@ class CudaBackend final : public Backend {
   absl::StatusOr<int64_t> ReserveAttention(const AttentionReservation& limits) override;
   void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
                       const KvPoolView& pool, void* out) override;
+  // Multi-head latent attention: the absorbed form over a latent pool (one KV head of 576:
+  // kernels/cuda/mla_plan.h) on FlashInfer's Hopper MLA kernel (flashinfer/mla_attention.h),
+  // bf16 or fp8 latent cache, compute capability 9.0; never deterministic. The expanded
+  // prefill (PrefillAttention) is not built: it records UNIMPLEMENTED.
+  bool SupportsLatentAttention() const override {
+    return compute_capability_ == 90 && !deterministic_;
+  }
+  void RopePart(void* x, int64_t num_heads, int64_t head_stride, int64_t offset,
+                int64_t rope_dim, const float* inv_freq, RopeLayout layout) override;
+  void PrefillAttention(const void* q, const void* k, const void* v, int64_t num_heads,
+                        int64_t key_dim, int64_t value_dim, float scale, void* out) override;
   absl::Status Synchronize() override;
   void RequestAbort() override { abort_requested_.store(true); }
   bool SupportsStepCapture() const override { return graphs_enabled_; }
@@ -185,6 +203,10 @@ class CudaBackend final : public Backend {
   // its plan cannot run (flashinfer/scoring.h).
   void RunFlashInfer(const void* q, int64_t num_heads, const AttentionParams& params,
                      const cuda::DeviceKvPool& pool, void* out);
+  // PagedAttention over a latent pool on FlashInfer's MLA kernel: the reserved instance, or
+  // (without a reservation) one made or grown to fit the step; planned once per step.
+  void RunMla(const void* q, int64_t num_heads, const AttentionParams& params,
+              const cuda::DeviceKvPool& pool, void* out);
 
   // Makes this backend's device current for the calling thread (ranks may share a process).
   // Not while recording: the capture is this thread's, on this device already.
@@ -239,6 +261,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::FlashInferAttention> flashinfer_;
   bool attention_reserved_ = false;  // ReserveAttention sized it: it never grows
   bool attention_planned_ = false;   // this step's FlashInfer plan is made
+  // FlashInfer's MLA (kernels/cuda/flashinfer/mla_attention.h): its workspace and step plan.
+  std::unique_ptr<cuda::MlaAttention> mla_;
+  bool mla_planned_ = false;  // this step's MLA plan is made
   // What FlashInfer plans avoid for the windows and soft-caps of every layer seen so far
   // (flashinfer/scoring.h); only grows, and a change invalidates recorded steps.
   cuda::fi::PlanConstraints attention_constraints_;
@@ -395,6 +420,7 @@ void CudaBackend::BeginStep(const StepInputs& step) {
   }
   step_ = packed_.Resolve(step_words_.as<const int32_t>());
   attention_planned_ = false;
+  mla_planned_ = false;
   Done("BeginStep");
 }
 
@@ -433,6 +459,27 @@ void CudaBackend::Rope(void* x, int64_t num_heads, int64_t head_dim, const float
                                              step_.positions, inv_freq,
                                              layout == RopeLayout::kInterleaved, stream_)));
   Done("Rope");
+}
+
+void CudaBackend::RopePart(void* x, int64_t num_heads, int64_t head_stride, int64_t offset,
+                           int64_t rope_dim, const float* inv_freq, RopeLayout layout) {
+  TP_CHECK(rope_dim % 2 == 0, "RoPE needs an even head_dim");
+  TP_CHECK(offset >= 0 && offset + rope_dim <= head_stride, "RoPE dims outside the head");
+  Enter();
+  Record("RopePart", TPK_LAUNCH(cuda::LaunchRopePart(
+                         x, step_.num_positions, num_heads, head_stride, offset, rope_dim,
+                         step_.positions, inv_freq, layout == RopeLayout::kInterleaved,
+                         stream_)));
+  Done("RopePart");
+}
+
+void CudaBackend::PrefillAttention(const void*, const void*, const void*, int64_t, int64_t,
+                                   int64_t, float, void*) {
+  Record("PrefillAttention",
+         absl::UnimplementedError(
+             "the expanded form of a fresh MLA prefill (LlamaLoadOptions::"
+             "mla_expand_fresh_prefill) is not built on CUDA; the absorbed form, the default, "
+             "serves every step"));
 }
 
 void CudaBackend::GatedActivation(Activation act, const void* gate, const void* up,
@@ -570,6 +617,18 @@ absl::StatusOr<int64_t> CudaBackend::ReserveAttention(const AttentionReservation
   Enter();
   const cuda::AttentionLimits limits = LimitsFor(r);
   const cuda::AttentionWorkspace w = cuda::AttentionWorkspaceFor(limits);
+  if (cuda::IsLatentPool(r.num_kv_heads, r.head_dim)) {
+    if (w.kernels != cuda::AttentionKernels::kMla || deterministic_) {
+      return absl::FailedPreconditionError(StrCat(
+          name_, ": multi-head latent attention runs on FlashInfer's MLA kernels only (compute "
+          "capability 9.0, latent cache bf16 or fp8, not deterministic); this is compute "
+          "capability ", compute_capability_, ", KV ", DTypeName(r.kv_dtype),
+          deterministic_ ? ", deterministic" : ""));
+    }
+    TP_ASSIGN_OR_RETURN(mla_, cuda::MlaAttention::Create(limits, &abort_requested_));
+    attention_reserved_ = true;
+    return w.DeviceBytes();
+  }
   if (deterministic_ && w.kernels != cuda::AttentionKernels::kFlashInfer) {
     return absl::FailedPreconditionError(StrCat(
         name_, ": deterministic attention runs on FlashInfer's kernels only (compute "
@@ -677,6 +736,76 @@ void CudaBackend::RunFlashInfer(const void* q, int64_t num_heads, const Attentio
   Done("PagedAttention");
 }
 
+void CudaBackend::RunMla(const void* q, int64_t num_heads, const AttentionParams& params,
+                         const cuda::DeviceKvPool& pool, void* out) {
+  if (params.skip_fresh_sequences) {
+    Record("PagedAttention", absl::UnimplementedError(
+                                 "MLA's absorbed form beside the expanded prefill (LlamaLoad"
+                                 "Options::mla_expand_fresh_prefill) is not built on CUDA"));
+    return;
+  }
+  if (params.sliding_window > 0 || params.logit_softcap > 0.0f || !SupportsAttention(params)) {
+    Record("PagedAttention",
+           absl::UnimplementedError(StrCat(
+               "FlashInfer's MLA kernel is built causal only: no sliding window (",
+               params.sliding_window, "), soft-cap (", params.logit_softcap, ") or ",
+               AttentionExtrasString(params))));
+    return;
+  }
+  if (recording_) {  // MLAPlan is host work per step, outside what a replay re-runs
+    Record("PagedAttention", absl::FailedPreconditionError(
+                                 "FlashInfer's MLA plan is made on the host every step, which "
+                                 "a recorded step cannot"));
+    return;
+  }
+  const DType kv_dtype = pool.kind == cuda::KvKind::kFp8 ? DType::kF8E4M3 : DType::kBF16;
+  if (pool.kind != cuda::KvKind::kFp8 && pool.kind != cuda::KvKind::kBF16) {
+    Record("PagedAttention", absl::UnimplementedError(
+                                 "FlashInfer's MLA kernel reads a bf16 or fp8 latent cache"));
+    return;
+  }
+  const int64_t rows = std::max<int64_t>(step_.num_rows, 1);
+  const bool fits = mla_ != nullptr && mla_->limits().num_qo_heads == num_heads &&
+                    mla_->limits().kv_dtype == kv_dtype &&
+                    mla_->limits().page_size == pool.block_size &&
+                    mla_->limits().max_step_tokens >= rows &&
+                    mla_->limits().max_decode_rows >= step_.num_seqs;
+  if (!fits) {
+    if (attention_reserved_) {
+      Record("PagedAttention",
+             absl::InvalidArgumentError(StrCat(
+                 "an MLA step beyond the reserved attention: ", num_heads, " heads, ", rows,
+                 " rows, ", step_.num_seqs, " sequences, KV ", DTypeName(kv_dtype))));
+      return;
+    }
+    AttentionReservation need;  // no reservation (tests, benchmarks): grow to fit
+    need.num_heads = num_heads;
+    need.num_kv_heads = 1;
+    need.head_dim = cuda::kMlaEntryDim;
+    need.kv_dtype = kv_dtype;
+    need.block_size_tokens = pool.block_size;
+    need.max_step_tokens = std::max<int64_t>(rows, 64);
+    need.max_sequences = std::max<int64_t>(step_.num_seqs, 64);
+    need.max_context = std::max<int64_t>(step_.fi_max_kv_len, 4096);
+    if (mla_ != nullptr) Record("PagedAttention", WaitForQueuedWork());  // may read the old one
+    mla_.reset();
+    absl::StatusOr<std::unique_ptr<cuda::MlaAttention>> made =
+        cuda::MlaAttention::Create(LimitsFor(need), &abort_requested_);
+    Record("PagedAttention", made.status());
+    if (!made.ok()) return;
+    mla_ = *std::move(made);
+    mla_planned_ = false;
+  }
+  if (!mla_planned_) {
+    const absl::Status planned = mla_->Plan(packed_, stream_);
+    Record("PagedAttention", planned);
+    if (!planned.ok()) return;
+    mla_planned_ = true;
+  }
+  Record("PagedAttention", mla_->Run(q, num_heads, params.scale, pool, step_, out, stream_));
+  Done("PagedAttention");
+}
+
 void CudaBackend::PagedAttention(const void* q, int64_t num_heads,
                                  const AttentionParams& params, const KvPoolView& pool,
                                  void* out) {
@@ -686,6 +815,11 @@ void CudaBackend::PagedAttention(const void* q, int64_t num_heads,
                                              params.sliding_window, ", logit_softcap ",
                                              params.logit_softcap,
                                              ": the scale must be positive, the others >= 0")));
+    return;
+  }
+  if (IsLatentPoolView(pool)) {
+    Enter();
+    RunMla(q, num_heads, params, ToDevicePool(pool), out);
     return;
   }
   if (!SupportsAttention(params)) {  // the model refuses such layers at load; never compute

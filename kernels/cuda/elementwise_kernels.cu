@@ -4,6 +4,7 @@
 //   RmsNorm:   for r: inv = 1 / sqrt(sum_i x[r,i]^2 / dim + eps); y[r,i] = x[r,i] * inv * w[i]
 //   Rope:      for r, h, i < hd/2: th = double(pos[r]) * inv_freq[i]; (a, b) = pair i;
 //              x[a], x[b] = x[a] cos th - x[b] sin th, x[a] sin th + x[b] cos th
+//              (RopePart: the same over the rope_dim values at `offset` of each head)
 //   SiluMul:   out[i] = g[i] / (1 + exp(-g[i])) * u[i]
 //   GeluTanhMul: out[i] = g[i] / (1 + exp(-2 sqrt(2/pi) (g[i] + 0.044715 g[i]^3))) * u[i]
 //   Add:       out[i] = a[i] + b[i]
@@ -48,10 +49,13 @@ __global__ void RmsNormKernel(const bf16* x, const float* w, int64_t dim, float 
 }
 
 // One block per row: the row's sines and cosines once, then every head.
-__global__ void RopeKernel(bf16* x, int64_t heads, int64_t head_dim, const int32_t* positions,
-                           const float* inv_freq, bool interleaved) {
+// Rotates the rope_dim values at `offset` of each head (stride head_stride) of row
+// blockIdx.x; a whole-head Rope is offset 0, rope_dim == head_stride.
+__global__ void RopeKernel(bf16* x, int64_t heads, int64_t head_stride, int64_t offset,
+                           int64_t rope_dim, const int32_t* positions, const float* inv_freq,
+                           bool interleaved) {
   extern __shared__ float table[];  // cos [half], sin [half]
-  const int64_t half = head_dim / 2;
+  const int64_t half = rope_dim / 2;
   float* cos_t = table;
   float* sin_t = table + half;
   const double pos = static_cast<double>(positions[blockIdx.x]);
@@ -62,15 +66,15 @@ __global__ void RopeKernel(bf16* x, int64_t heads, int64_t head_dim, const int32
     sin_t[i] = static_cast<float>(s);
   }
   __syncthreads();
-  bf16* row = x + static_cast<int64_t>(blockIdx.x) * heads * head_dim;
+  bf16* row = x + static_cast<int64_t>(blockIdx.x) * heads * head_stride;
   for (int64_t idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
     const int64_t h = idx / half, i = idx % half;
-    bf16* head = row + h * head_dim;
+    bf16* part = row + h * head_stride + offset;
     const int64_t a = interleaved ? 2 * i : i;
     const int64_t b = interleaved ? 2 * i + 1 : i + half;
-    const float x0 = Bf16ToF32(head[a]), x1 = Bf16ToF32(head[b]);
-    head[a] = F32ToBf16(x0 * cos_t[i] - x1 * sin_t[i]);
-    head[b] = F32ToBf16(x0 * sin_t[i] + x1 * cos_t[i]);
+    const float x0 = Bf16ToF32(part[a]), x1 = Bf16ToF32(part[b]);
+    part[a] = F32ToBf16(x0 * cos_t[i] - x1 * sin_t[i]);
+    part[b] = F32ToBf16(x0 * sin_t[i] + x1 * cos_t[i]);
   }
 }
 
@@ -192,10 +196,18 @@ LaunchResult LaunchRmsNorm(const void* x, const float* w, int64_t rows, int64_t 
 LaunchResult LaunchRope(void* x, int64_t rows, int64_t heads, int64_t head_dim,
                         const int32_t* positions, const float* inv_freq, bool interleaved,
                         void* stream) {
-  if (rows <= 0 || heads <= 0 || head_dim <= 0) return cudaSuccess;
-  const size_t smem = static_cast<size_t>(head_dim) * sizeof(float);  // half cos + half sin
+  return LaunchRopePart(x, rows, heads, head_dim, 0, head_dim, positions, inv_freq,
+                        interleaved, stream);
+}
+
+LaunchResult LaunchRopePart(void* x, int64_t rows, int64_t heads, int64_t head_stride,
+                            int64_t offset, int64_t rope_dim, const int32_t* positions,
+                            const float* inv_freq, bool interleaved, void* stream) {
+  if (rows <= 0 || heads <= 0 || rope_dim <= 0) return cudaSuccess;
+  const size_t smem = static_cast<size_t>(rope_dim) * sizeof(float);  // half cos + half sin
   RopeKernel<<<static_cast<unsigned>(rows), 128, smem, AsStream(stream)>>>(
-      static_cast<bf16*>(x), heads, head_dim, positions, inv_freq, interleaved);
+      static_cast<bf16*>(x), heads, head_stride, offset, rope_dim, positions, inv_freq,
+      interleaved);
   return cudaGetLastError();
 }
 

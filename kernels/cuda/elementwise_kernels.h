@@ -29,6 +29,13 @@ LaunchResult LaunchRope(void* x, int64_t rows, int64_t heads, int64_t head_dim,
                         const int32_t* positions, const float* inv_freq, bool interleaved,
                         void* stream);
 
+// The same rotation over the rope_dim values at `offset` of each head of bf16
+// x[rows, heads, head_stride] (Backend::RopePart: an MLA head's rope part); inv_freq has
+// rope_dim / 2 entries. REQUIRES: rope_dim even, offset + rope_dim <= head_stride.
+LaunchResult LaunchRopePart(void* x, int64_t rows, int64_t heads, int64_t head_stride,
+                            int64_t offset, int64_t rope_dim, const int32_t* positions,
+                            const float* inv_freq, bool interleaved, void* stream);
+
 // out[i] = silu(gate[i]) * up[i] (bf16, f32 math); out may alias gate or up.
 LaunchResult LaunchSiluMul(const void* gate, const void* up, int64_t count, void* out,
                            void* stream);
