@@ -17,16 +17,41 @@ uint64_t ChainKey(uint64_t parent_key, absl::Span<const int32_t> tokens) {
   return h;
 }
 
+// The parent key of a partition's first blocks: chains of different partitions never meet.
+uint64_t PartitionSeed(int32_t partition) { return static_cast<uint64_t>(partition); }
+
 }  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size_tokens,
-                           bool enable_prefix_caching)
+                           bool enable_prefix_caching, int32_t num_partitions)
     : num_blocks_(num_blocks),
       block_size_tokens_(block_size_tokens),
       prefix_caching_(enable_prefix_caching),
-      blocks_(num_blocks) {
-  free_.reserve(num_blocks);
-  for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+      blocks_(num_blocks),
+      free_(num_partitions),
+      evictable_(num_partitions) {
+  const int32_t per = num_blocks / num_partitions;
+  for (int32_t p = 0; p < num_partitions; ++p) {
+    free_[p].reserve(per);
+    for (int32_t b = (p + 1) * per - 1; b >= p * per; --b) free_[p].push_back(b);
+  }
+}
+
+int32_t BlockManager::num_free_blocks() const {
+  int32_t n = 0;
+  for (int32_t p = 0; p < num_partitions(); ++p) n += num_free_blocks(p);
+  return n;
+}
+
+int32_t BlockManager::num_cached_blocks() const {
+  int32_t n = 0;
+  for (const std::list<int32_t>& lru : evictable_) n += static_cast<int32_t>(lru.size());
+  return n;
+}
+
+int32_t BlockManager::PartitionOf(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? 0 : it->second.partition;
 }
 
 int32_t BlockManager::BlocksFor(int64_t num_tokens) const {
@@ -36,18 +61,19 @@ int32_t BlockManager::BlocksFor(int64_t num_tokens) const {
 bool BlockManager::CanGrow(int64_t seq_id, int64_t num_tokens) const {
   const int64_t have_tokens = NumTokens(seq_id);
   const int32_t have_blocks = BlocksFor(have_tokens);
-  return BlocksFor(have_tokens + num_tokens) - have_blocks <= num_free_blocks();
+  return BlocksFor(have_tokens + num_tokens) - have_blocks <= num_free_blocks(PartitionOf(seq_id));
 }
 
-int32_t BlockManager::TakeFreeBlock() {
-  if (!free_.empty()) {
-    const int32_t b = free_.back();
-    free_.pop_back();
+int32_t BlockManager::TakeFreeBlock(int32_t partition) {
+  std::vector<int32_t>& free = free_[partition];
+  if (!free.empty()) {
+    const int32_t b = free.back();
+    free.pop_back();
     return b;
   }
   // Evict the least recently released cached block: its KV is about to be overwritten.
-  const int32_t b = evictable_.front();
-  evictable_.pop_front();
+  const int32_t b = evictable_[partition].front();
+  evictable_[partition].pop_front();
   Block& block = blocks_[b];
   cached_.erase(block.key);
   block.registered = false;
@@ -57,8 +83,20 @@ int32_t BlockManager::TakeFreeBlock() {
 
 void BlockManager::Reference(int32_t b) {
   Block& block = blocks_[b];
-  if (block.ref_count == 0) evictable_.erase(block.lru_pos);  // only registered blocks are shared
+  if (block.ref_count == 0) {  // only registered blocks are shared
+    evictable_[PartitionOfBlock(b)].erase(block.lru_pos);
+  }
   ++block.ref_count;
+}
+
+void BlockManager::Release(int32_t b) {
+  Block& block = blocks_[b];
+  const int32_t p = PartitionOfBlock(b);
+  if (block.registered) {
+    block.lru_pos = evictable_[p].insert(evictable_[p].end(), b);
+  } else {
+    free_[p].push_back(b);
+  }
 }
 
 absl::Status BlockManager::Grow(int64_t seq_id, int64_t num_tokens) {
@@ -66,13 +104,15 @@ absl::Status BlockManager::Grow(int64_t seq_id, int64_t num_tokens) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "KV cache: sequence ", seq_id, " needs ",
         BlocksFor(NumTokens(seq_id) + num_tokens) - BlocksFor(NumTokens(seq_id)),
-        " more blocks of ", block_size_tokens_, " tokens, ", num_free_blocks(), " of ",
-        num_blocks_, " are free"));
+        " more blocks of ", block_size_tokens_, " tokens, ",
+        num_free_blocks(PartitionOf(seq_id)), " of ", blocks_per_partition(),
+        num_partitions() > 1 ? absl::StrCat(" of its partition ", PartitionOf(seq_id)) : "",
+        " are free"));
   }
   Sequence& seq = seqs_[seq_id];
   seq.num_tokens += num_tokens;
   while (static_cast<int32_t>(seq.blocks.size()) < BlocksFor(seq.num_tokens)) {
-    const int32_t b = TakeFreeBlock();
+    const int32_t b = TakeFreeBlock(seq.partition);
     blocks_[b].ref_count = 1;
     seq.blocks.push_back(b);
   }
@@ -86,14 +126,7 @@ void BlockManager::Shrink(int64_t seq_id, int64_t num_tokens) {
   // Registered blocks hold computed tokens: never shrunk away.
   seq.num_tokens = std::max<int64_t>(num_tokens, int64_t{seq.num_registered} * block_size_tokens_);
   while (static_cast<int32_t>(seq.blocks.size()) > BlocksFor(seq.num_tokens)) {
-    Block& block = blocks_[seq.blocks.back()];
-    if (--block.ref_count == 0) {
-      if (block.registered) {
-        block.lru_pos = evictable_.insert(evictable_.end(), seq.blocks.back());
-      } else {
-        free_.push_back(seq.blocks.back());
-      }
-    }
+    if (--blocks_[seq.blocks.back()].ref_count == 0) Release(seq.blocks.back());
     seq.blocks.pop_back();
   }
 }
@@ -109,8 +142,11 @@ int32_t BlockManager::Lookup(uint64_t parent_key, absl::Span<const int32_t> toke
   return it->second;
 }
 
-PrefixMatch BlockManager::MatchPrefix(absl::Span<const int32_t> tokens) const {
+PrefixMatch BlockManager::MatchPrefix(absl::Span<const int32_t> tokens,
+                                      int32_t partition) const {
   PrefixMatch match;
+  match.partition = partition;
+  match.last_key = PartitionSeed(partition);
   if (!prefix_caching_ || tokens.empty()) return match;
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / block_size_tokens_;
   for (int64_t i = 0; i < max_blocks; ++i) {
@@ -129,7 +165,7 @@ bool BlockManager::CanAdmit(const PrefixMatch& match, int64_t num_tokens) const 
   for (int32_t b : match.blocks) revived += blocks_[b].ref_count == 0 ? 1 : 0;
   const int32_t needed =
       BlocksFor(match.num_tokens + num_tokens) - static_cast<int32_t>(match.blocks.size());
-  return needed <= num_free_blocks() - revived;
+  return needed <= num_free_blocks(match.partition) - revived;
 }
 
 absl::Status BlockManager::Admit(int64_t seq_id, const PrefixMatch& match, int64_t num_tokens) {
@@ -142,9 +178,11 @@ absl::Status BlockManager::Admit(int64_t seq_id, const PrefixMatch& match, int64
         "KV cache: sequence ", seq_id, " needs ",
         BlocksFor(match.num_tokens + num_tokens) - static_cast<int32_t>(match.blocks.size()),
         " more blocks of ", block_size_tokens_, " tokens after ", match.blocks.size(),
-        " cached ones, ", num_free_blocks(), " of ", num_blocks_, " are free"));
+        " cached ones, ", num_free_blocks(match.partition), " of ", blocks_per_partition(),
+        num_partitions() > 1 ? absl::StrCat(" of partition ", match.partition) : "", " are free"));
   }
   Sequence& seq = seqs_[seq_id];
+  seq.partition = match.partition;
   for (int32_t b : match.blocks) Reference(b);
   seq.blocks = match.blocks;
   seq.num_tokens = match.num_tokens;
@@ -181,13 +219,8 @@ void BlockManager::Free(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
   for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) {
-    Block& block = blocks_[*b];
-    if (--block.ref_count > 0) continue;  // another sequence still reads it
-    if (block.registered) {
-      block.lru_pos = evictable_.insert(evictable_.end(), *b);
-    } else {
-      free_.push_back(*b);
-    }
+    if (--blocks_[*b].ref_count > 0) continue;  // another sequence still reads it
+    Release(*b);
   }
   seqs_.erase(it);
 }

@@ -22,6 +22,13 @@
 // num_free_blocks() counts the free list *and* the evictable blocks (both can be allocated) and
 // num_used_blocks() counts distinct blocks referenced by at least one table.
 //
+// Partitions (data-parallel attention, model/sharding.h): the blocks may be split into
+// num_partitions() equal pools, one per rank, each rank's KV cache holding only its own. A
+// sequence lives in one partition (chosen when it is admitted: PrefixMatch::partition) and every
+// block it takes is of that partition; blocks are numbered across partitions (partition p holds
+// [p * blocks_per_partition(), (p + 1) * blocks_per_partition())), and the prefix cache keys each
+// partition's chains apart, so a prefix is found only in the partition that computed it.
+//
 // Threading: not thread-safe; the engine owns it and uses it (directly and through the
 // scheduler) from its step thread only.
 #ifndef TPSERVE_COORDINATOR_BLOCK_MANAGER_H_
@@ -42,32 +49,44 @@ namespace tpserve {
 struct PrefixMatch {
   int64_t num_tokens = 0;       // == blocks.size() * block_size_tokens
   std::vector<int32_t> blocks;  // physical ids, in logical order
-  uint64_t last_key = 0;        // key of the last block (0, the chain's seed, when empty)
+  uint64_t last_key = 0;        // key of the last block (the chain's seed when empty)
+  int32_t partition = 0;        // where the blocks are, and where the sequence will live
 };
 
 class BlockManager {
  public:
-  BlockManager(int32_t num_blocks, int32_t block_size_tokens, bool enable_prefix_caching = true);
+  // REQUIRES: num_partitions >= 1 divides num_blocks.
+  BlockManager(int32_t num_blocks, int32_t block_size_tokens, bool enable_prefix_caching = true,
+               int32_t num_partitions = 1);
 
   int32_t num_blocks() const { return num_blocks_; }
+  int32_t num_partitions() const { return static_cast<int32_t>(free_.size()); }
+  int32_t blocks_per_partition() const { return num_blocks_ / num_partitions(); }
+  // The partition of physical block `block`, and its number within that partition's pool.
+  int32_t PartitionOfBlock(int32_t block) const { return block / blocks_per_partition(); }
+  int32_t LocalBlock(int32_t block) const { return block % blocks_per_partition(); }
+  // The partition `seq_id` lives in (0 for unknown ids).
+  int32_t PartitionOf(int64_t seq_id) const;
   int32_t block_size_tokens() const { return block_size_tokens_; }
   bool prefix_caching() const { return prefix_caching_; }
   // Blocks an allocation may take: unregistered free ones plus evictable cached ones.
-  int32_t num_free_blocks() const {
-    return static_cast<int32_t>(free_.size() + evictable_.size());
+  int32_t num_free_blocks() const;
+  int32_t num_free_blocks(int32_t partition) const {
+    return static_cast<int32_t>(free_[partition].size() + evictable_[partition].size());
   }
   // Distinct blocks in the sequences' tables, counted from the tables (O(blocks held)): not
   // derived from the free count, so free + used == total checks that no block is lost.
   int32_t num_used_blocks() const;
   // Of num_free_blocks(): registered blocks no sequence references (still hold valid KV).
-  int32_t num_cached_blocks() const { return static_cast<int32_t>(evictable_.size()); }
+  int32_t num_cached_blocks() const;
   // Tables referencing physical block `block` (0 when free or evictable).
   int32_t RefCount(int32_t block) const { return blocks_.at(block).ref_count; }
 
   // Blocks needed to hold `num_tokens` tokens.
   int32_t BlocksFor(int64_t num_tokens) const;
 
-  // True when `num_tokens` more tokens fit for `seq_id` (a new sequence holds 0 tokens).
+  // True when `num_tokens` more tokens fit for `seq_id` in its partition (a new sequence holds 0
+  // tokens, in partition 0).
   bool CanGrow(int64_t seq_id, int64_t num_tokens) const;
 
   // Makes room for `num_tokens` more tokens of `seq_id`, creating the sequence if new. Takes
@@ -86,11 +105,11 @@ class BlockManager {
   // The longest chain of cached full blocks that `tokens` starts with, capped at
   // floor((tokens.size() - 1) / block_size_tokens) blocks so that at least one token is always
   // left to compute (its logits are needed) and a sequence never writes into a shared block.
-  // Empty when prefix caching is off.
-  PrefixMatch MatchPrefix(absl::Span<const int32_t> tokens) const;
+  // Empty when prefix caching is off. Looks in `partition` only, and the match names it.
+  PrefixMatch MatchPrefix(absl::Span<const int32_t> tokens, int32_t partition = 0) const;
 
-  // True when a new sequence can start with `match` and then grow by `num_tokens` tokens: the
-  // match's evictable blocks stop being free once referenced.
+  // True when a new sequence can start with `match` and then grow by `num_tokens` tokens in the
+  // match's partition: the match's evictable blocks stop being free once referenced.
   bool CanAdmit(const PrefixMatch& match, int64_t num_tokens) const;
 
   // Creates `seq_id` holding a reference to each block of `match` (its first match.num_tokens
@@ -130,21 +149,25 @@ class BlockManager {
     std::vector<int32_t> blocks;
     int64_t num_tokens = 0;
     int32_t num_registered = 0;  // leading blocks whose key is known (registered or duplicate)
-    uint64_t last_key = 0;       // key of block num_registered - 1 (0 when none)
+    uint64_t last_key = 0;       // key of block num_registered - 1 (the seed when none)
+    int32_t partition = 0;
   };
 
   // The registered block for (parent_key, tokens), or -1.
   int32_t Lookup(uint64_t parent_key, absl::Span<const int32_t> tokens) const;
-  // REQUIRES: num_free_blocks() > 0.
-  int32_t TakeFreeBlock();
+  // REQUIRES: num_free_blocks(partition) > 0.
+  int32_t TakeFreeBlock(int32_t partition);
+  // Back to its partition's free list or, registered, its evictable LRU.
+  void Release(int32_t block);
   void Reference(int32_t block);
 
   const int32_t num_blocks_;
   const int32_t block_size_tokens_;
   const bool prefix_caching_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;      // LIFO: recently freed blocks are reused first (warm in cache)
-  std::list<int32_t> evictable_;   // front = least recently released
+  // Per partition. LIFO: recently freed blocks are reused first (warm in cache).
+  std::vector<std::vector<int32_t>> free_;
+  std::vector<std::list<int32_t>> evictable_;  // per partition; front = least recently released
   std::unordered_map<uint64_t, int32_t> cached_;  // key -> registered block
   std::unordered_map<int64_t, Sequence> seqs_;
 };

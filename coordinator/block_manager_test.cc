@@ -287,5 +287,46 @@ TEST(BlockManager, ShrinkFreesTheRejectedTailAndKeepsTheCache) {
   ExpectInvariant(m);
 }
 
+// Data-parallel attention's partitions: each sequence's blocks all in its partition, numbered
+// across partitions; a full partition refuses while another has room; a prefix cached in one
+// partition is not found from another.
+TEST(BlockManager, PartitionsKeepEachSequenceAndItsPrefixInOnePool) {
+  BlockManager m(/*num_blocks=*/8, /*block_size_tokens=*/4, true, /*num_partitions=*/2);
+  EXPECT_EQ(m.num_partitions(), 2);
+  EXPECT_EQ(m.blocks_per_partition(), 4);
+  const std::vector<int32_t> prompt = Range(100, 9);  // 3 blocks, 2 of them full
+  PrefixMatch in1 = m.MatchPrefix(prompt, 1);
+  EXPECT_EQ(in1.partition, 1);
+  ASSERT_TRUE(m.Admit(1, in1, 9).ok());
+  m.MarkComputed(1, prompt);
+  for (int32_t b : m.BlockTable(1)) {
+    EXPECT_EQ(m.PartitionOfBlock(b), 1) << b;
+    EXPECT_GE(b, 4);
+    EXPECT_EQ(m.LocalBlock(b), b - 4);
+  }
+  EXPECT_EQ(m.PartitionOf(1), 1);
+  EXPECT_EQ(m.num_free_blocks(1), 1);
+  EXPECT_EQ(m.num_free_blocks(0), 4);
+  ExpectInvariant(m);
+  // Partition 1 has one block left: two more (9 + 8 tokens need 5) do not fit there, though
+  // partition 0 has four.
+  EXPECT_FALSE(m.CanGrow(1, 8));
+  const absl::Status full = m.Grow(1, 8);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("1 of 4 of its partition 1 are free"), std::string::npos)
+      << full;
+  // The cached prefix is partition 1's: found there, not in partition 0.
+  EXPECT_EQ(m.MatchPrefix(prompt, 1).num_tokens, 8);
+  EXPECT_EQ(m.MatchPrefix(prompt, 0).num_tokens, 0);
+  PrefixMatch in0 = m.MatchPrefix(prompt, 0);
+  ASSERT_TRUE(m.Admit(2, in0, 9).ok());
+  for (int32_t b : m.BlockTable(2)) EXPECT_EQ(m.PartitionOfBlock(b), 0) << b;
+  m.Free(1);
+  m.Free(2);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  EXPECT_EQ(m.num_cached_blocks(), 2);  // partition 1's two registered blocks
+  ExpectInvariant(m);
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -101,7 +101,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
       executor_(std::move(executor)),
       tokenizer_(tokenizer),
       blocks_(options_.num_kv_blocks, options_.block_size_tokens,
-              options_.enable_prefix_caching),
+              options_.enable_prefix_caching, options_.kv_partitions),
       scheduler_(options_.scheduler, &blocks_),
       proposer_(std::move(proposer)) {
   stats_.free_kv_blocks = stats_.total_kv_blocks = options_.num_kv_blocks;

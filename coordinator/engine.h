@@ -47,7 +47,10 @@ namespace tpserve {
 
 struct EngineOptions {
   SchedulerOptions scheduler;
-  int32_t num_kv_blocks = 0;       // from the memory plan
+  int32_t num_kv_blocks = 0;       // from the memory plan (every partition's together)
+  // Data-parallel attention: the blocks are kv_partitions pools of num_kv_blocks / kv_partitions,
+  // one per rank, a sequence's blocks all in one (coordinator/block_manager.h).
+  int32_t kv_partitions = 1;
   int32_t block_size_tokens = 16;
   int64_t context_length = 0;
   std::vector<int32_t> eos_token_ids;
@@ -173,9 +176,10 @@ class Engine {
   // One step on the caller's thread (for tests and the single-threaded CLI); false when idle.
   bool Step();
 
-  // The KV cache the door bounds each request by.
+  // The KV cache the door bounds each request by: one partition's, where a sequence lives.
   KvCapacity kv_capacity() const {
-    return KvCapacity{options_.num_kv_blocks, options_.block_size_tokens};
+    return KvCapacity{options_.num_kv_blocks / options_.kv_partitions,
+                      options_.block_size_tokens};
   }
   // OK while serving; the executor's error once a step failed (e.g. a rank died).
   absl::Status health() const;

@@ -31,10 +31,11 @@ absl::Status Scheduler::Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids
     return absl::InvalidArgumentError(
         absl::StrCat("sequence ", seq_id, " has ", num_tokens, " tokens, needs at least 1"));
   }
-  if (blocks_->BlocksFor(num_tokens) > blocks_->num_blocks()) {
+  if (blocks_->BlocksFor(num_tokens) > blocks_->blocks_per_partition()) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "sequence ", seq_id, " needs ", blocks_->BlocksFor(num_tokens), " KV blocks, the cache has ",
-        blocks_->num_blocks()));
+        "sequence ", seq_id, " needs ", blocks_->BlocksFor(num_tokens), " KV blocks, ",
+        blocks_->num_partitions() > 1 ? "one rank's cache (data-parallel attention)" : "the cache",
+        " has ", blocks_->blocks_per_partition()));
   }
   SeqState& s = seqs_[seq_id];
   s.tokens.assign(prompt_ids.begin(), prompt_ids.end());
@@ -58,17 +59,35 @@ void Scheduler::Preempt(int64_t seq_id, ScheduledStep& step) {
   step.preempted.push_back(seq_id);
 }
 
+std::vector<int32_t> Scheduler::RankBlockTable(int64_t seq_id) const {
+  std::vector<int32_t> table = blocks_->BlockTable(seq_id);
+  if (blocks_->num_partitions() > 1) {
+    for (int32_t& b : table) b = blocks_->LocalBlock(b);
+  }
+  return table;
+}
+
 void Scheduler::AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const {
   const absl::Span<const int32_t> known = absl::MakeConstSpan(s.tokens).subspan(s.num_computed, n);
+  StepBatch::Sequence* added;
   if (s.pending.empty()) {
-    batch.Add(seq_id, s.num_computed, known, blocks_->BlockTable(seq_id), s.RowsFor(n));
-    return;
+    added = &batch.Add(seq_id, s.num_computed, known, RankBlockTable(seq_id), s.RowsFor(n));
+  } else {
+    // A decode token and its drafts: a row for each, to verify every draft and sample after
+    // them.
+    std::vector<int32_t> tokens(known.begin(), known.end());
+    tokens.insert(tokens.end(), s.pending.begin(), s.pending.end());
+    added = &batch.Add(seq_id, s.num_computed, tokens, RankBlockTable(seq_id),
+                       static_cast<int64_t>(tokens.size()));
   }
-  // A decode token and its drafts: a row for each, to verify every draft and sample after them.
-  std::vector<int32_t> tokens(known.begin(), known.end());
-  tokens.insert(tokens.end(), s.pending.begin(), s.pending.end());
-  batch.Add(seq_id, s.num_computed, tokens, blocks_->BlockTable(seq_id),
-            static_cast<int64_t>(tokens.size()));
+  if (blocks_->num_partitions() > 1) added->attention_rank = blocks_->PartitionOf(seq_id);
+}
+
+int64_t Scheduler::NewestRunningIn(int32_t partition) const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (blocks_->PartitionOf(*it) == partition) return *it;
+  }
+  return -1;  // not reached: the sequence asking is running there
 }
 
 void Scheduler::DropPending(int64_t seq_id, SeqState& s) {
@@ -115,8 +134,9 @@ ScheduledStep Scheduler::Schedule(DraftSource* drafts) {
       continue;
     }
     if (!blocks_->CanGrow(id, n)) {
-      Preempt(running_.back(), step);  // may be `id` itself
-      continue;                        // retry the same index with more free blocks
+      // The newest sequence of its partition (the only blocks it can take): may be `id` itself.
+      Preempt(NewestRunningIn(blocks_->PartitionOf(id)), step);
+      continue;  // retry the same index with more free blocks
     }
     blocks_->Grow(id, n).IgnoreError();  // CanGrow checked
     chunks.emplace_back(id, n);
@@ -169,6 +189,15 @@ ScheduledStep Scheduler::Schedule(DraftSource* drafts) {
   // every sequence in the batch names itself.
   std::stable_partition(chunks.begin(), chunks.end(),
                         [](const std::pair<int64_t, int64_t>& c) { return c.second == 1; });
+  // Data-parallel attention: each rank's sequences one run, in rank order (StepBatch's rule),
+  // its decodes still first.
+  if (blocks_->num_partitions() > 1) {
+    std::stable_sort(chunks.begin(), chunks.end(),
+                     [&](const std::pair<int64_t, int64_t>& a,
+                         const std::pair<int64_t, int64_t>& b) {
+                       return blocks_->PartitionOf(a.first) < blocks_->PartitionOf(b.first);
+                     });
+  }
   for (const auto& [id, n] : chunks) {
     const SeqState& s = seqs_.at(id);
     AddToBatch(id, s, n - static_cast<int64_t>(s.pending.size()), step.batch);
@@ -181,13 +210,39 @@ int64_t Scheduler::AdmitNext(int64_t& budget, int64_t& rows, ScheduledStep& step
   SeqState& s = seqs_[id];
   // Every known token is looked up: a preempted sequence may find its own blocks still cached.
   // A sequence still scoring its prompt needs the rows of what the cache would skip.
-  const PrefixMatch hit = s.scoring() ? PrefixMatch{} : blocks_->MatchPrefix(s.tokens);
-  s.num_computed = hit.num_tokens;
-  const int64_t n = s.CapToRows(std::min(s.num_tokens() - hit.num_tokens, budget), rows);
-  if (n <= 0 || !blocks_->CanAdmit(hit, n)) {
+  // With partitions (data-parallel attention), in each: the sequence goes where the longest
+  // prefix is cached, then where the fewest sequences run, then where the most blocks are free.
+  const int32_t partitions = blocks_->num_partitions();
+  std::vector<PrefixMatch> hits;
+  std::vector<int64_t> running(partitions, 0);
+  for (int32_t p = 0; p < partitions; ++p) {
+    hits.push_back(blocks_->MatchPrefix(s.scoring() ? absl::Span<const int32_t>() : s.tokens, p));
+  }
+  if (partitions > 1) {
+    for (int64_t r : running_) ++running[blocks_->PartitionOf(r)];
+    std::stable_sort(hits.begin(), hits.end(), [&](const PrefixMatch& a, const PrefixMatch& b) {
+      if (a.num_tokens != b.num_tokens) return a.num_tokens > b.num_tokens;
+      if (running[a.partition] != running[b.partition]) {
+        return running[a.partition] < running[b.partition];
+      }
+      return blocks_->num_free_blocks(a.partition) > blocks_->num_free_blocks(b.partition);
+    });
+  }
+  const PrefixMatch* chosen = nullptr;
+  int64_t n = 0;
+  for (const PrefixMatch& hit : hits) {
+    s.num_computed = hit.num_tokens;
+    n = s.CapToRows(std::min(s.num_tokens() - hit.num_tokens, budget), rows);
+    if (n > 0 && blocks_->CanAdmit(hit, n)) {
+      chosen = &hit;
+      break;
+    }
+  }
+  if (chosen == nullptr) {
     s.num_computed = 0;
     return 0;
   }
+  const PrefixMatch& hit = *chosen;
   blocks_->Admit(id, hit, n).IgnoreError();  // CanAdmit checked
   waiting_.pop_front();
   running_.push_back(id);

@@ -18,6 +18,11 @@
 // first that differs drops the rest and gives their blocks back. Only known tokens ever reach
 // the prefix cache.
 //
+// Data-parallel attention (the block manager's partitions, one per rank): a sequence is admitted
+// into the partition that caches the longest prefix of it (then the one running the fewest
+// sequences, then the one with the most free blocks), grows there, and preempts only within it;
+// the batch names each sequence's rank and numbers its blocks in that rank's cache.
+//
 // The scheduler owns the queues and a copy of each sequence's token ids, never a tensor; it
 // allocates and frees KV blocks through the engine's BlockManager, which it does not own.
 // Threading: not thread-safe; driven by the engine's step thread.
@@ -140,6 +145,11 @@ class Scheduler {
   // Admits the front of the queue if the budget, the rows and the blocks allow, returning the
   // tokens it computes this step; 0 when they do not allow.
   int64_t AdmitNext(int64_t& budget, int64_t& rows, ScheduledStep& step);
+  // Its block table as the ranks read it: with partitions, each block numbered in its rank's
+  // cache.
+  std::vector<int32_t> RankBlockTable(int64_t seq_id) const;
+  // The most recently admitted running sequence of `partition`.
+  int64_t NewestRunningIn(int32_t partition) const;
   // Adds `n` tokens of `seq_id` from its first uncomputed one to the batch.
   void AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const;
   // Drops a sequence's pending drafts and gives their blocks back.

@@ -1,5 +1,6 @@
 #include "coordinator/scheduler.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -380,6 +381,50 @@ TEST(SchedulerDrafts, StaleDraftsAreDroppedByTheNextSchedule) {
   EXPECT_EQ(Describe(sched.Schedule()), "");  // nothing known is left to compute
   EXPECT_TRUE(sched.PendingDraft(1).empty());
   ExpectBlocksMatch(blocks, 1, 6);
+}
+
+// Data-parallel attention: sequences spread over the partitions (the one running fewest first),
+// the batch names each one's rank, its blocks numbered in that rank's cache, and each rank's
+// sequences form one run in rank order; a sequence that cannot grow preempts the newest of its
+// own partition, not the newest overall.
+TEST(Scheduler, PartitionsSpreadSequencesAndPreemptWithinOne) {
+  BlockManager blocks(/*num_blocks=*/8, /*block_size_tokens=*/4, true, /*num_partitions=*/2);
+  Scheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/64}, &blocks);
+  ASSERT_TRUE(sched.Add(1, Prompt(1, 8)).ok());  // 2 blocks
+  ASSERT_TRUE(sched.Add(2, Prompt(2, 8)).ok());  // 2 blocks
+  ASSERT_TRUE(sched.Add(3, Prompt(3, 8)).ok());  // 2 blocks
+  ASSERT_TRUE(sched.Add(4, Prompt(4, 3)).ok());  // 1 block, its first decode too
+  ScheduledStep step = sched.Schedule();
+  ASSERT_TRUE(step.batch.CheckShape().ok()) << step.batch.CheckShape();
+  // 1 -> partition 0 (a tie: the first), 2 -> 1 (fewer running), 3 -> 0 (a tie), 4 -> 1.
+  std::map<int64_t, int32_t> rank;
+  std::vector<int64_t> order;
+  for (const StepBatch::Sequence& s : step.batch.sequences) {
+    rank[s.seq_id] = s.attention_rank;
+    order.push_back(s.seq_id);
+    for (int32_t b : s.block_table) EXPECT_LT(b, 4) << "seq " << s.seq_id << ": local ids";
+  }
+  EXPECT_EQ(rank, (std::map<int64_t, int32_t>{{1, 0}, {2, 1}, {3, 0}, {4, 1}}));
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 3, 2, 4}));  // rank 0's run, then rank 1's
+  sched.Commit(step.batch);
+  for (int64_t id : {1, 2, 3, 4}) sched.AppendToken(id, 7);
+  ASSERT_TRUE(sched.CheckBlocks().ok()) << sched.CheckBlocks();
+  // Partition 0 is full (1 and 3 hold 2 blocks each) and 1 needs a third: it preempts 3, the
+  // newest of its partition, and not 4, the newest overall, whose blocks are partition 1's.
+  step = sched.Schedule();
+  EXPECT_EQ(step.preempted, (std::vector<int64_t>{3}));
+  ASSERT_TRUE(step.batch.CheckShape().ok()) << step.batch.CheckShape();
+  std::map<int64_t, int32_t> decoding;
+  for (const StepBatch::Sequence& s : step.batch.sequences) decoding[s.seq_id] = s.attention_rank;
+  EXPECT_EQ(decoding, (std::map<int64_t, int32_t>{{1, 0}, {2, 1}, {4, 1}}));
+  sched.Commit(step.batch);
+  ASSERT_TRUE(sched.CheckBlocks().ok()) << sched.CheckBlocks();
+  // A prompt longer than one partition is refused up front, naming the rank's cache.
+  const absl::Status big = sched.Add(9, Prompt(9, 17));
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.message().find("one rank's cache (data-parallel attention) has 4"),
+            std::string::npos)
+      << big;
 }
 
 }  // namespace

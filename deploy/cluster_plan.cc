@@ -107,6 +107,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
   in.deterministic_tp = request.deterministic_tp;
   in.deterministic_tp_chunks = request.deterministic_tp_chunks;
   in.expert_parallel = request.expert_parallel;
+  in.attention_dp = request.attention_dp;
   in.activation_dtype = FormatKind::kF32;
   in.tp = request.ranks;
   in.pp = 1;
@@ -139,13 +140,16 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
         "this configuration does not fit: ", m.verdict,
         " (plan it with `bazel run //deploy:vram`)"));
   }
-  // CPU ranks take the KV for the target sequences, not all of host memory.
+  // CPU ranks take the KV for the target sequences (each rank its share of them with
+  // data-parallel attention), not all of host memory.
+  const int64_t seqs_per_rank = (request.max_seqs + m.kv_partitions - 1) / m.kv_partitions;
   plan.num_kv_blocks = static_cast<int32_t>(
-      std::min(m.num_kv_blocks, m.blocks_per_sequence * request.max_seqs));
+      std::min(m.num_kv_blocks, m.blocks_per_sequence * seqs_per_rank));
   plan.block_size_tokens = static_cast<int32_t>(inputs.kv_block_size_tokens);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   plan.threads_per_rank = std::max(1, cores / request.ranks);
-  plan.engine.num_kv_blocks = plan.num_kv_blocks;
+  plan.engine.num_kv_blocks = static_cast<int32_t>(plan.num_kv_blocks * m.kv_partitions);
+  plan.engine.kv_partitions = static_cast<int32_t>(m.kv_partitions);
   plan.engine.block_size_tokens = plan.block_size_tokens;
   plan.engine.context_length = inputs.max_context_tokens;
   plan.engine.scheduler.max_num_seqs = request.max_seqs;
@@ -153,9 +157,11 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
   SpeculativeEngine(request, inputs, plan.engine);
   const StageMemory& s = m.stages[0];
   plan.summary = DraftSummary(m) + absl::StrFormat(
-      "plan: %d CPU rank(s)%s, per rank: weights %s, step buffers %s, KV cache %d blocks x %d "
+      "plan: %d CPU rank(s)%s%s, per rank: weights %s, step buffers %s, KV cache %d blocks x %d "
       "tokens = %s (%d sequences of %d tokens)\n",
-      request.ranks, inputs.expert_parallel ? " with whole experts each" : "", FormatBytes(s.weight_bytes), FormatBytes(s.activations.Total() + s.comm.Total()),
+      request.ranks, inputs.expert_parallel ? " with whole experts each" : "",
+      inputs.attention_dp ? ", data-parallel attention (each caches its own sequences)" : "",
+      FormatBytes(s.weight_bytes), FormatBytes(s.activations.Total() + s.comm.Total()),
       plan.num_kv_blocks, plan.block_size_tokens,
       FormatBytes(int64_t{plan.num_kv_blocks} * s.kv_bytes_per_block), request.max_seqs,
       inputs.max_context_tokens);
@@ -171,6 +177,7 @@ absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats
   in.deterministic_tp = request.deterministic_tp;
   in.deterministic_tp_chunks = request.deterministic_tp_chunks;
   in.expert_parallel = request.expert_parallel;
+  in.attention_dp = request.attention_dp;
   in.activation_dtype = FormatKind::kBF16;  // the CUDA backend's activations
   in.tp = gpus;
   in.pp = 1;
@@ -196,7 +203,9 @@ absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan memory, const ClusterReque
   plan.num_kv_blocks = static_cast<int32_t>(std::min<int64_t>(memory.num_kv_blocks, INT32_MAX));
   plan.block_size_tokens = static_cast<int32_t>(memory.inputs.kv_block_size_tokens);
   plan.threads_per_rank = 1;
-  plan.engine.num_kv_blocks = plan.num_kv_blocks;
+  plan.engine.num_kv_blocks =
+      static_cast<int32_t>(std::min<int64_t>(plan.num_kv_blocks * memory.kv_partitions, INT32_MAX));
+  plan.engine.kv_partitions = static_cast<int32_t>(memory.kv_partitions);
   plan.engine.block_size_tokens = plan.block_size_tokens;
   plan.engine.context_length = memory.inputs.max_context_tokens;
   plan.engine.scheduler.max_num_seqs = request.max_seqs;
@@ -204,10 +213,11 @@ absl::StatusOr<ClusterPlan> GpuClusterPlan(MemoryPlan memory, const ClusterReque
   SpeculativeEngine(request, memory.inputs, plan.engine);
   const StageMemory& s = memory.stages[0];
   plan.summary = DraftSummary(memory) + absl::StrFormat(
-      "plan: %d x %s%s, per GPU: weights %s, step buffers %s, KV cache %d blocks x %d tokens = "
+      "plan: %d x %s%s%s, per GPU: weights %s, step buffers %s, KV cache %d blocks x %d tokens = "
       "%s\n",
       memory.inputs.tp, memory.inputs.device.name,
-      memory.inputs.expert_parallel ? " with whole experts each" : "", FormatBytes(s.weight_bytes),
+      memory.inputs.expert_parallel ? " with whole experts each" : "",
+      memory.inputs.attention_dp ? ", data-parallel attention" : "", FormatBytes(s.weight_bytes),
       FormatBytes(s.activations.Total() + s.comm.Total()), plan.num_kv_blocks,
       plan.block_size_tokens, FormatBytes(s.kv_pool_bytes));
   plan.memory = std::move(memory);
@@ -218,7 +228,8 @@ namespace {
 
 // One model the ranks hold, with every rank's slices of it.
 absl::StatusOr<ModelLoad> ModelLoadFor(const ModelSpec& config, const WeightFormats& formats,
-                                       int world_size, bool expert_parallel, std::string path,
+                                       int world_size, bool expert_parallel, bool attention_dp,
+                                       std::string path,
                                        std::string weights, int64_t max_logit_rows) {
   ModelLoad model;
   model.path = std::move(path);
@@ -226,7 +237,8 @@ absl::StatusOr<ModelLoad> ModelLoadFor(const ModelSpec& config, const WeightForm
   model.max_logit_rows = static_cast<int32_t>(max_logit_rows);
   for (int r = 0; r < world_size; ++r) {
     TP_ASSIGN_OR_RETURN(ShardingPlan shards,
-                        ShardingPlan::Create(config, formats, {r, world_size, expert_parallel}));
+                        ShardingPlan::Create(config, formats,
+                                             {r, world_size, expert_parallel, attention_dp}));
     model.assignments.push_back(ToAssignment(shards));
   }
   return model;
@@ -240,12 +252,13 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   load.world_size = static_cast<int32_t>(in.tp);
   TP_ASSIGN_OR_RETURN(load.model,
                       ModelLoadFor(in.model, plan.formats, load.world_size, in.expert_parallel,
-                                   request.model_path, request.weights,
+                                   in.attention_dp, request.model_path, request.weights,
                                    plan.engine.scheduler.max_logit_rows));
   if (in.draft.has_value()) {
     // The draft's experts, where it has any, are split: DraftLoad.
     TP_ASSIGN_OR_RETURN(load.draft, ModelLoadFor(in.draft->model, in.draft->weights,
                                                  load.world_size, /*expert_parallel=*/false,
+                                                 /*attention_dp=*/false,
                                                  request.draft_model_path,
                                                  request.draft_weights,
                                                  in.draft->max_sequences_per_step));
@@ -261,6 +274,7 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   load.deterministic_tp = request.deterministic_tp;
   load.deterministic_tp_chunks = static_cast<int32_t>(request.deterministic_tp_chunks);
   load.expert_parallel = in.expert_parallel;
+  load.attention_dp = in.attention_dp;
   load.collective_timeout = request.collective_timeout;
   return load;
 }

@@ -39,6 +39,9 @@ struct ClusterRequest {
   bool deterministic_tp = false;  // --deterministic_tp: sizes its step buffers and collectives
   int64_t deterministic_tp_chunks = 0;  // --deterministic_tp_chunks (0: the default count)
   bool expert_parallel = false;   // --expert_parallel: whole experts per rank (model/sharding.h)
+  // --attention_dp: the whole attention on every rank, each caching its own sequences
+  // (model/sharding.h); the engine's KV blocks are the ranks' caches together.
+  bool attention_dp = false;
   // Speculative decoding (--speculative ...): the engine's options; the target's rows of
   // logits make room for the drafts of the sequences that may draft at once.
   SpeculativeOptions speculative;

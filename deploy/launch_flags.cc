@@ -44,6 +44,12 @@ ABSL_FLAG(bool, expert_parallel, false,
           "mixture-of-experts models: place whole experts on ranks (num_experts / ranks each, "
           "the shared expert on every rank) and bring their outputs to the tokens with an "
           "all-to-all, instead of splitting every expert across the ranks (model/sharding.h)");
+ABSL_FLAG(bool, attention_dp, false,
+          "data-parallel attention: every rank holds the whole attention and attends for its "
+          "own sequences, caching only their KV, so the ranks' KV caches add up instead of "
+          "each holding the same latent (multi-head latent attention) or KV-head copies; the "
+          "MLPs stay split and the experts split or, with --expert_parallel, whole "
+          "(model/sharding.h). Costs each rank the whole attention's weights");
 ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
 ABSL_FLAG(bool, spawn_ranks, true,
           "start the ranks as processes on this machine; false: wait for --ranks workers started "
@@ -138,6 +144,7 @@ LaunchFlags ReadLaunchFlags() {
   f.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   f.deterministic_tp_chunks = absl::GetFlag(FLAGS_deterministic_tp_chunks);
   f.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
+  f.attention_dp = absl::GetFlag(FLAGS_attention_dp);
   f.collective_timeout_ms = absl::GetFlag(FLAGS_collective_timeout_ms);
   f.spawn_ranks = absl::GetFlag(FLAGS_spawn_ranks);
   f.worker_listen = absl::GetFlag(FLAGS_worker_listen);

@@ -32,6 +32,7 @@ struct LaunchFlags {
   bool deterministic_tp;
   int64_t deterministic_tp_chunks;
   bool expert_parallel;
+  bool attention_dp;
   int collective_timeout_ms;
   bool spawn_ranks;
   std::string worker_listen;

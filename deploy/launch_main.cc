@@ -132,6 +132,7 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
   want.deterministic_tp = flags.deterministic_tp;
   want.deterministic_tp_chunks = flags.deterministic_tp_chunks;
   want.expert_parallel = flags.expert_parallel;
+  want.attention_dp = flags.attention_dp;
   RankFlags(flags, want);
   want.model_path = *model_path;
   if (absl::Status s = SpeculationFlags(flags, ranks, want); !s.ok()) {
@@ -196,6 +197,7 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   want.deterministic_tp = flags.deterministic_tp;
   want.deterministic_tp_chunks = flags.deterministic_tp_chunks;
   want.expert_parallel = flags.expert_parallel;
+  want.attention_dp = flags.attention_dp;
   RankFlags(flags, want);
   if (absl::Status s = SpeculationFlags(flags, gpus, want); !s.ok()) {
     return LaunchFail(std::string(s.message()), 2);

@@ -157,6 +157,43 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{std::string("tests/golden/families/deepseek2_fp8_hf"), 1,
                                  false}));
 
+// --attention_dp with --expert_parallel: every rank holds the whole attention (replicated in the
+// plan and in the ranks), its own KV cache of the plan's per-rank blocks, and the engine's block
+// manager gets them all, one partition per rank. DeepSeek's latent cache and a GQA model's.
+TEST(PlanVsEngineAttentionDp, EveryRankHoldsTheAttentionAndItsOwnCache) {
+  for (const std::string model : {std::string("tests/golden/families/deepseek2_hf"),
+                                   std::string("tests/golden/families/qwen3moe_kv4_hf")}) {
+    SCOPED_TRACE(model);
+    absl::StatusOr<ModelFiles> files = OpenModelFiles(model);
+    ASSERT_TRUE(files.ok()) << files.status();
+    ClusterRequest request;
+    request.ranks = 4;
+    request.context_tokens = 128;
+    request.max_seqs = 6;
+    request.max_tokens_per_step = 64;
+    request.expert_parallel = true;
+    request.attention_dp = true;
+    absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const RoleShard* o = plan->memory.sharding.stages.at(0).Find(TensorRole::kO);
+    ASSERT_NE(o, nullptr);
+    EXPECT_EQ(o->kind, ShardKind::kReplicated);
+    EXPECT_EQ(plan->memory.kv_partitions, 4);
+    // 6 sequences of 128 tokens over 4 ranks: 2 each, 8 blocks of 16 each.
+    EXPECT_EQ(plan->num_kv_blocks, 2 * 8);
+    EXPECT_EQ(plan->engine.kv_partitions, 4);
+    EXPECT_EQ(plan->engine.num_kv_blocks, 4 * 2 * 8);
+    absl::StatusOr<RankLoad> load = RankLoadFor(*plan, request);
+    ASSERT_TRUE(load.ok()) << load.status();
+    EXPECT_TRUE(load->attention_dp);
+    EXPECT_EQ(load->num_kv_blocks, 2 * 8);
+    absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(*files, *load);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    ExpectRanksMatchThePlan(plan->memory, **exec, 4, plan->num_kv_blocks,
+                            model + " attention-dp");
+  }
+}
+
 // Speculative decoding with a draft model (the Q4_1 file drafting for itself held as bf16): the
 // target's rows of logits make room for the drafts, and on every rank the two executors hold
 // what the plan says: the target's weights and workspace, the draft's weights and workspace,

@@ -55,6 +55,9 @@ ABSL_FLAG(int64_t, deterministic_tp_chunks, 0,
 ABSL_FLAG(bool, expert_parallel, false,
           "mixture-of-experts models: plan the engine's --expert_parallel (whole experts per "
           "GPU, the shared expert on every GPU)");
+ABSL_FLAG(bool, attention_dp, false,
+          "plan the engine's --attention_dp (the whole attention on every GPU, each caching its "
+          "own sequences); an MLA model's report compares both attention layouts either way");
 ABSL_FLAG(double, gpu_memory_gib, 0, "override the device memory (GiB); 0: preset");
 ABSL_FLAG(double, bandwidth_gbs, 0, "override the memory bandwidth (GB/s); 0: preset");
 ABSL_FLAG(double, peak_tflops, 0, "override the dense bf16 peak (TFLOP/s); 0: preset");
@@ -121,6 +124,7 @@ tpserve::VramRequest RequestFromFlags() {
   r.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   r.deterministic_tp_chunks = absl::GetFlag(FLAGS_deterministic_tp_chunks);
   r.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
+  r.attention_dp = absl::GetFlag(FLAGS_attention_dp);
   r.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   r.bandwidth_gbs = absl::GetFlag(FLAGS_bandwidth_gbs);
   r.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);

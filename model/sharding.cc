@@ -43,16 +43,18 @@ bool SplitsKvHeads(const ModelSpec& c, int tp) {
   return c.num_kv_heads % tp == 0 || tp % c.num_kv_heads == 0;
 }
 
-bool SplitsEvenly(const ModelSpec& c, int tp, bool ep) {
-  bool ok = c.num_heads % tp == 0 && SplitsKvHeads(c, tp);
+bool SplitsEvenly(const ModelSpec& c, int tp, bool ep, bool adp) {
+  bool ok = adp || (c.num_heads % tp == 0 && SplitsKvHeads(c, tp));
   for (const auto& [name, width] : FfnWidths(c, ep)) ok = ok && width % tp == 0;
   if (ep) ok = ok && c.moe.enabled() && c.moe.routing.num_experts % tp == 0;
   return ok;
 }
 
-// Expert parallelism places the experts and the shared expert whole.
-bool PlacedWhole(TensorRole role, bool ep) {
-  return ep && (IsExpertRole(role) || IsSharedExpertRole(role));
+// Expert parallelism places the experts and the shared expert whole; data-parallel attention
+// the attention.
+bool PlacedWhole(TensorRole role, bool ep, bool adp) {
+  return (ep && (IsExpertRole(role) || IsSharedExpertRole(role))) ||
+         (adp && IsAttentionRole(role));
 }
 
 // Vocab rows per rank: ceil(V / W), rounded up to the fp8 tile when a vocab-parallel tensor
@@ -65,11 +67,11 @@ int64_t VocabRowsPerRank(const ModelSpec& c, const WeightFormats& formats, int t
 
 // OK when the split of `role` at `tp` keeps each quantization block on one rank.
 absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, TensorRole role,
-                            int tp, bool ep) {
+                            int tp, bool ep, bool adp) {
   const ShardKind kind = ShardKindFor(role);
   const std::array<int64_t, 2> full = FullShape(config, role);
   TP_RETURN_IF_ERROR(MatrixBytes(f, full[0], full[1], TensorRoleName(role)).status());
-  if (tp == 1 || PlacedWhole(role, ep)) return absl::OkStatus();
+  if (tp == 1 || PlacedWhole(role, ep, adp)) return absl::OkStatus();
   if (kind == ShardKind::kRow && (full[1] / tp) % InputBlockValues(f) != 0) {
     return absl::InvalidArgumentError(
         StrCat(TensorRoleName(role), " is row-parallel: its input dim ", full[1], " / tp ", tp,
@@ -89,11 +91,11 @@ absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, Tens
 }
 
 absl::Status CheckAllAlignment(const ModelSpec& config, const WeightFormats& formats, int tp,
-                               bool ep) {
+                               bool ep, bool adp) {
   for (TensorRole role : kAllTensorRoles) {
     if (!HasRole(config, role)) continue;
     for (const TensorFormat& f : formats.AllOf(role)) {
-      TP_RETURN_IF_ERROR(CheckAlignment(config, f, role, tp, ep));
+      TP_RETURN_IF_ERROR(CheckAlignment(config, f, role, tp, ep, adp));
     }
   }
   return absl::OkStatus();
@@ -311,21 +313,23 @@ int64_t RoleTensorCount(const ModelSpec& c, TensorRole role, int64_t first_layer
   return n;
 }
 
-std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel) {
+std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel,
+                                bool attention_dp) {
   std::vector<int> out;
   if (config.num_heads <= 0 || config.num_kv_heads <= 0) return out;
   for (const auto& [name, width] : FfnWidths(config, expert_parallel)) {
     if (width <= 0) return out;
   }
   for (int64_t d = 1; d <= config.num_heads; ++d) {
-    if (SplitsEvenly(config, static_cast<int>(d), expert_parallel)) {
+    if (SplitsEvenly(config, static_cast<int>(d), expert_parallel, attention_dp)) {
       out.push_back(static_cast<int>(d));
     }
   }
   return out;
 }
 
-absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel) {
+absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel,
+                              bool attention_dp) {
   if (tp < 1) {
     return absl::InvalidArgumentError(StrCat("tensor-parallel degree ", tp, " must be >= 1"));
   }
@@ -333,10 +337,12 @@ absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_paral
     return absl::InvalidArgumentError(StrCat(
         "expert parallelism needs a mixture-of-experts model; ", config.name, " is dense"));
   }
-  if (SplitsEvenly(config, tp, expert_parallel)) return absl::OkStatus();
+  if (SplitsEvenly(config, tp, expert_parallel, attention_dp)) return absl::OkStatus();
   std::vector<std::string> fails;
-  if (config.num_heads % tp != 0) fails.push_back(StrCat("num_heads = ", config.num_heads));
-  if (!SplitsKvHeads(config, tp)) {
+  if (!attention_dp && config.num_heads % tp != 0) {
+    fails.push_back(StrCat("num_heads = ", config.num_heads));
+  }
+  if (!attention_dp && !SplitsKvHeads(config, tp)) {
     fails.push_back(StrCat("num_kv_heads = ", config.num_kv_heads, " (nor is a multiple of it)"));
   }
   std::string divisors = StrCat("num_heads = ", config.num_heads);
@@ -354,7 +360,7 @@ absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_paral
       "; query heads are split whole, KV heads whole or, past their count, copied to the ranks "
       "that share one, so valid degrees (divisors of ",
       divisors, " that divide or are multiples of num_kv_heads = ", config.num_kv_heads,
-      ") are: ", absl::StrJoin(ValidTpDegrees(config, expert_parallel), ", ")));
+      ") are: ", absl::StrJoin(ValidTpDegrees(config, expert_parallel, attention_dp), ", ")));
 }
 
 void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats) {
@@ -388,19 +394,19 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
     return absl::InvalidArgumentError(
         StrCat("vocab_size = ", config.vocab_size, " must be positive"));
   }
-  const bool ep = shard.expert_parallel;
-  TP_RETURN_IF_ERROR(ValidateTpDegree(config, shard.world_size, ep));
+  const bool ep = shard.expert_parallel, adp = shard.attention_dp;
+  TP_RETURN_IF_ERROR(ValidateTpDegree(config, shard.world_size, ep, adp));
   TP_RETURN_IF_ERROR(formats.Validate());
-  if (absl::Status aligned = CheckAllAlignment(config, formats, shard.world_size, ep);
+  if (absl::Status aligned = CheckAllAlignment(config, formats, shard.world_size, ep, adp);
       !aligned.ok()) {
     std::vector<int> ok_degrees;
-    for (int d : ValidTpDegrees(config, ep)) {
-      if (CheckAllAlignment(config, formats, d, ep).ok()) ok_degrees.push_back(d);
+    for (int d : ValidTpDegrees(config, ep, adp)) {
+      if (CheckAllAlignment(config, formats, d, ep, adp).ok()) ok_degrees.push_back(d);
     }
     // Whole experts need no split of their own (the FP8 Qwen3-235B at TP 8, as vLLM).
     const bool ep_would_fit = !ep && config.moe.enabled() &&
-                              ValidateTpDegree(config, shard.world_size, true).ok() &&
-                              CheckAllAlignment(config, formats, shard.world_size, true).ok();
+                              ValidateTpDegree(config, shard.world_size, true, adp).ok() &&
+                              CheckAllAlignment(config, formats, shard.world_size, true, adp).ok();
     return absl::InvalidArgumentError(
         StrCat(aligned.message(), "; tensor-parallel degrees that keep every block on one rank: ",
                ok_degrees.empty() ? "none" : absl::StrJoin(ok_degrees, ", "),
@@ -411,9 +417,10 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   ShardingPlan plan;
   plan.config_ = config;
   plan.shard_ = shard;
-  plan.num_local_heads_ = config.num_heads / shard.world_size;
-  plan.kv_head_copies_ = KvHeadCopies(config, shard.world_size);
-  plan.num_local_kv_heads_ = LocalKvHeads(config, shard.world_size);
+  const int attention_split = adp ? 1 : shard.world_size;  // data-parallel: every head
+  plan.num_local_heads_ = config.num_heads / attention_split;
+  plan.kv_head_copies_ = adp ? shard.world_size : KvHeadCopies(config, shard.world_size);
+  plan.num_local_kv_heads_ = LocalKvHeads(config, attention_split);
   plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
   const int ffn_split = ep ? 1 : shard.world_size;  // EP: the experts whole
   plan.local_expert_intermediate_size_ = config.moe.expert_intermediate_size / ffn_split;
@@ -436,7 +443,7 @@ int64_t ShardingPlan::CopiesOf(TensorRole role) const {
 }
 
 ShardKind ShardingPlan::KindOf(TensorRole role) const {
-  if (!PlacedWhole(role, shard_.expert_parallel)) return ShardKindFor(role);
+  if (!PlacedWhole(role, shard_.expert_parallel, shard_.attention_dp)) return ShardKindFor(role);
   return IsExpertRole(role) ? ShardKind::kExpert : ShardKind::kReplicated;
 }
 
@@ -444,7 +451,7 @@ TensorSlice ShardingPlan::Slice(TensorRole role) const {
   const std::array<int64_t, 2> full = FullShape(config_, role);
   const int64_t hd = config_.head_dim;
   TensorSlice s{0, full[0], 0, full[1]};
-  if (PlacedWhole(role, shard_.expert_parallel)) return s;
+  if (PlacedWhole(role, shard_.expert_parallel, shard_.attention_dp)) return s;
   switch (role) {
     case TensorRole::kQ:
     case TensorRole::kQBias:

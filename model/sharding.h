@@ -24,6 +24,10 @@
 // placed whole instead: rank r holds experts [r*E/W, (r+1)*E/W) of every MoE layer (kind
 // "expert"), and the shared expert is replicated, so each rank can run it for the tokens whose
 // outputs it combines (worker/llama_model.cc); attention and the dense layers stay split.
+// With data-parallel attention (ShardSpec::attention_dp, --attention_dp) every rank holds the
+// whole attention (IsAttentionRole: kind "replicated") and attends for its own sequences only,
+// with a KV cache of their blocks alone, so the ranks' caches add up instead of repeating the
+// latent; the MLPs and experts stay split (or placed whole) and run over every rank's rows.
 // Rank r holds query heads [r*H/W, (r+1)*H/W) and KV heads [r*KV/W, (r+1)*KV/W): with
 // H % W == 0 and KV % W == 0 each KV group stays on the rank of its query heads. The last
 // ranks may hold fewer vocab rows (or none): the others' padding.
@@ -90,13 +94,16 @@ int64_t RoleTensorCount(const ModelSpec& config, TensorRole role, int64_t first_
 // Tensor-parallel degrees that split the query heads and the FFN (every expert's too, unless
 // `expert_parallel`: then the experts' count instead) evenly, and the KV heads evenly or, past
 // their count, into whole copies (tp a multiple of num_kv_heads).
-std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel = false);
+// With `attention_dp` the heads need not split (every rank holds them all).
+std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel = false,
+                                bool attention_dp = false);
 
 // INVALID_ARGUMENT when tp < 1, does not divide num_heads or intermediate_size, or neither
 // divides nor is a multiple of num_kv_heads (naming which, and listing the valid degrees). With `expert_parallel`:
 // the model must have experts and tp must divide their count (the experts' widths need not
 // split).
-absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel = false);
+absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel = false,
+                              bool attention_dp = false);
 
 // For weights from the plain "int4" preset: group 128 where every rank's input width is a
 // whole number of groups, else the largest multiple of 32 below 128 that is (SmolLM2's
@@ -109,6 +116,8 @@ struct ShardSpec {
   int world_size = 1;
   // Experts placed whole on ranks rather than each split (the file comment).
   bool expert_parallel = false;
+  // The whole attention on every rank, each attending for its own sequences (the file comment).
+  bool attention_dp = false;
 };
 
 // Rows [row_begin, row_begin + num_rows) and columns [col_begin, col_begin + num_cols) of the
@@ -130,11 +139,16 @@ class ShardingPlan {
                                              const WeightFormats& formats, ShardSpec shard);
 
   ShardSpec shard() const { return shard_; }
-  int64_t first_head() const { return shard_.rank * num_local_heads_; }
+  bool attention_dp() const { return shard_.attention_dp; }
+  // The degree the attention is split at: 1 with data-parallel attention, else world_size.
+  int attention_degree() const { return shard_.attention_dp ? 1 : shard_.world_size; }
+  int64_t first_head() const { return shard_.attention_dp ? 0 : shard_.rank * num_local_heads_; }
   int64_t num_local_heads() const { return num_local_heads_; }
   // Past the KV-head count, ranks [h * copies, (h + 1) * copies) all hold KV head h (their
   // query heads are its group's), each with its own copy of its cache.
-  int64_t first_kv_head() const { return shard_.rank / kv_head_copies_ * num_local_kv_heads_; }
+  int64_t first_kv_head() const {
+    return shard_.attention_dp ? 0 : shard_.rank / kv_head_copies_ * num_local_kv_heads_;
+  }
   int64_t num_local_kv_heads() const { return num_local_kv_heads_; }
   int64_t kv_head_copies() const { return kv_head_copies_; }
   int64_t first_ffn_row() const { return shard_.rank * local_intermediate_size_; }
@@ -152,7 +166,8 @@ class ShardingPlan {
   // The rank that holds expert `e` whole (expert parallelism), e in [0, num_experts).
   int ExpertOwner(int64_t e) const { return static_cast<int>(e / num_local_experts_); }
   // How this plan splits `role`: ShardKindFor's, except with expert parallelism the experts'
-  // roles (kExpert) and the shared expert's (kReplicated).
+  // roles (kExpert) and the shared expert's (kReplicated), and with data-parallel attention the
+  // attention's (kReplicated).
   ShardKind KindOf(TensorRole role) const;
   // How many ranks hold each slice of `role`: 1 for a split, world_size for a replicated role,
   // kv_head_copies() for the K and V projections.

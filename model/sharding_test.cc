@@ -336,5 +336,46 @@ TEST(ShardingPlanTest, LatentAttentionSplitsByHeadsAndKeepsTheLatentWhole) {
   EXPECT_NE(three.message().find("does not divide num_heads = 128"), std::string::npos) << three;
 }
 
+// --attention_dp (DeepSeek-V3 on 8 ranks): every rank holds the whole attention (every head,
+// q_b, kv_b, o whole), so the heads impose no degree; the dense MLP stays split, the experts
+// whole with expert parallelism, and the latent cache entry is the same.
+TEST(ShardingPlanTest, DataParallelAttentionHoldsTheWholeAttentionOnEveryRank) {
+  const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
+  const absl::StatusOr<ShardingPlan> p =
+      ShardingPlan::Create(v3, Formats("bf16"), {3, 8, /*expert_parallel=*/true,
+                                                 /*attention_dp=*/true});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->attention_dp());
+  EXPECT_EQ(p->attention_degree(), 1);
+  EXPECT_EQ(p->num_local_heads(), 128);
+  EXPECT_EQ(p->first_head(), 0);
+  EXPECT_EQ(p->Slice(TensorRole::kQB), (TensorSlice{0, 128 * 192, 0, 1536}));
+  EXPECT_EQ(p->Slice(TensorRole::kKB), (TensorSlice{0, 128 * 512, 0, 128}));
+  EXPECT_EQ(p->Slice(TensorRole::kO), (TensorSlice{0, 7168, 0, 128 * 128}));
+  EXPECT_EQ(p->KindOf(TensorRole::kO), ShardKind::kReplicated);
+  EXPECT_EQ(p->KindOf(TensorRole::kQB), ShardKind::kReplicated);
+  EXPECT_EQ(p->CopiesOf(TensorRole::kKvB), 8);
+  EXPECT_EQ(p->KindOf(TensorRole::kDown), ShardKind::kRow);  // the dense layers' MLP: split
+  EXPECT_EQ(p->Slice(TensorRole::kGate), (TensorSlice{3 * 2304, 2304, 0, 7168}));
+  EXPECT_EQ(p->KindOf(TensorRole::kExpertUp), ShardKind::kExpert);
+  EXPECT_EQ(p->num_local_experts(), 32);
+  // A degree the heads would refuse: 3 does not divide 128 heads, only the MLP and experts
+  // matter (18432 / 3 yes, 256 experts / 3 no: named).
+  const absl::Status three = ValidateTpDegree(v3, 3, /*expert_parallel=*/true, true);
+  EXPECT_NE(three.message().find("does not divide moe.num_experts = 256"), std::string::npos)
+      << three;
+  EXPECT_EQ(three.message().find("num_heads = 128 or"), std::string::npos) << three;
+  EXPECT_TRUE(ValidateTpDegree(v3, 3, /*expert_parallel=*/false, true).ok() ==
+              (v3.moe.expert_intermediate_size % 3 == 0 && v3.intermediate_size % 3 == 0));
+  // A GQA model's KV heads are whole on every rank too: the cache entry is every KV head's.
+  ModelSpec gqa = SmolLm2Shapes();
+  const absl::StatusOr<ShardingPlan> g = ShardingPlan::Create(gqa, Formats("bf16"),
+                                                              {1, 3, false, true});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->num_local_kv_heads(), gqa.num_kv_heads);
+  EXPECT_EQ(g->first_kv_head(), 0);
+  EXPECT_EQ(KvEntryOf(gqa, g->attention_degree()).heads, gqa.num_kv_heads);
+}
+
 }  // namespace
 }  // namespace tpserve

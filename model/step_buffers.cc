@@ -95,6 +95,10 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
                    ? std::max<int64_t>(1, chunks / world) * t * c.hidden_size * kF32
                    : 0;
   s.all_partials = world > 1 && chunks > 1 ? chunks * t * c.hidden_size * kF32 : 0;
+  if (p.attention_dp() && chunks > 1) {
+    // Data-parallel attention: a rank's o projection is whole, all its chunks local.
+    s.partials = std::max(s.partials, chunks * t * c.hidden_size * kF32);
+  }
   s.logits_local = logit_rows * p.vocab_rows_per_rank() * kF32;
   s.logits_gathered = world > 1 ? world * logit_rows * p.vocab_rows_per_rank() * kF32 : 0;
   if (c.moe.enabled()) {
@@ -135,7 +139,7 @@ Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       int64_t block_size_tokens) {
   Backend::AttentionReservation r;
   r.num_heads = plan.num_local_heads();
-  const KvEntry entry = KvEntryOf(config, plan.shard().world_size);
+  const KvEntry entry = KvEntryOf(config, plan.attention_degree());
   r.num_kv_heads = entry.heads;
   r.head_dim = entry.dim;
   r.kv_dtype = kv_dtype;

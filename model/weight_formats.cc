@@ -92,6 +92,31 @@ bool IsMlaUpRole(TensorRole role) {
   return role == TensorRole::kKvB || role == TensorRole::kKB || role == TensorRole::kVB;
 }
 
+bool IsAttentionRole(TensorRole role) {
+  switch (role) {
+    case TensorRole::kQ:
+    case TensorRole::kK:
+    case TensorRole::kV:
+    case TensorRole::kO:
+    case TensorRole::kQBias:
+    case TensorRole::kKBias:
+    case TensorRole::kVBias:
+    case TensorRole::kQNorm:
+    case TensorRole::kKNorm:
+    case TensorRole::kQA:
+    case TensorRole::kQANorm:
+    case TensorRole::kQB:
+    case TensorRole::kKvA:
+    case TensorRole::kKvANorm:
+    case TensorRole::kKvB:
+    case TensorRole::kKB:
+    case TensorRole::kVB:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool IsBiasRole(TensorRole role) {
   return role == TensorRole::kQBias || role == TensorRole::kKBias || role == TensorRole::kVBias;
 }

@@ -100,6 +100,9 @@ bool IsPerLayerRole(TensorRole role);
 bool IsExpertRole(TensorRole role);
 // The shared expert's matrices (kSharedGate, kSharedUp, kSharedDown).
 bool IsSharedExpertRole(TensorRole role);
+// The attention's matrices and their biases and QK-norms (q, k, v, o, and MLA's q_a ... v_b;
+// not attn_norm): what data-parallel attention holds whole on every rank (model/sharding.h).
+bool IsAttentionRole(TensorRole role);
 
 // The role of a GGUF tensor name ("blk.7.ffn_down.weight" -> kDown, "output.weight" ->
 // kLmHead, "blk.0.attn_q.bias" -> kQBias); nullopt for other names ("rope_freqs.weight").

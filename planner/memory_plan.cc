@@ -64,7 +64,17 @@ absl::Status ValidateInputs(const PlanInputs& in) {
     TP_RETURN_IF_ERROR(
         CheckReductionChunks(in.model, in.weights, in.tp, in.deterministic_tp_chunks));
   }
+  if (in.attention_dp && in.pp > 1) {
+    return absl::InvalidArgumentError(StrCat(
+        "attention_dp: data-parallel attention runs on the ranks of one pipeline stage; pp=",
+        in.pp, " is not supported with it"));
+  }
   if (in.draft.has_value()) {
+    if (in.attention_dp) {
+      return absl::InvalidArgumentError(
+          "draft: a draft model keeps its KV in the target's blocks, which data-parallel "
+          "attention (attention_dp) partitions by rank; not supported together");
+    }
     if (in.pp > 1) {
       return absl::InvalidArgumentError(StrCat(
           "draft: a draft model runs on the target's ranks of one pipeline stage; pp=", in.pp,
@@ -102,6 +112,7 @@ PlanInputs DraftInputs(const PlanInputs& in) {
   d.max_sequences_per_step = in.draft->max_sequences_per_step;
   d.draft.reset();
   d.expert_parallel = false;  // as step/rank_load.h's DraftLoad
+  d.attention_dp = false;
   d.deterministic_tp_chunks = 0;
   return d;
 }
@@ -182,7 +193,11 @@ std::string Verdict(const MemoryPlan& plan) {
   }
   return StrCat("FITS: ", plan.max_concurrent_sequences, " sequences of ", in.max_context_tokens,
                 " tokens (target ", in.target_concurrent_sequences, "), ", plan.num_kv_blocks,
-                " KV blocks of ", in.kv_block_size_tokens, " tokens");
+                " KV blocks of ", in.kv_block_size_tokens, " tokens",
+                plan.kv_partitions > 1
+                    ? StrCat(" on each of ", plan.kv_partitions,
+                             " ranks (data-parallel attention: each caches its own sequences)")
+                    : "");
 }
 
 }  // namespace
@@ -238,7 +253,7 @@ CommBuffers CommBuffersFor(const PlanInputs& in) {
 
 int64_t KvBytesPerToken(const PlanInputs& in) {
   const ModelSpec& c = in.model;
-  return KvBytesPerToken(c.num_layers / in.pp, KvEntryOf(c, in.tp),
+  return KvBytesPerToken(c.num_layers / in.pp, KvEntryOf(c, in.attention_dp ? 1 : in.tp),
                          *ElementDType(TensorFormat::Of(in.kv_cache_dtype)));
 }
 
@@ -248,11 +263,17 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
   plan.inputs = inputs;
   TP_ASSIGN_OR_RETURN(plan.sharding,
                       PlanSharding(inputs.model, inputs.weights, inputs.tp, inputs.pp,
-                                   WeightDeviceOf(inputs.device), inputs.expert_parallel));
+                                   WeightDeviceOf(inputs.device), inputs.expert_parallel,
+                                   inputs.attention_dp));
   TP_ASSIGN_OR_RETURN(const ShardingPlan rank0,
                       ShardingPlan::Create(inputs.model, inputs.weights,
-                                           {0, inputs.tp, inputs.expert_parallel}));
+                                           {0, inputs.tp, inputs.expert_parallel,
+                                            inputs.attention_dp}));
   plan.num_ranks = int64_t{inputs.tp} * inputs.pp;
+  plan.kv_partitions = inputs.attention_dp ? inputs.tp : 1;
+  // Each rank's share of the target sequences (data-parallel attention spreads them).
+  const int64_t target_per_partition =
+      CeilDiv(inputs.target_concurrent_sequences, plan.kv_partitions);
   plan.blocks_per_sequence = CeilDiv(inputs.max_context_tokens, inputs.kv_block_size_tokens);
   plan.weights_fit = plan.buffers_fit = true;
   plan.num_kv_blocks = INT64_MAX;
@@ -261,8 +282,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
   int64_t no_draft_blocks = INT64_MAX;
   for (int s = 0; s < inputs.pp; ++s) {
     StageMemory m = FixedStageMemory(inputs, plan.sharding, rank0, s, draft);
-    m.kv_target_bytes =
-        inputs.target_concurrent_sequences * plan.blocks_per_sequence * m.kv_bytes_per_block;
+    m.kv_target_bytes = target_per_partition * plan.blocks_per_sequence * m.kv_bytes_per_block;
     plan.weights_fit &= m.runtime_reserve_bytes + m.safety_bytes + m.weight_bytes <= m.device_bytes;
     plan.buffers_fit &= m.available_for_kv_bytes >= 0;
     plan.num_kv_blocks = std::min(plan.num_kv_blocks, m.kv_blocks_fit);
@@ -284,8 +304,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
     m.unallocated_bytes = m.device_bytes - m.FixedBytes() - m.kv_pool_bytes;
   }
   plan.num_kv_blocks_without_draft = no_draft_blocks;
-  plan.kv_token_capacity = plan.num_kv_blocks * inputs.kv_block_size_tokens;
-  plan.max_concurrent_sequences = plan.num_kv_blocks / plan.blocks_per_sequence;
+  plan.kv_token_capacity =
+      plan.kv_partitions * plan.num_kv_blocks * inputs.kv_block_size_tokens;
+  plan.max_concurrent_sequences =
+      plan.kv_partitions * (plan.num_kv_blocks / plan.blocks_per_sequence);
   plan.meets_target =
       plan.buffers_fit && plan.max_concurrent_sequences >= inputs.target_concurrent_sequences;
   plan.verdict = Verdict(plan);

@@ -70,6 +70,10 @@ struct PlanInputs {
   // Mixture-of-experts layers with whole experts per rank (model/sharding.h): each rank holds
   // num_experts / tp experts whole and the shared expert whole; false: each expert split.
   bool expert_parallel = false;
+  // Data-parallel attention (--attention_dp, model/sharding.h): every rank holds the whole
+  // attention and a KV cache of its own sequences only, so the ranks' caches add up: the pool
+  // is tp partitions of num_kv_blocks each.
+  bool attention_dp = false;
   std::optional<int64_t> runtime_reserve_bytes;  // overrides device.runtime_reserve_bytes
   std::optional<double> safety_fraction;         // overrides device.safety_fraction
   std::optional<DraftPlanInputs> draft;          // speculative decoding's draft model
@@ -126,10 +130,14 @@ struct MemoryPlan {
   ShardingTable sharding;
   std::vector<StageMemory> stages;
   int64_t num_ranks = 1;
-  int64_t num_kv_blocks = 0;             // min over stages; what the block manager gets
-  int64_t kv_token_capacity = 0;         // num_kv_blocks * kv_block_size_tokens
+  int64_t num_kv_blocks = 0;             // per rank, min over stages: each rank's cache
+  // The pools the block manager gets num_kv_blocks each of: tp with data-parallel attention
+  // (each rank caches its own sequences), else 1 (every rank caches every sequence).
+  int64_t kv_partitions = 1;
+  int64_t kv_token_capacity = 0;         // kv_partitions * num_kv_blocks * kv_block_size_tokens
   int64_t blocks_per_sequence = 0;       // ceil(max_context_tokens / kv_block_size_tokens)
-  int64_t max_concurrent_sequences = 0;  // num_kv_blocks / blocks_per_sequence
+  // kv_partitions * (num_kv_blocks / blocks_per_sequence): a sequence lives in one partition.
+  int64_t max_concurrent_sequences = 0;
   // With a draft model: what the pool would hold without it (what the draft takes from the KV
   // cache is the difference); equal to num_kv_blocks without one.
   int64_t num_kv_blocks_without_draft = 0;

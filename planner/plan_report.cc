@@ -38,7 +38,9 @@ std::string Header(const MemoryPlan& plan) {
       "%s | weights %s | KV cache %s | activations %s | %d x %s (tp=%d, pp=%d%s)\n",
       in.model.name, in.weights.preset, TensorFormatName(TensorFormat::Of(in.kv_cache_dtype)),
       TensorFormatName(TensorFormat::Of(in.activation_dtype)), plan.num_ranks, d.name, in.tp,
-      in.pp, in.expert_parallel ? ", experts placed whole" : "");
+      in.pp,
+      StrCat(in.expert_parallel ? ", experts placed whole" : "",
+             in.attention_dp ? ", data-parallel attention" : ""));
   if (d.is_host) {
     absl::StrAppendFormat(&out, "device  %s: %s bytes (%.2f GiB)\n", d.description,
                           WithThousands(d.memory_bytes), d.memory_bytes / kGiB);
@@ -94,10 +96,12 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
   const ModelSpec& c = in.model;
   const int64_t t = in.max_tokens_per_step;
   const std::string act = TensorFormatName(TensorFormat::Of(in.activation_dtype));
-  const int64_t q_cols = c.num_heads / in.tp * c.head_dim;
-  const int64_t attn_cols = c.num_heads / in.tp * c.ValueHeadDim();
+  const int attention_tp = in.attention_dp ? 1 : in.tp;  // data-parallel: every head
+  const int64_t q_cols = c.num_heads / attention_tp * c.head_dim;
+  const int64_t attn_cols = c.num_heads / attention_tp * c.ValueHeadDim();
   // MLA: no K and V projections; k and v hold a fresh prefill's expanded keys and values.
-  const int64_t k_cols = c.mla.enabled() ? q_cols : LocalKvHeads(c, in.tp) * c.head_dim;
+  const int64_t k_cols =
+      c.mla.enabled() ? q_cols : LocalKvHeads(c, attention_tp) * c.head_dim;
   const int64_t v_cols = c.mla.enabled() ? attn_cols : k_cols;
   std::string out =
       Line("step buffers", StrCat("for ", t, " tokens per step"), m.activations.Total());
@@ -277,14 +281,44 @@ std::string WithThousands(int64_t value) {
   return value < 0 ? "-" + out : out;
 }
 
+std::string AttentionLayoutLines(const MemoryPlan& plan) {
+  const PlanInputs& in = plan.inputs;
+  if (in.tp < 2 || in.pp > 1 || in.draft.has_value() || (!in.model.mla.enabled() && !in.attention_dp)) {
+    return "";
+  }
+  PlanInputs other = in;
+  other.attention_dp = !in.attention_dp;
+  absl::StatusOr<MemoryPlan> alt = PlanMemory(other);
+  if (!alt.ok()) return "";
+  const MemoryPlan& split = in.attention_dp ? *alt : plan;
+  const MemoryPlan& dp = in.attention_dp ? plan : *alt;
+  const std::string unit = in.device.is_host ? "rank" : "GPU";
+  const auto row = [&](const MemoryPlan& p, std::string_view label) {
+    return absl::StrFormat(
+        "          %-44s weights %9.2f GiB/%s, KV %s blocks/%s = %s tokens = %d sequences%s\n",
+        label, p.stages[0].weight_bytes / kGiB, unit, WithThousands(p.num_kv_blocks), unit,
+        WithThousands(p.kv_token_capacity), p.max_concurrent_sequences,
+        &p == &plan ? " (this plan)" : "");
+  };
+  return StrCat(
+      "LAYOUTS   the attention's two layouts on these ", Count(in.tp, unit), ":\n",
+      row(split, StrCat("split by heads (the ", in.model.mla.enabled() ? "latent" : "KV",
+                        " cache on every ", unit, ")")),
+      row(dp, StrCat("data-parallel (--attention_dp, each ", unit, " its own)")));
+}
+
 std::string RenderPlanTable(const MemoryPlan& plan, const Roofline& roofline) {
   std::string out = Header(plan);
   for (const StageMemory& m : plan.stages) out += StageBlock(plan, m);
   const ShardingTable& s = plan.sharding;
   absl::StrAppendFormat(
-      &out, "CAPACITY  %d KV blocks = %s tokens = %d sequences of %s tokens (target %d)\n",
-      plan.num_kv_blocks, WithThousands(plan.kv_token_capacity), plan.max_concurrent_sequences,
+      &out, "CAPACITY  %s KV blocks = %s tokens = %d sequences of %s tokens (target %d)\n",
+      plan.kv_partitions > 1
+          ? StrCat(plan.kv_partitions, " x ", plan.num_kv_blocks)
+          : StrCat(plan.num_kv_blocks),
+      WithThousands(plan.kv_token_capacity), plan.max_concurrent_sequences,
       WithThousands(plan.inputs.max_context_tokens), plan.inputs.target_concurrent_sequences);
+  out += AttentionLayoutLines(plan);
   if (plan.inputs.draft.has_value()) {
     const StageMemory& m = plan.stages[0];
     const int64_t lost = plan.num_kv_blocks_without_draft - plan.num_kv_blocks;

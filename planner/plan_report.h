@@ -19,6 +19,11 @@
 namespace tpserve {
 
 std::string RenderPlanTable(const MemoryPlan& plan, const Roofline& roofline);
+// For a model with multi-head latent attention (or a plan with data-parallel attention) on
+// several ranks of one stage: the plan's weights and KV capacity beside those of the other
+// attention layout (split by heads, the cache copied on every rank; or --attention_dp, each
+// rank caching its own sequences), each from PlanMemory. "" otherwise.
+std::string AttentionLayoutLines(const MemoryPlan& plan);
 std::string RenderFit(const FitResult& fit);
 std::string RenderSuggestions(const std::vector<Suggestion>& suggestions);
 

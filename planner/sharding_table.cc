@@ -142,11 +142,11 @@ std::vector<int> ValidPipelineDegrees(const ModelSpec& config) {
 }
 
 absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp,
-                                 bool expert_parallel) {
+                                 bool expert_parallel, bool attention_dp) {
   if (pp < 1) {
     return absl::InvalidArgumentError(StrCat("pipeline stages ", pp, " must be >= 1"));
   }
-  TP_RETURN_IF_ERROR(ValidateTpDegree(config, tp, expert_parallel));
+  TP_RETURN_IF_ERROR(ValidateTpDegree(config, tp, expert_parallel, attention_dp));
   if (config.num_layers % pp != 0) {
     return absl::InvalidArgumentError(
         StrCat("pipeline stages ", pp, " does not divide num_layers=", config.num_layers,
@@ -174,12 +174,13 @@ int64_t ShardingTable::AllRanksWeightBytes() const {
 
 absl::StatusOr<ShardingTable> PlanSharding(const ModelSpec& config, const WeightFormats& formats,
                                           int tp, int pp, WeightDevice device,
-                                          bool expert_parallel) {
+                                          bool expert_parallel, bool attention_dp) {
   TP_RETURN_IF_ERROR(config.Validate());
   TP_RETURN_IF_ERROR(formats.Validate());
-  TP_RETURN_IF_ERROR(ValidateParallelism(config, tp, pp, expert_parallel));
-  TP_ASSIGN_OR_RETURN(const ShardingPlan rank0,
-                      ShardingPlan::Create(config, formats, {0, tp, expert_parallel}));
+  TP_RETURN_IF_ERROR(ValidateParallelism(config, tp, pp, expert_parallel, attention_dp));
+  TP_ASSIGN_OR_RETURN(const ShardingPlan rank0, ShardingPlan::Create(config, formats,
+                                                                     {0, tp, expert_parallel,
+                                                                      attention_dp}));
   ShardingTable plan;
   plan.tp = tp;
   plan.pp = pp;

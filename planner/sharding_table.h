@@ -33,7 +33,7 @@ std::vector<int> ValidPipelineDegrees(const ModelSpec& config);
 // INVALID_ARGUMENT when tp is not a valid tensor-parallel degree (ValidateTpDegree, with or
 // without expert parallelism), or pp does not divide num_layers, or either is < 1.
 absl::Status ValidateParallelism(const ModelSpec& config, int tp, int pp,
-                                 bool expert_parallel = false);
+                                 bool expert_parallel = false, bool attention_dp = false);
 
 // One role's tensors on one pipeline stage.
 struct RoleShard {
@@ -92,7 +92,8 @@ struct WeightDevice {
 // cuts through a quantization group/block/tile (naming tensor, dims, block, valid tp degrees).
 absl::StatusOr<ShardingTable> PlanSharding(const ModelSpec& config, const WeightFormats& formats,
                                           int tp, int pp, WeightDevice device = {},
-                                          bool expert_parallel = false);
+                                          bool expert_parallel = false,
+                                          bool attention_dp = false);
 
 }  // namespace tpserve
 

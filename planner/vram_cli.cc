@@ -326,6 +326,7 @@ absl::StatusOr<PlanInputs> PlanInputsFor(const VramRequest& r, const VramLayout&
   in.deterministic_tp = r.deterministic_tp;
   in.deterministic_tp_chunks = r.deterministic_tp_chunks;
   in.expert_parallel = r.expert_parallel;
+  in.attention_dp = r.attention_dp;
   if (r.reserve_gib >= 0) in.runtime_reserve_bytes = static_cast<int64_t>(r.reserve_gib * kGiB);
   if (r.safety >= 0) in.safety_fraction = r.safety;
   if (models.draft.has_value()) {

@@ -52,6 +52,7 @@ struct VramRequest {
   bool deterministic_tp = false;  // the engine's --deterministic_tp reduction
   int64_t deterministic_tp_chunks = 0;  // and its --deterministic_tp_chunks (0: the default)
   bool expert_parallel = false;   // the engine's --expert_parallel placement
+  bool attention_dp = false;      // the engine's --attention_dp layout
   double gpu_memory_gib = 0;      // > 0 overrides the preset's memory
   double bandwidth_gbs = 0;       // > 0 overrides the memory bandwidth
   double peak_tflops = 0;         // > 0 overrides the peak FLOP/s

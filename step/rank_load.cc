@@ -30,7 +30,7 @@ bool RankLoad::operator==(const RankLoad& other) const {
          threads_per_rank == other.threads_per_rank &&
          deterministic_tp == other.deterministic_tp &&
          deterministic_tp_chunks == other.deterministic_tp_chunks &&
-         expert_parallel == other.expert_parallel &&
+         expert_parallel == other.expert_parallel && attention_dp == other.attention_dp &&
          collective_timeout == other.collective_timeout;
 }
 
@@ -39,6 +39,7 @@ RankLoad DraftLoad(const RankLoad& load) {
   draft.model = *load.draft;
   draft.draft.reset();
   draft.expert_parallel = false;  // a draft's experts, where it has any, are split
+  draft.attention_dp = false;     // (refused with a draft: deploy/cluster_plan.cc)
   draft.deterministic_tp_chunks = 0;  // the count is the target's; the draft keeps its default
   return draft;
 }

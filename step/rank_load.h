@@ -59,6 +59,9 @@ struct RankLoad {
   // Whole experts on ranks, their outputs brought to the tokens by an all-to-all
   // (model/sharding.h); false: each expert split like a dense MLP.
   bool expert_parallel = false;
+  // Data-parallel attention (model/sharding.h): every rank holds the whole attention and a KV
+  // cache of num_kv_blocks for the sequences it attends for (StepBatch's attention_rank).
+  bool attention_dp = false;
   absl::Duration collective_timeout = absl::Seconds(30);  // a collective that waits longer fails
 
   bool operator==(const RankLoad& other) const;

@@ -48,6 +48,16 @@ absl::Status StepBatch::CheckShape() const {
       return absl::InvalidArgumentError(absl::StrFormat(
           "sequence %d: start_position = %d is negative", i, s.start_position));
     }
+    if (i > 0 && (s.attention_rank < sequences[i - 1].attention_rank ||
+                  (sequences[i - 1].attention_rank < 0) != (s.attention_rank < 0))) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "sequence %d: attention_rank = %d after %d (every sequence names a rank or none does, "
+          "in rank order)", i, s.attention_rank, sequences[i - 1].attention_rank));
+    }
+    if (s.attention_rank < -1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "sequence %d: attention_rank = %d is below -1", i, s.attention_rank));
+    }
     next += s.num_tokens;
   }
   if (next != num_tokens()) {

@@ -32,7 +32,12 @@ struct StepBatch {
     // all. Rows come back sequence by sequence, in token order.
     int64_t num_logits = 1;
     // Logical block -> physical KV block; covers positions [0, start_position + num_tokens).
+    // With data-parallel attention, blocks of the cache of rank attention_rank.
     std::vector<int32_t> block_table;
+    // Data-parallel attention (model/sharding.h): the rank that attends for this sequence and
+    // holds its KV, its blocks numbered in that rank's cache; -1 (without it): every rank.
+    // Each rank's sequences form one run of the batch, runs in rank order.
+    int32_t attention_rank = -1;
 
     int64_t end_position() const { return start_position + num_tokens; }
   };

@@ -19,6 +19,7 @@ wpb::StepRequest ToProto(const StepBatch& batch, int64_t step_id) {
     c->set_start_position(s.start_position);
     c->mutable_block_table()->Add(s.block_table.begin(), s.block_table.end());
     c->set_num_logits(s.num_logits);
+    if (s.attention_rank >= 0) c->set_attention_rank(s.attention_rank);
   }
   return req;
 }
@@ -26,10 +27,12 @@ wpb::StepRequest ToProto(const StepBatch& batch, int64_t step_id) {
 absl::StatusOr<StepBatch> FromProto(const wpb::StepRequest& request) {
   StepBatch batch;
   for (const wpb::SequenceChunk& c : request.chunks()) {
-    batch.Add(c.seq_id(), c.start_position(),
-              absl::MakeConstSpan(c.token_ids().data(), c.token_ids().size()),
-              std::vector<int32_t>(c.block_table().begin(), c.block_table().end()),
-              c.num_logits());
+    StepBatch::Sequence& s =
+        batch.Add(c.seq_id(), c.start_position(),
+                  absl::MakeConstSpan(c.token_ids().data(), c.token_ids().size()),
+                  std::vector<int32_t>(c.block_table().begin(), c.block_table().end()),
+                  c.num_logits());
+    s.attention_rank = c.has_attention_rank() ? c.attention_rank() : -1;
   }
   TP_RETURN_IF_ERROR(batch.CheckShape());
   return batch;

@@ -51,6 +51,17 @@ TEST(StepBatchTest, ProtoRoundTripKeepsEveryField) {
     EXPECT_EQ(back->sequences[i].start_position, b.sequences[i].start_position) << i;
     EXPECT_EQ(back->sequences[i].num_logits, b.sequences[i].num_logits) << i;
     EXPECT_EQ(back->sequences[i].block_table, b.sequences[i].block_table) << i;
+    EXPECT_EQ(back->sequences[i].attention_rank, -1) << i;
+  }
+  // Data-parallel attention's ranks travel too (rank 0 included, an explicit field).
+  StepBatch ranked = PrefillAndDecode();
+  for (size_t i = 0; i < ranked.sequences.size(); ++i) {
+    ranked.sequences[i].attention_rank = static_cast<int32_t>(i / 2);  // 0, 0, 1
+  }
+  back = FromProto(ToProto(ranked, 13));
+  ASSERT_TRUE(back.ok()) << back.status();
+  for (size_t i = 0; i < ranked.sequences.size(); ++i) {
+    EXPECT_EQ(back->sequences[i].attention_rank, ranked.sequences[i].attention_rank) << i;
   }
 }
 
@@ -70,6 +81,21 @@ TEST(StepBatchTest, FromProtoRefusesABatchNoSchedulerMakes) {
   req.mutable_chunks(1)->set_start_position(-2);
   EXPECT_THAT(FromProto(req).status().message(),
               HasSubstr("sequence 1: start_position = -2 is negative"));
+}
+
+TEST(StepBatchTest, CheckShapeKeepsEachAttentionRanksSequencesTogether) {
+  StepBatch b = PrefillAndDecode();
+  for (StepBatch::Sequence& s : b.sequences) s.attention_rank = 1;
+  EXPECT_TRUE(b.CheckShape().ok()) << b.CheckShape();
+  b.sequences[2].attention_rank = 0;  // rank 1's run, then rank 0's
+  EXPECT_THAT(b.CheckShape().message(),
+              HasSubstr("sequence 2: attention_rank = 0 after 1 (every sequence names a rank "
+                        "or none does, in rank order)"));
+  b.sequences[2].attention_rank = -1;  // one without a rank among ranked ones
+  EXPECT_THAT(b.CheckShape().message(), HasSubstr("sequence 2: attention_rank = -1 after 1"));
+  b = PrefillAndDecode();
+  for (StepBatch::Sequence& s : b.sequences) s.attention_rank = -3;
+  EXPECT_THAT(b.CheckShape().message(), HasSubstr("sequence 0: attention_rank = -3 is below -1"));
 }
 
 TEST(StepBatchTest, CheckShapeNamesASequenceOutOfOrder) {

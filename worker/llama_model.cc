@@ -284,7 +284,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
 
 KvCacheShape LlamaModel::KvShape(int64_t num_blocks, int64_t block_size_tokens,
                                   DType dtype) const {
-  const KvEntry entry = KvEntryOf(config_, plan_.shard().world_size);
+  const KvEntry entry = KvEntryOf(config_, plan_.attention_degree());
   KvCacheShape shape;
   shape.num_layers = config_.num_layers;
   shape.num_blocks = num_blocks;
@@ -310,7 +310,7 @@ MemoryFootprint LlamaModel::footprint() const {
 
 absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) const {
   const KvCacheShape& kv = cache.shape();
-  const KvEntry entry = KvEntryOf(config_, plan_.shard().world_size);
+  const KvEntry entry = KvEntryOf(config_, plan_.attention_degree());
   if (kv.num_layers != config_.num_layers || kv.num_kv_heads != entry.heads ||
       kv.head_dim != entry.dim || kv.pools != entry.pools) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -320,9 +320,18 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
   }
   if (batch.sequences.empty()) return absl::InvalidArgumentError("step batch has no sequences");
   TP_RETURN_IF_ERROR(batch.CheckShape());
+  const int world = plan_.shard().world_size;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const StepBatch::Sequence& s = batch.sequences[i];
     const int64_t end = s.end_position();
+    if (plan_.attention_dp() ? s.attention_rank < 0 || s.attention_rank >= world
+                             : s.attention_rank != -1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "sequence %d: attention_rank = %d, expected %s", i, s.attention_rank,
+          plan_.attention_dp() ? absl::StrFormat("a rank in [0, %d) (data-parallel attention)",
+                                                 world)
+                               : std::string("-1 (attention split over the ranks)")));
+    }
     if (end > max_context_tokens_) {  // what the attention workspace was reserved for
       return absl::InvalidArgumentError(absl::StrFormat(
           "sequence %d: positions up to %d exceed max_context_tokens = %d", i, end,
@@ -334,6 +343,8 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
             "sequence %d: token id %d is outside [0, %d)", i, id, config_.vocab_size));
       }
     }
+    // Another rank's sequence names blocks of that rank's cache.
+    if (s.attention_rank >= 0 && s.attention_rank != plan_.shard().rank) continue;
     const int64_t blocks = (end + kv.block_size_tokens - 1) / kv.block_size_tokens;
     if (static_cast<int64_t>(s.block_table.size()) < blocks) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -381,6 +392,26 @@ StepInputs LlamaModel::PrepareStep(const StepBatch& batch, int64_t bucket) {
       logit_rows_.push_back(static_cast<int32_t>(row));
     }
   }
+  attention_first_row_ = 0;
+  if (plan_.attention_dp()) {
+    // This rank's run of sequences (StepBatch keeps each rank's together), rows from 0.
+    own_token_ids_.clear();
+    own_positions_.clear();
+    own_seqs_.clear();
+    attention_first_row_ = 0;
+    for (const StepBatch::Sequence& s : batch.sequences) {
+      if (s.attention_rank != plan_.shard().rank) continue;
+      if (own_seqs_.empty()) attention_first_row_ = s.first_token;
+      own_seqs_.push_back(AttentionSequence{s.first_token - attention_first_row_, s.num_tokens,
+                                            s.start_position, s.block_table});
+      const absl::Span<const int32_t> tokens = batch.tokens(s);
+      own_token_ids_.insert(own_token_ids_.end(), tokens.begin(), tokens.end());
+      for (int64_t i = 0; i < s.num_tokens; ++i) {
+        own_positions_.push_back(static_cast<int32_t>(s.start_position + i));
+      }
+    }
+    attention_step_ = StepInputs{own_token_ids_, own_positions_, own_seqs_, {}};
+  }
   absl::Span<const int32_t> token_ids = batch.token_ids;
   if (bucket > batch.num_tokens()) {
     // Padding rows up to the bucket: token 0 at position 0, no KV, their logits dropped.
@@ -393,6 +424,7 @@ StepInputs LlamaModel::PrepareStep(const StepBatch& batch, int64_t bucket) {
     }
     token_ids = padded_token_ids_;
   }
+  step_rows_ = static_cast<int64_t>(positions_.size());
   return StepInputs{token_ids, positions_, seqs_, logit_rows_};
 }
 
@@ -436,10 +468,15 @@ int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
 
 absl::Status LlamaModel::RunLayers(const StepInputs& step, KvCache* cache) {
   TP_RETURN_IF_ERROR(Embed(step));
+  // Data-parallel attention: the attention ops see this rank's sequences only (the backend's
+  // ops read the current step), the LM head the whole step again.
+  const bool own = plan_.attention_dp();
+  if (own && !attention_step_.seqs.empty()) backend_->BeginStep(attention_step_);
   for (int64_t l = 0; l < config_.num_layers; ++l) {
-    TP_RETURN_IF_ERROR(AttentionBlock(l, step, cache));
+    TP_RETURN_IF_ERROR(AttentionBlock(l, own ? attention_step_ : step, cache));
     TP_RETURN_IF_ERROR(FeedForwardBlock(l, step));
   }
+  if (own && !attention_step_.seqs.empty()) backend_->BeginStep(step);
   return absl::OkStatus();
 }
 
@@ -459,14 +496,34 @@ absl::Status LlamaModel::Embed(const StepInputs& step) {
 }
 
 absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache) {
-  if (config_.mla.enabled()) return LatentAttentionBlock(layer, step, cache);
   const LlamaLayerWeights& w = weights_.layers[layer];
-  const int64_t t = NumRows(step), hidden = config_.hidden_size, hd = config_.head_dim;
+  const int64_t t = NumRows(step), hidden = config_.hidden_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Workspace& ws = *ws_;
+  if (t > 0) {  // with data-parallel attention, a rank may attend for no sequence this step
+    const auto* x = static_cast<const uint8_t*>(ws.x.data()) +
+                    attention_first_row_ * hidden * ActivationBytes(*backend_);
+    backend_->RmsNorm(x, w.attn_norm.as<float>(), t, hidden, eps, ws.h.data());
+    TP_RETURN_IF_ERROR(config_.mla.enabled() ? LatentAttention(layer, step, cache)
+                                             : GroupedQueryAttention(layer, step, cache));
+  }
+  TP_RETURN_IF_ERROR(AttentionOutput(ws.attn.data(), t, w.o.matrix, step_rows_));  // -> ws.proj
+  if (config_.sandwich_norms) {  // Gemma: the attention's output normed before the residual
+    backend_->RmsNorm(ws.proj.data(), w.post_attn_norm.as<float>(), step_rows_, hidden, eps,
+                      ws.proj.data());
+  }
+  backend_->Add(ws.x.data(), ws.proj.data(), step_rows_ * hidden, ws.x.data());
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::GroupedQueryAttention(int64_t layer, const StepInputs& step,
+                                               KvCache* cache) {
+  const LlamaLayerWeights& w = weights_.layers[layer];
+  const int64_t t = NumRows(step), hd = config_.head_dim;
   const int64_t heads = plan_.num_local_heads(), kv_heads = plan_.num_local_kv_heads();
   const DType act = backend_->activation_dtype();
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Workspace& ws = *ws_;
-  backend_->RmsNorm(ws.x.data(), w.attn_norm.as<float>(), t, hidden, eps, ws.h.data());
   // q [t, heads * hd], k and v [t, kv_heads * hd]: one op, x read (and quantized) once; Qwen2's
   // biases (this rank's columns) ride on their matrices and are added as each is written.
   const Backend::MatMulOut qkv[] = {
@@ -489,12 +546,6 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
   const KvPoolView pool = cache->layer(layer);
   backend_->WriteKv(ws.k.data(), ws.v.data(), pool);
   backend_->PagedAttention(ws.q.data(), heads, layer_attention_[layer], pool, ws.attn.data());
-  TP_RETURN_IF_ERROR(RowParallel(ws.attn.data(), t, w.o.matrix));  // -> ws.proj
-  if (config_.sandwich_norms) {  // Gemma: the attention's output normed before the residual
-    backend_->RmsNorm(ws.proj.data(), w.post_attn_norm.as<float>(), t, hidden, eps,
-                      ws.proj.data());
-  }
-  backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
   return absl::OkStatus();
 }
 
@@ -508,11 +559,11 @@ LlamaModel::LatentForms LlamaModel::FormsOf(const StepInputs& step) const {
   return f;
 }
 
-absl::Status LlamaModel::LatentAttentionBlock(int64_t layer, const StepInputs& step,
-                                              KvCache* cache) {
+absl::Status LlamaModel::LatentAttention(int64_t layer, const StepInputs& step,
+                                         KvCache* cache) {
   const LlamaLayerWeights& w = weights_.layers[layer];
   const MlaSpec& m = config_.mla;
-  const int64_t t = NumRows(step), hidden = config_.hidden_size, hd = config_.head_dim;
+  const int64_t t = NumRows(step), hd = config_.head_dim;
   const int64_t heads = plan_.num_local_heads(), nope = m.qk_nope_head_dim;
   const int64_t rope = m.qk_rope_head_dim, r = m.kv_lora_rank, latent = m.latent_dim();
   const int64_t v = m.v_head_dim;
@@ -520,7 +571,6 @@ absl::Status LlamaModel::LatentAttentionBlock(int64_t layer, const StepInputs& s
   const int64_t a = ActivationBytes(*backend_);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   Workspace& ws = *ws_;
-  backend_->RmsNorm(ws.x.data(), w.attn_norm.as<float>(), t, hidden, eps, ws.h.data());
   // The query [t, heads, nope + rope] (through its latent where the model has one) and each
   // row's cache entry [t, r + rope]: the latent, normed, then the shared RoPE key, rotated.
   if (m.q_lora_rank > 0) {
@@ -595,8 +645,6 @@ absl::Status LlamaModel::LatentAttentionBlock(int64_t layer, const StepInputs& s
     backend_->PrefillAttention(ws.q.data(), ws.k.data(), ws.v.data(), heads, hd, v,
                                layer_attention_[layer].scale, ws.attn.data());
   }
-  TP_RETURN_IF_ERROR(RowParallel(ws.attn.data(), t, w.o.matrix));  // -> ws.proj
-  backend_->Add(ws.x.data(), ws.proj.data(), t * hidden, ws.x.data());
   return absl::OkStatus();
 }
 
@@ -640,6 +688,27 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
   // This rank's chunk sums: [local_chunks, t, n], each exactly what that chunk alone gives.
   backend_->MatMulChunked(x, t, w, local_chunks, ws.partials.as<float>());
   return ReduceChunks(t, local_chunks);
+}
+
+absl::Status LlamaModel::AttentionOutput(const void* x, int64_t t, const WeightMatrix& w,
+                                         int64_t step_rows) {
+  if (!plan_.attention_dp()) return RowParallel(x, t, w);
+  Workspace& ws = *ws_;
+  const int64_t n = w.rows, a = ActivationBytes(*backend_);
+  const DType act = backend_->activation_dtype();
+  auto* proj = static_cast<uint8_t*>(ws.proj.data());
+  uint8_t* own = proj + attention_first_row_ * n * a;
+  if (t > 0 && reduction_chunks_ == 1) backend_->MatMul(x, t, w, own, act);
+  if (t > 0 && reduction_chunks_ > 1) {  // every chunk here: TP 1's chunk sums, in order
+    backend_->MatMulChunked(x, t, w, reduction_chunks_, ws.partials.as<float>());
+    backend_->SumChunks(ws.partials.as<float>(), reduction_chunks_, t * n, own);
+  }
+  // The other ranks' rows are zeros here: the sum gives every row one rank's floats exactly.
+  backend_->FillZero(proj, attention_first_row_ * n * a);
+  const int64_t after = attention_first_row_ + t;
+  if (after < step_rows) backend_->FillZero(proj + after * n * a, (step_rows - after) * n * a);
+  if (plan_.shard().world_size == 1) return absl::OkStatus();
+  return comm_->AllReduceSum(ws.proj.data(), step_rows * n, act);
 }
 
 absl::Status LlamaModel::ReduceChunks(int64_t t, int64_t local_chunks) {

@@ -147,11 +147,17 @@ class LlamaModel {
   // Embedding and every decoder layer.
   absl::Status RunLayers(const StepInputs& step, KvCache* cache);
   absl::Status Embed(const StepInputs& step);
+  // One layer's attention over the rows of `step` (the step's, or with data-parallel attention
+  // this rank's sequences' rows, from attention_first_row_ of the step on), its output summed
+  // into the residual stream of every row.
   absl::Status AttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache);
-  // AttentionBlock for multi-head latent attention (ModelSpec::mla): the latent cache, the
-  // absorbed form, and the expanded one for the step's fresh prefills (sequences from position
-  // 0) where LlamaLoadOptions::mla_expand_fresh_prefill asks.
-  absl::Status LatentAttentionBlock(int64_t layer, const StepInputs& step, KvCache* cache);
+  // The attention of the step's rows normed in ws.h into ws.attn ([t, heads * value dim]):
+  // grouped-query attention over the paged K and V pools, or multi-head latent attention
+  // (ModelSpec::mla): the latent cache, the absorbed form, and the expanded one for the
+  // step's fresh prefills (sequences from position 0) where
+  // LlamaLoadOptions::mla_expand_fresh_prefill asks.
+  absl::Status GroupedQueryAttention(int64_t layer, const StepInputs& step, KvCache* cache);
+  absl::Status LatentAttention(int64_t layer, const StepInputs& step, KvCache* cache);
   struct LatentForms {
     bool expanded = false;  // some sequence is a fresh prefill
     bool absorbed = false;  // some sequence continues (every one, unless expand_fresh_prefill_)
@@ -164,6 +170,12 @@ class LlamaModel {
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank: one all-reduce, or (with
   // TpReduction::kDeterministic) in a fixed chunk order, the same floats at every degree.
   absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
+  // The attention's output projection of `t` rows of x into ws.proj: RowParallel, or with
+  // data-parallel attention this rank's whole o (one rank's floats: its chunk sums in order)
+  // into rows [attention_first_row_, + t) of ws.proj, zeros in the others' rows, summed over
+  // the ranks into every row of the step's `step_rows`.
+  absl::Status AttentionOutput(const void* x, int64_t t, const WeightMatrix& w,
+                               int64_t step_rows);
   // A MoE layer's feed-forward of the normed rows in ws.h: route, run the experts (each
   // split across the ranks as a dense MLP is), and reduce into ws.proj as RowParallel does.
   absl::Status ExpertsBlock(int64_t layer, int64_t t);
@@ -213,6 +225,14 @@ class LlamaModel {
   std::vector<int32_t> positions_;
   std::vector<AttentionSequence> seqs_;
   std::vector<int32_t> logit_rows_;
+  // Data-parallel attention: this rank's sequences as a step of their own (rows from 0), where
+  // they start in the step, and its storage.
+  StepInputs attention_step_;
+  int64_t attention_first_row_ = 0;
+  int64_t step_rows_ = 0;  // rows of the step (padding included)
+  std::vector<int32_t> own_token_ids_;
+  std::vector<int32_t> own_positions_;
+  std::vector<AttentionSequence> own_seqs_;
 };
 
 }  // namespace tpserve

@@ -29,7 +29,8 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
     // They were built from different models or code otherwise.
     TP_ASSIGN_OR_RETURN(ShardingPlan plan,
                         ShardingPlan::Create(files.config, formats,
-                                             {rank, load.world_size, load.expert_parallel}));
+                                             {rank, load.world_size, load.expert_parallel,
+                                              load.attention_dp}));
     const tpserve::worker::v1::ShardAssignment mine = ToAssignment(plan);
     const tpserve::worker::v1::ShardAssignment& assigned = model.assignments.at(rank);
     if (mine.SerializeAsString() != assigned.SerializeAsString()) {
@@ -43,6 +44,7 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   // A GPU backend's part of --deterministic_tp: pinned GEMMs, per-row attention splits.
   o.backend.deterministic = load.deterministic_tp;
   o.expert_parallel = load.expert_parallel;
+  o.attention_dp = load.attention_dp;
   o.comm.rank = rank;
   o.comm.world_size = load.world_size;
   o.comm.timeout = load.collective_timeout;

@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
   if (!comm.ok()) return WithRank(rt->rank_, comm.status());
   rt->comm_ = std::make_unique<TimedCommunicator>(*std::move(comm));
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(
-      config, *rt->weights_, ShardSpec{options.comm.rank, options.comm.world_size, options.expert_parallel},
+      config, *rt->weights_, ShardSpec{options.comm.rank, options.comm.world_size, options.expert_parallel,
+                options.attention_dp},
       rt->backend_.get(), rt->comm_.get(), options.load);
   if (!model.ok()) return WithRank(rt->rank_, model.status());
   rt->model_ = *std::move(model);

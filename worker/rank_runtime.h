@@ -38,6 +38,7 @@ struct RankRuntimeOptions {
   BackendOptions backend;
   CommunicatorOptions comm;  // rank and world_size are the rank's shard too
   bool expert_parallel = false;  // the shard's experts placed whole (model/sharding.h)
+  bool attention_dp = false;     // the whole attention, for this rank's sequences only
   LlamaLoadOptions load;
   int64_t num_kv_blocks = 0;
   int64_t block_size_tokens = 16;
