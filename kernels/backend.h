@@ -431,7 +431,8 @@ class Backend {
   // given per row with widths of their own (MLA's k = [k_nope, k_rope], v = W_UV c): q and k
   // [T, num_heads, key_dim], v and out [T, num_heads, value_dim]; scores scale * q.k, softmax
   // in f32 with max subtraction. The other sequences' rows of out are left as they are.
-  // REQUIRES: SupportsLatentAttention().
+  // REQUIRES: SupportsPrefillAttention().
+  virtual bool SupportsPrefillAttention() const { return false; }
   virtual void PrefillAttention(const void* q, const void* k, const void* v, int64_t num_heads,
                                 int64_t key_dim, int64_t value_dim, float scale, void* out);
 

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "base/str_cat.h"
 #include "kernels/cuda/attention_workspace.h"
+#include "kernels/cuda/mla_plan.h"
 #include "model/sharding.h"
 
 namespace tpserve {
@@ -55,6 +56,20 @@ absl::Status ValidateInputs(const PlanInputs& in) {
   }
   if (!in.device.is_host && in.device.num_sms < 1) {  // attention's workspace scales with it
     return OutOfRange("device.num_sms", in.device.num_sms, ">= 1 for a GPU");
+  }
+  if (!in.device.is_host && in.model.mla.enabled() && in.tp > 0) {
+    // FlashInfer's MLA scheduler lists at most kMlaMaxWorks items, which the CUDA backend
+    // refuses at load to exceed (kernels/cuda/mla_plan.h): every rank's heads over a full step.
+    const int64_t heads = in.model.num_heads / (in.attention_dp ? 1 : in.tp);
+    const int64_t works = cuda::MlaWorkBoundWithin(in.max_tokens_per_step,
+                                                   in.max_sequences_per_step, heads,
+                                                   in.device.num_sms);
+    if (works > cuda::kMlaMaxWorks) {
+      return OutOfRange("max_tokens_per_step", in.max_tokens_per_step,
+                        StrCat("small enough that ", heads, " latent-attention heads per GPU "
+                               "over a step stay within FlashInfer's MLA work lists (",
+                               works, " items, at most ", cuda::kMlaMaxWorks, ")"));
+    }
   }
   if (in.deterministic_tp_chunks != 0 && !in.deterministic_tp) {
     return OutOfRange("deterministic_tp_chunks", in.deterministic_tp_chunks,
@@ -224,11 +239,7 @@ ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan&
                                           in.deterministic_tp_chunks));
   if (in.device.is_host) {
     b.attention_bytes = rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
-  } else if (c.mla.enabled()) {
-    // The CUDA backend has no multi-head latent attention yet (the engine refuses such a model
-    // there at load): no workspace of its kernels to count (plan_report.cc says so).
-    b.attention_bytes = 0;
-  } else {
+  } else {  // FlashInfer's (MLA's for a latent cache) or the SIMT kernels'
     const Backend::AttentionReservation r = AttentionReservationFor(
         c, rank0, t, in.max_sequences_per_step, in.max_context_tokens,
         *ElementDType(TensorFormat::Of(in.kv_cache_dtype)), in.kv_block_size_tokens);

@@ -143,6 +143,68 @@ TEST(MemoryPlanTest, DeepseekV3VerdictsOnH200AndH100) {
   EXPECT_EQ(h100x16->num_kv_blocks * 16 / 163840, 2) << h100x16->verdict;
 }
 
+// --attention_dp for FP8 DeepSeek-V3 with --expert_parallel (docs/CAPACITY.md works it by
+// hand): every GPU holds the whole attention (o, q_b and the up-projections 8 times their split
+// share), so each caches fewer blocks, but each caches its own sequences: 8 partitions of
+// 32,145 blocks hold 24 sequences of the full 163,840-token context where the split layout's
+// 43,769 blocks, the same latent on every GPU, hold 4. On 16 H100s, 16 against 2; on 8 H100s
+// neither layout's weights fit.
+TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
+  const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
+  PlanInputs in = Inputs(v3, "fp8", 8, "h200");
+  in.max_context_tokens = 163840;
+  in.target_concurrent_sequences = 1;
+  in.expert_parallel = true;
+  absl::StatusOr<MemoryPlan> split = PlanMemory(in);
+  ASSERT_TRUE(split.ok()) << split.status();
+  in.attention_dp = true;
+  absl::StatusOr<MemoryPlan> dp = PlanMemory(in);
+  ASSERT_TRUE(dp.ok()) << dp.status();
+  EXPECT_EQ(split->kv_partitions, 1);
+  EXPECT_EQ(split->num_kv_blocks, 43769);
+  EXPECT_EQ(split->max_concurrent_sequences, 4);
+  EXPECT_EQ(dp->kv_partitions, 8);
+  EXPECT_EQ(dp->num_kv_blocks, 32145);
+  EXPECT_EQ(dp->kv_token_capacity, 8 * 32145 * 16);
+  EXPECT_EQ(dp->max_concurrent_sequences, 8 * (32145 / 10240));
+  EXPECT_EQ(dp->stages[0].kv_bytes_per_token, split->stages[0].kv_bytes_per_token);  // 70,272
+  for (TensorRole role : {TensorRole::kO, TensorRole::kQB, TensorRole::kKvB, TensorRole::kKB,
+                          TensorRole::kVB}) {
+    const RoleShard* whole = dp->sharding.stages[0].Find(role);
+    const RoleShard* share = split->sharding.stages[0].Find(role);
+    ASSERT_NE(whole, nullptr);
+    ASSERT_NE(share, nullptr);
+    // o is split by columns, and each share keeps all 7,168 rows' f32 fp8 scales: the whole
+    // matrix holds them once, not 8 times.
+    const int64_t scales = role == TensorRole::kO ? 7 * int64_t{7168} * 4 * 61 : 0;
+    EXPECT_EQ(whole->bytes_per_rank, 8 * share->bytes_per_rank - scales) << TensorRoleName(role);
+    EXPECT_EQ(whole->kind, ShardKind::kReplicated) << TensorRoleName(role);
+  }
+  EXPECT_NE(dp->verdict.find("32145 KV blocks of 16 tokens on each of 8 ranks"),
+            std::string::npos)
+      << dp->verdict;
+  in.device = *GpuPreset("h100-80g");
+  absl::StatusOr<MemoryPlan> h100 = PlanMemory(in);
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_EQ(h100->verdict.rfind("DOES NOT FIT: weights need 95.61 GiB per rank", 0), 0u)
+      << h100->verdict;
+  in.tp = 16;
+  absl::StatusOr<MemoryPlan> h100x16 = PlanMemory(in);
+  ASSERT_TRUE(h100x16.ok()) << h100x16.status();
+  EXPECT_EQ(h100x16->max_concurrent_sequences, 16) << h100x16->verdict;
+  // FlashInfer's MLA lists at most 16,384 work items: 128 heads per GPU over 8,192-token steps
+  // would pass them, refused here as the backend refuses it at load.
+  in.max_tokens_per_step = 8192;
+  const absl::Status big = PlanMemory(in).status();
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(big.message().find("max_tokens_per_step=8192: must be small enough that 128 "
+                               "latent-attention heads per GPU"),
+            std::string::npos)
+      << big;
+  in.attention_dp = false;  // 8 heads per GPU at TP 16: fits
+  EXPECT_TRUE(PlanMemory(in).ok());
+}
+
 TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
   const PlanInputs in = SmolOnHost();
   const ShardingPlan rank0 = *ShardingPlan::Create(in.model, in.weights, {0, 1});

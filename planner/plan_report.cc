@@ -144,7 +144,7 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
   }
   std::string attention;
   if (c.mla.enabled() && !in.device.is_host) {
-    attention = "MLA: no CUDA kernels yet, none counted";
+    attention = "FlashInfer MLA: split partials, work lists";
   } else if (in.device.is_host) {
     attention = absl::StrFormat("scores bound [%d heads x %d x %d ctx] f32", c.num_heads / in.tp,
                                 t, in.max_context_tokens);

@@ -156,6 +156,12 @@ absl::Status LlamaModel::Init() {
     layer_attention_.push_back(AttentionParamsOf(config_, l));
   }
   TP_RETURN_IF_ERROR(RefuseWhatTheBackendLacks(config_, layer_attention_, *backend_));
+  if (config_.mla.enabled() && expand_fresh_prefill_ && !backend_->SupportsPrefillAttention()) {
+    return absl::UnimplementedError(StrCat(
+        "mla_expand_fresh_prefill: the ", backend_->name(),
+        " backend has no expanded-form prefill attention (PrefillAttention); the absorbed form, "
+        "the default, serves every step"));
+  }
   reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_, requested_chunks_);
   sizes_ = StepBuffersFor(config_, plan_, max_step_tokens_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);

@@ -3,7 +3,8 @@
 // thing changed, written to a file and opened as an operator opens a model (OpenModelFiles).
 //   - DeepSeek's FP8 checkpoint without one tile scale (weight_scale_inv);
 //   - FP8 tiles at a degree that would cut them (the tiny model's single tiles at TP 2);
-//   - an MLA width that cannot be (an odd RoPE width), and YaRN factors MLA cannot apply.
+//   - an MLA width that cannot be (an odd RoPE width), and YaRN factors MLA cannot apply;
+//   - the opt-in expanded prefill on a backend without PrefillAttention (CUDA's today).
 #include <cstdlib>
 #include <string>
 
@@ -33,6 +34,35 @@ absl::Status LoadRank0(const ModelFiles& files, int world) {
   return LlamaModel::Load(files.config, *files.weights, {0, world}, &backend, &comm,
                           {.max_step_tokens = 16, .scheme = files.scheme})
       .status();
+}
+
+// A backend with latent attention but no expanded-form prefill, as the CUDA backend is.
+class NoPrefillBackend : public CpuBackend {
+ public:
+  NoPrefillBackend() : CpuBackend(CpuBackendOptions{.num_threads = 1}) {}
+  bool SupportsPrefillAttention() const override { return false; }
+};
+
+TEST(MlaCheckpointRefusalTest, TheExpandedPrefillIsRefusedWhereTheBackendLacksIt) {
+  absl::StatusOr<ModelFiles> files = OpenModelFiles(kHfDir);
+  ASSERT_TRUE(files.ok()) << files.status();
+  NoPrefillBackend backend;
+  SingleRankCommunicator comm;
+  const absl::Status asked =
+      LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
+                       {.max_step_tokens = 16, .scheme = files->scheme,
+                        .mla_expand_fresh_prefill = true})
+          .status();
+  EXPECT_EQ(asked.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(asked.message().find("mla_expand_fresh_prefill: the cpu-"), std::string::npos)
+      << asked;
+  EXPECT_NE(asked.message().find(" backend has no expanded-form prefill attention"),
+            std::string::npos)
+      << asked;
+  // The default, the absorbed form for every step, loads there.
+  EXPECT_TRUE(LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
+                               {.max_step_tokens = 16, .scheme = files->scheme})
+                  .ok());
 }
 
 TEST(MlaCheckpointRefusalTest, TheFp8GoldenLoadsAsStored) {

@@ -45,7 +45,7 @@ struct CpuOpProfile {
   double TotalSeconds() const;
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   // REQUIRES: options.num_threads >= 1; an explicit isa must be supported by this CPU.
   explicit CpuBackend(const CpuBackendOptions& options);
@@ -85,6 +85,7 @@ class CpuBackend final : public Backend {
   void Rope(void* x, int64_t num_heads, int64_t head_dim, const float* inv_freq,
             RopeLayout layout) override;
   bool SupportsLatentAttention() const override { return true; }
+  bool SupportsPrefillAttention() const override { return true; }
   void RopePart(void* x, int64_t num_heads, int64_t head_stride, int64_t offset, int64_t rope_dim,
                 const float* inv_freq, RopeLayout layout) override;
   void PrefillAttention(const void* q, const void* k, const void* v, int64_t num_heads,

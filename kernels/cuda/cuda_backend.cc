@@ -160,7 +160,8 @@ class CudaBackend final : public Backend {
   // Multi-head latent attention: the absorbed form over a latent pool (one KV head of 576:
   // kernels/cuda/mla_plan.h) on FlashInfer's Hopper MLA kernel (flashinfer/mla_attention.h),
   // bf16 or fp8 latent cache, compute capability 9.0; never deterministic. The expanded
-  // prefill (PrefillAttention) is not built: it records UNIMPLEMENTED.
+  // prefill (PrefillAttention) is not built: SupportsPrefillAttention() is false, so a model
+  // asking for it is refused at load (were it called, it records UNIMPLEMENTED).
   bool SupportsLatentAttention() const override {
     return compute_capability_ == 90 && !deterministic_;
   }
