@@ -11,7 +11,8 @@ and the HTTP
 API: the greedy tokens of a token-id prompt equal llama.cpp's (goldens.json) up to llama.cpp's
 first near-tie. DeepSeek-V3's shape (multi-head latent attention with its latent cache, grouped
 experts with a shared one) at four ranks, tensor-parallel by heads with the latent on every
-rank, and expert-parallel. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
+rank, and expert-parallel; with --attention_dp and --expert_parallel at two and four ranks
+(each rank caching and attending for its own requests), four concurrent requests. Mistral's GGUF is a Llama to llama.cpp (no window), so its windowed goldens are
 for its config.json form only. Llama 4's config.json asks for chunks of 8 and a temperature
 floor of 4, which llama.cpp fixes at 8192: its GGUF form is checked against llama.cpp's own
 greedy tokens (gguf_prompts), its config.json form against the numpy reference's."""
@@ -99,6 +100,50 @@ def test_greedy_tokens_match_llama_cpp_over_grpc_and_http(family):
     log = cluster.output()
     assert '"expert_imbalance":' in log, name
     assert ("with whole experts each" in log) == ("expert-parallel" in name), name
+
+
+@pytest.mark.parametrize("form,ranks", [("hf_dir", 4), ("gguf", 2)])
+def test_attention_data_parallel_with_experts_serves_concurrent_requests(form, ranks, tmp_path):
+    """--attention_dp --expert_parallel (DeepSeek-V3's serving layout past one rank's latent
+    cache): four requests at once, spread over the ranks' caches, each attended for by its own
+    rank; every one's greedy tokens equal llama.cpp's, over gRPC and HTTP."""
+    import concurrent.futures
+    case = GOLDENS["cases"]["deepseek2"]
+    c = Cluster(ranks=ranks, tmp=tmp_path, model=DIR / case[form],
+                extra_args=["--context=128", "--max_seqs=4", "--expert_parallel",
+                            "--attention_dp"])
+    try:
+        prompts = list(case["prompts"].values()) * 2
+
+        def grpc_generate(p):
+            n = decidable(p["greedy_gaps"])
+            req = pb.GenerateRequest(max_new_tokens=n, ignore_eos=True)
+            req.token_ids.ids.extend(p["ids"])
+            req.sampling.temperature = 0.0
+            return [t for m in c.stub.Generate(req, timeout=120) for t in m.token_ids], n
+
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+            results = list(pool.map(grpc_generate, prompts))
+        for p, (ids, n) in zip(prompts, results):
+            assert n > 0
+            assert ids == p["greedy_ids"][:n]
+        client = openai_client(c)
+        model = client.models.list().data[0].id
+
+        def http_generate(p):
+            n = decidable(p["greedy_gaps"])
+            r = client.completions.create(model=model, prompt=p["ids"], max_tokens=n,
+                                          temperature=0, extra_body={"ignore_eos": True})
+            return r.choices[0].text
+
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+            texts = list(pool.map(http_generate, prompts))
+        assert texts[:2] == texts[2:]  # the same prompt, whichever rank attended for it
+        log = c.output()
+        assert "data-parallel attention (each caches its own sequences)" in log, log[-2000:]
+        assert "with whole experts each" in log
+    finally:
+        c.stop()
 
 
 def test_a_deterministic_chunk_count_the_ranks_do_not_divide_is_refused():
