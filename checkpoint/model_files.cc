@@ -81,4 +81,12 @@ absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path) {
   return files;
 }
 
+absl::StatusOr<ModelFiles> MtpDraftFiles(const ModelFiles& target) {
+  ModelFiles draft = target;
+  TP_ASSIGN_OR_RETURN(draft.config, MtpDraftSpec(target.config));
+  TP_ASSIGN_OR_RETURN(draft.stored_formats,
+                      StoredWeightFormats(*draft.weights, draft.scheme, draft.config));
+  return draft;
+}
+
 }  // namespace tpserve

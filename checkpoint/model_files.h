@@ -41,6 +41,11 @@ struct ModelFiles {
 // NOT_FOUND naming the path when nothing usable is there; the readers' errors otherwise.
 absl::StatusOr<ModelFiles> OpenModelFiles(const std::string& path);
 
+// `target`'s files as its multi-token-prediction draft (MtpDraftSpec) sees them: the same
+// weights, the draft's description and the formats its tensors are stored in. MtpDraftSpec's
+// FAILED_PRECONDITION where the model has no such layer; NOT_FOUND naming a missing tensor.
+absl::StatusOr<ModelFiles> MtpDraftFiles(const ModelFiles& target);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_CHECKPOINT_MODEL_FILES_H_

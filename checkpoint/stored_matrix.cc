@@ -51,7 +51,9 @@ namespace {
 
 // A Hugging Face text model's name of `role` (ModuleName without the checkpoint's prefix).
 std::string HfModuleName(const ModelSpec& spec, TensorRole role, int64_t layer, int64_t expert) {
-  const std::string blk = StrCat("model.layers.", layer, ".");
+  // A multi-token-prediction draft's one layer is its checkpoint's layer mtp_checkpoint_layer.
+  const std::string blk =
+      StrCat("model.layers.", spec.is_mtp_draft() ? spec.mtp_checkpoint_layer + layer : layer, ".");
   switch (role) {
     case TensorRole::kEmbedding: return "model.embed_tokens";
     case TensorRole::kAttnNorm: return blk + "input_layernorm";
@@ -64,8 +66,12 @@ std::string HfModuleName(const ModelSpec& spec, TensorRole role, int64_t layer, 
     case TensorRole::kGate: return blk + spec.hf_mlp_module + ".gate_proj";
     case TensorRole::kUp: return blk + spec.hf_mlp_module + ".up_proj";
     case TensorRole::kDown: return blk + spec.hf_mlp_module + ".down_proj";
-    case TensorRole::kFinalNorm: return "model.norm";
+    case TensorRole::kFinalNorm:
+      return spec.is_mtp_draft() ? blk + "shared_head.norm" : "model.norm";
     case TensorRole::kLmHead: return "lm_head";
+    case TensorRole::kMtpENorm: return blk + "enorm";
+    case TensorRole::kMtpHNorm: return blk + "hnorm";
+    case TensorRole::kMtpEhProj: return blk + "eh_proj";
     case TensorRole::kQBias: return blk + "self_attn.q_proj";
     case TensorRole::kKBias: return blk + "self_attn.k_proj";
     case TensorRole::kVBias: return blk + "self_attn.v_proj";
@@ -118,7 +124,8 @@ std::string HfModuleName(const ModelSpec& spec, TensorRole role, int64_t layer, 
 std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
                        int64_t layer, int64_t expert) {
   if (format == CheckpointFormat::kGguf) {
-    const std::string blk = StrCat("blk.", layer, ".");
+    const std::string blk =
+        StrCat("blk.", spec.is_mtp_draft() ? spec.mtp_checkpoint_layer + layer : layer, ".");
     switch (role) {
       case TensorRole::kEmbedding: return "token_embd";
       case TensorRole::kAttnNorm: return blk + "attn_norm";
@@ -131,7 +138,8 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       case TensorRole::kGate: return blk + "ffn_gate";
       case TensorRole::kUp: return blk + "ffn_up";
       case TensorRole::kDown: return blk + "ffn_down";
-      case TensorRole::kFinalNorm: return "output_norm";
+      case TensorRole::kFinalNorm:
+        return spec.is_mtp_draft() ? blk + "nextn.shared_head_norm" : "output_norm";
       case TensorRole::kLmHead: return "output";
       case TensorRole::kQBias: return blk + "attn_q";
       case TensorRole::kKBias: return blk + "attn_k";
@@ -156,6 +164,9 @@ std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRol
       case TensorRole::kKvB: return blk + "attn_kv_b";
       case TensorRole::kKB: return blk + "attn_k_b";
       case TensorRole::kVB: return blk + "attn_v_b";
+      case TensorRole::kMtpENorm: return blk + "nextn.enorm";
+      case TensorRole::kMtpHNorm: return blk + "nextn.hnorm";
+      case TensorRole::kMtpEhProj: return blk + "nextn.eh_proj";
     }
   }
   // A multimodal checkpoint keeps the text model under a prefix (Llama 4's "language_model.").

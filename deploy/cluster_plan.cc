@@ -69,6 +69,17 @@ absl::StatusOr<DraftPlanInputs> ResolveDraftModel(const std::string& name,
   return draft;
 }
 
+absl::StatusOr<DraftPlanInputs> MtpDraftPlan(const std::string& path, const std::string& weights,
+                                             int ranks) {
+  TP_ASSIGN_OR_RETURN(ModelFiles target, OpenModelFiles(path));
+  TP_ASSIGN_OR_RETURN(ModelFiles files, MtpDraftFiles(target));
+  DraftPlanInputs draft;
+  draft.model = files.config;
+  TP_ASSIGN_OR_RETURN(draft.weights,
+                      ResolveWeightFormats(files.stored_formats, weights, files.config, ranks));
+  return draft;
+}
+
 int64_t LogitRows(const ClusterRequest& request) {
   int64_t rows = request.max_seqs;
   const SpeculativeOptions& spec = request.speculative;
@@ -262,6 +273,7 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
                                                  request.draft_model_path,
                                                  request.draft_weights,
                                                  in.draft->max_sequences_per_step));
+    load.draft->mtp = in.draft->model.is_mtp_draft();
   }
   load.vocab_size = in.model.vocab_size;
   load.kv_dtype = request.kv_dtype;

@@ -45,8 +45,9 @@ struct ClusterRequest {
   // Speculative decoding (--speculative ...): the engine's options; the target's rows of
   // logits make room for the drafts of the sequences that may draft at once.
   SpeculativeOptions speculative;
-  // The draft model, with speculative.method kDraft (ResolveDraftModel): planned on the same
-  // ranks (planner/memory_plan.h's DraftPlanInputs; its max_sequences_per_step is set here).
+  // The draft model, with speculative.method kDraft (ResolveDraftModel) or kMtp (MtpDraftPlan:
+  // the target's own MTP layer): planned on the same ranks (planner/memory_plan.h's
+  // DraftPlanInputs; its max_sequences_per_step is set here).
   std::optional<DraftPlanInputs> draft;
   // Not planned, only passed to the ranks (RankLoadFor): what they open, the model's files
   // and the draft's (--draft_weights: "" = as stored), their CPU threads (0 = the plan's:
@@ -63,6 +64,12 @@ struct ClusterRequest {
 absl::StatusOr<DraftPlanInputs> ResolveDraftModel(const std::string& name,
                                                   const std::string& weights, int ranks,
                                                   std::string* path);
+
+// --speculative=mtp: the multi-token-prediction layer of the model at `path` as its draft,
+// held as `weights` (the target's --weights) on `ranks` ranks. MtpDraftSpec's
+// FAILED_PRECONDITION for a model without one, the opening errors otherwise.
+absl::StatusOr<DraftPlanInputs> MtpDraftPlan(const std::string& path, const std::string& weights,
+                                             int ranks);
 
 // Rows of logits a step may return: one per sequence, and a drafted token's each for the
 // sequences that may draft at once (capped at the step's tokens).

@@ -1,5 +1,7 @@
 #include "deploy/launch_flags.h"
 
+#include <optional>
+
 #include "absl/flags/flag.h"
 
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
@@ -106,14 +108,17 @@ ABSL_FLAG(bool, jump_forward, true,
           "structured output: append text the constraint forces without a sampling step each");
 ABSL_FLAG(std::string, speculative, "off",
           "speculative decoding: off, ngram (prompt lookup: drafts from the prompt and the output "
-          "so far) or draft (a smaller model with the same vocabulary, --draft_model, on the same "
-          "ranks); greedy and seeded tokens are the same as with off (docs/API.md)");
+          "so far), draft (a smaller model with the same vocabulary, --draft_model, on the same "
+          "ranks) or mtp (the checkpoint's multi-token-prediction layer, DeepSeek-V3's, one "
+          "token per step); greedy and seeded tokens are the same as with off (docs/API.md)");
 ABSL_FLAG(std::string, draft_model, "",
           "--speculative=draft: the draft model, a path (GGUF or Hugging Face directory) or "
           "smollm2; its weights, buffers and KV are in the memory plan");
 ABSL_FLAG(std::string, draft_weights, "",
           "the draft model's weights as stored (default) or a preset, as --weights");
-ABSL_FLAG(int, num_speculative_tokens, 4, "the most tokens a sequence drafts per step (K), 1..16");
+ABSL_FLAG(std::optional<int>, num_speculative_tokens, std::nullopt,
+          "the most tokens a sequence drafts per step (K), 1..16; default 4, and 1 (the only "
+          "value) with --speculative=mtp");
 ABSL_FLAG(bool, speculative_adaptive, true,
           "choose each sequence's K from its recent acceptance, off where none pays");
 ABSL_FLAG(int, speculative_max_batch, 4,
@@ -172,7 +177,9 @@ LaunchFlags ReadLaunchFlags() {
   f.speculative = absl::GetFlag(FLAGS_speculative);
   f.draft_model = absl::GetFlag(FLAGS_draft_model);
   f.draft_weights = absl::GetFlag(FLAGS_draft_weights);
-  f.num_speculative_tokens = absl::GetFlag(FLAGS_num_speculative_tokens);
+  // --speculative=mtp drafts one token: its default K.
+  f.num_speculative_tokens =
+      absl::GetFlag(FLAGS_num_speculative_tokens).value_or(f.speculative == "mtp" ? 1 : 4);
   f.speculative_adaptive = absl::GetFlag(FLAGS_speculative_adaptive);
   f.speculative_max_batch = absl::GetFlag(FLAGS_speculative_max_batch);
   f.demo_prompt = absl::GetFlag(FLAGS_demo_prompt);

@@ -74,6 +74,17 @@ absl::Status SpeculationFlags(const LaunchFlags& flags, int ranks, ClusterReques
         "--draft_model=", draft, ": a draft model is given exactly with --speculative=draft (--speculative=",
         SpeculativeMethodName(spec.method), ")"));
   }
+  if (spec.method == SpeculativeMethod::kMtp) {  // the model's own MTP layer
+    if (want.model_path.empty()) {
+      return absl::InvalidArgumentError(
+          "--speculative=mtp: GPU ranks do not run a multi-token-prediction draft yet (the "
+          "hand-off of the target's hidden states between two GPU backends is not built)");
+    }
+    want.draft_model_path = want.model_path;
+    want.draft_weights = want.weights;
+    TP_ASSIGN_OR_RETURN(want.draft, MtpDraftPlan(want.model_path, want.weights, ranks));
+    return absl::OkStatus();
+  }
   if (draft.empty()) return absl::OkStatus();
   want.draft_weights = flags.draft_weights;
   TP_ASSIGN_OR_RETURN(want.draft, ResolveDraftModel(draft, want.draft_weights, ranks,

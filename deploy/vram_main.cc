@@ -24,8 +24,10 @@ ABSL_FLAG(std::vector<std::string>, weights, {},
           "q4_1, q4_k, q5_k, q6_k (default bf16; a .gguf defaults to its own tensor types); the "
           "same names as the engine's --weights. Several (fp8,int4) compare formats");
 ABSL_FLAG(std::string, draft_model, "",
-          "speculative decoding's draft model, as --model (same vocabulary): adds its weights, "
-          "step buffers and KV to every rank and shows what it takes from the KV cache");
+          "speculative decoding's draft model, as --model (same vocabulary), or mtp (the model's "
+          "own multi-token-prediction layer, --speculative=mtp: its weights, its one layer's "
+          "latent and the target's hidden state per token): adds its weights, step buffers and "
+          "KV to every rank and shows what it takes from the KV cache");
 ABSL_FLAG(std::string, draft_weights, "",
           "the draft model's weight format preset, as --weights (default bf16, or the GGUF's)");
 ABSL_FLAG(std::string, role_formats, "",

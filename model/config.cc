@@ -468,6 +468,36 @@ std::vector<std::string> ModelSpecPresetNames() {
           "llama4-maverick", "deepseek-v3",   "kimi-k2"};
 }
 
+absl::StatusOr<ModelSpec> MtpDraftSpec(const ModelSpec& target) {
+  if (target.num_mtp_layers < 1 || target.num_layers < 1) {
+    return absl::FailedPreconditionError(StrCat(
+        "--speculative=mtp: ", target.name, " has no multi-token-prediction layer (its "
+        "num_nextn_predict_layers is ", target.num_mtp_layers, "); draft with "
+        "--speculative=ngram or --speculative=draft instead"));
+  }
+  ModelSpec d = target;
+  const int64_t layer = target.num_layers;  // the first MTP layer, after the decoder's
+  d.name = StrCat(target.name, "-mtp");
+  d.num_layers = 1;
+  d.num_mtp_layers = 0;
+  d.mtp_checkpoint_layer = layer;
+  LayerSpec spec = target.Layer(layer - 1);  // the decoder's attention; experts, as V3's is
+  spec.moe = target.moe.enabled();
+  d.layers = {spec};
+  // Everything but the MTP layer is the target's: its decoder layers and final norm, the
+  // other MTP layers, and the MTP layer's copies of the embedding and LM head (the target's
+  // are read instead).
+  const std::string own = StrCat("model.layers.", layer, ".");
+  std::erase(d.hf_unserved_weight_prefixes, own);  // the target leaves it unread
+  for (int64_t l = 0; l < target.num_layers + target.num_mtp_layers; ++l) {
+    if (l != layer) d.hf_unserved_weight_prefixes.push_back(StrCat("model.layers.", l, "."));
+  }
+  d.hf_unserved_weight_prefixes.push_back("model.norm.");
+  d.hf_unserved_weight_prefixes.push_back(StrCat("model.layers.", layer, ".embed_tokens."));
+  d.hf_unserved_weight_prefixes.push_back(StrCat("model.layers.", layer, ".shared_head.head."));
+  return d;
+}
+
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name) {
   std::string key(name);
   std::transform(key.begin(), key.end(), key.begin(),

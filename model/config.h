@@ -181,6 +181,16 @@ struct ModelSpec {
   MoeSpec moe;
   // Multi-head latent attention in place of grouped-query attention (where mla.enabled()).
   MlaSpec mla;
+  // Multi-token prediction (DeepSeek-V3's num_nextn_predict_layers): layers after the
+  // decoder's that predict one token further, not part of the forward pass. MtpDraftSpec makes
+  // the first a speculative draft (--speculative=mtp).
+  int64_t num_mtp_layers = 0;
+  // >= 0: this is such a draft (MtpDraftSpec): one decoder layer, the checkpoint's layer
+  // mtp_checkpoint_layer, whose input at position p is eh_proj [enorm(embedding of the token at
+  // p + 1), hnorm(the target's last hidden state at p)], and whose final norm is that layer's
+  // shared_head.norm; embedding and LM head are the target's.
+  int64_t mtp_checkpoint_layer = -1;
+  bool is_mtp_draft() const { return mtp_checkpoint_layer >= 0; }
   // The chat format llama.cpp applies to the family's files that carry no template (its
   // built-in format's name, e.g. "gemma"; coordinator/chat/builtin_templates.h); "" for none.
   std::string builtin_chat_format;
@@ -226,6 +236,10 @@ std::vector<std::string> ModelFamilyNames();
 // reader). NOT_FOUND lists the known
 // names.
 absl::StatusOr<ModelSpec> ModelSpecPreset(std::string_view name);
+
+// The speculative draft of `target`'s first multi-token-prediction layer (see
+// ModelSpec::mtp_checkpoint_layer): FAILED_PRECONDITION naming the model when it has none.
+absl::StatusOr<ModelSpec> MtpDraftSpec(const ModelSpec& target);
 std::vector<std::string> ModelSpecPresetNames();
 
 // From a Hugging Face config.json text. INVALID_ARGUMENT names the missing or bad key;

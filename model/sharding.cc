@@ -194,6 +194,8 @@ std::array<int64_t, 2> FullShape(const ModelSpec& c, TensorRole role) {
     case TensorRole::kEmbedding:
     case TensorRole::kLmHead:
       return {c.vocab_size, c.hidden_size};
+    case TensorRole::kMtpEhProj:
+      return {c.hidden_size, 2 * c.hidden_size};
     case TensorRole::kQ:
       return {q_dim, c.hidden_size};
     case TensorRole::kK:
@@ -275,6 +277,10 @@ bool HasRole(const ModelSpec& c, TensorRole role) {
     case TensorRole::kSharedUp:
     case TensorRole::kSharedDown:
       return c.moe.enabled() && c.moe.shared_expert_intermediate_size > 0;
+    case TensorRole::kMtpENorm:
+    case TensorRole::kMtpHNorm:
+    case TensorRole::kMtpEhProj:
+      return c.is_mtp_draft();
     default:
       return true;
   }

@@ -15,7 +15,8 @@ int64_t StepBufferSizes::Total() const {
          logits_local + logits_gathered + router_logits + expert_ids + expert_weights +
          expert_rows + expert_gate + expert_up + expert_down + expert_send_pos + expert_recv_pos +
          expert_send + expert_recv + expert_gathered + mla_q_latent + mla_entry + mla_latent +
-         mla_q_absorbed + mla_attn_latent + mla_head_in + mla_head_out + mla_expanded;
+         mla_q_absorbed + mla_attn_latent + mla_head_in + mla_head_out + mla_expanded +
+         mtp_concat;
 }
 
 namespace {
@@ -89,6 +90,7 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
     s.mla_head_out = t * std::max(m.kv_lora_rank, m.v_head_dim) * a;
     s.mla_expanded = t * h * (m.qk_nope_head_dim + m.v_head_dim) * a;
   }
+  if (c.is_mtp_draft()) s.mtp_concat = t * 2 * c.hidden_size * a;
   // The dense MLP's (none when every layer is experts).
   s.gate = s.up = HasRole(c, TensorRole::kGate) ? t * p.local_intermediate_size() * a : 0;
   s.partials = chunks > 1 || c.moe.enabled()

@@ -85,6 +85,8 @@ struct StepBufferSizes {
   int64_t mla_head_in = 0;
   int64_t mla_head_out = 0;
   int64_t mla_expanded = 0;
+  // A multi-token-prediction draft's input: [T, 2 * hidden], its two normed halves.
+  int64_t mtp_concat = 0;
 
   int64_t Total() const;
 };

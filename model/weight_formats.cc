@@ -55,6 +55,9 @@ constexpr std::array<RoleNames, kNumTensorRoles> kRoleNames = {{
     {TensorRole::kKvB, "kv_b", "attn_kv_b"},
     {TensorRole::kKB, "k_b", "attn_k_b"},
     {TensorRole::kVB, "v_b", "attn_v_b"},
+    {TensorRole::kMtpENorm, "mtp_enorm", "nextn.enorm"},
+    {TensorRole::kMtpHNorm, "mtp_hnorm", "nextn.hnorm"},
+    {TensorRole::kMtpEhProj, "mtp_eh_proj", "nextn.eh_proj"},
 }};
 
 // Formats for (embedding + LM head, projections, norms).
@@ -85,7 +88,8 @@ bool IsNormRole(TensorRole role) {
          role == TensorRole::kFinalNorm || role == TensorRole::kQNorm ||
          role == TensorRole::kKNorm || role == TensorRole::kPostAttnNorm ||
          role == TensorRole::kPostFfnNorm || role == TensorRole::kQANorm ||
-         role == TensorRole::kKvANorm;
+         role == TensorRole::kKvANorm || role == TensorRole::kMtpENorm ||
+         role == TensorRole::kMtpHNorm;
 }
 
 bool IsMlaUpRole(TensorRole role) {
@@ -141,7 +145,12 @@ bool IsSharedExpertRole(TensorRole role) {
 
 bool IsPerLayerRole(TensorRole role) {
   return role != TensorRole::kEmbedding && role != TensorRole::kFinalNorm &&
-         role != TensorRole::kLmHead;
+         role != TensorRole::kLmHead && !IsMtpInputRole(role);
+}
+
+bool IsMtpInputRole(TensorRole role) {
+  return role == TensorRole::kMtpENorm || role == TensorRole::kMtpHNorm ||
+         role == TensorRole::kMtpEhProj;
 }
 
 std::optional<TensorRole> TensorRoleFromGgufName(std::string_view tensor_name) {

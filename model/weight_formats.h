@@ -69,8 +69,13 @@ enum class TensorRole : uint8_t {
   kKB,
   // W_UV of every head: blk.N.attn_v_b [heads][v, kv_lora], or cut from kv_b_proj
   kVB,
+  // A multi-token-prediction draft (ModelSpec::is_mtp_draft, DeepSeek-V3's MTP layer
+  // model.layers.<L>.*): its input is eh_proj [enorm(embedding), hnorm(target's hidden)].
+  kMtpENorm,   // model.layers.L.enorm    [hidden]
+  kMtpHNorm,   // model.layers.L.hnorm    [hidden]
+  kMtpEhProj,  // model.layers.L.eh_proj  [hidden, 2 * hidden]                 (replicated)
 };
-inline constexpr int kNumTensorRoles = 35;
+inline constexpr int kNumTensorRoles = 38;
 inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
     TensorRole::kEmbedding, TensorRole::kAttnNorm, TensorRole::kQ,         TensorRole::kK,
     TensorRole::kV,         TensorRole::kO,        TensorRole::kFfnNorm,   TensorRole::kGate,
@@ -80,7 +85,8 @@ inline constexpr std::array<TensorRole, kNumTensorRoles> kAllTensorRoles = {
     TensorRole::kRouter,    TensorRole::kExpertGate,   TensorRole::kExpertUp,  TensorRole::kExpertDown,
     TensorRole::kExpertBias, TensorRole::kSharedGate,  TensorRole::kSharedUp,  TensorRole::kSharedDown,
     TensorRole::kQA,        TensorRole::kQANorm,       TensorRole::kQB,        TensorRole::kKvA,
-    TensorRole::kKvANorm,   TensorRole::kKvB,          TensorRole::kKB,        TensorRole::kVB};
+    TensorRole::kKvANorm,   TensorRole::kKvB,          TensorRole::kKB,        TensorRole::kVB,
+    TensorRole::kMtpENorm,  TensorRole::kMtpHNorm,     TensorRole::kMtpEhProj};
 
 // "embedding", "attn_norm", "q", ..., "lm_head": used in tables, JSON and flag names.
 std::string_view TensorRoleName(TensorRole role);
@@ -96,6 +102,9 @@ bool IsGgufBiasTensor(TensorRole role);
 // A vector held in f32 whatever the checkpoint stores it in (norms and biases).
 bool IsVectorRole(TensorRole role);
 bool IsPerLayerRole(TensorRole role);
+// A multi-token-prediction draft's input roles (kMtpENorm, kMtpHNorm, kMtpEhProj): once per
+// model, not per layer.
+bool IsMtpInputRole(TensorRole role);
 // One matrix per expert of a layer (kExpertGate, kExpertUp, kExpertDown).
 bool IsExpertRole(TensorRole role);
 // The shared expert's matrices (kSharedGate, kSharedUp, kSharedDown).

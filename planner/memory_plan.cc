@@ -146,6 +146,11 @@ absl::Status AddDraft(const PlanInputs& in, StageMemory& m) {
   m.draft_weight_bytes = shards->stages[0].weight_bytes_per_rank;
   m.draft_activations = ActivationBuffersFor(d, *rank0, /*last_stage=*/true);
   m.draft_kv_bytes_per_token = KvBytesPerToken(d);
+  if (d.model.is_mtp_draft()) {
+    // The target's last hidden state per token, which the draft steps on (worker/
+    // llama_model.h's HiddenStoreShape): every rank holds all of it.
+    m.draft_kv_bytes_per_token += d.model.hidden_size * PlainElementBytes(in.activation_dtype);
+  }
   return absl::OkStatus();
 }
 

@@ -41,7 +41,8 @@ namespace tpserve {
 // same ranks at the same tensor-parallel degree, so each rank holds its slice of the draft's
 // weights, the draft's step buffers, and in every KV block of the pool the draft's KV for the
 // block's tokens beside the target's. So a draft costs its weights and buffers once and a
-// share of every block: the pool gets fewer blocks.
+// share of every block: the pool gets fewer blocks. A multi-token-prediction draft (its
+// model is_mtp_draft) adds to its KV the target's last hidden state per token, which it reads.
 struct DraftPlanInputs {
   ModelSpec model;
   WeightFormats weights;

@@ -205,6 +205,34 @@ TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
   EXPECT_TRUE(PlanMemory(in).ok());
 }
 
+// --speculative=mtp for DeepSeek-V3: the draft is its one MTP layer (a decoder layer of MLA and
+// 256 experts, eh_proj and its norms; embedding and LM head as the target's), and every KV
+// token carries the draft's latent (576 x 2 B) and the target's last hidden state, which the
+// draft reads (7168 x 2 B): 15,488 B on top of the target's 70,272.
+TEST(MemoryPlanTest, DeepseekV3MtpDraftCarriesItsLatentAndTheTargetsHiddenState) {
+  const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
+  ASSERT_EQ(v3.num_mtp_layers, 1);
+  PlanInputs in = Inputs(v3, "fp8", 8, "h200");
+  in.max_context_tokens = 163840;
+  in.target_concurrent_sequences = 1;
+  DraftPlanInputs d;
+  d.model = *MtpDraftSpec(v3);
+  d.weights = in.weights;
+  in.draft = d;
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const StageMemory& m = plan->stages[0];
+  EXPECT_EQ(m.draft_kv_bytes_per_token, 576 * 2 + 7168 * 2);
+  EXPECT_EQ(m.kv_bytes_per_token, 70272 + 15488);
+  EXPECT_EQ(plan->max_concurrent_sequences, 3) << plan->verdict;
+  EXPECT_EQ(d.model.num_layers, 1);
+  EXPECT_TRUE(HasRole(d.model, TensorRole::kMtpEhProj));
+  EXPECT_FALSE(HasRole(v3, TensorRole::kMtpEhProj));
+  // A model without one cannot draft so.
+  const absl::Status none = MtpDraftSpec(*ModelSpecPreset("llama-3.1-8b")).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(MemoryPlanTest, StepBuffersFollowTheStatedFormulas) {
   const PlanInputs in = SmolOnHost();
   const ShardingPlan rank0 = *ShardingPlan::Create(in.model, in.weights, {0, 1});

@@ -261,7 +261,11 @@ struct VramModels {
 absl::StatusOr<VramModels> LoadModels(const VramRequest& r) {
   VramModels models;
   TP_ASSIGN_OR_RETURN(models.target, LoadModel(r.model));
-  if (!r.draft_model.empty()) {
+  if (r.draft_model == "mtp") {  // the target's own multi-token-prediction layer
+    absl::StatusOr<ModelSpec> mtp = MtpDraftSpec(models.target.config);
+    if (!mtp.ok()) return FlagError("draft_model", r.draft_model, mtp.status().message());
+    models.draft = LoadedModel{*std::move(mtp), std::nullopt, std::nullopt};
+  } else if (!r.draft_model.empty()) {
     TP_ASSIGN_OR_RETURN(models.draft, LoadModel(r.draft_model));
   } else if (!r.draft_weights.empty()) {
     return FlagError("draft_weights", r.draft_weights, "needs --draft_model");
@@ -332,8 +336,13 @@ absl::StatusOr<PlanInputs> PlanInputsFor(const VramRequest& r, const VramLayout&
   if (models.draft.has_value()) {
     DraftPlanInputs d;
     d.model = models.draft->config;
-    TP_ASSIGN_OR_RETURN(d.weights,
-                        FormatsFor("draft_weights", r.draft_weights, *models.draft, in.tp));
+    // An MTP layer is held as the target is (--weights), unless --draft_weights says otherwise.
+    const bool mtp = d.model.is_mtp_draft();
+    const std::string& preset = mtp && r.draft_weights.empty() ? layout.weights : r.draft_weights;
+    TP_ASSIGN_OR_RETURN(d.weights, FormatsFor(mtp && r.draft_weights.empty() ? "weights"
+                                                                           : "draft_weights",
+                                              preset, mtp ? models.target : *models.draft,
+                                              in.tp));
     d.max_sequences_per_step = in.max_sequences_per_step;
     in.draft = std::move(d);
   }

@@ -14,6 +14,7 @@ bool SameAssignments(const std::vector<tpserve::worker::v1::ShardAssignment>& a,
 
 bool SameModel(const ModelLoad& a, const ModelLoad& b) {
   return a.path == b.path && a.weights == b.weights && a.max_logit_rows == b.max_logit_rows &&
+         a.mtp == b.mtp &&
          SameAssignments(a.assignments, b.assignments);
 }
 

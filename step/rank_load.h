@@ -35,6 +35,9 @@ struct ModelLoad {
   // Rank r's slices of every layer (index = rank), from the coordinator's sharding plan: the
   // rank derives its own and refuses to load when they differ. Empty: not checked.
   std::vector<tpserve::worker::v1::ShardAssignment> assignments;
+  // A draft that is `path`'s multi-token-prediction layer (model/config.h's MtpDraftSpec),
+  // stepping on the target's hidden states; false: a model of its own.
+  bool mtp = false;
 };
 
 struct RankLoad {

@@ -30,10 +30,12 @@ void ToLoadRequest(const RankLoad& load, wpb::LoadRequest* request) {
   request->clear_draft_weights();
   request->clear_draft_max_logit_rows();
   request->clear_draft_assignments();
+  request->clear_draft_mtp();
   if (load.draft.has_value()) {
     request->set_draft_model_path(load.draft->path);
     request->set_draft_weights(load.draft->weights);
     request->set_draft_max_logit_rows(load.draft->max_logit_rows);
+    request->set_draft_mtp(load.draft->mtp);
     request->mutable_draft_assignments()->Assign(load.draft->assignments.begin(),
                                                  load.draft->assignments.end());
   }
@@ -78,6 +80,7 @@ absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
     draft.path = request.draft_model_path();
     draft.weights = request.draft_weights();
     draft.max_logit_rows = request.draft_max_logit_rows();
+    draft.mtp = request.draft_mtp();
     draft.assignments.assign(request.draft_assignments().begin(),
                              request.draft_assignments().end());
   }

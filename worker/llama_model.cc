@@ -55,6 +55,7 @@ struct LlamaModel::Workspace {
   DeviceBuffer mla_head_in;      // [T, max(nope, kv_lora)]
   DeviceBuffer mla_head_out;     // [T, max(kv_lora, v)]
   DeviceBuffer mla_expanded;     // [T, local_heads * (nope + v)]
+  DeviceBuffer mtp_concat;       // [T, 2 * hidden]: an MTP draft's normed embedding and hidden
 };
 
 
@@ -92,7 +93,8 @@ std::vector<std::pair<DeviceBuffer*, int64_t>> LlamaModel::WorkspaceBuffers(
           {&ws.mla_attn_latent, s.mla_attn_latent},
           {&ws.mla_head_in, s.mla_head_in},
           {&ws.mla_head_out, s.mla_head_out},
-          {&ws.mla_expanded, s.mla_expanded}};
+          {&ws.mla_expanded, s.mla_expanded},
+          {&ws.mtp_concat, s.mtp_concat}};
 }
 
 LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
@@ -434,7 +436,70 @@ StepInputs LlamaModel::PrepareStep(const StepBatch& batch, int64_t bucket) {
   return StepInputs{token_ids, positions_, seqs_, logit_rows_};
 }
 
-absl::Status LlamaModel::Forward(const StepBatch& batch, KvCache* cache, float* logits) {
+absl::StatusOr<StepBatch> LlamaModel::MtpRows(const StepBatch& batch) const {
+  StepBatch out;
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const StepBatch::Sequence& s = batch.sequences[i];
+    // The token at position p is the input of MTP position p - 1 (none for position 0).
+    const int64_t skip = s.start_position == 0 ? 1 : 0;
+    const absl::Span<const int32_t> tokens = batch.tokens(s).subspan(skip);
+    if (static_cast<int64_t>(tokens.size()) < std::max<int64_t>(1, s.num_logits)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "sequence %d: a multi-token-prediction draft predicts from the tokens after position "
+          "0; %d token(s) from position %d leave %d row(s) for num_logits = %d",
+          i, s.num_tokens, s.start_position, tokens.size(), s.num_logits));
+    }
+    StepBatch::Sequence& m = out.Add(s.seq_id, std::max<int64_t>(s.start_position, 1) - 1,
+                                     tokens, s.block_table, s.num_logits);
+    m.attention_rank = s.attention_rank;
+  }
+  return out;
+}
+
+absl::Status LlamaModel::SetHiddenStore(KvCache* store) {
+  if (store != nullptr) {
+    const KvCacheShape& s = store->shape();
+    if (s.num_layers != 1 || s.num_kv_heads != 1 || s.head_dim != config_.hidden_size ||
+        s.pools != 1 || s.dtype != backend_->activation_dtype()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "hidden-state store (layers %d, heads %d, dim %d, pools %d, %s) is not one pool of "
+          "[%d] %s rows", s.num_layers, s.num_kv_heads, s.head_dim, s.pools,
+          DTypeName(s.dtype), config_.hidden_size, DTypeName(backend_->activation_dtype())));
+    }
+    if (plan_.attention_dp()) {
+      return absl::UnimplementedError(
+          "a multi-token-prediction draft with data-parallel attention (each rank's blocks "
+          "numbered in its own cache) is not built");
+    }
+  }
+  hidden_store_ = store;
+  return absl::OkStatus();
+}
+
+KvCacheShape HiddenStoreShape(const ModelSpec& config, int64_t num_blocks,
+                              int64_t block_size_tokens, DType activation_dtype) {
+  KvCacheShape s;
+  s.num_layers = 1;
+  s.num_blocks = num_blocks;
+  s.block_size_tokens = block_size_tokens;
+  s.num_kv_heads = 1;
+  s.head_dim = config.hidden_size;
+  s.dtype = activation_dtype;
+  s.pools = 1;
+  return s;
+}
+
+absl::Status LlamaModel::Forward(const StepBatch& batch_in, KvCache* cache, float* logits) {
+  StepBatch shifted;
+  if (config_.is_mtp_draft()) {
+    if (hidden_store_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "a multi-token-prediction draft steps with the target's hidden states: no store set "
+          "(SetHiddenStore)");
+    }
+    TP_ASSIGN_OR_RETURN(shifted, MtpRows(batch_in));
+  }
+  const StepBatch& batch = config_.is_mtp_draft() ? shifted : batch_in;
   TP_RETURN_IF_ERROR(Validate(batch, *cache));
   const int64_t logit_rows = batch.num_logit_rows();
   const int64_t bucket = CaptureBucket(batch);
@@ -463,7 +528,12 @@ absl::Status LlamaModel::Forward(const StepBatch& batch, KvCache* cache, float* 
 }
 
 int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
-  if (!backend_->SupportsStepCapture() || plan_.shard().world_size != 1) return 0;
+  // (An MTP draft's input and the target's hidden states are copied row by row on the host's
+  // schedule, which a recording would bake in.)
+  if (!backend_->SupportsStepCapture() || plan_.shard().world_size != 1 ||
+      config_.is_mtp_draft() || hidden_store_ != nullptr) {
+    return 0;
+  }
   for (const StepBatch::Sequence& s : batch.sequences) {
     if (s.num_tokens != 1 || s.num_logits != 1) return 0;
   }
@@ -474,6 +544,7 @@ int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
 
 absl::Status LlamaModel::RunLayers(const StepInputs& step, KvCache* cache) {
   TP_RETURN_IF_ERROR(Embed(step));
+  if (config_.is_mtp_draft()) MtpInput(step);
   // Data-parallel attention: the attention ops see this rank's sequences only (the backend's
   // ops read the current step), the LM head the whole step again.
   const bool own = plan_.attention_dp();
@@ -483,7 +554,40 @@ absl::Status LlamaModel::RunLayers(const StepInputs& step, KvCache* cache) {
     TP_RETURN_IF_ERROR(FeedForwardBlock(l, step));
   }
   if (own && !attention_step_.seqs.empty()) backend_->BeginStep(step);
+  // The target's last hidden states, for its multi-token-prediction draft (every row's, at its
+  // position: the draft reads the positions before the token it drafts from).
+  if (hidden_store_ != nullptr && !config_.is_mtp_draft()) {
+    backend_->WriteKv(ws_->x.data(), ws_->x.data(), hidden_store_->layer(0));
+  }
   return absl::OkStatus();
+}
+
+void LlamaModel::MtpInput(const StepInputs& step) {
+  const int64_t t = NumRows(step), hidden = config_.hidden_size, a = ActivationBytes(*backend_);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Workspace& ws = *ws_;
+  auto* concat = static_cast<uint8_t*>(ws.mtp_concat.data());
+  // [enorm(embedding), hnorm(hidden)] per row, then eh_proj.
+  backend_->RmsNorm(ws.x.data(), weights_.mtp_enorm.as<float>(), t, hidden, eps, ws.h.data());
+  backend_->Copy2D(concat, 2 * hidden * a, ws.h.data(), hidden * a, hidden * a, t);
+  // The target's hidden state at each row's position, a block's run of rows at a time.
+  const KvPoolView store = hidden_store_->layer(0);
+  const int64_t bs = store.block_size_tokens, row = hidden * a;
+  auto* rows = static_cast<uint8_t*>(ws.proj.data());
+  for (const AttentionSequence& s : step.seqs) {
+    for (int64_t i = 0; i < s.num_query_tokens;) {
+      const int64_t pos = s.start_position + i;
+      const int64_t run = std::min(s.num_query_tokens - i, bs - pos % bs);
+      const auto* src = static_cast<const uint8_t*>(store.k) +
+                        (int64_t{s.block_table[pos / bs]} * bs + pos % bs) * row;
+      backend_->Copy2D(rows + (s.first_row + i) * row, row, src, row, row, run);
+      i += run;
+    }
+  }
+  backend_->RmsNorm(ws.proj.data(), weights_.mtp_hnorm.as<float>(), t, hidden, eps, ws.h.data());
+  backend_->Copy2D(concat + hidden * a, 2 * hidden * a, ws.h.data(), hidden * a, hidden * a, t);
+  backend_->MatMul(concat, t, weights_.mtp_eh_proj.matrix, ws.x.data(),
+                   backend_->activation_dtype());
 }
 
 absl::Status LlamaModel::Embed(const StepInputs& step) {

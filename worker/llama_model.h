@@ -84,6 +84,12 @@ struct LatentPaths {
   int64_t absorbed_layers = 0;
 };
 
+// The store of a target's last hidden states its multi-token-prediction draft reads
+// (LlamaModel::SetHiddenStore): one pool of [hidden] rows in the activation dtype, per token of
+// the target's blocks.
+KvCacheShape HiddenStoreShape(const ModelSpec& config, int64_t num_blocks,
+                              int64_t block_size_tokens, DType activation_dtype);
+
 class LlamaModel {
  public:
   // Errors: the config's or plan's INVALID_ARGUMENT; the loader's (see LoadLlamaWeights);
@@ -102,6 +108,17 @@ class LlamaModel {
   // outside the cache, or a cache whose shape does not match this rank; a communicator error
   // as returned.
   absl::Status Forward(const StepBatch& batch, KvCache* cache, float* logits);
+
+  // Multi-token prediction. On the target (no MTP draft itself): every step writes its rows'
+  // last hidden states (before the final norm) into `store` at their positions. On an MTP
+  // draft (ModelSpec::is_mtp_draft): each step reads them from it, the hidden state at position
+  // p - 1 beside the token at p. One store for both, of HiddenStoreShape, with the target's
+  // blocks; null: none. INVALID_ARGUMENT for a store of another shape; UNIMPLEMENTED with
+  // data-parallel attention.
+  // An MTP draft's Forward takes the batch as any draft model's (each sequence's known tokens
+  // from start_position on) and predicts, at each token's row, the token after it; a sequence
+  // from position 0 loses its first row (there is no hidden state before it).
+  absl::Status SetHiddenStore(KvCache* store);
 
   // Has the backend allocate its attention workspace, once, for this model's steps over a KV
   // cache of `kv_dtype` in blocks of `block_size_tokens` (AttentionReservationFor, which the
@@ -146,6 +163,10 @@ class LlamaModel {
   StepInputs PrepareStep(const StepBatch& batch, int64_t bucket);
   // Embedding and every decoder layer.
   absl::Status RunLayers(const StepInputs& step, KvCache* cache);
+  // An MTP draft's batch at its own positions: the token at p as the row of MTP position p - 1.
+  absl::StatusOr<StepBatch> MtpRows(const StepBatch& batch) const;
+  // An MTP draft's input rows in ws.x: eh_proj [enorm(embedding), hnorm(target's hidden)].
+  void MtpInput(const StepInputs& step);
   absl::Status Embed(const StepInputs& step);
   // One layer's attention over the rows of `step` (the step's, or with data-parallel attention
   // this rank's sequences' rows, from attention_first_row_ of the step on), its output summed
@@ -230,6 +251,7 @@ class LlamaModel {
   StepInputs attention_step_;
   int64_t attention_first_row_ = 0;
   int64_t step_rows_ = 0;  // rows of the step (padding included)
+  KvCache* hidden_store_ = nullptr;  // SetHiddenStore's
   std::vector<int32_t> own_token_ids_;
   std::vector<int32_t> own_positions_;
   std::vector<AttentionSequence> own_seqs_;

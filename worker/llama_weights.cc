@@ -29,6 +29,11 @@ class Loader {
       TP_RETURN_IF_ERROR(CheckTiedCopy(head + ".weight"));
     }
     TP_ASSIGN_OR_RETURN(out_->output_norm, Norm(TensorRole::kFinalNorm, 0));
+    if (c_.is_mtp_draft()) {
+      TP_ASSIGN_OR_RETURN(out_->mtp_enorm, Norm(TensorRole::kMtpENorm, 0));
+      TP_ASSIGN_OR_RETURN(out_->mtp_hnorm, Norm(TensorRole::kMtpHNorm, 0));
+      TP_ASSIGN_OR_RETURN(out_->mtp_eh_proj, Matrix(TensorRole::kMtpEhProj, 0));
+    }
     const std::string rope = "rope_freqs.weight";
     if (s_.format() == CheckpointFormat::kGguf && s_.Find(rope).ok()) {
       TP_ASSIGN_OR_RETURN(out_->rope_freq_factors, HostVector(rope, c_.RopeDim() / 2));

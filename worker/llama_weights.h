@@ -81,6 +81,10 @@ struct LlamaWeights {
   DeviceBuffer output_norm;   // f32 [hidden]
   std::vector<float> rope_freq_factors;  // host [head_dim / 2], empty when absent
   std::vector<LlamaLayerWeights> layers;
+  // A multi-token-prediction draft's input (ModelSpec::is_mtp_draft), replicated.
+  DeviceBuffer mtp_enorm;    // f32 [hidden]: the token's embedding
+  DeviceBuffer mtp_hnorm;    // f32 [hidden]: the target's hidden state
+  LoadedMatrix mtp_eh_proj;  // [hidden, 2 * hidden]
   int64_t bytes_viewed = 0;  // checkpoint bytes this rank reads in place
   int64_t bytes_copied = 0;  // bytes allocated for weights in backend memory
   // What this rank really holds per role, all layers together (the placements' viewed and

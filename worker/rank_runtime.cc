@@ -75,6 +75,23 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
   return rt;
 }
 
+absl::Status RankRuntime::AttachMtpDraft(RankRuntime& draft) {
+  if (backend_->kind() != BackendKind::kCpu || draft.backend_->kind() != BackendKind::kCpu) {
+    return WithRank(rank_, absl::UnimplementedError(
+                               "--speculative=mtp on GPU ranks: the draft reads the target's "
+                               "hidden states across the two backends' streams, not built yet"));
+  }
+  const KvCacheShape& kv = cache_->shape();
+  absl::StatusOr<std::unique_ptr<KvCache>> store = KvCache::Create(
+      HiddenStoreShape(model_->config(), kv.num_blocks, kv.block_size_tokens,
+                       backend_->activation_dtype()),
+      *backend_);
+  if (!store.ok()) return WithRank(rank_, store.status());
+  hidden_store_ = *std::move(store);
+  TP_RETURN_IF_ERROR(model_->SetHiddenStore(hidden_store_.get()));
+  return draft.model_->SetHiddenStore(hidden_store_.get());
+}
+
 absl::Status RankRuntime::Step(const StepBatch& batch, float* logits) {
   absl::Status s = model_->Forward(batch, cache_.get(), logits);
   if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) RequestAbort();

@@ -76,6 +76,13 @@ class RankRuntime {
   KvCache& cache() { return *cache_; }
   MemoryFootprint footprint() const { return model_->footprint(); }
   int64_t kv_cache_bytes() const { return cache_->bytes(); }
+  // Makes `draft` (this target's multi-token-prediction draft, on the same rank) step on this
+  // runtime's last hidden states: a store of them in this runtime's memory, written by every
+  // target step and read by the draft's (LlamaModel::SetHiddenStore). UNIMPLEMENTED where
+  // either runtime is not on the host (the hand-off between two GPU backends' streams is not
+  // built); the store's allocation errors.
+  absl::Status AttachMtpDraft(RankRuntime& draft);
+  int64_t hidden_store_bytes() const { return hidden_store_ ? hidden_store_->bytes() : 0; }
 
  private:
   RankRuntime() = default;
@@ -86,6 +93,7 @@ class RankRuntime {
   std::unique_ptr<TimedCommunicator> comm_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<KvCache> hidden_store_;  // AttachMtpDraft's
 };
 
 }  // namespace tpserve

@@ -51,7 +51,11 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   if (load.draft.has_value()) {
     // The draft: the same ranks, its own communicator (a rendezvous of its own), its KV cache
     // with a slot for every block of the target's.
-    TP_ASSIGN_OR_RETURN(draft_files_, OpenModelFiles(load.draft->path));
+    if (load.draft->mtp) {  // the target's own multi-token-prediction layer
+      TP_ASSIGN_OR_RETURN(draft_files_, MtpDraftFiles(files_));
+    } else {
+      TP_ASSIGN_OR_RETURN(draft_files_, OpenModelFiles(load.draft->path));
+    }
     if (draft_files_.config.vocab_size != files_.config.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "draft model ", load.draft->path, " has ", draft_files_.config.vocab_size,
@@ -63,9 +67,11 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
     d.comm.run_id = absl::StrCat(request.rendezvous_prefix(), "-draft");
     TP_ASSIGN_OR_RETURN(draft_runtime_,
                         RankRuntime::Create(draft_files_.config, draft_files_.weights, d));
+    if (load.draft->mtp) TP_RETURN_IF_ERROR(runtime->AttachMtpDraft(*draft_runtime_));
     abortable_draft_.store(draft_runtime_.get());
     progress.set_draft_weight_bytes(draft_runtime_->footprint().weight_bytes_resident);
-    progress.set_draft_kv_cache_bytes(draft_runtime_->kv_cache_bytes());
+    progress.set_draft_kv_cache_bytes(draft_runtime_->kv_cache_bytes() +
+                                      runtime->hidden_store_bytes());
   }
   runtime_ = std::move(runtime);
   abortable_runtime_.store(runtime_.get());

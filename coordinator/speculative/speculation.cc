@@ -11,8 +11,9 @@ absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(absl::string_view name)
   if (name == "off") return SpeculativeMethod::kOff;
   if (name == "ngram") return SpeculativeMethod::kNgram;
   if (name == "draft") return SpeculativeMethod::kDraft;
+  if (name == "mtp") return SpeculativeMethod::kMtp;
   return absl::InvalidArgumentError(absl::StrCat("--speculative=", std::string(name),
-                                                 ": must be off, ngram or draft"));
+                                                 ": must be off, ngram, draft or mtp"));
 }
 
 const char* SpeculativeMethodName(SpeculativeMethod method) {
@@ -23,6 +24,8 @@ const char* SpeculativeMethodName(SpeculativeMethod method) {
       return "ngram";
     case SpeculativeMethod::kDraft:
       return "draft";
+    case SpeculativeMethod::kMtp:
+      return "mtp";
   }
   return "?";
 }
@@ -32,6 +35,12 @@ absl::Status ValidateSpeculativeOptions(const SpeculativeOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--num_speculative_tokens=", o.num_speculative_tokens, ": must be in [1, ",
                      kMaxSpeculativeTokens, "]"));
+  }
+  if (o.method == SpeculativeMethod::kMtp && o.num_speculative_tokens != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--num_speculative_tokens=", o.num_speculative_tokens,
+        ": --speculative=mtp drafts 1 token per step (the checkpoint's MTP layer predicts the "
+        "token after the next one from the target's hidden state; chaining it is not built)"));
   }
   if (o.max_batch < 0) {
     return absl::InvalidArgumentError(

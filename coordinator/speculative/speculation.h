@@ -27,9 +27,11 @@
 
 namespace tpserve {
 
-enum class SpeculativeMethod { kOff, kNgram, kDraft };
+// kMtp: the target checkpoint's multi-token-prediction layer as the draft model
+// (model/config.h's MtpDraftSpec), one token per step.
+enum class SpeculativeMethod { kOff, kNgram, kDraft, kMtp };
 
-// "off", "ngram" or "draft"; INVALID_ARGUMENT naming --speculative otherwise.
+// "off", "ngram", "draft" or "mtp"; INVALID_ARGUMENT naming --speculative otherwise.
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(absl::string_view name);
 const char* SpeculativeMethodName(SpeculativeMethod method);
 

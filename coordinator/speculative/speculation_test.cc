@@ -187,8 +187,18 @@ TEST(Options, BadValuesNameTheFlag) {
             "--speculative_max_batch=-1: must be >= 0 (0 = no limit)");
   EXPECT_TRUE(ValidateSpeculativeOptions(Options(4, 4)).ok());
   EXPECT_EQ(ParseSpeculativeMethod("medusa").status().message(),
-            "--speculative=medusa: must be off, ngram or draft");
+            "--speculative=medusa: must be off, ngram, draft or mtp");
   EXPECT_EQ(*ParseSpeculativeMethod("draft"), SpeculativeMethod::kDraft);
+  EXPECT_EQ(*ParseSpeculativeMethod("mtp"), SpeculativeMethod::kMtp);
+  // The MTP layer predicts one token past the next: K is 1.
+  o = Options(2, 4);
+  o.method = SpeculativeMethod::kMtp;
+  EXPECT_EQ(ValidateSpeculativeOptions(o).message(),
+            "--num_speculative_tokens=2: --speculative=mtp drafts 1 token per step (the "
+            "checkpoint's MTP layer predicts the token after the next one from the target's "
+            "hidden state; chaining it is not built)");
+  o.num_speculative_tokens = 1;
+  EXPECT_TRUE(ValidateSpeculativeOptions(o).ok());
 }
 
 }  // namespace

@@ -116,12 +116,14 @@ absl::Status Deepseek2FromHf(const Json& j, ModelSpec& spec) {
               .v_head_dim = v_head};
   SetMlaHeads(spec);
   // The checkpoint's multi-token-prediction layers (model.layers.<num_hidden_layers>...) are
-  // not served yet: the loader leaves them unread (ModelSpec::hf_unserved_weight_prefixes).
+  // not part of the forward pass: the loader leaves them unread
+  // (ModelSpec::hf_unserved_weight_prefixes); MtpDraftSpec serves the first as a draft.
   TP_ASSIGN_OR_RETURN(std::optional<int64_t> nextn, JsonInt(j, "num_nextn_predict_layers"));
   if (nextn && *nextn < 0) {
     return config_internal::BadKey("num_nextn_predict_layers", StrCat("is ", *nextn,
                                                                       "; it must be >= 0"));
   }
+  spec.num_mtp_layers = nextn.value_or(0);
   for (int64_t i = 0; i < nextn.value_or(0); ++i) {
     spec.hf_unserved_weight_prefixes.push_back(
         StrCat("model.layers.", spec.num_layers + i, "."));

@@ -146,6 +146,66 @@ def test_attention_data_parallel_with_experts_serves_concurrent_requests(form, r
         c.stop()
 
 
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_mtp_speculation_is_exact_and_reports_its_acceptance(ranks, tmp_path):
+    """--speculative=mtp on the tiny DeepSeek-V3 with an MTP layer (deepseek2_mtp_hf,
+    make_mtp_golden.py): every decode step drafts one token with the checkpoint's MTP layer
+    (K fixed, no batch limit). Greedy tokens equal llama.cpp's without speculation, a seeded
+    sampled request gives the same tokens as a cluster without it, and the request log and
+    counters report exactly the drafts and acceptances the numpy reference's MTP argmaxes
+    predict (deepseek2_mtp_goldens.json: 13 drafts, 1 accepted, per prompt)."""
+    case = GOLDENS["cases"]["deepseek2"]
+    mtp = json.loads((DIR / "deepseek2_mtp_goldens.json").read_text())["prompts"]
+    common = ["--context=128"]
+    (tmp_path / "mtp").mkdir()
+    (tmp_path / "off").mkdir()
+    spec = Cluster(ranks=ranks, tmp=tmp_path / "mtp", model=DIR / "deepseek2_mtp_hf",
+                   extra_args=common + ["--speculative=mtp", "--speculative_max_batch=0",
+                                        "--speculative_adaptive=false"])
+    off = Cluster(ranks=ranks, tmp=tmp_path / "off", model=DIR / "deepseek2_mtp_hf",
+                  extra_args=common)
+    try:
+        for name, p in case["prompts"].items():
+            req = pb.GenerateRequest(max_new_tokens=16, ignore_eos=True)
+            req.token_ids.ids.extend(p["ids"])
+            req.sampling.temperature = 0.0
+            ids = [t for m in spec.stub.Generate(req, timeout=120) for t in m.token_ids]
+            assert ids == p["greedy_ids"][:16], name
+            # The reference's drafts: at each decode step the MTP argmax of the last known
+            # token's row; an accepted one emits two tokens (the last step drafts nothing).
+            g = mtp[name]["greedy"]
+            produced, drafts, accepted = 1, 0, 0
+            while produced < 16:
+                last = len(p["ids"]) + produced - 1
+                if 16 - produced > 1:
+                    drafts += 1
+                    if g["mtp_argmax"][last - 1] == p["greedy_ids"][produced]:
+                        accepted += 1
+                        produced += 2
+                        continue
+                produced += 1
+            line = [json.loads(l) for l in spec.output().splitlines()
+                    if l.startswith("{") and '"event":"request"' in l][-1]
+            assert (line["draft_tokens"], line["accepted_draft_tokens"]) == (drafts, accepted), name
+            assert line["draft_acceptance_rate"] == pytest.approx(accepted / drafts)
+        metrics = urllib.request.urlopen(spec.http_url + "/metrics", timeout=10).read().decode()
+        assert "tpserve_spec_decode_num_accepted_tokens_total 2" in metrics
+        assert "launch: speculative decoding: mtp, K up to 1" in spec.output()
+        # Sampling: a seeded request draws the same tokens with and without the draft.
+        prompt = case["prompts"]["long"]["ids"]
+        sampled = []
+        for c in (spec, off):
+            req = pb.GenerateRequest(max_new_tokens=24, ignore_eos=True)
+            req.token_ids.ids.extend(prompt)
+            req.sampling.temperature = 0.9
+            req.sampling.seed = 1234
+            sampled.append([t for m in c.stub.Generate(req, timeout=120) for t in m.token_ids])
+        assert sampled[0] == sampled[1]
+    finally:
+        spec.stop()
+        off.stop()
+
+
 def test_a_deterministic_chunk_count_the_ranks_do_not_divide_is_refused():
     """--deterministic_tp_chunks must be a multiple of --ranks: refused before any rank starts."""
     out = subprocess.run(

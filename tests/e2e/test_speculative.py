@@ -135,7 +135,11 @@ def test_http_usage_and_the_per_request_switch(clusters):
 @pytest.mark.parametrize("flags, message", [
     (["--speculative=draft"], "--draft_model=: a draft model is given exactly with --speculative=draft"),
     (["--speculative=ngram", f"--draft_model={MODEL}"], "a draft model is given exactly with"),
-    (["--speculative=eagle"], "--speculative=eagle: must be off, ngram or draft"),
+    (["--speculative=eagle"], "--speculative=eagle: must be off, ngram, draft or mtp"),
+    (["--speculative=mtp"], "has no multi-token-prediction layer (its num_nextn_predict_layers "
+     "is 0)"),
+    (["--speculative=mtp", "--num_speculative_tokens=2"],
+     "--num_speculative_tokens=2: --speculative=mtp drafts 1 token per step"),
     (["--speculative=ngram", "--num_speculative_tokens=0"],
      "--num_speculative_tokens=0: must be in [1, 16]"),
 ])
