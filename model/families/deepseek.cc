@@ -64,7 +64,8 @@ absl::Status Deepseek2FromGguf(const GgufFile& g, const std::string& arch, Model
   if (nextn.value_or(0) > 0) {
     return absl::UnimplementedError(StrCat(
         where(".nextn_predict_layers "), *nextn,
-        ": multi-token-prediction layers are not served yet (a file without them is)"));
+        ": multi-token-prediction layers in a GGUF are not read yet (llama.cpp's converter leaves "
+        "them out of DeepSeek files; the Hugging Face form's draft with --speculative=mtp)"));
   }
   TP_ASSIGN_OR_RETURN(std::optional<double> temp, GgufFloat(g, arch + ".attention.temperature_scale"));
   if (temp && *temp != 0.0) {
