@@ -248,10 +248,14 @@ bool HasRole(const ModelSpec& c, TensorRole role) {
       return c.mla.enabled() && c.mla.q_lora_rank > 0;
     case TensorRole::kKvA:
     case TensorRole::kKvANorm:
-    case TensorRole::kKvB:
     case TensorRole::kKB:
     case TensorRole::kVB:
       return c.mla.enabled();
+    case TensorRole::kKvB:
+      // The expanded form's W_UK and W_UV together: held only by a model that asks for that
+      // form (LlamaLoadOptions::mla_expand_fresh_prefill, not a served option), so no plan
+      // counts it; the absorbed form's k_b and v_b are cut from the same tensor.
+      return false;
     case TensorRole::kQBias:
     case TensorRole::kKBias:
     case TensorRole::kVBias:

@@ -79,7 +79,8 @@ bool IsKvRole(TensorRole role);
 std::array<int64_t, 2> FullShape(const ModelSpec& config, TensorRole role);
 
 // Whether a model of this description has tensors of `role` (biases, QK-norms and sandwich
-// norms only in the families that have them; the LM head even when tied, as a role).
+// norms only in the families that have them; the LM head even when tied, as a role; MLA's
+// kv_b never: see sharding.cc).
 bool HasRole(const ModelSpec& config, TensorRole role);
 
 // How many tensors of `role` layer `layer` holds: 0 or 1, except num_experts for an expert role

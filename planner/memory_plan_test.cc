@@ -119,7 +119,7 @@ TEST(MemoryPlanTest, LatentCacheIsWholeOnEveryRank) {
 
 // The verdicts docs/CAPACITY.md works by hand: FP8 DeepSeek-V3 at its full 163,840-token context
 // fits 8 H200s and 16 H100s, and not 8 H100s, whose 74.72 GiB usable per rank (0.95 of the
-// 79.65 GiB less the 1 GiB reserve) fall short of the 82.52 GiB of weights a rank holds.
+// 79.65 GiB less the 1 GiB reserve) fall short of the 82.28 GiB of weights a rank holds.
 TEST(MemoryPlanTest, DeepseekV3VerdictsOnH200AndH100) {
   const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
   PlanInputs in = Inputs(v3, "fp8", 8, "h200");
@@ -133,8 +133,8 @@ TEST(MemoryPlanTest, DeepseekV3VerdictsOnH200AndH100) {
   absl::StatusOr<MemoryPlan> h100 = PlanMemory(in);
   ASSERT_TRUE(h100.ok()) << h100.status();
   EXPECT_FALSE(h100->weights_fit);
-  EXPECT_EQ(h100->verdict.rfind("DOES NOT FIT: weights need 82.52 GiB per rank but only "
-                                "74.72 GiB is usable; over by 7.80 GiB", 0), 0u)
+  EXPECT_EQ(h100->verdict.rfind("DOES NOT FIT: weights need 82.28 GiB per rank but only "
+                                "74.72 GiB is usable; over by 7.56 GiB", 0), 0u)
       << h100->verdict;
   in.tp = 16;
   absl::StatusOr<MemoryPlan> h100x16 = PlanMemory(in);
@@ -146,8 +146,8 @@ TEST(MemoryPlanTest, DeepseekV3VerdictsOnH200AndH100) {
 // --attention_dp for FP8 DeepSeek-V3 with --expert_parallel (docs/CAPACITY.md works it by
 // hand): every GPU holds the whole attention (o, q_b and the up-projections 8 times their split
 // share), so each caches fewer blocks, but each caches its own sequences: 8 partitions of
-// 32,145 blocks hold 24 sequences of the full 163,840-token context where the split layout's
-// 43,769 blocks, the same latent on every GPU, hold 4. On 16 H100s, 16 against 2; on 8 H100s
+// 33,966 blocks hold 24 sequences of the full 163,840-token context where the split layout's
+// 43,996 blocks, the same latent on every GPU, hold 4. On 16 H100s, 16 against 2; on 8 H100s
 // neither layout's weights fit.
 TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
   const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
@@ -161,15 +161,15 @@ TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
   absl::StatusOr<MemoryPlan> dp = PlanMemory(in);
   ASSERT_TRUE(dp.ok()) << dp.status();
   EXPECT_EQ(split->kv_partitions, 1);
-  EXPECT_EQ(split->num_kv_blocks, 43769);
+  EXPECT_EQ(split->num_kv_blocks, 43996);
   EXPECT_EQ(split->max_concurrent_sequences, 4);
   EXPECT_EQ(dp->kv_partitions, 8);
-  EXPECT_EQ(dp->num_kv_blocks, 32145);
-  EXPECT_EQ(dp->kv_token_capacity, 8 * 32145 * 16);
-  EXPECT_EQ(dp->max_concurrent_sequences, 8 * (32145 / 10240));
+  EXPECT_EQ(dp->num_kv_blocks, 33966);
+  EXPECT_EQ(dp->kv_token_capacity, 8 * 33966 * 16);
+  EXPECT_EQ(dp->max_concurrent_sequences, 8 * (33966 / 10240));
   EXPECT_EQ(dp->stages[0].kv_bytes_per_token, split->stages[0].kv_bytes_per_token);  // 70,272
-  for (TensorRole role : {TensorRole::kO, TensorRole::kQB, TensorRole::kKvB, TensorRole::kKB,
-                          TensorRole::kVB}) {
+  EXPECT_EQ(dp->sharding.stages[0].Find(TensorRole::kKvB), nullptr);  // the expanded form's
+  for (TensorRole role : {TensorRole::kO, TensorRole::kQB, TensorRole::kKB, TensorRole::kVB}) {
     const RoleShard* whole = dp->sharding.stages[0].Find(role);
     const RoleShard* share = split->sharding.stages[0].Find(role);
     ASSERT_NE(whole, nullptr);
@@ -180,13 +180,13 @@ TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
     EXPECT_EQ(whole->bytes_per_rank, 8 * share->bytes_per_rank - scales) << TensorRoleName(role);
     EXPECT_EQ(whole->kind, ShardKind::kReplicated) << TensorRoleName(role);
   }
-  EXPECT_NE(dp->verdict.find("32145 KV blocks of 16 tokens on each of 8 ranks"),
+  EXPECT_NE(dp->verdict.find("33966 KV blocks of 16 tokens on each of 8 ranks"),
             std::string::npos)
       << dp->verdict;
   in.device = *GpuPreset("h100-80g");
   absl::StatusOr<MemoryPlan> h100 = PlanMemory(in);
   ASSERT_TRUE(h100.ok()) << h100.status();
-  EXPECT_EQ(h100->verdict.rfind("DOES NOT FIT: weights need 95.61 GiB per rank", 0), 0u)
+  EXPECT_EQ(h100->verdict.rfind("DOES NOT FIT: weights need 93.71 GiB per rank", 0), 0u)
       << h100->verdict;
   in.tp = 16;
   absl::StatusOr<MemoryPlan> h100x16 = PlanMemory(in);

@@ -270,8 +270,9 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
     TP_RETURN_IF_ERROR(
         CheckReductionChunks(config, formats, shard.world_size, options.reduction_chunks));
   }
-  TP_ASSIGN_OR_RETURN(LlamaWeights weights, LoadLlamaWeights(config, source, options.scheme, plan,
-                                                             formats, *backend));
+  TP_ASSIGN_OR_RETURN(LlamaWeights weights,
+                      LoadLlamaWeights(config, source, options.scheme, plan, formats, *backend,
+                                       config.mla.enabled() && options.mla_expand_fresh_prefill));
   // llama.cpp's Llama converter permutes Q/K rows so that neighbours pair up; its Qwen and
   // Gemma files, and Hugging Face checkpoints but Llama 4's, rotate halves.
   const bool interleaved = source.format() == CheckpointFormat::kGguf

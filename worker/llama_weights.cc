@@ -13,8 +13,10 @@ namespace {
 class Loader {
  public:
   Loader(const ModelSpec& c, const WeightSource& s, const QuantScheme& q,
-         const ShardingPlan& p, const WeightFormats& f, Backend& b, LlamaWeights* out)
-      : c_(c), s_(s), q_(q), p_(p), f_(f), b_(b), out_(out) {}
+         const ShardingPlan& p, const WeightFormats& f, Backend& b, LlamaWeights* out,
+         bool mla_expanded_form)
+      : c_(c), s_(s), q_(q), p_(p), f_(f), b_(b), out_(out),
+        mla_expanded_form_(mla_expanded_form) {}
 
   absl::Status LoadAll() {
     // A multimodal checkpoint's other towers (Llama 4's vision model) are not served.
@@ -198,13 +200,15 @@ class Loader {
         }
       }
     }
-    std::vector<float> kv_b(heads * (nope + v) * r);
-    for (int64_t h = 0; h < heads; ++h) {
-      std::copy_n(uk.data() + h * nope * r, nope * r, kv_b.data() + h * (nope + v) * r);
-      std::copy_n(uv.data() + h * v * r, v * r, kv_b.data() + (h * (nope + v) + nope) * r);
+    if (mla_expanded_form_) {  // the expanded form's one matmul (not held by default)
+      std::vector<float> kv_b(heads * (nope + v) * r);
+      for (int64_t h = 0; h < heads; ++h) {
+        std::copy_n(uk.data() + h * nope * r, nope * r, kv_b.data() + h * (nope + v) * r);
+        std::copy_n(uv.data() + h * v * r, v * r, kv_b.data() + (h * (nope + v) + nope) * r);
+      }
+      TP_ASSIGN_OR_RETURN(w.kv_b, Place(F32Matrix(kv_b, heads * (nope + v), r),
+                                        TensorRole::kKvB, l, module));
     }
-    TP_ASSIGN_OR_RETURN(w.kv_b, Place(F32Matrix(kv_b, heads * (nope + v), r), TensorRole::kKvB,
-                                      l, module));
     for (int64_t h = 0; h < heads; ++h) {
       std::vector<float> uk_t(r * nope);  // W_UK^T of head h
       for (int64_t i = 0; i < nope; ++i) {
@@ -310,6 +314,7 @@ class Loader {
   const WeightFormats& f_;
   Backend& b_;
   LlamaWeights* out_;
+  const bool mla_expanded_form_;  // hold kv_b too
   TensorUse used_;
 };
 
@@ -319,9 +324,10 @@ absl::StatusOr<LlamaWeights> LoadLlamaWeights(const ModelSpec& config,
                                               const WeightSource& source,
                                               const QuantScheme& scheme,
                                               const ShardingPlan& plan,
-                                              const WeightFormats& formats, Backend& backend) {
+                                              const WeightFormats& formats, Backend& backend,
+                                              bool mla_expanded_form) {
   LlamaWeights weights;
-  Loader loader(config, source, scheme, plan, formats, backend, &weights);
+  Loader loader(config, source, scheme, plan, formats, backend, &weights, mla_expanded_form);
   TP_RETURN_IF_ERROR(loader.LoadAll());
   return weights;
 }

@@ -69,7 +69,9 @@ struct LlamaLayerWeights {
   LoadedMatrix q_b;         // [local_heads * head_dim, q_lora]         column-parallel
   LoadedMatrix kv_a;        // [kv_lora + qk_rope, hidden]: latent, RoPE key  replicated
   DeviceBuffer kv_a_norm;   // f32 [kv_lora]
-  LoadedMatrix kv_b;        // [local_heads * (nope + v), kv_lora]: the expanded form's
+  // [local_heads * (nope + v), kv_lora]: the expanded form's (LlamaLoadOptions::
+  // mla_expand_fresh_prefill only; empty otherwise)
+  LoadedMatrix kv_b;
   std::vector<LoadedMatrix> k_b;  // per local head: W_UK^T [kv_lora, nope] (absorbed form)
   std::vector<LoadedMatrix> v_b;  // per local head: W_UV [v, kv_lora]
 };
@@ -99,11 +101,14 @@ struct LlamaWeights {
 // backend cannot multiply; RESOURCE_EXHAUSTED when backend memory runs out.
 // `formats` is the format each role is held in: the checkpoint's own (no conversion) or a
 // preset such as "fp8" or "int4" (quantize on load).
+// `mla_expanded_form`: also hold MLA's kv_b (LlamaLoadOptions::mla_expand_fresh_prefill; no
+// plan counts it).
 absl::StatusOr<LlamaWeights> LoadLlamaWeights(const ModelSpec& config,
                                               const WeightSource& source,
                                               const QuantScheme& scheme,
                                               const ShardingPlan& plan,
-                                              const WeightFormats& formats, Backend& backend);
+                                              const WeightFormats& formats, Backend& backend,
+                                              bool mla_expanded_form = false);
 
 }  // namespace tpserve
 

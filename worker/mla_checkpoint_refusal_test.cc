@@ -70,9 +70,11 @@ TEST(MlaCheckpointRefusalTest, TheFp8GoldenLoadsAsStored) {
   ASSERT_TRUE(files.ok()) << files.status();
   EXPECT_EQ(files->stored_formats[TensorRole::kQB].kind, FormatKind::kFp8Block128);
   EXPECT_EQ(files->stored_formats[TensorRole::kExpertDown].kind, FormatKind::kFp8Block128);
-  // The router is kept in bf16 beside the tiles; kv_b_proj's tiles are widened to f32.
+  // The router is kept in bf16 beside the tiles; kv_b_proj's tiles are widened to f32 (as
+  // W_UK^T and W_UV per head, cut from it).
   EXPECT_EQ(files->stored_formats[TensorRole::kRouter].kind, FormatKind::kBF16);
-  EXPECT_EQ(files->stored_formats[TensorRole::kKvB].kind, FormatKind::kF32);
+  EXPECT_EQ(files->stored_formats[TensorRole::kKB].kind, FormatKind::kF32);
+  EXPECT_EQ(files->stored_formats[TensorRole::kVB].kind, FormatKind::kF32);
   EXPECT_TRUE(LoadRank0(*files, 1).ok());
 }
 
