@@ -55,6 +55,34 @@ TEST(PlanReportTest, TableShowsEveryLineAndTheTotals) {
   EXPECT_TRUE(Contains(table, "tokens/s per user")) << table;
 }
 
+// An MLA model on several GPUs: the table shows both attention layouts, each with the numbers
+// of its own plan (memory_plan_test works them out), this plan's marked; a dense GQA model's
+// split-only plan shows none.
+TEST(PlanReportTest, LatentAttentionShowsBothAttentionLayouts) {
+  PlanInputs in;
+  in.model = *ModelSpecPreset("deepseek-v3");
+  in.weights = *WeightFormatsPreset("fp8");
+  in.tp = 8;
+  in.device = *GpuPreset("h200");
+  in.max_context_tokens = 163840;
+  in.expert_parallel = true;
+  const MemoryPlan split = *PlanMemory(in);
+  const std::string table = RenderPlanTable(split, EstimateRoofline(split, {}));
+  EXPECT_TRUE(Contains(table, "LAYOUTS   the attention's two layouts on these 8 GPUs:")) << table;
+  EXPECT_TRUE(Contains(table, "KV 43,996 blocks/GPU = 703,936 tokens = 4 sequences (this plan)"))
+      << table;
+  EXPECT_TRUE(Contains(table, "data-parallel (--attention_dp, each GPU its own) weights     "
+                              "93.71 GiB/GPU, KV 33,966 blocks/GPU = 4,347,648 tokens = 24 "
+                              "sequences\n"))
+      << table;
+  in.attention_dp = true;
+  const MemoryPlan dp = *PlanMemory(in);
+  const std::string dp_table = RenderPlanTable(dp, EstimateRoofline(dp, {}));
+  EXPECT_TRUE(Contains(dp_table, "CAPACITY  8 x 33966 KV blocks = 4,347,648 tokens")) << dp_table;
+  EXPECT_TRUE(Contains(dp_table, "= 24 sequences (this plan)")) << dp_table;
+  EXPECT_EQ(AttentionLayoutLines(Plan405B(8, "fp8")), "");
+}
+
 // A role stored in several formats (llama.cpp's Q4_K_M keeps some layers' ffn_down in Q6_K)
 // names all of them, not only the default.
 TEST(PlanReportTest, WeightLinesNameEveryFormatOfARole) {
