@@ -4,12 +4,12 @@
 #   bash tests/gpu/device_checks.sh "$OUT"      # with gpu-bundle/ carried (build_bundle.sh)
 #
 # Steps, each under `timeout`, none stopping the others: the environment (nvidia-smi, driver,
-# libraries), the NCCL communicator test, the CUDA backend parity test, the deterministic mode's
-# bit-equality tests (matmuls, attention), the MoE ops against the CPU, the GPU benchmark in
-# FP8 and in BF16, the CUDA kernels against the GPU's ceilings (cuda_bench), and a CUDA smoke
-# test built with the machine's own nvcc. Everything is
-# tee'd to $OUT/device_checks.log; $OUT/summary.json has each step's status (ok / failed /
-# skipped), seconds and key figures; the benchmarks' own JSON lands in $OUT/bench_*.json.
+# libraries), the NCCL communicator test, the CUDA backend parity test (MLA's ops included), the
+# deterministic mode's bit-equality tests (matmuls, attention), the MoE ops against the CPU, the
+# GPU benchmark in FP8 and in BF16, the CUDA kernels against the GPU's ceilings (cuda_bench), and
+# a CUDA smoke test built with the machine's own nvcc. Everything is tee'd to
+# $OUT/device_checks.log; $OUT/summary.json has each step's status (ok / failed / skipped),
+# seconds and key figures; the benchmarks' own JSON lands in $OUT/bench_*.json.
 # The last line is "device_checks: N passed, M failed". Exit status 1 if any step failed.
 # A binary that cannot start (a missing library, a too-old glibc) gets its ldd printed.
 # Without a GPU (the build machine) the steps report a clean skip. Budget: the steps share
@@ -34,6 +34,9 @@ main() {
   run_gtest nccl_communicator_test 90
   run_gtest device_wait_test 30
   # TPSERVE_CUDA_CHECK=1: the CUDA backend checks every op at once, so a fault names its op.
+  # Besides the suite: multi-head latent attention (DeepSeek-V3), RopePart and PagedAttention
+  # over a bf16 / e4m3 latent pool on FlashInfer's MLA kernel (CudaParity.Mla*; a few seconds,
+  # skipped with a line saying why where the GPU is not compute capability 9.0).
   run_gtest cuda_parity_test 150 TPSERVE_CUDA_CHECK=1
   # Deterministic mode: GEMM rows and attention rows the same bits in any batch and TP slice.
   run_gtest cuda_deterministic_test 60
