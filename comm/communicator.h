@@ -28,10 +28,19 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "formats/dtype.h"
 
 namespace tpserve {
+
+// A group's deadline while it starts (the connect, the rendezvous, and its first collective,
+// which may set up connections lazily or wait for slower peers): `startup`, or `timeout` where
+// that is longer (a startup timeout of 0 means none of its own). Every collective after the
+// first is bounded by `timeout` alone.
+inline absl::Duration StartupTimeout(absl::Duration startup, absl::Duration timeout) {
+  return startup > timeout ? startup : timeout;
+}
 
 class Communicator {
  public:

@@ -54,6 +54,7 @@ GlooOptions ToGlooOptions(const CommunicatorOptions& options) {
   gloo_options.hostname = options.gloo_hostname;
   gloo_options.iface = options.gloo_iface;
   gloo_options.timeout = options.timeout;
+  gloo_options.startup_timeout = options.startup_timeout;
   gloo_options.verify_collectives = options.verify_collectives;
   return gloo_options;
 }
@@ -63,6 +64,7 @@ ShmOptions ToShmOptions(const CommunicatorOptions& options) {
   shm_options.rank = options.rank;
   shm_options.world_size = options.world_size;
   shm_options.timeout = options.timeout;
+  shm_options.startup_timeout = options.startup_timeout;
   shm_options.max_bytes = options.shm_max_bytes;
   shm_options.run_id = options.run_id;
   return shm_options;
@@ -131,7 +133,8 @@ absl::StatusOr<bool> AllOnOneHost(const CommunicatorOptions& options,
   std::vector<std::string> identities;
   try {
     store.set(keys[options.rank], std::vector<char>(mine.begin(), mine.end()));
-    store.wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout)));
+    store.wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(
+                         StartupTimeout(options.startup_timeout, options.timeout))));
     for (const std::string& key : keys) {
       const std::vector<char> value = store.get(key);
       identities.emplace_back(value.begin(), value.end());
@@ -165,7 +168,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const CommunicatorOpti
                                                           gloo::rendezvous::Store& store) {
   ShareNcclUniqueIdOptions share;
   share.world_size = options.world_size;
-  share.timeout = options.timeout;
+  share.timeout = StartupTimeout(options.startup_timeout, options.timeout);
   share.key_prefix = options.run_id;
   TP_ASSIGN_OR_RETURN(std::string id, ShareNcclUniqueId(store, options.rank, share));
   NcclOptions nccl_options;
@@ -174,6 +177,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectNccl(const CommunicatorOpti
   nccl_options.device_ordinal = options.device_ordinal;
   nccl_options.unique_id = std::move(id);
   nccl_options.timeout = options.timeout;
+  nccl_options.startup_timeout = options.startup_timeout;
   nccl_options.stream = static_cast<CUstream_st*>(options.cuda_stream);
   TP_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm,
                       NcclCommunicator::Create(nccl_options));
@@ -230,6 +234,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const Communicato
     return absl::InvalidArgumentError(absl::StrCat("CommunicatorOptions.timeout is ",
                                                    absl::FormatDuration(options.timeout),
                                                    ", must be >= 1ms"));
+  }
+  if (options.startup_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("CommunicatorOptions.startup_timeout is ",
+                                                   absl::FormatDuration(options.startup_timeout),
+                                                   ", must be >= 0"));
   }
   switch (options.kind) {
     case CommunicatorKind::kSingleRank:

@@ -47,7 +47,11 @@ struct CommunicatorOptions {
   CommunicatorKind kind = CommunicatorKind::kSingleRank;
   int rank = 0;
   int world_size = 1;
-  absl::Duration timeout = absl::Seconds(30);  // connect and each collective
+  // Each collective once the group has run one (a dead or stuck peer surfaces this fast).
+  absl::Duration timeout = absl::Seconds(30);
+  // The connect, the rendezvous and the first collective (a cold group: ranks still arriving,
+  // NCCL setting up its connections); below `timeout` (0 included): `timeout`.
+  absl::Duration startup_timeout = absl::ZeroDuration();
 
   // kInProcess: the group every rank's communicator joins (same world_size).
   std::shared_ptr<InProcessGroup> in_process_group;

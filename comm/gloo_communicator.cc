@@ -83,12 +83,13 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Connect(
     return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(options, nullptr));
   }
   IgnoreSigpipeUnlessHandled();
+  const absl::Duration startup = StartupTimeout(options.startup_timeout, options.timeout);
   const std::string who =
       absl::StrCat("Gloo connect of rank ", options.rank, " of ", options.world_size, " (timeout ",
-                   absl::FormatDuration(options.timeout), ")");
+                   absl::FormatDuration(startup), ")");
   try {
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
-    context->setTimeout(ToChrono(options.timeout));
+    context->setTimeout(ToChrono(startup));  // the first collective's too
     gloo::transport::tcp::attr attr;
     if (options.iface.empty()) {
       attr.hostname = options.hostname;
@@ -130,8 +131,11 @@ absl::Status GlooCommunicator::Guarded(const char* collective, Fn&& fn) {
         absl::StrCat(who, ": communicator is broken by an earlier failure: ", broken_reason_));
   }
   absl::Status status;
+  const bool first = !started_;
+  started_ = true;
   try {
     fn();
+    if (first && context_ != nullptr) context_->setTimeout(ToChrono(options_.timeout));  // warm
     return absl::OkStatus();
   } catch (const std::exception& e) {
     status = StatusFromGlooError(who, e.what());

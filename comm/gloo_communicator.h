@@ -6,7 +6,9 @@
 //   GlooOptions options{.rank = 1, .world_size = 2, .timeout = absl::Seconds(5)};
 //   TP_ASSIGN_OR_RETURN(auto comm, GlooCommunicator::ConnectWithFileStore(options, dir, "run7"));
 //
-// Deadlines: the connect and every collective are bounded by `timeout` (Gloo's context timeout).
+// Deadlines: the connect and the first collective are bounded by `startup_timeout` (a cold
+// group: peers still arriving, connections set up lazily), every later collective by `timeout`
+// (Gloo's context timeout).
 // A peer that never arrives, stops answering or dies yields DEADLINE_EXCEEDED (Gloo saw a
 // timeout) or UNAVAILABLE (anything else, e.g. the peer closed its socket), naming the
 // collective, this rank and Gloo's own message (which gives the peer's address when known).
@@ -56,8 +58,10 @@ struct GlooOptions {
   std::string hostname = "127.0.0.1";
   // Network interface to listen on (e.g. "eth0"); empty: use `hostname`.
   std::string iface;
-  // Bound on the connect and on each collective.
+  // Bound on each collective after the first.
   absl::Duration timeout = absl::Seconds(30);
+  // Bound on the connect and the first collective; below `timeout` (0 included): `timeout`.
+  absl::Duration startup_timeout = absl::ZeroDuration();
   // Debug aid: before each collective, all-gather (collective, size, root, and for AllToAll
   // every rank's counts) and return INVALID_ARGUMENT on every rank if they differ (or the
   // counts do not pair up). Costs one small extra collective per call (2 * world_size + 3
@@ -74,7 +78,7 @@ absl::Status ValidateGlooOptions(const GlooOptions& options);
 class GlooCommunicator final : public Communicator {
  public:
   // Connects to every other rank through `store` (used only during this call). Fails with
-  // DEADLINE_EXCEEDED when a peer does not arrive within options.timeout.
+  // DEADLINE_EXCEEDED when a peer does not arrive within the startup timeout.
   static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Connect(const GlooOptions& options,
                                                                    gloo::rendezvous::Store& store);
 
@@ -113,6 +117,7 @@ class GlooCommunicator final : public Communicator {
   const GlooOptions options_;
   std::shared_ptr<gloo::Context> context_;  // null when world_size == 1
   std::string broken_reason_;               // empty while healthy
+  bool started_ = false;  // a collective has run: later ones get `timeout`, not the startup's
 };
 
 }  // namespace tpserve

@@ -153,6 +153,37 @@ TEST(GlooCommunicator, CollectiveTimesOutWhenAPeerDoesNotJoinAndStaysBroken) {
   rank1.join();
 }
 
+// A cold start (issue 38): a rank that arrives late, and a first collective a peer joins late,
+// stay within the startup timeout though past the collective timeout; once warm, a collective
+// a peer joins as late fails at the collective timeout.
+TEST(GlooCommunicator, StartupTimeoutBoundsTheConnectAndTheFirstCollectiveOnly) {
+  Watchdog watchdog(absl::Seconds(20), "late joiner");
+  gloo::rendezvous::HashStore store;
+  GlooOptions options = Options(0, 2, absl::Milliseconds(300));
+  options.startup_timeout = absl::Seconds(5);
+  std::promise<void> rank0_done;
+  std::thread rank1([&] {
+    absl::SleepFor(absl::Milliseconds(900));  // joins three collective timeouts late
+    GlooOptions mine = options;
+    mine.rank = 1;
+    auto comm = GlooCommunicator::Connect(mine, store);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    absl::SleepFor(absl::Milliseconds(900));  // and is as late to the first collective
+    ASSERT_TRUE((*comm)->Barrier().ok());
+    rank0_done.get_future().wait();  // never joins a second one
+  });
+  auto comm = GlooCommunicator::Connect(options, store);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const absl::Status first = (*comm)->Barrier();
+  EXPECT_TRUE(first.ok()) << first;
+  const absl::Time start = absl::Now();
+  const absl::Status second = (*comm)->Barrier();
+  EXPECT_EQ(second.code(), absl::StatusCode::kDeadlineExceeded) << second;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "the warm timeout, not the startup one";
+  rank0_done.set_value();
+  rank1.join();
+}
+
 TEST(GlooCommunicator, VerifiedCollectivesTurnSizeMismatchIntoInvalidArgument) {
   Watchdog watchdog(absl::Seconds(20), "mismatched all-reduce");
   gloo::rendezvous::HashStore store;

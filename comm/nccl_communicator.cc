@@ -171,7 +171,7 @@ absl::StatusOr<bool> NcclCommunicator::CommIdle(const std::string& what) {
 
 absl::Status NcclCommunicator::WaitUntilIdle(const std::string& what) {
   absl::Status waited = PollUntil(absl::StrCat(what, " on ", Describe()),
-                                  {.timeout = options_.timeout, .abort = &abort_requested_},
+                                  {.timeout = Budget(), .abort = &abort_requested_},
                                   [&] { return CommIdle(what); });
   if (absl::IsDeadlineExceeded(waited)) {
     waited = absl::DeadlineExceededError(absl::StrCat(waited.message(),
@@ -331,7 +331,8 @@ absl::Status NcclCommunicator::AwaitCollectives() {
   TP_RETURN_IF_ERROR(CheckUsable("AwaitCollectives"));
   if (pending_.empty() && !abort_requested_.load()) return absl::OkStatus();
   const int n = static_cast<int>(pending_.size());
-  CollectiveClock clock(n, options_.timeout);
+  const absl::Duration budget = Budget();
+  CollectiveClock clock(n, budget);
   int ready = 0;  // collectives whose "before" event has completed: their inputs are ready
   int done = 0;   // collectives whose "after" event has completed
   PollBackoff backoff;
@@ -353,11 +354,12 @@ absl::Status NcclCommunicator::AwaitCollectives() {
     switch (clock.Update(now, ready, done)) {
       case CollectiveClock::kDone:
         pending_.clear();
+        warm_ = true;
         return absl::OkStatus();
       case CollectiveClock::kOverdue:
         return Fail(absl::DeadlineExceededError(absl::StrCat(
             Outstanding(clock.overdue()), " did not complete within ",
-            absl::FormatDuration(options_.timeout),
+            absl::FormatDuration(budget),
             " of its inputs being ready; NCCL communicator aborted")));
       case CollectiveClock::kRunning:
         break;

@@ -13,7 +13,9 @@
 // after AwaitCollectives() returns OK. Barrier() waits like AwaitCollectives().
 //
 // Deadlines: the communicator is non-blocking (ncclConfig_t.blocking = 0). Create polls
-// ncclCommGetAsyncError until the peers have joined or `timeout` has passed. Each collective is
+// ncclCommGetAsyncError until the peers have joined or `startup_timeout` has passed (a cold
+// 8-GPU init takes seconds); the first AwaitCollectives, whose collectives set up NCCL's
+// connections lazily, has `startup_timeout` too, every later one `timeout`. Each collective is
 // enqueued between two CUDA events, one before (its inputs are ready) and one after (it is
 // done), and AwaitCollectives gives each collective `timeout` from the moment the host first
 // sees its "before" event complete (collective_clock.h): compute queued ahead of a collective,
@@ -68,8 +70,10 @@ struct NcclOptions {
   int world_size = 1;
   int device_ordinal = 0;
   std::string unique_id;  // kNcclUniqueIdBytes bytes from NewNcclUniqueId(), same on all ranks
-  // Init, and each collective from when its inputs are ready (see "Deadlines" above).
+  // Each collective from when its inputs are ready (see "Deadlines" above).
   absl::Duration timeout = absl::Seconds(30);
+  // Init and the first collectives; below `timeout` (0 included): `timeout`.
+  absl::Duration startup_timeout = absl::ZeroDuration();
   // The stream collectives are enqueued on (a cudaStream_t on `device_ordinal`, normally the
   // rank backend's stream()); it must outlive the communicator. Null: the communicator makes
   // and owns a stream of its own.
@@ -154,6 +158,11 @@ class NcclCommunicator final : public Communicator {
   std::vector<CUevent_st*> ready_events_;
   std::vector<CUevent_st*> done_events_;
   std::atomic<bool> abort_requested_{false};
+  bool warm_ = false;  // a round of collectives has completed: `timeout` from now on
+  // The deadline of the wait at hand: the startup timeout until warm_.
+  absl::Duration Budget() const {
+    return warm_ ? options_.timeout : StartupTimeout(options_.startup_timeout, options_.timeout);
+  }
 };
 
 }  // namespace tpserve

@@ -65,13 +65,17 @@ absl::StatusOr<ShmSegment> FindAndOpen(const ShmOptions& options, const ShmLayou
                                        gloo::rendezvous::Store& store, const std::string& who) {
   std::string name;
   try {
-    store.wait({kStoreKey}, std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout)));
+    store.wait({kStoreKey},
+               std::chrono::milliseconds(absl::ToInt64Milliseconds(
+                   StartupTimeout(options.startup_timeout, options.timeout))));
     const std::vector<char> value = store.get(kStoreKey);
     name.assign(value.begin(), value.end());
   } catch (const std::exception& e) {
     return StatusFromStoreError(
         absl::StrCat(who, ": rank 0 did not publish the segment name within ",
-                     absl::ToInt64Milliseconds(options.timeout), " ms"),
+                     absl::ToInt64Milliseconds(
+                         StartupTimeout(options.startup_timeout, options.timeout)),
+                     " ms"),
         e);
   }
   absl::StatusOr<ShmSegment> segment = ShmSegment::Open(name);
@@ -141,7 +145,8 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Connect(
   if (options.world_size == 1) {
     return std::unique_ptr<ShmCommunicator>(new ShmCommunicator(options, ShmSegment(), nullptr));
   }
-  const absl::Time deadline = absl::Now() + options.timeout;
+  const absl::Duration startup = StartupTimeout(options.startup_timeout, options.timeout);
+  const absl::Time deadline = absl::Now() + startup;
   const std::string who =
       absl::StrCat("shm connect of rank ", options.rank, " of ", options.world_size);
   auto layout = std::make_unique<ShmLayout>(ShmLayout::For(options.world_size, options.max_bytes));
@@ -167,7 +172,7 @@ absl::StatusOr<std::unique_ptr<ShmCommunicator>> ShmCommunicator::Connect(
       }
       failed = absl::DeadlineExceededError(
           absl::StrCat(who, ": ", RankList(missing, options.world_size), " did not arrive within ",
-                       absl::ToInt64Milliseconds(options.timeout), " ms"));
+                       absl::ToInt64Milliseconds(startup), " ms"));
       BreakShmGroup(*layout, options.rank, ShmBreak::kFailed);
     }
     if (!failed.ok()) {
@@ -253,12 +258,20 @@ absl::Status ShmCommunicator::Sync(int buffer, absl::Time deadline, const std::s
   return CheckSameCall(buffer, what);
 }
 
+absl::Duration ShmCommunicator::NextBudget() {
+  const absl::Duration budget =
+      started_ ? options_.timeout : StartupTimeout(options_.startup_timeout, options_.timeout);
+  started_ = true;
+  budget_ms_ = absl::ToInt64Milliseconds(budget);
+  return budget;
+}
+
 absl::Status ShmCommunicator::Run(const Call& call, size_t message_bytes, size_t piece_bytes,
                                   FillFn fill, ReadFn read) {
   std::string what;
   absl::Status status = Begin(call.op, &what);
   if (!status.ok()) return status;
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = absl::Now() + NextBudget();
   size_t offset = 0;
   do {
     const size_t bytes = std::min(piece_bytes, message_bytes - offset);
@@ -290,7 +303,7 @@ absl::Status ShmCommunicator::AllReduceSumSliced(absl::Span<float> data) {
   std::string what;
   absl::Status status = Begin(call.op, &what);
   if (!status.ok()) return status;
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = absl::Now() + NextBudget();
   const int world = options_.world_size;
   const size_t piece = layout_->slot_bytes / sizeof(float);
   std::vector<const uint8_t*> inputs(world);
@@ -338,7 +351,7 @@ absl::Status ShmCommunicator::WaitForAll(uint32_t step, absl::Time deadline,
         }
         return Break(absl::DeadlineExceededError(absl::StrCat(
             what, ": ", RankList(missing, options_.world_size), " did not arrive within ",
-            absl::ToInt64Milliseconds(options_.timeout), " ms")));
+            absl::ToInt64Milliseconds(absl::Milliseconds(budget_ms_)), " ms")));
       }
     }
   }
@@ -452,7 +465,7 @@ absl::Status ShmCommunicator::AllToAll(const void* in, absl::Span<const int64_t>
   std::string what;
   absl::Status status = Begin(call.op, &what);
   if (!status.ok()) return status;
-  const absl::Time deadline = absl::Now() + options_.timeout;
+  const absl::Time deadline = absl::Now() + NextBudget();
   const size_t slot_bytes = layout_->slot_bytes;
   ShmAllToAll plan(options_.world_size, options_.rank, send_counts, recv_counts,
                    static_cast<size_t>(BlockBytes(dtype)));

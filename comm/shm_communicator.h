@@ -81,8 +81,10 @@ namespace tpserve {
 struct ShmOptions {
   int rank = 0;
   int world_size = 1;
-  // Bound on the connect and on each collective.
+  // Bound on each collective after the first.
   absl::Duration timeout = absl::Seconds(30);
+  // Bound on the connect and the first collective; below `timeout` (0 included): `timeout`.
+  absl::Duration startup_timeout = absl::ZeroDuration();
   // Capacity of each rank's slot; larger messages go in pieces. Segment size is about
   // 2 * world_size * max_bytes. In [64 B, 1 GiB]; every rank must pass the same value.
   size_t max_bytes = size_t{1} << 20;
@@ -163,6 +165,8 @@ class ShmCommunicator final : public Communicator {
   // Counts the collective and names it in `what` ("shm Barrier #3 on rank 1"); UNAVAILABLE at
   // once if this communicator or the group is broken.
   absl::Status Begin(Op op, std::string* what);
+  // This collective's time: the startup timeout for the first, `timeout` after.
+  absl::Duration NextBudget();
   void WriteSlotHeader(const Call& call, int buffer);
   // Publishes this rank's next step, waits until every rank has, and checks that all ranks'
   // slot headers in `buffer` name the same call.
@@ -181,6 +185,8 @@ class ShmCommunicator final : public Communicator {
   int spin_iterations_ = 0;
   uint32_t step_ = 0;    // steps this rank has published
   uint64_t rounds_ = 0;  // pieces moved; a piece uses slot buffer rounds_ % 2 for all its steps
+  bool started_ = false;   // a collective has begun (NextBudget)
+  int64_t budget_ms_ = 0;  // the current collective's, for messages
   uint64_t collectives_ = 0;  // collectives called, for messages ("#12")
   std::string broken_reason_;
 };

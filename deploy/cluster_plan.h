@@ -57,6 +57,7 @@ struct ClusterRequest {
   std::string draft_weights;
   int threads_per_rank = 0;
   absl::Duration collective_timeout = absl::Seconds(30);
+  absl::Duration startup_timeout = absl::Seconds(120);  // --startup_timeout_ms
 };
 
 // A draft model named by --draft_model (a path, or "smollm2") and held as --draft_weights ("" =

@@ -52,7 +52,13 @@ ABSL_FLAG(bool, attention_dp, false,
           "each holding the same latent (multi-head latent attention) or KV-head copies; the "
           "MLPs stay split and the experts split or, with --expert_parallel, whole "
           "(model/sharding.h). Costs each rank the whole attention's weights");
-ABSL_FLAG(int, collective_timeout_ms, 5000, "a collective that waits longer fails");
+ABSL_FLAG(int, collective_timeout_ms, 5000,
+          "a collective that waits longer fails, once the ranks' communicator has run one (a dead "
+          "or stuck rank surfaces in this time)");
+ABSL_FLAG(int, startup_timeout_ms, 120000,
+          "how long the ranks' communicator may take to start: the rendezvous, NCCL's init and "
+          "the first collectives, which set up connections lazily (a cold 8-GPU start takes "
+          "seconds); the longer of this and --collective_timeout_ms");
 ABSL_FLAG(bool, spawn_ranks, true,
           "start the ranks as processes on this machine; false: wait for --ranks workers started "
           "elsewhere (worker --coordinator=<--worker_listen> --rank=R --cluster_secret_file=F) "
@@ -151,6 +157,7 @@ LaunchFlags ReadLaunchFlags() {
   f.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
   f.attention_dp = absl::GetFlag(FLAGS_attention_dp);
   f.collective_timeout_ms = absl::GetFlag(FLAGS_collective_timeout_ms);
+  f.startup_timeout_ms = absl::GetFlag(FLAGS_startup_timeout_ms);
   f.spawn_ranks = absl::GetFlag(FLAGS_spawn_ranks);
   f.worker_listen = absl::GetFlag(FLAGS_worker_listen);
   f.cluster_secret_file = absl::GetFlag(FLAGS_cluster_secret_file);

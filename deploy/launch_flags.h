@@ -34,6 +34,7 @@ struct LaunchFlags {
   bool expert_parallel;
   bool attention_dp;
   int collective_timeout_ms;
+  int startup_timeout_ms;
   bool spawn_ranks;
   std::string worker_listen;
   std::string cluster_secret_file;

@@ -116,6 +116,7 @@ absl::StatusOr<DType> KvDtypeFlag(const LaunchFlags& flags, bool gpu) {
 void RankFlags(const LaunchFlags& flags, ClusterRequest& want) {
   want.threads_per_rank = flags.threads_per_rank;
   want.collective_timeout = absl::Milliseconds(flags.collective_timeout_ms);
+  want.startup_timeout = absl::Milliseconds(flags.startup_timeout_ms);
 }
 
 int CpuMain(const LaunchFlags& flags, const char* argv0) {

@@ -32,7 +32,8 @@ bool RankLoad::operator==(const RankLoad& other) const {
          deterministic_tp == other.deterministic_tp &&
          deterministic_tp_chunks == other.deterministic_tp_chunks &&
          expert_parallel == other.expert_parallel && attention_dp == other.attention_dp &&
-         collective_timeout == other.collective_timeout;
+         collective_timeout == other.collective_timeout &&
+         startup_timeout == other.startup_timeout;
 }
 
 RankLoad DraftLoad(const RankLoad& load) {

@@ -66,6 +66,9 @@ struct RankLoad {
   // cache of num_kv_blocks for the sequences it attends for (StepBatch's attention_rank).
   bool attention_dp = false;
   absl::Duration collective_timeout = absl::Seconds(30);  // a collective that waits longer fails
+  // The communicator's start: the rendezvous, its init (NCCL's) and the first collectives,
+  // which set up connections lazily; the longer of the two bounds them.
+  absl::Duration startup_timeout = absl::Seconds(120);
 
   bool operator==(const RankLoad& other) const;
 };

@@ -1,5 +1,7 @@
 #include "step/rank_load_proto.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "formats/tensor_format.h"
 
@@ -52,6 +54,8 @@ void ToLoadRequest(const RankLoad& load, wpb::LoadRequest* request) {
   request->set_attention_dp(load.attention_dp);
   request->set_collective_timeout_ms(
       static_cast<int32_t>(absl::ToInt64Milliseconds(load.collective_timeout)));
+  request->set_startup_timeout_ms(
+      static_cast<int32_t>(absl::ToInt64Milliseconds(load.startup_timeout)));
 }
 
 absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
@@ -100,6 +104,7 @@ absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
   load.collective_timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
                                                    ? request.collective_timeout_ms()
                                                    : kDefaultCollectiveTimeoutMs);
+  load.startup_timeout = absl::Milliseconds(std::max(0, request.startup_timeout_ms()));
   return load;
 }
 

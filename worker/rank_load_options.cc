@@ -48,6 +48,7 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   o.comm.rank = rank;
   o.comm.world_size = load.world_size;
   o.comm.timeout = load.collective_timeout;
+  o.comm.startup_timeout = load.startup_timeout;
   o.load.max_step_tokens = load.max_step_tokens;
   o.load.max_logit_rows = model.max_logit_rows;
   o.load.max_context_tokens = load.max_context_tokens;
