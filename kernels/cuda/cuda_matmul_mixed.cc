@@ -8,6 +8,7 @@
 #include "base/str_cat.h"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/guarded_launch.h"
 
 namespace tpserve::cuda {
 
@@ -47,7 +48,10 @@ absl::Status CudaMatMul::MixedGemm(const TensorFormat& format, const void* x,
         "take m=", m, " n=", n, " k=", kc, " chunks=", num_chunks, " x_row_elems=", x_row_elems,
         " (alignment of x, y or the prepared weight; matmul_plan.cc and mixed_gemm.h disagree)"));
   }
-  TP_RETURN_IF_ERROR(TPK_CUDA(RunMixedGemm(chunk, call, plan, stream)));
+  TP_RETURN_IF_ERROR(GuardedLaunch(
+      "CUTLASS mixed-input GEMM",
+      StrCat("m=", m, " n=", n, " k=", kc, " chunks=", num_chunks),
+      [&] { return RunMixedGemm(chunk, call, plan, stream); }));
   if (!stage_y) return absl::OkStatus();
   return TPK_CUDA(cudaMemcpyAsync(y, out, y_bytes, cudaMemcpyDeviceToDevice,
                                   static_cast<cudaStream_t>(stream)));

@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_wait.h"
 #include "kernels/cuda/elementwise_kernels.h"
+#include "kernels/cuda/guarded_launch.h"
 #include "kernels/cuda/moe_routing.h"
 #include "kernels/cuda/quant_kernels.h"
 
@@ -284,15 +285,21 @@ absl::Status CudaMoe::RunExpertsGrouped(MoeGroupedForm form, const void* x, int6
         scratch.x_rows, slots, hidden, experts[0].gate->activation_scale_ub,
         x_fp8_.as<uint8_t>(), x_scales_.as<float>(), stream)));
   }
-  TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchMoeGroupedGemm(gu, sms, args, gu_bytes, stream)));
+  // CUTLASS's grouped GEMM (its can_implement or run refusing comes back as an error code).
+  const std::string shape = StrCat(slots, " slots over ", num_experts, " experts, hidden ", hidden,
+                                   ", ffn ", ffn, fp8 ? ", fp8 128x128 tiles" : ", bf16");
+  TP_RETURN_IF_ERROR(GuardedLaunch("CUTLASS grouped GEMM gate/up", shape, [&] {
+    return LaunchMoeGroupedGemm(gu, sms, args, gu_bytes, stream);
+  }));
   TP_RETURN_IF_ERROR(Activate(act, scratch.gate, scratch.up, slots * ffn, stream));
   if (fp8) {
     TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchQuantizeGroupsFp8(
         scratch.gate, slots, ffn, experts[0].down->activation_scale_ub, x_fp8_.as<uint8_t>(),
         x_scales_.as<float>(), stream)));
   }
-  TP_RETURN_IF_ERROR(
-      TPK_LAUNCH(LaunchMoeGroupedGemm(dn, sms, args + gu_bytes, dn_bytes, stream)));
+  TP_RETURN_IF_ERROR(GuardedLaunch("CUTLASS grouped GEMM down", shape, [&] {
+    return LaunchMoeGroupedGemm(dn, sms, args + gu_bytes, dn_bytes, stream);
+  }));
   grouped_calls.fetch_add(1);
   return absl::OkStatus();
 }

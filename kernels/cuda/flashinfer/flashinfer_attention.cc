@@ -11,6 +11,7 @@
 #include "kernels/cuda/device_wait.h"
 #include "kernels/cuda/elementwise_kernels.h"
 #include "kernels/cuda/flashinfer/plan.h"
+#include "kernels/cuda/guarded_launch.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -31,6 +32,12 @@ absl::Status Allocate(void** p, int64_t bytes, const char* what) {
 absl::Status PlanStatus(const char* call, int code, const std::string& message) {
   if (code == -1) return absl::InternalError(StrCat("FlashInfer ", call, ": ", message));
   return CudaCallStatus(code, call, __FILE__, __LINE__);
+}
+
+// A batch's shape for messages: "412 rows in 9 requests, heads 16/2, head_dim 128, page 16".
+std::string ShapeText(const fi::PagedBatch& b) {
+  return StrCat(b.num_rows, " rows in ", b.num_requests, " requests, heads ", b.num_qo_heads, "/",
+                b.num_kv_heads, ", head_dim ", b.head_dim, ", page ", b.page_size);
 }
 
 }  // namespace
@@ -242,12 +249,14 @@ absl::Status FlashInferAttention::Run(const void* q, int64_t num_heads, float sc
   if (fa2_requests_ > 0) {
     b.num_requests = fa2_requests_;
     b.num_rows = fa2_rows_;
-    TP_RETURN_IF_ERROR(TPK_LAUNCH(fi::RunFa2(types_, b, fa2_plan_, stream)));
+    TP_RETURN_IF_ERROR(GuardedLaunch("FlashInfer FA2", ShapeText(b),
+                                     [&] { return fi::RunFa2(types_, b, fa2_plan_, stream); }));
   }
   if (use_fa3_) {
     b.num_requests = num_requests_ - fa2_requests_;
     b.num_rows = num_rows_;  // FA3's tensors span the step; its work items name the rows
-    TP_RETURN_IF_ERROR(TPK_LAUNCH(fi::RunFa3(types_, b, fa3_plan_, stream)));
+    TP_RETURN_IF_ERROR(GuardedLaunch("FlashInfer FA3", ShapeText(b),
+                                     [&] { return fi::RunFa3(types_, b, fa3_plan_, stream); }));
   }
   const int64_t row_elems = num_heads * limits_.head_dim;
   if (types_ == fi::FiTypes::kF16) {

@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_wait.h"
 #include "kernels/cuda/elementwise_kernels.h"
+#include "kernels/cuda/guarded_launch.h"
 #include "kernels/cuda/mla_plan.h"
 
 namespace tpserve::cuda {
@@ -139,8 +140,10 @@ absl::Status MlaAttention::Run(const void *q, int64_t num_heads, float scale,
   b.kv_indices = step.block_tables;
   b.sm_scale = scale;
   b.kv_scale = fp8 ? pool.k_scale : 1.0f;
-  TP_RETURN_IF_ERROR(
-      TPK_LAUNCH(fp8 ? fi::RunMlaFp8(b, plan_, stream) : fi::RunMlaBf16(b, plan_, stream)));
+  TP_RETURN_IF_ERROR(GuardedLaunch(
+      fp8 ? "FlashInfer MLA (e4m3 latent)" : "FlashInfer MLA (bf16 latent)",
+      StrCat(num_rows_, " rows, ", num_heads, " heads, page ", pool.block_size),
+      [&] { return fp8 ? fi::RunMlaFp8(b, plan_, stream) : fi::RunMlaBf16(b, plan_, stream); }));
   // FlashInfer writes 512 values per head; the rope part of each head's output
   // is zeros, so nothing downstream ever reads stale memory (2 bytes per bf16).
   const int64_t head_bytes = kMlaEntryDim * 2;
