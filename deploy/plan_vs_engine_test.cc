@@ -161,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(
 // plan and in the ranks), its own KV cache of the plan's per-rank blocks, and the engine's block
 // manager gets them all, one partition per rank. DeepSeek's latent cache and a GQA model's.
 TEST(PlanVsEngineAttentionDp, EveryRankHoldsTheAttentionAndItsOwnCache) {
-  for (const std::string model : {std::string("tests/golden/families/deepseek2_hf"),
+  for (const std::string& model : {std::string("tests/golden/families/deepseek2_hf"),
                                    std::string("tests/golden/families/qwen3moe_kv4_hf")}) {
     SCOPED_TRACE(model);
     absl::StatusOr<ModelFiles> files = OpenModelFiles(model);
