@@ -69,9 +69,8 @@ absl::StatusOr<DraftPlanInputs> ResolveDraftModel(const std::string& name,
   return draft;
 }
 
-absl::StatusOr<DraftPlanInputs> MtpDraftPlan(const std::string& path, const std::string& weights,
+absl::StatusOr<DraftPlanInputs> MtpDraftPlan(const ModelFiles& target, const std::string& weights,
                                              int ranks) {
-  TP_ASSIGN_OR_RETURN(ModelFiles target, OpenModelFiles(path));
   TP_ASSIGN_OR_RETURN(ModelFiles files, MtpDraftFiles(target));
   DraftPlanInputs draft;
   draft.model = files.config;

@@ -66,10 +66,10 @@ absl::StatusOr<DraftPlanInputs> ResolveDraftModel(const std::string& name,
                                                   const std::string& weights, int ranks,
                                                   std::string* path);
 
-// --speculative=mtp: the multi-token-prediction layer of the model at `path` as its draft,
-// held as `weights` (the target's --weights) on `ranks` ranks. MtpDraftSpec's
-// FAILED_PRECONDITION for a model without one, the opening errors otherwise.
-absl::StatusOr<DraftPlanInputs> MtpDraftPlan(const std::string& path, const std::string& weights,
+// --speculative=mtp: the multi-token-prediction layer of the opened `target` as its draft, held
+// as `weights` (the target's --weights) on `ranks` ranks. MtpDraftSpec's FAILED_PRECONDITION for
+// a model without one; NOT_FOUND for a missing tensor.
+absl::StatusOr<DraftPlanInputs> MtpDraftPlan(const ModelFiles& target, const std::string& weights,
                                              int ranks);
 
 // Rows of logits a step may return: one per sequence, and a drafted token's each for the

@@ -57,8 +57,10 @@ ModelBundleOptions BundleOptions(const LaunchFlags& flags) {
   return options;
 }
 
-// The --speculative flags into a ClusterRequest (with the draft model's path).
-absl::Status SpeculationFlags(const LaunchFlags& flags, int ranks, ClusterRequest& want) {
+// The --speculative flags into a ClusterRequest (with the draft model's path). `target`: the
+// model's opened files (CPU ranks), which --speculative=mtp drafts from; null on GPU ranks.
+absl::Status SpeculationFlags(const LaunchFlags& flags, int ranks, const ModelFiles* target,
+                              ClusterRequest& want) {
   absl::StatusOr<SpeculativeMethod> method =
       ParseSpeculativeMethod(flags.speculative);
   if (!method.ok()) return method.status();
@@ -75,14 +77,14 @@ absl::Status SpeculationFlags(const LaunchFlags& flags, int ranks, ClusterReques
         SpeculativeMethodName(spec.method), ")"));
   }
   if (spec.method == SpeculativeMethod::kMtp) {  // the model's own MTP layer
-    if (want.model_path.empty()) {
+    if (target == nullptr) {
       return absl::InvalidArgumentError(
           "--speculative=mtp: GPU ranks do not run a multi-token-prediction draft yet (the "
           "hand-off of the target's hidden states between two GPU backends is not built)");
     }
     want.draft_model_path = want.model_path;
     want.draft_weights = want.weights;
-    TP_ASSIGN_OR_RETURN(want.draft, MtpDraftPlan(want.model_path, want.weights, ranks));
+    TP_ASSIGN_OR_RETURN(want.draft, MtpDraftPlan(*target, want.weights, ranks));
     return absl::OkStatus();
   }
   if (draft.empty()) return absl::OkStatus();
@@ -147,7 +149,7 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
   want.attention_dp = flags.attention_dp;
   RankFlags(flags, want);
   want.model_path = *model_path;
-  if (absl::Status s = SpeculationFlags(flags, ranks, want); !s.ok()) {
+  if (absl::Status s = SpeculationFlags(flags, ranks, &bundle->files, want); !s.ok()) {
     return LaunchFail(std::string(s.message()), 2);
   }
   absl::StatusOr<ClusterPlan> plan = PlanCluster(bundle->files, want);
@@ -211,7 +213,7 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   want.expert_parallel = flags.expert_parallel;
   want.attention_dp = flags.attention_dp;
   RankFlags(flags, want);
-  if (absl::Status s = SpeculationFlags(flags, gpus, want); !s.ok()) {
+  if (absl::Status s = SpeculationFlags(flags, gpus, /*target=*/nullptr, want); !s.ok()) {
     return LaunchFail(std::string(s.message()), 2);
   }
   // The GPUs found here, else the product's (or --gpu's): the plan is printed either way.

@@ -60,7 +60,7 @@ absl::Status ValidateInputs(const PlanInputs& in) {
   if (!in.device.is_host && in.model.mla.enabled() && in.tp > 0) {
     // FlashInfer's MLA scheduler lists at most kMlaMaxWorks items, which the CUDA backend
     // refuses at load to exceed (kernels/cuda/mla_plan.h): every rank's heads over a full step.
-    const int64_t heads = in.model.num_heads / (in.attention_dp ? 1 : in.tp);
+    const int64_t heads = in.model.num_heads / AttentionDegree(in);
     const int64_t works = cuda::MlaWorkBoundWithin(in.max_tokens_per_step,
                                                    in.max_sequences_per_step, heads,
                                                    in.device.num_sms);
@@ -269,7 +269,7 @@ CommBuffers CommBuffersFor(const PlanInputs& in) {
 
 int64_t KvBytesPerToken(const PlanInputs& in) {
   const ModelSpec& c = in.model;
-  return KvBytesPerToken(c.num_layers / in.pp, KvEntryOf(c, in.attention_dp ? 1 : in.tp),
+  return KvBytesPerToken(c.num_layers / in.pp, KvEntryOf(c, AttentionDegree(in)),
                          *ElementDType(TensorFormat::Of(in.kv_cache_dtype)));
 }
 

@@ -80,6 +80,10 @@ struct PlanInputs {
   std::optional<DraftPlanInputs> draft;          // speculative decoding's draft model
 };
 
+// The degree the attention is split at: 1 with data-parallel attention (every rank holds all
+// of it), else tp (ShardingPlan::attention_degree's).
+inline int AttentionDegree(const PlanInputs& in) { return in.attention_dp ? 1 : in.tp; }
+
 // One step's buffers on one rank, each allocated once at start-up.
 // The row-parallel reduction the engine runs for these inputs.
 inline TpReduction Reduction(const PlanInputs& in) {

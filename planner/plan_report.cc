@@ -96,7 +96,7 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
   const ModelSpec& c = in.model;
   const int64_t t = in.max_tokens_per_step;
   const std::string act = TensorFormatName(TensorFormat::Of(in.activation_dtype));
-  const int attention_tp = in.attention_dp ? 1 : in.tp;  // data-parallel: every head
+  const int attention_tp = AttentionDegree(in);
   const int64_t q_cols = c.num_heads / attention_tp * c.head_dim;
   const int64_t attn_cols = c.num_heads / attention_tp * c.ValueHeadDim();
   // MLA: no K and V projections; k and v hold a fresh prefill's expanded keys and values.

@@ -407,7 +407,6 @@ StepInputs LlamaModel::PrepareStep(const StepBatch& batch, int64_t bucket) {
     own_token_ids_.clear();
     own_positions_.clear();
     own_seqs_.clear();
-    attention_first_row_ = 0;
     for (const StepBatch::Sequence& s : batch.sequences) {
       if (s.attention_rank != plan_.shard().rank) continue;
       if (own_seqs_.empty()) attention_first_row_ = s.first_token;
@@ -618,7 +617,7 @@ absl::Status LlamaModel::AttentionBlock(int64_t layer, const StepInputs& step, K
     TP_RETURN_IF_ERROR(config_.mla.enabled() ? LatentAttention(layer, step, cache)
                                              : GroupedQueryAttention(layer, step, cache));
   }
-  TP_RETURN_IF_ERROR(AttentionOutput(ws.attn.data(), t, w.o.matrix, step_rows_));  // -> ws.proj
+  TP_RETURN_IF_ERROR(AttentionOutput(ws.attn.data(), t, w.o.matrix));  // -> ws.proj
   if (config_.sandwich_norms) {  // Gemma: the attention's output normed before the residual
     backend_->RmsNorm(ws.proj.data(), w.post_attn_norm.as<float>(), step_rows_, hidden, eps,
                       ws.proj.data());
@@ -801,9 +800,9 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
   return ReduceChunks(t, local_chunks);
 }
 
-absl::Status LlamaModel::AttentionOutput(const void* x, int64_t t, const WeightMatrix& w,
-                                         int64_t step_rows) {
+absl::Status LlamaModel::AttentionOutput(const void* x, int64_t t, const WeightMatrix& w) {
   if (!plan_.attention_dp()) return RowParallel(x, t, w);
+  const int64_t step_rows = step_rows_;
   Workspace& ws = *ws_;
   const int64_t n = w.rows, a = ActivationBytes(*backend_);
   const DType act = backend_->activation_dtype();

@@ -194,9 +194,8 @@ class LlamaModel {
   // The attention's output projection of `t` rows of x into ws.proj: RowParallel, or with
   // data-parallel attention this rank's whole o (one rank's floats: its chunk sums in order)
   // into rows [attention_first_row_, + t) of ws.proj, zeros in the others' rows, summed over
-  // the ranks into every row of the step's `step_rows`.
-  absl::Status AttentionOutput(const void* x, int64_t t, const WeightMatrix& w,
-                               int64_t step_rows);
+  // the ranks into every row of the step.
+  absl::Status AttentionOutput(const void* x, int64_t t, const WeightMatrix& w);
   // A MoE layer's feed-forward of the normed rows in ws.h: route, run the experts (each
   // split across the ranks as a dense MLP is), and reduce into ws.proj as RowParallel does.
   absl::Status ExpertsBlock(int64_t layer, int64_t t);

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "nlohmann/json.hpp"
+#include "worker/generate.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
 
@@ -51,10 +52,6 @@ std::vector<MtpGolden> LoadGoldens(int64_t vocab) {
     out.push_back(std::move(m));
   }
   return out;
-}
-
-int32_t ArgMax(absl::Span<const float> row) {
-  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
 // On `world` ranks (threads): the target prefills `ids`, then the draft steps over them, in

@@ -8,8 +8,8 @@
 // Multi-head latent attention (DeepSeek-V3; kernels/backend.h's MLA section, the CUDA side in
 // kernels/cuda/README.md's "MLA") is not in RunBackendParity: the two MLA tests below run its
 // ops, RopePart and PagedAttention over a latent pool, against the same CPU reference, with
-// their own small helpers in the suite's manner (guard bytes, NaN-poisoned outputs, normalised
-// error). They skip, with a line saying why, without a device and where the device does not
+// the suite's own pieces (kernels/testing/parity_util.h: guarded NaN-poisoned buffers, value
+// encoding, the normalised error). They skip, with a line saying why, without a device and where the device does not
 // run MLA (SupportsLatentAttention() false: not compute capability 9.0).
 #include <algorithm>
 #include <cmath>
@@ -33,6 +33,7 @@
 #include "kernels/quantize.h"
 #include "kernels/rope_table.h"
 #include "kernels/testing/backend_parity.h"
+#include "kernels/testing/parity_util.h"
 
 namespace tpserve {
 namespace {
@@ -127,8 +128,6 @@ constexpr int64_t kLatentDim = 512;  // c: what the model reads of each head's o
 constexpr int64_t kRopeDim = 64;     // k_rope / q_rope
 constexpr int64_t kEntryDim = kLatentDim + kRopeDim;
 constexpr int64_t kQueryHeadDim = 128 + kRopeDim;  // DeepSeek-V3: q_nope 128 + q_rope 64
-constexpr int64_t kGuard = 256;                    // as the suite's kGuardBytes
-constexpr uint8_t kPoison = 0xFF;                  // NaN in f32, bf16 and e4m3
 
 // The CUDA backend on device 0 where it runs MLA; otherwise `skip` (or `error`) says why not.
 struct MlaDevice {
@@ -163,76 +162,8 @@ CpuBackend MakeReference() {
   return CpuBackend(CpuBackendOptions{.num_threads = threads, .isa = CpuIsa::kScalar});
 }
 
-uint8_t GuardByte(int64_t i) { return static_cast<uint8_t>(0x5A ^ (i * 37 + 11)); }
-
-// A backend buffer of `bytes` between two guard regions; its payload poisoned, or `init`.
-struct Guarded {
-  DeviceBuffer buffer;
-  int64_t bytes = 0;
-  void* data() const { return static_cast<uint8_t*>(buffer.data()) + kGuard; }
-};
-
-absl::StatusOr<Guarded> MakeGuarded(Backend& be, int64_t bytes, const void* init = nullptr) {
-  std::vector<uint8_t> host(bytes + 2 * kGuard, kPoison);
-  for (int64_t i = 0; i < kGuard; ++i) {
-    host[i] = GuardByte(i);
-    host[kGuard + bytes + i] = GuardByte(i + kGuard);
-  }
-  if (init != nullptr) std::memcpy(host.data() + kGuard, init, bytes);
-  absl::StatusOr<DeviceBuffer> buffer =
-      Upload(be, host.data(), static_cast<int64_t>(host.size()), "MLA parity");
-  if (!buffer.ok()) return buffer.status();
-  return Guarded{*std::move(buffer), bytes};
-}
-
-// The payload back (after the queued work), and whether both guards held.
-absl::Status ReadGuarded(Backend& be, const Guarded& g, std::vector<uint8_t>* payload,
-                         bool* guards_ok) {
-  std::vector<uint8_t> host(g.bytes + 2 * kGuard);
-  if (absl::Status s = be.CopyToHost(host.data(), g.buffer.data(), host.size()); !s.ok()) {
-    return s;
-  }
-  *guards_ok = true;
-  for (int64_t i = 0; i < kGuard; ++i) {
-    if (host[i] != GuardByte(i) || host[kGuard + g.bytes + i] != GuardByte(i + kGuard)) {
-      *guards_ok = false;
-    }
-  }
-  payload->assign(host.begin() + kGuard, host.begin() + kGuard + g.bytes);
-  return absl::OkStatus();
-}
-
-// n values ~ N(0, scale^2) rounded to bf16: exact in both backends' activations.
-std::vector<float> RandomBf16Values(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = BF16ToF32(F32ToBF16(dist(rng)));
-  return v;
-}
-
-std::vector<uint8_t> EncodeActs(const Backend& be, const std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * BlockBytes(be.activation_dtype()));
-  QuantizeRow(be.activation_dtype(), v.data(), out.data(), static_cast<int64_t>(v.size()));
-  return out;
-}
-
-std::vector<double> DecodeValues(DType dtype, const uint8_t* bytes, int64_t n) {
-  std::vector<float> f(n);
-  DequantizeRow(dtype, bytes, f.data(), n);
-  return std::vector<double>(f.begin(), f.end());
-}
-
-std::vector<double> DecodeKvValues(DType dtype, float scale, const uint8_t* bytes, int64_t n) {
-  std::vector<double> v = DecodeValues(dtype, bytes, n);
-  if (dtype == DType::kF8E4M3) {
-    for (double& x : v) x *= scale;
-  }
-  return v;
-}
-
 absl::StatusOr<DeviceBuffer> UploadActs(Backend& be, const std::vector<float>& v) {
-  const std::vector<uint8_t> bytes = EncodeActs(be, v);
+  const std::vector<uint8_t> bytes = parity::EncodeActivations(be, v);
   return Upload(be, bytes.data(), std::max<int64_t>(1, bytes.size()), "MLA parity activations");
 }
 
@@ -257,12 +188,7 @@ ParityResult CompareValues(std::string op, std::string dtype, std::string shape,
   } else if (!finite(ref)) {
     r.detail = "reference output has NaN/Inf";
   } else {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      num += (got[i] - ref[i]) * (got[i] - ref[i]);
-      den += ref[i] * ref[i];
-    }
-    r.error = den == 0.0 ? num : num / den;
+    r.error = parity::NormalisedError(got, ref);
     if (r.error <= bound) return r;
     r.detail = "error above bound";
   }
@@ -304,8 +230,9 @@ absl::StatusOr<RopePartRun> RunRopePart(Backend& be, const std::vector<float>& x
                                         const std::vector<int32_t>& positions, int64_t heads,
                                         int64_t stride, int64_t offset,
                                         const std::vector<float>& inv_freq, RopeLayout layout) {
-  const std::vector<uint8_t> bytes = EncodeActs(be, x);
-  absl::StatusOr<Guarded> buf = MakeGuarded(be, bytes.size(), bytes.data());
+  const std::vector<uint8_t> bytes = parity::EncodeActivations(be, x);
+  absl::StatusOr<parity::GuardedBuffer> buf =
+      parity::GuardedBuffer::Filled(be, bytes.data(), static_cast<int64_t>(bytes.size()));
   if (!buf.ok()) return buf.status();
   absl::StatusOr<DeviceBuffer> freq =
       Upload(be, inv_freq.data(), inv_freq.size() * sizeof(float), "MLA parity inv_freq");
@@ -315,9 +242,8 @@ absl::StatusOr<RopePartRun> RunRopePart(Backend& be, const std::vector<float>& x
   if (absl::Status s = be.Synchronize(); !s.ok()) return s;
   std::vector<uint8_t> out;
   RopePartRun r;
-  if (absl::Status s = ReadGuarded(be, *buf, &out, &r.guards_ok); !s.ok()) return s;
-  r.x = DecodeValues(be.activation_dtype(), out.data(),
-                     static_cast<int64_t>(out.size() / BlockBytes(be.activation_dtype())));
+  if (absl::Status s = buf->Read(&out, &r.guards_ok); !s.ok()) return s;
+  r.x = parity::DecodeActivations(be, out);
   return r;
 }
 
@@ -349,7 +275,7 @@ std::vector<ParityResult> RunRopePartCases(Backend& cuda, Backend& reference) {
           layout == RopeLayout::kInterleaved ? "act interleaved" : "act rotate-half";
       const std::string shape = StrCat(c.what, " rows=", rows, " heads=", c.heads, " stride=",
                                        c.stride, " offset=", c.offset, " rope=", kRopeDim);
-      const std::vector<float> x = RandomBf16Values(rows * c.heads * c.stride, ++seed);
+      const std::vector<float> x = parity::RandomBf16(rows * c.heads * c.stride, ++seed);
       absl::StatusOr<RopePartRun> got =
           RunRopePart(cuda, x, positions, c.heads, c.stride, c.offset, inv_freq, layout);
       absl::StatusOr<RopePartRun> ref =
@@ -404,7 +330,7 @@ struct LatentBatch {
   LatentBatch(int64_t h, int64_t bs, const std::vector<LatentSeq>& batch, uint32_t seed)
       : heads(h), block_size(bs), seqs(batch) {
     for (const LatentSeq& s : seqs) {
-      entries.push_back(RandomBf16Values((s.start + s.count) * kEntryDim, ++seed));
+      entries.push_back(parity::RandomBf16((s.start + s.count) * kEntryDim, ++seed));
       if (!s.padding) num_blocks += (s.start + s.count + bs - 1) / bs;
       rows += s.count;
     }
@@ -420,7 +346,7 @@ struct LatentBatch {
     }
     // The absorbed query [W_UK^T q_nope, q_rope] is wider-spread than an entry; 0.5 keeps the
     // softmax over thousands of keys from collapsing onto one.
-    q = RandomBf16Values(rows * heads * kEntryDim, ++seed, 0.5f);
+    q = parity::RandomBf16(rows * heads * kEntryDim, ++seed, 0.5f);
   }
   std::vector<bool> OwnedSlots() const {
     std::vector<bool> owned(num_blocks * block_size, false);
@@ -447,7 +373,7 @@ struct LatentRun {
 absl::StatusOr<LatentRun> RunLatentStep(Backend& be, const LatentBatch& b, DType dtype,
                                         float kv_scale, const Backend::AttentionParams& params) {
   const int64_t pool_bytes = b.num_blocks * b.block_size * kEntryDim * BlockBytes(dtype);
-  absl::StatusOr<Guarded> pool = MakeGuarded(be, pool_bytes);
+  absl::StatusOr<parity::GuardedBuffer> pool = parity::GuardedBuffer::Poisoned(be, pool_bytes);
   if (!pool.ok()) return pool.status();
   const KvPoolView view{pool->data(), pool->data(), dtype,        kv_scale, kv_scale,
                         b.num_blocks, b.block_size, /*kv_heads=*/1, kEntryDim};
@@ -476,7 +402,8 @@ absl::StatusOr<LatentRun> RunLatentStep(Backend& be, const LatentBatch& b, DType
   absl::StatusOr<DeviceBuffer> qb = UploadActs(be, b.q);
   if (!qb.ok()) return qb.status();
   const int64_t act_bytes = BlockBytes(be.activation_dtype());
-  absl::StatusOr<Guarded> out = MakeGuarded(be, b.rows * b.heads * kEntryDim * act_bytes);
+  absl::StatusOr<parity::GuardedBuffer> out =
+      parity::GuardedBuffer::Poisoned(be, b.rows * b.heads * kEntryDim * act_bytes);
   if (!out.ok()) return out.status();
   be.BeginStep(StepInputs{{}, {}, step_seqs, {}});
   be.WriteKv(eb->data(), eb->data(), view);
@@ -485,11 +412,10 @@ absl::StatusOr<LatentRun> RunLatentStep(Backend& be, const LatentBatch& b, DType
   LatentRun r;
   bool pool_ok = false, out_ok = false;
   std::vector<uint8_t> out_bytes;
-  if (absl::Status s = ReadGuarded(be, *pool, &r.pool, &pool_ok); !s.ok()) return s;
-  if (absl::Status s = ReadGuarded(be, *out, &out_bytes, &out_ok); !s.ok()) return s;
+  if (absl::Status s = pool->Read(&r.pool, &pool_ok); !s.ok()) return s;
+  if (absl::Status s = out->Read(&out_bytes, &out_ok); !s.ok()) return s;
   r.guards_ok = pool_ok && out_ok;
-  r.out = DecodeValues(be.activation_dtype(), out_bytes.data(),
-                       static_cast<int64_t>(out_bytes.size()) / act_bytes);
+  r.out = parity::DecodeActivations(be, out_bytes);
   return r;
 }
 
@@ -503,12 +429,14 @@ std::vector<double> OwnedEntries(const LatentBatch& b, DType dtype, float scale,
   for (size_t slot = 0; slot < owned.size(); ++slot) {
     const uint8_t* begin = r.pool.data() + slot * slot_bytes;
     if (!owned[slot]) {
-      if (std::any_of(begin, begin + slot_bytes, [](uint8_t x) { return x != kPoison; })) {
+      if (std::any_of(begin, begin + slot_bytes,
+                      [](uint8_t x) { return x != parity::kPoisonByte; })) {
         *unowned_intact = false;
       }
       continue;
     }
-    const std::vector<double> v = DecodeKvValues(dtype, scale, begin, kEntryDim);
+    const std::vector<double> v =
+        parity::DecodeKv(dtype, scale, std::vector<uint8_t>(begin, begin + slot_bytes));
     values.insert(values.end(), v.begin(), v.end());
   }
   return values;
