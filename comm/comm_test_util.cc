@@ -36,6 +36,7 @@ std::string CollectiveResults::Serialize() const {
   for (const auto& v : exchanged) {
     bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   }
+  for (const auto& v : rooted) bytes.append(reinterpret_cast<const char*>(v.data()), v.size() * 4);
   return bytes;
 }
 
@@ -97,6 +98,12 @@ CollectiveResults RunWorkload(Communicator& comm, const std::vector<size_t>& siz
     results.status = comm.AllGather(mine, absl::MakeSpan(gathered));
     if (!results.status.ok()) return results;
     results.gathered.push_back(std::move(gathered));
+    const int root = static_cast<int>(n % world);
+    std::vector<float> rooted(rank == root ? world * n : 0, -1.0f);
+    results.status = comm.Gather(mine.data(), static_cast<int64_t>(n), DType::kF32,
+                                 rank == root ? rooted.data() : nullptr, root);
+    if (!results.status.ok()) return results;
+    results.rooted.push_back(std::move(rooted));
     results.status = WorkloadAllToAll(comm, n, results);
     if (!results.status.ok()) return results;
   }

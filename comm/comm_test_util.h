@@ -43,6 +43,8 @@ struct CollectiveResults {
   std::vector<std::vector<uint8_t>> received;  // [root][kBroadcastBytes]
   // [size index][elements]: the all-to-all's output (ExpectedWorkloadAllToAll says what).
   std::vector<std::vector<float>> exchanged;
+  // [size index]: the Gather to root n % world: world * n values there, none elsewhere.
+  std::vector<std::vector<float>> rooted;
   std::string Serialize() const;  // raw bytes of all of the above, in order
   // Raw bytes of what every rank must have alike: reduced, gathered and received (not
   // exchanged, which holds what the other ranks sent this one).
@@ -51,7 +53,8 @@ struct CollectiveResults {
 
 inline constexpr size_t kBroadcastBytes = 37;
 
-// For each n in `sizes`: AllReduceSum and AllGather of RankValue(rank, 0..n-1), and an f32
+// For each n in `sizes`: AllReduceSum, AllGather and Gather (to root n % world) of
+// RankValue(rank, 0..n-1), and an f32
 // AllToAll of WorkloadAllToAllCount elements per pair; then a Broadcast from every root and a
 // Barrier. Stops at the first error (kept in `status`).
 CollectiveResults RunWorkload(Communicator& comm, const std::vector<size_t>& sizes);

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <utility>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 
@@ -26,6 +28,18 @@ absl::Status Communicator::AllGather(const void* in, int64_t in_count, DType dty
   }
   return AllGather(absl::MakeConstSpan(static_cast<const float*>(in), in_count),
                    absl::MakeSpan(static_cast<float*>(out), in_count * world_size()));
+}
+
+absl::Status Communicator::Gather(const void* in, int64_t in_count, DType dtype, void* out,
+                                  int root) {
+  TP_RETURN_IF_ERROR(CheckBroadcastRoot(world_size(), root, "Gather"));
+  if (in_count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Gather: in_count ", in_count, " is below 0"));
+  }
+  std::vector<int64_t> send_counts(world_size(), 0), recv_counts(world_size(), 0);
+  send_counts[root] = in_count;
+  if (rank() == root) std::fill(recv_counts.begin(), recv_counts.end(), in_count);
+  return AllToAll(in, send_counts, out, recv_counts, dtype);
 }
 
 std::string Communicator::Describe() const {
@@ -49,9 +63,9 @@ absl::Status CheckAllGatherSizes(int world_size, size_t in_count, size_t out_cou
   return absl::OkStatus();
 }
 
-absl::Status CheckBroadcastRoot(int world_size, int root) {
+absl::Status CheckBroadcastRoot(int world_size, int root, std::string_view collective) {
   if (root < 0 || root >= world_size) {
-    return absl::InvalidArgumentError("Broadcast: root " + std::to_string(root) +
+    return absl::InvalidArgumentError(std::string(collective) + ": root " + std::to_string(root) +
                                       " is outside [0, " + std::to_string(world_size) + ")");
   }
   return absl::OkStatus();

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -70,6 +71,12 @@ class Communicator {
   virtual absl::Status AllToAll(const void* in, absl::Span<const int64_t> send_counts,
                                 void* out, absl::Span<const int64_t> recv_counts,
                                 DType dtype) = 0;
+  // Root's `out` receives world_size * in_count elements of `dtype`, rank r's `in` at
+  // out[r * in_count]; the other ranks only send (their `out` is not touched and may be null).
+  // Memory as for the typed forms above. The default is an AllToAll in which every rank sends
+  // only to root (errors name that AllToAll); it moves 1/world_size of an AllGather's bytes.
+  virtual absl::Status Gather(const void* in, int64_t in_count, DType dtype, void* out,
+                              int root);
   // `data` on every rank becomes root's `data` (used for token ids as floats-free bytes too).
   virtual absl::Status Broadcast(absl::Span<uint8_t> data, int root) = 0;
   // Returns once every rank has called it, with every collective before it complete.
@@ -100,8 +107,8 @@ absl::Status BroadcastInt32s(Communicator& comm, absl::Span<int32_t> values, int
 // Argument checks shared by the implementations (local; they need no peer).
 // INVALID_ARGUMENT unless out_count == world_size * in_count.
 absl::Status CheckAllGatherSizes(int world_size, size_t in_count, size_t out_count);
-// INVALID_ARGUMENT unless 0 <= root < world_size.
-absl::Status CheckBroadcastRoot(int world_size, int root);
+// INVALID_ARGUMENT unless 0 <= root < world_size (the message names `collective`).
+absl::Status CheckBroadcastRoot(int world_size, int root, std::string_view collective = "Broadcast");
 // INVALID_ARGUMENT unless both count lists have world_size entries, none negative, and dtype
 // is one of whole elements (not a block-quantized type).
 absl::Status CheckAllToAllCounts(int world_size, absl::Span<const int64_t> send_counts,

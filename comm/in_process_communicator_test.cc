@@ -98,6 +98,36 @@ TEST(InProcessCommunicator, AllGatherPlacesRankRAtOffsetRTimesN) {
   }
 }
 
+TEST(InProcessCommunicator, GatherFillsOnlyTheRootAndLeavesOthersUntouched) {
+  constexpr int kWorld = 3;
+  for (int root = 0; root < kWorld; ++root) {
+    for (size_t n : {size_t{1}, size_t{7}, size_t{576}}) {
+      std::vector<std::vector<float>> out(kWorld, std::vector<float>(kWorld * n, -1.0f));
+      ExpectAllOk(RunRanks(kWorld, [&](InProcessCommunicator& comm) {
+        std::vector<float> in(n);
+        for (size_t i = 0; i < n; ++i) in[i] = RankValue(comm.rank(), i);
+        return comm.Gather(in.data(), static_cast<int64_t>(n), DType::kF32,
+                           out[comm.rank()].data(), root);
+      }));
+      for (int dst = 0; dst < kWorld; ++dst) {
+        for (int src = 0; src < kWorld; ++src) {
+          for (size_t i = 0; i < n; ++i) {
+            ASSERT_EQ(out[dst][src * n + i], dst == root ? RankValue(src, i) : -1.0f)
+                << "root " << root << " dst " << dst << " src " << src << " i " << i;
+          }
+        }
+      }
+    }
+  }
+  // A root outside the group fails at once, naming the collective and the bound.
+  auto group = std::make_shared<InProcessGroup>(2);
+  InProcessCommunicator comm(group, 0);
+  float x = 1;
+  const absl::Status bad = comm.Gather(&x, 1, DType::kF32, &x, 2);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "Gather: root 2 is outside [0, 2)");
+}
+
 TEST(InProcessCommunicator, BroadcastFromEachRoot) {
   constexpr int kWorld = 3;
   constexpr size_t kBytes = 13;

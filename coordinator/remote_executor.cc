@@ -193,7 +193,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
   StepResult result;
   result.vocab_size = load_.vocab_size;
-  const std::string& bytes = responses[0].logits();
+  const std::string& bytes = responses[kSamplingRank].logits();  // the one rank that has them
   const size_t expected = rows * static_cast<size_t>(result.vocab_size) * sizeof(float);
   if (bytes.size() != expected) {
     return absl::InternalError(absl::StrCat("rank 0 returned ", bytes.size(),

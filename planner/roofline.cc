@@ -152,6 +152,8 @@ Roofline EstimateRoofline(const MemoryPlan& plan, const RooflineAssumptions& ass
                  ep_layers * ExpertParallelSeconds(in, r.concurrency, r.reduction_chunks, bw,
                                                    lat) +
                  RingAllReduceSeconds(hidden_bytes, in.tp, bw, lat) +
+                 // The logits' gather to the sampling rank: its link takes the (tp-1)/tp of
+                 // the payload the others send, what each link of a ring all-gather takes.
                  RingAllGatherSeconds(r.logits_gather_bytes, in.tp, bw, lat));
   }
   r.pipeline_time_s = (in.pp - 1) * (r.link_latency_s + static_cast<double>(hidden_bytes) /

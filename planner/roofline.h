@@ -67,7 +67,7 @@ struct Roofline {
   int64_t reduction_chunks = 1;      // C above (1 for all-reduce)
   int64_t collectives_per_step = 0;  // row-parallel reductions + embedding + logits
   int64_t row_parallel_bytes = 0;    // payload of one row-parallel reduction, all ranks
-  int64_t logits_gather_bytes = 0;   // payload of the logits all-gather, all ranks
+  int64_t logits_gather_bytes = 0;   // payload of the logits gather to the sampling rank
   // --expert_parallel: bytes one rank sends in a MoE layer's all-to-all (0 without it).
   int64_t expert_all_to_all_bytes = 0;
   double memory_time_s = 0;

@@ -21,6 +21,11 @@
 
 namespace tpserve {
 
+// The rank of a replica's tensor-parallel group that receives a step's logits (the LM head
+// gathers its vocab slices there, and only there) and whose result the executor returns. The
+// other ranks compute their slice and send it; they receive no logits.
+inline constexpr int kSamplingRank = 0;
+
 struct StepBatch {
   struct Sequence {
     int64_t seq_id = 0;          // the engine's id; the ranks do not need it

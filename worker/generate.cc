@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "comm/communicator.h"
+#include "step/step_batch.h"
 
 namespace tpserve {
 namespace {
@@ -50,8 +52,13 @@ absl::StatusOr<GenerateResult> GenerateGreedy(LlamaModel& model, KvCache* cache,
   GenerateResult result;
   result.prompt_last_logits = logits;
   int64_t position = prompt_len;
+  Communicator& comm = model.communicator();
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int32_t next = ArgMax(logits);
+    // Chosen where the logits are, then sent to every rank, as the engine's steps do.
+    int32_t next = comm.rank() == kSamplingRank ? ArgMax(logits) : -1;
+    if (comm.world_size() > 1) {
+      TP_RETURN_IF_ERROR(BroadcastInt32s(comm, absl::MakeSpan(&next, 1), kSamplingRank));
+    }
     result.tokens.push_back(next);
     if (options.stop_at_eos && IsEos(model.config(), next)) break;
     if (i + 1 == options.max_new_tokens) break;  // no need to run the last token

@@ -8,7 +8,8 @@
 //
 // The sequence uses KV blocks 0, 1, 2, ... of `cache` (no block manager needed).
 // Threading: like LlamaModel::Forward; in tensor parallelism every rank runs it with the same
-// prompt and options, and all ranks produce the same tokens.
+// prompt and options: the sampling rank (kSamplingRank) chooses each token and broadcasts it,
+// so all ranks return the same tokens (prompt_last_logits only there).
 #ifndef TPSERVE_WORKER_GENERATE_H_
 #define TPSERVE_WORKER_GENERATE_H_
 
@@ -30,7 +31,8 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<int32_t> tokens;            // the generated ids
-  std::vector<float> prompt_last_logits;  // [vocab] logits after the last prompt token
+  // [vocab] logits after the last prompt token (on the sampling rank; the others' are zeros)
+  std::vector<float> prompt_last_logits;
 };
 
 // INVALID_ARGUMENT for an empty prompt or when prompt + max_new_tokens exceeds the cache's

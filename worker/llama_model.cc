@@ -171,7 +171,9 @@ absl::Status LlamaModel::Init() {
     if (bytes == 0) continue;
     TP_ASSIGN_OR_RETURN(*buffer, backend_->Allocate(bytes, "step buffer"));
   }
-  ws_->host_gathered.resize(sizes_.logits_gathered / sizeof(float));
+  if (plan_.shard().rank == kSamplingRank) {  // the others receive no logits
+    ws_->host_gathered.resize(sizes_.logits_gathered / sizeof(float));
+  }
 
   // One frequency table per distinct (base, scaling) among the layers: Gemma 3's local and
   // global layers differ; every other family has one.
@@ -978,19 +980,24 @@ absl::Status LlamaModel::LmHead(const StepInputs& step, float* logits) {
                                 rows * vocab * static_cast<int64_t>(sizeof(float)));
   }
   // Local logits [rows, local_vocab], padded with zeros to [rows, vocab_rows_per_rank] so every
-  // rank contributes the same size, then gathered as [world, rows, vocab_rows_per_rank].
+  // rank contributes the same size, then gathered to the sampling rank as
+  // [world, rows, vocab_rows_per_rank]: 1/world of an all-gather's bytes, and the other ranks
+  // receive nothing they would throw away.
   const int64_t per_rank = plan_.vocab_rows_per_rank(), local = plan_.num_local_vocab_rows();
   const int64_t f32 = sizeof(float);
+  const bool sampling = plan_.shard().rank == kSamplingRank;
   float* scratch = ws.logits_gathered.as<float>();  // [rows, local] before the gather
   if (local > 0) QueueLocalLogits(rows, scratch);
   backend_->FillZero(ws.logits_local.data(), rows * per_rank * f32);
   backend_->Copy2D(ws.logits_local.data(), per_rank * f32, scratch, local * f32, local * f32,
                    rows);
-  TP_RETURN_IF_ERROR(comm_->AllGather(ws.logits_local.data(), rows * per_rank, DType::kF32,
-                                      ws.logits_gathered.data()));
-  // The step's one wait for its collectives, before the host reads: with NCCL they were only
-  // enqueued, and this is where a dead peer or a timeout surfaces (the copy below would hang).
+  TP_RETURN_IF_ERROR(comm_->Gather(ws.logits_local.data(), rows * per_rank, DType::kF32,
+                                   sampling ? ws.logits_gathered.data() : nullptr,
+                                   kSamplingRank));
+  // The step's one wait for its collectives, on every rank: with NCCL they were only enqueued,
+  // and this is where a dead peer or a timeout surfaces (the copy below would hang).
   TP_RETURN_IF_ERROR(comm_->AwaitCollectives());
+  if (!sampling) return absl::OkStatus();
   TP_RETURN_IF_ERROR(backend_->CopyToHost(ws.host_gathered.data(), ws.logits_gathered.data(),
                                           world * rows * per_rank * f32));
   for (int64_t r = 0; r < rows; ++r) {

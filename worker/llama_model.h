@@ -7,9 +7,11 @@
 //
 // Tensor parallelism follows the sharding table (model/sharding.h): every rank of a replica
 // loads its own slice and all ranks call Forward with the same batch; each layer reduces twice
-// (after O and after down), the embedding all-reduces once, and the LM head all-gathers, so
-// every rank ends with the full logits. All activations live in backend memory (the model never
-// assumes host memory); only the final logits are copied to the host. Collectives may be only
+// (after O and after down), the embedding all-reduces once, and the LM head gathers its vocab
+// slices to the sampling rank (kSamplingRank, step/step_batch.h), the one rank that ends with
+// the full logits; the others send their slice and receive none. All activations live in
+// backend memory (the model never assumes host memory); only the sampling rank's final logits
+// are copied to the host. Collectives may be only
 // enqueued (NCCL, on the backend's stream): Forward waits for them once, through
 // Communicator::AwaitCollectives(), right before that copy, and returns its error.
 // Threading: Forward is not reentrant; one call at a time per model (and per Backend).
@@ -101,8 +103,12 @@ class LlamaModel {
                                                           const LlamaLoadOptions& options = {});
   ~LlamaModel();
 
-  // Runs one step and writes logits [batch.num_logit_rows(), vocab_size] (f32, row-major).
-  // INVALID_ARGUMENT naming the sequence and field for a batch whose shape is off
+  // The communicator of this rank's tensor-parallel group (the one Load was given).
+  Communicator& communicator() const { return *comm_; }
+
+  // Runs one step; on the sampling rank (kSamplingRank) writes logits
+  // [batch.num_logit_rows(), vocab_size] (f32, row-major) to `logits`, which the other ranks
+  // never touch (nullptr is fine there). INVALID_ARGUMENT naming the sequence and field for a batch whose shape is off
   // (StepBatch::CheckShape), a token id outside
   // [0, vocab_size), too many tokens, a block table that misses positions or names a block
   // outside the cache, or a cache whose shape does not match this rank; a communicator error

@@ -74,18 +74,17 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {
   result.logits.resize(static_cast<size_t>(batch.num_logit_rows()) * vocab_size_);
   const int tp = static_cast<int>(ranks_.size());
   if (tp == 1) {
-    TP_RETURN_IF_ERROR(ranks_[0]->Step(batch, result.logits.data()));
+    TP_RETURN_IF_ERROR(ranks_[kSamplingRank]->Step(batch, result.logits.data()));
   } else {
-    // Every rank ends with the full logits (the LM head all-gathers); rank 0's are returned.
-    std::vector<std::vector<float>> scratch(tp - 1, std::vector<float>(result.logits.size()));
+    // Only the sampling rank receives the logits (the LM head gathers to it); the others get
+    // no buffer.
     std::vector<absl::Status> status(tp);
     std::vector<std::thread> threads;
-    for (int r = 1; r < tp; ++r) {
-      threads.emplace_back([&, r] {
-        status[r] = ranks_[r]->Step(batch, scratch[r - 1].data());
-      });
+    for (int r = 0; r < tp; ++r) {
+      if (r == kSamplingRank) continue;
+      threads.emplace_back([&, r] { status[r] = ranks_[r]->Step(batch, nullptr); });
     }
-    status[0] = ranks_[0]->Step(batch, result.logits.data());
+    status[kSamplingRank] = ranks_[kSamplingRank]->Step(batch, result.logits.data());
     for (auto& t : threads) t.join();
     for (const absl::Status& s : status) TP_RETURN_IF_ERROR(s);
   }

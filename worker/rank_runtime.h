@@ -55,7 +55,9 @@ class RankRuntime {
       const RankRuntimeOptions& options);
   ~RankRuntime();
 
-  // One forward step; writes logits [batch.num_logit_rows(), vocab] to host memory `logits`.
+  // One forward step; on the sampling rank (kSamplingRank) writes logits
+  // [batch.num_logit_rows(), vocab] to host memory `logits` (the other ranks receive none and
+  // may pass nullptr).
   // A step that fails with UNAVAILABLE or DEADLINE_EXCEEDED (a collective or a device wait did
   // not finish: a dead peer, a hung device) may leave work queued that never finishes; the
   // runtime then aborts itself, so that no later wait, its destructor's included, hangs on it.

@@ -169,12 +169,9 @@ absl::Status WorkerService::RunStepLocked(
   TP_ASSIGN_OR_RETURN(const StepBatch batch, FromProto(request));
   const size_t logit_floats =
       static_cast<size_t>(batch.num_logit_rows()) * static_cast<size_t>(files_.config.vocab_size);
-  float* logits = nullptr;
-  if (rank_ == 0) {
+  float* logits = nullptr;  // only the sampling rank receives logits
+  if (rank_ == kSamplingRank) {
     TP_ASSIGN_OR_RETURN(logits, logits_for(logit_floats));
-  } else {
-    logits_.resize(logit_floats);
-    logits = logits_.data();
   }
   absl::Status s = runtime->Step(batch, logits);
   *allreduce_s = runtime->comm().TakeSeconds();

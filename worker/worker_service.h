@@ -63,7 +63,8 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   bool shutdown_requested() const { return shutdown_.HasBeenNotified(); }
 
  private:
-  // One step: logits_for(floats) gives the buffer rank 0's logits go to (rank 0 only); what it
+  // One step: logits_for(floats) gives the buffer the sampling rank's logits go to (called
+  // there only: the other ranks receive no logits); what it
   // spent in collectives and how it routed its tokens (mixtures of experts) come back too.
   absl::Status RunStepLocked(const tpserve::worker::v1::StepRequest& request,
                              const std::function<absl::StatusOr<float*>(size_t)>& logits_for,
@@ -87,7 +88,6 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   ModelFiles draft_files_ ABSL_GUARDED_BY(mu_);  // its weights outlive the runtime's views
   std::unique_ptr<RankRuntime> draft_runtime_ ABSL_GUARDED_BY(mu_);
   std::atomic<RankRuntime*> abortable_draft_{nullptr};
-  std::vector<float> logits_ ABSL_GUARDED_BY(mu_);
   absl::Notification shutdown_;
   StepChannel channel_;  // set once by Load, before the threads start
   std::atomic<bool> stop_{false};
