@@ -49,11 +49,12 @@ pass_done main
 # and the layering checks (tests/layering: no include or Bazel dependency reaches a higher layer),
 # and the capacity report drawn by //deploy:vram and rendered in headless Chromium (tests/report),
 # and the checks of CI itself (tests/ci: every test target is in some pass; the disk cache
-# survives truncated entries; its trimming).
+# survives truncated entries; its trimming), and the GPU run's own script over a faked machine
+# (tests/gpu: no check that did not run passes silently).
 rm -rf bazel-e2e-report && mkdir -p bazel-e2e-report
 if bazel build //deploy:launch //deploy:client //deploy:vram //worker:worker; then
   python3 -m pytest -q tests/e2e tests/golden/quant tests/deploy tests/soak tests/layering \
-    tests/structured tests/report tests/ci --durations=15 \
+    tests/structured tests/report tests/ci tests/gpu --durations=15 \
     --junitxml=bazel-e2e-report/test.xml || rc=1
 else
   rc=1
