@@ -9,7 +9,6 @@
 #include <map>
 #include <tuple>
 #include <utility>
-#include <cstring>
 #include <string>
 
 #include "formats/dtype.h"
@@ -29,6 +28,8 @@
 #include "kernels/cuda/flashinfer/mla_attention.h"
 #include "kernels/cuda/flashinfer/scoring.h"
 #include "kernels/cuda/mla_plan.h"
+#include "kernels/cuda/pinned_staging.h"
+#include "kernels/cuda/staged_copy.h"
 #include "kernels/cuda/step_metadata.h"
 #include "kernels/cuda/weight_placement.h"
 
@@ -245,15 +246,15 @@ class CudaBackend final : public Backend {
   int64_t scratch_generation_ = 0;  // bumped whenever a scratch buffer moves
   std::map<std::tuple<const void*, int64_t, int64_t>, Graph> graphs_;
   void* stream_ = nullptr;  // cudaStream_t
-  cudaEvent_t upload_done_ = nullptr;  // the step metadata copy has read the staging buffer
   std::unique_ptr<cuda::CudaMatMul> matmul_;
   std::unique_ptr<cuda::CudaMoe> moe_;  // runs its experts' GEMMs on matmul_
   absl::Status first_error_;
+  // Every copy between host and device (CopyToHost, CopyToDevice, the step metadata) goes
+  // through these pinned slots, allocated once in Create (staged_copy.h says why).
+  std::unique_ptr<cuda::PinnedStaging> staging_;
 
-  // Step metadata: packed on the host, staged in pinned memory, one copy to the device.
+  // Step metadata: packed on the host, staged through staging_ to the device.
   cuda::PackedStep packed_;
-  void* staging_ = nullptr;
-  int64_t staging_bytes_ = 0;
   DeviceScratch step_words_{"step metadata", &scratch_generation_, &abort_requested_};
   cuda::DeviceStep step_;
   DeviceScratch attention_scratch_{"attention split partials", &scratch_generation_,
@@ -292,8 +293,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
   // Non-blocking: no implicit ordering with the legacy default stream other code may use.
   TP_RETURN_IF_ERROR(TPK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)));
   be->stream_ = stream;
-  TP_RETURN_IF_ERROR(
-      TPK_CUDA(cudaEventCreateWithFlags(&be->upload_done_, cudaEventDisableTiming)));
+  TP_ASSIGN_OR_RETURN(be->staging_, cuda::PinnedStaging::Create(stream, &be->abort_requested_));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CublasLtGemm> gemm,
                       cuda::CublasLtGemm::Create({.deterministic = options.deterministic}));
   be->matmul_ = std::make_unique<cuda::CudaMatMul>(
@@ -317,8 +317,7 @@ CudaBackend::~CudaBackend() {
   }
   moe_.reset();
   matmul_.reset();
-  if (staging_ != nullptr) cudaFreeHost(staging_);
-  if (upload_done_ != nullptr) cudaEventDestroy(upload_done_);
+  staging_.reset();
   if (stream_ != nullptr) cudaStreamDestroy(s());
 }
 
@@ -357,19 +356,17 @@ void CudaBackend::Free(void* data, int64_t) {
 void CudaBackend::CopyToDevice(void* dst, const void* src, int64_t bytes) {
   if (bytes <= 0) return;
   Enter();
-  // The caller may reuse `src` on return (it may be pinned, so the copy could otherwise still
-  // be reading it): wait for it.
-  Record("CopyToDevice", TPK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s())));
-  Record("CopyToDevice", WaitForQueuedWork());
+  // Returns once `src` is in the pinned slots (the caller may reuse it); a cudaMemcpyAsync from
+  // pageable memory may instead wait in the driver for the queued work, with no deadline.
+  Record("CopyToDevice", cuda::StagedCopyToDevice(*staging_, dst, src, bytes));
+  Done("CopyToDevice");
 }
 
 absl::Status CudaBackend::CopyToHost(void* dst, const void* src, int64_t bytes) {
   Enter();
-  if (bytes > 0) {
-    Record("CopyToHost",
-           TPK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s())));
-    Record("CopyToHost", WaitForQueuedWork());
-  }
+  // Through the pinned slots with a bounded wait: a cudaMemcpyAsync into pageable `dst` (the
+  // logits' std::vector) would wait in the driver for the whole step, with no deadline.
+  if (bytes > 0) Record("CopyToHost", cuda::StagedCopyToHost(*staging_, dst, src, bytes));
   return first_error_;
 }
 
@@ -393,32 +390,14 @@ void CudaBackend::BeginStep(const StepInputs& step) {
   Enter();
   packed_ = cuda::PackStep(step);
   const int64_t bytes = static_cast<int64_t>(packed_.words.size() * sizeof(int32_t));
-  // The previous step's copy must have read the staging buffer before it is rewritten.
-  Record("BeginStep", cuda::WaitForEvent(upload_done_, "the last step's metadata upload",
-                                         &abort_requested_));
-  if (bytes > staging_bytes_) {
-    if (staging_ != nullptr) Record("BeginStep", TPK_CUDA(cudaFreeHost(staging_)));
-    staging_ = nullptr;
-    staging_bytes_ = 0;
-    const int64_t size = std::max<int64_t>(2 * bytes, 1 << 16);
-    const absl::Status st = TPK_CUDA(cudaHostAlloc(&staging_, size, cudaHostAllocDefault));
-    Record("BeginStep", st);
-    if (!st.ok()) {
-      staging_ = nullptr;
-      return;
-    }
-    staging_bytes_ = size;
-  }
   // 1 MiB at least: a move of this buffer invalidates every recorded step.
   const absl::Status reserved = step_words_.Reserve(std::max<int64_t>(bytes, 1 << 20), s());
   Record("BeginStep", reserved);
   if (!reserved.ok()) return;
-  if (bytes > 0) {
-    std::memcpy(staging_, packed_.words.data(), bytes);
-    Record("BeginStep", TPK_CUDA(cudaMemcpyAsync(step_words_.data(), staging_, bytes,
-                                                 cudaMemcpyHostToDevice, s())));
-    Record("BeginStep", TPK_CUDA(cudaEventRecord(upload_done_, s())));
-  }
+  // Through the pinned slots (no allocation here): each slot is rewritten only once the last
+  // step's copy has read it.
+  Record("BeginStep",
+         cuda::StagedCopyToDevice(*staging_, step_words_.data(), packed_.words.data(), bytes));
   step_ = packed_.Resolve(step_words_.as<const int32_t>());
   attention_planned_ = false;
   mla_planned_ = false;
