@@ -75,6 +75,17 @@ bool CheckEachOpFromEnv() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// TPSERVE_CUDA_HOST_SYNC, when set: the host-sync mode, overriding `fallback` (cuda_backend.h).
+absl::StatusOr<HostSyncMode> HostSyncFromEnv(HostSyncMode fallback) {
+  const char* v = std::getenv("TPSERVE_CUDA_HOST_SYNC");
+  if (v == nullptr || *v == '\0') return fallback;
+  absl::StatusOr<HostSyncMode> mode = ParseHostSyncMode(v);
+  if (!mode.ok()) {
+    return absl::InvalidArgumentError(StrCat("TPSERVE_CUDA_HOST_SYNC: ", mode.status().message()));
+  }
+  return mode;
+}
+
 // TPSERVE_CUDA_GRAPHS=1: RunCaptured records CUDA graphs (off by default until measured on a
 // GPU; see README.md). Check mode turns them off: it waits after every op.
 bool GraphsFromEnv() {
@@ -278,7 +289,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
     return absl::FailedPreconditionError(
         StrCat("CUDA device ", ordinal, " requested, but ", count, " are visible"));
   }
-  TP_RETURN_IF_ERROR(TPK_CUDA(cudaSetDevice(ordinal)));
+  TP_ASSIGN_OR_RETURN(const HostSyncMode host_sync, HostSyncFromEnv(options.host_sync));
+  // Before anything else on the device: the driver's own waits block rather than spin.
+  TP_RETURN_IF_ERROR(SetHostSyncMode(ordinal, host_sync));
   cudaDeviceProp prop;
   TP_RETURN_IF_ERROR(TPK_CUDA(cudaGetDeviceProperties(&prop, ordinal)));
   if (prop.major < 9) {  // the kernels are built for sm_90 (tools/cuda.bzl)

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_device.h"
 
 namespace tpserve {
 
@@ -23,9 +24,16 @@ struct CudaBackendOptions {
   // row with keys split at fixed points (kernels/cuda/flashinfer/flashinfer_attention.h), never
   // FA3 or the SIMT kernels, and no CUDA graphs.
   bool deterministic = false;
+  // How the host thread waits inside the driver's own blocking calls, set on the device when
+  // the backend is made (cuda_device.h says why blocking is the default). The environment
+  // variable TPSERVE_CUDA_HOST_SYNC (blocking_sync, yield, spin, auto), when set, overrides it,
+  // so a GPU check can compare the modes without a rebuild.
+  HostSyncMode host_sync = kDefaultHostSyncMode;
 };
 
-// FAILED_PRECONDITION when there is no such device (or no driver).
+// FAILED_PRECONDITION when there is no such device (or no driver); INVALID_ARGUMENT naming
+// TPSERVE_CUDA_HOST_SYNC when it holds no mode; RESOURCE_EXHAUSTED when the copy staging's
+// pinned memory (pinned_staging.h) cannot be had.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device_ordinal,
                                                            const CudaBackendOptions& options = {});
 

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace tpserve {
@@ -42,6 +43,79 @@ absl::StatusOr<std::string> CudaDeviceDescription(int ordinal) {
   return absl::StrFormat("%s, %.1f GiB, sm_%d%d", prop.name,
                          static_cast<double>(prop.totalGlobalMem) / (1 << 30), prop.major,
                          prop.minor);
+}
+
+namespace {
+
+constexpr HostSyncMode kHostSyncModes[] = {HostSyncMode::kBlockingSync, HostSyncMode::kYield,
+                                           HostSyncMode::kSpin, HostSyncMode::kAuto};
+
+unsigned int ScheduleFlag(HostSyncMode mode) {
+  switch (mode) {
+    case HostSyncMode::kBlockingSync: return cudaDeviceScheduleBlockingSync;
+    case HostSyncMode::kYield: return cudaDeviceScheduleYield;
+    case HostSyncMode::kSpin: return cudaDeviceScheduleSpin;
+    case HostSyncMode::kAuto: return cudaDeviceScheduleAuto;
+  }
+  return cudaDeviceScheduleAuto;
+}
+
+absl::Status CallFailed(const char* call, int ordinal, cudaError_t err) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("%s on device %d failed: %s", call, ordinal, cudaGetErrorString(err)));
+}
+
+}  // namespace
+
+std::string_view HostSyncModeName(HostSyncMode mode) {
+  switch (mode) {
+    case HostSyncMode::kBlockingSync: return "blocking_sync";
+    case HostSyncMode::kYield: return "yield";
+    case HostSyncMode::kSpin: return "spin";
+    case HostSyncMode::kAuto: return "auto";
+  }
+  return "auto";
+}
+
+absl::StatusOr<HostSyncMode> ParseHostSyncMode(std::string_view name) {
+  for (HostSyncMode mode : kHostSyncModes) {
+    if (HostSyncModeName(mode) == name) return mode;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "host sync mode '", absl::string_view(name.data(), name.size()), "' is not one of blocking_sync, yield, spin, auto"));
+}
+
+unsigned int DeviceFlagsWithHostSync(unsigned int flags, HostSyncMode mode) {
+  return (flags & ~static_cast<unsigned int>(cudaDeviceScheduleMask)) | ScheduleFlag(mode);
+}
+
+absl::Status SetHostSyncMode(int ordinal, HostSyncMode mode) {
+  if (cudaError_t err = cudaSetDevice(ordinal); err != cudaSuccess) {
+    return CallFailed("cudaSetDevice", ordinal, err);
+  }
+  unsigned int flags = 0;
+  if (cudaError_t err = cudaGetDeviceFlags(&flags); err != cudaSuccess) {
+    return CallFailed("cudaGetDeviceFlags", ordinal, err);
+  }
+  if (cudaError_t err = cudaSetDeviceFlags(DeviceFlagsWithHostSync(flags, mode));
+      err != cudaSuccess) {
+    return CallFailed("cudaSetDeviceFlags", ordinal, err);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HostSyncMode> HostSyncModeOf(int ordinal) {
+  if (cudaError_t err = cudaSetDevice(ordinal); err != cudaSuccess) {
+    return CallFailed("cudaSetDevice", ordinal, err);
+  }
+  unsigned int flags = 0;
+  if (cudaError_t err = cudaGetDeviceFlags(&flags); err != cudaSuccess) {
+    return CallFailed("cudaGetDeviceFlags", ordinal, err);
+  }
+  for (HostSyncMode mode : kHostSyncModes) {
+    if ((flags & cudaDeviceScheduleMask) == ScheduleFlag(mode)) return mode;
+  }
+  return HostSyncMode::kAuto;
 }
 
 }  // namespace tpserve
