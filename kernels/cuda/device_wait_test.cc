@@ -2,13 +2,19 @@
 // when another thread aborts them, and with OK when the work finishes; and the CUDA backend's
 // Synchronize ends when RequestAbort is called from another thread (it used to wait in
 // cudaStreamSynchronize with no deadline: a collective stuck on a dead peer hung the rank).
+// So do its copies (issue 38): CopyToHost into pageable memory behind stuck work ends on
+// RequestAbort (it was one cudaMemcpyAsync into pageable memory, which returns only when the
+// copy is done: this test hung on that code), CopyToDevice from pageable memory does not wait
+// for the queued work at all (it waited for the whole stream), and the backend leaves its
+// device in blocking sync (it set no flag: the driver's default spins).
 // A host function that waits for the test stands in for stuck work. Tests skip with
 // "no CUDA device: ..." without a GPU; the logic is checked everywhere by
-// //base:poll_wait_test.
+// //base:poll_wait_test, //kernels/cuda:staged_copy_test and //kernels/cuda:cuda_device_test.
 #include "kernels/cuda/device_wait.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -17,7 +23,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include <vector>
+
 #include "kernels/backend_factory.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/stream_gate.h"
 
@@ -96,6 +105,71 @@ TEST(CudaBackendWait, RequestAbortFromAnotherThreadEndsSynchronize) {
             std::string::npos)
       << waited;
   gate.Open();
+}
+
+TEST(CudaBackendWait, RequestAbortFromAnotherThreadEndsACopyToPageableHostMemory) {
+  SKIP_WITHOUT_DEVICE();
+  absl::StatusOr<std::unique_ptr<Backend>> be = CreateBackend({.kind = BackendKind::kCuda});
+  ASSERT_TRUE(be.ok()) << be.status();
+  absl::StatusOr<DeviceBuffer> logits = (*be)->Allocate(3 << 20, "logits");  // 3 MiB
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  std::vector<char> host(3 << 20);  // pageable, as the model's logits are
+  StreamGate gate(static_cast<cudaStream_t>((*be)->stream()));
+  std::thread supervisor([&be] {
+    absl::SleepFor(absl::Milliseconds(200));
+    (*be)->RequestAbort();
+  });
+  const absl::Time start = absl::Now();
+  const absl::Status copied = (*be)->CopyToHost(host.data(), logits->data(), host.size());
+  supervisor.join();
+  EXPECT_EQ(copied.code(), absl::StatusCode::kUnavailable) << copied;
+  EXPECT_NE(copied.message().find("CopyToHost: queued device work: aborted on request"),
+            std::string::npos)
+      << copied;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  gate.Open();
+}
+
+// Pageable bytes are staged in pinned slots and the call returns: it neither waits for the
+// stuck work nor lets the caller's reuse of `src` change what arrives.
+TEST(CudaBackendWait, CopyToDeviceReturnsBehindStuckWorkAndTheBytesArrive) {
+  SKIP_WITHOUT_DEVICE();
+  absl::StatusOr<std::unique_ptr<Backend>> be = CreateBackend({.kind = BackendKind::kCuda});
+  ASSERT_TRUE(be.ok()) << be.status();
+  const int64_t bytes = (20 << 20) + 12345;  // three slots' worth, not a whole number of them
+  absl::StatusOr<DeviceBuffer> dst = (*be)->Allocate(bytes, "dst");
+  ASSERT_TRUE(dst.ok()) << dst.status();
+  std::vector<char> src(bytes), want(bytes), back(bytes, 0);
+  for (int64_t i = 0; i < bytes; ++i) want[i] = static_cast<char>(i * 31 + i / 4093);
+  src = want;
+  {
+    StreamGate gate(static_cast<cudaStream_t>((*be)->stream()));
+    const absl::Time start = absl::Now();
+    (*be)->CopyToDevice(dst->data(), src.data(), bytes);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // it waited 5 minutes behind the gate
+    std::fill(src.begin(), src.end(), 0);
+    gate.Open();
+  }
+  ASSERT_TRUE((*be)->CopyToHost(back.data(), dst->data(), bytes).ok());
+  EXPECT_TRUE(back == want);
+}
+
+TEST(CudaBackendWait, CudaBackendChoosesBlockingSync) {
+  SKIP_WITHOUT_DEVICE();
+  {
+    absl::StatusOr<std::unique_ptr<Backend>> yield =
+        CreateCudaBackend(0, {.host_sync = HostSyncMode::kYield});
+    ASSERT_TRUE(yield.ok()) << yield.status();
+    absl::StatusOr<HostSyncMode> mode = HostSyncModeOf(0);
+    ASSERT_TRUE(mode.ok()) << mode.status();
+    EXPECT_EQ(*mode, HostSyncMode::kYield);
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> be = CreateCudaBackend(0);
+  ASSERT_TRUE(be.ok()) << be.status();
+  absl::StatusOr<HostSyncMode> mode = HostSyncModeOf(0);
+  ASSERT_TRUE(mode.ok()) << mode.status();
+  EXPECT_EQ(*mode, HostSyncMode::kBlockingSync)
+      << "TPSERVE_CUDA_HOST_SYNC set in the environment overrides the default";
 }
 
 }  // namespace
