@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/request.h"
-#include "coordinator/sampling.h"
+#include "step/sampling.h"
 #include "coordinator/structured/compiler.h"
 #include "coordinator/chat/chat_template.h"
 #include "coordinator/tokenizer/tokenizer.h"

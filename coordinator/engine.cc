@@ -5,7 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "coordinator/sampling.h"
+#include "step/sampling.h"
+#include "step/step_sampling.h"
 #include "coordinator/speculative/ngram.h"
 #include "coordinator/stop_matcher.h"
 #include "coordinator/tokenizer/incremental_detokenizer.h"
@@ -321,7 +322,14 @@ bool Engine::Step() {
     }
     scheduler_.Commit(step.batch);
     RecordStep(step, *result, wall_s, mask_wait_s);
-    SampleAndDeliver(step.batch, *result);
+    const StepSampling sampling = BuildSampling(step.batch);
+    absl::StatusOr<std::vector<SequenceSamples>> samples = executor_->Sample(*result, sampling);
+    if (samples.ok()) {
+      Deliver(sampling, *samples);
+    } else {
+      FailAll(absl::UnavailableError(
+          absl::StrCat("model step failed: sampling: ", samples.status().message())));
+    }
   } else {
     FailAll(absl::UnavailableError(absl::StrCat("model step failed: ", result.status().message())));
   }
@@ -443,29 +451,66 @@ void Engine::ProposeDrafts(absl::Span<DraftSlot> slots) {
 
 // A sequence's rows are its last num_logits positions. Those before its last known token score
 // the prompt token that follows them (prompt logprobs); the last one samples the next token
-// (through the sequence's constraint's mask, if it has one).
-void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) {
-  int64_t row = 0;
+// (through the sequence's constraint's mask, if it has one), after the draft's rows.
+StepSampling Engine::BuildSampling(const StepBatch& batch) {
+  StepSampling sampling;
   for (const StepBatch::Sequence& s : batch.sequences) {
-    const int64_t first_row = row;
-    row += s.num_logits;
     if (s.num_logits == 0) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
-    const bool samples = Samples(s, seq);
-    // Rows that sample: the last, and one per drafted token before it.
-    const int64_t sampled_rows = samples ? 1 + NumPendingDrafts(seq) : 0;
-    const int64_t scored = s.num_logits - sampled_rows;
-    for (int64_t i = 0; i < scored; ++i) {
-      const int64_t position = s.end_position() - s.num_logits + i;
-      seq.prompt_logprobs.push_back(ScoreToken(result.Row(first_row + i), seq.tokens[position + 1],
-                                               seq.request->sampling().top_logprobs));
+    SequenceSampling& q = sampling.sequences.emplace_back();
+    q.seq_id = s.seq_id;
+    q.num_rows = s.num_logits;
+    q.samples = Samples(s, seq);
+    if (q.samples) {
+      const absl::Span<const int32_t> draft = scheduler_.PendingDraft(seq.id);
+      q.draft.assign(draft.begin(), draft.end());
     }
-    if (!samples) continue;
+    const int64_t sampled_rows = q.samples ? 1 + static_cast<int64_t>(q.draft.size()) : 0;
+    const int64_t first_position = s.end_position() - s.num_logits;
+    for (int64_t i = 0; i < s.num_logits - sampled_rows; ++i) {
+      q.scored_ids.push_back(seq.tokens[first_position + i + 1]);
+    }
+    q.top_logprobs = seq.request->sampling().top_logprobs;
+    if (!q.samples) continue;
+    q.params = seq.sampler.params();
+    q.key = seq.sampler.key();
+    q.draws = seq.sampler.draws();
+    if (UsesHistory(q.params)) q.history = seq.tokens;
+    if (!seq.matcher.has_value()) continue;
+    // Row 0's mask was filled during the forward pass; row i's is the constraint's after the
+    // draft's first i tokens (ProposeDrafts kept only drafts it accepts). A row past the
+    // constraint's end is never used (its token ended the sequence): it gets no mask.
+    q.masks.push_back(seq.mask);
+    int32_t accepted = 0;
+    bool reachable = true;  // every draft token before this row was accepted
+    for (int32_t id : q.draft) {
+      std::vector<int32_t>& mask = q.masks.emplace_back();
+      reachable = reachable && seq.matcher->Accept(id);
+      if (!reachable) continue;
+      ++accepted;
+      if (seq.matcher->terminated()) {
+        reachable = false;
+        continue;
+      }
+      mask.resize(seq.mask.size());
+      seq.matcher->FillMask(absl::MakeSpan(mask));
+    }
+    seq.matcher->Rollback(accepted);
+  }
+  return sampling;
+}
+
+void Engine::Deliver(const StepSampling& sampling, const std::vector<SequenceSamples>& samples) {
+  for (size_t k = 0; k < sampling.sequences.size(); ++k) {
+    const SequenceSampling& q = sampling.sequences[k];
+    Sequence& seq = *seqs_.at(q.seq_id);
+    for (const SampledToken& scored : samples[k].scored) seq.prompt_logprobs.push_back(scored);
+    if (!q.samples) continue;
     if (seq.num_generated == 0) ReleaseFollowers(seq);  // its prompt's KV is in the cache now
     GenerationEvent event;
     event.index = seq.index;
     if (seq.num_generated == 0) event.prompt_logprobs = std::move(seq.prompt_logprobs);
-    SampleRows(seq, result, row - 1 - NumPendingDrafts(seq), event);
+    ApplySampled(seq, q, samples[k], event);
     const FinishReason reason = event.finish;
     const absl::Status error = event.error;
     std::string matched = std::move(event.matched_stop_sequence);
@@ -478,19 +523,14 @@ void Engine::SampleAndDeliver(const StepBatch& batch, const StepResult& result) 
   }
 }
 
-void Engine::SampleRows(Sequence& seq, const StepResult& result, int64_t first_row,
-                        GenerationEvent& event) {
-  // A copy: appending the tokens settles the scheduler's pending drafts as they go.
-  const absl::Span<const int32_t> pending = scheduler_.PendingDraft(seq.id);
-  const std::vector<int32_t> draft(pending.begin(), pending.end());
+void Engine::ApplySampled(Sequence& seq, const SequenceSampling& asked,
+                          const SequenceSamples& got, GenerationEvent& event) {
+  const std::vector<int32_t>& draft = asked.draft;  // a copy: appending settles the scheduler's
+  seq.sampler.set_draws(got.draws);
   int64_t accepted = 0;
   int64_t emitted = 0;
-  for (size_t i = 0; i <= draft.size(); ++i) {
-    // Row 0's mask was filled during the forward pass; a later row's follows the tokens
-    // accepted before it.
-    if (i > 0 && seq.matcher.has_value()) seq.matcher->FillMask(absl::MakeSpan(seq.mask));
-    const SampledToken token =
-        seq.sampler.Sample(result.Row(first_row + static_cast<int64_t>(i)), seq.tokens, seq.mask);
+  for (size_t i = 0; i < got.sampled.size(); ++i) {
+    const SampledToken& token = got.sampled[i];
     seq.cumulative_logprob += token.logprob;
     if (seq.matcher.has_value() && !seq.matcher->Accept(token.id)) {
       event.finish = FinishReason::kError;

@@ -207,11 +207,16 @@ class Engine {
   // After a step ran: the stats, the step observer and each admission's prefix-cache hits.
   void RecordStep(const ScheduledStep& step, StepResult& result, double wall_s,
                   double mask_wait_s);
-  void SampleAndDeliver(const StepBatch& batch, const StepResult& result);
-  // Samples the sequence's rows from `first_row` in order: its next token, then, after each
-  // drafted token the model chose itself, the one after it (speculative decoding's verify).
-  void SampleRows(Sequence& seq, const StepResult& result, int64_t first_row,
-                  GenerationEvent& event);
+  // What the batch's logit rows are for (StepSampling): each sequence's scored prompt tokens
+  // and, where it samples, its sampler's stream, penalty history, draft and masks (row 0's
+  // filled during the forward pass, the draft rows' along the draft here).
+  StepSampling BuildSampling(const StepBatch& batch);
+  // Applies what the executor sampled: prompt logprobs, tokens, events, ends.
+  void Deliver(const StepSampling& sampling, const std::vector<SequenceSamples>& samples);
+  // Appends the sequence's sampled tokens in order (speculative decoding's verified run: the
+  // draft's tokens the model chose too, then its own), until one ends the sequence.
+  void ApplySampled(Sequence& seq, const SequenceSampling& asked, const SequenceSamples& got,
+                    GenerationEvent& event);
   // DraftSource, for the scheduler.
   int64_t WantedDraftTokens(int64_t seq_id, int64_t num_decoding);
   void ProposeDrafts(absl::Span<DraftSlot> slots);

@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/request.h"
-#include "coordinator/sampling.h"
+#include "step/sampling.h"
 #include "coordinator/structured/constraint.h"
 #include "google/protobuf/message.h"
 #include "proto/tpserve.pb.h"

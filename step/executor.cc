@@ -24,4 +24,9 @@ void ExpertLoad::Add(const ExpertLoad& other) {
   imbalance_sum += other.imbalance_sum;
 }
 
+absl::StatusOr<std::vector<SequenceSamples>> ModelExecutor::Sample(
+    const StepResult& step, const StepSampling& sampling) {
+  return SampleStep(step.logits, step.vocab_size, sampling);
+}
+
 }  // namespace tpserve

@@ -1,9 +1,10 @@
-// What the engine asks of the model: run one step (a StepBatch) on every rank and return the
-// logits of the rows it asked for. In-process ranks (LocalExecutor) and worker processes over
-// gRPC (RemoteExecutor) both sit behind this.
+// What the engine asks of the model: run one step (a StepBatch) on every rank, then score and
+// sample the rows it asked for (StepSampling), where the logits are. In-process ranks
+// (LocalExecutor) and worker processes over gRPC (RemoteExecutor) both sit behind this.
 //
 //   TP_ASSIGN_OR_RETURN(StepResult r, executor->Execute(batch));
-//   absl::Span<const float> row = r.Row(i);  // vocab_size logits of logit row i
+//   ... the structured-output masks, computed while the step ran ...
+//   TP_ASSIGN_OR_RETURN(std::vector<SequenceSamples> s, executor->Sample(r, sampling));
 //
 // Threading: called from the engine's step thread only.
 #ifndef TPSERVE_STEP_EXECUTOR_H_
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "step/step_batch.h"
+#include "step/step_sampling.h"
 
 namespace tpserve {
 
@@ -55,6 +57,11 @@ class ModelExecutor {
   // UNAVAILABLE when a rank has died or stopped answering: the engine then fails every
   // request and reports NOT_SERVING.
   virtual absl::StatusOr<StepResult> Execute(const StepBatch& batch) = 0;
+  // Scores and samples the rows of the step that gave `step` as `sampling` says (SampleStep's
+  // contract and errors). The one place a step's tokens are chosen: the default runs
+  // SampleStep on the logits `step` holds.
+  virtual absl::StatusOr<std::vector<SequenceSamples>> Sample(const StepResult& step,
+                                                              const StepSampling& sampling);
   virtual int64_t vocab_size() const = 0;
   virtual std::string Describe() const = 0;
 };

@@ -4,7 +4,7 @@
 // scheduler.h); the engine verifies the drafts by scoring them all in the next step and
 // sampling each row in order with the sequence's own Sampler, keeping drafts up to the first
 // one the target did not choose. So the tokens are the ones decoding without speculation gives
-// (greedy, and sampled with the same noise: coordinator/sampling.h): speculation changes how
+// (greedy, and sampled with the same noise: step/sampling.h): speculation changes how
 // many steps they take, never what they are.
 //
 //   SpeculationPolicy policy(options, proposer.get());
@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "coordinator/sampling.h"
+#include "step/sampling.h"
 #include "coordinator/scheduler.h"
 
 namespace tpserve {

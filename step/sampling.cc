@@ -1,4 +1,4 @@
-#include "coordinator/sampling.h"
+#include "step/sampling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -111,6 +111,9 @@ Sampler::Sampler(const SamplingParams& params)
     : params_(params),
       key_(params.seed.has_value() ? *params.seed
                                    : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+
+Sampler::Sampler(const SamplingParams& params, uint64_t key, uint64_t draws)
+    : params_(params), key_(key), draws_(draws) {}
 
 // Truncates to the allowed candidates (top-k, then top-p, then min-p, all over the tempered
 // distribution), then draws with the Gumbel-max trick: the token maximising

@@ -1,4 +1,4 @@
-#include "coordinator/sampling.h"
+#include "step/sampling.h"
 
 #include <cmath>
 #include <limits>

@@ -7,8 +7,8 @@
 //   Sampler sampler(params);  SampledToken t = sampler.Sample(logits, history);
 //
 // Threading: a Sampler holds the RNG of one sequence; use it from one thread at a time.
-#ifndef TPSERVE_COORDINATOR_SAMPLING_H_
-#define TPSERVE_COORDINATOR_SAMPLING_H_
+#ifndef TPSERVE_STEP_SAMPLING_H_
+#define TPSERVE_STEP_SAMPLING_H_
 
 #include <cstdint>
 #include <optional>
@@ -62,6 +62,14 @@ class Sampler {
  public:
   // REQUIRES: ValidateSamplingParams(params, ...) is OK.
   explicit Sampler(const SamplingParams& params);
+  // The same stream elsewhere (the rank that samples): key() and draws() of the original.
+  Sampler(const SamplingParams& params, uint64_t key, uint64_t draws);
+
+  const SamplingParams& params() const { return params_; }
+  uint64_t key() const { return key_; }
+  uint64_t draws() const { return draws_; }  // draws so far (greedy rows draw nothing)
+  // Catches up with draws made by a copy elsewhere (SequenceSamples::draws).
+  void set_draws(uint64_t draws) { draws_ = draws; }
 
   // `logits` is one row over the vocabulary; `history` holds the ids the penalties look at
   // (prompt and generated so far). `allowed`, when not empty, is a structured-output bitmask
@@ -89,4 +97,4 @@ class Sampler {
 
 }  // namespace tpserve
 
-#endif  // TPSERVE_COORDINATOR_SAMPLING_H_
+#endif  // TPSERVE_STEP_SAMPLING_H_
