@@ -1,10 +1,9 @@
-// FlashInfer's MLAPlan (host code) over random batches on a faked device,
-// against mla_plan.h: the workspace MlaWorkspaceFor sizes is enough (MLAPlan
-// throws when it is not), the work items stay within MlaWorkBound, the cluster
-// is MlaClusterSize, and every query tile's key pieces cover, from key 0 on,
-// every key its rows see, in the request's own pages.
-#include <cuda_runtime_api.h>
-
+// FlashInfer's MLAPlan (host code) over random batches on a faked device
+// (fake_device.h: compute capability 9.0 with 132, 114 or 78 SMs), against
+// mla_plan.h: the workspace MlaWorkspaceFor sizes is enough (MLAPlan throws
+// when it is not), the work items stay within MlaWorkBound, the cluster is
+// MlaClusterSize, and every query tile's key pieces cover, from key 0 on, every
+// key its rows see, in the request's own pages.
 #include <algorithm>
 #include <map>
 #include <random>
@@ -15,23 +14,6 @@
 #include "kernels/cuda/flashinfer/mla_plan_check.h"
 #include "kernels/cuda/mla_plan.h"
 #include "gtest/gtest.h"
-
-namespace {
-int g_fake_sms = 132;
-}  // namespace
-
-// The device MLAPlan asks about: these definitions in the test binary take the
-// place of libcudart's, so the scheduler runs without a GPU (it reads nothing
-// else from the device).
-extern "C" cudaError_t cudaGetDevice(int *device) {
-  *device = 0;
-  return cudaSuccess;
-}
-extern "C" cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int) {
-  if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
-  *value = g_fake_sms;
-  return cudaSuccess;
-}
 
 namespace tpserve::cuda {
 namespace {
@@ -60,20 +42,23 @@ TEST(MlaPlanFlashInfer, WorkspaceAndWorkBoundsHoldAndTilesSeeEveryKey) {
   std::mt19937 rng(11);
   constexpr int32_t kPage = 16;
   for (int trial = 0; trial < 200; ++trial) {
-    g_fake_sms = std::vector<int>{132, 114, 78}[trial % 3];
+    // H100 SXM, H100 PCIe, and a device of fewer SMs.
+    fi::FakeDevice device = fi::kFakeH100;
+    device.multiprocessors = std::vector<int>{132, 114, 78}[trial % 3];
+    const int sms = device.multiprocessors;
     const int32_t heads = std::vector<int32_t>{1, 16, 32, 128}[rng() % 4];
     const int32_t n = 1 + static_cast<int32_t>(rng() % 64);
     const Batch b = RandomBatch(rng, n, kPage, 300);
-    const MlaWorkspaceBytes ws = MlaWorkspaceFor(g_fake_sms);
+    const MlaWorkspaceBytes ws = MlaWorkspaceFor(sms);
     const fi::MlaPlanWorks w = fi::FlashInferMlaPlan(b.qo_indptr, b.kv_indptr, b.kv_len, heads,
-                                                     ws.float_bytes, ws.int_bytes);
+                                                     ws.float_bytes, ws.int_bytes, device);
     ASSERT_EQ(w.status, 0) << w.error;
     EXPECT_LE(w.staged_int_bytes, ws.int_bytes);
     const int64_t cluster = MlaClusterSize(b.qo_indptr.data(), n, heads);
     EXPECT_EQ(w.num_blks_x, cluster);
-    EXPECT_EQ(w.num_blks_y, g_fake_sms / cluster);
+    EXPECT_EQ(w.num_blks_y, sms / cluster);
     const int64_t works = static_cast<int64_t>(w.q_indptr.size());
-    EXPECT_LE(works, MlaWorkBound(b.qo_indptr.data(), n, heads, g_fake_sms));
+    EXPECT_LE(works, MlaWorkBound(b.qo_indptr.data(), n, heads, sms));
     // Each (request, query tile)'s key pieces, by first key.
     std::map<std::pair<int32_t, int32_t>, std::vector<std::pair<int32_t, int32_t>>> pieces;
     for (int64_t j = 0; j < works; ++j) {

@@ -17,7 +17,9 @@ std::vector<int32_t> Read(const std::vector<char> &ints, int64_t offset, int64_t
 MlaPlanWorks FlashInferMlaPlan(const std::vector<int32_t> &qo_indptr,
                                const std::vector<int32_t> &kv_indptr,
                                const std::vector<int32_t> &kv_len, int32_t num_heads,
-                               int64_t float_bytes, int64_t int_bytes) {
+                               int64_t float_bytes, int64_t int_bytes,
+                               const FakeDevice &device) {
+  SetFakeDevice(device);
   MlaPlanWorks out;
   std::vector<char> floats(float_bytes), ints(int_bytes), pinned(int_bytes);
   flashinfer::MLAPlanInfo info;

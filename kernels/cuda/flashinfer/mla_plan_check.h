@@ -1,15 +1,17 @@
 // FlashInfer's own MLA scheduler (MLAPlan, scheduler.cuh) run on the host over
 // one batch, with host buffers of the given sizes: the work items it would
 // upload, for mla_plan_flashinfer_test to check mla_plan.h's bounds against.
-// MLAPlan reads the device's multiprocessor count through cudaGetDevice /
-// cudaDeviceGetAttribute, which that test provides (a faked device). Test
-// support only.
+// MLAPlan reads the device's multiprocessor count (and nothing else of it)
+// through cudaGetDevice / cudaDeviceGetAttribute: the FakeDevice given answers
+// (fake_device.h). Test support only.
 #ifndef TPSERVE_KERNELS_CUDA_FLASHINFER_MLA_PLAN_CHECK_H_
 #define TPSERVE_KERNELS_CUDA_FLASHINFER_MLA_PLAN_CHECK_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "kernels/cuda/flashinfer/fake_device.h"
 
 namespace tpserve::cuda::fi {
 
@@ -27,7 +29,8 @@ struct MlaPlanWorks {
 MlaPlanWorks FlashInferMlaPlan(const std::vector<int32_t> &qo_indptr,
                                const std::vector<int32_t> &kv_indptr,
                                const std::vector<int32_t> &kv_len, int32_t num_heads,
-                               int64_t float_bytes, int64_t int_bytes);
+                               int64_t float_bytes, int64_t int_bytes,
+                               const FakeDevice &device = kFakeH100);
 
 }  // namespace tpserve::cuda::fi
 
