@@ -5,6 +5,12 @@
 // everything would otherwise pass), every op must have run at least once, and every skipped
 // case is listed.
 //
+// The batches real steps make (RunStepBatchParity: decodes first then prompt chunks, which the
+// backend splits between FlashInfer's FA2 and FA3 in one step; Llama 3.1 405B's grouping at
+// TP 8; a window of 16 over sequences of 40 with and without a soft-cap of 50) run in their own
+// test below, every case required to run; //kernels/testing:step_batch_parity_test runs the same
+// batches on the CPU without a GPU.
+//
 // Multi-head latent attention (DeepSeek-V3; kernels/backend.h's MLA section, the CUDA side in
 // kernels/cuda/README.md's "MLA") is not in RunBackendParity: the two MLA tests below run its
 // ops, RopePart and PagedAttention over a latent pool, against the same CPU reference, with
@@ -532,6 +538,18 @@ std::vector<ParityResult> RunLatentAttentionCases(Backend& cuda, Backend& refere
     }
   }
   return results;
+}
+
+TEST(CudaParity, StepBatchesMatchCpuReference) {
+  const absl::StatusOr<int> devices = CudaDeviceCount();
+  if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
+  if (*devices == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount found 0 devices";
+  absl::StatusOr<std::unique_ptr<Backend>> cuda = CreateCudaBackend(0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  CpuBackend reference = MakeReference();
+  const std::vector<ParityResult> results = RunStepBatchParity(**cuda, reference);
+  ExpectAllRanAndPassed(results);
+  EXPECT_EQ(results.size(), 168u);  // as //kernels/testing:step_batch_parity_test counts them
 }
 
 TEST(CudaParity, MlaRopePartMatchesCpuReference) {

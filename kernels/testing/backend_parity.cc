@@ -16,6 +16,13 @@ std::vector<ParityResult> RunBackendParity(Backend& candidate, Backend& referenc
   return ctx.TakeResults();
 }
 
+std::vector<ParityResult> RunStepBatchParity(Backend& candidate, Backend& reference) {
+  const ParityOptions all;
+  parity::ParityContext ctx(candidate, reference, all);
+  parity::RunStepBatchCases(ctx);
+  return ctx.TakeResults();
+}
+
 int64_t CountParityFailures(const std::vector<ParityResult>& results) {
   return std::count_if(results.begin(), results.end(), [](const ParityResult& r) {
     return r.outcome == ParityOutcome::kFailed;

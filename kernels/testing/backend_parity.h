@@ -49,6 +49,13 @@ struct ParityOptions {
 std::vector<ParityResult> RunBackendParity(Backend& candidate, Backend& reference,
                                            const ParityOptions& options = {});
 
+// WriteKv and PagedAttention over the batches real steps make, beyond RunBackendParity's
+// (which keeps its case count): decodes first then prompt chunks in one step (on a GPU,
+// FlashInfer's FA2 for the decodes and FA3 for the rest), Llama 3.1 405B's grouping at TP 8 (one
+// KV head, 16 query heads of 128 per rank), and a sliding window of 16 over sequences of 40
+// with and without a soft-cap of 50 (Gemma's local layers at small scale).
+std::vector<ParityResult> RunStepBatchParity(Backend& candidate, Backend& reference);
+
 // One line per result: op, dtype, shape, error, bound, ok / FAILED / not supported (and the
 // detail of failures), then a summary line. failures_only: print only failed rows and the
 // summary.

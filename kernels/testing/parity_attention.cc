@@ -3,7 +3,8 @@
 // shuffled physical blocks, and batches of decode rows (contexts up to 3000, so decode splits
 // its keys), one prompt, chunked prefill, mixes of all of them, and decode rows padded with
 // padding rows (no KV writes, zero output); and the same batches with a sliding window shorter
-// than the contexts and an attention logit soft-cap (Gemma 2 / 3).
+// than the contexts and an attention logit soft-cap (Gemma 2 / 3). RunStepBatchCases: the
+// batches real steps make (below).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -239,6 +240,67 @@ void RunAttentionCases(ParityContext& ctx) {
     for (const std::vector<Seq>& seqs : batches) {
       for (const Backend::AttentionParams& params : gemma) {
         for (DType dtype : {DType::kF16, DType::kBF16}) {
+          AttentionCase(ctx, shape, seqs, dtype, seed += 10, params);
+        }
+      }
+    }
+  }
+}
+
+void RunStepBatchCases(ParityContext& ctx) {
+  if (!ctx.Wants("PagedAttention") && !ctx.Wants("WriteKv")) return;
+  // (1) The scheduler puts decodes first, then prompt chunks: on a GPU the leading one-row
+  // requests go to FlashInfer's FA2 (split keys) and the rest to FA3 in the same step (bf16 KV,
+  // head_dim 64/128; flashinfer_attention.h), the SIMT kernels' decode and prefill work lists
+  // otherwise. Padding rows (a recorded batch's spare slots) sit among the decodes.
+  const std::vector<std::vector<Seq>> decodes_then_chunks = {
+      {{700, 1}, {40, 1}, {3000, 1}, {100, 57}},             // a chunk after cached tokens
+      {{5, 1}, {0, 80}},                                     // then a prompt of several tiles
+      {{40, 1}, {0, 1, true}, {1500, 1}, {200, 33}, {0, 7}},  // padding among the decodes
+  };
+  // (2) Llama 3.1 405B at TP 8: 128 query heads over 8 KV heads, so each rank holds one KV
+  // head and its group of 16 query heads, head_dim 128.
+  const Shape llama405b_tp8{16, 1, 128, 16};
+  std::vector<std::vector<Seq>> tp8_batches = {
+      {{0, 1}, {40, 1}, {700, 1}, {3000, 1}},  // decodes, long enough to split keys
+      {{0, 33}},                               // one prompt
+      {{50, 7}},                               // a chunk after cached tokens
+  };
+  tp8_batches.insert(tp8_batches.end(), decodes_then_chunks.begin(), decodes_then_chunks.end());
+  uint32_t seed = 8000;
+  for (const std::vector<Seq>& seqs : tp8_batches) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
+      AttentionCase(ctx, llama405b_tp8, seqs, dtype, seed += 10);
+    }
+  }
+  // Llama 3 8B (32 over 8, one rank) and a head_dim of 64 take the same split.
+  for (const Shape& shape : {Shape{32, 8, 128, 16}, Shape{16, 4, 64, 16}}) {
+    for (const std::vector<Seq>& seqs : decodes_then_chunks) {
+      for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
+        AttentionCase(ctx, shape, seqs, dtype, seed += 10);
+      }
+    }
+  }
+  // (3) Gemma's local layers at small scale: a window of 16 over sequences of 40 (Gemma 2's is
+  // 4096, Gemma 3's 1024), with and without Gemma 2's soft-cap of 50, and the cap alone; the
+  // decodes and a chunk crossing the window's edge in one step. head_dim 128 runs on
+  // FlashInfer's windowed variants, 256 on the SIMT kernels. With the cap the query scale is 8x
+  // 1/sqrt(head_dim): random data at 1/sqrt(head_dim) scores about 1, where tanh(s / 50) * 50
+  // is s to 1e-4 and a kernel ignoring the cap would pass; at 8x the scores reach about 20,
+  // where the cap moves them by several units, as a trained model's do.
+  const std::vector<std::vector<Seq>> windowed = {
+      {{0, 40}},                             // a prompt: rows from 16 on see only the window
+      {{39, 1}, {0, 40}},                    // a decode at 39 (keys 24..39), then the prompt
+      {{39, 1}, {10, 1}, {24, 16}},          // decodes, then a chunk across the window's edge
+      {{39, 1}, {0, 1, true}, {20, 20}},     // a padding row among them
+  };
+  for (const Shape& shape : {Shape{16, 8, 128, 16}, Shape{8, 4, 256, 16}}) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+    const Backend::AttentionParams gemma[] = {{scale, 16, 0.0f}, {8 * scale, 16, 50.0f},
+                                              {8 * scale, 0, 50.0f}};
+    for (const std::vector<Seq>& seqs : windowed) {
+      for (const Backend::AttentionParams& params : gemma) {
+        for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
           AttentionCase(ctx, shape, seqs, dtype, seed += 10, params);
         }
       }

@@ -10,6 +10,9 @@ namespace tpserve::parity {
 void RunMatMulCases(ParityContext& ctx);     // parity_matmul.cc: MatMul, MatMulChunked
 void RunOpCases(ParityContext& ctx);         // parity_ops.cc: norms, RoPE, element-wise, rows
 void RunAttentionCases(ParityContext& ctx);  // parity_attention.cc: WriteKv, PagedAttention
+// parity_attention.cc: WriteKv and PagedAttention over the batches real steps make
+// (RunStepBatchParity).
+void RunStepBatchCases(ParityContext& ctx);
 
 }  // namespace tpserve::parity
 
