@@ -1,10 +1,15 @@
 // Host-side checks of the attention launch plan (no GPU needed): the split count keeps every
 // split within the keys one block's shared memory holds, splits only as far as 64 keys per
-// split, and sizes the scratch the combine pass reads.
+// split, and sizes the scratch the combine pass reads; and the plans of the batches real steps
+// make (//kernels/testing's RunStepBatchParity runs them on a GPU): Llama 3.1 405B's group of
+// 16 query heads over one KV head at TP 8, and decodes first then a chunk in one step.
 #include <algorithm>
+#include <numeric>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/attention_plan.h"
+#include "kernels/cuda/step_metadata.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -73,6 +78,76 @@ TEST(AttentionPlan, RefusesShapesTheKernelsDoNotHandle) {
   EXPECT_FALSE(AttentionFits(30, Pool(8, 128)));  // heads not a multiple of KV heads
   EXPECT_FALSE(AttentionFits(32, Pool(0, 128)));
   EXPECT_TRUE(AttentionFits(5, Pool(5, 80)));
+}
+
+// 128 query heads over 8 KV heads at TP 8: one KV head and 16 query heads of 128 per rank.
+// A decode block holds the group's 16 queries (8 KiB), their scores for 1024 keys (64 KiB),
+// the keys' slots (8 KiB) and the softmax stats (128 B): 82,048 bytes of the 96 KiB budget.
+TEST(AttentionPlan, Llama405bAtTp8SixteenQueryHeadsOverOneKvHead) {
+  const DeviceKvPool pool = Pool(1, 128);
+  EXPECT_TRUE(AttentionFits(16, pool));
+  EXPECT_EQ(DecodeLayout(16, 128, 1024).bytes, 82048);
+  EXPECT_EQ(KeysCap(16, 128), 1024);
+  // One decode of 32K keys: two waves of blocks over 132 multiprocessors, 125 keys a split.
+  const AttentionPlan one = PlanAttention(16, pool, 1, 32768, 132);
+  EXPECT_EQ(one.num_splits, 264);
+  EXPECT_EQ(one.keys_per_split, 1024);
+  EXPECT_EQ(one.scratch_floats, 16 * 264 * (128 + 2));
+  // The most scratch over every step of up to 256 decode rows of 32K keys: 256 rows split into
+  // 32 (the shared-memory floor), 256 x 16 heads x 32 x 130 floats.
+  EXPECT_EQ(MaxAttentionScratchBytes(16, pool, 256, 32768, 132), int64_t{256} * 16 * 32 * 130 * 4);
+}
+
+std::vector<int32_t> Table(int64_t tokens, int32_t first) {
+  std::vector<int32_t> t((tokens + 15) / 16);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+// Decodes first, then a chunk (the scheduler's order): the SIMT kernels get the three decodes
+// (split for the longest context) and the chunk's two 32-row tiles; FlashInfer's request list
+// starts with three one-row requests, the ones its plan sends to FA2 (flashinfer_attention.cc
+// counts them from fi_qo_indptr), the 57-row chunk going to FA3.
+TEST(AttentionPlan, DecodesFirstThenAChunkSplitIntoDecodeAndPrefillWork) {
+  const std::vector<int32_t> a = Table(701, 0), b = Table(41, 100), c = Table(3001, 200),
+                             d = Table(157, 400);
+  const std::vector<AttentionSequence> seqs = {
+      {0, 1, 700, a}, {1, 1, 40, b}, {2, 1, 3000, c}, {3, 57, 100, d}};
+  const PackedStep p = PackStep(StepInputs{{}, {}, seqs, {}});
+  const DeviceStep s = p.Resolve(p.words.data());
+  ASSERT_TRUE(s.fi_rows_in_order);
+  EXPECT_EQ(std::vector<int32_t>(s.fi_qo_indptr, s.fi_qo_indptr + 5),
+            (std::vector<int32_t>{0, 1, 2, 3, 60}));
+  EXPECT_EQ(std::vector<int32_t>(s.fi_kv_len, s.fi_kv_len + 4),
+            (std::vector<int32_t>{701, 41, 3001, 157}));
+  EXPECT_EQ(std::vector<int32_t>(s.decode_seqs, s.decode_seqs + s.num_decode),
+            (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(s.max_decode_context, 3001);
+  EXPECT_EQ(std::vector<int32_t>(s.prefill_tiles, s.prefill_tiles + 2 * s.num_prefill_tiles),
+            (std::vector<int32_t>{3, 0, 3, 32}));
+  // The decode rows' plan at 405B TP 8: 3 splits would do for shared memory, occupancy asks
+  // for 88 a row, 64 keys a split caps it at 47.
+  const AttentionPlan plan = PlanAttention(16, Pool(1, 128), s.num_decode, s.max_decode_context,
+                                           132);
+  EXPECT_EQ(plan.num_splits, 47);
+  EXPECT_EQ(plan.scratch_floats, 3 * 16 * 47 * 130);
+}
+
+// A padding row among the decodes is a one-row request too (zeros out), so FA2 still takes
+// the whole leading group: requests 0-2 one row each, then a chunk and a prompt.
+TEST(AttentionPlan, APaddingRowAmongTheDecodesStaysInTheDecodeGroup) {
+  const std::vector<int32_t> a = Table(41, 0), c = Table(1501, 10), d = Table(233, 200),
+                             e = Table(7, 300);
+  const std::vector<AttentionSequence> seqs = {
+      {0, 1, 40, a}, {1, 1, 0, {}, true}, {2, 1, 1500, c}, {3, 33, 200, d}, {36, 7, 0, e}};
+  const PackedStep p = PackStep(StepInputs{{}, {}, seqs, {}});
+  const DeviceStep s = p.Resolve(p.words.data());
+  ASSERT_TRUE(s.fi_rows_in_order);
+  EXPECT_EQ(std::vector<int32_t>(s.fi_qo_indptr, s.fi_qo_indptr + 6),
+            (std::vector<int32_t>{0, 1, 2, 3, 36, 43}));
+  EXPECT_EQ(s.num_decode, 3);
+  EXPECT_EQ(s.num_padding, 1);
+  EXPECT_EQ(s.max_decode_context, 1501);  // the padding row's one key does not count
 }
 
 }  // namespace
