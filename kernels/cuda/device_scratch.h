@@ -7,8 +7,12 @@
 //
 // Growing waits for `stream` first (queued work may still read the old buffer), so it must not
 // happen inside a stream capture; the wait has the device deadline and ends early when the
-// owner's abort flag is set (device_wait.h). Threading: one thread at a time, like the backend
-// owning it; the abort flag may be set from any thread.
+// owner's abort flag is set (device_wait.h). Only then cudaFree and cudaMalloc: the free's
+// implicit device synchronisation finds nothing left to wait for (the backend queues all its
+// work on this one stream), so it adds no wait without a deadline. Once the attention is
+// reserved at load (Backend::ReserveAttention), this growth is the one cudaFree / cudaMalloc a
+// CUDA step can reach, and only a step that needs more of some buffer than any step before. Threading: one thread at a
+// time, like the backend owning it; the abort flag may be set from any thread.
 #ifndef TPSERVE_KERNELS_CUDA_DEVICE_SCRATCH_H_
 #define TPSERVE_KERNELS_CUDA_DEVICE_SCRATCH_H_
 

@@ -6,25 +6,28 @@
 // RequestAbort (it was one cudaMemcpyAsync into pageable memory, which returns only when the
 // copy is done: this test hung on that code), CopyToDevice from pageable memory does not wait
 // for the queued work at all (it waited for the whole stream), and the backend leaves its
-// device in blocking sync (it set no flag: the driver's default spins).
+// device in blocking sync (it set no flag: the driver's default spins), so that a wait behind
+// a step-long gate, ours or the driver's, takes a few percent of a core (the driver's took all
+// of it on the old code).
 // A host function that waits for the test stands in for stuck work. Tests skip with
 // "no CUDA device: ..." without a GPU; the logic is checked everywhere by
 // //base:poll_wait_test, //kernels/cuda:staged_copy_test and //kernels/cuda:cuda_device_test.
 #include "kernels/cuda/device_wait.h"
 
 #include <cuda_runtime_api.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include <vector>
-
 #include "kernels/backend_factory.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
@@ -152,6 +155,50 @@ TEST(CudaBackendWait, CopyToDeviceReturnsBehindStuckWorkAndTheBytesArrive) {
   }
   ASSERT_TRUE((*be)->CopyToHost(back.data(), dst->data(), bytes).ok());
   EXPECT_TRUE(back == want);
+}
+
+// CPU time of the calling thread.
+absl::Duration ThreadCpuTime() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return absl::DurationFromTimespec(t);
+}
+
+// Runs `wait` (which must return once the gate opens) behind a gate held for `held` on the
+// backend's stream; the waiting thread's CPU time over the wall time it waited.
+template <typename Wait>
+double CpuShareOfAWait(Backend& be, absl::Duration held, Wait wait) {
+  StreamGate gate(static_cast<cudaStream_t>(be.stream()));
+  std::thread opener([&gate, held] {
+    absl::SleepFor(held);
+    gate.Open();
+  });
+  const absl::Time start = absl::Now();
+  const absl::Duration cpu_start = ThreadCpuTime();
+  wait();
+  const double share = absl::FDivDuration(ThreadCpuTime() - cpu_start, absl::Now() - start);
+  opener.join();
+  return share;
+}
+
+// "Yields the core": a step-long wait costs the waiting thread a few percent of a core, not
+// all of it. Ours poll with a sleeping back-off (about 2%); the driver's own waits, in blocking
+// sync, sleep (about 0%; the driver's default, auto, spins: about 100%, as on the old code).
+TEST(CudaBackendWait, WaitsBehindAStepLongGateLeaveTheCoreFree) {
+  SKIP_WITHOUT_DEVICE();
+  absl::StatusOr<std::unique_ptr<Backend>> be = CreateCudaBackend(0);
+  ASSERT_TRUE(be.ok()) << be.status();
+  const double polled = CpuShareOfAWait(**be, absl::Milliseconds(500), [&be] {
+    EXPECT_TRUE((*be)->Synchronize().ok());
+  });
+  EXPECT_LT(polled, 0.25) << "Synchronize's polls took " << polled << " of a core";
+  const double in_driver = CpuShareOfAWait(**be, absl::Milliseconds(500), [&be] {
+    EXPECT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>((*be)->stream())), cudaSuccess);
+  });
+  EXPECT_LT(in_driver, 0.25) << "a wait inside the driver took " << in_driver << " of a core";
+  const absl::StatusOr<HostSyncMode> mode = HostSyncModeOf(0);
+  std::printf("CPU share of a 500 ms wait: polled %.3f, in the driver (%s) %.3f\n", polled,
+              mode.ok() ? std::string(HostSyncModeName(*mode)).c_str() : "?", in_driver);
 }
 
 TEST(CudaBackendWait, CudaBackendChoosesBlockingSync) {
