@@ -13,24 +13,13 @@
 namespace tpserve::cuda {
 namespace {
 
-constexpr int64_t kTile = 128;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// y = x_q * W^T with the scale modes given; W is e4m3 with rows row_bytes apart.
-GemmArgs Fp8Args(const WeightMatrix& w, int64_t m, const void* x_fp8, void* y, bool y_f32) {
-  GemmArgs g;
-  g.type = GemmType::kE4M3;
-  g.out = y_f32 ? GemmType::kF32 : GemmType::kBF16;
-  g.m = m;
-  g.n = w.rows;
-  g.k = w.cols;
+// y = x_q * W^T (gemm_request.h's Fp8ScaledGemmArgs) on W's codes, rows row_bytes apart.
+GemmArgs Fp8Args(bool block128, const WeightMatrix& w, int64_t m, const void* x_fp8, void* y,
+                 bool y_f32) {
+  GemmArgs g = Fp8ScaledGemmArgs(block128, m, w.rows, w.cols, w.row_bytes, y_f32);
   g.w = w.data;
-  g.ldw = w.row_bytes;
   g.x = x_fp8;
-  g.ldx = w.cols;
   g.y = y;
-  g.ldy = w.rows;
   return g;
 }
 
@@ -50,38 +39,35 @@ absl::Status CudaMatMul::Fp8RowScaledGemm(const void* x, int64_t m, const Weight
     TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchFillF32(w_scales_.as<float>(), n, 1.0f, stream)));
     w_scales = w_scales_.as<float>();
   }
-  GemmArgs g = Fp8Args(w, m, x_fp8_.data(), y, y_f32);
-  g.w_scale = GemmScale::kOuterVec;
+  GemmArgs g = Fp8Args(/*block128=*/false, w, m, x_fp8_.data(), y, y_f32);
   g.w_scales = w_scales;
-  g.x_scale = GemmScale::kOuterVec;
   g.x_scales = x_scales_.as<float>();
   return gemm_->Run(g, stream);
 }
 
 absl::Status CudaMatMul::Fp8BlockScaledGemm(const void* x, int64_t m, const WeightMatrix& w,
                                             void* y, bool y_f32, void* stream) {
-  const int64_t n = w.rows, k = w.cols;
-  const int64_t k_tiles = CeilDiv(k, kTile), n_tiles = CeilDiv(n, kTile);
+  const int64_t k = w.cols;
+  // cuBLASLt reads the tile scales in its BLK128x128 layout (gemm_request.h, checked against
+  // the CPU's decode in gemm_request_test.cc): bands of round_up(k_tiles, 4) floats. A
+  // checkpoint's bands of another length, or a chunk's (a window into its matrix's bands), are
+  // copied into that layout: ceil(n / 128) short rows, far less than one activation row.
+  const Block128ScaleLayout layout = CublasBlock128Layout(w.rows, k);
   TP_RETURN_IF_ERROR(x_fp8_.Reserve(m * k, stream));
-  TP_RETURN_IF_ERROR(x_scales_.Reserve(k_tiles * m * 4, stream));
+  TP_RETURN_IF_ERROR(x_scales_.Reserve(layout.k_tiles * m * 4, stream));
   TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchQuantizeGroupsFp8(
       x, m, k, w.activation_scale_ub, x_fp8_.as<uint8_t>(), x_scales_.as<float>(), stream)));
-  // cuBLASLt reads the tile scales as rows of round_up(k_tiles, 4) floats. A checkpoint's rows
-  // of another length, or a chunk's (a window into its matrix's rows), are copied into that
-  // layout: ceil(n / 128) short rows, far less than one activation row.
-  const int64_t ld = CeilDiv(k_tiles, 4) * 4;
   const float* w_scales = static_cast<const float*>(w.scales);
-  if (w.scale_stride != ld || PointerAlignment(w_scales) < 16) {
-    TP_RETURN_IF_ERROR(w_scales_.Reserve(n_tiles * ld * 4, stream));
-    TP_RETURN_IF_ERROR(TPK_CUDA(
-        cudaMemcpy2DAsync(w_scales_.data(), ld * 4, w_scales, w.scale_stride * 4, k_tiles * 4,
-                          n_tiles, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream))));
+  if (w.scale_stride != layout.ld || PointerAlignment(w_scales) < 16) {
+    const ScaleRepack copy = Block128ScaleRepack(layout, w.scale_stride);
+    TP_RETURN_IF_ERROR(w_scales_.Reserve(layout.floats() * 4, stream));
+    TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpy2DAsync(
+        w_scales_.data(), copy.dst_pitch_bytes, w_scales, copy.src_pitch_bytes, copy.width_bytes,
+        copy.height, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream))));
     w_scales = w_scales_.as<float>();
   }
-  GemmArgs g = Fp8Args(w, m, x_fp8_.data(), y, y_f32);
-  g.w_scale = GemmScale::kBlock128;
+  GemmArgs g = Fp8Args(/*block128=*/true, w, m, x_fp8_.data(), y, y_f32);
   g.w_scales = w_scales;
-  g.x_scale = GemmScale::kVec128;
   g.x_scales = x_scales_.as<float>();
   return gemm_->Run(g, stream);
 }

@@ -46,6 +46,53 @@ GemmRequest MakeGemmRequest(const GemmArgs& args, bool deterministic) {
   return r;
 }
 
+GemmArgs MatMulGemmArgs(GemmType type, int64_t m, int64_t n, int64_t k, int64_t ldw, bool y_f32) {
+  GemmArgs g;
+  g.type = type;
+  g.out = type == GemmType::kBF16 && !y_f32 ? GemmType::kBF16 : GemmType::kF32;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.ldw = ldw;
+  g.ldx = k;
+  g.ldy = n;
+  return g;
+}
+
+GemmArgs Fp8ScaledGemmArgs(bool block128, int64_t m, int64_t n, int64_t k, int64_t ldw,
+                           bool y_f32) {
+  GemmArgs g;
+  g.type = GemmType::kE4M3;
+  g.out = y_f32 ? GemmType::kF32 : GemmType::kBF16;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.ldw = ldw;
+  g.ldx = k;
+  g.ldy = n;
+  g.w_scale = block128 ? GemmScale::kBlock128 : GemmScale::kOuterVec;
+  g.x_scale = block128 ? GemmScale::kVec128 : GemmScale::kOuterVec;
+  return g;
+}
+
+Block128ScaleLayout CublasBlock128Layout(int64_t n, int64_t k) {
+  constexpr int64_t kTile = 128;
+  Block128ScaleLayout l;
+  l.n_tiles = (n + kTile - 1) / kTile;
+  l.k_tiles = (k + kTile - 1) / kTile;
+  l.ld = (l.k_tiles + 3) / 4 * 4;
+  return l;
+}
+
+ScaleRepack Block128ScaleRepack(const Block128ScaleLayout& layout, int64_t stored_stride) {
+  ScaleRepack c;
+  c.dst_pitch_bytes = layout.ld * 4;
+  c.src_pitch_bytes = stored_stride * 4;
+  c.width_bytes = layout.k_tiles * 4;
+  c.height = layout.n_tiles;
+  return c;
+}
+
 const char* GemmTypeName(GemmType type) {
   switch (type) {
     case GemmType::kF32: return "f32";

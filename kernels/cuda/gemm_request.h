@@ -92,6 +92,42 @@ inline constexpr int64_t kPinnedQueryK = 4096;
 // split-K or reduction scheme, one pinned algorithm per (type, out, w_scale, x_scale, bias).
 GemmRequest MakeGemmRequest(const GemmArgs& args, bool deterministic);
 
+// The GEMM CudaMatMul runs for y[m, n] = x[m, k] * W^T with W of `type` (rows `ldw` elements
+// apart), x and y dense (ldx = k, ldy = n): bf16 W writes y in its own type (bf16, or f32
+// when y_f32); f16 and f32 W write f32 (narrowed after). Pointers, scales and bias unset.
+GemmArgs MatMulGemmArgs(GemmType type, int64_t m, int64_t n, int64_t k, int64_t ldw, bool y_f32);
+
+// The scaled fp8 GEMM of y[m, n] = x_q[m, k] * W^T for e4m3 W (rows `ldw` bytes apart) and x
+// quantized into dense scratch: scales per output channel and per token (kOuterVec both), or
+// with `block128` per 128x128 tile of W and per 1x128 group of x (kBlock128 / kVec128); y in
+// its own type (bf16, or f32 when y_f32). Pointers unset.
+GemmArgs Fp8ScaledGemmArgs(bool block128, int64_t m, int64_t n, int64_t k, int64_t ldw,
+                           bool y_f32);
+
+// cuBLASLt's BLK128x128_32F scale tensor for W [n, k] (kBlock128; the citations are in
+// cublas_gemm.cc): one f32 per 128x128 tile, the tiles of one 128-row band of W contiguous,
+// bands `ld` floats apart, ld = round_up(ceil(k / 128), 4) (16-byte rows). W's element (r, c)
+// is multiplied by scale[Index(r, c)] = scale[(r / 128) * ld + c / 128].
+struct Block128ScaleLayout {
+  int64_t n_tiles = 0;  // ceil(n / 128): 128-row bands
+  int64_t k_tiles = 0;  // ceil(k / 128): tiles of one band
+  int64_t ld = 0;       // floats from one band to the next
+  int64_t floats() const { return n_tiles * ld; }
+  int64_t Index(int64_t r, int64_t c) const { return (r / 128) * ld + c / 128; }
+};
+Block128ScaleLayout CublasBlock128Layout(int64_t n, int64_t k);
+
+// The 2-D copy (cudaMemcpy2D's arguments) that puts a matrix's tile scales, bands
+// `stored_stride` floats apart as WeightMatrix holds them (checkpoint order: band-major,
+// kernels/weight_matrix.h), into `layout`: k_tiles floats of each of n_tiles bands.
+struct ScaleRepack {
+  int64_t dst_pitch_bytes = 0;
+  int64_t src_pitch_bytes = 0;
+  int64_t width_bytes = 0;
+  int64_t height = 0;
+};
+ScaleRepack Block128ScaleRepack(const Block128ScaleLayout& layout, int64_t stored_stride);
+
 // "bf16 x bf16 -> f32 scales none/none query m=128 n=4096 k=4096 ld 4096/4096/4096 align
 // 16/16/16 no-split-K pinned" (" +bias" after the scales where the epilogue adds one): for
 // logs and test failures.
