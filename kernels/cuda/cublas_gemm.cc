@@ -313,6 +313,11 @@ absl::StatusOr<CublasLtGemm::Plan*> CublasLtGemm::GetPlan(const GemmArgs& g, con
   return it->second.get();
 }
 
+absl::Status CublasLtGemm::Check(const GemmArgs& g) {
+  if (g.m <= 0 || g.n <= 0) return absl::OkStatus();
+  return GetPlan(g, MakeGemmRequest(g, options_.deterministic)).status();
+}
+
 absl::Status CublasLtGemm::Run(const GemmArgs& g, void* stream) {
   if (g.m <= 0 || g.n <= 0) return absl::OkStatus();
   TP_ASSIGN_OR_RETURN(Plan * plan, GetPlan(g, MakeGemmRequest(g, options_.deterministic)));

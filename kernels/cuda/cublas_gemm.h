@@ -45,6 +45,11 @@ class CublasLtGemm {
   // or the pinned algorithm does not fit the call. Errors name the call and the problem.
   absl::Status Run(const GemmArgs& args, void* stream);
 
+  // What Run would answer for `args`, without queuing anything: its plan made (and cached, so
+  // the Run that follows reuses it). OK, or Run's UNIMPLEMENTED / FAILED_PRECONDITION. The
+  // pointers are read for their alignment only. For load-time checks (matmul_plan_load.h).
+  absl::Status Check(const GemmArgs& args);
+
   bool deterministic() const { return options_.deterministic; }
   // Cached plans (for tests and logs).
   int64_t num_plans() const { return static_cast<int64_t>(plans_.size()); }

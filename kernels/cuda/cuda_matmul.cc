@@ -95,19 +95,11 @@ absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const v
     TP_RETURN_IF_ERROR(Gemm(type, w, ldw, x, m, n, k, nullptr, bias_sums_.data(), true, stream));
     return TPK_LAUNCH(LaunchBiasRound(bias_sums_.as<float>(), bias, m, n, y, y_f32, stream));
   }
-  GemmArgs g;
-  g.type = type;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.w = w;
-  g.ldw = ldw;
-  g.x = x;
-  g.ldx = k;
-  g.ldy = n;
-  g.bias = bias;
   // bf16 inputs write bf16 or f32 directly; f32 and f16 inputs write f32, narrowed after.
-  g.out = type == GemmType::kBF16 && !y_f32 ? GemmType::kBF16 : GemmType::kF32;
+  GemmArgs g = MatMulGemmArgs(type, m, n, k, ldw, y_f32);
+  g.w = w;
+  g.x = x;
+  g.bias = bias;
   const bool narrow = g.out == GemmType::kF32 && !y_f32;
   // Deterministic mode: the pinned algorithms take 16-byte aligned operands only.
   if (options_.deterministic && !Aligned16(x)) {
@@ -138,6 +130,7 @@ absl::Status CudaMatMul::Gemm(GemmType type, const void* w, int64_t ldw, const v
 
 absl::Status CudaMatMul::DecodedGemm(const void* x, int64_t m, const WeightMatrix& w, void* y,
                                      bool y_f32, void* stream) {
+  decoded_weight_bytes_ += MatMulDecodedBytes(MatMulPath::kDecodedGemm, w.rows, w.cols);
   TP_RETURN_IF_ERROR(w_bf16_.Reserve(w.rows * w.cols * kBf16Bytes, stream));
   TP_RETURN_IF_ERROR(TPK_LAUNCH(LaunchDequantizeToBf16(ToDeviceWeight(w), w_bf16_.data(), stream)));
   return Gemm(GemmType::kBF16, w_bf16_.data(), w.cols, x, m, w.rows, w.cols, w.bias, y, y_f32,
@@ -257,13 +250,24 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
   const auto refusal = std::make_tuple(static_cast<int>(w.format.kind), n, k, y_f32);
   facts.fp8_gemm_refused = fp8_refused_.count(refusal) > 0;
   const MatMulPlan plan = ChooseMatMulPath(w.format, m, n, k, facts, options_.deterministic);
+  if (options_.strict_kernels && plan.path == MatMulPath::kDecodedGemm) {
+    // CheckWeight refused such weights at load; this one (a chunk of one, say) was not seen.
+    return absl::FailedPreconditionError(StrCat(
+        "--strict_kernels: a ", TensorFormatName(w.format), " weight [", n, ", ", k,
+        "] would take the ", MatMulPathName(plan.path), " fallback at m = ", m, ": ",
+        DecodedGemmReason(w.format, m, n, k, facts, options_.deterministic)));
+  }
   const absl::Status st = RunPlan(plan, x, m, w, y, y_f32, stream);
   if (st.code() != absl::StatusCode::kUnimplemented || !QuantizesActivations(plan.path)) {
     return st;
   }
+  if (options_.strict_kernels) {
+    return absl::FailedPreconditionError(
+        StrCat("--strict_kernels: ", st.message(), "; no fallback to a decoded bf16 GEMM"));
+  }
   // cuBLASLt has no algorithm for this fp8 GEMM (no scale modes on this GPU or library, or
-  // this shape): say so once, then take the path the plan gives without it, which keeps
-  // activations exact.
+  // this shape), and CheckWeight did not find it at load: say so once, then take the path the
+  // plan gives without it, which keeps activations exact.
   if (fp8_refused_.empty()) {
     std::fprintf(stderr, "CudaMatMul: %s; fp8 GEMMs cuBLASLt refuses decode W to bf16 instead\n",
                  std::string(st.message()).c_str());
@@ -272,6 +276,44 @@ absl::Status CudaMatMul::Run(const void* x, int64_t m, const WeightMatrix& w, vo
   facts.fp8_gemm_refused = true;
   return RunPlan(ChooseMatMulPath(w.format, m, n, k, facts, options_.deterministic), x, m, w, y,
                  y_f32, stream);
+}
+
+absl::Status CudaMatMul::CheckWeight(const WeightMatrix& w, std::string_view what) {
+  if (!CudaMatMulSupports(w.format) || w.rows <= 0 || w.cols <= 0) return absl::OkStatus();
+  LoadedWeight loaded;
+  loaded.role = WeightRoleName(what);
+  loaded.format = w.format;
+  loaded.n = w.rows;
+  loaded.k = w.cols;
+  loaded.row_bytes = w.row_bytes;
+  loaded.data = w.data;
+  loaded.facts = FactsFor(/*x=*/nullptr, w);  // x: the step's, staged where a kernel needs it
+  const auto key = std::make_tuple(static_cast<int>(w.format.kind), w.format.group_size, w.rows,
+                                   w.cols, w.row_bytes, loaded.facts.w_aligned,
+                                   loaded.facts.w_prepared);
+  auto it = load_checks_.find(key);
+  if (it == load_checks_.end()) {
+    if (load_rows_.empty()) {
+      load_rows_ = MatMulLoadRows(options_.max_step_tokens, options_.deterministic);
+    }
+    const MatMulLoadOptions options{.deterministic = options_.deterministic,
+                                    .strict_kernels = options_.strict_kernels,
+                                    .rows = load_rows_};
+    absl::StatusOr<MatMulLoadReport> report = CheckMatMulAtLoad(
+        loaded, options, [this](const GemmArgs& g) { return gemm_->Check(g); });
+    if (!report.ok()) return report.status();  // names this weight's role: not kept
+    it = load_checks_.emplace(key, *std::move(report)).first;
+  }
+  const MatMulLoadReport& report = it->second;
+  for (bool y_f32 : {false, true}) {
+    if (report.fp8_refused[y_f32]) {
+      fp8_refused_.insert(std::make_tuple(static_cast<int>(w.format.kind), w.rows, w.cols, y_f32));
+    }
+  }
+  for (const std::string& line : fallback_log_.Add(loaded, report)) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaMatMul::RunChunked(const void* x, int64_t m, const WeightMatrix& w,

@@ -9,11 +9,13 @@
 //                              and channel scales inside it, D in y's type
 //   fp8 128x128 tiles          the same, x -> e4m3 per 1x128 group and 1x128 x 128x128 scales
 // Decode-sized batches never quantize activations (an unaligned x is copied, an unaligned fp8
-// W decoded); fp8 shapes cuBLASLt refuses decode W to bf16 (said once on stderr); int4 is never
-// decoded. Deterministic mode: one path per format for every m (the mixed GEMM's
-// batch-invariant plan, or the GEMV on 16-row slices) and pinned GEMM algorithms without
-// split-K, so a row's floats depend neither on the batch nor on the tensor-parallel slice. An
-// act-order permutation gathers x's columns first. A bias (Qwen2's q/k/v) is added where the
+// W decoded); fp8 shapes cuBLASLt refuses decode W to bf16 (found at load by CheckWeight and
+// said there once per weight role, or refused with strict_kernels); int4 is never decoded.
+// Deterministic mode: one path per format for every m (the mixed GEMM's batch-invariant
+// plan, or the GEMV on 16-row slices) and pinned GEMM algorithms without split-K, so a row's
+// floats depend neither on the batch nor on the tensor-parallel slice (a GEMM the pinned
+// algorithm cannot take is refused by CheckWeight, at load). An act-order permutation gathers
+// x's columns first. A bias (Qwen2's q/k/v) is added where the
 // kernel writes y on the cuBLASLt and GEMV paths (CUBLASLT_EPILOGUE_BIAS, the GEMVs' store),
 // to the f32 sums before the rounding. The fp8 GEMMs and the mixed GEMM write f32 sums to
 // scratch instead and one pass adds the bias and rounds (cuBLASLt's fp8 kernels take a bf16
@@ -30,9 +32,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,6 +47,7 @@
 #include "kernels/cuda/device_types.h"
 #include "kernels/cuda/device_weight.h"
 #include "kernels/cuda/matmul_plan.h"
+#include "kernels/cuda/matmul_plan_load.h"
 #include "kernels/cuda/mixed_gemm/mixed_gemm.h"
 #include "kernels/weight_matrix.h"
 
@@ -55,6 +61,12 @@ struct CudaMatMulOptions {
   const std::atomic<bool>* abort = nullptr;
   // The device's SMs: the mixed GEMM's split-K plan (PlanMixedGemm). REQUIRES: >= 1.
   int sm_count = 0;
+  // --strict_kernels: a weight some batch would multiply by decoding it to bf16
+  // (kDecodedGemm) is refused by CheckWeight, and a step that would still decode fails
+  // instead (FAILED_PRECONDITION naming the shape and the reason).
+  bool strict_kernels = false;
+  // Most rows of one step: the batch sizes CheckWeight plans (MatMulLoadRows; 0: its default).
+  int64_t max_step_tokens = 0;
 };
 
 class CudaMatMul {
@@ -72,6 +84,18 @@ class CudaMatMul {
   // W placed as a weight of their own).
   absl::Status RunChunked(const void* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                           float* y, void* stream);
+
+  // At load, once per placed weight (the backend's PlaceWeight; `what`: the loader's name of
+  // it): every batch size of options.max_step_tokens planned as Run plans it, cuBLASLt asked
+  // up front (CheckMatMulAtLoad, matmul_plan_load.h). A refused fp8 GEMM is remembered (Run
+  // decodes at once); each decode-to-bf16 fallback is said on stderr once per (role, reason).
+  // FAILED_PRECONDITION naming the role, shape and reason under strict_kernels, and in
+  // deterministic mode for a GEMM the pinned algorithm cannot take (naming M, N, K).
+  absl::Status CheckWeight(const WeightMatrix& w, std::string_view what);
+
+  // Bytes of weight decoded to bf16 by kDecodedGemm since this object was made
+  // (MatMulDecodedBytes per call): the cost of the fallbacks CheckWeight reported.
+  int64_t decoded_weight_bytes() const { return decoded_weight_bytes_; }
 
   bool deterministic() const { return options_.deterministic; }
 
@@ -111,6 +135,13 @@ class CudaMatMul {
   std::set<std::tuple<int, int64_t, int64_t, bool>> fp8_refused_;
   // GEMMs (type, out) whose bias epilogue cuBLASLt refused: their bias takes the extra pass.
   std::set<std::pair<int, int>> bias_refused_;
+  // CheckWeight: the batch sizes it plans, its reports per weight shape (format kind, group,
+  // n, k, row_bytes, w_aligned, w_prepared; the layers of a role share one), what it said.
+  std::vector<int64_t> load_rows_;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, bool>, MatMulLoadReport>
+      load_checks_;
+  FallbackLog fallback_log_;
+  int64_t decoded_weight_bytes_ = 0;
   DeviceScratch x_perm_;
   DeviceScratch x_staged_;
   DeviceScratch x_chunk_;

@@ -1,5 +1,6 @@
 #include "kernels/cuda/matmul_plan.h"
 
+#include "base/str_cat.h"
 #include "kernels/cuda/mixed_gemm/mixed_gemm.h"
 
 namespace tpserve::cuda {
@@ -40,7 +41,51 @@ bool Fp8GemmTakes(int64_t n, int64_t k, const OperandFacts& facts) {
   return facts.w_aligned && k % 16 == 0 && n % 16 == 0 && !facts.fp8_gemm_refused;
 }
 
+// Why GemvTakesWeight refuses an fp8 W ("" when it takes it).
+std::string GemvRefusal(int64_t k, const OperandFacts& facts) {
+  if (!facts.w_aligned) return "the fp8 GEMV needs 16-byte aligned rows of W, and these are not";
+  if (k % 16 != 0) {
+    return StrCat("the fp8 GEMV takes k in whole 16-column steps; k = ", k, " is not");
+  }
+  return "";
+}
+
+const char* ScaleModes(FormatKind kind) {
+  return kind == FormatKind::kFp8Block128 ? "128x128 (W) / 1x128 (x)"
+                                          : "per-channel (W) / per-token (x) outer-vector";
+}
+
 }  // namespace
+
+std::string DecodedGemmReason(const TensorFormat& format, int64_t m, int64_t n, int64_t k,
+                              const OperandFacts& facts, bool deterministic) {
+  if (ChooseMatMulPath(format, m, n, k, facts, deterministic).path != MatMulPath::kDecodedGemm) {
+    return "";
+  }
+  if (deterministic || m <= kExactActivationRowsMax) {
+    // The batch keeps exact bf16 activations: the GEMV or the mixed GEMM, and neither took it.
+    const std::string gemv = GemvRefusal(k, facts);
+    const std::string mixed =
+        MixedGemmTakesWeight(format, n, k)
+            ? std::string("W is not held in the mixed GEMM's form (it runs on Hopper only)")
+            : StrCat("the mixed GEMM takes fp8 with k % ", kFp8ScaleGroup, " == 0 and n % ",
+                     kMixedGemmRowMultiple, " == 0 only (n = ", n, ", k = ", k, ")");
+    return StrCat(deterministic ? "deterministic mode keeps activations exact at every batch: "
+                                : "a decode-sized batch keeps activations exact: ",
+                  gemv, ", and ", mixed);
+  }
+  if (!facts.w_aligned) {
+    return "cuBLASLt's fp8 GEMMs need 16-byte aligned rows of W, and these are not";
+  }
+  if (k % 16 != 0 || n % 16 != 0) {
+    return StrCat("cuBLASLt's fp8 GEMMs need n and k multiples of 16; n = ", n, ", k = ", k);
+  }
+  return StrCat("cuBLASLt has no fp8 GEMM with ", ScaleModes(format.kind), " scales for it");
+}
+
+int64_t MatMulDecodedBytes(MatMulPath path, int64_t n, int64_t k) {
+  return path == MatMulPath::kDecodedGemm ? n * k * 2 : 0;
+}
 
 std::string_view MatMulPathName(MatMulPath path) {
   switch (path) {

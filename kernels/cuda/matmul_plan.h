@@ -29,6 +29,7 @@
 #define TPSERVE_KERNELS_CUDA_MATMUL_PLAN_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "formats/tensor_format.h"
@@ -87,6 +88,18 @@ struct MatMulPlan {
 // REQUIRES: CudaMatMulSupports(format), m >= 1, n >= 1, k >= 1.
 MatMulPlan ChooseMatMulPath(const TensorFormat& format, int64_t m, int64_t n, int64_t k,
                             const OperandFacts& facts, bool deterministic);
+
+// Why ChooseMatMulPath(format, m, n, k, facts, deterministic) decodes W to bf16
+// (kDecodedGemm): which kernel refused the weight and on what condition, e.g. "the fp8 GEMV
+// takes k in whole 16-column steps; k = 72 is not", or "cuBLASLt has no fp8 GEMM with
+// 128x128 (W) / 1x128 (x) scales for it" (the caller adds cuBLASLt's own words). "" when the
+// path is another. Pure: for the load-time reports (matmul_plan_load.h) and errors.
+std::string DecodedGemmReason(const TensorFormat& format, int64_t m, int64_t n, int64_t k,
+                              const OperandFacts& facts, bool deterministic);
+
+// Bytes of weight one MatMul of an [n, k] W on `path` decodes: n * k bf16 values for
+// kDecodedGemm (the whole matrix, every call), 0 for every other path (they read W as held).
+int64_t MatMulDecodedBytes(MatMulPath path, int64_t n, int64_t k);
 
 // MatMulChunked of `num_chunks` equal chunks of k: one launch over every chunk where a kernel
 // takes the weight and its chunks, each chunk planned as a call on that chunk alone:

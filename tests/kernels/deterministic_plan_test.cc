@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/gemm_request.h"
 #include "kernels/cuda/matmul_plan.h"
+#include "kernels/cuda/matmul_plan_load.h"
 #include "kernels/cuda/mixed_gemm/mixed_gemm.h"
 #include "kernels/cuda/weight_placement.h"
 #include "model/config.h"
@@ -236,6 +237,92 @@ TEST(DeterministicPlanTest, BiasedGemmsPinTheirOwnAlgorithm) {
   other.bias = bias_b + 1;  // another address, 4-byte aligned only
   other.m = 33;
   EXPECT_EQ(MakeGemmRequest(other, /*deterministic=*/true), r_biased);
+}
+
+// --deterministic_tp pins one algorithm per (types, scales); the load checks it against every
+// GEMM the plans will run (matmul_plan_load.h: each batch size of the step budget, each
+// output type, each weight's N and K), cuBLASLt's cublasLtMatmulAlgoCheck answer scripted
+// here. A shape set with one unservable shape is refused at load, naming M, N and K.
+// On today's code (before the load check) nothing asked at load: the pinned algorithm's
+// refusal came from CublasLtGemm::PinnedAlgorithm at the step that ran the shape (FAILED_
+// PRECONDITION at Synchronize), so EXPECT_FALSE(refused.ok()) below had nothing to fail on.
+struct PinnedScript {
+  int64_t bad_m = 0, bad_n = 0, bad_k = 0;  // the one shape the pinned algorithm cannot take
+  std::vector<GemmArgs> asked;
+  absl::Status Answer(const GemmArgs& g) {
+    asked.push_back(g);
+    EXPECT_TRUE(MakeGemmRequest(g, /*deterministic=*/true).pinned);
+    if (g.m == bad_m && g.n == bad_n && g.k == bad_k) {
+      return absl::FailedPreconditionError("cublasLtMatmulAlgoCheck: CUBLAS_STATUS_NOT_SUPPORTED");
+    }
+    return absl::OkStatus();
+  }
+};
+
+LoadedWeight Bf16Weight(const char* what, int64_t n, int64_t k) {
+  LoadedWeight w;
+  w.role = WeightRoleName(what);
+  w.format = TensorFormat::Of(FormatKind::kBF16);
+  w.n = n;
+  w.k = k;
+  w.row_bytes = 2 * k;
+  w.data = reinterpret_cast<const void*>(uintptr_t{1} << 24);
+  return w;
+}
+
+TEST(DeterministicPlanTest, EveryPlannedShapeIsCheckedAtLoadAndOneUnservableIsRefused) {
+  const MatMulLoadOptions options{.deterministic = true, .strict_kernels = false,
+                                  .rows = MatMulLoadRows(64, /*deterministic=*/true)};
+  ASSERT_EQ(options.rows.size(), 64u);  // every batch of the step budget
+  PinnedScript script{.bad_m = 37, .bad_n = 1024, .bad_k = 4096};
+  const auto answer = [&](const GemmArgs& g) { return script.Answer(g); };
+
+  // The 8B's q [4096, 4096] and k [1024, 4096] at TP 1: q is served at every batch.
+  absl::StatusOr<MatMulLoadReport> q =
+      CheckMatMulAtLoad(Bf16Weight("model.layers.0.self_attn.q_proj", 4096, 4096), options, answer);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_TRUE(q->decoded.empty());
+  ASSERT_EQ(script.asked.size(), 128u);  // 64 batches x (bf16 y, f32 y)
+  std::set<int64_t> ms;
+  for (const GemmArgs& g : script.asked) {
+    EXPECT_EQ(g.n, 4096);
+    EXPECT_EQ(g.k, 4096);
+    ms.insert(g.m);
+  }
+  EXPECT_EQ(ms.size(), 64u);
+
+  // k's 1024 x 4096 at m = 37 is the one shape the pinned algorithm refuses.
+  const absl::StatusOr<MatMulLoadReport> refused =
+      CheckMatMulAtLoad(Bf16Weight("model.layers.0.self_attn.k_proj", 1024, 4096), options, answer);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(refused.status().message());
+  EXPECT_NE(message.find("model.layers.*.self_attn.k_proj (bf16 [1024, 4096])"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("M = 37, N = 1024, K = 4096"), std::string::npos) << message;
+  EXPECT_NE(message.find("CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos) << message;
+}
+
+TEST(DeterministicPlanTest, TheDecodedGemmOfAWeightNoExactKernelTakesIsCheckedToo) {
+  // fp8 with k = 4104 (not whole 16-column steps) and not in the mixed GEMM's form: in
+  // deterministic mode W is decoded to dense bf16 scratch (ldw = k) and multiplied by the
+  // pinned bf16 GEMM, whose refusal of m = 5 is a load error naming the path.
+  LoadedWeight w = Bf16Weight("blk.0.ffn_down", 4096, 4104);
+  w.format = TensorFormat::Of(FormatKind::kFp8PerChannel);
+  w.row_bytes = 4104;
+  w.facts.w_aligned = false;
+  const MatMulLoadOptions options{.deterministic = true, .strict_kernels = false,
+                                  .rows = MatMulLoadRows(16, /*deterministic=*/true)};
+  PinnedScript script{.bad_m = 5, .bad_n = 4096, .bad_k = 4104};
+  const absl::StatusOr<MatMulLoadReport> refused = CheckMatMulAtLoad(
+      w, options, [&](const GemmArgs& g) { return script.Answer(g); });
+  ASSERT_FALSE(refused.ok());
+  const std::string message(refused.status().message());
+  EXPECT_NE(message.find("decoded-bf16-gemm"), std::string::npos) << message;
+  EXPECT_NE(message.find("M = 5, N = 4096, K = 4104"), std::string::npos) << message;
+  ASSERT_FALSE(script.asked.empty());
+  EXPECT_EQ(script.asked.back().ldw, 4104);  // the decoded scratch, dense
+  EXPECT_EQ(script.asked.back().type, GemmType::kBF16);
 }
 
 }  // namespace
