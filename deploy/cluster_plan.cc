@@ -286,6 +286,7 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   load.deterministic_tp_chunks = static_cast<int32_t>(request.deterministic_tp_chunks);
   load.expert_parallel = in.expert_parallel;
   load.attention_dp = in.attention_dp;
+  load.strict_kernels = request.strict_kernels;
   load.collective_timeout = request.collective_timeout;
   load.startup_timeout = request.startup_timeout;
   return load;

@@ -59,6 +59,11 @@ ABSL_FLAG(int, startup_timeout_ms, 120000,
           "how long the ranks' communicator may take to start: the rendezvous, NCCL's init and "
           "the first collectives, which set up connections lazily (a cold 8-GPU start takes "
           "seconds); the longer of this and --collective_timeout_ms");
+ABSL_FLAG(bool, strict_kernels, false,
+          "GPU ranks refuse to start rather than multiply a weight by decoding it whole to bf16 "
+          "on every call (an fp8 scale mode or shape cuBLASLt refuses, a weight no fp8 kernel "
+          "takes): the error names the weight's role, shape and why. Without it each such "
+          "fallback is said once per role at load (kernels/cuda/matmul_plan_load.h)");
 ABSL_FLAG(bool, spawn_ranks, true,
           "start the ranks as processes on this machine; false: wait for --ranks workers started "
           "elsewhere (worker --coordinator=<--worker_listen> --rank=R --cluster_secret_file=F) "
@@ -158,6 +163,7 @@ LaunchFlags ReadLaunchFlags() {
   f.attention_dp = absl::GetFlag(FLAGS_attention_dp);
   f.collective_timeout_ms = absl::GetFlag(FLAGS_collective_timeout_ms);
   f.startup_timeout_ms = absl::GetFlag(FLAGS_startup_timeout_ms);
+  f.strict_kernels = absl::GetFlag(FLAGS_strict_kernels);
   f.spawn_ranks = absl::GetFlag(FLAGS_spawn_ranks);
   f.worker_listen = absl::GetFlag(FLAGS_worker_listen);
   f.cluster_secret_file = absl::GetFlag(FLAGS_cluster_secret_file);

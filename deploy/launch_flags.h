@@ -35,6 +35,7 @@ struct LaunchFlags {
   bool attention_dp;
   int collective_timeout_ms;
   int startup_timeout_ms;
+  bool strict_kernels;
   bool spawn_ranks;
   std::string worker_listen;
   std::string cluster_secret_file;

@@ -119,6 +119,7 @@ void RankFlags(const LaunchFlags& flags, ClusterRequest& want) {
   want.threads_per_rank = flags.threads_per_rank;
   want.collective_timeout = absl::Milliseconds(flags.collective_timeout_ms);
   want.startup_timeout = absl::Milliseconds(flags.startup_timeout_ms);
+  want.strict_kernels = flags.strict_kernels;
 }
 
 int CpuMain(const LaunchFlags& flags, const char* argv0) {

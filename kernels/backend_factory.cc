@@ -23,7 +23,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     case BackendKind::kCuda:
 #if TPSERVE_WITH_CUDA
       return CreateCudaBackend(options.device_ordinal,
-                               CudaBackendOptions{.deterministic = options.deterministic});
+                               CudaBackendOptions{.deterministic = options.deterministic,
+                                                  .strict_kernels = options.strict_kernels,
+                                                  .max_step_tokens = options.max_step_tokens});
 #else
       return absl::UnimplementedError(
           "this build has no CUDA backend: build with the CUDA toolkit present "

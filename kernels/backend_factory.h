@@ -10,6 +10,7 @@
 #ifndef TPSERVE_KERNELS_BACKEND_FACTORY_H_
 #define TPSERVE_KERNELS_BACKEND_FACTORY_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,13 @@ struct BackendOptions {
   // degree (CudaBackendOptions::deterministic; what --deterministic_tp needs on a GPU). The
   // CPU backend ignores it.
   bool deterministic = false;
+  // CUDA: --strict_kernels, a matrix some batch would multiply by decoding it to bf16 is
+  // refused at load instead of reported (CudaBackendOptions::strict_kernels). The CPU backend
+  // ignores it.
+  bool strict_kernels = false;
+  // CUDA: most rows of one step, the batch sizes each matrix's kernels are checked for at load
+  // (0: kernels/cuda/matmul_plan_load.h's default). The CPU backend ignores it.
+  int64_t max_step_tokens = 0;
 };
 
 // INVALID_ARGUMENT for bad options; UNIMPLEMENTED for a backend this build lacks;

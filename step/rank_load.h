@@ -65,6 +65,9 @@ struct RankLoad {
   // Data-parallel attention (model/sharding.h): every rank holds the whole attention and a KV
   // cache of num_kv_blocks for the sequences it attends for (StepBatch's attention_rank).
   bool attention_dp = false;
+  // --strict_kernels: a GPU rank refuses to start rather than multiply a matrix by decoding it
+  // whole to bf16 (kernels/cuda/matmul_plan_load.h); false: it says so at load, once per role.
+  bool strict_kernels = false;
   absl::Duration collective_timeout = absl::Seconds(30);  // a collective that waits longer fails
   // The communicator's start: the rendezvous, its init (NCCL's) and the first collectives,
   // which set up connections lazily; the longer of the two bounds them.

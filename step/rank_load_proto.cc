@@ -52,6 +52,7 @@ void ToLoadRequest(const RankLoad& load, wpb::LoadRequest* request) {
   request->set_deterministic_tp_chunks(load.deterministic_tp_chunks);
   request->set_expert_parallel(load.expert_parallel);
   request->set_attention_dp(load.attention_dp);
+  request->set_strict_kernels(load.strict_kernels);
   request->set_collective_timeout_ms(
       static_cast<int32_t>(absl::ToInt64Milliseconds(load.collective_timeout)));
   request->set_startup_timeout_ms(
@@ -101,6 +102,7 @@ absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
   load.deterministic_tp_chunks = request.deterministic_tp_chunks();
   load.expert_parallel = request.expert_parallel();
   load.attention_dp = request.attention_dp();
+  load.strict_kernels = request.strict_kernels();
   load.collective_timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
                                                    ? request.collective_timeout_ms()
                                                    : kDefaultCollectiveTimeoutMs);

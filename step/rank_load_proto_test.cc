@@ -42,6 +42,7 @@ RankLoad EveryFieldSet() {
   load.threads_per_rank = 7;
   load.deterministic_tp = true;
   load.expert_parallel = true;
+  load.strict_kernels = true;
   load.collective_timeout = absl::Milliseconds(2500);
   return load;
 }
@@ -56,6 +57,7 @@ TEST(RankLoadProtoTest, EveryFieldRoundTrips) {
   EXPECT_EQ(request.kv_dtype(), "bf16");
   EXPECT_EQ(request.collective_timeout_ms(), 2500);
   EXPECT_EQ(request.assignments_size(), 2);
+  EXPECT_TRUE(request.strict_kernels());
 }
 
 TEST(RankLoadProtoTest, NoDraftRoundTripsAsNone) {

@@ -43,6 +43,10 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   o.backend.num_threads = std::max(1, load.threads_per_rank);
   // A GPU backend's part of --deterministic_tp: pinned GEMMs, per-row attention splits.
   o.backend.deterministic = load.deterministic_tp;
+  // And its load-time kernel checks: the batch sizes they plan, and whether a decode-to-bf16
+  // fallback refuses the load (--strict_kernels).
+  o.backend.strict_kernels = load.strict_kernels;
+  o.backend.max_step_tokens = load.max_step_tokens;
   o.expert_parallel = load.expert_parallel;
   o.attention_dp = load.attention_dp;
   o.comm.rank = rank;

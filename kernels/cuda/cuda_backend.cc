@@ -117,7 +117,11 @@ class CudaBackend final : public Backend {
   // int4 and fp8 matrices the mixed-input GEMM takes, in its form (weight_placement.h).
   absl::StatusOr<PlacedWeight> PlaceWeight(const HostMatrix& host, WeightUse use,
                                            std::string_view what) override {
-    return cuda::PlaceCudaWeight(*this, host, use, compute_capability_, what);
+    TP_ASSIGN_OR_RETURN(PlacedWeight placed,
+                        cuda::PlaceCudaWeight(*this, host, use, compute_capability_, what));
+    Enter();  // its kernels checked now, not at a step (CudaMatMul::CheckWeight)
+    TP_RETURN_IF_ERROR(matmul_->CheckWeight(placed.matrix, what));
+    return placed;
   }
   void* stream() const override { return stream_; }
   void Free(void* data, int64_t bytes) override;
@@ -313,7 +317,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
       std::move(gemm), &be->scratch_generation_,
       cuda::CudaMatMulOptions{.deterministic = options.deterministic,
                               .abort = &be->abort_requested_,
-                              .sm_count = prop.multiProcessorCount});
+                              .sm_count = prop.multiProcessorCount,
+                              .strict_kernels = options.strict_kernels,
+                              .max_step_tokens = options.max_step_tokens});
   be->moe_ = std::make_unique<cuda::CudaMoe>(
       be->matmul_.get(), &be->scratch_generation_, &be->abort_requested_,
       cuda::CudaMoeOptions{.deterministic = options.deterministic,

@@ -19,16 +19,24 @@ struct CudaBackendOptions {
   // Matmuls whose floats depend neither on the batch size nor on the tensor-parallel slice:
   // one path per weight format for every batch, exact bf16 activations, cuBLASLt algorithms
   // pinned per type pair without split-K (kernels/cuda/cuda_matmul.h, matmul_plan.h). A GEMM
-  // the pinned algorithm cannot run fails (FAILED_PRECONDITION at Synchronize), never silently
-  // takes another algorithm. Attention likewise: FlashInfer's FA2 over one request per query
-  // row with keys split at fixed points (kernels/cuda/flashinfer/flashinfer_attention.h), never
-  // FA3 or the SIMT kernels, and no CUDA graphs.
+  // the pinned algorithm cannot run is refused at load (PlaceWeight: FAILED_PRECONDITION
+  // naming M, N, K; matmul_plan_load.h), never silently takes another algorithm. Attention
+  // likewise: FlashInfer's FA2 over one request per query row with keys split at fixed points
+  // (kernels/cuda/flashinfer/flashinfer_attention.h), never FA3 or the SIMT kernels, and no
+  // CUDA graphs.
   bool deterministic = false;
   // How the host thread waits inside the driver's own blocking calls, set on the device when
   // the backend is made (cuda_device.h says why blocking is the default). The environment
   // variable TPSERVE_CUDA_HOST_SYNC (blocking_sync, yield, spin, auto), when set, overrides it,
   // so a GPU check can compare the modes without a rebuild.
   HostSyncMode host_sync = kDefaultHostSyncMode;
+  // --strict_kernels: PlaceWeight refuses a matrix some batch would multiply by decoding it to
+  // bf16 (an fp8 scale mode or shape cuBLASLt refuses, ...), naming its role, shape and why,
+  // instead of reporting the fallback once per role (kernels/cuda/matmul_plan_load.h).
+  bool strict_kernels = false;
+  // Most rows of one step: the batch sizes PlaceWeight checks each matrix's kernels for
+  // (0: matmul_plan_load.h's default).
+  int64_t max_step_tokens = 0;
 };
 
 // FAILED_PRECONDITION when there is no such device (or no driver); INVALID_ARGUMENT naming
