@@ -196,6 +196,10 @@ absl::Status StepChannel::AwaitAll(absl::Time deadline, absl::Duration heartbeat
 double StepChannel::compute_s(int rank) const { return slot(rank)->compute_s; }
 double StepChannel::allreduce_s(int rank) const { return slot(rank)->allreduce_s; }
 
+std::string_view StepChannel::result_bytes() const {
+  return std::string_view(reinterpret_cast<const char*>(logits_area()), slot(0)->logits_bytes);
+}
+
 absl::Span<const float> StepChannel::logits() const {
   return absl::MakeConstSpan(logits_area(), slot(0)->logits_bytes / sizeof(float));
 }

@@ -1,5 +1,6 @@
 // The coordinator's per-step call to ranks on its own host, through shared memory instead of a
-// gRPC round trip: the serialized StepRequest in, each rank's status and rank 0's logits out.
+// gRPC round trip: the serialized StepRequest in, each rank's status and rank 0's logits out
+// (or, for a sample request, rank 0's serialized SampleResponse in the same area).
 // gRPC stays for Load, Heartbeat and Shutdown, for ranks on other hosts, and for a request too
 // large for the channel.
 //
@@ -30,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -76,6 +78,8 @@ class StepChannel {
   double compute_s(int rank) const;
   double allreduce_s(int rank) const;
   absl::Span<const float> logits() const;
+  // The same area as bytes: what rank 0 wrote there (a sample request's serialized answer).
+  std::string_view result_bytes() const;
   ExpertLoad expert_load() const;  // rank 0's
 
   // ---- Rank ----

@@ -16,6 +16,7 @@
 #include "cluster/secret.h"
 #include "step/rank_load_proto.h"
 #include "step/step_batch_proto.h"
+#include "step/step_sampling_proto.h"
 
 namespace tpserve {
 namespace {
@@ -181,19 +182,32 @@ absl::StatusOr<StepResult> RemoteExecutor::Execute(const StepBatch& batch) {
 }
 
 absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, bool draft) {
-  wpb::StepRequest req = ToProto(batch, next_step_id_++);
+  const int64_t step_id = next_step_id_++;
+  wpb::StepRequest req = ToProto(batch, step_id);
   req.set_draft(draft);
-  const size_t rows = static_cast<size_t>(batch.num_logit_rows());
-  const int world = world_size();
+  // The target's logits stay on the sampling rank, which samples them (Sample); a draft
+  // model's come back whole, for the proposer that reads them.
+  const bool hold = !draft;
+  req.set_hold_logits(hold);
+  held_step_id_ = -1;
+  const size_t rows = hold ? 0 : static_cast<size_t>(batch.num_logit_rows());
+  const auto held = [&](StepResult r) {
+    r.logits_held = hold;
+    if (hold) held_step_id_ = step_id;
+    return r;
+  };
   if (channel_.valid()) {
     const std::string bytes = req.SerializeAsString();
-    if (channel_.Fits(bytes.size())) return ExecuteOnChannel(bytes, rows);
+    if (channel_.Fits(bytes.size())) {
+      TP_ASSIGN_OR_RETURN(StepResult r, ExecuteOnChannel(bytes, rows));
+      return held(std::move(r));
+    }
   }
-  std::vector<wpb::StepResponse> responses(world);
+  std::vector<wpb::StepResponse> responses(world_size());
   if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
   StepResult result;
   result.vocab_size = load_.vocab_size;
-  const std::string& bytes = responses[kSamplingRank].logits();  // the one rank that has them
+  const std::string& bytes = responses[kSamplingRank].logits();  // the one rank with them
   const size_t expected = rows * static_cast<size_t>(result.vocab_size) * sizeof(float);
   if (bytes.size() != expected) {
     return absl::InternalError(absl::StrCat("rank 0 returned ", bytes.size(),
@@ -208,7 +222,52 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
                                    responses[0].expert_tokens().end());
   result.expert_load.layers = responses[0].expert_layers();
   result.expert_load.imbalance_sum = responses[0].expert_imbalance_sum();
-  return result;
+  return held(std::move(result));
+}
+
+absl::StatusOr<std::vector<SequenceSamples>> RemoteExecutor::Sample(
+    const StepResult& step, const StepSampling& sampling) {
+  if (!step.logits_held) return ModelExecutor::Sample(step, sampling);
+  if (sampling.sequences.empty()) return std::vector<SequenceSamples>();  // nothing to draw
+  if (held_step_id_ < 0) {
+    return absl::FailedPreconditionError("Sample: no step's logits are held on the ranks");
+  }
+  wpb::StepRequest req;
+  req.set_step_id(held_step_id_);
+  held_step_id_ = -1;  // sampled once
+  *req.mutable_sample() = ToProto(sampling);
+  wpb::SampleResponse answer;
+  const std::string bytes = channel_.valid() ? req.SerializeAsString() : std::string();
+  if (channel_.valid() && channel_.Fits(bytes.size())) {
+    channel_.Post(bytes);
+    absl::Status s = channel_.AwaitAll(absl::Now() + options_.step_timeout,
+                                       options_.channel_heartbeat_timeout);
+    if (!s.ok()) {
+      return NameSilentRanks(
+          absl::UnavailableError(absl::StrCat("step channel (sampling): ", s.message())));
+    }
+    const std::string_view area = channel_.result_bytes();
+    if (!answer.ParseFromArray(area.data(), static_cast<int>(area.size()))) {
+      return absl::InternalError("rank 0's sample answer on the step channel does not parse");
+    }
+  } else {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options_.step_timeout));
+    AttachClusterSecret(&context, options_.cluster_secret);
+    wpb::StepResponse response;
+    const grpc::Status st = stubs_[kSamplingRank]->Step(&context, req, &response);
+    if (!st.ok()) {
+      return NameSilentRanks(RankError(kSamplingRank, addresses_[kSamplingRank], st));
+    }
+    answer = std::move(*response.mutable_samples());
+  }
+  absl::StatusOr<std::vector<SequenceSamples>> out = FromProto(answer);
+  if (out.ok() && out->size() != sampling.sequences.size()) {
+    return absl::InternalError(absl::StrCat("rank 0 sampled ", out->size(),
+                                            " sequences, asked for ",
+                                            sampling.sequences.size()));
+  }
+  return out;
 }
 
 absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& request,

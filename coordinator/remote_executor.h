@@ -67,7 +67,14 @@ class RemoteExecutor final : public ModelExecutor {
       const RemoteExecutorOptions& options, const LoadProgressCallback& on_progress);
   ~RemoteExecutor() override;
 
+  // The target's logits stay on the sampling rank (StepResult::logits_held) for Sample.
   absl::StatusOr<StepResult> Execute(const StepBatch& batch) override;
+  // Sends `sampling` to the sampling rank alone (through the step channel when it serves it),
+  // which samples the logits it held from the last Execute and answers with the tokens:
+  // a few hundred bytes a row instead of vocab_size floats. UNAVAILABLE naming the rank when
+  // it fails or does not answer.
+  absl::StatusOr<std::vector<SequenceSamples>> Sample(const StepResult& step,
+                                                      const StepSampling& sampling) override;
   int64_t vocab_size() const override { return load_.vocab_size; }
   std::string Describe() const override;
 
@@ -95,7 +102,8 @@ class RemoteExecutor final : public ModelExecutor {
                             std::vector<tpserve::worker::v1::StepResponse>& responses);
   // `failure` with the ranks that do not answer a heartbeat named in front.
   absl::Status NameSilentRanks(const absl::Status& failure) const;
-  // One step through channel_: `request` serialized, `num_rows` rows of logits back.
+  // One step through channel_: `request` serialized, `num_rows` rows of logits back (none
+  // when the sampling rank holds them).
   absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request, size_t num_rows);
   // A step of the target, or of the draft model.
   absl::StatusOr<StepResult> ExecuteModel(const StepBatch& batch, bool draft);
@@ -110,6 +118,7 @@ class RemoteExecutor final : public ModelExecutor {
   std::vector<int64_t> draft_weight_bytes_;
   std::vector<int64_t> draft_kv_cache_bytes_;
   int64_t next_step_id_ = 1;
+  int64_t held_step_id_ = -1;  // the step whose logits the sampling rank holds
   StepChannel channel_;  // valid when every rank serves it
 };
 

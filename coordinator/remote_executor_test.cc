@@ -18,6 +18,8 @@
 #include "absl/time/clock.h"
 #include "cluster/secret.h"
 #include "step/rank_load_proto.h"
+#include "step/step_sampling.h"
+#include "step/step_sampling_proto.h"
 
 namespace tpserve {
 namespace {
@@ -42,20 +44,39 @@ class FakeWorker final : public wpb::Worker::Service {
     writer->Write(ready);
     return grpc::Status::OK;
   }
-  // One row of logits per chunk, every value the step id (a worker that never opens the
-  // step channel).
+  // num_logits rows of 4 logits per chunk, every value the step id but row i's largest at
+  // (step id + i) % 4 (a worker that never opens the step channel). Held (hold_logits) for
+  // the sample request that follows, which is answered greedily from them.
   grpc::Status Step(grpc::ServerContext* ctx, const wpb::StepRequest* request,
                     wpb::StepResponse* response) override {
-    Record("Step", ctx);
+    Record(request->has_sample() ? "Sample" : "Step", ctx);
     if (silent) return HoldUntilCancelled(ctx);
     if (failing) {
       return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                           "AllReduceSum on gloo rank 0/2: Timed out waiting for a peer");
     }
+    absl::MutexLock lock(&mu_);
+    if (request->has_sample()) {
+      absl::StatusOr<StepSampling> sampling = FromProto(request->sample());
+      if (!sampling.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad sample");
+      absl::StatusOr<std::vector<SequenceSamples>> out = SampleStep(held_, 4, *sampling);
+      if (!out.ok()) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            std::string(out.status().message()));
+      }
+      *response->mutable_samples() = ToProto(*out);
+      return grpc::Status::OK;
+    }
     int64_t rows = 0;
     for (const wpb::SequenceChunk& c : request->chunks()) rows += c.num_logits();
-    std::vector<float> logits(rows * 4, static_cast<float>(request->step_id()));
-    response->set_logits(logits.data(), logits.size() * sizeof(float));
+    const int64_t id = request->step_id();
+    std::vector<float> logits(rows * 4, static_cast<float>(id));
+    for (int64_t i = 0; i < rows; ++i) logits[i * 4 + (id + i) % 4] += 1.0f;
+    if (request->hold_logits()) {
+      held_ = std::move(logits);
+    } else {
+      response->set_logits(logits.data(), logits.size() * sizeof(float));
+    }
     return grpc::Status::OK;
   }
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const wpb::HeartbeatRequest*,
@@ -98,6 +119,7 @@ class FakeWorker final : public wpb::Worker::Service {
   }
 
   absl::Mutex mu_;
+  std::vector<float> held_ ABSL_GUARDED_BY(mu_);
   wpb::LoadRequest request_;
   std::vector<std::string> calls_;
 };
@@ -195,7 +217,27 @@ TEST_F(RemoteExecutorTest, RanksThatDoNotOpenTheStepChannelAreSteppedOverGrpc) {
   batch.Add(/*seq_id=*/2, /*start_position=*/0, std::vector<int32_t>{1}, {1});
   absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
   ASSERT_TRUE(step.ok()) << step.status();
-  EXPECT_EQ(step->logits, std::vector<float>(8, 1.0f));  // step 1, two rows of 4
+  // The logits stayed on rank 0; sampling them there sends back the tokens alone.
+  EXPECT_TRUE(step->logits_held);
+  EXPECT_TRUE(step->logits.empty());
+  StepSampling sampling;
+  for (int64_t seq : {1, 2}) {
+    SequenceSampling& s = sampling.sequences.emplace_back();
+    s.seq_id = seq;
+    s.num_rows = 1;
+    s.samples = true;
+    s.params.temperature = 0.0f;
+  }
+  absl::StatusOr<std::vector<SequenceSamples>> samples = (*exec)->Sample(*step, sampling);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->size(), 2u);
+  EXPECT_EQ((*samples)[0].sampled.at(0).id, 1);  // step 1: row 0's largest at 1, row 1's at 2
+  EXPECT_EQ((*samples)[1].sampled.at(0).id, 2);
+  // Only the sampling rank was asked; asking again (no step's logits held) is refused.
+  EXPECT_EQ(workers_[0]->calls().back(), "Sample=");
+  EXPECT_EQ(workers_[1]->calls().back(), "Step=");
+  EXPECT_EQ((*exec)->Sample(*step, sampling).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // The coordinator makes no NCCL id (it used to, and failed with UNIMPLEMENTED in a build

@@ -26,6 +26,10 @@ void ExpertLoad::Add(const ExpertLoad& other) {
 
 absl::StatusOr<std::vector<SequenceSamples>> ModelExecutor::Sample(
     const StepResult& step, const StepSampling& sampling) {
+  if (step.logits_held) {
+    return absl::FailedPreconditionError(
+        "the step's logits were held by its executor, which does not sample them");
+  }
   return SampleStep(step.logits, step.vocab_size, sampling);
 }
 

@@ -40,7 +40,10 @@ struct ExpertLoad {
 };
 
 struct StepResult {
-  std::vector<float> logits;  // [batch.num_logit_rows(), vocab_size]
+  // [batch.num_logit_rows(), vocab_size]; empty when logits_held.
+  std::vector<float> logits;
+  // The executor left the logits where they were made (the sampling rank), for Sample.
+  bool logits_held = false;
   int64_t vocab_size = 0;
   double compute_s = 0.0;      // model time on rank 0
   double allreduce_s = 0.0;    // of which in collectives

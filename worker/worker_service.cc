@@ -12,6 +12,8 @@
 #include "comm/communicator_factory.h"
 #include "step/rank_load_proto.h"
 #include "step/step_batch_proto.h"
+#include "step/step_sampling.h"
+#include "step/step_sampling_proto.h"
 #include "worker/rank_load_options.h"
 
 namespace tpserve {
@@ -126,6 +128,7 @@ void WorkerService::ServeChannel() {
       s = absl::InvalidArgumentError("the step channel held an unparsable StepRequest");
     } else {
       absl::MutexLock lock(&mu_);
+      wpb::SampleResponse samples;
       s = RunStepLocked(request, [&](size_t floats) -> absl::StatusOr<float*> {
             if (floats * sizeof(float) > channel_.logits_capacity()) {
               return absl::ResourceExhaustedError(absl::StrCat(
@@ -134,7 +137,20 @@ void WorkerService::ServeChannel() {
             }
             logits_bytes = floats * sizeof(float);
             return channel_.logits_area();
-          }, &allreduce_s, &load);
+          }, &allreduce_s, &load, &samples);
+      if (s.ok() && request.has_sample() && rank_ == kSamplingRank) {
+        // The answer travels serialized in the logits area (the logits stayed here).
+        const size_t bytes = samples.ByteSizeLong();
+        if (bytes > channel_.logits_capacity()) {
+          s = absl::ResourceExhaustedError(absl::StrCat(
+              "a sample answer of ", bytes, " bytes exceeds the step channel's ",
+              channel_.logits_capacity(), " bytes"));
+        } else {
+          samples.SerializeWithCachedSizesToArray(
+              reinterpret_cast<uint8_t*>(channel_.logits_area()));
+          logits_bytes = bytes;
+        }
+      }
     }
     channel_.Finish(seq, s, std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - start).count(),
@@ -157,8 +173,12 @@ grpc::Status WorkerService::Load(grpc::ServerContext* context, const wpb::LoadRe
 absl::Status WorkerService::RunStepLocked(
     const wpb::StepRequest& request,
     const std::function<absl::StatusOr<float*>(size_t)>& logits_for, double* allreduce_s,
-    ExpertLoad* load) {
+    ExpertLoad* load, wpb::SampleResponse* samples) {
   if (runtime_ == nullptr) return absl::FailedPreconditionError("Step before Load");
+  if (request.has_sample()) {  // sampling the logits of the last step, on rank 0 alone
+    if (rank_ != kSamplingRank) return absl::OkStatus();
+    return SampleHeldLocked(request, samples);
+  }
   RankRuntime* runtime = runtime_.get();
   if (request.draft()) {
     if (draft_runtime_ == nullptr) {
@@ -170,13 +190,34 @@ absl::Status WorkerService::RunStepLocked(
   const size_t logit_floats =
       static_cast<size_t>(batch.num_logit_rows()) * static_cast<size_t>(files_.config.vocab_size);
   float* logits = nullptr;  // only the sampling rank receives logits
-  if (rank_ == kSamplingRank) {
+  held_step_id_ = -1;
+  if (rank_ == kSamplingRank && request.hold_logits()) {
+    held_logits_.resize(logit_floats);
+    logits = held_logits_.data();
+  } else if (rank_ == kSamplingRank) {
     TP_ASSIGN_OR_RETURN(logits, logits_for(logit_floats));
   }
   absl::Status s = runtime->Step(batch, logits);
   *allreduce_s = runtime->comm().TakeSeconds();
   *load = runtime->TakeExpertLoad();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
+  if (logits != nullptr && request.hold_logits()) held_step_id_ = request.step_id();
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::SampleHeldLocked(const wpb::StepRequest& request,
+                                             wpb::SampleResponse* samples) {
+  if (held_step_id_ < 0 || held_step_id_ != request.step_id()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank_, ": a sample request for step ", request.step_id(),
+        held_step_id_ < 0 ? std::string(", but no step's logits are held")
+                          : absl::StrCat(", but the logits held are step ", held_step_id_, "'s")));
+  }
+  held_step_id_ = -1;  // sampled once
+  TP_ASSIGN_OR_RETURN(const StepSampling sampling, FromProto(request.sample()));
+  TP_ASSIGN_OR_RETURN(const std::vector<SequenceSamples> out,
+                      SampleStep(held_logits_, files_.config.vocab_size, sampling));
+  *samples = ToProto(out);
   return absl::OkStatus();
 }
 
@@ -192,7 +233,7 @@ grpc::Status WorkerService::Step(grpc::ServerContext* context, const wpb::StepRe
         std::string* bytes = response->mutable_logits();
         bytes->resize(floats * sizeof(float));
         return reinterpret_cast<float*>(bytes->data());
-      }, &allreduce_s, &load);
+      }, &allreduce_s, &load, response->mutable_samples());
   if (!s.ok()) return ToGrpcStatus(s);
   response->set_step_id(request->step_id());
   response->set_vocab_size(static_cast<int32_t>(files_.config.vocab_size));

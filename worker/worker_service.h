@@ -64,11 +64,19 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
 
  private:
   // One step: logits_for(floats) gives the buffer the sampling rank's logits go to (called
-  // there only: the other ranks receive no logits); what it
-  // spent in collectives and how it routed its tokens (mixtures of experts) come back too.
+  // there only, and not when the request holds them: the other ranks receive no logits);
+  // what it spent in collectives and how it routed its tokens (mixtures of experts) come back
+  // too. A sample request (StepRequest.sample) runs no step: the sampling rank samples the
+  // logits it holds into `samples`, the others do nothing.
   absl::Status RunStepLocked(const tpserve::worker::v1::StepRequest& request,
                              const std::function<absl::StatusOr<float*>(size_t)>& logits_for,
-                             double* allreduce_s, ExpertLoad* load)
+                             double* allreduce_s, ExpertLoad* load,
+                             tpserve::worker::v1::SampleResponse* samples)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The sample request `request` on the logits held from its step (FAILED_PRECONDITION
+  // naming both steps when another step's, or none, are held); SampleStep's errors.
+  absl::Status SampleHeldLocked(const tpserve::worker::v1::StepRequest& request,
+                                tpserve::worker::v1::SampleResponse* samples)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Serves the step channel until stop_ is set; and its heartbeat.
   void ServeChannel();
@@ -88,6 +96,10 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   ModelFiles draft_files_ ABSL_GUARDED_BY(mu_);  // its weights outlive the runtime's views
   std::unique_ptr<RankRuntime> draft_runtime_ ABSL_GUARDED_BY(mu_);
   std::atomic<RankRuntime*> abortable_draft_{nullptr};
+  // The sampling rank: the logits of step held_step_id_ (-1: none), kept for its sample
+  // request (StepRequest.hold_logits).
+  std::vector<float> held_logits_ ABSL_GUARDED_BY(mu_);
+  int64_t held_step_id_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Notification shutdown_;
   StepChannel channel_;  // set once by Load, before the threads start
   std::atomic<bool> stop_{false};

@@ -3,6 +3,7 @@
 // step before load, bad tokens, and every method called without the cluster secret).
 #include "worker/worker_service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -17,6 +18,9 @@
 #include "model/bundled_model.h"
 #include "model/sharding.h"
 #include "step/rank_load_proto.h"
+#include "step/sampling.h"
+#include "step/step_sampling.h"
+#include "step/step_sampling_proto.h"
 
 namespace tpserve {
 namespace {
@@ -148,6 +152,89 @@ TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
   const absl::Status bad = channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5));
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.message().find("rank 0: "), std::string::npos) << bad;
+}
+
+// A step whose logits the rank holds returns none; the sample request that follows draws from
+// them on the rank, over gRPC and over the step channel alike: the greedy token and logprob
+// of the logits the same step returns whole. A sample request for another step is refused,
+// naming both steps.
+TEST_F(WorkerServiceTest, SamplesTheLogitsItHeldOverGrpcAndTheStepChannel) {
+  absl::StatusOr<StepChannel> channel = StepChannel::Create(1, 1 << 16, 2 * 49152 * 4);
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  *request_.add_assignments() = Assignment(0, 1);
+  request_.set_step_channel(channel->name());
+  wpb::LoadProgress ready;
+  ASSERT_TRUE(Load(request_, &ready).ok());
+  (void)channel->Unlink();
+  const auto call = [&](const wpb::StepRequest& req, wpb::StepResponse* out) {
+    grpc::ClientContext ctx;
+    AttachClusterSecret(&ctx, kSecret);
+    return stub_->Step(&ctx, req, out);
+  };
+  wpb::StepRequest step = TwoTokenStep();
+  step.set_step_id(3);
+  wpb::StepResponse whole;
+  ASSERT_TRUE(call(step, &whole).ok());
+  std::vector<float> logits(whole.logits().size() / sizeof(float));
+  std::memcpy(logits.data(), whole.logits().data(), whole.logits().size());
+  ASSERT_EQ(logits.size(), 49152u);
+  const int32_t greedy =
+      static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const SampledToken expected = ScoreToken(logits, greedy, 2);
+
+  StepSampling sampling;
+  SequenceSampling& seq = sampling.sequences.emplace_back();
+  seq.num_rows = 1;
+  seq.samples = true;
+  seq.params.temperature = 0.0f;
+  seq.params.top_logprobs = 2;
+  wpb::StepRequest sample;
+  *sample.mutable_sample() = ToProto(sampling);
+  const auto check = [&](const wpb::SampleResponse& answer, const char* path) {
+    absl::StatusOr<std::vector<SequenceSamples>> got = FromProto(answer);
+    ASSERT_TRUE(got.ok()) << path << ": " << got.status();
+    ASSERT_EQ(got->size(), 1u) << path;
+    ASSERT_EQ((*got)[0].sampled.size(), 1u) << path;
+    EXPECT_EQ((*got)[0].sampled[0].id, greedy) << path;
+    EXPECT_EQ((*got)[0].sampled[0].logprob, expected.logprob) << path;
+    EXPECT_EQ((*got)[0].sampled[0].top_logprobs, expected.top_logprobs) << path;
+  };
+
+  step.set_step_id(4);
+  step.set_hold_logits(true);
+  wpb::StepResponse held;
+  ASSERT_TRUE(call(step, &held).ok());
+  EXPECT_TRUE(held.logits().empty());
+  sample.set_step_id(4);
+  wpb::StepResponse answer;
+  ASSERT_TRUE(call(sample, &answer).ok());
+  check(answer.samples(), "gRPC");
+  // Sampled once: the logits are no longer held.
+  grpc::Status again = call(sample, &answer);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(again.error_message(),
+            "rank 0: a sample request for step 4, but no step's logits are held");
+
+  step.set_step_id(5);
+  channel->Post(step.SerializeAsString());
+  ASSERT_TRUE(channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5)).ok());
+  EXPECT_TRUE(channel->logits().empty());
+  sample.set_step_id(6);  // not the step held
+  channel->Post(sample.SerializeAsString());
+  const absl::Status wrong = channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5));
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(wrong.message().find("a sample request for step 6, but the logits held are step 5's"),
+            std::string::npos)
+      << wrong;
+  channel->Post(step.SerializeAsString());  // hold step 5 again (the refusal dropped nothing)
+  ASSERT_TRUE(channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5)).ok());
+  sample.set_step_id(5);
+  channel->Post(sample.SerializeAsString());
+  ASSERT_TRUE(channel->AwaitAll(absl::Now() + absl::Seconds(30), absl::Seconds(5)).ok());
+  wpb::SampleResponse over_channel;
+  const std::string_view bytes = channel->result_bytes();
+  ASSERT_TRUE(over_channel.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
+  check(over_channel, "step channel");
 }
 
 TEST_F(WorkerServiceTest, RefusesAnAssignmentItsOwnPlanDisagreesWith) {
