@@ -56,6 +56,7 @@ struct alignas(kLine) StepChannel::RankSlot {
   uint32_t num_experts;  // rank 0: counts in the expert area
   int64_t expert_layers;
   double expert_imbalance_sum;
+  int64_t decoded_weight_bytes;
   char message[kMessageBytes];
 };
 
@@ -204,6 +205,8 @@ absl::Span<const float> StepChannel::logits() const {
   return absl::MakeConstSpan(logits_area(), slot(0)->logits_bytes / sizeof(float));
 }
 
+int64_t StepChannel::decoded_weight_bytes() const { return slot(0)->decoded_weight_bytes; }
+
 ExpertLoad StepChannel::expert_load() const {
   const RankSlot* s = slot(0);
   ExpertLoad load;
@@ -237,7 +240,8 @@ bool StepChannel::WaitRequest(uint32_t* seq, std::string* request,
 }
 
 void StepChannel::Finish(uint32_t seq, const absl::Status& status, double compute_s,
-                         double allreduce_s, size_t logits_bytes, const ExpertLoad& expert_load) {
+                         double allreduce_s, size_t logits_bytes, const ExpertLoad& expert_load,
+                         int64_t decoded_weight_bytes) {
   RankSlot* s = slot(rank_);
   s->code = static_cast<int32_t>(status.code());
   const absl::string_view message = status.message();
@@ -253,6 +257,7 @@ void StepChannel::Finish(uint32_t seq, const absl::Status& status, double comput
   if (experts > 0) std::memcpy(expert_area(), expert_load.tokens.data(), experts * sizeof(int64_t));
   s->expert_layers = expert_load.layers;
   s->expert_imbalance_sum = expert_load.imbalance_sum;
+  s->decoded_weight_bytes = decoded_weight_bytes;
   s->done_seq.store(seq, std::memory_order_release);
   FutexWakeAll(&s->done_seq);
 }

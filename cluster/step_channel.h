@@ -81,6 +81,7 @@ class StepChannel {
   // The same area as bytes: what rank 0 wrote there (a sample request's serialized answer).
   std::string_view result_bytes() const;
   ExpertLoad expert_load() const;  // rank 0's
+  int64_t decoded_weight_bytes() const;  // rank 0's (Backend::TakeDecodedWeightBytes)
 
   // ---- Rank ----
   // Waits for a request newer than *seq and copies it into *request; false once `stop` is set
@@ -89,11 +90,12 @@ class StepChannel {
   float* logits_area() const;
   size_t logits_capacity() const;
   size_t expert_capacity() const;
-  // Reports the outcome of request `seq`; `logits_bytes` written to logits_area() and the
-  // step's expert load (rank 0).
+  // Reports the outcome of request `seq`; `logits_bytes` written to logits_area(), the
+  // step's expert load and the weight bytes it decoded whole (rank 0).
   // REQUIRES: expert_load.tokens.size() <= expert_capacity().
   void Finish(uint32_t seq, const absl::Status& status, double compute_s, double allreduce_s,
-              size_t logits_bytes, const ExpertLoad& expert_load = {});
+              size_t logits_bytes, const ExpertLoad& expert_load = {},
+              int64_t decoded_weight_bytes = 0);
   void Heartbeat();
 
  private:

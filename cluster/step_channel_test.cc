@@ -38,7 +38,8 @@ TEST(StepChannelTest, RequestsReachEveryRankAndResultsComeBack) {
         const absl::Status status = r == 1 && request == "bad"
                                         ? absl::InvalidArgumentError("rank 1: bad request")
                                         : absl::OkStatus();
-        ch->Finish(seq, status, 0.5 * r, 0.25 * r, logits_bytes, load);
+        ch->Finish(seq, status, 0.5 * r, 0.25 * r, logits_bytes, load,
+                   /*decoded_weight_bytes=*/r == 0 ? 1000 * request.size() : 7);
       }
     });
   }
@@ -55,6 +56,7 @@ TEST(StepChannelTest, RequestsReachEveryRankAndResultsComeBack) {
     EXPECT_EQ(load.tokens, std::vector<int64_t>(text.begin(), text.end()));
     EXPECT_EQ(load.layers, 2);
     EXPECT_EQ(load.imbalance_sum, 3.5);
+    EXPECT_EQ(coordinator->decoded_weight_bytes(), 1000 * static_cast<int64_t>(text.size()));
   }
   EXPECT_EQ(coordinator->expert_capacity(), 8u);
   coordinator->Post("bad");

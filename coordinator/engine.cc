@@ -348,6 +348,7 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
     stats_.mask_wait_s += mask_wait_s;
     stats_.execute_s += result.compute_s;
     stats_.allreduce_s += result.allreduce_s;
+    stats_.decoded_weight_bytes += result.decoded_weight_bytes;
     stats_.expert_load.Add(result.expert_load);
     if (!result.expert_load.empty()) {
       for (const StepBatch::Sequence& s : step.batch.sequences) {

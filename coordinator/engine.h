@@ -137,6 +137,8 @@ struct EngineStats {
   int64_t prefix_cache_hits_tokens = 0;
   int64_t prefix_cache_misses_tokens = 0;
   int64_t preemptions = 0;    // sequences whose KV was dropped to make room
+  // Weight bytes rank 0 decoded whole to multiply them (a GEMM fallback; 0 normally).
+  int64_t decoded_weight_bytes = 0;
   // Structured output: tokens appended by jump-forward (no sampling step of their own), and
   // the time steps waited for token masks after the forward pass (zero when masking is
   // entirely hidden behind it).

@@ -159,6 +159,11 @@ void Frontend::RegisterMetrics() {
   metrics_.AddCounterFunction(
       "tpserve_preemptions_total", "Sequences whose KV cache was dropped to make room.",
       [engine] { return static_cast<double>(engine->stats().preemptions); });
+  metrics_.AddCounterFunction(
+      "tpserve_decoded_weight_bytes_total",
+      "Weight bytes rank 0 decoded whole to multiply them because its GEMM library refused "
+      "their format (a fallback each rank names at load; 0 normally).",
+      [engine] { return static_cast<double>(engine->stats().decoded_weight_bytes); });
   // Speculative decoding, named as vLLM's spec_decode counters are.
   metrics_.AddCounterFunction(
       "tpserve_spec_decode_num_drafts_total", "Steps that verified a sequence's drafted tokens.",

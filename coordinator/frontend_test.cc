@@ -96,6 +96,21 @@ TEST_F(FrontendTest, ExpertLoadReachesMetricsAndTheRequestLog) {
   EXPECT_EQ(lines[0]["expert_imbalance"], 1.5);
 }
 
+// A GEMM fallback that decodes weights whole (the CUDA backend's, where cuBLASLt refuses a
+// format), as the executor reports it per step: counted on /metrics.
+TEST_F(FrontendTest, DecodedWeightBytesReachMetrics) {
+  Start("abcdefgh");
+  EXPECT_EQ(Sample("tpserve_decoded_weight_bytes_total"), 0);
+  executor_->decoded_weight_bytes_per_step = 117'440'512;  // one 7168 x 8192 matrix in bf16
+  pb::GenerateRequest req;
+  req.set_text("abc");
+  req.set_max_new_tokens(3);
+  EXPECT_EQ(Run(req).finish, FinishReason::kLength);
+  const int64_t steps = engine_->stats().steps;
+  ASSERT_GE(steps, 3);
+  EXPECT_EQ(Sample("tpserve_decoded_weight_bytes_total"), 117'440'512.0 * steps);
+}
+
 TEST_F(FrontendTest, CountersMoveByWhatTheRequestsImplyAndEachRequestLogsOneLine) {
   Start("abcdefgh");
   pb::GenerateRequest req;

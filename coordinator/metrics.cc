@@ -1,6 +1,7 @@
 #include "coordinator/metrics.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -20,10 +21,14 @@ std::string Escape(const std::string& s, bool quote) {
   return out;
 }
 
+// Every digit the value has: the shortest text that reads back as the same double (StrCat's
+// six significant digits printed a counter of 352,321,536 as 3.52322e+08).
 std::string FormatValue(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (std::isnan(v)) return "NaN";
-  return absl::StrCat(v);
+  char buf[32];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
 }
 
 std::string LabelText(const MetricLabels& labels,

@@ -34,6 +34,18 @@ TEST(MetricsTest, RendersCountersGaugesAndCumulativeHistogramsInTheTextFormat) {
             "t_requests_total{finish_reason=\"length\"} 1\n");
 }
 
+// Counters past a million keep every digit (six significant digits printed 352,321,536 as
+// 3.52322e+08, so a scrape saw it move in steps of 1000).
+TEST(MetricsTest, LargeCountersRenderEveryDigit) {
+  MetricsRegistry r;
+  r.GetCounter("t_bytes_total", "Bytes.")->Add(352'321'536);
+  r.GetCounter("t_bytes_total", "Bytes.")->Add(1);
+  r.AddGaugeFunction("t_ratio", "Ratio.", [] { return 0.1 + 0.2; });
+  const std::string text = r.Render();
+  EXPECT_NE(text.find("t_bytes_total 352321537\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("t_ratio 0.30000000000000004\n"), std::string::npos) << text;
+}
+
 TEST(MetricsTest, EscapesLabelValues) {
   MetricsRegistry r;
   r.GetCounter("t_total", "x", {{"code", "a\"b\\c\nd"}})->Add();

@@ -222,6 +222,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
                                    responses[0].expert_tokens().end());
   result.expert_load.layers = responses[0].expert_layers();
   result.expert_load.imbalance_sum = responses[0].expert_imbalance_sum();
+  result.decoded_weight_bytes = responses[0].decoded_weight_bytes();
   return held(std::move(result));
 }
 
@@ -293,6 +294,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
     result.rank_compute_s.push_back(channel_.compute_s(r));
   }
   result.expert_load = channel_.expert_load();
+  result.decoded_weight_bytes = channel_.decoded_weight_bytes();
   return result;
 }
 

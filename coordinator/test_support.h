@@ -93,6 +93,7 @@ class ScriptedExecutor : public ModelExecutor {
       }
     }
     r.expert_load = expert_load_per_step;
+    r.decoded_weight_bytes = decoded_weight_bytes_per_step;
     return r;
   }
   int64_t vocab_size() const override { return kVocab; }
@@ -102,6 +103,7 @@ class ScriptedExecutor : public ModelExecutor {
   absl::Duration step_delay_ = absl::ZeroDuration();
   std::vector<StepBatch> seen_steps;  // every step, in order
   ExpertLoad expert_load_per_step;    // what every step reports (a mixture of experts')
+  int64_t decoded_weight_bytes_per_step = 0;  // and its GEMM fallback's decoded bytes
 
  private:
   static int64_t Slot(const StepBatch::Sequence& c, int64_t p) {

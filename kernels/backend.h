@@ -450,6 +450,11 @@ class Backend {
   // waits on anything, so its RequestAbort does nothing.
   virtual void RequestAbort() {}
 
+  // Bytes of weights decoded whole to multiply them since the last call: the fallback a
+  // backend takes where its GEMM library refuses a weight's format (the CUDA backend's
+  // decode-to-bf16 path, said once per role at load). 0 for a backend that never does.
+  virtual int64_t TakeDecodedWeightBytes() { return 0; }
+
   // ---- Step capture (optional: CUDA graphs for decode) ----
 
   // Whether RunCaptured records and replays (false: it just calls `body`).

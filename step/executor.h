@@ -49,6 +49,9 @@ struct StepResult {
   double allreduce_s = 0.0;    // of which in collectives
   std::vector<double> rank_compute_s;  // each rank's model time, where the executor knows it
   ExpertLoad expert_load;              // rank 0's (all ranks route alike)
+  // Rank 0's weight bytes decoded whole to multiply them this step (Backend::
+  // TakeDecodedWeightBytes: a GEMM library's refusal taken as a fallback); 0 normally.
+  int64_t decoded_weight_bytes = 0;
   absl::Span<const float> Row(size_t i) const {
     return absl::MakeConstSpan(logits).subspan(i * vocab_size, vocab_size);
   }

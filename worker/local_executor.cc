@@ -92,9 +92,11 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.allreduce_s = ranks_[0]->comm().TakeSeconds();
   result.expert_load = ranks_[0]->TakeExpertLoad();
+  result.decoded_weight_bytes = ranks_[0]->TakeDecodedWeightBytes();
   for (size_t r = 1; r < ranks_.size(); ++r) {
     ranks_[r]->comm().TakeSeconds();
     ranks_[r]->TakeExpertLoad();
+    ranks_[r]->TakeDecodedWeightBytes();
   }
   return result;
 }

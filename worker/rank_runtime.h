@@ -74,6 +74,8 @@ class RankRuntime {
   TimedCommunicator& comm() { return *comm_; }
   // How the steps since the last call routed their tokens (LlamaModel::TakeExpertLoad).
   ExpertLoad TakeExpertLoad() { return model_->TakeExpertLoad(); }
+  // Weight bytes the backend decoded whole since the last call (Backend::TakeDecodedWeightBytes).
+  int64_t TakeDecodedWeightBytes() { return backend_->TakeDecodedWeightBytes(); }
   LlamaModel& model() { return *model_; }
   KvCache& cache() { return *cache_; }
   MemoryFootprint footprint() const { return model_->footprint(); }

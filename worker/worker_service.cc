@@ -121,9 +121,8 @@ void WorkerService::ServeChannel() {
   while (channel_.WaitRequest(&seq, &bytes, stop_)) {
     const auto start = std::chrono::steady_clock::now();
     absl::Status s;
-    double allreduce_s = 0;
+    StepOutcome outcome;
     size_t logits_bytes = 0;
-    ExpertLoad load;
     if (!request.ParseFromString(bytes)) {
       s = absl::InvalidArgumentError("the step channel held an unparsable StepRequest");
     } else {
@@ -137,7 +136,7 @@ void WorkerService::ServeChannel() {
             }
             logits_bytes = floats * sizeof(float);
             return channel_.logits_area();
-          }, &allreduce_s, &load, &samples);
+          }, &outcome, &samples);
       if (s.ok() && request.has_sample() && rank_ == kSamplingRank) {
         // The answer travels serialized in the logits area (the logits stayed here).
         const size_t bytes = samples.ByteSizeLong();
@@ -154,7 +153,8 @@ void WorkerService::ServeChannel() {
     }
     channel_.Finish(seq, s, std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - start).count(),
-                    allreduce_s, logits_bytes, load);
+                    outcome.allreduce_s, logits_bytes, outcome.load,
+                    outcome.decoded_weight_bytes);
   }
 }
 
@@ -172,8 +172,8 @@ grpc::Status WorkerService::Load(grpc::ServerContext* context, const wpb::LoadRe
 
 absl::Status WorkerService::RunStepLocked(
     const wpb::StepRequest& request,
-    const std::function<absl::StatusOr<float*>(size_t)>& logits_for, double* allreduce_s,
-    ExpertLoad* load, wpb::SampleResponse* samples) {
+    const std::function<absl::StatusOr<float*>(size_t)>& logits_for, StepOutcome* outcome,
+    wpb::SampleResponse* samples) {
   if (runtime_ == nullptr) return absl::FailedPreconditionError("Step before Load");
   if (request.has_sample()) {  // sampling the logits of the last step, on rank 0 alone
     if (rank_ != kSamplingRank) return absl::OkStatus();
@@ -198,8 +198,9 @@ absl::Status WorkerService::RunStepLocked(
     TP_ASSIGN_OR_RETURN(logits, logits_for(logit_floats));
   }
   absl::Status s = runtime->Step(batch, logits);
-  *allreduce_s = runtime->comm().TakeSeconds();
-  *load = runtime->TakeExpertLoad();
+  outcome->allreduce_s = runtime->comm().TakeSeconds();
+  outcome->load = runtime->TakeExpertLoad();
+  outcome->decoded_weight_bytes = runtime->TakeDecodedWeightBytes();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   if (logits != nullptr && request.hold_logits()) held_step_id_ = request.step_id();
   return absl::OkStatus();
@@ -226,18 +227,19 @@ grpc::Status WorkerService::Step(grpc::ServerContext* context, const wpb::StepRe
   if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   const auto start = std::chrono::steady_clock::now();
-  double allreduce_s = 0;
-  ExpertLoad load;
+  StepOutcome outcome;
   // Rank 0 writes its logits straight into the response (no copy of ~200 KB per row).
   absl::Status s = RunStepLocked(*request, [&](size_t floats) -> absl::StatusOr<float*> {
         std::string* bytes = response->mutable_logits();
         bytes->resize(floats * sizeof(float));
         return reinterpret_cast<float*>(bytes->data());
-      }, &allreduce_s, &load, response->mutable_samples());
+      }, &outcome, response->mutable_samples());
   if (!s.ok()) return ToGrpcStatus(s);
   response->set_step_id(request->step_id());
   response->set_vocab_size(static_cast<int32_t>(files_.config.vocab_size));
-  response->set_allreduce_s(allreduce_s);
+  response->set_allreduce_s(outcome.allreduce_s);
+  response->set_decoded_weight_bytes(outcome.decoded_weight_bytes);
+  const ExpertLoad& load = outcome.load;
   if (rank_ == 0 && !load.empty()) {  // every rank routes alike: rank 0 speaks for all
     response->mutable_expert_tokens()->Add(load.tokens.begin(), load.tokens.end());
     response->set_expert_layers(load.layers);

@@ -65,13 +65,17 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
  private:
   // One step: logits_for(floats) gives the buffer the sampling rank's logits go to (called
   // there only, and not when the request holds them: the other ranks receive no logits);
-  // what it spent in collectives and how it routed its tokens (mixtures of experts) come back
-  // too. A sample request (StepRequest.sample) runs no step: the sampling rank samples the
+  // its outcome (StepOutcome) comes back too. A sample request (StepRequest.sample) runs no step: the sampling rank samples the
   // logits it holds into `samples`, the others do nothing.
+  // What a step reports besides its logits.
+  struct StepOutcome {
+    double allreduce_s = 0;        // in collectives
+    ExpertLoad load;               // how it routed its tokens (mixtures of experts)
+    int64_t decoded_weight_bytes = 0;  // Backend::TakeDecodedWeightBytes
+  };
   absl::Status RunStepLocked(const tpserve::worker::v1::StepRequest& request,
                              const std::function<absl::StatusOr<float*>(size_t)>& logits_for,
-                             double* allreduce_s, ExpertLoad* load,
-                             tpserve::worker::v1::SampleResponse* samples)
+                             StepOutcome* outcome, tpserve::worker::v1::SampleResponse* samples)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The sample request `request` on the logits held from its step (FAILED_PRECONDITION
   // naming both steps when another step's, or none, are held); SampleStep's errors.

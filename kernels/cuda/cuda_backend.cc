@@ -187,6 +187,12 @@ class CudaBackend final : public Backend {
                         int64_t key_dim, int64_t value_dim, float scale, void* out) override;
   absl::Status Synchronize() override;
   void RequestAbort() override { abort_requested_.store(true); }
+  int64_t TakeDecodedWeightBytes() override {
+    const int64_t total = matmul_->decoded_weight_bytes();
+    const int64_t since = total - decoded_reported_;
+    decoded_reported_ = total;
+    return since;
+  }
   bool SupportsStepCapture() const override { return graphs_enabled_; }
   absl::Status RunCaptured(const void* owner, int64_t key,
                            absl::FunctionRef<absl::Status()> body) override;
@@ -262,6 +268,7 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<const void*, int64_t, int64_t>, Graph> graphs_;
   void* stream_ = nullptr;  // cudaStream_t
   std::unique_ptr<cuda::CudaMatMul> matmul_;
+  int64_t decoded_reported_ = 0;  // matmul_'s decoded weight bytes at the last Take
   std::unique_ptr<cuda::CudaMoe> moe_;  // runs its experts' GEMMs on matmul_
   absl::Status first_error_;
   // Every copy between host and device (CopyToHost, CopyToDevice, the step metadata) goes
