@@ -173,7 +173,9 @@ RankOutput RunPrompt(const ModelFiles& files, int world, TpReduction reduction, 
         const absl::Status s = (*model)->Forward(decode, cache->get(), logits.data());
         ASSERT_TRUE(s.ok()) << s;
         if (sampling) next = ArgMax(logits);
-        if (!sampling) EXPECT_TRUE(AllUntouched(logits)) << "rank " << r << " received logits";
+        if (!sampling) {
+          EXPECT_TRUE(AllUntouched(logits)) << "rank " << r << " received logits";
+        }
         ASSERT_TRUE(BroadcastInt32s(comm, absl::MakeSpan(&next, 1), kSamplingRank).ok());
       }
     });
@@ -267,7 +269,9 @@ std::vector<RankOutput> RunPromptsAttentionDp(const ModelFiles& files, int world
           next[decode.sequences[k].seq_id] =
               ArgMax(absl::MakeConstSpan(out).subspan(k * vocab, vocab));
         }
-        if (!sampling) EXPECT_TRUE(AllUntouched(out)) << "rank " << r << " received logits";
+        if (!sampling) {
+          EXPECT_TRUE(AllUntouched(out)) << "rank " << r << " received logits";
+        }
         ASSERT_TRUE(BroadcastInt32s(comm, absl::MakeSpan(next), kSamplingRank).ok());
       }
     });
