@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -88,6 +89,29 @@ class Communicator {
   // the time each collective runs after the work queued before it has finished, not that
   // work. Host implementations have nothing in flight between calls: the default returns OK.
   virtual absl::Status AwaitCollectives() { return absl::OkStatus(); }
+
+  // ---- Recorded steps (Backend::RunCaptured: CUDA graphs) ----
+
+  // Whether this communicator's collectives may sit inside a step the backend records and
+  // replays: NCCL's can (they are enqueued on the backend's stream, so a capture of that
+  // stream records them and a replay runs them). A host implementation (in-process, Gloo, shm)
+  // runs each collective inside the call, which a replay would skip: false, and a step with
+  // collectives is then never recorded.
+  virtual bool capturable() const { return false; }
+
+  // Runs `run`, which queues a step's work on the backend's stream, collectives included, in
+  // a way this communicator may not see call by call: Backend::RunCaptured, which runs its body
+  // (an eager run, or one being recorded, whose collectives are enqueued here as usual) or
+  // replays a recording (whose collectives never pass through here). The next
+  // AwaitCollectives waits for everything `run` queued as one collective named `what`, its
+  // deadline counted from when the work queued before it has finished, so a replay is watched
+  // like the collectives it holds. Errors of `run` are returned (and break NCCL's
+  // communicator, as a failed enqueue does). The default, for host implementations whose
+  // collectives finish inside their calls: run().
+  virtual absl::Status RunRecorded(std::string_view what, absl::FunctionRef<absl::Status()> run) {
+    (void)what;
+    return run();
+  }
 
   // Makes the wait in progress and every later call fail with UNAVAILABLE, aborting what is
   // in flight (NCCL: ncclCommAbort, which also frees kernels stuck waiting on a peer): for a

@@ -180,8 +180,27 @@ absl::Status NcclCommunicator::WaitUntilIdle(const std::string& what) {
   return waited.ok() ? waited : Fail(waited);
 }
 
+absl::StatusOr<bool> NcclCommunicator::StreamCapturing() const {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  TP_RETURN_IF_ERROR(TP_CUDA_CALL(cudaStreamIsCapturing(stream_, &status)));
+  return status == cudaStreamCaptureStatusActive;
+}
+
 absl::Status NcclCommunicator::Enqueue(std::string what, absl::FunctionRef<absl::Status()> call) {
   const auto check = [this](absl::Status s) { return s.ok() ? s : Fail(std::move(s)); };
+  absl::StatusOr<bool> capturing = StreamCapturing();
+  if (!capturing.ok()) return Fail(capturing.status());
+  if (*capturing) {
+    // Recorded into the step being captured (inside RunRecorded): it runs at each replay, which
+    // RunRecorded's events bracket. Events recorded here would only be capture dependencies
+    // (and querying one later is an error), so none are.
+    absl::Status called = call();
+    if (!called.ok()) {
+      return Fail(absl::Status(called.code(),
+                               absl::StrCat(what, " on ", Describe(), ": ", called.message())));
+    }
+    return WaitUntilIdle(what);
+  }
   const size_t index = pending_.size();
   while (ready_events_.size() <= index) {
     cudaEvent_t ready = nullptr;
@@ -194,16 +213,24 @@ absl::Status NcclCommunicator::Enqueue(std::string what, absl::FunctionRef<absl:
     done_events_.push_back(done);
   }
   TP_RETURN_IF_ERROR(check(TP_CUDA_CALL(cudaEventRecord(ready_events_[index], stream_))));
+  // Its place is taken before the call: a RunRecorded's body enqueues collectives of its own
+  // (an eager run), which take the places after it and complete before it does.
+  pending_.push_back(std::move(what));
   absl::Status called = call();
   if (!called.ok()) {
-    return Fail(absl::Status(called.code(),
-                             absl::StrCat(what, " on ", Describe(), ": ", called.message())));
+    return Fail(absl::Status(
+        called.code(), absl::StrCat(pending_[index], " on ", Describe(), ": ", called.message())));
   }
-  pending_.push_back(std::move(what));
   // A non-blocking communicator may still be enqueueing in the background (the first
   // collective connects to the peers); the stream holds the work only once that is done.
-  TP_RETURN_IF_ERROR(WaitUntilIdle(pending_.back()));
+  TP_RETURN_IF_ERROR(WaitUntilIdle(pending_[index]));
   return check(TP_CUDA_CALL(cudaEventRecord(done_events_[index], stream_)));
+}
+
+absl::Status NcclCommunicator::RunRecorded(std::string_view what,
+                                           absl::FunctionRef<absl::Status()> run) {
+  TP_RETURN_IF_ERROR(BeginCall("RunRecorded"));
+  return Enqueue(std::string(what), run);
 }
 
 absl::StatusOr<int> NcclCommunicator::CountCompleted(const std::vector<CUevent_st*>& events,

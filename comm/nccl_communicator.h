@@ -35,8 +35,11 @@
 // not pair up are undefined on the device; at best the collective never completes and
 // AwaitCollectives' deadline aborts the communicator. A rank whose own send and recv counts
 // differ gets INVALID_ARGUMENT at once.
-// Not for CUDA graph capture: replaying a graph would not record the events again (only
-// single-rank steps, which have no NCCL communicator, are captured).
+// CUDA graphs (capturable() is true): a step the backend records (Backend::RunCaptured) runs
+// inside RunRecorded, which brackets it with the two events as one collective. A collective
+// enqueued while the stream is being captured records no events of its own (it is part of the
+// graph: a replay runs it without passing through here), so the watchdog waits on the events
+// recorded around each run or replay, never on events a replay would not record again.
 // Threading: one thread at a time per communicator; RequestAbort() may be called from any
 // thread. Each rank needs its own GPU (NCCL refuses two ranks on one device).
 #ifndef TPSERVE_COMM_NCCL_COMMUNICATOR_H_
@@ -46,6 +49,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -112,6 +116,11 @@ class NcclCommunicator final : public Communicator {
   absl::Status Barrier() override;
   absl::Status AwaitCollectives() override;
   std::string Describe() const override;
+  // NCCL collectives on the backend's stream are recorded by a capture of it.
+  bool capturable() const override { return true; }
+  // `run` enqueued between a "before" and an "after" event as one pending collective named
+  // `what` (see "CUDA graphs" above).
+  absl::Status RunRecorded(std::string_view what, absl::FunctionRef<absl::Status()> run) override;
 
   // Makes the wait in progress (or the next call) abort the NCCL communicator and return
   // UNAVAILABLE; for a supervisor that learned a peer died. Safe from any thread.
@@ -127,10 +136,13 @@ class NcclCommunicator final : public Communicator {
   absl::Status Init();
   // Checks that the communicator is usable and selects its device.
   absl::Status BeginCall(const char* collective);
-  // Enqueues `what` by `call` (an ncclXxx call on stream_) between its two events. A failure
-  // breaks the communicator; ncclInProgress (a non-blocking communicator still connecting) is
-  // waited out before the "after" event is recorded.
+  // Enqueues `what` by `call` (an ncclXxx call on stream_, or RunRecorded's step) between its
+  // two events; while stream_ is being captured, just `call`, without events. A failure breaks
+  // the communicator; ncclInProgress (a non-blocking communicator still connecting) is waited
+  // out before the "after" event is recorded.
   absl::Status Enqueue(std::string what, absl::FunctionRef<absl::Status()> call);
+  // Whether stream_ is being captured into a CUDA graph now.
+  absl::StatusOr<bool> StreamCapturing() const;
   // True once NCCL has no operation in progress (init, an enqueue), false while it has; the
   // asynchronous error (a peer died) as UNAVAILABLE or INTERNAL naming `what` otherwise.
   absl::StatusOr<bool> CommIdle(const std::string& what);

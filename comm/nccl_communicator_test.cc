@@ -172,6 +172,93 @@ TEST(NcclCommunicator, TypedCollectivesAreEnqueuedInOrderOnTheCallersStream) {
   cudaStreamDestroy(stream);
 }
 
+// CUDA graphs (issue 38): a step recorded with its collectives inside and replayed. A
+// collective enqueued while the stream is captured records no events of its own (a replay
+// would not record them again, and querying an event last recorded in a capture is an error);
+// RunRecorded brackets every run and replay with one pair, so AwaitCollectives waits for the
+// replay, not for stale events. On the old code (no RunRecorded: a replay the communicator
+// never sees) the await after a replay returned at once with nothing pending, before the
+// replay ran: the ">= 400 ms" assertion; and a collective captured with its events made the
+// next await query events last recorded in a capture (cudaErrorCapturedEvent).
+TEST(NcclCommunicator, RecordedCollectivesAreAwaitedThroughTheReplaysBracket) {
+  SKIP_UNLESS_DEVICES(1);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    auto comm = OneRank(stream, absl::Seconds(60));
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    EXPECT_TRUE((*comm)->capturable());
+    Watchdog watchdog(absl::Seconds(60), "recorded collectives");
+    constexpr size_t kN = 513;
+    const std::vector<uint16_t> values = Bits16(DType::kBF16, kN, 5);
+    const std::vector<uint16_t> poison(kN, 0x7BFF);
+    DeviceArray<uint16_t> data(values), gathered(poison);
+    // Eager through RunRecorded (a step's first run): the bracket and its collective pend.
+    ASSERT_TRUE((*comm)
+                    ->RunRecorded("decode step of 1 row", [&] {
+                      return (*comm)->AllGather(data.data(), kN, DType::kBF16, gathered.data());
+                    })
+                    .ok());
+    EXPECT_EQ((*comm)->num_pending(), 2);
+    ASSERT_TRUE((*comm)->AwaitCollectives().ok());
+    EXPECT_EQ(gathered.ToHost(), values);
+    // Recorded: the collective inside the capture adds nothing to wait for but the bracket.
+    ASSERT_EQ(cudaMemcpy(gathered.data(), poison.data(), kN * 2, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_TRUE((*comm)
+                    ->RunRecorded("decode step of 1 row", [&]() -> absl::Status {
+                      if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) !=
+                          cudaSuccess) {
+                        return absl::InternalError("cudaStreamBeginCapture");
+                      }
+                      const absl::Status gathered_status =
+                          (*comm)->AllGather(data.data(), kN, DType::kBF16, gathered.data());
+                      cudaGraph_t graph = nullptr;
+                      const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+                      if (!gathered_status.ok()) return gathered_status;
+                      if (ended != cudaSuccess) return absl::InternalError("EndCapture");
+                      const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+                      cudaGraphDestroy(graph);
+                      if (made != cudaSuccess) return absl::InternalError("Instantiate");
+                      return cudaGraphLaunch(exec, stream) == cudaSuccess
+                                 ? absl::OkStatus()
+                                 : absl::InternalError("cudaGraphLaunch");
+                    })
+                    .ok());
+    EXPECT_EQ((*comm)->num_pending(), 1);
+    ASSERT_TRUE((*comm)->AwaitCollectives().ok());
+    EXPECT_EQ(gathered.ToHost(), values);
+    // Replayed behind a gate: the await holds until the replay has run.
+    ASSERT_EQ(cudaMemcpy(gathered.data(), poison.data(), kN * 2, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    StreamGate gate(stream);
+    ASSERT_TRUE((*comm)
+                    ->RunRecorded("decode step of 1 row", [&] {
+                      return cudaGraphLaunch(exec, stream) == cudaSuccess
+                                 ? absl::OkStatus()
+                                 : absl::InternalError("cudaGraphLaunch");
+                    })
+                    .ok());
+    EXPECT_EQ((*comm)->num_pending(), 1);
+    std::thread opener([&gate] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      gate.Open();
+    });
+    const absl::Time start = absl::Now();
+    const absl::Status waited = (*comm)->AwaitCollectives();
+    opener.join();
+    EXPECT_TRUE(waited.ok()) << waited;
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(400)) << "returned before the replay ran";
+    std::vector<uint16_t> after(kN);
+    ASSERT_EQ(cudaMemcpy(after.data(), gathered.data(), kN * 2, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(after, values);
+    cudaGraphExecDestroy(exec);
+  }
+  cudaStreamDestroy(stream);
+}
+
 // The review's finding: the deadline ran from the start of the wait, so compute queued before
 // a collective (a long prefill) counted against it and aborted the communicator. Now a
 // collective's clock starts when its inputs are ready.

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "comm/communicator.h"
 
@@ -50,6 +51,12 @@ class TimedCommunicator final : public Communicator {
     return Timed([&] { return inner_->Barrier(); });
   }
   absl::Status AwaitCollectives() override { return inner_->AwaitCollectives(); }
+  // A recorded step's collectives are inner's to watch; those its body enqueues come back
+  // through this decorator (the model holds it) and are timed there.
+  bool capturable() const override { return inner_->capturable(); }
+  absl::Status RunRecorded(std::string_view what, absl::FunctionRef<absl::Status()> run) override {
+    return inner_->RunRecorded(what, run);
+  }
   void RequestAbort() override { inner_->RequestAbort(); }
 
   // Seconds spent in collectives since the last call.
