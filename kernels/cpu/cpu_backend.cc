@@ -4,11 +4,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
+#include "base/status_macros.h"
 #include "base/str_cat.h"
 
 #include "kernels/check.h"
+#include "kernels/step_capture.h"
 
 namespace tpserve {
 namespace {
@@ -68,6 +71,7 @@ bool CpuBackend::SupportsWeight(const TensorFormat& format) const {
 bool CpuBackend::SupportsKvDtype(DType dtype) const { return IsKvDtype(dtype); }
 
 absl::StatusOr<DeviceBuffer> CpuBackend::Allocate(int64_t bytes, std::string_view what) {
+  TP_RETURN_IF_ERROR(RefusedInsideCapture("Allocate"));
   if (bytes < 0) {
     return absl::InvalidArgumentError(StrCat(what, ": negative size ", bytes));
   }
@@ -84,11 +88,64 @@ absl::StatusOr<DeviceBuffer> CpuBackend::Allocate(int64_t bytes, std::string_vie
 
 void CpuBackend::Free(void* data, int64_t) { std::free(data); }
 
+void CpuBackend::BeginStep(const StepInputs& step) {
+  TP_CHECK(!in_capture_body_, "BeginStep inside a RunCaptured body (kernels/backend.h)");
+  step_ = step;
+}
+
+absl::Status CpuBackend::Synchronize() { return RefusedInsideCapture("Synchronize"); }
+
+absl::Status CpuBackend::RefusedInsideCapture(const char* op) const {
+  if (!in_capture_body_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      StrCat(op, " inside a RunCaptured body: a recorded step may not wait on the device, "
+                 "allocate or begin a step (kernels/backend.h)"));
+}
+
+absl::Status CpuBackend::RunCaptured(const void* owner, int64_t key,
+                                     absl::FunctionRef<absl::Status()> body) {
+  if (!emulate_step_capture_) return body();
+  // The CUDA backend's key: its recorded attention grid is sized for the context bucket.
+  int64_t max_context = 0;
+  for (const AttentionSequence& s : step_.seqs) {
+    if (s.num_query_tokens == 1 && !s.padding) {
+      max_context = std::max(max_context, s.start_position + 1);
+    }
+  }
+  Recording& r = recordings_[{owner, key, CaptureContextBucket(max_context)}];
+  const size_t rows = step_.positions.size(), seqs = step_.seqs.size();
+  const size_t logit_rows = step_.logit_rows.size();
+  if (r.runs >= 2 && (r.rows != rows || r.seqs != seqs || r.logit_rows != logit_rows)) {
+    return absl::FailedPreconditionError(StrCat(
+        "RunCaptured key ", key, " replayed for ", rows, " rows, ", seqs, " sequences and ",
+        logit_rows, " logit rows; recorded for ", r.rows, ", ", r.seqs, " and ", r.logit_rows));
+  }
+  if (r.runs == 1) {  // the run the CUDA backend records: its shape is the key's from now on
+    r.rows = rows;
+    r.seqs = seqs;
+    r.logit_rows = logit_rows;
+  }
+  ++(r.runs == 0 ? capture_counts_.warm_runs
+                 : r.runs == 1 ? capture_counts_.recordings : capture_counts_.replays);
+  ++r.runs;
+  in_capture_body_ = true;
+  const absl::Status status = body();
+  in_capture_body_ = false;
+  return status;
+}
+
+void CpuBackend::ForgetCaptured(const void* owner) {
+  for (auto it = recordings_.begin(); it != recordings_.end();) {
+    it = std::get<0>(it->first) == owner ? recordings_.erase(it) : std::next(it);
+  }
+}
+
 void CpuBackend::CopyToDevice(void* dst, const void* src, int64_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
 absl::Status CpuBackend::CopyToHost(void* dst, const void* src, int64_t bytes) {
+  TP_RETURN_IF_ERROR(RefusedInsideCapture("CopyToHost"));
   if (bytes > 0) std::memcpy(dst, src, bytes);
   return absl::OkStatus();
 }

@@ -11,8 +11,10 @@
 
 #include <array>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_attention.h"
@@ -28,10 +30,23 @@ struct CpuBackendOptions {
   std::optional<CpuIsa> isa;   // default: DetectCpuIsa()
   // Tests of callers of Backend::RunCaptured: SupportsStepCapture() says true, and RunCaptured
   // runs body every time (the CPU records nothing), so the padded-batch logic runs on the CPU.
+  // It keys and counts runs as the CUDA backend does (step_capture_counts()), and holds body
+  // to RunCaptured's contract: CopyToHost, Synchronize, Allocate and BeginStep inside it, or a
+  // replay of a step whose shape differs from its recording's, are FAILED_PRECONDITION.
   bool emulate_step_capture = false;
   // Time every op (wall clock, calling thread) into profile(): where a step's time goes. Off
   // by default; on, it costs two clock reads per op.
   bool profile = false;
+};
+
+// What RunCaptured did under CpuBackendOptions::emulate_step_capture, since the backend was
+// made, per recording key (owner, key, the step's context bucket: kernels/step_capture.h), as
+// the CUDA backend does: the key's first run eager (it warms buffers and plans), the second
+// recorded, every later one a replay. The CPU runs body each time.
+struct StepCaptureCounts {
+  int64_t warm_runs = 0;
+  int64_t recordings = 0;
+  int64_t replays = 0;
 };
 
 // Wall time and calls per op kind, summed since the last ResetProfile().
@@ -72,7 +87,7 @@ class CpuBackend : public Backend {
   void* stream() const override { return nullptr; }
   void Free(void* data, int64_t bytes) override;
 
-  void BeginStep(const StepInputs& step) override { step_ = step; }
+  void BeginStep(const StepInputs& step) override;
 
   void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y, DType y_dtype) override;
   void MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
@@ -117,10 +132,15 @@ class CpuBackend : public Backend {
   bool SupportsAttention(const AttentionParams&) const override { return true; }
   void PagedAttention(const void* q, int64_t num_heads, const AttentionParams& params,
                       const KvPoolView& pool, void* out) override;
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status Synchronize() override;
   bool SupportsStepCapture() const override { return emulate_step_capture_; }
 
  private:
+  absl::Status RunCaptured(const void* owner, int64_t key,
+                           absl::FunctionRef<absl::Status()> body) override;
+  void ForgetCaptured(const void* owner) override;
+  // With emulate_step_capture: what RunCaptured did (else all zero).
+  const StepCaptureCounts& step_capture_counts() const { return capture_counts_; }
   // Adds the scope's wall time to profile_ (when profiling).
   class OpTimer {
    public:
@@ -149,8 +169,20 @@ class CpuBackend : public Backend {
 
   const CpuIsa isa_;
   const bool emulate_step_capture_;
+  // FAILED_PRECONDITION naming `op` inside an emulated RunCaptured body.
+  absl::Status RefusedInsideCapture(const char* op) const;
+
   const bool profiling_;
   CpuOpProfile profile_;
+  // The emulation's recordings: each key's step shape (rows, sequences, logit rows) and how
+  // many runs it has had; whether a body is running.
+  struct Recording {
+    size_t rows = 0, seqs = 0, logit_rows = 0;
+    int64_t runs = 0;
+  };
+  std::map<std::tuple<const void*, int64_t, int64_t>, Recording> recordings_;
+  StepCaptureCounts capture_counts_;
+  bool in_capture_body_ = false;
   const std::string name_;
   const CpuKernels& kernels_;
   ThreadPool pool_;
