@@ -152,4 +152,9 @@ Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
   return r;
 }
 
+bool RecordsDecodeSteps(const ModelSpec& config, bool attention_dp) {
+  return !config.moe.enabled() && !config.mla.enabled() && !config.is_mtp_draft() &&
+         !attention_dp;
+}
+
 }  // namespace tpserve

@@ -131,6 +131,15 @@ Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       int64_t max_context_tokens, DType kv_dtype,
                                                       int64_t block_size_tokens);
 
+// Whether a rank of this model records its decode steps (Backend::RunCaptured: CUDA graphs)
+// where the backend and communicator can: not a mixture of experts (its layers wait on the
+// host for the experts' row counts), not multi-head latent attention (the CUDA backend plans it
+// per step and falls back to eager), not a multi-token-prediction draft (its input is copied
+// row by row on the host's schedule), not with data-parallel attention (whose attention begins
+// a step of its own inside). LlamaModel asks it, and the memory plan counts the recordings
+// (kernels/step_capture.h) of the models it allows.
+bool RecordsDecodeSteps(const ModelSpec& config, bool attention_dp);
+
 // KV cache bytes per token on one rank: `num_layers` layers of `entry` (KvEntryOf: K and V
 // of the rank's KV heads, or MLA's one latent) in `kv_dtype`.
 int64_t KvBytesPerToken(int64_t num_layers, const KvEntry& entry, DType kv_dtype);

@@ -10,6 +10,7 @@
 #include "base/str_cat.h"
 #include "checkpoint/stored_formats.h"
 #include "kernels/rope_table.h"
+#include "kernels/step_capture.h"
 
 namespace tpserve {
 
@@ -286,6 +287,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
                                                    options.max_step_tokens, max_logit_rows,
                                                    options.reduction));
   model->requested_chunks_ = options.reduction_chunks;
+  model->record_decode_steps_ = options.record_decode_steps;
   model->expand_fresh_prefill_ = options.mla_expand_fresh_prefill;
   model->max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens
                                                               : config.max_context_tokens;
@@ -507,41 +509,46 @@ absl::Status LlamaModel::Forward(const StepBatch& batch_in, KvCache* cache, floa
   const int64_t bucket = CaptureBucket(batch);
   const StepInputs step = PrepareStep(batch, bucket);
   backend_->BeginStep(step);
-  if (bucket > 0) {  // one rank: no collectives inside, the logits stay in logits_local
-    const void* pool = cache->layer(0).k;
-    if (pool != captured_pool_ || cache->bytes() != captured_pool_bytes_) {
-      backend_->ForgetCaptured(this);  // recordings of another cache's pools
-      captured_pool_ = pool;
-      captured_pool_bytes_ = cache->bytes();
-    }
-    TP_RETURN_IF_ERROR(backend_->RunCaptured(this, bucket, [&]() -> absl::Status {
-      TP_RETURN_IF_ERROR(RunLayers(step, cache));
-      QueueLocalLogits(bucket, ws_->logits_local.data());
-      return absl::OkStatus();
-    }));
-    TP_RETURN_IF_ERROR(backend_->CopyToHost(
-        logits, ws_->logits_local.data(),
-        logit_rows * config_.vocab_size * static_cast<int64_t>(sizeof(float))));
-    return backend_->Synchronize();
-  }
+  if (bucket > 0) return RecordedStep(step, bucket, logit_rows, cache, logits);
   TP_RETURN_IF_ERROR(RunLayers(step, cache));
   TP_RETURN_IF_ERROR(LmHead(step, logits));
   return backend_->Synchronize();
 }
 
+absl::Status LlamaModel::RecordedStep(const StepInputs& step, int64_t bucket,
+                                      int64_t logit_rows, KvCache* cache, float* logits) {
+  const void* pool = cache->layer(0).k;
+  if (pool != captured_pool_ || cache->bytes() != captured_pool_bytes_) {
+    backend_->ForgetCaptured(this);  // recordings of another cache's pools
+    captured_pool_ = pool;
+    captured_pool_bytes_ = cache->bytes();
+  }
+  // Every rank records and replays the same collectives in the same order (the bucket is the
+  // batch's, which every rank is given), so replays meet their peers' as eager steps do.
+  TP_RETURN_IF_ERROR(comm_->RunRecorded(StrCat("decode step of ", bucket, " rows"), [&] {
+    return backend_->RunCaptured(this, bucket, [&]() -> absl::Status {
+      TP_RETURN_IF_ERROR(RunLayers(step, cache));
+      return QueueLogits(bucket);
+    });
+  }));
+  TP_RETURN_IF_ERROR(ReceiveLogits(bucket, logit_rows, logits));
+  return backend_->Synchronize();
+}
+
 int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
-  // (An MTP draft's input and the target's hidden states are copied row by row on the host's
-  // schedule, which a recording would bake in.)
-  if (!backend_->SupportsStepCapture() || plan_.shard().world_size != 1 ||
-      config_.is_mtp_draft() || hidden_store_ != nullptr) {
+  // (An MTP target's hidden states are copied row by row on the host's schedule, which a
+  // recording would bake in; RecordsDecodeSteps says what else never records.)
+  if (!record_decode_steps_ || !backend_->SupportsStepCapture() ||
+      !RecordsDecodeSteps(config_, plan_.attention_dp()) || hidden_store_ != nullptr) {
     return 0;
   }
+  // At tp > 1 the layers' collectives sit inside the recording.
+  if (plan_.shard().world_size > 1 && !comm_->capturable()) return 0;
   for (const StepBatch::Sequence& s : batch.sequences) {
     if (s.num_tokens != 1 || s.num_logits != 1) return 0;
   }
-  int64_t bucket = 1;  // powers of two: few recordings, at most 2x the rows
-  while (bucket < static_cast<int64_t>(batch.sequences.size())) bucket *= 2;
-  return bucket <= std::min(max_step_tokens_, max_logit_rows_) ? bucket : 0;
+  return CaptureBatchBucket(static_cast<int64_t>(batch.sequences.size()),
+                            std::min(max_step_tokens_, max_logit_rows_));
 }
 
 absl::Status LlamaModel::RunLayers(const StepInputs& step, KvCache* cache) {
@@ -968,16 +975,18 @@ void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {
 
 absl::Status LlamaModel::LmHead(const StepInputs& step, float* logits) {
   const int64_t rows = static_cast<int64_t>(step.logit_rows.size());
-  const int64_t vocab = config_.vocab_size;
-  Workspace& ws = *ws_;
-  const int world = plan_.shard().world_size;
   if (rows == 0) {  // every sequence is a chunk of a longer prompt: nothing to sample
-    return world == 1 ? absl::OkStatus() : comm_->AwaitCollectives();
+    return plan_.shard().world_size == 1 ? absl::OkStatus() : comm_->AwaitCollectives();
   }
-  if (world == 1) {
+  TP_RETURN_IF_ERROR(QueueLogits(rows));
+  return ReceiveLogits(rows, rows, logits);
+}
+
+absl::Status LlamaModel::QueueLogits(int64_t rows) {
+  Workspace& ws = *ws_;
+  if (plan_.shard().world_size == 1) {
     QueueLocalLogits(rows, ws.logits_local.data());
-    return backend_->CopyToHost(logits, ws.logits_local.data(),
-                                rows * vocab * static_cast<int64_t>(sizeof(float)));
+    return absl::OkStatus();
   }
   // Local logits [rows, local_vocab], padded with zeros to [rows, vocab_rows_per_rank] so every
   // rank contributes the same size, then gathered to the sampling rank as
@@ -991,16 +1000,25 @@ absl::Status LlamaModel::LmHead(const StepInputs& step, float* logits) {
   backend_->FillZero(ws.logits_local.data(), rows * per_rank * f32);
   backend_->Copy2D(ws.logits_local.data(), per_rank * f32, scratch, local * f32, local * f32,
                    rows);
-  TP_RETURN_IF_ERROR(comm_->Gather(ws.logits_local.data(), rows * per_rank, DType::kF32,
-                                   sampling ? ws.logits_gathered.data() : nullptr,
-                                   kSamplingRank));
+  return comm_->Gather(ws.logits_local.data(), rows * per_rank, DType::kF32,
+                       sampling ? ws.logits_gathered.data() : nullptr, kSamplingRank);
+}
+
+absl::Status LlamaModel::ReceiveLogits(int64_t rows, int64_t wanted, float* logits) {
+  const int64_t vocab = config_.vocab_size, f32 = sizeof(float);
+  Workspace& ws = *ws_;
+  const int world = plan_.shard().world_size;
+  if (world == 1) {
+    return backend_->CopyToHost(logits, ws.logits_local.data(), wanted * vocab * f32);
+  }
   // The step's one wait for its collectives, on every rank: with NCCL they were only enqueued,
   // and this is where a dead peer or a timeout surfaces (the copy below would hang).
   TP_RETURN_IF_ERROR(comm_->AwaitCollectives());
-  if (!sampling) return absl::OkStatus();
+  if (plan_.shard().rank != kSamplingRank) return absl::OkStatus();
+  const int64_t per_rank = plan_.vocab_rows_per_rank();
   TP_RETURN_IF_ERROR(backend_->CopyToHost(ws.host_gathered.data(), ws.logits_gathered.data(),
                                           world * rows * per_rank * f32));
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < wanted; ++r) {
     for (int rank = 0; rank < world; ++rank) {
       const int64_t begin = rank * per_rank;
       const int64_t count = std::min(vocab, begin + per_rank) - begin;

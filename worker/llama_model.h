@@ -13,7 +13,10 @@
 // backend memory (the model never assumes host memory); only the sampling rank's final logits
 // are copied to the host. Collectives may be only
 // enqueued (NCCL, on the backend's stream): Forward waits for them once, through
-// Communicator::AwaitCollectives(), right before that copy, and returns its error.
+// Communicator::AwaitCollectives(), right before that copy, and returns its error. A decode
+// step may run as a recording the backend replays (Backend::RunCaptured: CUDA graphs, at any
+// degree where the communicator's collectives can be recorded), padded to a batch bucket: the
+// layers' collectives and the LM head's gather inside it, that wait and copy after it.
 // Threading: Forward is not reentrant; one call at a time per model (and per Backend).
 #ifndef TPSERVE_WORKER_LLAMA_MODEL_H_
 #define TPSERVE_WORKER_LLAMA_MODEL_H_
@@ -75,6 +78,12 @@ struct LlamaLoadOptions {
   // the scheduler chunked its prompt and on prefix-cache hits (a continuing chunk absorbs), and
   // the two forms differ in the last bits, so a request's tokens could depend on its batch.
   bool mla_expand_fresh_prefill = false;
+  // Decode steps (one new token per sequence) run as recordings the backend replays
+  // (Backend::RunCaptured: CUDA graphs), padded to a batch bucket (kernels/step_capture.h),
+  // where the backend records, the model allows it (RecordsDecodeSteps) and, at tp > 1, the
+  // communicator's collectives can sit inside a recording (Communicator::capturable). false
+  // (--enforce_eager): every step runs op by op and nothing is recorded.
+  bool record_decode_steps = true;
 };
 
 // Which forms multi-head latent attention layers ran in, counted over steps: expanded (a fresh
@@ -162,8 +171,16 @@ class LlamaModel {
 
   absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
   // The padded batch size a decode step is recorded and replayed at (Backend::RunCaptured), or
-  // 0 to run it op by op: one rank, one new token per sequence, a backend that records.
+  // 0 to run it op by op: one new token and one logit row per sequence, a backend that
+  // records, a model RecordsDecodeSteps allows, at tp > 1 a capturable communicator, and
+  // record_decode_steps on.
   int64_t CaptureBucket(const StepBatch& batch) const;
+  // A decode step padded to `bucket` rows as the backend's recording: embedding, layers and the
+  // LM head's device work (its gather to the sampling rank included) inside it, watched by
+  // the communicator as one collective (Communicator::RunRecorded); the wait for the
+  // collectives and the logits' copy to the host after it.
+  absl::Status RecordedStep(const StepInputs& step, int64_t bucket, int64_t logit_rows,
+                            KvCache* cache, float* logits);
   // The backend's view of the batch (positions, each sequence's rows, the rows that feed the LM
   // head), padded to `bucket` rows when it is larger; valid until the next call.
   StepInputs PrepareStep(const StepBatch& batch, int64_t bucket);
@@ -192,6 +209,13 @@ class LlamaModel {
   LatentForms FormsOf(const StepInputs& step) const;
   absl::Status FeedForwardBlock(int64_t layer, const StepInputs& step);
   absl::Status LmHead(const StepInputs& step, float* logits);
+  // The LM head's device work for the step's first `rows` logit rows: this rank's logits into
+  // ws.logits_local (one rank), or padded to vocab_rows_per_rank and gathered to the sampling
+  // rank into ws.logits_gathered as [world, rows, vocab_rows_per_rank].
+  absl::Status QueueLogits(int64_t rows);
+  // After QueueLogits(rows): the step's one wait for its collectives (world > 1), then on the
+  // sampling rank the first `wanted` rows' logits copied to `logits` (f32 [wanted, vocab]).
+  absl::Status ReceiveLogits(int64_t rows, int64_t wanted, float* logits);
   // Final norm of the logit rows and this rank's LM head rows into `out` (f32 [rows, local]).
   void QueueLocalLogits(int64_t rows, void* out);
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank: one all-reduce, or (with
@@ -235,6 +259,7 @@ class LlamaModel {
   // addresses): another cache makes the model drop them first.
   const void* captured_pool_ = nullptr;
   int64_t captured_pool_bytes_ = 0;
+  bool record_decode_steps_ = true;  // LlamaLoadOptions'
   StepBufferSizes sizes_;
   int64_t attention_bytes_ = 0;  // ReserveAttention's
   // The RoPE tables (f32 [head_dim / 2] each) and which one each layer uses.
