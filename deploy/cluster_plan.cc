@@ -287,6 +287,7 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   load.expert_parallel = in.expert_parallel;
   load.attention_dp = in.attention_dp;
   load.strict_kernels = request.strict_kernels;
+  load.enforce_eager = request.enforce_eager;
   load.collective_timeout = request.collective_timeout;
   load.startup_timeout = request.startup_timeout;
   return load;

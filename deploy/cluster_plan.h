@@ -57,6 +57,7 @@ struct ClusterRequest {
   std::string draft_weights;
   int threads_per_rank = 0;
   bool strict_kernels = false;  // --strict_kernels: RankLoad::strict_kernels
+  bool enforce_eager = false;   // --enforce_eager: RankLoad::enforce_eager
   absl::Duration collective_timeout = absl::Seconds(30);
   absl::Duration startup_timeout = absl::Seconds(120);  // --startup_timeout_ms
 };

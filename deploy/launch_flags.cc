@@ -64,6 +64,11 @@ ABSL_FLAG(bool, strict_kernels, false,
           "on every call (an fp8 scale mode or shape cuBLASLt refuses, a weight no fp8 kernel "
           "takes): the error names the weight's role, shape and why. Without it each such "
           "fallback is said once per role at load (kernels/cuda/matmul_plan_load.h)");
+ABSL_FLAG(bool, enforce_eager, false,
+          "run every step op by op: no decode step is recorded and replayed as a CUDA graph "
+          "(by default GPU ranks record decode steps, padded to a power of two of sequences, "
+          "collectives included at --gpus > 1; the memory plan counts the recordings). CPU "
+          "ranks never record");
 ABSL_FLAG(bool, spawn_ranks, true,
           "start the ranks as processes on this machine; false: wait for --ranks workers started "
           "elsewhere (worker --coordinator=<--worker_listen> --rank=R --cluster_secret_file=F) "
@@ -164,6 +169,7 @@ LaunchFlags ReadLaunchFlags() {
   f.collective_timeout_ms = absl::GetFlag(FLAGS_collective_timeout_ms);
   f.startup_timeout_ms = absl::GetFlag(FLAGS_startup_timeout_ms);
   f.strict_kernels = absl::GetFlag(FLAGS_strict_kernels);
+  f.enforce_eager = absl::GetFlag(FLAGS_enforce_eager);
   f.spawn_ranks = absl::GetFlag(FLAGS_spawn_ranks);
   f.worker_listen = absl::GetFlag(FLAGS_worker_listen);
   f.cluster_secret_file = absl::GetFlag(FLAGS_cluster_secret_file);

@@ -36,6 +36,7 @@ struct LaunchFlags {
   int collective_timeout_ms;
   int startup_timeout_ms;
   bool strict_kernels;
+  bool enforce_eager;
   bool spawn_ranks;
   std::string worker_listen;
   std::string cluster_secret_file;

@@ -120,6 +120,7 @@ void RankFlags(const LaunchFlags& flags, ClusterRequest& want) {
   want.collective_timeout = absl::Milliseconds(flags.collective_timeout_ms);
   want.startup_timeout = absl::Milliseconds(flags.startup_timeout_ms);
   want.strict_kernels = flags.strict_kernels;
+  want.enforce_eager = flags.enforce_eager;
 }
 
 int CpuMain(const LaunchFlags& flags, const char* argv0) {

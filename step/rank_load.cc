@@ -32,7 +32,7 @@ bool RankLoad::operator==(const RankLoad& other) const {
          deterministic_tp == other.deterministic_tp &&
          deterministic_tp_chunks == other.deterministic_tp_chunks &&
          expert_parallel == other.expert_parallel && attention_dp == other.attention_dp &&
-         strict_kernels == other.strict_kernels &&
+         strict_kernels == other.strict_kernels && enforce_eager == other.enforce_eager &&
          collective_timeout == other.collective_timeout &&
          startup_timeout == other.startup_timeout;
 }

@@ -68,6 +68,9 @@ struct RankLoad {
   // --strict_kernels: a GPU rank refuses to start rather than multiply a matrix by decoding it
   // whole to bf16 (kernels/cuda/matmul_plan_load.h); false: it says so at load, once per role.
   bool strict_kernels = false;
+  // --enforce_eager: every step runs op by op; false: a GPU rank records its decode steps and
+  // replays them (CUDA graphs; LlamaLoadOptions::record_decode_steps).
+  bool enforce_eager = false;
   absl::Duration collective_timeout = absl::Seconds(30);  // a collective that waits longer fails
   // The communicator's start: the rendezvous, its init (NCCL's) and the first collectives,
   // which set up connections lazily; the longer of the two bounds them.

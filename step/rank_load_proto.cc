@@ -53,6 +53,7 @@ void ToLoadRequest(const RankLoad& load, wpb::LoadRequest* request) {
   request->set_expert_parallel(load.expert_parallel);
   request->set_attention_dp(load.attention_dp);
   request->set_strict_kernels(load.strict_kernels);
+  request->set_enforce_eager(load.enforce_eager);
   request->set_collective_timeout_ms(
       static_cast<int32_t>(absl::ToInt64Milliseconds(load.collective_timeout)));
   request->set_startup_timeout_ms(
@@ -103,6 +104,7 @@ absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
   load.expert_parallel = request.expert_parallel();
   load.attention_dp = request.attention_dp();
   load.strict_kernels = request.strict_kernels();
+  load.enforce_eager = request.enforce_eager();
   load.collective_timeout = absl::Milliseconds(request.collective_timeout_ms() > 0
                                                    ? request.collective_timeout_ms()
                                                    : kDefaultCollectiveTimeoutMs);

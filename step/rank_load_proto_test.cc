@@ -43,6 +43,7 @@ RankLoad EveryFieldSet() {
   load.deterministic_tp = true;
   load.expert_parallel = true;
   load.strict_kernels = true;
+  load.enforce_eager = true;
   load.collective_timeout = absl::Milliseconds(2500);
   return load;
 }
@@ -58,6 +59,7 @@ TEST(RankLoadProtoTest, EveryFieldRoundTrips) {
   EXPECT_EQ(request.collective_timeout_ms(), 2500);
   EXPECT_EQ(request.assignments_size(), 2);
   EXPECT_TRUE(request.strict_kernels());
+  EXPECT_TRUE(request.enforce_eager());  // field 35
 }
 
 TEST(RankLoadProtoTest, NoDraftRoundTripsAsNone) {

@@ -47,6 +47,9 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   // fallback refuses the load (--strict_kernels).
   o.backend.strict_kernels = load.strict_kernels;
   o.backend.max_step_tokens = load.max_step_tokens;
+  // --enforce_eager: no step recorded, by the model (which asks) or the backend (which would).
+  o.backend.cuda_graphs = !load.enforce_eager;
+  o.load.record_decode_steps = !load.enforce_eager;
   o.expert_parallel = load.expert_parallel;
   o.attention_dp = load.attention_dp;
   o.comm.rank = rank;

@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "kernels/check.h"
 #include "kernels/cuda/attention_kernels.h"
+#include "kernels/step_capture.h"
 #include "kernels/cuda/attention_workspace.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_matmul.h"
@@ -86,11 +87,13 @@ absl::StatusOr<HostSyncMode> HostSyncFromEnv(HostSyncMode fallback) {
   return mode;
 }
 
-// TPSERVE_CUDA_GRAPHS=1: RunCaptured records CUDA graphs (off by default until measured on a
-// GPU; see README.md). Check mode turns them off: it waits after every op.
+// Whether RunCaptured may record CUDA graphs, as far as the environment says:
+// TPSERVE_CUDA_GRAPHS=0 turns them off (a GPU check comparing both without a rebuild; the
+// flag is --enforce_eager, CudaBackendOptions::cuda_graphs), and check mode does, as it waits
+// after every op.
 bool GraphsFromEnv() {
   const char* v = std::getenv("TPSERVE_CUDA_GRAPHS");
-  return v != nullptr && std::string(v) == "1" && !CheckEachOpFromEnv();
+  return !(v != nullptr && std::string(v) == "0") && !CheckEachOpFromEnv();
 }
 
 class CudaBackend final : public Backend {
@@ -340,6 +343,8 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) (void)WaitForQueuedWork();  // bounded even behind a dead peer
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+  // --enforce_eager: nothing recorded (deterministic and check mode never record either).
+  be->graphs_enabled_ = be->graphs_enabled_ && options.cuda_graphs;
   }
   moe_.reset();
   matmul_.reset();
@@ -904,9 +909,9 @@ absl::Status CudaBackend::RunCaptured(const void* owner, int64_t key,
   if (!graphs_enabled_ || !first_error_.ok()) return body();
   Enter();
   // One recording serves every step whose longest decode context is in the same power-of-two
-  // bucket (the attention grid is baked into the graph; per-row lengths are read from the step).
-  int64_t bucket = 256;
-  while (bucket < step_.max_decode_context) bucket *= 2;
+  // bucket (the attention grid is baked into the graph; per-row lengths are read from the step):
+  // kernels/step_capture.h, which the memory plan counts the recordings by.
+  const int64_t bucket = CaptureContextBucket(step_.max_decode_context);
   Graph& g = graphs_[{owner, key, bucket}];
   if (g.exec != nullptr && g.generation != scratch_generation_) {  // a buffer it baked moved
     cudaGraphExecDestroy(g.exec);

@@ -37,6 +37,11 @@ struct CudaBackendOptions {
   // Most rows of one step: the batch sizes PlaceWeight checks each matrix's kernels for
   // (0: matmul_plan_load.h's default).
   int64_t max_step_tokens = 0;
+  // Whether RunCaptured records steps as CUDA graphs and replays them (the model records
+  // decode steps: worker/llama_model.h); false: --enforce_eager, every step op by op. Never
+  // in deterministic mode (above) or check mode (TPSERVE_CUDA_CHECK=1). The environment
+  // variable TPSERVE_CUDA_GRAPHS=0 turns recording off too, for a GPU check comparing both.
+  bool cuda_graphs = true;
 };
 
 // FAILED_PRECONDITION when there is no such device (or no driver); INVALID_ARGUMENT naming
