@@ -134,13 +134,13 @@ class CpuBackend : public Backend {
                       const KvPoolView& pool, void* out) override;
   absl::Status Synchronize() override;
   bool SupportsStepCapture() const override { return emulate_step_capture_; }
-
- private:
   absl::Status RunCaptured(const void* owner, int64_t key,
                            absl::FunctionRef<absl::Status()> body) override;
   void ForgetCaptured(const void* owner) override;
   // With emulate_step_capture: what RunCaptured did (else all zero).
   const StepCaptureCounts& step_capture_counts() const { return capture_counts_; }
+
+ private:
   // Adds the scope's wall time to profile_ (when profiling).
   class OpTimer {
    public:
@@ -167,13 +167,11 @@ class CpuBackend : public Backend {
   void ParallelChunks(int64_t count, int64_t min_chunk,
                       absl::FunctionRef<void(int64_t, int64_t)> fn);
 
-  const CpuIsa isa_;
-  const bool emulate_step_capture_;
   // FAILED_PRECONDITION naming `op` inside an emulated RunCaptured body.
   absl::Status RefusedInsideCapture(const char* op) const;
 
-  const bool profiling_;
-  CpuOpProfile profile_;
+  const CpuIsa isa_;
+  const bool emulate_step_capture_;
   // The emulation's recordings: each key's step shape (rows, sequences, logit rows) and how
   // many runs it has had; whether a body is running.
   struct Recording {
@@ -183,6 +181,8 @@ class CpuBackend : public Backend {
   std::map<std::tuple<const void*, int64_t, int64_t>, Recording> recordings_;
   StepCaptureCounts capture_counts_;
   bool in_capture_body_ = false;
+  const bool profiling_;
+  CpuOpProfile profile_;
   const std::string name_;
   const CpuKernels& kernels_;
   ThreadPool pool_;
