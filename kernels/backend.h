@@ -80,6 +80,9 @@ enum class WeightUse : uint8_t {
             // of its own instead of the stored one (the CUDA backend's mixed-input GEMM layout)
   kTable,   // read by EmbeddingRows as well (an embedding, maybe tied to the LM head): the
             // stored form stays
+  kFused,   // as kMatMul, and multiplied only as MatMulMany's `fused` matrix (the q/k/v or
+            // gate/up slices stacked along n: model/fused_projections.h): a backend may set
+            // aside the scratch its product needs for a step budget's rows here, at load
 };
 
 // A weight matrix in backend memory, as Backend::PlaceWeight made it: `matrix` points into
@@ -214,15 +217,37 @@ class Backend {
   // Each output is bit-identical to MatMul of that matrix alone; a backend may share the work
   // of x between them (the CPU quantizes x once and runs every matrix's tiles in one parallel
   // pass). The default runs MatMul per matrix.
-  // REQUIRES: as MatMul for each, and every w has the same cols.
+  // `fused` (nullptr: none) is the outs' matrices stacked along n in their order, placed as one
+  // matrix (WeightUse::kFused), which the loader lays out where projection_fusion() asks for it
+  // and model/fused_projections.h allows: outs[i].w is then a view of rows [n_i, n_i + rows_i)
+  // of it (its data null where the backend's own form replaced the stored one). A backend that
+  // fuses multiplies `fused` once and hands each output its columns of the product; its outputs
+  // are then that product's columns, bit-identical to MatMul alone wherever the backend's
+  // floats do not depend on n (the CPU; the CUDA backend's deterministic mode; elsewhere within
+  // the GEMM's rounding). The default, and a backend that does not fuse, multiply the views.
+  // REQUIRES: as MatMul for each, and every w has the same cols; with `fused`, the outs' rows
+  // add up to fused->rows and outs[i].w->bias (if any) is fused->bias + n_i.
   struct MatMulOut {
     const WeightMatrix* w;
     void* y;
   };
   virtual void MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
-                          DType y_dtype) {
+                          DType y_dtype, const WeightMatrix* fused) {
+    (void)fused;
     for (const MatMulOut& o : outs) MatMul(x, m, *o.w, o.y, y_dtype);
   }
+  // Whether MatMulMany runs a `fused` matrix as one GEMM (so the loader should stack q/k/v and
+  // gate/up for this backend), and the row multiple each stacked part must keep for the stack
+  // to be held in the same form, and so the same bytes, as its parts would be
+  // (model/fused_projections.h checks it). The default: no fusion.
+  struct ProjectionFusion {
+    bool fuses = false;
+    int64_t part_row_multiple = 1;
+    // Kernels a fused MatMulMany launches besides its one GEMM (the CUDA backend's split of the
+    // product into the outputs): what worker/step_launches.h counts for it.
+    int64_t split_launches = 0;
+  };
+  virtual ProjectionFusion projection_fusion() const { return {}; }
 
   // The input dimension cut into `num_chunks` equal chunks, each multiplied on its own:
   // y[c, m, n] = x[:, chunk c] * W[:, chunk c]^T in f32. Chunk c's result must be

@@ -33,6 +33,9 @@
 // ranks may hold fewer vocab rows (or none): the others' padding.
 // A quantization block (GGML block, int4 group, fp8 tile) never straddles two ranks: a degree
 // that would split one is refused with the numbers.
+// A rank's column-parallel slices of one input (q, k, v; gate, up) are whole and share their
+// columns, so a backend that fuses stacks them along n into one matrix for one GEMM, each slice
+// a contiguous range of its output columns (model/fused_projections.h says when and where).
 // Thread-compatible value type.
 #ifndef TPSERVE_MODEL_SHARDING_H_
 #define TPSERVE_MODEL_SHARDING_H_

@@ -647,7 +647,7 @@ absl::Status LlamaModel::GroupedQueryAttention(int64_t layer, const StepInputs& 
   // biases (this rank's columns) ride on their matrices and are added as each is written.
   const Backend::MatMulOut qkv[] = {
       {&w.q.matrix, ws.q.data()}, {&w.k.matrix, ws.k.data()}, {&w.v.matrix, ws.v.data()}};
-  backend_->MatMulMany(ws.h.data(), t, qkv, act);
+  backend_->MatMulMany(ws.h.data(), t, qkv, act, /*fused=*/nullptr);
   if (config_.qk_norm) {  // Qwen3, Gemma 3: RMSNorm over each head, before RoPE
     backend_->RmsNorm(ws.q.data(), w.q_norm.as<float>(), t * heads, hd, eps, ws.q.data());
     backend_->RmsNorm(ws.k.data(), w.k_norm.as<float>(), t * kv_heads, hd, eps, ws.k.data());
@@ -695,14 +695,14 @@ absl::Status LlamaModel::LatentAttention(int64_t layer, const StepInputs& step,
   if (m.q_lora_rank > 0) {
     const Backend::MatMulOut first[] = {{&w.q_a.matrix, ws.mla_q_latent.data()},
                                         {&w.kv_a.matrix, ws.mla_entry.data()}};
-    backend_->MatMulMany(ws.h.data(), t, first, act);
+    backend_->MatMulMany(ws.h.data(), t, first, act, /*fused=*/nullptr);
     backend_->RmsNorm(ws.mla_q_latent.data(), w.q_a_norm.as<float>(), t, m.q_lora_rank, eps,
                       ws.mla_q_latent.data());
     backend_->MatMul(ws.mla_q_latent.data(), t, w.q_b.matrix, ws.q.data(), act);
   } else {
     const Backend::MatMulOut first[] = {{&w.q.matrix, ws.q.data()},
                                         {&w.kv_a.matrix, ws.mla_entry.data()}};
-    backend_->MatMulMany(ws.h.data(), t, first, act);
+    backend_->MatMulMany(ws.h.data(), t, first, act, /*fused=*/nullptr);
   }
   backend_->Copy2D(ws.mla_latent.data(), r * a, ws.mla_entry.data(), latent * a, r * a, t);
   backend_->RmsNorm(ws.mla_latent.data(), w.kv_a_norm.as<float>(), t, r, eps,
@@ -780,7 +780,7 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepInputs& step)
   } else {
     const Backend::MatMulOut gate_up[] = {{&w.gate.matrix, ws.gate.data()},   // [t, ffn]
                                            {&w.up.matrix, ws.up.data()}};      // [t, ffn]
-    backend_->MatMulMany(ws.h.data(), t, gate_up, act);
+    backend_->MatMulMany(ws.h.data(), t, gate_up, act, /*fused=*/nullptr);
     backend_->GatedActivation(config_.mlp_activation, ws.gate.data(), ws.up.data(), t * ffn,
                               ws.gate.data());
     TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj

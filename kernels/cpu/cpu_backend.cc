@@ -181,7 +181,7 @@ void CpuBackend::MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y
 }
 
 void CpuBackend::MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
-                            DType y_dtype) {
+                            DType y_dtype, const WeightMatrix* /*fused*/) {
   OpTimer timer(this, CpuOpProfile::kMatMul);
   TP_CHECK(y_dtype == DType::kF32, "the CPU backend writes f32 outputs");
   std::vector<CpuMatMul::Output> parts;

@@ -90,8 +90,10 @@ class CpuBackend : public Backend {
   void BeginStep(const StepInputs& step) override;
 
   void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y, DType y_dtype) override;
-  void MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
-                  DType y_dtype) override;
+  // Does not fuse (projection_fusion() is the default): a `fused` matrix is ignored and its
+  // views (outs[i].w, stored form on this backend) multiplied in the one pass.
+  void MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs, DType y_dtype,
+                  const WeightMatrix* fused) override;
   void MatMulChunked(const void* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                      float* y) override;
   void SumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out) override;

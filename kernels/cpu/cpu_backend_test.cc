@@ -203,7 +203,7 @@ TEST_F(CpuBackendParityTest, MatMulManyEqualsEachMatMulAlone) {
       for (const WeightMatrix& w : ws) ys.emplace_back(m * w.rows);
       std::vector<Backend::MatMulOut> outs;
       for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], ys[i].data()});
-      be->MatMulMany(x.data(), m, outs, DType::kF32);
+      be->MatMulMany(x.data(), m, outs, DType::kF32, /*fused=*/nullptr);
       for (size_t i = 0; i < ws.size(); ++i) {
         ASSERT_TRUE(ys[i].GuardsIntact());
         Guarded alone(m * ws[i].rows);

@@ -93,9 +93,15 @@ absl::StatusOr<PlacedWeight> PlaceFp8(Backend& backend, const HostMatrix& host,
 
 bool MixedGemmRunsOn(int compute_capability) { return compute_capability == 90; }
 
+Backend::ProjectionFusion CudaProjectionFusion() {
+  // MixedGemmTakesWeight's n % 16: parts of whole 16-row tiles make a stack it takes exactly
+  // when it takes them.
+  return {.fuses = true, .part_row_multiple = 16, .split_launches = 1};
+}
+
 CudaWeightForm CudaWeightFormFor(const TensorFormat& format, int64_t rows, int64_t cols,
                                  WeightUse use, int compute_capability) {
-  if (use != WeightUse::kMatMul || !MixedGemmRunsOn(compute_capability) ||
+  if (use == WeightUse::kTable || !MixedGemmRunsOn(compute_capability) ||
       !MixedGemmTakesWeight(format, rows, cols)) {
     return CudaWeightForm::kStored;
   }

@@ -36,9 +36,17 @@ enum class CudaWeightForm : uint8_t {
 // (major * 10 + minor == 90). Elsewhere (a B200's 10.0) weights stay as stored.
 bool MixedGemmRunsOn(int compute_capability);
 
-// kStored unless `use` is kMatMul (an EmbeddingRows table keeps the form its kernel reads), the
-// device runs the mixed GEMM, and MixedGemmTakesWeight(format, rows, cols) (int4 groups that
-// are whole 64-column K tiles, fp8 with k % 128 == 0; rows % 16 == 0).
+// How the CUDA backend fuses column-parallel projections (Backend::projection_fusion): every
+// MatMulMany given a fused matrix runs one GEMM over it and one split kernel into the outputs;
+// parts must be whole 16-row tiles, so that a stack takes the mixed GEMM's form exactly when its
+// parts would (CudaWeightFormFor depends on rows only through rows % 16) and CudaWeightExtraBytes
+// of the stack is the parts' sum (it is linear in rows): the memory plan's per-role bytes hold.
+// Plain C++, so the planner and host tests read the same traits.
+Backend::ProjectionFusion CudaProjectionFusion();
+
+// kStored unless `use` is kMatMul or kFused (an EmbeddingRows table keeps the form its kernel
+// reads), the device runs the mixed GEMM, and MixedGemmTakesWeight(format, rows, cols) (int4
+// groups that are whole 64-column K tiles, fp8 with k % 128 == 0; rows % 16 == 0).
 CudaWeightForm CudaWeightFormFor(const TensorFormat& format, int64_t rows, int64_t cols,
                                  WeightUse use, int compute_capability);
 

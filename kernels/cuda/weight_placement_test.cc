@@ -15,6 +15,7 @@
 #include "kernels/cuda/mixed_gemm/prepare.h"
 #include "kernels/cuda/mixed_gemm/prepared_layout.h"
 #include "kernels/quantize_weights.h"
+#include "kernels/stacked_matrix.h"
 
 namespace tpserve::cuda {
 namespace {
@@ -208,6 +209,57 @@ TEST_F(PlaceCudaWeightTest, ColumnChunkRefusesAPreparedMatrix) {
       PlaceCudaWeight(host_memory_, host, WeightUse::kMatMul, kHopper, "blk.0.attn_output");
   ASSERT_TRUE(placed.ok()) << placed.status();
   EXPECT_DEATH(ColumnChunk(placed->matrix, 1, 256), "own form");
+}
+
+// A fused q/k/v or gate/up (kernels/stacked_matrix.h, WeightUse::kFused) holds exactly the
+// bytes its parts would have held apart, which is what the memory plan counts role by role
+// (CudaWeightExtraBytes per part): fusing adds no weight memory. The parts are 405B's q/k/v
+// boundaries at TP 8 with k cut to 1024 (placing 36 MiB of fp8 here would only slow the test),
+// and 405B's own shapes by the byte functions. Parts off the 16-row tile would break it (the
+// stack could take the mixed form its parts do not), which is why CudaProjectionFusion asks
+// for whole tiles.
+TEST(PlaceCudaWeight, AStackHoldsExactlyItsPartsBytes) {
+  CpuBackend host_memory(CpuBackendOptions{.num_threads = 1});
+  for (const TensorFormat& f : {kInt4G128, kFp8Channel,
+                                TensorFormat::Of(FormatKind::kFp8Block128),
+                                TensorFormat::Of(FormatKind::kBF16)}) {
+    SCOPED_TRACE(TensorFormatName(f));
+    const std::vector<int64_t> rows = {2048, 128, 128};
+    const int64_t k = 1024;
+    std::vector<HostMatrix> parts;
+    std::vector<const WeightMatrix*> ptrs;
+    int64_t apart = 0, planned = 0;
+    for (int64_t n : rows) {
+      parts.push_back(Weight(f, n, k));
+      absl::StatusOr<PlacedWeight> p =
+          PlaceCudaWeight(host_memory, parts.back(), WeightUse::kMatMul, kHopper, "part");
+      ASSERT_TRUE(p.ok()) << p.status();
+      apart += p->bytes_held();
+      planned += *MatrixBytes(f, n, k, "part") +
+                 CudaWeightExtraBytes(f, n, k, WeightUse::kMatMul, kHopper);
+    }
+    for (const HostMatrix& p : parts) ptrs.push_back(&p.matrix);
+    const HostMatrix stack = StackRows(ptrs);
+    absl::StatusOr<PlacedWeight> fused =
+        PlaceCudaWeight(host_memory, stack, WeightUse::kFused, kHopper, "qkv");
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    EXPECT_EQ(fused->bytes_held(), apart);
+    EXPECT_EQ(fused->bytes_held(), planned);
+    EXPECT_EQ(fused->bytes_held(), BufferBytes(*fused));
+  }
+  // 405B at TP 8, fp8 tiles: q [2048, 16384], k and v [128, 16384]; gate and up [6656, 16384].
+  const TensorFormat tiles = TensorFormat::Of(FormatKind::kFp8Block128);
+  auto held = [&](int64_t n) {
+    return *MatrixBytes(tiles, n, 16384, "w") +
+           CudaWeightExtraBytes(tiles, n, 16384, WeightUse::kFused, kHopper);
+  };
+  EXPECT_EQ(held(2304), held(2048) + 2 * held(128));
+  EXPECT_EQ(held(13312), 2 * held(6656));
+  // Off the tile: 8 + 24 int4 rows are stored apart but would be prepared as a 32-row stack.
+  EXPECT_EQ(CudaWeightFormFor(kInt4G128, 8, 1024, WeightUse::kMatMul, kHopper),
+            CudaWeightForm::kStored);
+  EXPECT_EQ(CudaWeightFormFor(kInt4G128, 32, 1024, WeightUse::kFused, kHopper),
+            CudaWeightForm::kInt4Mixed);
 }
 
 }  // namespace
