@@ -645,9 +645,10 @@ absl::Status LlamaModel::GroupedQueryAttention(int64_t layer, const StepInputs& 
   Workspace& ws = *ws_;
   // q [t, heads * hd], k and v [t, kv_heads * hd]: one op, x read (and quantized) once; Qwen2's
   // biases (this rank's columns) ride on their matrices and are added as each is written.
+  // Where the loader stacked them (w.qkv: model/fused_projections.h), one GEMM over the stack.
   const Backend::MatMulOut qkv[] = {
       {&w.q.matrix, ws.q.data()}, {&w.k.matrix, ws.k.data()}, {&w.v.matrix, ws.v.data()}};
-  backend_->MatMulMany(ws.h.data(), t, qkv, act, /*fused=*/nullptr);
+  backend_->MatMulMany(ws.h.data(), t, qkv, act, w.FusedQkv());
   if (config_.qk_norm) {  // Qwen3, Gemma 3: RMSNorm over each head, before RoPE
     backend_->RmsNorm(ws.q.data(), w.q_norm.as<float>(), t * heads, hd, eps, ws.q.data());
     backend_->RmsNorm(ws.k.data(), w.k_norm.as<float>(), t * kv_heads, hd, eps, ws.k.data());
@@ -780,7 +781,7 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepInputs& step)
   } else {
     const Backend::MatMulOut gate_up[] = {{&w.gate.matrix, ws.gate.data()},   // [t, ffn]
                                            {&w.up.matrix, ws.up.data()}};      // [t, ffn]
-    backend_->MatMulMany(ws.h.data(), t, gate_up, act, /*fused=*/nullptr);
+    backend_->MatMulMany(ws.h.data(), t, gate_up, act, w.FusedGateUp());
     backend_->GatedActivation(config_.mlp_activation, ws.gate.data(), ws.up.data(), t * ffn,
                               ws.gate.data());
     TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj

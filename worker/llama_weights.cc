@@ -1,11 +1,16 @@
 #include "worker/llama_weights.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "base/status_macros.h"
 #include "checkpoint/stored_matrix.h"
 #include "base/str_cat.h"
+#include "kernels/check.h"
+#include "kernels/stacked_matrix.h"
+#include "model/fused_projections.h"
 
 namespace tpserve {
 namespace {
@@ -47,9 +52,7 @@ class Loader {
       if (c_.mla.enabled()) {
         TP_RETURN_IF_ERROR(LoadLatentAttention(l, w));
       } else {
-        TP_ASSIGN_OR_RETURN(w.q, Matrix(TensorRole::kQ, l));
-        TP_ASSIGN_OR_RETURN(w.k, Matrix(TensorRole::kK, l));
-        TP_ASSIGN_OR_RETURN(w.v, Matrix(TensorRole::kV, l));
+        TP_RETURN_IF_ERROR(Projections(FusedGroup::kQkv, l, w));
       }
       TP_ASSIGN_OR_RETURN(w.o, Matrix(TensorRole::kO, l));
       if (c_.IsMoeLayer(l)) {
@@ -80,8 +83,7 @@ class Loader {
           TP_ASSIGN_OR_RETURN(w.expert_bias, Norm(TensorRole::kExpertBias, l));
         }
       } else {
-        TP_ASSIGN_OR_RETURN(w.gate, Matrix(TensorRole::kGate, l));
-        TP_ASSIGN_OR_RETURN(w.up, Matrix(TensorRole::kUp, l));
+        TP_RETURN_IF_ERROR(Projections(FusedGroup::kGateUp, l, w));
         TP_ASSIGN_OR_RETURN(w.down, Matrix(TensorRole::kDown, l));
       }
       const std::pair<TensorRole, DeviceBuffer*> vectors[] = {
@@ -90,9 +92,12 @@ class Loader {
           {TensorRole::kKNorm, &w.k_norm},        {TensorRole::kPostAttnNorm, &w.post_attn_norm},
           {TensorRole::kPostFfnNorm, &w.post_ffn_norm}};
       for (const auto& [role, buffer] : vectors) {
-        if (HasRole(c_, role)) {
-          TP_ASSIGN_OR_RETURN(*buffer, Norm(role, l));
-        }
+        if (!HasRole(c_, role)) continue;
+        if (IsBiasRole(role) && w.FusedQkv() != nullptr) continue;  // StackedQkvBias's
+        TP_ASSIGN_OR_RETURN(*buffer, Norm(role, l));
+      }
+      if (w.FusedQkv() != nullptr && HasRole(c_, TensorRole::kQBias)) {
+        TP_RETURN_IF_ERROR(StackedQkvBias(l, w));
       }
       // A bias belongs to its matrix: the backend adds it where the product is written.
       const std::pair<LoadedMatrix*, const DeviceBuffer*> biased[] = {
@@ -119,15 +124,130 @@ class Loader {
     return Place(std::move(host), role, layer, stored.module());
   }
 
+  // A layer's q/k/v or gate/up: one stack where FusedLayoutFor and the slices' own data allow
+  // it (each projection then a view of its rows), else each placed on its own; a fallback from
+  // a backend that fuses is said on stderr once per (group, reason).
+  absl::Status Projections(FusedGroup group, int64_t l, LlamaLayerWeights& w) {
+    FusedLayout layout = FusedLayoutFor(c_, p_, f_, l, group, b_.projection_fusion());
+    const std::vector<LoadedMatrix*> outs = group == FusedGroup::kQkv
+                                                ? std::vector<LoadedMatrix*>{&w.q, &w.k, &w.v}
+                                                : std::vector<LoadedMatrix*>{&w.gate, &w.up};
+    if (!layout.fused) {
+      SayFallback(layout, l);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        TP_ASSIGN_OR_RETURN(*outs[i], Matrix(layout.parts[i].role, l));
+      }
+      return absl::OkStatus();
+    }
+    std::vector<HostMatrix> hosts;
+    std::vector<std::string> modules;
+    for (const FusedPart& part : layout.parts) {
+      TP_ASSIGN_OR_RETURN(StoredMatrix stored,
+                          StoredMatrix::OpenRole(s_, q_, c_, part.role, l, 0, &used_));
+      TP_ASSIGN_OR_RETURN(HostMatrix host, stored.Read(p_.Slice(part.role)));
+      TP_ASSIGN_OR_RETURN(host, ConvertMatrix(std::move(host), f_.At(part.role, l),
+                                              stored.module()));
+      hosts.push_back(std::move(host));
+      modules.push_back(stored.module());
+    }
+    std::vector<const WeightMatrix*> parts;
+    for (const HostMatrix& h : hosts) parts.push_back(&h.matrix);
+    const std::string problem = StackRowsProblem(parts);  // what only the slices' data say
+    if (problem.empty()) {
+      LoadedMatrix& stack = group == FusedGroup::kQkv ? w.qkv : w.gate_up;
+      return PlaceStack(layout, hosts, StackName(modules), outs, stack);
+    }
+    layout.fused = false;
+    layout.fallback = true;
+    layout.why_not = problem;
+    SayFallback(layout, l);
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      TP_ASSIGN_OR_RETURN(*outs[i],
+                          Place(std::move(hosts[i]), layout.parts[i].role, l, modules[i]));
+    }
+    return absl::OkStatus();
+  }
+
+  void SayFallback(const FusedLayout& layout, int64_t l) {
+    if (std::optional<std::string> line = fusion_log_.Add(layout, l, b_.name())) {
+      std::fprintf(stderr, "LoadLlamaWeights: %s\n", line->c_str());
+    }
+  }
+
+  // "model.layers.3.self_attn.q_proj+k_proj+v_proj": the first module, then the others' last
+  // component where they share its prefix (WeightRoleName makes the fused role of it).
+  static std::string StackName(const std::vector<std::string>& modules) {
+    std::string name = modules[0];
+    const std::string prefix = name.substr(0, name.rfind('.') + 1);
+    for (size_t i = 1; i < modules.size(); ++i) {
+      const bool shared = modules[i].compare(0, prefix.size(), prefix) == 0;
+      name += "+" + (shared ? modules[i].substr(prefix.size()) : modules[i]);
+    }
+    return name;
+  }
+
+  // The stack of `hosts` (already in their roles' format) placed as one matrix into `stack`,
+  // each of `outs` a view of its rows. Its bytes are counted to the parts' roles as they would
+  // be held apart: each part's stored bytes, and the backend's own-form bytes by rows (linear
+  // in rows for every form, the parts whole tiles: model/fused_projections.h).
+  absl::Status PlaceStack(const FusedLayout& layout, const std::vector<HostMatrix>& hosts,
+                          const std::string& module, const std::vector<LoadedMatrix*>& outs,
+                          LoadedMatrix& stack) {
+    std::vector<const WeightMatrix*> parts;
+    for (const HostMatrix& h : hosts) parts.push_back(&h.matrix);
+    const HostMatrix host = StackRows(parts);
+    TP_RETURN_IF_ERROR(CheckSupported(host, module));
+    TP_ASSIGN_OR_RETURN(stack, b_.PlaceWeight(host, WeightUse::kFused, module));
+    out_->bytes_viewed += stack.bytes_viewed;
+    out_->bytes_copied += stack.bytes_copied;
+    const int64_t own_form = stack.bytes_held() - WeightMatrixBytes(host.matrix);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const FusedPart& part = layout.parts[i];
+      out_->role_bytes[static_cast<int>(part.role)] +=
+          WeightMatrixBytes(hosts[i].matrix) + own_form * part.rows / layout.rows;
+      *outs[i] = LoadedMatrix{};
+      outs[i]->matrix = RowRange(stack.matrix, part.n_begin, part.rows);
+    }
+    return absl::OkStatus();
+  }
+
+  // Qwen2's q, k and v biases of a stacked q/k/v: one buffer in the stack's row order, which
+  // the stack's bias and its views' point into (each role's bytes counted as Norm counts them).
+  absl::Status StackedQkvBias(int64_t l, LlamaLayerWeights& w) {
+    std::vector<float> all;
+    for (TensorRole role : {TensorRole::kQBias, TensorRole::kKBias, TensorRole::kVBias}) {
+      TP_ASSIGN_OR_RETURN(std::vector<float> v, VectorValues(role, l));
+      const int64_t bytes = static_cast<int64_t>(v.size() * sizeof(float));
+      out_->bytes_copied += bytes;
+      out_->role_bytes[static_cast<int>(role)] += bytes;
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    TP_CHECK(static_cast<int64_t>(all.size()) == w.qkv.matrix.rows,
+             "q/k/v biases do not cover the stacked rows");
+    TP_ASSIGN_OR_RETURN(w.qkv_bias, Upload(b_, all.data(), all.size() * sizeof(float),
+                                           TensorName(c_, s_.format(), TensorRole::kQBias, l)));
+    w.qkv.matrix.bias = w.qkv_bias.as<float>();
+    int64_t at = 0;
+    for (LoadedMatrix* m : {&w.q, &w.k, &w.v}) {
+      m->matrix.bias = w.qkv_bias.as<float>() + at;
+      at += m->matrix.rows;
+    }
+    return absl::OkStatus();
+  }
+
+  // UNIMPLEMENTED naming `module` when the backend cannot multiply `host`'s format.
+  absl::Status CheckSupported(const HostMatrix& host, const std::string& module) const {
+    if (b_.SupportsWeight(host.matrix.format)) return absl::OkStatus();
+    return absl::UnimplementedError(StrCat(module, ": format ",
+                                           TensorFormatName(host.matrix.format),
+                                           " is not supported by the ", b_.name(), " backend"));
+  }
+
   // `host` converted to the role's format and placed by the backend, its bytes counted.
   absl::StatusOr<LoadedMatrix> Place(HostMatrix host, TensorRole role, int64_t layer,
                                      const std::string& module) {
     TP_ASSIGN_OR_RETURN(host, ConvertMatrix(std::move(host), f_.At(role, layer), module));
-    if (!b_.SupportsWeight(host.matrix.format)) {
-      return absl::UnimplementedError(StrCat(module, ": format ",
-                                             TensorFormatName(host.matrix.format),
-                                             " is not supported by the ", b_.name(), " backend"));
-    }
+    TP_RETURN_IF_ERROR(CheckSupported(host, module));
     // The embedding is read row by row (EmbeddingRows) as well as multiplied when tied; every
     // other matrix is only multiplied, so the backend may hold a form of its own.
     const WeightUse use = role == TensorRole::kEmbedding ? WeightUse::kTable : WeightUse::kMatMul;
@@ -276,6 +396,16 @@ class Loader {
   // Gemma file).
   absl::StatusOr<DeviceBuffer> Norm(TensorRole role, int64_t layer) {
     const std::string name = TensorName(c_, s_.format(), role, layer);
+    TP_ASSIGN_OR_RETURN(std::vector<float> v, VectorValues(role, layer));
+    const int64_t bytes = static_cast<int64_t>(v.size() * sizeof(float));
+    out_->bytes_copied += bytes;
+    out_->role_bytes[static_cast<int>(role)] += bytes;
+    return Upload(b_, v.data(), bytes, name);
+  }
+
+  // Norm's values on the host.
+  absl::StatusOr<std::vector<float>> VectorValues(TensorRole role, int64_t layer) {
+    const std::string name = TensorName(c_, s_.format(), role, layer);
     const std::array<int64_t, 2> full = FullShape(c_, role);
     TP_ASSIGN_OR_RETURN(std::vector<float> v, HostVector(name, full[0] * full[1]));
     if (IsBiasRole(role)) {
@@ -285,10 +415,7 @@ class Loader {
     } else if (c_.hf_norm_weight_offset && s_.format() != CheckpointFormat::kGguf) {
       for (float& x : v) x += 1.0f;
     }
-    const int64_t bytes = static_cast<int64_t>(v.size() * sizeof(float));
-    out_->bytes_copied += bytes;
-    out_->role_bytes[static_cast<int>(role)] += bytes;
-    return Upload(b_, v.data(), bytes, name);
+    return v;
   }
 
   // A checkpoint that ties the LM head to the embedding but still stores a head must store an
@@ -316,6 +443,7 @@ class Loader {
   LlamaWeights* out_;
   const bool mla_expanded_form_;  // hold kv_b too
   TensorUse used_;
+  FusionFallbackLog fusion_log_;
 };
 
 }  // namespace

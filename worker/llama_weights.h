@@ -2,7 +2,9 @@
 // tensor, the slice the sharding table gives this rank (model/sharding.h), read in the
 // checkpoint's own layout (checkpoint/stored_matrix.h), re-encoded when the target format
 // differs (quantize on load), and placed where the backend computes (views of the mmapped file
-// on the CPU, uploads to the device on a GPU).
+// on the CPU, uploads to the device on a GPU). For a backend that fuses (the CUDA backend's
+// projection_fusion), a layer's q/k/v and gate/up slices are stacked into one matrix each where
+// model/fused_projections.h allows (a fallback said once per group and reason on stderr).
 //
 //   TP_ASSIGN_OR_RETURN(LlamaWeights w, LoadLlamaWeights(config, source, scheme, plan,
 //                                                        formats, *backend));
@@ -51,6 +53,19 @@ struct LlamaLayerWeights {
   LoadedMatrix gate;       // [local_ffn, hidden]                   column-parallel
   LoadedMatrix up;         // [local_ffn, hidden]                   column-parallel
   LoadedMatrix down;       // [hidden, local_ffn]                   row-parallel
+  // Where the backend fuses (Backend::projection_fusion) and the layer allows
+  // (model/fused_projections.h): q, k and v stacked along n as one matrix, [nq + nk + nv,
+  // hidden], and gate and up as [2 * local_ffn, hidden], placed INSTEAD of the parts: q, k, v
+  // (gate, up) above are then views of its rows with no bytes of their own (their stored arrays
+  // null where the backend's form replaced the stack's). Empty (rows 0) where they stay apart.
+  LoadedMatrix qkv;
+  LoadedMatrix gate_up;
+  DeviceBuffer qkv_bias;  // f32 [nq + nk + nv]: q, k, v biases stacked (Qwen2; with qkv only)
+  // What MatMulMany is given as its fused matrix: the stack, or nullptr where there is none.
+  const WeightMatrix* FusedQkv() const { return qkv.matrix.rows > 0 ? &qkv.matrix : nullptr; }
+  const WeightMatrix* FusedGateUp() const {
+    return gate_up.matrix.rows > 0 ? &gate_up.matrix : nullptr;
+  }
   // A MoE layer (ModelSpec::IsMoeLayer) has these instead of gate, up and down.
   struct Expert {
     LoadedMatrix gate;  // [local_expert_ffn, hidden]  column-parallel
