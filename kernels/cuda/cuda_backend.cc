@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <tuple>
 #include <utility>
 #include <string>
@@ -15,9 +16,11 @@
 #include "base/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/check.h"
-#include "kernels/cuda/attention_kernels.h"
 #include "kernels/step_capture.h"
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/attention_workspace.h"
+#include "kernels/cuda/column_split.h"
+#include "kernels/cuda/column_split_kernels.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_matmul.h"
 #include "kernels/cuda/cuda_moe.h"
@@ -38,6 +41,11 @@ namespace tpserve {
 namespace {
 
 using cuda::DeviceScratch;
+
+// Bytes of a fused MatMulMany's product: m rows of n elements of y's type.
+int64_t FusedProductBytes(int64_t m, int64_t n, DType y_dtype) {
+  return m * n * (y_dtype == DType::kF32 ? 4 : 2);
+}
 
 cuda::KvKind ToKvKind(DType dtype) {
   switch (dtype) {
@@ -124,6 +132,10 @@ class CudaBackend final : public Backend {
                         cuda::PlaceCudaWeight(*this, host, use, compute_capability_, what));
     Enter();  // its kernels checked now, not at a step (CudaMatMul::CheckWeight)
     TP_RETURN_IF_ERROR(matmul_->CheckWeight(placed.matrix, what));
+    if (use == WeightUse::kFused) {  // its product's scratch for the step budget, now
+      TP_RETURN_IF_ERROR(fused_product_.Reserve(
+          FusedProductBytes(max_step_tokens_, placed.matrix.rows, DType::kBF16), s()));
+    }
     return placed;
   }
   void* stream() const override { return stream_; }
@@ -132,6 +144,11 @@ class CudaBackend final : public Backend {
   void BeginStep(const StepInputs& step) override;
 
   void MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y, DType y_dtype) override;
+  // With `fused`: one GEMM over the stack into fused_product_, then one kernel splitting its
+  // columns into the outputs (column_split.h says why a copy). Without: a GEMM per matrix.
+  void MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs, DType y_dtype,
+                  const WeightMatrix* fused) override;
+  ProjectionFusion projection_fusion() const override { return cuda::CudaProjectionFusion(); }
   void MatMulChunked(const void* x, int64_t m, const WeightMatrix& w, int64_t num_chunks,
                      float* y) override;
   void SumChunks(const float* chunks, int64_t num_chunks, int64_t count, void* out) override;
@@ -210,9 +227,10 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend(int ordinal, std::string name, int num_sms, int compute_capability,
-              bool deterministic)
+              bool deterministic, int64_t max_step_tokens)
       : ordinal_(ordinal), name_(std::move(name)), num_sms_(num_sms),
         compute_capability_(compute_capability), deterministic_(deterministic),
+        max_step_tokens_(max_step_tokens > 0 ? max_step_tokens : cuda::kDefaultMaxStepTokens),
         check_each_op_(CheckEachOpFromEnv()),
         // FlashInfer's fixed-split plan cannot run on a recorded step's fixed grid.
         graphs_enabled_(GraphsFromEnv() && !deterministic) {}
@@ -261,6 +279,7 @@ class CudaBackend final : public Backend {
   const int num_sms_;
   const int compute_capability_;  // major * 10 + minor
   const bool deterministic_;      // CudaBackendOptions::deterministic
+  const int64_t max_step_tokens_;  // CudaBackendOptions' (or matmul_plan_load.h's default)
   const bool check_each_op_;
   bool graphs_enabled_;
   bool recording_ = false;     // inside cudaStreamBeginCapture .. EndCapture
@@ -272,6 +291,10 @@ class CudaBackend final : public Backend {
   void* stream_ = nullptr;  // cudaStream_t
   std::unique_ptr<cuda::CudaMatMul> matmul_;
   int64_t decoded_reported_ = 0;  // matmul_'s decoded weight bytes at the last Take
+  // A fused MatMulMany's product before its split: reserved for the step budget when a fused
+  // matrix is placed (the widest one's), grown only by a step past that budget.
+  DeviceScratch fused_product_{"fused projection product", &scratch_generation_,
+                               &abort_requested_};
   std::unique_ptr<cuda::CudaMoe> moe_;  // runs its experts' GEMMs on matmul_
   absl::Status first_error_;
   // Every copy between host and device (CopyToHost, CopyToDevice, the step metadata) goes
@@ -315,11 +338,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(
       ordinal, StrCat("cuda:", ordinal, " ", prop.name), prop.multiProcessorCount,
-      prop.major * 10 + prop.minor, options.deterministic));
+      prop.major * 10 + prop.minor, options.deterministic, options.max_step_tokens));
   cudaStream_t stream = nullptr;
   // Non-blocking: no implicit ordering with the legacy default stream other code may use.
   TP_RETURN_IF_ERROR(TPK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)));
   be->stream_ = stream;
+  // --enforce_eager: nothing recorded (deterministic and check mode never record either).
+  be->graphs_enabled_ = be->graphs_enabled_ && options.cuda_graphs;
   TP_ASSIGN_OR_RETURN(be->staging_, cuda::PinnedStaging::Create(stream, &be->abort_requested_));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CublasLtGemm> gemm,
                       cuda::CublasLtGemm::Create({.deterministic = options.deterministic}));
@@ -343,8 +368,6 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) (void)WaitForQueuedWork();  // bounded even behind a dead peer
   for (auto& [key, graph] : graphs_) {
     if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
-  // --enforce_eager: nothing recorded (deterministic and check mode never record either).
-  be->graphs_enabled_ = be->graphs_enabled_ && options.cuda_graphs;
   }
   moe_.reset();
   matmul_.reset();
@@ -440,6 +463,34 @@ void CudaBackend::MatMul(const void* x, int64_t m, const WeightMatrix& w, void* 
   Enter();
   Record("MatMul", matmul_->Run(x, m, w, y, y_dtype, stream_));
   Done("MatMul");
+}
+
+void CudaBackend::MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut> outs,
+                             DType y_dtype, const WeightMatrix* fused) {
+  if (fused == nullptr) {
+    for (const MatMulOut& o : outs) MatMul(x, m, *o.w, o.y, y_dtype);
+    return;
+  }
+  Enter();
+  std::vector<void*> dst;
+  std::vector<int64_t> cols;
+  for (const MatMulOut& o : outs) {
+    dst.push_back(o.y);
+    cols.push_back(o.w->rows);
+  }
+  TP_CHECK(std::accumulate(cols.begin(), cols.end(), int64_t{0}) == fused->rows,
+           "MatMulMany: the outputs' rows do not add up to the fused matrix's");
+  if (m <= 0) return;
+  const absl::Status reserved =
+      fused_product_.Reserve(FusedProductBytes(m, fused->rows, y_dtype), s());
+  Record("MatMulMany", reserved);
+  if (!reserved.ok()) return;
+  Record("MatMulMany", matmul_->Run(x, m, *fused, fused_product_.data(), y_dtype, stream_));
+  const cuda::ColumnSplit split = cuda::PlanColumnSplit(fused_product_.data(), dst, cols,
+                                                        y_dtype == DType::kF32 ? 4 : 2);
+  Record("MatMulMany", TPK_LAUNCH(cuda::LaunchSplitColumns(split, fused_product_.data(), m,
+                                                           stream_)));
+  Done("MatMulMany");
 }
 
 void CudaBackend::MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
