@@ -115,6 +115,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
                                                        files.config, request.ranks));
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.deterministic_tp = request.deterministic_tp;
+  in.cuda_graphs = !request.enforce_eager;
   in.deterministic_tp_chunks = request.deterministic_tp_chunks;
   in.expert_parallel = request.expert_parallel;
   in.attention_dp = request.attention_dp;
@@ -185,6 +186,7 @@ absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats
   in.weights = formats;
   in.kv_cache_dtype = FormatOfDType(request.kv_dtype).kind;
   in.deterministic_tp = request.deterministic_tp;
+  in.cuda_graphs = !request.enforce_eager;
   in.deterministic_tp_chunks = request.deterministic_tp_chunks;
   in.expert_parallel = request.expert_parallel;
   in.attention_dp = request.attention_dp;

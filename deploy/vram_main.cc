@@ -52,6 +52,8 @@ ABSL_FLAG(int64_t, max_seqs_per_step, 256, "sequences per step (rows of logits)"
 ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
 ABSL_FLAG(bool, deterministic_tp, false,
           "plan the engine's --deterministic_tp reduction (chunked f32 all-gather)");
+ABSL_FLAG(bool, enforce_eager, false,
+          "plan the engine's --enforce_eager: no recorded decode steps (CUDA graphs) to count");
 ABSL_FLAG(int64_t, deterministic_tp_chunks, 0,
           "the engine's --deterministic_tp_chunks (0: its default)");
 ABSL_FLAG(bool, expert_parallel, false,
@@ -124,6 +126,7 @@ tpserve::VramRequest RequestFromFlags() {
   r.max_seqs_per_step = absl::GetFlag(FLAGS_max_seqs_per_step);
   r.block_size = absl::GetFlag(FLAGS_block_size);
   r.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
+  r.enforce_eager = absl::GetFlag(FLAGS_enforce_eager);
   r.deterministic_tp_chunks = absl::GetFlag(FLAGS_deterministic_tp_chunks);
   r.expert_parallel = absl::GetFlag(FLAGS_expert_parallel);
   r.attention_dp = absl::GetFlag(FLAGS_attention_dp);

@@ -10,6 +10,7 @@
 #include "base/str_cat.h"
 #include "kernels/cuda/attention_workspace.h"
 #include "kernels/cuda/mla_plan.h"
+#include "kernels/step_capture.h"
 #include "model/sharding.h"
 
 namespace tpserve {
@@ -242,6 +243,15 @@ ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan&
                           PlainElementBytes(in.activation_dtype),
                           ReductionChunks(c, rank0, in.weights, Reduction(in),
                                           in.deterministic_tp_chunks));
+  // The recordings the model makes (LlamaModel::CaptureBucket) and the CUDA backend keeps.
+  const bool mtp_target = in.draft.has_value() && in.draft->model.is_mtp_draft();
+  if (!in.device.is_host && in.cuda_graphs && !in.deterministic_tp && !mtp_target &&
+      RecordsDecodeSteps(c, in.attention_dp)) {
+    const int64_t rows = std::min(t, in.max_sequences_per_step);
+    b.recordings = static_cast<int64_t>(CaptureBatchBuckets(rows).size()) *
+                   NumCaptureContextBuckets(in.max_context_tokens);
+    b.graph_bytes = RecordedStepsBytes(c.num_layers / in.pp, rows, in.max_context_tokens);
+  }
   if (in.device.is_host) {
     b.attention_bytes = rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;
   } else {  // FlashInfer's (MLA's for a latent cache) or the SIMT kernels'

@@ -75,6 +75,10 @@ struct PlanInputs {
   // attention and a KV cache of its own sequences only, so the ranks' caches add up: the pool
   // is tp partitions of num_kv_blocks each.
   bool attention_dp = false;
+  // Decode steps recorded as CUDA graphs and replayed (the engine's default; false:
+  // --enforce_eager). A GPU rank then keeps a recording per batch and context bucket
+  // (kernels/step_capture.h), counted in ActivationBuffers::graph_bytes.
+  bool cuda_graphs = true;
   std::optional<int64_t> runtime_reserve_bytes;  // overrides device.runtime_reserve_bytes
   std::optional<double> safety_fraction;         // overrides device.safety_fraction
   std::optional<DraftPlanInputs> draft;          // speculative decoding's draft model
@@ -93,7 +97,17 @@ inline TpReduction Reduction(const PlanInputs& in) {
 struct ActivationBuffers {
   StepBufferSizes step;         // the engine's workspace, buffer by buffer
   int64_t attention_bytes = 0;  // attention workspace (see above)
-  int64_t Total() const { return step.Total() + attention_bytes; }
+  // The recorded decode steps (CUDA graphs) a GPU rank may keep: one per batch bucket of
+  // max_sequences_per_step and context bucket of max_context_tokens, each RecordedStepBytes
+  // (kernels/step_capture.h): an ESTIMATE per recording (launches per layer x bytes per
+  // launch; no exact figure exists), and an upper bound on their number (they are made as
+  // steps reach the buckets). 0 on the CPU host, with cuda_graphs off (--enforce_eager), under
+  // deterministic_tp (the CUDA backend does not record there), and for a model that never
+  // records (RecordsDecodeSteps, model/step_buffers.h; a target with a multi-token-prediction
+  // draft copies its hidden states on the host's schedule, so neither records).
+  int64_t graph_bytes = 0;
+  int64_t recordings = 0;  // how many graph_bytes counts
+  int64_t Total() const { return step.Total() + attention_bytes + graph_bytes; }
 };
 
 struct CommBuffers {
@@ -167,7 +181,7 @@ WeightDevice WeightDeviceOf(const GpuSpec& device);
 absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs);
 
 // The per-rank buffers of one stage: StepBuffersFor of rank 0's plan (the logits only on the
-// last stage) plus the attention workspace.
+// last stage) plus the attention workspace and the recorded decode steps.
 ActivationBuffers ActivationBuffersFor(const PlanInputs& inputs, const ShardingPlan& rank0,
                                        bool last_stage);
 CommBuffers CommBuffersFor(const PlanInputs& inputs);

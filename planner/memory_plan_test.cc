@@ -56,6 +56,41 @@ TEST(MemoryPlanTest, GpuAttentionIsWhatTheCudaBackendReserves) {
   EXPECT_NE(ActivationBuffersFor(in, rank0, true).attention_bytes, flashinfer);
 }
 
+// The recorded decode steps (CUDA graphs) are a line of a GPU rank's step buffers: one
+// recording per (batch bucket, context bucket), each an estimate of launches x bytes per
+// launch (kernels/step_capture.h). 8B (32 layers) with 256 sequences per step and an 8192-token
+// context: 9 batch buckets (1 .. 256) x 6 context buckets (256 .. 8192) = 54 recordings of
+// (32 x 24 + 8) x 4096 = 3,178,496 bytes. Nothing without recordings: --enforce_eager, the CPU
+// host, --deterministic_tp, a mixture of experts. On the old code the plan had no such line
+// (graph_bytes did not exist, and the KV pool was sized as if recordings cost nothing).
+TEST(MemoryPlanTest, RecordedDecodeStepsAreANamedLineOfTheStepBuffers) {
+  PlanInputs in = Inputs(Llama31_8B(), "fp8", 1, "h100-80g");
+  in.max_tokens_per_step = 2048;
+  in.max_sequences_per_step = 256;
+  const ShardingPlan rank0 = *ShardingPlan::Create(in.model, in.weights, {0, 1});
+  const ActivationBuffers recorded = ActivationBuffersFor(in, rank0, true);
+  EXPECT_EQ(recorded.recordings, 54);
+  EXPECT_EQ(recorded.graph_bytes, 54 * 3'178'496);
+  EXPECT_EQ(recorded.Total(),
+            recorded.step.Total() + recorded.attention_bytes + 54 * 3'178'496);
+  // The plan's KV pool gives the recordings their room: fewer bytes left for KV.
+  MemoryPlan with = *PlanMemory(in);
+  in.cuda_graphs = false;  // --enforce_eager
+  EXPECT_EQ(ActivationBuffersFor(in, rank0, true).graph_bytes, 0);
+  MemoryPlan without = *PlanMemory(in);
+  EXPECT_EQ(without.stages[0].available_for_kv_bytes - with.stages[0].available_for_kv_bytes,
+            54 * 3'178'496);
+  in.cuda_graphs = true;
+  in.deterministic_tp = true;  // the CUDA backend does not record there
+  EXPECT_EQ(ActivationBuffersFor(in, rank0, true).graph_bytes, 0);
+  in.deterministic_tp = false;
+  in.max_context_tokens = 300;  // context buckets 256 and 512
+  EXPECT_EQ(ActivationBuffersFor(in, rank0, true).recordings, 9 * 2);
+  PlanInputs host = SmolOnHost();
+  const ShardingPlan host_rank0 = *ShardingPlan::Create(host.model, host.weights, {0, 1});
+  EXPECT_EQ(ActivationBuffersFor(host, host_rank0, true).graph_bytes, 0);
+}
+
 // A GPU rank holds the int4 and fp8 projections in the CUDA backend's mixed-input GEMM form
 // (kernels/cuda/weight_placement.h), which the plan counts per role: 4 bytes per (128-column
 // group, row) beyond the stored form for int4 g128 (f32 scale + offset for f16 scale + zero)

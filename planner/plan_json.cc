@@ -112,6 +112,8 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
             {"logits_local_bytes", a.step.logits_local},
             {"logits_gathered_bytes", a.step.logits_gathered},
             {"attention_bytes", a.attention_bytes},
+            {"cuda_graph_bytes", a.graph_bytes},
+            {"cuda_graph_recordings", a.recordings},
             {"total_bytes", a.Total()}}},
           {"comm",
            {{"allreduce_bytes", m.comm.allreduce_bytes},

@@ -156,6 +156,12 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
     attention = "SIMT kernels: split-key partials";
   }
   out += SubLine("attention", attention, m.activations.attention_bytes);
+  if (m.activations.graph_bytes > 0) {
+    out += SubLine("CUDA graphs",
+                   absl::StrFormat("%d recorded decode steps (estimate)",
+                                   m.activations.recordings),
+                   m.activations.graph_bytes);
+  }
   if (b.logits_local > 0) {
     out += SubLine("logits",
                    absl::StrFormat("[%d x %d] + gathered f32", in.max_sequences_per_step,

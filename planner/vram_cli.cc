@@ -328,6 +328,7 @@ absl::StatusOr<PlanInputs> PlanInputsFor(const VramRequest& r, const VramLayout&
   in.target_concurrent_sequences = r.users;
   in.kv_block_size_tokens = r.block_size;
   in.deterministic_tp = r.deterministic_tp;
+  in.cuda_graphs = !r.enforce_eager;
   in.deterministic_tp_chunks = r.deterministic_tp_chunks;
   in.expert_parallel = r.expert_parallel;
   in.attention_dp = r.attention_dp;

@@ -50,6 +50,7 @@ struct VramRequest {
   int64_t max_seqs_per_step = 256;
   int64_t block_size = 16;
   bool deterministic_tp = false;  // the engine's --deterministic_tp reduction
+  bool enforce_eager = false;     // the engine's --enforce_eager: no CUDA graphs to count
   int64_t deterministic_tp_chunks = 0;  // and its --deterministic_tp_chunks (0: the default)
   bool expert_parallel = false;   // the engine's --expert_parallel placement
   bool attention_dp = false;      // the engine's --attention_dp layout

@@ -143,11 +143,35 @@ TEST(VramCliTest, DeterministicTpPlansItsChunkSumsAndCollectives) {
             (1 + 8) * 2048 * 16384 * 4);
   // Deterministic attention splits every query row's keys on its own (attention_workspace.h).
   EXPECT_GT(activations(det, "attention_bytes"), activations(fast, "attention_bytes"));
+  // And no recorded decode steps (the CUDA backend does not record in deterministic mode):
+  // 54 recordings (9 batch x 6 context buckets) of (126 x 24 + 8) x 4096 B fewer.
+  EXPECT_EQ(activations(fast, "cuda_graph_bytes"), 54 * 12'419'072);
+  EXPECT_EQ(activations(det, "cuda_graph_bytes"), 0);
   EXPECT_EQ(activations(det, "total_bytes") - activations(fast, "total_bytes"),
             (1 + 8) * 2048 * 16384 * 4 + activations(det, "attention_bytes") -
-                activations(fast, "attention_bytes"));
+                activations(fast, "attention_bytes") - activations(fast, "cuda_graph_bytes"));
   EXPECT_GT(det["plan"]["roofline"]["decode_step_s"].get<double>(),
             fast["plan"]["roofline"]["decode_step_s"].get<double>());
+}
+
+// --enforce_eager plans no recorded decode steps: the CUDA-graph line goes and the KV cache
+// gets its bytes. On the old code there was no such flag or line.
+TEST(VramCliTest, EnforceEagerPlansNoCudaGraphs) {
+  VramRequest r = Request405B();
+  r.json = true;
+  const nlohmann::json recorded = nlohmann::json::parse(RunWith(r).out);
+  r.enforce_eager = true;
+  const nlohmann::json eager = nlohmann::json::parse(RunWith(r).out);
+  const auto stage = [](const nlohmann::json& j, const char* a, const char* b) {
+    return b == nullptr ? j["plan"]["stages"][0][a].get<int64_t>()
+                        : j["plan"]["stages"][0][a][b].get<int64_t>();
+  };
+  EXPECT_EQ(stage(recorded, "activations", "cuda_graph_recordings"), 54);
+  EXPECT_EQ(stage(recorded, "activations", "cuda_graph_bytes"), 54 * 12'419'072);
+  EXPECT_EQ(stage(eager, "activations", "cuda_graph_bytes"), 0);
+  EXPECT_EQ(stage(eager, "available_for_kv_bytes", nullptr) -
+                stage(recorded, "available_for_kv_bytes", nullptr),
+            54 * 12'419'072);
 }
 
 // --expert_parallel plans the engine's placement: each GPU holds 32 of Qwen3-30B-A3B's 128
