@@ -2,6 +2,10 @@
 // the very matrix the format gives the concatenated rows (so a fused GEMM multiplies what the
 // separate ones did), holds exactly the parts' bytes, and its row views are the parts again.
 // Refused stacks name the part and the reason (fp8 128x128 tiles straddling a boundary).
+// Before this file the loader placed q, k and v apart and there was no stack; what catches a
+// wrong one: a view that skipped scales per row instead of per 128-row tile fails the fp8-block
+// case's EXPECT_EQ(DecodeRows(view), DecodeRows(parts[i].matrix)), and a stack of parts that cut
+// a tile fails EXPECT_EQ(DecodeRows(stack.matrix), DecodeRows(whole.matrix)) (so it is refused).
 #include "kernels/stacked_matrix.h"
 
 #include <random>

@@ -2,6 +2,8 @@
 // 405B's TP 8 widths, split by the plan and the lookup the CUDA kernel uses, gives each
 // projection exactly the floats of its own MatMul (the CPU backend computes both products);
 // and the plan's unit is the widest the addresses and widths allow (16-byte moves for 405B).
+// Before this change the CUDA backend ran one GEMM per matrix and split nothing; an output
+// offset or width off by a unit fails EXPECT_EQ(outs[i], alone).
 #include "kernels/cuda/column_split.h"
 
 #include <random>

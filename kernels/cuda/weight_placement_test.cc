@@ -217,7 +217,9 @@ TEST_F(PlaceCudaWeightTest, ColumnChunkRefusesAPreparedMatrix) {
 // boundaries at TP 8 with k cut to 1024 (placing 36 MiB of fp8 here would only slow the test),
 // and 405B's own shapes by the byte functions. Parts off the 16-row tile would break it (the
 // stack could take the mixed form its parts do not), which is why CudaProjectionFusion asks
-// for whole tiles.
+// for whole tiles. (Before this change there was no kFused use: CudaWeightFormFor held every
+// use but kMatMul as stored, so a stack of int4 parts would have kept 2-byte scales and zeros
+// while its parts were prepared, and EXPECT_EQ(fused->bytes_held(), apart) fails.)
 TEST(PlaceCudaWeight, AStackHoldsExactlyItsPartsBytes) {
   CpuBackend host_memory(CpuBackendOptions{.num_threads = 1});
   for (const TensorFormat& f : {kInt4G128, kFp8Channel,
