@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+// Before CUTLASS's headers: its adapter's cudaFuncSetAttribute, once per kernel and device.
+#include "kernels/cuda/cached_cuda_queries.h"
+
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/detail/blockwise_scale_layout.hpp"
@@ -16,6 +19,7 @@
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/group_array_problem_shape.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "kernels/cuda/launch_cache.h"
 #include "kernels/cuda/moe_grouped_gemm.h"
 
 namespace tpserve::cuda {
@@ -175,11 +179,32 @@ __global__ void ScalesMnMajor(const MoeGemmWeight* weights, int64_t num_weights,
       weights[w].scales[n * weights[w].scale_stride + j];
 }
 
+// What a grouped launch's set-up depends on: the arrays' scratch (Carve's pointers follow from
+// it and the group count), the group count and the SMs. The problem sizes and pointers are
+// written on the device (WriteArguments), so one set of parameters serves every step.
+LaunchKey GroupedKey(const void* scratch, int64_t groups, int sm_count) {
+  return {KeyWord(scratch), groups, sm_count};
+}
+
+// CUTLASS's workspace for `groups`, once per (groups, SMs) of each instantiation.
+template <typename G>
+int64_t GemmWorkspace(int64_t groups, int sm_count) {
+  static LaunchCache<int64_t>* const sizes = new LaunchCache<int64_t>();
+  int64_t bytes = 0;
+  sizes->Get(
+      GroupedKey(nullptr, groups, sm_count),
+      [&](int64_t* out) {
+        const typename G::Arrays r = G::Carve(nullptr, groups);
+        *out = static_cast<int64_t>(G::Gemm::get_workspace_size(G::Args(r, groups, sm_count)));
+        return 0;
+      },
+      &bytes);
+  return bytes;
+}
+
 template <typename G>
 int64_t ScratchBytes(int64_t groups, int sm_count) {
-  typename G::Arrays r = G::Carve(nullptr, groups);
-  const typename G::Gemm::Arguments args = G::Args(r, groups, sm_count);
-  return r.bytes + static_cast<int64_t>(G::Gemm::get_workspace_size(args));
+  return G::Carve(nullptr, groups).bytes + GemmWorkspace<G>(groups, sm_count);
 }
 
 template <typename G>
@@ -188,23 +213,44 @@ int Launch(const MoeGemmCall& call, int sm_count, void* scratch, int64_t scratch
   const int64_t groups = MoeGroupCount(call);
   if (groups == 0) return 0;
   const typename G::Arrays r = G::Carve(scratch, groups);
-  const typename G::Gemm::Arguments args = G::Args(r, groups, sm_count);
-  const int64_t workspace = static_cast<int64_t>(G::Gemm::get_workspace_size(args));
+  const int64_t workspace = GemmWorkspace<G>(groups, sm_count);
   if (r.bytes + workspace > scratch_bytes) return static_cast<int>(cudaErrorInvalidValue);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   constexpr int kThreads = 128;
   WriteArguments<G><<<static_cast<unsigned>((groups + kThreads - 1) / kThreads), kThreads, 0,
                       s>>>(call, r);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return static_cast<int>(e);
-  typename G::Gemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
-    return static_cast<int>(cudaErrorNotSupported);
-  }
-  if (gemm.initialize(args, static_cast<uint8_t*>(scratch) + r.bytes, s) !=
-      cutlass::Status::kSuccess) {
+  // The kernel parameters, built (can_implement, initialize) by the first launch of each key
+  // and reused after (launch_cache.h).
+  static LaunchCache<typename G::Gemm::Params>* const kept =
+      new LaunchCache<typename G::Gemm::Params>();
+  const typename G::Gemm::Arguments args = G::Args(r, groups, sm_count);
+  void* gemm_workspace = static_cast<uint8_t*>(scratch) + r.bytes;
+  bool built = false;
+  typename G::Gemm::Params params;
+  const int made = kept->Get(
+      GroupedKey(scratch, groups, sm_count),
+      [&](typename G::Gemm::Params* out) -> int {
+        typename G::Gemm gemm;
+        if (gemm.can_implement(args) != cutlass::Status::kSuccess) {
+          return static_cast<int>(cudaErrorNotSupported);
+        }
+        if (gemm.initialize(args, gemm_workspace, s) != cutlass::Status::kSuccess) {
+          return static_cast<int>(cudaErrorLaunchFailure);
+        }
+        *out = gemm.params();
+        built = true;
+        return 0;
+      },
+      &params);
+  if (made != 0) return made;
+  if (!built && G::Kernel::initialize_workspace(args, gemm_workspace, s) !=
+                    cutlass::Status::kSuccess) {
     return static_cast<int>(cudaErrorLaunchFailure);
   }
-  if (gemm.run(s) != cutlass::Status::kSuccess) return static_cast<int>(cudaErrorLaunchFailure);
+  if (G::Gemm::run(params, s) != cutlass::Status::kSuccess) {
+    return static_cast<int>(cudaErrorLaunchFailure);
+  }
   return static_cast<int>(cudaGetLastError());
 }
 

@@ -6,6 +6,9 @@
 #define TPSERVE_KERNELS_CUDA_FLASHINFER_FA3_RUN_CUH_
 
 #include <cuda_runtime.h>
+// Before FlashInfer's headers: its per-launch device queries and kernel attributes, answered
+// once (cached_cuda_queries.h).
+#include "kernels/cuda/cached_cuda_queries.h"
 
 #include <cstdint>
 

@@ -1,6 +1,9 @@
 // PlanMla (mla_launch.h): FlashInfer's MLA scheduler and the upload of what it
 // staged.
 #include <cuda_runtime.h>
+// Before FlashInfer's headers: its per-launch device queries and kernel attributes, answered
+// once (cached_cuda_queries.h).
+#include "kernels/cuda/cached_cuda_queries.h"
 
 #include <exception>
 

@@ -8,6 +8,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+// Before FlashInfer's headers: its per-launch device queries and kernel attributes, answered
+// once (cached_cuda_queries.h).
+#include "kernels/cuda/cached_cuda_queries.h"
 
 #include <flashinfer/attention/mla_hopper.cuh>
 #include <flashinfer/attention/mla_params.cuh>

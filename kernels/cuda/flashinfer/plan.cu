@@ -1,6 +1,9 @@
 #include "kernels/cuda/flashinfer/plan.h"
 
 #include <cuda_runtime.h>
+// Before FlashInfer's headers: its per-launch device queries and kernel attributes, answered
+// once (cached_cuda_queries.h).
+#include "kernels/cuda/cached_cuda_queries.h"
 
 #include <exception>
 

@@ -16,6 +16,9 @@
 
 #include <cuda_runtime.h>
 
+// Before CUTLASS's headers: its adapter's cudaFuncSetAttribute, once per kernel and device.
+#include "kernels/cuda/cached_cuda_queries.h"
+
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
@@ -24,6 +27,7 @@
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "cutlass/util/mixed_dtype_utils.hpp"
+#include "kernels/cuda/launch_cache.h"
 #include "kernels/cuda/mixed_gemm/kernel_args.h"
 
 namespace tpserve::cuda::mixed_gemm {
@@ -109,16 +113,42 @@ struct MixedGemmConfig {
     return static_cast<int64_t>(Gemm::get_workspace_size(MakeArguments(a)));
   }
 
+  // The kernel parameters of each argument set, built (can_implement, initialize) by its
+  // first launch and reused by every later one with the same key (launch_cache.h).
+  static LaunchCache<typename Gemm::Params>& ParamsCache() {
+    static LaunchCache<typename Gemm::Params>* const cache =
+        new LaunchCache<typename Gemm::Params>();
+    return *cache;
+  }
+
   static int Run(const KernelArgs& a) {
     const typename Gemm::Arguments args = MakeArguments(a);
     const auto stream = static_cast<cudaStream_t>(a.stream);
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-    if (gemm.initialize(args, a.workspace, stream) != cutlass::Status::kSuccess) {
+    bool built = false;
+    typename Gemm::Params params;
+    const int made = ParamsCache().Get(
+        MixedGemmLaunchKey(a),
+        [&](typename Gemm::Params* out) -> int {
+          Gemm gemm;
+          if (gemm.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+          if (gemm.initialize(args, a.workspace, stream) != cutlass::Status::kSuccess) {
+            const cudaError_t e = cudaGetLastError();
+            return e != cudaSuccess ? e : cudaErrorInvalidValue;
+          }
+          *out = gemm.params();
+          built = true;
+          return 0;
+        },
+        &params);
+    if (made != 0) return made;
+    // A kept set of parameters: only the workspace the split-K reduction needs cleared again
+    // (a memset on the stream; nothing for a data-parallel launch), as initialize did.
+    if (!built && Kernel::initialize_workspace(args, a.workspace, stream) !=
+                      cutlass::Status::kSuccess) {
       const cudaError_t e = cudaGetLastError();
       return e != cudaSuccess ? e : cudaErrorInvalidValue;
     }
-    if (gemm.run(stream) != cutlass::Status::kSuccess) {
+    if (Gemm::run(params, stream) != cutlass::Status::kSuccess) {
       const cudaError_t e = cudaGetLastError();
       return e != cudaSuccess ? e : cudaErrorLaunchFailure;
     }

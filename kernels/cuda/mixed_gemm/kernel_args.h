@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launch_cache.h"
+
 namespace tpserve::cuda::mixed_gemm {
 
 struct KernelArgs {
@@ -30,6 +32,15 @@ struct KernelArgs {
   void* workspace = nullptr;
   void* stream = nullptr;
 };
+
+// Everything CUTLASS's kernel parameters are built from (every field but the stream, which
+// they do not hold): launches with equal keys reuse one initialize (gemm_config.cuh).
+inline LaunchKey MixedGemmLaunchKey(const KernelArgs& a) {
+  return {KeyWord(a.codes), a.code_row_bytes, a.code_batch, KeyWord(a.scales),
+          KeyWord(a.offsets), a.group_size, KeyWord(a.x), a.x_row_elems, KeyWord(a.y),
+          a.y_f32 ? 1 : 0, a.n, a.m, a.k, a.batches, a.splits, a.sm_count,
+          KeyWord(a.workspace)};
+}
 
 // Queue one GEMM (0 on success, else a cudaError_t as int; cudaErrorInvalidValue when
 // CUTLASS's can_implement refuses the arguments), and the workspace it needs (bytes). One pair

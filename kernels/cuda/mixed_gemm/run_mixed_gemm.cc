@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/launch_cache.h"
 #include "kernels/cuda/mixed_gemm/kernel_args.h"
 #include "kernels/cuda/mixed_gemm/mixed_gemm.h"
 
@@ -11,6 +12,19 @@ namespace tpserve::cuda {
 namespace {
 
 using mixed_gemm::KernelArgs;
+
+// `a` with only the fields the workspace depends on (its shape, output type, split and SMs).
+KernelArgs ShapeOnly(const KernelArgs& a) {
+  KernelArgs s;
+  s.n = a.n;
+  s.m = a.m;
+  s.k = a.k;
+  s.batches = a.batches;
+  s.y_f32 = a.y_f32;
+  s.splits = a.splits;
+  s.sm_count = a.sm_count;
+  return s;
+}
 
 // The kernel arguments of a call; the shape fields alone for a workspace query.
 KernelArgs ShapeArgs(const MixedGemmPlan& plan, int64_t m, int64_t n, int64_t k, int64_t num_chunks,
@@ -30,10 +44,27 @@ KernelArgs ShapeArgs(const MixedGemmPlan& plan, int64_t m, int64_t n, int64_t k,
   return a;
 }
 
+// CUTLASS's get_workspace_size, once per plan and shape (every launch asks: the matmul to
+// size its scratch, RunMixedGemm to check it).
 int64_t Workspace(const MixedGemmPlan& plan, const KernelArgs& a) {
-  if (plan.kind == MixedGemmKind::kFp8) return mixed_gemm::Fp8DecodeWorkspace(a);
-  return plan.tile == MixedGemmTile::kDecode ? mixed_gemm::Int4DecodeWorkspace(a)
-                                             : mixed_gemm::Int4LargeWorkspace(a);
+  static LaunchCache<int64_t>* const sizes = new LaunchCache<int64_t>();
+  LaunchKey key = mixed_gemm::MixedGemmLaunchKey(ShapeOnly(a));
+  key[18] = static_cast<int64_t>(plan.kind);
+  key[19] = static_cast<int64_t>(plan.tile);
+  int64_t bytes = 0;
+  sizes->Get(
+      key,
+      [&](int64_t* out) {
+        if (plan.kind == MixedGemmKind::kFp8) {
+          *out = mixed_gemm::Fp8DecodeWorkspace(a);
+        } else {
+          *out = plan.tile == MixedGemmTile::kDecode ? mixed_gemm::Int4DecodeWorkspace(a)
+                                                     : mixed_gemm::Int4LargeWorkspace(a);
+        }
+        return 0;
+      },
+      &bytes);
+  return bytes;
 }
 
 }  // namespace
