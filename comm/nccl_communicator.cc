@@ -153,6 +153,12 @@ absl::Status NcclCommunicator::BeginCall(const char* collective) {
     return Fail(absl::UnavailableError(
         absl::StrCat(collective, " on ", Describe(), ": aborted on request")));
   }
+  // Only when another device is current: a collective inside a recorded step runs while the
+  // stream is captured, where the device is already this one (as the backend's Enter does).
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == options_.device_ordinal) {
+    return absl::OkStatus();
+  }
   return TP_CUDA_CALL(cudaSetDevice(options_.device_ordinal));
 }
 
