@@ -492,6 +492,11 @@ class Backend {
   // the same buffers with the same sizes, every step must have the same numbers of token ids,
   // positions, sequences and logit rows, with one query token per sequence (pad with `padding`
   // sequences), and body must not call CopyToHost, Synchronize, Allocate, Free or BeginStep.
+  // A body with collectives (tp > 1) is recorded with them only where they are enqueued on
+  // this backend's stream (Communicator::capturable(): NCCL), and runs inside
+  // Communicator::RunRecorded, which watches a replay as one collective; the step's wait for
+  // its collectives comes after. Every rank runs the same keys in the same order (whether it
+  // records, replays or runs eagerly, the collectives inside meet their peers' in order).
   // Errors of body (a communicator's, say) are returned; a failed recording falls back to
   // running body.
   virtual absl::Status RunCaptured(const void* owner, int64_t key,
