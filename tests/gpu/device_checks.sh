@@ -66,6 +66,12 @@ main() {
   # Mixtures of experts (issue 36): routing, the grouping kernels and MoeExperts against the CPU
   # backend in bf16, fp8 and int4; expert parallelism's halves bit for bit.
   run_gtest cuda_moe_test 60 TPSERVE_CUDA_CHECK=1
+  # Fused q/k/v and gate/up (issue 38): one GEMM over the stacked parts plus the split, each
+  # output against its part's own MatMul (bit for bit in deterministic mode).
+  run_gtest fused_matmul_test 60 TPSERVE_CUDA_CHECK=1
+  # Launch set-up once per shape (issue 38): a second identical mixed GEMM (split-K included)
+  # and FlashInfer step build and ask the device nothing, with the same bits.
+  run_gtest launch_cache_gpu_test 60
   run_bench fp8 150
   run_bench bf16 90
   run_kernel_bench 60
