@@ -214,7 +214,9 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
                                             " bytes of logits, expected ", expected));
   }
   result.logits.resize(bytes.size() / sizeof(float));
-  std::memcpy(result.logits.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) {  // held logits: none came, and memcpy's null pointers are undefined
+    std::memcpy(result.logits.data(), bytes.data(), bytes.size());
+  }
   result.compute_s = responses[0].compute_s();
   result.allreduce_s = responses[0].allreduce_s();
   for (const wpb::StepResponse& r : responses) result.rank_compute_s.push_back(r.compute_s());
