@@ -1,5 +1,7 @@
 #include "coordinator/server.h"
 
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -163,9 +165,11 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       AttachErrorDetail(*context, s);
       FinishWith(ToGrpcStatus(s));
     }
+    HandToGrpc();  // gRPC may call OnCancel or OnDone as soon as Generate returns
   }
 
   void OnWriteDone(bool ok) override {
+    TakeFromGrpc();
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
@@ -179,13 +183,28 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   }
 
   void OnCancel() override {
+    TakeFromGrpc();
     absl::MutexLock lock(&mu_);
     if (admitted_ && !final_status_.has_value()) frontend_->Cancel(id_);  // frees the KV blocks
   }
 
-  void OnDone() override { Unref(); }
+  void OnDone() override {
+    TakeFromGrpc();
+    Unref();
+  }
 
  private:
+  // gRPC core orders an operation's start (StartWrite, Finish, or Generate returning the
+  // reactor) before the callback it leads to (OnWriteDone, OnDone; OnCancel), through its
+  // completion queue. Debian builds gRPC core without ThreadSanitizer, so TSan cannot see that
+  // order, and the callback's first touch of the reactor (locking mu_, whose word the
+  // constructor wrote on another thread) looked unordered (a CI report on OnWriteDone). This
+  // pair restates the order gRPC gives, in code TSan sees: one atomic add per hand-over and one
+  // load per callback. It orders only the hand-over itself; the reactor's state stays under mu_
+  // and is checked as before.
+  void HandToGrpc() { handoffs_.fetch_add(1, std::memory_order_acq_rel); }
+  void TakeFromGrpc() { handoffs_.load(std::memory_order_acquire); }
+
   // Each of the request's n choices ends with one finishing event; the last of them is the
   // engine's last call. The stream ends with the last choice, or with the first choice that
   // ends abnormally (the frontend cancels the others; their events are dropped).
@@ -246,6 +265,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
         finish = final_status_;
       }
     }
+    if (write == nullptr && !finish.has_value()) return;
+    HandToGrpc();
     if (write != nullptr) StartWrite(write);
     if (finish.has_value()) Finish(*finish);  // OnDone may follow at once, on another thread
   }
@@ -255,10 +276,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
       absl::MutexLock lock(&mu_);
       finished_ = true;
     }
+    HandToGrpc();
     Finish(status);
   }
 
   Frontend* const frontend_;
+  std::atomic<uint64_t> handoffs_{0};  // see HandToGrpc
   absl::Mutex mu_;
   pb::GenerateRequest request_;
   int64_t id_ ABSL_GUARDED_BY(mu_) = 0;
