@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/field_error.h"
+#include "kernels/cuda/row_sampling.h"
 
 namespace tpserve {
 namespace {
@@ -53,16 +54,6 @@ void ApplyPenalties(const SamplingParams& p, absl::Span<const int32_t> history,
     }
     x -= p.presence_penalty + p.frequency_penalty * static_cast<float>(count);
   }
-}
-
-// A uniform in (0, 1) that depends only on (key, draw, id): counter-based (SplitMix64
-// finalizer), so each token id gets its own noise however the candidates are ordered.
-double Uniform(uint64_t key, uint64_t draw, uint32_t id) {
-  uint64_t z = key ^ (draw * 0x9E3779B97F4A7C15ull) ^ (uint64_t{id} * 0xD1B54A32D192ED03ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (static_cast<double>(z >> 11) + 0.5) * 0x1.0p-53;
 }
 
 }  // namespace
@@ -158,7 +149,7 @@ int32_t Sampler::Draw(const std::vector<float>& x, uint64_t draw) const {
   int32_t best = -1;
   double best_score = -std::numeric_limits<double>::infinity();
   auto consider = [&](int32_t id) {
-    const double gumbel = -std::log(-std::log(Uniform(key_, draw, static_cast<uint32_t>(id))));
+    const double gumbel = SamplingGumbel(key_, draw, static_cast<uint32_t>(id));
     const double score = x[id] * inv_t + gumbel;
     if (score > best_score) {
       best_score = score;

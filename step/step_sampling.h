@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "kernels/sampling_rows.h"
 #include "step/sampling.h"
 
 namespace tpserve {
@@ -70,6 +71,18 @@ bool UsesHistory(const SamplingParams& params);
 absl::StatusOr<std::vector<SequenceSamples>> SampleStep(absl::Span<const float> logits,
                                                         int64_t vocab_size,
                                                         const StepSampling& sampling);
+
+// The same work as rows a backend samples where the logits are (Backend::SampleRows): one
+// SamplingRow per logit row, every sampling row of a verified draft drawn at once (row i with
+// the draft's first i tokens in its history and its own draw), SampleStep's errors when
+// `sampling` is malformed. FromRowSamples then keeps what SampleStep would: a draft's tokens up
+// to the first the target drew otherwise, and the draws those rows made. Together they give
+// SampleStep's results (sampling_rows_test, through the host run of the CUDA kernel's
+// algorithm).
+absl::StatusOr<SamplingRows> ToSamplingRows(int64_t vocab_size, const StepSampling& sampling);
+// INVALID_ARGUMENT when `rows` is not one result per row of `sampling`.
+absl::StatusOr<std::vector<SequenceSamples>> FromRowSamples(const StepSampling& sampling,
+                                                            absl::Span<const RowSample> rows);
 
 }  // namespace tpserve
 
