@@ -3,6 +3,7 @@
 #include "base/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/check.h"
+#include "kernels/cuda/row_sampling.h"
 
 namespace tpserve {
 
@@ -86,6 +87,61 @@ absl::StatusOr<PlacedWeight> PlaceStoredWeight(Backend& backend, const HostMatri
                       place(m.input_perm, !host.perm.empty(), parts.perm, "permutation"));
   m.input_perm = static_cast<const int32_t*>(perm);
   return out;
+}
+
+absl::Status CheckSampleRows(int64_t vocab, int64_t per_rank, int64_t layout_rows,
+                             const SamplingRows& rows, size_t out_rows) {
+  const int64_t n = static_cast<int64_t>(rows.rows.size());
+  if (out_rows != rows.rows.size()) {
+    return absl::InvalidArgumentError(
+        StrCat("SampleRows: ", out_rows, " results for ", n, " rows"));
+  }
+  if (vocab <= 0 || per_rank <= 0 || layout_rows < n) {
+    return absl::InvalidArgumentError(StrCat("SampleRows: ", n, " rows of vocab ", vocab,
+                                             " in a layout of ", layout_rows,
+                                             " rows and slices of ", per_rank, " ids"));
+  }
+  if (rows.bias_ids.size() != rows.bias_values.size() ||
+      rows.penalty_ids.size() != rows.penalty_counts.size()) {
+    return absl::InvalidArgumentError(StrCat(
+        "SampleRows: ", rows.bias_ids.size(), " bias ids with ", rows.bias_values.size(),
+        " values, ", rows.penalty_ids.size(), " penalty ids with ", rows.penalty_counts.size(),
+        " counts"));
+  }
+  const auto range = [](int64_t begin, int64_t end, size_t size) {
+    return begin >= 0 && begin <= end && end <= static_cast<int64_t>(size);
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    const SamplingRow& row = rows.rows[r];
+    const bool ok =
+        range(row.bias_begin, row.bias_end, rows.bias_ids.size()) &&
+        range(row.penalty_begin, row.penalty_end, rows.penalty_ids.size()) &&
+        (row.mask_begin < 0 || range(row.mask_begin, int64_t{row.mask_begin} + row.mask_word_count,
+                                     rows.mask_words.size())) &&
+        row.top_n >= 0 && row.top_n <= kMaxRowTopLogprobs &&
+        (row.kind != RowKind::kScore || (row.scored_id >= 0 && row.scored_id < vocab));
+    if (!ok) {
+      return absl::InvalidArgumentError(StrCat(
+          "SampleRows: row ", r, " (bias [", row.bias_begin, ", ", row.bias_end, "), penalties [",
+          row.penalty_begin, ", ", row.penalty_end, "), mask ", row.mask_begin, " + ",
+          row.mask_word_count, ", top_n ", row.top_n, ", scored id ", row.scored_id,
+          ") reaches outside its arrays (", rows.bias_ids.size(), " biases, ",
+          rows.penalty_ids.size(), " penalties, ", rows.mask_words.size(),
+          " mask words, vocab ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Backend::SampleRows(float* logits, int64_t vocab, int64_t per_rank,
+                                 int64_t layout_rows, const SamplingRows& rows,
+                                 absl::Span<RowSample> out) {
+  if (!host_memory()) {
+    return absl::UnimplementedError(StrCat("SampleRows: backend ", name(), " does not sample"));
+  }
+  TP_RETURN_IF_ERROR(CheckSampleRows(vocab, per_rank, layout_rows, rows, out.size()));
+  SampleRowsOnHost(logits, vocab, per_rank, layout_rows, rows, out.data());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PlacedWeight> Backend::PlaceWeight(const HostMatrix& host, WeightUse use,

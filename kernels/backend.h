@@ -38,6 +38,7 @@
 #include "formats/tensor_format.h"
 #include "kernels/activation.h"
 #include "kernels/expert_routing.h"
+#include "kernels/sampling_rows.h"
 #include "kernels/weight_matrix.h"
 
 namespace tpserve {
@@ -480,6 +481,24 @@ class Backend {
   // decode-to-bf16 path, said once per role at load). 0 for a backend that never does.
   virtual int64_t TakeDecodedWeightBytes() { return 0; }
 
+  // ---- Sampling where the logits are ----
+
+  // Whether a rank should sample through SampleRows, leaving the logits where the step made
+  // them, rather than copying them to the host for SampleStep (a GPU backend: they stay on the
+  // device, and only token ids and logprobs come back).
+  virtual bool PrefersSampleRows() const { return false; }
+
+  // Samples `rows` (kernels/sampling_rows.h) of the f32 logits at `logits` (this backend's
+  // memory, laid out as kernels/cuda/row_sampling.h's RowView: `layout_rows` rows cut into
+  // slices of `per_rank` ids, per_rank = vocab for rows stored whole), changing them in place;
+  // writes one RowSample per row to `out`. Waits for the results. The default runs the device
+  // algorithm on the host (SampleRowsOnHost's passes) for a host-memory backend, and is
+  // UNIMPLEMENTED elsewhere; INVALID_ARGUMENT when `out` is not one entry per row or the
+  // layout cannot hold the rows.
+  virtual absl::Status SampleRows(float* logits, int64_t vocab, int64_t per_rank,
+                                  int64_t layout_rows, const SamplingRows& rows,
+                                  absl::Span<RowSample> out);
+
   // ---- Step capture (optional: CUDA graphs for decode) ----
 
   // Whether RunCaptured records and replays (false: it just calls `body`).
@@ -509,6 +528,12 @@ class Backend {
   // (recordings hold addresses), e.g. from the owner's destructor.
   virtual void ForgetCaptured(const void* owner) { (void)owner; }
 };
+
+// Backend::SampleRows' argument checks: INVALID_ARGUMENT naming the value and the bound when
+// `out_rows` is not one per row, the layout has fewer rows than asked for or slices that do
+// not cover the vocabulary, or a row's bias, penalty or mask range falls outside its array.
+absl::Status CheckSampleRows(int64_t vocab, int64_t per_rank, int64_t layout_rows,
+                             const SamplingRows& rows, size_t out_rows);
 
 // Bytes of one activation element of `backend`.
 int64_t ActivationBytes(const Backend& backend);

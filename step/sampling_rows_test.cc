@@ -21,7 +21,8 @@ absl::StatusOr<std::vector<SequenceSamples>> ByRows(const std::vector<float>& lo
   absl::StatusOr<SamplingRows> rows = ToSamplingRows(vocab, sampling);
   if (!rows.ok()) return rows.status();
   std::vector<RowSample> out(rows->rows.size());
-  SampleRowsOnHost(logits.data(), vocab, *rows, out.data());
+  std::vector<float> work = logits;  // sampled in place
+  SampleRowsOnHost(work.data(), vocab, *rows, out.data());
   return FromRowSamples(sampling, out);
 }
 
@@ -184,6 +185,54 @@ TEST(SamplingRows, AcceptsAVerifiedDraftUpToItsFirstMismatchAndCountsTheDraws) {
   EXPECT_EQ((*got)[0].sampled[0].id, 9);
   EXPECT_EQ((*got)[0].sampled[1].id, 12);  // the draft's 13 refused: the target's own token
   EXPECT_EQ((*got)[0].draws, 12u);         // two rows drawn
+}
+
+// A rank-0 gather leaves the rows as [world, rows, per_rank] vocabulary slices (the last one
+// padded); RowView reads them in place, and the results are those of the rows stored whole.
+TEST(SamplingRows, RowsLaidOutAsGatheredSlicesSampleAsRowsStoredWhole) {
+  constexpr int64_t kVocab = 100, kWorld = 3, kPerRank = 34, kRows = 3;
+  std::mt19937_64 rng(7);
+  const std::vector<float> logits = RandomRows(kRows, kVocab, rng);
+  std::vector<float> gathered(kWorld * kRows * kPerRank, 123.0f);  // padding never read
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t i = 0; i < kVocab; ++i) {
+      gathered[((i / kPerRank) * kRows + r) * kPerRank + i % kPerRank] = logits[r * kVocab + i];
+    }
+  }
+  StepSampling sampling;
+  SequenceSampling s;
+  s.seq_id = 1;
+  s.samples = true;
+  s.params.temperature = 0.7f;
+  s.params.top_p = 0.9f;
+  s.params.top_logprobs = 5;
+  s.params.presence_penalty = 1.0f;
+  s.history = {4, 50, 99};
+  s.key = 11;
+  s.draft = {static_cast<int32_t>(kVocab - 1), 2};
+  s.num_rows = kRows;
+  sampling.sequences.push_back(s);
+  absl::StatusOr<SamplingRows> rows = ToSamplingRows(kVocab, sampling);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::vector<RowSample> whole(kRows), sliced(kRows);
+  std::vector<float> work = logits;
+  SampleRowsOnHost(work.data(), kVocab, *rows, whole.data());
+  const RowArrays arrays{rows->bias_ids.data(), rows->bias_values.data(),
+                         rows->penalty_ids.data(), rows->penalty_counts.data(),
+                         rows->mask_words.data()};
+  std::vector<float> saved(rows->penalty_ids.size());
+  HostRowReducer reducer(kVocab);
+  for (int64_t r = 0; r < kRows; ++r) {
+    SampleRow(reducer, rows->rows[r], arrays, RowView{gathered.data(), r, kRows, kPerRank},
+              saved.data(), &sliced[r]);
+  }
+  for (int64_t r = 0; r < kRows; ++r) {
+    EXPECT_EQ(whole[r].id, sliced[r].id) << r;
+    EXPECT_EQ(whole[r].logprob, sliced[r].logprob) << r;
+    ASSERT_EQ(whole[r].num_top, 5) << r;
+    ASSERT_EQ(sliced[r].num_top, 5) << r;
+    for (int n = 0; n < 5; ++n) EXPECT_EQ(whole[r].top_ids[n], sliced[r].top_ids[n]) << r;
+  }
 }
 
 TEST(SamplingRows, MalformedSamplingIsRefusedAsSampleStepRefusesIt) {

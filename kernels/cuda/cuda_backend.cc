@@ -6,11 +6,13 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <tuple>
 #include <utility>
 #include <string>
+#include <vector>
 
 #include "formats/dtype.h"
 #include "base/str_cat.h"
@@ -33,6 +35,7 @@
 #include "kernels/cuda/flashinfer/scoring.h"
 #include "kernels/cuda/mla_plan.h"
 #include "kernels/cuda/pinned_staging.h"
+#include "kernels/cuda/sampling_kernels.h"
 #include "kernels/cuda/staged_copy.h"
 #include "kernels/cuda/step_metadata.h"
 #include "kernels/cuda/weight_placement.h"
@@ -213,6 +216,11 @@ class CudaBackend final : public Backend {
     decoded_reported_ = total;
     return since;
   }
+  // Sampling on the device: only token ids and logprobs come back to the host.
+  bool PrefersSampleRows() const override { return true; }
+  absl::Status SampleRows(float* logits, int64_t vocab, int64_t per_rank, int64_t layout_rows,
+                          const SamplingRows& rows, absl::Span<RowSample> out) override;
+
   bool SupportsStepCapture() const override { return graphs_enabled_; }
   absl::Status RunCaptured(const void* owner, int64_t key,
                            absl::FunctionRef<absl::Status()> body) override;
@@ -296,6 +304,10 @@ class CudaBackend final : public Backend {
   DeviceScratch fused_product_{"fused projection product", &scratch_generation_,
                                &abort_requested_};
   std::unique_ptr<cuda::CudaMoe> moe_;  // runs its experts' GEMMs on matmul_
+  // SampleRows' rows and arrays, the penalties' saved values and the results; never read by
+  // a recorded step.
+  DeviceScratch sampling_{"sampling rows", nullptr, &abort_requested_};
+  std::vector<unsigned char> sampling_host_;  // the same inputs, packed for one upload
   absl::Status first_error_;
   // Every copy between host and device (CopyToHost, CopyToDevice, the step metadata) goes
   // through these pinned slots, allocated once in Create (staged_copy.h says why).
@@ -644,6 +656,64 @@ void CudaBackend::EmbeddingRows(const WeightMatrix& table, int64_t first_row, vo
                                               step_.token_ids, step_.num_token_ids, out,
                                               stream_)));
   Done("EmbeddingRows");
+}
+
+absl::Status CudaBackend::SampleRows(float* logits, int64_t vocab, int64_t per_rank,
+                                     int64_t layout_rows, const SamplingRows& rows,
+                                     absl::Span<RowSample> out) {
+  TP_RETURN_IF_ERROR(CheckSampleRows(vocab, per_rank, layout_rows, rows, out.size()));
+  if (recording_) {
+    return absl::FailedPreconditionError("SampleRows inside a recorded step (it waits for its "
+                                         "results on the host)");
+  }
+  const int64_t n = static_cast<int64_t>(rows.rows.size());
+  if (n == 0) return first_error_;
+  Enter();
+  // The inputs packed back to back (each part 16-byte aligned) for one upload, then the
+  // kernel's own parts: a saved value per penalty entry and a result per row.
+  struct Part {
+    const void* src;
+    int64_t bytes;
+    int64_t offset = 0;
+  };
+  const auto bytes_of = [](const auto& v) {
+    return static_cast<int64_t>(v.size() * sizeof(v[0]));
+  };
+  Part parts[] = {{rows.rows.data(), bytes_of(rows.rows)},
+                  {rows.bias_ids.data(), bytes_of(rows.bias_ids)},
+                  {rows.bias_values.data(), bytes_of(rows.bias_values)},
+                  {rows.penalty_ids.data(), bytes_of(rows.penalty_ids)},
+                  {rows.penalty_counts.data(), bytes_of(rows.penalty_counts)},
+                  {rows.mask_words.data(), bytes_of(rows.mask_words)}};
+  const auto align = [](int64_t b) { return (b + 15) / 16 * 16; };
+  int64_t inputs = 0;
+  for (Part& p : parts) {
+    p.offset = inputs;
+    inputs += align(p.bytes);
+  }
+  const int64_t saved_offset = inputs;
+  const int64_t out_offset = saved_offset + align(bytes_of(rows.penalty_ids));
+  const int64_t out_bytes = n * static_cast<int64_t>(sizeof(RowSample));
+  TP_RETURN_IF_ERROR(sampling_.Reserve(out_offset + out_bytes, stream_));
+  sampling_host_.assign(static_cast<size_t>(inputs), 0);
+  for (const Part& p : parts) {
+    if (p.bytes > 0) std::memcpy(sampling_host_.data() + p.offset, p.src, p.bytes);
+  }
+  unsigned char* base = static_cast<unsigned char*>(sampling_.data());
+  CopyToDevice(base, sampling_host_.data(), inputs);
+  const auto at = [&](const Part& p) { return static_cast<const void*>(base + p.offset); };
+  const RowArrays arrays{static_cast<const int32_t*>(at(parts[1])),
+                         static_cast<const float*>(at(parts[2])),
+                         static_cast<const int32_t*>(at(parts[3])),
+                         static_cast<const int32_t*>(at(parts[4])),
+                         static_cast<const int32_t*>(at(parts[5]))};
+  RowSample* device_out = reinterpret_cast<RowSample*>(base + out_offset);
+  Record("SampleRows",
+         TPK_LAUNCH(cuda::LaunchSampleRows(
+             logits, vocab, per_rank, layout_rows, static_cast<const SamplingRow*>(at(parts[0])),
+             n, arrays, reinterpret_cast<float*>(base + saved_offset), device_out, stream_)));
+  Done("SampleRows");
+  return CopyToHost(out.data(), device_out, out_bytes);
 }
 
 void CudaBackend::GatherLogitRows(const void* x, int64_t row_elems, void* out) {

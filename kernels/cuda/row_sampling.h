@@ -94,8 +94,24 @@ TP_HD uint64_t LargestKeyWhere(Pred pred) {
   return t;
 }
 
-// Samples or scores one row. `logits` is the row ([vocab]); `adj` and `x` are [vocab] scratch
-// the reducer's threads share. R provides, every call made by all of its threads alike:
+// One row of a step's logits where they lie: row `row` of `rows`, its ids cut into slices of
+// `per_rank` (the vocabulary slices a gather to the sampling rank lays out as
+// [world, rows, per_rank]; per_rank = vocab for rows stored whole).
+struct RowView {
+  float* base;
+  int64_t row;
+  int64_t rows;
+  int64_t per_rank;
+  TP_HD float& operator[](int64_t i) const {
+    const int64_t slice = i / per_rank;
+    return base[(slice * rows + row) * per_rank + (i - slice * per_rank)];
+  }
+};
+
+// Samples or scores one row, in place: `v` ends holding the row's adjusted (and, for a draw
+// with penalties, penalised) logits. `saved` has an entry per penalty entry of the SamplingRows
+// (the value before the penalty, kept for the chosen id's logprob). R provides, every call
+// made by all of its threads alike:
 //   int64_t vocab() const;
 //   void ForEach(F f)            f(i) for every id, then a barrier;
 //   void Serial(F f)             f() once, then a barrier;
@@ -105,24 +121,26 @@ TP_HD uint64_t LargestKeyWhere(Pred pred) {
 //   uint64_t MaxKey(F f)         max of f(i) (uint64_t; 0 if the row is empty);
 //   ScoredId ArgMax(F f)         the id with the largest finite f(i) (double), ties to the
 //                                lower id; id -1 when none is finite;
-// each returning the same value to every thread.
+// each returning the same value to every thread. Only Serial writes `out`.
 struct ScoredId {
   double score;
   int32_t id;
 };
 
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
 template <class R>
-TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const float* logits,
-                     float* adj, float* x, RowSample* out) {
+TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const RowView& v,
+                     float* saved, RowSample* out) {
   const int64_t vocab = r.vocab();
   const float kNegInf = -INFINITY;
   // The model's distribution: the raw row for a scored token; with bias and mask for a draw.
-  r.ForEach([&](int64_t i) { adj[i] = logits[i]; });
   if (row.kind == RowKind::kSample) {
     if (row.bias_end > row.bias_begin) {
       r.Serial([&] {
         for (int32_t b = row.bias_begin; b < row.bias_end; ++b) {
-          if (a.bias_ids[b] >= 0 && a.bias_ids[b] < vocab) adj[a.bias_ids[b]] += a.bias_values[b];
+          if (a.bias_ids[b] >= 0 && a.bias_ids[b] < vocab) v[a.bias_ids[b]] += a.bias_values[b];
         }
       });
     }
@@ -132,36 +150,57 @@ TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const flo
         const uint32_t bits = word < row.mask_word_count
                                   ? static_cast<uint32_t>(a.mask_words[row.mask_begin + word])
                                   : 0u;
-        if (((bits >> (i % 32)) & 1u) == 0) adj[i] = kNegInf;
+        if (((bits >> (i % 32)) & 1u) == 0) v[i] = kNegInf;
       });
     }
   }
-  const float max = r.MaxF([&](int64_t i) { return adj[i]; });
-  const double sum = r.SumD([&](int64_t i) { return exp(static_cast<double>(adj[i] - max)); });
+  const float max = r.MaxF([&](int64_t i) { return v[i]; });
+  const double sum = r.SumD([&](int64_t i) { return exp(static_cast<double>(v[i] - max)); });
   const float log_z = max + static_cast<float>(log(sum));
 
+  // The alternatives, by logprob (ties to the lower id), forbidden ids never; before any
+  // penalty changes the row.
+  int32_t top_ids[kMaxRowTopLogprobs];
+  float top_logprobs[kMaxRowTopLogprobs];
+  int32_t num_top = 0;
+  uint64_t below = ~uint64_t{0};
+  for (int32_t n = 0; n < row.top_n && n < kMaxRowTopLogprobs; ++n) {
+    const uint64_t bound = below;
+    const uint64_t key = r.MaxKey([&](int64_t i) {
+      const uint64_t k = OrderKey(v[i] - log_z, i);
+      return k < bound ? k : uint64_t{0};
+    });
+    if (key == 0) break;
+    const int32_t alt = KeyId(key);
+    const float lp = v[alt] - log_z;
+    if (lp == -INFINITY || lp == INFINITY) break;
+    top_ids[n] = alt;
+    top_logprobs[n] = lp;
+    num_top = n + 1;
+    below = key;
+  }
+
   int32_t id = row.scored_id;
+  const bool penalised = row.kind == RowKind::kSample && row.penalty_end > row.penalty_begin;
   if (row.kind == RowKind::kSample) {
-    const float* xs = adj;  // the penalised logits
-    if (row.penalty_end > row.penalty_begin) {
-      r.ForEach([&](int64_t i) { x[i] = adj[i]; });
+    if (penalised) {
       r.Serial([&] {
         for (int32_t p = row.penalty_begin; p < row.penalty_end; ++p) {
           const int32_t t = a.penalty_ids[p];
           if (t < 0 || t >= vocab) continue;
-          float v = x[t];
+          float x = v[t];
+          saved[p] = x;
           if (row.repetition_penalty != 1.0f) {
-            v = v > 0 ? v / row.repetition_penalty : v * row.repetition_penalty;
+            x = x > 0 ? x / row.repetition_penalty : x * row.repetition_penalty;
           }
-          v -= row.presence_penalty +
+          x -= row.presence_penalty +
                row.frequency_penalty * static_cast<float>(a.penalty_counts[p]);
-          x[t] = v;
+          v[t] = x;
         }
       });
-      xs = x;
     }
     if (row.temperature == 0.0f) {
-      id = KeyId(r.MaxKey([&](int64_t i) { return OrderKey(xs[i], i); }));
+      id = KeyId(r.MaxKey([&](int64_t i) { return OrderKey(v[i], i); }));
     } else {
       const double inv_t = 1.0 / row.temperature;
       const bool truncates = row.top_k > 0 || row.top_p < 1.0f || row.min_p > 0.0f;
@@ -173,22 +212,22 @@ TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const flo
       if (truncates) {
         if (row.top_k > 0 && row.top_k < vocab) {
           floor_key = LargestKeyWhere([&](uint64_t t) {
-            return r.Count([&](int64_t i) { return OrderKey(xs[i], i) >= t; }) >= row.top_k;
+            return r.Count([&](int64_t i) { return OrderKey(v[i], i) >= t; }) >= row.top_k;
           });
         }
-        x0 = xs[KeyId(r.MaxKey([&](int64_t i) { return OrderKey(xs[i], i); }))];
+        x0 = v[KeyId(r.MaxKey([&](int64_t i) { return OrderKey(v[i], i); }))];
         const uint64_t k_floor = floor_key;
         const auto weight = [&](int64_t i) {
-          return exp(static_cast<double>(xs[i] - x0) * inv_t);
+          return exp(static_cast<double>(v[i] - x0) * inv_t);
         };
-        total = r.SumD([&](int64_t i) { return OrderKey(xs[i], i) >= k_floor ? weight(i) : 0.0; });
+        total = r.SumD([&](int64_t i) { return OrderKey(v[i], i) >= k_floor ? weight(i) : 0.0; });
         if (row.top_p < 1.0f) {
           // The shortest prefix whose mass reaches top_p ends at the largest key whose
           // prefix (keys at or above it) still has that mass; all of them when none has.
           const double top_p = row.top_p;
           const uint64_t nucleus = LargestKeyWhere([&](uint64_t t) {
             return r.SumD([&](int64_t i) {
-                     const uint64_t k = OrderKey(xs[i], i);
+                     const uint64_t k = OrderKey(v[i], i);
                      return k >= t && k >= k_floor ? weight(i) / total : 0.0;
                    }) >= top_p;
           });
@@ -199,38 +238,35 @@ TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const flo
       const double p_floor = row.min_p > 0.0f ? row.min_p * (1.0 / total) : 0.0;
       const ScoredId best = r.ArgMax([&](int64_t i) -> double {
         if (truncates) {
-          if (OrderKey(xs[i], i) < k_floor) return -INFINITY;
+          if (OrderKey(v[i], i) < k_floor) return -INFINITY;
           if (row.min_p > 0.0f &&
-              !(exp(static_cast<double>(xs[i] - x0) * inv_t) / total >=
-                p_floor)) {
+              !(exp(static_cast<double>(v[i] - x0) * inv_t) / total >= p_floor)) {
             return -INFINITY;
           }
         }
-        return xs[i] * inv_t + SamplingGumbel(row.key, row.draw, static_cast<uint32_t>(i));
+        return v[i] * inv_t + SamplingGumbel(row.key, row.draw, static_cast<uint32_t>(i));
       });
       id = best.id;
     }
   }
-  out->id = id;
-  out->logprob = id >= 0 && id < vocab ? adj[id] - log_z : kNegInf;
-  // The alternatives, by logprob (ties to the lower id), forbidden ids never.
-  out->num_top = 0;
-  uint64_t below = ~uint64_t{0};
-  for (int32_t n = 0; n < row.top_n && n < kMaxRowTopLogprobs; ++n) {
-    const uint64_t bound = below;
-    const uint64_t key = r.MaxKey([&](int64_t i) {
-      const uint64_t k = OrderKey(adj[i] - log_z, i);
-      return k < bound ? k : uint64_t{0};
-    });
-    if (key == 0) break;
-    const int32_t alt = KeyId(key);
-    const float lp = adj[alt] - log_z;
-    if (lp == -INFINITY || lp == INFINITY) break;
-    out->top_ids[n] = alt;
-    out->top_logprobs[n] = lp;
-    out->num_top = n + 1;
-    below = key;
-  }
+  r.Serial([&] {
+    float chosen = kNegInf;  // the chosen id's logit before any penalty
+    if (id >= 0 && id < vocab) {
+      chosen = v[id];
+      if (penalised) {
+        for (int32_t p = row.penalty_begin; p < row.penalty_end; ++p) {
+          if (a.penalty_ids[p] == id) chosen = saved[p];
+        }
+      }
+    }
+    out->id = id;
+    out->logprob = chosen == kNegInf ? kNegInf : chosen - log_z;
+    out->num_top = num_top;
+    for (int32_t n = 0; n < num_top; ++n) {
+      out->top_ids[n] = top_ids[n];
+      out->top_logprobs[n] = top_logprobs[n];
+    }
+  });
 }
 
 // Runs each pass as a loop over the ids in order, on the calling thread.
@@ -287,18 +323,26 @@ class HostRowReducer {
   int64_t vocab_;
 };
 
-// Every row of `rows` over `logits` ([rows, vocab]) on the calling thread: the CUDA kernel's
-// algorithm, for tests. `out` has one entry per row.
-inline void SampleRowsOnHost(const float* logits, int64_t vocab, const SamplingRows& rows,
-                             RowSample* out) {
+// Every row of `rows` over `logits` (RowView's layout: `layout_rows` rows in slices of
+// `per_rank` ids; changed in place as the kernel changes it) on the calling thread: the CUDA
+// kernel's algorithm, pass for pass. `out` has one entry per row.
+inline void SampleRowsOnHost(float* logits, int64_t vocab, int64_t per_rank, int64_t layout_rows,
+                             const SamplingRows& rows, RowSample* out) {
   const RowArrays arrays{rows.bias_ids.data(), rows.bias_values.data(), rows.penalty_ids.data(),
                          rows.penalty_counts.data(), rows.mask_words.data()};
-  std::vector<float> adj(static_cast<size_t>(vocab)), x(static_cast<size_t>(vocab));
+  std::vector<float> saved(rows.penalty_ids.size());
   HostRowReducer reducer(vocab);
   for (size_t r = 0; r < rows.rows.size(); ++r) {
-    SampleRow(reducer, rows.rows[r], arrays, logits + static_cast<int64_t>(r) * vocab, adj.data(),
-              x.data(), &out[r]);
+    SampleRow(reducer, rows.rows[r], arrays,
+              RowView{logits, static_cast<int64_t>(r), layout_rows, per_rank}, saved.data(),
+              &out[r]);
   }
+}
+
+// Rows stored whole: [rows, vocab].
+inline void SampleRowsOnHost(float* logits, int64_t vocab, const SamplingRows& rows,
+                             RowSample* out) {
+  SampleRowsOnHost(logits, vocab, vocab, static_cast<int64_t>(rows.rows.size()), rows, out);
 }
 
 }  // namespace tpserve

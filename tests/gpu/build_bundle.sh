@@ -25,7 +25,7 @@ TARGETS=(//kernels/cuda:cuda_parity_test //comm:nccl_communicator_test //bench:g
          //kernels/cuda:cuda_deterministic_test //kernels/cuda:attention_invariance_test
          //kernels/cuda:attention_layers_test //kernels/cuda/mixed_gemm:mixed_gemm_gpu_test
          //kernels/cuda:cuda_moe_test //kernels/cuda:fused_matmul_test
-         //kernels/cuda:launch_cache_gpu_test)
+         //kernels/cuda:launch_cache_gpu_test //kernels/cuda:sampling_kernels_test)
 OUT=gpu-bundle
 LIMIT_MIB=48  # the device tool carries 64 MiB with the source tree
 

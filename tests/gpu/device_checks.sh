@@ -72,6 +72,9 @@ main() {
   # Launch set-up once per shape (issue 38): a second identical mixed GEMM (split-K included)
   # and FlashInfer step build and ask the device nothing, with the same bits.
   run_gtest launch_cache_gpu_test 60
+  # Sampling on the device (issue 38): the kernel against its algorithm run on the host, rows
+  # whole and as a TP-8 gather's slices; prints the time of 256 top-p rows.
+  run_gtest sampling_kernels_test 60 TPSERVE_CUDA_CHECK=1
   run_bench fp8 150
   run_bench bf16 90
   run_kernel_bench 60
