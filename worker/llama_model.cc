@@ -505,6 +505,7 @@ absl::Status LlamaModel::Forward(const StepBatch& batch_in, KvCache* cache, floa
   }
   const StepBatch& batch = config_.is_mtp_draft() ? shifted : batch_in;
   TP_RETURN_IF_ERROR(Validate(batch, *cache));
+  held_rows_ = -1;  // the workspace's logits are about to be overwritten
   const int64_t logit_rows = batch.num_logit_rows();
   const int64_t bucket = CaptureBucket(batch);
   const StepInputs step = PrepareStep(batch, bucket);
@@ -977,6 +978,7 @@ void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {
 absl::Status LlamaModel::LmHead(const StepInputs& step, float* logits) {
   const int64_t rows = static_cast<int64_t>(step.logit_rows.size());
   if (rows == 0) {  // every sequence is a chunk of a longer prompt: nothing to sample
+    if (logits == nullptr && plan_.shard().rank == kSamplingRank) held_rows_ = 0;
     return plan_.shard().world_size == 1 ? absl::OkStatus() : comm_->AwaitCollectives();
   }
   TP_RETURN_IF_ERROR(QueueLogits(rows));
@@ -1009,13 +1011,20 @@ absl::Status LlamaModel::ReceiveLogits(int64_t rows, int64_t wanted, float* logi
   const int64_t vocab = config_.vocab_size, f32 = sizeof(float);
   Workspace& ws = *ws_;
   const int world = plan_.shard().world_size;
+  const auto hold = [&] {  // SampleHeld samples them where they are
+    held_rows_ = wanted;
+    held_layout_rows_ = rows;
+    return absl::OkStatus();
+  };
   if (world == 1) {
+    if (logits == nullptr) return hold();
     return backend_->CopyToHost(logits, ws.logits_local.data(), wanted * vocab * f32);
   }
   // The step's one wait for its collectives, on every rank: with NCCL they were only enqueued,
   // and this is where a dead peer or a timeout surfaces (the copy below would hang).
   TP_RETURN_IF_ERROR(comm_->AwaitCollectives());
   if (plan_.shard().rank != kSamplingRank) return absl::OkStatus();
+  if (logits == nullptr) return hold();
   const int64_t per_rank = plan_.vocab_rows_per_rank();
   TP_RETURN_IF_ERROR(backend_->CopyToHost(ws.host_gathered.data(), ws.logits_gathered.data(),
                                           world * rows * per_rank * f32));
@@ -1028,6 +1037,30 @@ absl::Status LlamaModel::ReceiveLogits(int64_t rows, int64_t wanted, float* logi
                   ws.host_gathered.data() + (rank * rows + r) * per_rank, count * f32);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status LlamaModel::SampleHeld(const SamplingRows& rows, absl::Span<RowSample> out) {
+  if (plan_.shard().rank != kSamplingRank) {
+    return absl::FailedPreconditionError(StrCat("rank ", plan_.shard().rank,
+                                                " holds no logits: only the sampling rank (",
+                                                kSamplingRank, ") samples"));
+  }
+  if (held_rows_ < 0) {
+    return absl::FailedPreconditionError(
+        "no step's logits are held (a Forward with logits = nullptr keeps them)");
+  }
+  if (static_cast<int64_t>(rows.rows.size()) != held_rows_) {
+    return absl::InvalidArgumentError(StrCat("SampleHeld: ", rows.rows.size(),
+                                             " rows to sample; the step held ", held_rows_));
+  }
+  const int64_t layout_rows = held_layout_rows_;
+  held_rows_ = -1;  // sampled in place: once
+  Workspace& ws = *ws_;
+  float* logits = plan_.shard().world_size == 1 ? ws.logits_local.as<float>()
+                                                : ws.logits_gathered.as<float>();
+  TP_RETURN_IF_ERROR(backend_->SampleRows(logits, config_.vocab_size, plan_.vocab_rows_per_rank(),
+                                          layout_rows, rows, out));
   return absl::OkStatus();
 }
 

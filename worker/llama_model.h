@@ -122,7 +122,15 @@ class LlamaModel {
   // [0, vocab_size), too many tokens, a block table that misses positions or names a block
   // outside the cache, or a cache whose shape does not match this rank; a communicator error
   // as returned.
+  // On the sampling rank, `logits` == nullptr keeps them where the step made them (backend
+  // memory, no copy to the host) for SampleHeld.
   absl::Status Forward(const StepBatch& batch, KvCache* cache, float* logits);
+
+  // Samples the logits the last Forward kept (logits == nullptr on the sampling rank) with
+  // Backend::SampleRows, in place, once: `rows` has one entry per logit row of that step.
+  // FAILED_PRECONDITION on another rank or when no step's logits are kept; INVALID_ARGUMENT
+  // when the row counts differ; SampleRows' errors.
+  absl::Status SampleHeld(const SamplingRows& rows, absl::Span<RowSample> out);
 
   // Multi-token prediction. On the target (no MTP draft itself): every step writes its rows'
   // last hidden states (before the final norm) into `store` at their positions. On an MTP
@@ -214,7 +222,8 @@ class LlamaModel {
   // rank into ws.logits_gathered as [world, rows, vocab_rows_per_rank].
   absl::Status QueueLogits(int64_t rows);
   // After QueueLogits(rows): the step's one wait for its collectives (world > 1), then on the
-  // sampling rank the first `wanted` rows' logits copied to `logits` (f32 [wanted, vocab]).
+  // sampling rank the first `wanted` rows' logits copied to `logits` (f32 [wanted, vocab]), or
+  // kept for SampleHeld when `logits` is null.
   absl::Status ReceiveLogits(int64_t rows, int64_t wanted, float* logits);
   // Final norm of the logit rows and this rank's LM head rows into `out` (f32 [rows, local]).
   void QueueLocalLogits(int64_t rows, void* out);
@@ -259,6 +268,10 @@ class LlamaModel {
   // addresses): another cache makes the model drop them first.
   const void* captured_pool_ = nullptr;
   int64_t captured_pool_bytes_ = 0;
+  // The logits the last Forward kept on the backend for SampleHeld: its `held_rows_` logit
+  // rows (-1: none) in a layout of `held_layout_rows_` rows (the bucket a recorded step ran).
+  int64_t held_rows_ = -1;
+  int64_t held_layout_rows_ = 0;
   bool record_decode_steps_ = true;  // LlamaLoadOptions'
   StepBufferSizes sizes_;
   int64_t attention_bytes_ = 0;  // ReserveAttention's

@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/config.h"
 #include "step/step_batch.h"
+#include "step/step_sampling.h"
 #include "worker/generate.h"
 #include "worker/llama_model.h"
 #include "model/bundled_model.h"
@@ -134,6 +135,101 @@ TEST(LlamaModelTpTest, AllReduceLogitsMatchTp1UpToSummationOrder) {
         max_diff = std::max(max_diff, std::fabs(sampled[i] - tp1[i]));
       }
       EXPECT_LE(max_diff, bound) << DTypeName(linear) << " TP=" << world;
+    }
+  }
+}
+
+// What a step's logit rows are for: the prefill's sequence 1 scores its first eight rows and
+// samples the ninth; each other sequence samples its one row (nucleus, penalties, alternatives).
+StepSampling SamplingFor(const StepBatch& batch) {
+  StepSampling sampling;
+  for (const StepBatch::Sequence& q : batch.sequences) {
+    if (q.num_logits == 0) continue;
+    SequenceSampling s;
+    s.seq_id = q.seq_id;
+    s.num_rows = q.num_logits;
+    for (int64_t i = 0; i + 1 < q.num_logits; ++i) s.scored_ids.push_back(static_cast<int32_t>(i + 3));
+    s.top_logprobs = 2;
+    s.samples = true;
+    s.params.temperature = 0.8f;
+    s.params.top_p = 0.9f;
+    s.params.presence_penalty = 0.5f;
+    s.params.top_logprobs = 3;
+    s.history = {1, 5, 9};
+    s.key = 77 + static_cast<uint64_t>(q.seq_id);
+    sampling.sequences.push_back(s);
+  }
+  return sampling;
+}
+
+// The sampling rank keeps a step's logits where the step left them (Forward with no host
+// buffer: at TP > 1 as the gather's [world, rows, per_rank] slices) and samples them there
+// (SampleHeld, Backend::SampleRows): the tokens, logprobs and alternatives SampleStep gives on
+// the logits copied to the host, at TP 1, 2 and 4. The GPU rank's path, run on CPU ranks.
+TEST(LlamaModelTpTest, LogitsSampledWhereTheStepLeftThemEqualTheHostSampler) {
+  const ModelSpec config = TinyLlamaSpec();
+  auto source = MakeTinyLlama(config, {.linear = DType::kF32, .embedding = DType::kQ8_0});
+  StepBatch prefill;
+  prefill.Add(/*seq_id=*/1, 0, std::vector<int32_t>{1, 5, 9, 33, 70, 98, 2, 2, 41}, {0, 1, 2},
+              /*num_logits=*/9);
+  prefill.Add(/*seq_id=*/2, 0, std::vector<int32_t>{4, 3}, {5, 4});
+  StepBatch decode;
+  decode.Add(/*seq_id=*/1, 9, std::vector<int32_t>{11}, {0, 1, 2});
+  decode.Add(/*seq_id=*/2, 2, std::vector<int32_t>{12}, {5, 4});
+  for (int world : {1, 2, 4}) {
+    std::vector<std::vector<SequenceSamples>> host, held;
+    RunRanks(world, config, *source, TpReduction::kDeterministic, 16, 4,
+             [&](int rank, LlamaModel& model, KvCache& cache) {
+               for (const StepBatch* b : {&prefill, &decode}) {
+                 std::vector<float> logits(b->num_logit_rows() * config.vocab_size);
+                 ASSERT_TRUE(model.Forward(*b, &cache, logits.data()).ok());
+                 if (rank != kSamplingRank) continue;
+                 auto out = SampleStep(logits, config.vocab_size, SamplingFor(*b));
+                 ASSERT_TRUE(out.ok()) << out.status();
+                 host.push_back(*out);
+               }
+             });
+    RunRanks(world, config, *source, TpReduction::kDeterministic, 16, 4,
+             [&](int rank, LlamaModel& model, KvCache& cache) {
+               for (const StepBatch* b : {&prefill, &decode}) {
+                 ASSERT_TRUE(model.Forward(*b, &cache, nullptr).ok());
+                 const StepSampling sampling = SamplingFor(*b);
+                 absl::StatusOr<SamplingRows> rows = ToSamplingRows(config.vocab_size, sampling);
+                 ASSERT_TRUE(rows.ok()) << rows.status();
+                 std::vector<RowSample> out(rows->rows.size());
+                 const absl::Status s = model.SampleHeld(*rows, absl::MakeSpan(out));
+                 if (rank != kSamplingRank) {
+                   EXPECT_EQ(s.message(), "rank " + std::to_string(rank) +
+                                              " holds no logits: only the sampling rank (0) samples");
+                   continue;
+                 }
+                 ASSERT_TRUE(s.ok()) << s;
+                 auto assembled = FromRowSamples(sampling, out);
+                 ASSERT_TRUE(assembled.ok()) << assembled.status();
+                 held.push_back(*assembled);
+                 EXPECT_EQ(model.SampleHeld(*rows, absl::MakeSpan(out)).message(),
+                           "no step's logits are held (a Forward with logits = nullptr keeps them)");
+               }
+             });
+    ASSERT_EQ(host.size(), 2u);
+    ASSERT_EQ(held.size(), 2u);
+    for (size_t step = 0; step < 2; ++step) {
+      ASSERT_EQ(host[step].size(), held[step].size());
+      for (size_t q = 0; q < host[step].size(); ++q) {
+        const SequenceSamples& a = host[step][q];
+        const SequenceSamples& b = held[step][q];
+        ASSERT_EQ(a.scored.size(), b.scored.size());
+        for (size_t i = 0; i < a.scored.size(); ++i) {
+          EXPECT_EQ(a.scored[i].logprob, b.scored[i].logprob) << "TP " << world;
+          EXPECT_EQ(a.scored[i].top_logprobs, b.scored[i].top_logprobs) << "TP " << world;
+        }
+        ASSERT_EQ(a.sampled.size(), 1u);
+        ASSERT_EQ(b.sampled.size(), 1u);
+        EXPECT_EQ(a.sampled[0].id, b.sampled[0].id) << "TP " << world << " step " << step;
+        EXPECT_EQ(a.sampled[0].logprob, b.sampled[0].logprob) << "TP " << world;
+        EXPECT_EQ(a.sampled[0].top_logprobs, b.sampled[0].top_logprobs) << "TP " << world;
+        EXPECT_EQ(a.draws, b.draws);
+      }
     }
   }
 }

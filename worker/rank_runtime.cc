@@ -98,6 +98,12 @@ absl::Status RankRuntime::Step(const StepBatch& batch, float* logits) {
   return s;
 }
 
+absl::Status RankRuntime::SampleHeld(const SamplingRows& rows, absl::Span<RowSample> out) {
+  absl::Status s = model_->SampleHeld(rows, out);
+  if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) RequestAbort();
+  return s;
+}
+
 void RankRuntime::RequestAbort() {
   backend_->RequestAbort();
   comm_->RequestAbort();

@@ -56,12 +56,18 @@ class RankRuntime {
   ~RankRuntime();
 
   // One forward step; on the sampling rank (kSamplingRank) writes logits
-  // [batch.num_logit_rows(), vocab] to host memory `logits` (the other ranks receive none and
-  // may pass nullptr).
+  // [batch.num_logit_rows(), vocab] to host memory `logits`, or keeps them for SampleHeld when
+  // it is nullptr (the other ranks receive none and may pass nullptr).
   // A step that fails with UNAVAILABLE or DEADLINE_EXCEEDED (a collective or a device wait did
   // not finish: a dead peer, a hung device) may leave work queued that never finishes; the
   // runtime then aborts itself, so that no later wait, its destructor's included, hangs on it.
   absl::Status Step(const StepBatch& batch, float* logits);
+
+  // The sampling rank: samples the logits its last Step kept (logits == nullptr) where they
+  // are (LlamaModel::SampleHeld); a device wait that fails aborts the runtime, as Step's.
+  absl::Status SampleHeld(const SamplingRows& rows, absl::Span<RowSample> out);
+  // Whether the sampling rank samples where the logits are (Backend::PrefersSampleRows).
+  bool PrefersSampleRows() const { return backend_->PrefersSampleRows(); }
 
   // Ends the host waits in progress on the device and the communicator, and makes every later
   // one fail at once with UNAVAILABLE (Backend::RequestAbort, Communicator::RequestAbort): for

@@ -191,10 +191,12 @@ absl::Status WorkerService::RunStepLocked(
       static_cast<size_t>(batch.num_logit_rows()) * static_cast<size_t>(files_.config.vocab_size);
   float* logits = nullptr;  // only the sampling rank receives logits
   held_step_id_ = -1;
-  if (rank_ == kSamplingRank && request.hold_logits()) {
+  const bool holds = rank_ == kSamplingRank && request.hold_logits();
+  held_on_backend_ = holds && (options_.always_sample_rows || runtime->PrefersSampleRows());
+  if (holds && !held_on_backend_) {
     held_logits_.resize(logit_floats);
     logits = held_logits_.data();
-  } else if (rank_ == kSamplingRank) {
+  } else if (rank_ == kSamplingRank && !holds) {
     TP_ASSIGN_OR_RETURN(logits, logits_for(logit_floats));
   }
   absl::Status s = runtime->Step(batch, logits);
@@ -202,7 +204,10 @@ absl::Status WorkerService::RunStepLocked(
   outcome->load = runtime->TakeExpertLoad();
   outcome->decoded_weight_bytes = runtime->TakeDecodedWeightBytes();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
-  if (logits != nullptr && request.hold_logits()) held_step_id_ = request.step_id();
+  if (holds) {
+    held_step_id_ = request.step_id();
+    held_runtime_ = runtime;
+  }
   return absl::OkStatus();
 }
 
@@ -216,8 +221,17 @@ absl::Status WorkerService::SampleHeldLocked(const wpb::StepRequest& request,
   }
   held_step_id_ = -1;  // sampled once
   TP_ASSIGN_OR_RETURN(const StepSampling sampling, FromProto(request.sample()));
-  TP_ASSIGN_OR_RETURN(const std::vector<SequenceSamples> out,
-                      SampleStep(held_logits_, files_.config.vocab_size, sampling));
+  std::vector<SequenceSamples> out;
+  if (held_on_backend_) {  // where the step left them (a GPU: on the device)
+    TP_ASSIGN_OR_RETURN(const SamplingRows rows,
+                        ToSamplingRows(files_.config.vocab_size, sampling));
+    std::vector<RowSample> sampled(rows.rows.size());
+    absl::Status s = held_runtime_->SampleHeld(rows, absl::MakeSpan(sampled));
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
+    TP_ASSIGN_OR_RETURN(out, FromRowSamples(sampling, sampled));
+  } else {
+    TP_ASSIGN_OR_RETURN(out, SampleStep(held_logits_, files_.config.vocab_size, sampling));
+  }
   *samples = ToProto(out);
   return absl::OkStatus();
 }

@@ -37,6 +37,10 @@ struct WorkerServiceOptions {
   gloo::rendezvous::Store* rendezvous_store = nullptr;
   // The address Gloo listens on and gives its peers: the one they reach this rank at.
   std::string gloo_hostname = "127.0.0.1";
+  // The sampling rank samples a held step's logits where they are (Backend::SampleRows) when
+  // its backend prefers that (a GPU: they never leave the device); with this, always (a CPU
+  // rank then runs the device sampler's passes on the host: tests of that path).
+  bool always_sample_rows = false;
 };
 
 class WorkerService final : public tpserve::worker::v1::Worker::Service {
@@ -103,6 +107,10 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   // The sampling rank: the logits of step held_step_id_ (-1: none), kept for its sample
   // request (StepRequest.hold_logits).
   std::vector<float> held_logits_ ABSL_GUARDED_BY(mu_);
+  // Whether the held step's logits stayed on the rank's backend (RankRuntime::SampleHeld)
+  // rather than in held_logits_.
+  bool held_on_backend_ ABSL_GUARDED_BY(mu_) = false;
+  RankRuntime* held_runtime_ ABSL_GUARDED_BY(mu_) = nullptr;  // the model that ran that step
   int64_t held_step_id_ ABSL_GUARDED_BY(mu_) = -1;
   absl::Notification shutdown_;
   StepChannel channel_;  // set once by Load, before the threads start

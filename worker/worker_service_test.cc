@@ -31,11 +31,15 @@ const std::string kSecret = NewClusterSecret();
 
 class WorkerServiceTest : public ::testing::Test {
  protected:
+  virtual WorkerServiceOptions Options() const {
+    return WorkerServiceOptions{.cluster_secret = kSecret};
+  }
   void SetUp() override {
+    service_ = std::make_unique<WorkerService>(Options());
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&service_);
+    builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     stub_ = wpb::Worker::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
@@ -85,7 +89,12 @@ class WorkerServiceTest : public ::testing::Test {
     return ToAssignment(*plan);
   }
 
-  WorkerService service_{WorkerServiceOptions{.cluster_secret = kSecret}};
+  // Holds a step's logits, samples them over gRPC and the step channel (greedy, with
+  // alternatives, against the logits the same step returns whole), and refuses a sample request
+  // for a step not held.
+  void SamplesTheLogitsItHeld();
+
+  std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<wpb::Worker::Stub> stub_;
   wpb::LoadRequest request_;
@@ -158,7 +167,7 @@ TEST_F(WorkerServiceTest, StepsThroughTheStepChannelLikeThroughGrpc) {
 // them on the rank, over gRPC and over the step channel alike: the greedy token and logprob
 // of the logits the same step returns whole. A sample request for another step is refused,
 // naming both steps.
-TEST_F(WorkerServiceTest, SamplesTheLogitsItHeldOverGrpcAndTheStepChannel) {
+void WorkerServiceTest::SamplesTheLogitsItHeld() {
   absl::StatusOr<StepChannel> channel = StepChannel::Create(1, 1 << 16, 2 * 49152 * 4);
   ASSERT_TRUE(channel.ok()) << channel.status();
   *request_.add_assignments() = Assignment(0, 1);
@@ -237,6 +246,24 @@ TEST_F(WorkerServiceTest, SamplesTheLogitsItHeldOverGrpcAndTheStepChannel) {
   check(over_channel, "step channel");
 }
 
+TEST_F(WorkerServiceTest, SamplesTheLogitsItHeldOverGrpcAndTheStepChannel) {
+  SamplesTheLogitsItHeld();
+}
+
+// The path of a GPU rank, whose logits stay on the device: the held step keeps them in the
+// model's workspace and Backend::SampleRows samples them there (on the CPU backend, the device
+// sampler's passes run on the host); the same tokens and logprobs.
+class WorkerServiceSamplingRowsTest : public WorkerServiceTest {
+ protected:
+  WorkerServiceOptions Options() const override {
+    return WorkerServiceOptions{.cluster_secret = kSecret, .always_sample_rows = true};
+  }
+};
+
+TEST_F(WorkerServiceSamplingRowsTest, SamplesTheLogitsItKeptWhereTheStepLeftThem) {
+  SamplesTheLogitsItHeld();
+}
+
 TEST_F(WorkerServiceTest, RefusesAnAssignmentItsOwnPlanDisagreesWith) {
   *request_.add_assignments() = Assignment(1, 3);  // another rank's slices
   wpb::LoadProgress ready;
@@ -300,7 +327,7 @@ TEST_F(WorkerServiceTest, EveryMethodRefusesAMissingOrWrongSecretAndChangesNothi
       wpb::ShutdownResponse bye;
       EXPECT_EQ(stub_->Shutdown(context().get(), wpb::ShutdownRequest(), &bye).error_code(),
                 grpc::StatusCode::UNAUTHENTICATED) << who;
-      EXPECT_FALSE(service_.shutdown_requested()) << who;
+      EXPECT_FALSE(service_->shutdown_requested()) << who;
     }
   };
   refused_everything(/*loaded=*/false);
