@@ -8,22 +8,18 @@
 // a tile fails EXPECT_EQ(DecodeRows(stack.matrix), DecodeRows(whole.matrix)) (so it is refused).
 #include "kernels/stacked_matrix.h"
 
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/quantize_weights.h"
+#include "kernels/testing/parity_util.h"
 
 namespace tpserve {
 namespace {
 
 std::vector<float> Normal(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  std::vector<float> v(count);
-  for (float& x : v) x = d(rng);
-  return v;
+  return parity::RandomF32(count, seed, 0.3f);
 }
 
 std::vector<float> DecodeRows(const WeightMatrix& w) {

@@ -3,22 +3,18 @@
 // holds exactly the bytes the format's own count gives a matrix of that width.
 #include "kernels/weight_matrix.h"
 
-#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/quantize_weights.h"
+#include "kernels/testing/parity_util.h"
 
 namespace tpserve {
 namespace {
 
 std::vector<float> Normal(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  std::vector<float> v(count);
-  for (float& x : v) x = d(rng);
-  return v;
+  return parity::RandomF32(count, seed, 0.3f);
 }
 
 TEST(WeightMatrixPartBytes, SumToWeightMatrixBytesAndNameEachArray) {

@@ -6,23 +6,19 @@
 // offset or width off by a unit fails EXPECT_EQ(outs[i], alone).
 #include "kernels/cuda/column_split.h"
 
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/quantize_weights.h"
 #include "kernels/stacked_matrix.h"
+#include "kernels/testing/parity_util.h"
 
 namespace tpserve::cuda {
 namespace {
 
 std::vector<float> Normal(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  std::vector<float> v(count);
-  for (float& x : v) x = d(rng);
-  return v;
+  return parity::RandomF32(count, seed, 0.3f);
 }
 
 TEST(PlanColumnSplit, MovesSixteenBytesFor405BsQkvAtTp8) {

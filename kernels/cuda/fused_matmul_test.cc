@@ -6,7 +6,6 @@
 // the GEMM's rounding otherwise; the bias rides with the stack. bf16, fp8 per channel, fp8
 // 128x128 tiles, int4 g128; decode-sized and larger batches (m = 1 .. 64).
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "formats/dtype.h"
@@ -17,6 +16,7 @@
 #include "kernels/quantize.h"
 #include "kernels/quantize_weights.h"
 #include "kernels/stacked_matrix.h"
+#include "kernels/testing/parity_util.h"
 
 namespace tpserve {
 namespace {
@@ -24,11 +24,7 @@ namespace {
 constexpr int64_t kK = 512, kMaxRows = 64;
 
 std::vector<float> Normal(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  std::vector<float> v(count);
-  for (float& x : v) x = d(rng);
-  return v;
+  return parity::RandomF32(count, seed, 0.3f);
 }
 
 std::vector<float> ToHostF32(Backend& be, const void* y, int64_t count) {
