@@ -10,7 +10,9 @@
 #include "base/str_cat.h"
 #include "kernels/cuda/attention_workspace.h"
 #include "kernels/cuda/mla_plan.h"
+#include "kernels/cuda/weight_placement.h"
 #include "kernels/step_capture.h"
+#include "model/fused_projections.h"
 #include "model/sharding.h"
 
 namespace tpserve {
@@ -251,6 +253,17 @@ ActivationBuffers ActivationBuffersFor(const PlanInputs& in, const ShardingPlan&
     b.recordings = static_cast<int64_t>(CaptureBatchBuckets(rows).size()) *
                    NumCaptureContextBuckets(in.max_context_tokens);
     b.graph_bytes = RecordedStepsBytes(c.num_layers / in.pp, rows, in.max_context_tokens);
+  }
+  if (!in.device.is_host) {  // the widest matrix the loader fuses, as the backend places it
+    const Backend::ProjectionFusion fusion = cuda::CudaProjectionFusion();
+    int64_t widest = 0;
+    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+      for (FusedGroup group : {FusedGroup::kQkv, FusedGroup::kGateUp}) {
+        const FusedLayout f = FusedLayoutFor(c, rank0, in.weights, layer, group, fusion);
+        if (f.fused) widest = std::max(widest, f.rows);
+      }
+    }
+    b.fused_product_bytes = t * widest * 2;  // bf16
   }
   if (in.device.is_host) {
     b.attention_bytes = rank0.num_local_heads() * t * in.max_context_tokens * kF32Bytes;

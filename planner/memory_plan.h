@@ -107,7 +107,13 @@ struct ActivationBuffers {
   // draft copies its hidden states on the host's schedule, so neither records).
   int64_t graph_bytes = 0;
   int64_t recordings = 0;  // how many graph_bytes counts
-  int64_t Total() const { return step.Total() + attention_bytes + graph_bytes; }
+  // A fused q/k/v or gate/up GEMM's product before its split into the outputs (the CUDA
+  // backend's fused-product scratch, reserved at load): max_tokens_per_step rows of the widest
+  // fused matrix on the rank, bf16. 0 on the CPU host (it does not fuse) and where nothing fuses.
+  int64_t fused_product_bytes = 0;
+  int64_t Total() const {
+    return step.Total() + attention_bytes + graph_bytes + fused_product_bytes;
+  }
 };
 
 struct CommBuffers {

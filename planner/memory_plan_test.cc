@@ -71,8 +71,11 @@ TEST(MemoryPlanTest, RecordedDecodeStepsAreANamedLineOfTheStepBuffers) {
   const ActivationBuffers recorded = ActivationBuffersFor(in, rank0, true);
   EXPECT_EQ(recorded.recordings, 54);
   EXPECT_EQ(recorded.graph_bytes, 54 * 3'178'496);
-  EXPECT_EQ(recorded.Total(),
-            recorded.step.Total() + recorded.attention_bytes + 54 * 3'178'496);
+  // And the fused gate/up GEMM's product before its split, the widest fused matrix:
+  // 2048 tokens x (2 x 14336) rows x 2 bytes (bf16).
+  EXPECT_EQ(recorded.fused_product_bytes, 2048 * 2 * 14336 * 2);
+  EXPECT_EQ(recorded.Total(), recorded.step.Total() + recorded.attention_bytes + 54 * 3'178'496 +
+                                  2048 * 2 * 14336 * 2);
   // The plan's KV pool gives the recordings their room: fewer bytes left for KV.
   MemoryPlan with = *PlanMemory(in);
   in.cuda_graphs = false;  // --enforce_eager
@@ -89,6 +92,7 @@ TEST(MemoryPlanTest, RecordedDecodeStepsAreANamedLineOfTheStepBuffers) {
   PlanInputs host = SmolOnHost();
   const ShardingPlan host_rank0 = *ShardingPlan::Create(host.model, host.weights, {0, 1});
   EXPECT_EQ(ActivationBuffersFor(host, host_rank0, true).graph_bytes, 0);
+  EXPECT_EQ(ActivationBuffersFor(host, host_rank0, true).fused_product_bytes, 0);  // no fusing
 }
 
 // A GPU rank holds the int4 and fp8 projections in the CUDA backend's mixed-input GEMM form
@@ -181,8 +185,8 @@ TEST(MemoryPlanTest, DeepseekV3VerdictsOnH200AndH100) {
 // --attention_dp for FP8 DeepSeek-V3 with --expert_parallel (docs/CAPACITY.md works it by
 // hand): every GPU holds the whole attention (o, q_b and the up-projections 8 times their split
 // share), so each caches fewer blocks, but each caches its own sequences: 8 partitions of
-// 33,966 blocks hold 24 sequences of the full 163,840-token context where the split layout's
-// 43,996 blocks, the same latent on every GPU, hold 4. On 16 H100s, 16 against 2; on 8 H100s
+// 33,949 blocks hold 24 sequences of the full 163,840-token context where the split layout's
+// 43,979 blocks, the same latent on every GPU, hold 4. On 16 H100s, 16 against 2; on 8 H100s
 // neither layout's weights fit.
 TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
   const ModelSpec v3 = *ModelSpecPreset("deepseek-v3");
@@ -196,12 +200,12 @@ TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
   absl::StatusOr<MemoryPlan> dp = PlanMemory(in);
   ASSERT_TRUE(dp.ok()) << dp.status();
   EXPECT_EQ(split->kv_partitions, 1);
-  EXPECT_EQ(split->num_kv_blocks, 43996);
+  EXPECT_EQ(split->num_kv_blocks, 43979);
   EXPECT_EQ(split->max_concurrent_sequences, 4);
   EXPECT_EQ(dp->kv_partitions, 8);
-  EXPECT_EQ(dp->num_kv_blocks, 33966);
-  EXPECT_EQ(dp->kv_token_capacity, 8 * 33966 * 16);
-  EXPECT_EQ(dp->max_concurrent_sequences, 8 * (33966 / 10240));
+  EXPECT_EQ(dp->num_kv_blocks, 33949);
+  EXPECT_EQ(dp->kv_token_capacity, 8 * 33949 * 16);
+  EXPECT_EQ(dp->max_concurrent_sequences, 8 * (33949 / 10240));
   EXPECT_EQ(dp->stages[0].kv_bytes_per_token, split->stages[0].kv_bytes_per_token);  // 70,272
   EXPECT_EQ(dp->sharding.stages[0].Find(TensorRole::kKvB), nullptr);  // the expanded form's
   for (TensorRole role : {TensorRole::kO, TensorRole::kQB, TensorRole::kKB, TensorRole::kVB}) {
@@ -215,7 +219,7 @@ TEST(MemoryPlanTest, DeepseekV3AttentionDataParallelAddsTheRanksCaches) {
     EXPECT_EQ(whole->bytes_per_rank, 8 * share->bytes_per_rank - scales) << TensorRoleName(role);
     EXPECT_EQ(whole->kind, ShardKind::kReplicated) << TensorRoleName(role);
   }
-  EXPECT_NE(dp->verdict.find("33966 KV blocks of 16 tokens on each of 8 ranks"),
+  EXPECT_NE(dp->verdict.find("33949 KV blocks of 16 tokens on each of 8 ranks"),
             std::string::npos)
       << dp->verdict;
   in.device = *GpuPreset("h100-80g");

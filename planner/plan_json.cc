@@ -112,6 +112,7 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
             {"logits_local_bytes", a.step.logits_local},
             {"logits_gathered_bytes", a.step.logits_gathered},
             {"attention_bytes", a.attention_bytes},
+            {"fused_product_bytes", a.fused_product_bytes},
             {"cuda_graph_bytes", a.graph_bytes},
             {"cuda_graph_recordings", a.recordings},
             {"total_bytes", a.Total()}}},

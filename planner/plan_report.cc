@@ -156,6 +156,10 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
     attention = "SIMT kernels: split-key partials";
   }
   out += SubLine("attention", attention, m.activations.attention_bytes);
+  if (m.activations.fused_product_bytes > 0) {
+    out += SubLine("fused product", "widest fused q/k/v, gate/up GEMM (bf16)",
+                   m.activations.fused_product_bytes);
+  }
   if (m.activations.graph_bytes > 0) {
     out += SubLine("CUDA graphs",
                    absl::StrFormat("%d recorded decode steps (estimate)",

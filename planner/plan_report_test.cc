@@ -69,16 +69,16 @@ TEST(PlanReportTest, LatentAttentionShowsBothAttentionLayouts) {
   const MemoryPlan split = *PlanMemory(in);
   const std::string table = RenderPlanTable(split, EstimateRoofline(split, {}));
   EXPECT_TRUE(Contains(table, "LAYOUTS   the attention's two layouts on these 8 GPUs:")) << table;
-  EXPECT_TRUE(Contains(table, "KV 43,996 blocks/GPU = 703,936 tokens = 4 sequences (this plan)"))
+  EXPECT_TRUE(Contains(table, "KV 43,979 blocks/GPU = 703,664 tokens = 4 sequences (this plan)"))
       << table;
   EXPECT_TRUE(Contains(table, "data-parallel (--attention_dp, each GPU its own) weights     "
-                              "93.71 GiB/GPU, KV 33,966 blocks/GPU = 4,347,648 tokens = 24 "
+                              "93.71 GiB/GPU, KV 33,949 blocks/GPU = 4,345,472 tokens = 24 "
                               "sequences\n"))
       << table;
   in.attention_dp = true;
   const MemoryPlan dp = *PlanMemory(in);
   const std::string dp_table = RenderPlanTable(dp, EstimateRoofline(dp, {}));
-  EXPECT_TRUE(Contains(dp_table, "CAPACITY  8 x 33966 KV blocks = 4,347,648 tokens")) << dp_table;
+  EXPECT_TRUE(Contains(dp_table, "CAPACITY  8 x 33949 KV blocks = 4,345,472 tokens")) << dp_table;
   EXPECT_TRUE(Contains(dp_table, "= 24 sequences (this plan)")) << dp_table;
   EXPECT_EQ(AttentionLayoutLines(Plan405B(8, "fp8")), "");
 }
