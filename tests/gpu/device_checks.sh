@@ -77,6 +77,9 @@ main() {
   run_gtest sampling_kernels_test 60 TPSERVE_CUDA_CHECK=1
   run_bench fp8 150
   run_bench bf16 90
+  # The host-sync mode (issue 38): the default blocking sync above against spinning, same run,
+  # same card (a step's host waits yield the core only with blocking sync).
+  run_bench bf16 90 spin
   run_kernel_bench 60
   run_smoke 60
 
@@ -314,9 +317,11 @@ run_gtest() {  # name cap [VAR=value ...]
   fi
 }
 
+# run_bench FORMAT CAP [SYNC]: gpu_bench on FORMAT; SYNC, when given, is the host-sync mode
+# (TPSERVE_CUDA_HOST_SYNC: spin, yield, blocking_sync) and names the step gpu_bench_FORMAT_SYNC.
 run_bench() {
-  local format=$1 cap=$2 name="gpu_bench_$1" bin="$BIN/gpu_bench"
-  local json="$OUT_DIR/bench_$1.json"
+  local format=$1 cap=$2 sync=${3:-} name="gpu_bench_$1${3:+_$3}" bin="$BIN/gpu_bench"
+  local json="$OUT_DIR/bench_$1${3:+_$3}.json"
   selected "$name" || return 0
   if [[ ! -x "$bin" ]]; then record "$name" not_run 0 bench "" "not in the bundle"; return; fi
   has_time "$name" bench 30 || return 0
@@ -325,7 +330,8 @@ run_bench() {
     record "$name" failed 0 bench "" "cannot start (see ldd above)"
     return
   fi
-  timed "$name" "$cap" env "$RUN_ENV" "$bin" --formats="$format" --json="$json"
+  timed "$name" "$cap" env "$RUN_ENV" ${sync:+TPSERVE_CUDA_HOST_SYNC=$sync} "$bin" \
+    --formats="$format" --json="$json"
   explain_start_failure "$bin"
   if was_cut; then record "$name" not_run "$TOOK" bench "" "$CUT_REASON"; return; fi
   local why; why=$(grep -m1 'SKIP' "$OUTFILE" | cut -c1-200)
