@@ -163,6 +163,10 @@ class RemoteExecutor::Draft final : public ModelExecutor {
   absl::StatusOr<StepResult> Execute(const StepBatch& batch) override {
     return target_->ExecuteModel(batch, /*draft=*/true);
   }
+  absl::StatusOr<std::vector<SequenceSamples>> Sample(const StepResult& step,
+                                                      const StepSampling& sampling) override {
+    return target_->Sample(step, sampling);
+  }
   int64_t vocab_size() const override { return target_->vocab_size(); }
   std::string Describe() const override {
     return absl::StrCat(target_->load_.draft->path, " on the same ",
@@ -185,9 +189,9 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   const int64_t step_id = next_step_id_++;
   wpb::StepRequest req = ToProto(batch, step_id);
   req.set_draft(draft);
-  // The target's logits stay on the sampling rank, which samples them (Sample); a draft
-  // model's come back whole, for the proposer that reads them.
-  const bool hold = !draft;
+  // The logits stay on the sampling rank, which samples them (Sample): the target's, and a
+  // draft model's, whose proposals (DraftModelProposer) are drawn there too.
+  const bool hold = true;
   req.set_hold_logits(hold);
   held_step_id_ = -1;
   const size_t rows = hold ? 0 : static_cast<size_t>(batch.num_logit_rows());

@@ -238,6 +238,17 @@ TEST_F(RemoteExecutorTest, RanksThatDoNotOpenTheStepChannelAreSteppedOverGrpc) {
   EXPECT_EQ(workers_[1]->calls().back(), "Step=");
   EXPECT_EQ((*exec)->Sample(*step, sampling).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // A draft model's step holds its logits too, and its proposals are drawn on rank 0 alone.
+  std::unique_ptr<ModelExecutor> draft = (*exec)->DraftExecutor();
+  absl::StatusOr<StepResult> drafted = draft->Execute(batch);
+  ASSERT_TRUE(drafted.ok()) << drafted.status();
+  EXPECT_TRUE(drafted->logits_held);
+  EXPECT_TRUE(drafted->logits.empty());
+  absl::StatusOr<std::vector<SequenceSamples>> proposals = draft->Sample(*drafted, sampling);
+  ASSERT_TRUE(proposals.ok()) << proposals.status();
+  ASSERT_EQ(proposals->size(), 2u);
+  EXPECT_EQ(workers_[0]->calls().back(), "Sample=");
+  EXPECT_EQ(workers_[1]->calls().back(), "Step=");
 }
 
 // The coordinator makes no NCCL id (it used to, and failed with UNIMPLEMENTED in a build

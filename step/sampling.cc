@@ -240,14 +240,4 @@ int32_t Sampler::Choose(const std::vector<float>& x, uint64_t draw) const {
   return Draw(x, draw);
 }
 
-int32_t Sampler::Peek(absl::Span<const float> logits, absl::Span<const int32_t> history,
-                      int64_t ahead) const {
-  std::vector<float> x(logits.begin(), logits.end());
-  for (const auto& [id, bias] : params_.logit_bias) {
-    if (static_cast<size_t>(id) < x.size()) x[id] += bias;
-  }
-  ApplyPenalties(params_, history, x);
-  return Choose(x, draws_ + static_cast<uint64_t>(ahead));
-}
-
 }  // namespace tpserve

@@ -78,13 +78,6 @@ class Sampler {
   SampledToken Sample(absl::Span<const float> logits, absl::Span<const int32_t> history,
                       absl::Span<const int32_t> allowed = {});
 
-  // The id Sample would choose from `logits` `ahead` draws from now (0 = the next Sample
-  // call), drawing nothing: a draft model proposes with the same noise the target will sample
-  // with at that position, so a draft that matches the target's distribution is usually the
-  // very token the target then draws (speculative decoding's coupling).
-  int32_t Peek(absl::Span<const float> logits, absl::Span<const int32_t> history,
-               int64_t ahead) const;
-
  private:
   // The id a draw numbered `draw` picks from these (penalised) logits.
   int32_t Choose(const std::vector<float>& logits, uint64_t draw) const;

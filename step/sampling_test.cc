@@ -4,7 +4,6 @@
 #include <limits>
 #include <map>
 #include <random>
-#include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -184,34 +183,6 @@ TEST(Sampler, LogitsThatDifferByRoundingDrawTheSameTokens) {
   int same = 0;
   for (int i = 0; i < 500; ++i) same += sa.Sample(a, {}).id == sb.Sample(b, {}).id;
   EXPECT_GE(same, 485);
-}
-
-// Peek is the draw Sample will make `ahead` draws from now, drawing nothing: what a draft
-// model proposes with, so that the target then draws the same token from the same logits.
-TEST(Sampler, PeekForeseesTheNextDrawsWithoutTakingThem) {
-  std::vector<float> logits(64);
-  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.05f * static_cast<float>(i % 17);
-  SamplingParams p;
-  p.temperature = 1.3f;
-  p.top_k = 40;
-  p.seed = 99;
-  p.presence_penalty = 0.5f;
-  p.logit_bias = {{3, 2.0f}};
-  Sampler sampler(p);
-  const std::vector<int32_t> history = {3, 5, 5};
-  std::vector<int32_t> peeked;
-  for (int ahead = 0; ahead < 6; ++ahead) peeked.push_back(sampler.Peek(logits, history, ahead));
-  EXPECT_EQ(sampler.Peek(logits, history, 0), peeked[0]);  // peeking drew nothing
-  std::vector<int32_t> drawn;
-  for (int i = 0; i < 6; ++i) drawn.push_back(sampler.Sample(logits, history).id);
-  EXPECT_EQ(peeked, drawn);
-  EXPECT_GT(std::set<int32_t>(drawn.begin(), drawn.end()).size(), 1u);  // really sampling
-  // Greedy: the argmax after penalties, whatever `ahead` is.
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  Sampler g(greedy);
-  EXPECT_EQ(g.Peek(logits, {}, 5), g.Sample(logits, {}).id);
-  EXPECT_EQ(g.Peek(logits, {}, 0), 16);
 }
 
 }  // namespace

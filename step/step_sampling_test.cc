@@ -1,6 +1,7 @@
 #include "step/step_sampling.h"
 
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -144,6 +145,47 @@ TEST(SampleStep, MalformedRequestsNameTheSequenceAndField) {
             "sampling: the sequences ask for 1 rows of logits; the step has 2");
   s.params.temperature = -1.0f;
   EXPECT_EQ(error(s, Rows({1})).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A draft model's proposal for the position r tokens ahead is drawn with the sampler's draw r
+// ahead (SequenceSampling::draws + r: DraftModelProposer), without taking it, so the target
+// later draws the same token from the same logits (speculative decoding's coupling).
+TEST(SampleStep, AProposalDrawnRDrawsAheadIsTheDrawTheSamplerMakesThen) {
+  std::vector<float> logits(64);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.05f * static_cast<float>(i % 17);
+  SamplingParams p;
+  p.temperature = 1.3f;
+  p.top_k = 40;
+  p.seed = 99;
+  p.presence_penalty = 0.5f;
+  p.logit_bias = {{3, 2.0f}};
+  Sampler sampler(p);
+  const std::vector<int32_t> history = {3, 5, 5};
+  const auto propose = [&](const Sampler& s, uint64_t ahead) {
+    StepSampling one;
+    SequenceSampling& q = one.sequences.emplace_back();
+    q.num_rows = 1;
+    q.samples = true;
+    q.params = s.params();
+    q.key = s.key();
+    q.draws = s.draws() + ahead;
+    q.history = history;
+    absl::StatusOr<std::vector<SequenceSamples>> out = SampleStep(logits, 64, one);
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? (*out)[0].sampled.at(0).id : -1;
+  };
+  std::vector<int32_t> proposed;
+  for (uint64_t ahead = 0; ahead < 6; ++ahead) proposed.push_back(propose(sampler, ahead));
+  EXPECT_EQ(sampler.draws(), 0u);  // proposing took nothing from the sampler
+  std::vector<int32_t> drawn;
+  for (int i = 0; i < 6; ++i) drawn.push_back(sampler.Sample(logits, history).id);
+  EXPECT_EQ(proposed, drawn);
+  EXPECT_GT(std::set<int32_t>(drawn.begin(), drawn.end()).size(), 1u);  // really sampling
+  // Greedy: the argmax after penalties, whatever the draw.
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  Sampler g(greedy);
+  EXPECT_EQ(propose(g, 5), g.Sample(logits, history).id);
 }
 
 }  // namespace

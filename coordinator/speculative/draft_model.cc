@@ -48,11 +48,29 @@ void DraftModelProposer::Propose(absl::Span<DraftSlot> slots,
     batch.Add(slot.seq_id, valid, slot.tokens.subspan(valid), table, /*num_logits=*/1);
     active.push_back(Active{i, std::vector<int32_t>(slot.tokens.begin(), slot.tokens.end())});
   }
-  // Round r proposes every active slot's draft r (the token at position known + r).
+  // Round r proposes every active slot's draft r (the token at position known + r), drawn
+  // where the draft's logits are (ModelExecutor::Sample: rank 0 of the worker processes) with
+  // the noise the target will sample that position with: the sampler's draw r ahead, as
+  // the target's own row draws it then (logit bias and penalties; no mask, no draw taken).
   for (int64_t round = 0; !active.empty(); ++round) {
     absl::StatusOr<StepResult> result = draft_->Execute(batch);
     ++steps_;
     if (!result.ok()) return;  // no drafts: the target's own step reports a failed rank
+    StepSampling proposals;
+    for (size_t a = 0; a < active.size(); ++a) {
+      const Sampler& sampler = *sampling[active[a].slot].sampler;
+      SequenceSampling& p = proposals.sequences.emplace_back();
+      p.seq_id = batch.sequences[a].seq_id;
+      p.num_rows = 1;
+      p.samples = true;
+      p.params = sampler.params();
+      p.params.top_logprobs = 0;
+      p.key = sampler.key();
+      p.draws = sampler.draws() + static_cast<uint64_t>(round);
+      if (UsesHistory(p.params)) p.history = active[a].history;
+    }
+    absl::StatusOr<std::vector<SequenceSamples>> drawn = draft_->Sample(*result, proposals);
+    if (!drawn.ok()) return;  // as a failed step
     StepBatch next;
     std::vector<Active> still;
     for (size_t a = 0; a < active.size(); ++a) {
@@ -61,8 +79,7 @@ void DraftModelProposer::Propose(absl::Span<DraftSlot> slots,
       const StepBatch::Sequence& s = batch.sequences[a];
       const absl::Span<const int32_t> fed = batch.tokens(s);
       computed.insert(computed.end(), fed.begin(), fed.end());
-      const int32_t token =
-          sampling[active[a].slot].sampler->Peek(result->Row(a), active[a].history, round);
+      const int32_t token = (*drawn)[a].sampled.at(0).id;
       slot.draft.push_back(token);
       if (static_cast<int64_t>(slot.draft.size()) >= slot.max_tokens) continue;
       active[a].history.push_back(token);

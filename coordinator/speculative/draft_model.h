@@ -7,7 +7,8 @@
 //
 // Each step, a sequence's first draft step also computes whatever the draft has not seen yet
 // (the prompt, the target's corrections); later ones carry one token each. Drafts are chosen
-// with the target's sampler at the positions they stand for (Sampler::Peek): greedy drafts
+// with the target's sampler's stream at the positions they stand for (its draw that many
+// ahead, drawn where the draft's logits are: ModelExecutor::Sample): greedy drafts
 // are the draft's argmax, sampled ones share the target's noise, so where the two models agree
 // the target draws the very token drafted.
 //

@@ -76,7 +76,7 @@ class StepCostModel {
 };
 
 // One sequence's view for its proposer: the sampler the target will draw its next tokens
-// with (a draft model proposes with the same noise: Sampler::Peek).
+// with (a draft model proposes with the same noise: its draw r ahead, DraftModelProposer).
 struct DraftSampling {
   const Sampler* sampler = nullptr;
 };

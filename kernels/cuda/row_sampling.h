@@ -7,8 +7,8 @@
 //
 // Why not FlashInfer's sampling kernels (sampling.cuh): they draw with curand's Philox in their
 // own order and find top-p by pivots that keep ties together, so a seeded request would get other
-// tokens on a GPU than on the CPU reference, and a draft model's proposal (Sampler::Peek) would
-// no longer use the noise the target samples with. Here each token id has its own counter-based
+// tokens on a GPU than on the CPU reference, and a draft model's proposal (the target's draw r
+// ahead) would no longer use the noise the target samples with. Here each token id has its own counter-based
 // noise (SamplingUniform, shared with the CPU sampler), so a GPU rank draws what the CPU draws.
 //
 // A row is a fixed number of passes, each a reduction over the vocabulary:
