@@ -75,6 +75,10 @@ CudaMoe::CudaMoe(CudaMatMul* matmul, int64_t* scratch_generation,
       x_scales_("grouped expert GEMM row scales", scratch_generation, abort),
       plan_("expert grouping", scratch_generation, abort) {}
 
+void CudaMoe::PinnedFree::operator()(void* p) const {
+  if (p != nullptr) cudaFreeHost(p);
+}
+
 CudaMoe::~CudaMoe() {
   if (host_header_ != nullptr) cudaFreeHost(host_header_);
 }
@@ -100,14 +104,21 @@ absl::Status CudaMoe::Group(const int32_t* ids, int64_t slots, ExpertRange range
   TP_RETURN_IF_ERROR(TPK_LAUNCH(
       LaunchGroupByExpert(ids, slots, range, refuse_foreign, plan_.as<int32_t>(), stream)));
   if (layout_.header_words > host_header_words_) {
-    if (host_header_ != nullptr) TP_RETURN_IF_ERROR(TPK_CUDA(cudaFreeHost(host_header_)));
+    // 4096 words: 4094 experts, more than any model has, so this happens once. A larger one
+    // frees the old buffer only after a bounded wait for the queued copies that may read it
+    // (cudaFreeHost's own synchronisation then finds nothing left to wait for).
+    constexpr int64_t kHeaderWords = 4096;
+    if (host_header_ != nullptr) {
+      TP_RETURN_IF_ERROR(WaitForStream(stream, "the experts' header buffer", abort_));
+      TP_RETURN_IF_ERROR(TPK_CUDA(cudaFreeHost(host_header_)));
+    }
     host_header_ = nullptr;
     host_header_words_ = 0;
+    const int64_t words = std::max(kHeaderWords, layout_.header_words);
     void* p = nullptr;
-    TP_RETURN_IF_ERROR(TPK_CUDA(cudaHostAlloc(
-        &p, layout_.header_words * sizeof(int32_t), cudaHostAllocDefault)));
+    TP_RETURN_IF_ERROR(TPK_CUDA(cudaHostAlloc(&p, words * sizeof(int32_t), cudaHostAllocDefault)));
     host_header_ = static_cast<int32_t*>(p);
-    host_header_words_ = layout_.header_words;
+    host_header_words_ = words;
   }
   TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpyAsync(
       host_header_, plan_.as<int32_t>() + layout_.offsets, layout_.header_words * sizeof(int32_t),
@@ -187,18 +198,23 @@ absl::StatusOr<const MoeGemmWeight*> CudaMoe::WeightTable(
   auto it = tables_.find(key);
   if (it == tables_.end()) {
     Table t;
+    const int64_t entries = 3 * static_cast<int64_t>(experts.size());
+    const int64_t bytes = entries * static_cast<int64_t>(sizeof(MoeGemmWeight));
+    void* pinned = nullptr;
+    TP_RETURN_IF_ERROR(TPK_CUDA(cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault)));
+    t.host.reset(static_cast<MoeGemmWeight*>(pinned));
+    int64_t i = 0;
     for (int p = 0; p < 3; ++p) {
       for (const Backend::ExpertMlp& m : experts) {
         const WeightMatrix* w = p == 0 ? m.gate : p == 1 ? m.up : m.down;
-        t.host.push_back({w->data, w->row_bytes / bytes_per_value,
-                          static_cast<const float*>(w->scales), w->scale_stride});
+        t.host[i++] = {w->data, w->row_bytes / bytes_per_value,
+                       static_cast<const float*>(w->scales), w->scale_stride};
       }
     }
-    const int64_t bytes = static_cast<int64_t>(t.host.size() * sizeof(MoeGemmWeight));
     t.device = std::make_unique<DeviceScratch>("expert weight table", scratch_generation_, abort_);
     TP_RETURN_IF_ERROR(t.device->Reserve(bytes, stream));
     // The source stays alive in the map: the copy may run whenever the stream gets to it.
-    TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpyAsync(t.device->data(), t.host.data(), bytes,
+    TP_RETURN_IF_ERROR(TPK_CUDA(cudaMemcpyAsync(t.device->data(), t.host.get(), bytes,
                                                 cudaMemcpyHostToDevice,
                                                 static_cast<cudaStream_t>(stream))));
     it = tables_.emplace(std::move(key), std::move(t)).first;

@@ -136,8 +136,13 @@ class CudaMoe {
   CudaMatMul* matmul_;
   const std::atomic<bool>* abort_;
   const CudaMoeOptions options_;
+  // Pinned host memory (cudaHostAlloc), freed with cudaFreeHost: the source of an async copy
+  // that must not make the host wait in the driver (a copy from pageable memory would).
+  struct PinnedFree {
+    void operator()(void* p) const;
+  };
   struct Table {
-    std::vector<MoeGemmWeight> host;
+    std::unique_ptr<MoeGemmWeight[], PinnedFree> host;  // pinned: the copy's source, kept
     std::unique_ptr<DeviceScratch> device;
   };
   std::map<std::vector<int64_t>, Table> tables_;  // WeightTable's, by what they hold
@@ -148,7 +153,9 @@ class CudaMoe {
   DeviceScratch x_scales_;        // fp8: their 1x128 scales
   DeviceScratch plan_;               // MoePlanLayoutFor's words
   MoePlanLayout layout_;             // of the last grouping
-  int32_t* host_header_ = nullptr;   // pinned: the offsets and bad-id count read back
+  // Pinned: the offsets and bad-id count read back; sized for kHeaderWords (more experts than
+  // any model has) the first time, so it never grows on a later step.
+  int32_t* host_header_ = nullptr;
   int64_t host_header_words_ = 0;
   std::vector<int32_t> offsets_;     // [experts + 1] of the last grouping
 };
