@@ -84,18 +84,6 @@ struct Engine::Sequence {
   absl::Time last_token = absl::InfinitePast();
 };
 
-class Engine::Drafts final : public DraftSource {
- public:
-  explicit Drafts(Engine* engine) : engine_(engine) {}
-  int64_t WantedDraftTokens(int64_t seq_id, int64_t num_decoding) override {
-    return engine_->WantedDraftTokens(seq_id, num_decoding);
-  }
-  void Propose(absl::Span<DraftSlot> slots) override { engine_->ProposeDrafts(slots); }
-
- private:
-  Engine* const engine_;
-};
-
 Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
                const Tokenizer* tokenizer, std::unique_ptr<Proposer> proposer)
     : options_(std::move(options)),
@@ -110,10 +98,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
   if (proposer_ == nullptr && spec.method == SpeculativeMethod::kNgram) {
     proposer_ = std::make_unique<NgramProposer>(spec.ngram_min, spec.ngram_max);
   }
-  if (proposer_ != nullptr) {
-    policy_.emplace(spec, proposer_.get());
-    drafts_ = std::make_unique<Drafts>(this);
-  }
+  if (proposer_ != nullptr) policy_.emplace(spec, proposer_.get());
 }
 
 Engine::~Engine() { Stop(); }
@@ -294,7 +279,7 @@ void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationE
 
 bool Engine::Step() {
   DrainInbox();
-  ScheduledStep step = scheduler_.Schedule(drafts_.get());
+  ScheduledStep step = ScheduleStep();
   if (step.batch.empty()) {
     PublishStats();
     return false;
@@ -415,6 +400,18 @@ int64_t Engine::NumPendingDrafts(const Sequence& seq) const {
 bool Engine::Samples(const StepBatch::Sequence& s, const Sequence& seq) const {
   return s.num_logits > 0 &&
          s.end_position() - NumPendingDrafts(seq) == static_cast<int64_t>(seq.tokens.size());
+}
+
+ScheduledStep Engine::ScheduleStep() {
+  if (proposer_ == nullptr) return scheduler_.Schedule();
+  PlannedStep plan = scheduler_.Plan();
+  const int64_t num_decoding = static_cast<int64_t>(plan.decoding.size());
+  std::vector<int64_t> wanted;
+  wanted.reserve(plan.decoding.size());
+  for (int64_t id : plan.decoding) wanted.push_back(WantedDraftTokens(id, num_decoding));
+  std::vector<DraftSlot> slots = scheduler_.ReserveDrafts(plan, wanted);
+  if (!slots.empty()) ProposeDrafts(absl::MakeSpan(slots));
+  return scheduler_.Finish(std::move(plan), absl::MakeSpan(slots));
 }
 
 int64_t Engine::WantedDraftTokens(int64_t seq_id, int64_t num_decoding) {

@@ -194,7 +194,6 @@ class Engine {
 
  private:
   struct Sequence;
-  class Drafts;  // the engine as the scheduler's DraftSource
 
   void DrainInbox();
   void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
@@ -219,8 +218,14 @@ class Engine {
   // draft's tokens the model chose too, then its own), until one ends the sequence.
   void ApplySampled(Sequence& seq, const SequenceSampling& asked, const SequenceSamples& got,
                     GenerationEvent& event);
-  // DraftSource, for the scheduler.
+  // The next step from the scheduler; with speculation, in its three calls (Plan, then the
+  // drafts each decoding sequence wants and the proposer's tokens for the room it got, then
+  // Finish): the scheduler never calls back into the engine.
+  ScheduledStep ScheduleStep();
+  // Drafted tokens sequence `seq_id` wants this step (0 = none), when `num_decoding` running
+  // sequences decode in it.
   int64_t WantedDraftTokens(int64_t seq_id, int64_t num_decoding);
+  // Fills the slots' drafts (the proposer), cut where a constraint forbids.
   void ProposeDrafts(absl::Span<DraftSlot> slots);
   // Queues the sequences of `seq`'s request that waited for its prompt's KV.
   void ReleaseFollowers(Sequence& seq);
@@ -238,7 +243,6 @@ class Engine {
   MaskWorker masks_;
   std::unique_ptr<Proposer> proposer_;  // null: no speculation
   std::optional<SpeculationPolicy> policy_;
-  std::unique_ptr<Drafts> drafts_;
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Sequence>> inbox_ ABSL_GUARDED_BY(mu_);

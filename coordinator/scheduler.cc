@@ -95,32 +95,22 @@ void Scheduler::DropPending(int64_t seq_id, SeqState& s) {
   blocks_->Shrink(seq_id, s.num_computed);
 }
 
-void Scheduler::ProposeDrafts(DraftSource& drafts, std::vector<DraftSlot>& slots,
-                              int64_t& budget, int64_t& rows) {
-  for (DraftSlot& slot : slots) slot.block_table = blocks_->BlockTable(slot.seq_id);
-  drafts.Propose(absl::MakeSpan(slots));
-  for (DraftSlot& slot : slots) {
-    SeqState& s = seqs_.at(slot.seq_id);
-    if (static_cast<int64_t>(slot.draft.size()) > slot.max_tokens) slot.draft.resize(slot.max_tokens);
-    const int64_t unused = slot.max_tokens - static_cast<int64_t>(slot.draft.size());
-    s.pending = std::move(slot.draft);
-    blocks_->Shrink(slot.seq_id, s.num_tokens() + static_cast<int64_t>(s.pending.size()));
-    budget += unused;
-    rows += unused;
-  }
-}
+ScheduledStep Scheduler::Schedule() { return Finish(Plan(), {}); }
 
-ScheduledStep Scheduler::Schedule(DraftSource* drafts) {
-  ScheduledStep step;
+PlannedStep Scheduler::Plan() {
+  PlannedStep plan;
+  ScheduledStep& step = plan.step;
   // Drafts the engine did not settle (a sequence that stopped mid-verification) are stale.
   for (int64_t id : running_) {
     SeqState& s = seqs_.at(id);
     if (!s.pending.empty()) DropPending(id, s);
   }
-  int64_t budget = options_.max_tokens_per_step;
-  int64_t rows = options_.max_logit_rows > 0 ? options_.max_logit_rows : options_.max_num_seqs;
+  int64_t& budget = plan.budget;
+  int64_t& rows = plan.rows;
+  budget = options_.max_tokens_per_step;
+  rows = options_.max_logit_rows > 0 ? options_.max_logit_rows : options_.max_num_seqs;
   // (sequence, tokens it computes); the batch is built from them once their order is settled.
-  std::vector<std::pair<int64_t, int64_t>> chunks;
+  std::vector<std::pair<int64_t, int64_t>>& chunks = plan.chunks;
 
   // Running sequences keep going; when blocks run short the newest one makes room. A scoring
   // chunk leaves a row for each running sequence after it.
@@ -144,33 +134,52 @@ ScheduledStep Scheduler::Schedule(DraftSource* drafts) {
     rows -= s.RowsFor(n);
     ++i;
   }
-
-  // Drafts, from what the running sequences left: budget, rows and free blocks. Never by
-  // preempting, and before admitting anyone (a running stream's speed comes first).
-  if (drafts != nullptr) {
-    int64_t num_decoding = 0;
-    for (const auto& [id, n] : chunks) {
-      const SeqState& s = seqs_.at(id);
-      if (n == 1 && s.num_tokens() - s.num_computed == 1 && !s.scoring()) ++num_decoding;
-    }
-    std::vector<DraftSlot> slots;
-    for (const auto& [id, n] : chunks) {
-      const SeqState& s = seqs_.at(id);
-      if (n != 1 || s.num_tokens() - s.num_computed != 1 || s.scoring()) continue;
-      int64_t k = std::min({drafts->WantedDraftTokens(id, num_decoding), budget, rows});
-      while (k > 0 && !blocks_->CanGrow(id, k)) --k;
-      if (k <= 0) continue;
-      blocks_->Grow(id, k).IgnoreError();  // CanGrow checked
-      budget -= k;
-      rows -= k;
-      DraftSlot& slot = slots.emplace_back();
-      slot.seq_id = id;
-      slot.tokens = s.tokens;
-      slot.max_tokens = k;
-    }
-    if (!slots.empty()) ProposeDrafts(*drafts, slots, budget, rows);
-    for (auto& [id, n] : chunks) n += static_cast<int64_t>(seqs_.at(id).pending.size());
+  for (const auto& [id, n] : chunks) {
+    const SeqState& s = seqs_.at(id);
+    if (n == 1 && s.num_tokens() - s.num_computed == 1 && !s.scoring()) plan.decoding.push_back(id);
   }
+  return plan;
+}
+
+std::vector<DraftSlot> Scheduler::ReserveDrafts(PlannedStep& plan,
+                                                absl::Span<const int64_t> wanted) {
+  // From what the running sequences left: budget, rows and free blocks. Never by preempting,
+  // and before admitting anyone (a running stream's speed comes first).
+  std::vector<DraftSlot> slots;
+  for (size_t i = 0; i < plan.decoding.size() && i < wanted.size(); ++i) {
+    const int64_t id = plan.decoding[i];
+    const SeqState& s = seqs_.at(id);
+    int64_t k = std::min({wanted[i], plan.budget, plan.rows});
+    while (k > 0 && !blocks_->CanGrow(id, k)) --k;
+    if (k <= 0) continue;
+    blocks_->Grow(id, k).IgnoreError();  // CanGrow checked
+    plan.budget -= k;
+    plan.rows -= k;
+    DraftSlot& slot = slots.emplace_back();
+    slot.seq_id = id;
+    slot.tokens = s.tokens;
+    slot.max_tokens = k;
+  }
+  // After every Grow: a table read earlier could have moved.
+  for (DraftSlot& slot : slots) slot.block_table = blocks_->BlockTable(slot.seq_id);
+  return slots;
+}
+
+ScheduledStep Scheduler::Finish(PlannedStep plan, absl::Span<DraftSlot> slots) {
+  ScheduledStep step = std::move(plan.step);
+  std::vector<std::pair<int64_t, int64_t>> chunks = std::move(plan.chunks);
+  int64_t budget = plan.budget, rows = plan.rows;
+  // The drafts made: the room of those not made goes back.
+  for (DraftSlot& slot : slots) {
+    SeqState& s = seqs_.at(slot.seq_id);
+    if (static_cast<int64_t>(slot.draft.size()) > slot.max_tokens) slot.draft.resize(slot.max_tokens);
+    const int64_t unused = slot.max_tokens - static_cast<int64_t>(slot.draft.size());
+    s.pending = std::move(slot.draft);
+    blocks_->Shrink(slot.seq_id, s.num_tokens() + static_cast<int64_t>(s.pending.size()));
+    budget += unused;
+    rows += unused;
+  }
+  for (auto& [id, n] : chunks) n += static_cast<int64_t>(seqs_.at(id).pending.size());
 
   // Admit waiting sequences in order while the budget, the blocks and the batch size allow.
   // A sequence preempted in this very step is not readmitted until the next one.

@@ -11,9 +11,13 @@
 //   executor->Execute(step.batch);  sched.Commit(step.batch);
 //
 // Speculative decoding: a running sequence that decodes may carry drafted tokens after its last
-// known one. Schedule asks a DraftSource how many each wants, makes room for them (never by
-// preempting anyone: drafts take only what is spare), has them proposed, and puts them in the
-// batch with a row of logits each. Commit counts only the known token as computed; the drafts
+// known one. The step is then made in three calls, and the scheduler calls nothing of its
+// caller's: Plan places the running sequences and names those that may draft; ReserveDrafts
+// makes room for as many drafted tokens as the caller wants for each (never by preempting
+// anyone: drafts take only what is spare) and hands back a slot per sequence that got room; the
+// caller fills the slots (a proposer), and Finish puts the drafts in the batch with a row of
+// logits each, gives back the room of drafts not made, admits from the queue and builds the
+// batch. Schedule() is Finish(Plan(), {}). Commit counts only the known token as computed; the drafts
 // wait: each AppendToken that equals the next draft keeps its KV (the token is computed), the
 // first that differs drops the rest and gives their blocks back. Only known tokens ever reach
 // the prefix cache.
@@ -31,6 +35,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -50,7 +55,8 @@ struct SchedulerOptions {
   int32_t max_logit_rows = 0;
 };
 
-// A running sequence that may speculate this step: what a DraftSource proposes for.
+// A running sequence that may speculate this step: room for max_tokens drafted tokens, for the
+// caller to fill.
 struct DraftSlot {
   int64_t seq_id = 0;
   absl::Span<const int32_t> tokens;  // its known tokens; the last one is computed this step
@@ -58,16 +64,6 @@ struct DraftSlot {
   absl::Span<const int32_t> block_table;
   int64_t max_tokens = 0;
   std::vector<int32_t> draft;  // out: at most max_tokens tokens to follow `tokens`
-};
-
-class DraftSource {
- public:
-  virtual ~DraftSource() = default;
-  // Drafted tokens sequence `seq_id` asks for this step (0 = none), when `num_decoding`
-  // running sequences decode in it.
-  virtual int64_t WantedDraftTokens(int64_t seq_id, int64_t num_decoding) = 0;
-  // Fills each slot's draft.
-  virtual void Propose(absl::Span<DraftSlot> slots) = 0;
 };
 
 // A sequence taken from the queue this step (the first time, or again after a preemption).
@@ -86,6 +82,21 @@ struct ScheduledStep {
   std::vector<int64_t> preempted;  // sequences whose KV was dropped this step
 };
 
+// A step between Plan and Finish: the running sequences placed, and what is left of the step.
+// Only the scheduler reads it, but for `decoding`.
+struct PlannedStep {
+  // The running sequences that decode one token this step (not a prompt chunk, not scoring):
+  // those that may carry drafts, in batch order.
+  std::vector<int64_t> decoding;
+
+ private:
+  friend class Scheduler;
+  ScheduledStep step;  // preemptions so far
+  std::vector<std::pair<int64_t, int64_t>> chunks;  // (sequence, tokens it computes)
+  int64_t budget = 0;  // tokens left
+  int64_t rows = 0;    // logit rows left
+};
+
 class Scheduler {
  public:
   Scheduler(const SchedulerOptions& options, BlockManager* blocks);
@@ -98,8 +109,21 @@ class Scheduler {
   absl::Status Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids, bool score_prompt = false);
 
   // Picks the next step. Running sequences first (oldest first), then waiting ones (FIFO).
-  // With `drafts`, decoding sequences may carry drafted tokens (speculative decoding).
-  ScheduledStep Schedule(DraftSource* drafts = nullptr);
+  // No drafts: Finish(Plan(), {}).
+  ScheduledStep Schedule();
+
+  // The same in three calls, for a step whose decoding sequences may carry drafted tokens
+  // (speculative decoding). Plan places the running sequences (preempting the newest when
+  // blocks run short). ReserveDrafts gives plan.decoding[i] room for up to wanted[i] drafted
+  // tokens (0 = none), from what the running sequences left: budget, rows and free blocks,
+  // in order; it returns a slot for each that got room, with its tokens and block table.
+  // Finish takes the slots with their drafts filled in (at most max_tokens each; the room of
+  // the rest goes back), then admits waiting sequences and builds the batch. Plan must be
+  // followed by Finish before anything else is called. REQUIRES: wanted.size() ==
+  // plan.decoding.size(); `slots` as ReserveDrafts returned them.
+  PlannedStep Plan();
+  std::vector<DraftSlot> ReserveDrafts(PlannedStep& plan, absl::Span<const int64_t> wanted);
+  ScheduledStep Finish(PlannedStep plan, absl::Span<DraftSlot> slots);
 
   // After the step ran: marks the batch's known tokens as computed, which registers their full
   // blocks in the prefix cache. For each sequence that sampled a token, call AppendToken before
@@ -154,9 +178,6 @@ class Scheduler {
   void AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const;
   // Drops a sequence's pending drafts and gives their blocks back.
   void DropPending(int64_t seq_id, SeqState& s);
-  // Asks `drafts` for the slots' tokens and gives back the room of those not proposed.
-  void ProposeDrafts(DraftSource& drafts, std::vector<DraftSlot>& slots, int64_t& budget,
-                     int64_t& rows);
   void Erase(std::vector<int64_t>& v, int64_t seq_id);
 
   const SchedulerOptions options_;

@@ -244,14 +244,14 @@ TEST(Scheduler, ScoredPromptIsNotScoredTwiceAfterPreemption) {
 }
 
 // Proposes `script` tokens for every slot (cut to max_tokens), wanting `want` of them.
-class ScriptedDrafts : public DraftSource {
+class ScriptedDrafts {
  public:
   ScriptedDrafts(int64_t want, std::vector<int32_t> script) : want_(want), script_(script) {}
-  int64_t WantedDraftTokens(int64_t, int64_t num_decoding) override {
+  int64_t WantedDraftTokens(int64_t, int64_t num_decoding) {
     last_num_decoding = num_decoding;
     return want_;
   }
-  void Propose(absl::Span<DraftSlot> slots) override {
+  void Propose(absl::Span<DraftSlot> slots) {
     for (DraftSlot& slot : slots) {
       max_tokens[slot.seq_id] = slot.max_tokens;
       // The table already covers the known tokens and every draft it may propose.
@@ -267,6 +267,19 @@ class ScriptedDrafts : public DraftSource {
   std::vector<int32_t> script_;
 };
 
+// A step with drafts, as the engine makes it: Plan, the drafts each decoding sequence wants,
+// the proposer's tokens for the room it got, Finish.
+ScheduledStep ScheduleWith(Scheduler& sched, ScriptedDrafts& drafts) {
+  PlannedStep plan = sched.Plan();
+  std::vector<int64_t> wanted;
+  for (int64_t id : plan.decoding) {
+    wanted.push_back(drafts.WantedDraftTokens(id, static_cast<int64_t>(plan.decoding.size())));
+  }
+  std::vector<DraftSlot> slots = sched.ReserveDrafts(plan, wanted);
+  if (!slots.empty()) drafts.Propose(absl::MakeSpan(slots));
+  return sched.Finish(std::move(plan), absl::MakeSpan(slots));
+}
+
 // Blocks the sequence's table holds, counted from the table, against what its tokens need.
 void ExpectBlocksMatch(const BlockManager& blocks, int64_t seq_id, int64_t needed_tokens) {
   EXPECT_EQ(static_cast<int64_t>(blocks.BlockTable(seq_id).size()),
@@ -279,7 +292,7 @@ TEST(SchedulerDrafts, AcceptedDraftsKeepTheirKvAndRejectedOnesGiveItBack) {
   Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 6)).ok());
   ScriptedDrafts drafts(/*want=*/5, {11, 12, 13, 14, 15});
-  EXPECT_EQ(Describe(sched.Schedule(&drafts)), "1:0+6* ");  // a prompt chunk never drafts
+  EXPECT_EQ(Describe(ScheduleWith(sched, drafts)), "1:0+6* ");  // a prompt chunk never drafts
   // (Scheduled but not yet committed: commit the prompt and sample token 10.)
   StepBatch prompt;
   prompt.Add(1, 0, Prompt(1, 6), blocks.BlockTable(1));
@@ -288,7 +301,7 @@ TEST(SchedulerDrafts, AcceptedDraftsKeepTheirKvAndRejectedOnesGiveItBack) {
   ExpectBlocksMatch(blocks, 1, 6);
 
   // Decode token 10 with five drafts: six rows, room for positions 6..11.
-  ScheduledStep step = sched.Schedule(&drafts);
+  ScheduledStep step = ScheduleWith(sched, drafts);
   EXPECT_EQ(Describe(step), "1:6+6*6 ");
   EXPECT_EQ(std::vector<int32_t>(step.batch.token_ids.begin(), step.batch.token_ids.end()),
             (std::vector<int32_t>{10, 11, 12, 13, 14, 15}));
@@ -317,7 +330,7 @@ TEST(SchedulerDrafts, AllAcceptedThenTheBonusTokenDecodesNext) {
   ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
   ScriptedDrafts drafts(/*want=*/3, {21, 22, 23});
   Step(sched, blocks);  // prompt; samples 7
-  ScheduledStep step = sched.Schedule(&drafts);
+  ScheduledStep step = ScheduleWith(sched, drafts);
   EXPECT_EQ(Describe(step), "1:3+4*4 ");
   sched.Commit(step.batch);
   for (int32_t t : {21, 22, 23, 30}) sched.AppendToken(1, t);  // all three, then the bonus
@@ -334,7 +347,7 @@ TEST(SchedulerDrafts, DraftsTakeOnlyWhatIsSpare) {
   ASSERT_TRUE(sched.Add(2, Prompt(2, 8)).ok());
   Step(sched, blocks);  // both prompts: 4 blocks, both sample
   ScriptedDrafts drafts(/*want=*/8, {1, 2, 3, 4, 5, 6, 7, 8});
-  ScheduledStep step = sched.Schedule(&drafts);
+  ScheduledStep step = ScheduleWith(sched, drafts);
   // Each decode token needs a new block (positions 8): 2 blocks, none spare for drafts beyond
   // those blocks' 3 other slots each.
   EXPECT_EQ(Describe(step), "1:8+4*4 2:8+4*4 ");
@@ -352,7 +365,7 @@ TEST(SchedulerDrafts, TokenBudgetAndRowsBoundTheDrafts) {
   ScriptedDrafts drafts(/*want=*/4, {1, 2, 3, 4});
   // 2 decode tokens leave 4 of the budget but 3 of the rows: the first takes all 3 (and,
   // a multi-token chunk now, goes after the plain decode).
-  EXPECT_EQ(Describe(sched.Schedule(&drafts)), "2:2+1* 1:2+4*4 ");
+  EXPECT_EQ(Describe(ScheduleWith(sched, drafts)), "2:2+1* 1:2+4*4 ");
 }
 
 TEST(SchedulerDrafts, FewerDraftsThanRoomGiveTheRestBack) {
@@ -363,7 +376,7 @@ TEST(SchedulerDrafts, FewerDraftsThanRoomGiveTheRestBack) {
   ASSERT_TRUE(sched.Add(2, Prompt(2, 12)).ok());
   ScriptedDrafts drafts(/*want=*/8, {1});  // asks for 8, proposes 1
   // The 7 unused tokens of budget go to the waiting prompt (16 - 2 = 14 >= 12).
-  EXPECT_EQ(Describe(sched.Schedule(&drafts)), "1:5+2*2 2:0+12* ");
+  EXPECT_EQ(Describe(ScheduleWith(sched, drafts)), "1:5+2*2 2:0+12* ");
   ExpectBlocksMatch(blocks, 1, 7);
 }
 
@@ -373,7 +386,7 @@ TEST(SchedulerDrafts, StaleDraftsAreDroppedByTheNextSchedule) {
   ASSERT_TRUE(sched.Add(1, Prompt(1, 4)).ok());
   Step(sched, blocks);
   ScriptedDrafts drafts(/*want=*/6, {1, 2, 3, 4, 5, 6});
-  ScheduledStep step = sched.Schedule(&drafts);
+  ScheduledStep step = ScheduleWith(sched, drafts);
   sched.Commit(step.batch);
   sched.AppendToken(1, 1);  // one accepted; the engine then stopped reading the rows
   EXPECT_EQ(sched.PendingDraft(1).size(), 5u);
