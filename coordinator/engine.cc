@@ -296,9 +296,7 @@ bool Engine::Step() {
       // A step of decoding sequences only (drafts or not) prices the next drafts.
       bool decoding = true;
       for (const StepBatch::Sequence& s : step.batch.sequences) {
-        const Sequence& seq = *seqs_.at(s.seq_id);
-        decoding &= Samples(s, seq) &&
-                    s.num_tokens == 1 + NumPendingDrafts(seq);
+        decoding &= s.samples && s.num_tokens == 1 + s.num_drafts;
       }
       if (decoding) {
         policy_->ObserveStep(static_cast<int64_t>(step.batch.sequences.size()),
@@ -368,8 +366,8 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
 void Engine::StartMasks(const StepBatch& batch) {
   std::vector<MaskWorker::Job> jobs;
   for (const StepBatch::Sequence& s : batch.sequences) {
+    if (!s.samples) continue;
     Sequence& seq = *seqs_.at(s.seq_id);
-    if (!Samples(s, seq)) continue;
     if (seq.matcher.has_value()) jobs.emplace_back(&*seq.matcher, absl::MakeSpan(seq.mask));
   }
   masks_.Start(std::move(jobs));
@@ -391,15 +389,6 @@ void Engine::JumpForward(Sequence& seq, GenerationEvent& event) {
   }
   absl::MutexLock lock(&mu_);
   stats_.jump_forward_tokens += appended;
-}
-
-int64_t Engine::NumPendingDrafts(const Sequence& seq) const {
-  return static_cast<int64_t>(scheduler_.PendingDraft(seq.id).size());
-}
-
-bool Engine::Samples(const StepBatch::Sequence& s, const Sequence& seq) const {
-  return s.num_logits > 0 &&
-         s.end_position() - NumPendingDrafts(seq) == static_cast<int64_t>(seq.tokens.size());
 }
 
 ScheduledStep Engine::ScheduleStep() {
@@ -458,10 +447,10 @@ StepSampling Engine::BuildSampling(const StepBatch& batch) {
     SequenceSampling& q = sampling.sequences.emplace_back();
     q.seq_id = s.seq_id;
     q.num_rows = s.num_logits;
-    q.samples = Samples(s, seq);
-    if (q.samples) {
-      const absl::Span<const int32_t> draft = scheduler_.PendingDraft(seq.id);
-      q.draft.assign(draft.begin(), draft.end());
+    q.samples = s.samples;
+    if (q.samples) {  // the drafts are the sequence's last new tokens
+      const absl::Span<const int32_t> tokens = batch.tokens(s);
+      q.draft.assign(tokens.end() - s.num_drafts, tokens.end());
     }
     const int64_t sampled_rows = q.samples ? 1 + static_cast<int64_t>(q.draft.size()) : 0;
     const int64_t first_position = s.end_position() - s.num_logits;

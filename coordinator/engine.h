@@ -229,10 +229,6 @@ class Engine {
   void ProposeDrafts(absl::Span<DraftSlot> slots);
   // Queues the sequences of `seq`'s request that waited for its prompt's KV.
   void ReleaseFollowers(Sequence& seq);
-  // True when this step puts the sequence's last known token in the cache: it samples.
-  bool Samples(const StepBatch::Sequence& s, const Sequence& seq) const;
-  // The drafted tokens the scheduler put after the sequence's last known one this step.
-  int64_t NumPendingDrafts(const Sequence& seq) const;
 
   const EngineOptions options_;
   std::unique_ptr<ModelExecutor> executor_;

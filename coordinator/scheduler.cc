@@ -72,6 +72,7 @@ void Scheduler::AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBat
   StepBatch::Sequence* added;
   if (s.pending.empty()) {
     added = &batch.Add(seq_id, s.num_computed, known, RankBlockTable(seq_id), s.RowsFor(n));
+    added->samples = s.num_computed + n == s.num_tokens();
   } else {
     // A decode token and its drafts: a row for each, to verify every draft and sample after
     // them.
@@ -79,6 +80,8 @@ void Scheduler::AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBat
     tokens.insert(tokens.end(), s.pending.begin(), s.pending.end());
     added = &batch.Add(seq_id, s.num_computed, tokens, RankBlockTable(seq_id),
                        static_cast<int64_t>(tokens.size()));
+    added->samples = true;
+    added->num_drafts = static_cast<int64_t>(s.pending.size());
   }
   if (blocks_->num_partitions() > 1) added->attention_rank = blocks_->PartitionOf(seq_id);
 }

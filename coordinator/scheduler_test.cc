@@ -41,8 +41,13 @@ std::string Step(Scheduler& sched, const BlockManager& blocks,
   EXPECT_TRUE(step.batch.CheckShape().ok());
   sched.Commit(step.batch);
   for (const StepBatch::Sequence& s : step.batch.sequences) {
-    if (s.num_logits == 0) continue;
-    if (known != nullptr && s.end_position() != (*known)[s.seq_id]) continue;
+    // The batch says which sequences sample (StepBatch::Sequence::samples); the test's own
+    // count of known tokens must agree.
+    const bool samples =
+        s.num_logits > 0 && (known == nullptr || s.end_position() == (*known)[s.seq_id]);
+    EXPECT_EQ(s.samples, samples) << "sequence " << s.seq_id;
+    EXPECT_EQ(s.num_drafts, 0) << "sequence " << s.seq_id;
+    if (!samples) continue;
     sched.AppendToken(s.seq_id, 7);
     if (known != nullptr) ++(*known)[s.seq_id];
   }
@@ -305,6 +310,8 @@ TEST(SchedulerDrafts, AcceptedDraftsKeepTheirKvAndRejectedOnesGiveItBack) {
   EXPECT_EQ(Describe(step), "1:6+6*6 ");
   EXPECT_EQ(std::vector<int32_t>(step.batch.token_ids.begin(), step.batch.token_ids.end()),
             (std::vector<int32_t>{10, 11, 12, 13, 14, 15}));
+  EXPECT_TRUE(step.batch.sequences[0].samples);  // the batch says so: nothing works it out again
+  EXPECT_EQ(step.batch.sequences[0].num_drafts, 5);
   EXPECT_EQ(drafts.max_tokens[1], 5);
   EXPECT_EQ(drafts.covered[1], blocks.BlocksFor(12));
   EXPECT_EQ(drafts.last_num_decoding, 1);

@@ -43,6 +43,12 @@ struct StepBatch {
     // holds its KV, its blocks numbered in that rank's cache; -1 (without it): every rank.
     // Each rank's sequences form one run of the batch, runs in rank order.
     int32_t attention_rank = -1;
+    // The scheduler's word to the engine (the ranks do not read them, and the wire does not
+    // carry them): whether this step puts the sequence's last known token in the cache, so that
+    // its last 1 + num_drafts rows sample; and how many of its new tokens, the last ones, are
+    // drafted (speculative decoding) rather than known.
+    bool samples = false;
+    int64_t num_drafts = 0;
 
     int64_t end_position() const { return start_position + num_tokens; }
   };
