@@ -1,6 +1,10 @@
 // Micro-benchmark of CpuBackend::MatMul for each weight format: time per call, the weight
-// bytes streamed per second and GFLOP/s, at decode (m = 1) and small-prefill (m = 16) batch
-// sizes, for each thread count. Not a test: timings are only printed (docs/PERFORMANCE.md).
+// bytes streamed per second and GFLOP/s, at m = 1, 2, 4, 5, 8 and 16 rows, for each thread
+// count, with each m's cost over m = 1's (x_m1: what verifying drafts or batching streams
+// costs) and the roofline of the same run (kernels/cpu/roofline_probe.h): the DRAM read rate
+// and the AVX2 FMA rate, and roof_us, the time a call cannot beat (its weight bytes at the DRAM
+// rate, or its FLOPs at the FMA rate, whichever is longer). Not a test: timings are only
+// printed (docs/PERFORMANCE.md).
 //
 //   bazel run -c opt //kernels/cpu:matmul_bench -- --threads=1,2 --shapes=4096x4096,576x1536
 //
@@ -23,12 +27,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/roofline_probe.h"
 #include "kernels/quantize_weights.h"
 
 ABSL_FLAG(std::string, formats, "f32,bf16,q4_1,q4_k,fp8,fp8-block,int4-g128",
           "comma-separated weight formats (names as ParseTensorFormat)");
 ABSL_FLAG(std::string, shapes, "4096x4096,576x1536", "comma-separated NxK (out x in features)");
-ABSL_FLAG(std::string, tokens, "1,16", "comma-separated activation row counts m");
+ABSL_FLAG(std::string, tokens, "1,2,4,5,8,16", "comma-separated activation row counts m");
 ABSL_FLAG(std::string, threads, "1,2", "comma-separated thread counts");
 ABSL_FLAG(int, repeats, 5, "timed runs per figure; the best is reported");
 ABSL_FLAG(double, min_seconds, 0.2, "minimum length of one timed run");
@@ -90,8 +95,15 @@ PerCall TimePerCall(CpuBackend& backend, const float* x, int64_t m, const Weight
 int Main() {
   const std::vector<int64_t> tokens = ParseList(absl::GetFlag(FLAGS_tokens));
   const std::vector<int64_t> threads = ParseList(absl::GetFlag(FLAGS_threads));
-  std::printf("%-10s %-10s %4s %3s %10s %8s %8s %10s\n", "shape", "format", "m", "thr",
-              "us/call", "GB/s", "GFLOP/s", "cpu_us");
+  std::vector<double> dram_gbs, fma_gflops;  // per thread count, this run
+  for (int64_t t : threads) {
+    dram_gbs.push_back(DramReadGBs(static_cast<int>(t)));
+    fma_gflops.push_back(FmaPeakGflops(static_cast<int>(t)));
+    std::printf("roofline, %lld thread(s): DRAM read %.2f GB/s, AVX2 FMA %.1f GFLOP/s\n",
+                static_cast<long long>(t), dram_gbs.back(), fma_gflops.back());
+  }
+  std::printf("%-10s %-10s %4s %3s %10s %8s %8s %10s %6s %9s\n", "shape", "format", "m", "thr",
+              "us/call", "GB/s", "GFLOP/s", "cpu_us", "x_m1", "roof_us");
   for (absl::string_view shape : absl::StrSplit(absl::GetFlag(FLAGS_shapes), ',')) {
     const std::vector<std::string> dims = absl::StrSplit(shape, 'x');
     int64_t n = 0, k = 0;
@@ -113,14 +125,21 @@ int Main() {
       }
       const HostMatrix wq = QuantizeWeights(*format, w.data(), n, k);
       const double bytes = static_cast<double>(WeightMatrixBytes(wq.matrix));
-      for (int64_t t : threads) {
+      for (size_t ti = 0; ti < threads.size(); ++ti) {
+        const int64_t t = threads[ti];
         CpuBackend backend(CpuBackendOptions{.num_threads = static_cast<int>(t)});
+        double one_row_s = 0;  // m = 1's time, when m = 1 is timed first
         for (int64_t m : tokens) {
           const PerCall p = TimePerCall(backend, x.data(), m, wq.matrix, y.data());
-          std::printf("%-10s %-10s %4lld %3lld %10.1f %8.2f %8.2f %10.1f\n",
+          if (m == 1) one_row_s = p.wall_s;
+          const double flops = 2.0 * m * n * k;
+          const double roof_s = std::max(bytes / (dram_gbs[ti] * 1e9),
+                                         fma_gflops[ti] > 0 ? flops / (fma_gflops[ti] * 1e9) : 0);
+          std::printf("%-10s %-10s %4lld %3lld %10.1f %8.2f %8.2f %10.1f %6.2f %9.1f\n",
                       std::string(shape).c_str(), std::string(name).c_str(),
                       static_cast<long long>(m), static_cast<long long>(t), p.wall_s * 1e6,
-                      bytes / p.wall_s * 1e-9, 2.0 * m * n * k / p.wall_s * 1e-9, p.cpu_s * 1e6);
+                      bytes / p.wall_s * 1e-9, flops / p.wall_s * 1e-9, p.cpu_s * 1e6,
+                      one_row_s > 0 ? p.wall_s / one_row_s : 0.0, roof_s * 1e6);
           std::fflush(stdout);
         }
       }
