@@ -115,16 +115,8 @@ class DeviceQueryCache {
   template <typename Query>
   int DeviceAttribute(int device, int attr, int* value, Query&& query) {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto key = std::make_tuple(device, attr);
-    if (auto it = attributes_.find(key); it != attributes_.end()) {
-      ++counts_.hits;
-      *value = it->second;
-      return 0;
-    }
-    ++counts_.device_queries;
-    if (const int err = query(value); err != 0) return err;
-    attributes_.emplace(key, *value);
-    return 0;
+    return Cached(attributes_, std::make_tuple(device, attr), counts_.device_queries, value,
+                  query);
   }
 
   // Kernel `func`'s attribute `attr` on `device` set to `value` by set() (0: success), unless
@@ -153,16 +145,8 @@ class DeviceQueryCache {
   int Occupancy(int device, const void* func, int block_size, int64_t smem, int* blocks,
                 Query&& query) {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto key = std::make_tuple(device, func, block_size, smem);
-    if (auto it = occupancy_.find(key); it != occupancy_.end()) {
-      ++counts_.hits;
-      *blocks = it->second;
-      return 0;
-    }
-    ++counts_.occupancy_queries;
-    if (const int err = query(blocks); err != 0) return err;
-    occupancy_.emplace(key, *blocks);
-    return 0;
+    return Cached(occupancy_, std::make_tuple(device, func, block_size, smem),
+                  counts_.occupancy_queries, blocks, query);
   }
 
   DeviceQueryCounts counts() const {
@@ -171,6 +155,21 @@ class DeviceQueryCache {
   }
 
  private:
+  // *value = cache[key], or query(value)'s answer (0: success) kept there, counted in `misses`.
+  // REQUIRES: mu_ held.
+  template <typename Map, typename Key, typename Query>
+  int Cached(Map& cache, const Key& key, int64_t& misses, int* value, Query& query) {
+    if (auto it = cache.find(key); it != cache.end()) {
+      ++counts_.hits;
+      *value = it->second;
+      return 0;
+    }
+    ++misses;
+    if (const int err = query(value); err != 0) return err;
+    cache.emplace(key, *value);
+    return 0;
+  }
+
   mutable std::mutex mu_;
   std::map<std::tuple<int, int>, int> attributes_;
   std::map<std::tuple<int, const void*, int>, int> func_attributes_;

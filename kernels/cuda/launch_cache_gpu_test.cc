@@ -18,6 +18,7 @@
 #include "kernels/cuda/launch_cache.h"
 #include "kernels/cuda/mixed_gemm/mixed_gemm.h"
 #include "kernels/cuda/mixed_gemm/prepare.h"
+#include "kernels/cuda/mixed_gemm/test_device_buffer.h"
 #include "kernels/cuda/mixed_gemm/test_weights.h"
 #include "kernels/quantize.h"
 
@@ -30,24 +31,7 @@ namespace {
     if (!devices.ok() || *devices == 0) GTEST_SKIP() << "no CUDA device";      \
   } while (0)
 
-// Device memory freed on scope exit.
-class Dev {
- public:
-  explicit Dev(int64_t bytes) { EXPECT_EQ(cudaMalloc(&p_, bytes > 0 ? bytes : 16), cudaSuccess); }
-  Dev(const void* host, int64_t bytes) : Dev(bytes) {
-    EXPECT_EQ(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~Dev() { cudaFree(p_); }
-  void* get() const { return p_; }
-  std::vector<uint8_t> Read(int64_t bytes) const {
-    std::vector<uint8_t> v(bytes);
-    EXPECT_EQ(cudaMemcpy(v.data(), p_, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-
- private:
-  void* p_ = nullptr;
-};
+using Dev = TestDeviceBuffer;
 
 std::vector<uint16_t> RandomBf16(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -94,7 +78,7 @@ TEST(LaunchCacheGpu, ASecondMixedGemmOfTheSameCallBuildsAndAsksNothing) {
     const MixedGemmCall call{dx.get(), k, m, 1, y.get(), false, workspace.get(), ws, sms};
     ASSERT_EQ(RunMixedGemm(w, call, plan, nullptr), 0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<uint8_t> first = y.Read(m * n * 2);
+    const std::vector<uint8_t> first = y.Read<uint8_t>(m * n * 2);
     const QueryAndBuildCounts before = Now();
     ASSERT_EQ(cudaMemset(y.get(), 0xff, m * n * 2), cudaSuccess);
     ASSERT_EQ(MixedGemmWorkspaceBytes(plan, m, n, k, 1, false, sms), ws);
@@ -102,7 +86,7 @@ TEST(LaunchCacheGpu, ASecondMixedGemmOfTheSameCallBuildsAndAsksNothing) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ExpectNothingNew(before, Now());
     EXPECT_GT(Now().builds.hits, before.builds.hits);
-    EXPECT_EQ(y.Read(m * n * 2), first) << "splits " << plan.splits;
+    EXPECT_EQ(y.Read<uint8_t>(m * n * 2), first) << "splits " << plan.splits;
   }
 }
 

@@ -209,6 +209,10 @@ TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const Row
       uint64_t floor_key = 0;
       float x0 = 0.0f;
       double total = 1.0;
+      // A candidate's tempered weight relative to the most likely (x0): exp((x - x0) / T).
+      const auto weight = [&](int64_t i) {
+        return exp(static_cast<double>(v[i] - x0) * inv_t);
+      };
       if (truncates) {
         if (row.top_k > 0 && row.top_k < vocab) {
           floor_key = LargestKeyWhere([&](uint64_t t) {
@@ -217,9 +221,6 @@ TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const Row
         }
         x0 = v[KeyId(r.MaxKey([&](int64_t i) { return OrderKey(v[i], i); }))];
         const uint64_t k_floor = floor_key;
-        const auto weight = [&](int64_t i) {
-          return exp(static_cast<double>(v[i] - x0) * inv_t);
-        };
         total = r.SumD([&](int64_t i) { return OrderKey(v[i], i) >= k_floor ? weight(i) : 0.0; });
         if (row.top_p < 1.0f) {
           // The shortest prefix whose mass reaches top_p ends at the largest key whose
@@ -239,8 +240,7 @@ TP_HD void SampleRow(R& r, const SamplingRow& row, const RowArrays& a, const Row
       const ScoredId best = r.ArgMax([&](int64_t i) -> double {
         if (truncates) {
           if (OrderKey(v[i], i) < k_floor) return -INFINITY;
-          if (row.min_p > 0.0f &&
-              !(exp(static_cast<double>(v[i] - x0) * inv_t) / total >= p_floor)) {
+          if (row.min_p > 0.0f && !(weight(i) / total >= p_floor)) {
             return -INFINITY;
           }
         }
@@ -285,7 +285,10 @@ class HostRowReducer {
   template <class F>
   float MaxF(F f) {
     float m = -INFINITY;
-    for (int64_t i = 0; i < vocab_; ++i) m = f(i) > m ? f(i) : m;
+    for (int64_t i = 0; i < vocab_; ++i) {
+      const float x = f(i);
+      m = x > m ? x : m;
+    }
     return m;
   }
   template <class F>

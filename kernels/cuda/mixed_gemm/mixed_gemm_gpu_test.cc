@@ -14,6 +14,7 @@
 #include "kernels/cuda/mixed_gemm/mixed_gemm.h"
 #include "kernels/cuda/mixed_gemm/prepare.h"
 #include "kernels/cuda/mixed_gemm/prepare_kernels.h"
+#include "kernels/cuda/mixed_gemm/test_device_buffer.h"
 #include "kernels/cuda/mixed_gemm/test_weights.h"
 #include "kernels/quantize.h"
 #include "kernels/testing/parity_bounds.h"
@@ -21,25 +22,7 @@
 namespace tpserve::cuda {
 namespace {
 
-// Device memory freed on scope exit.
-class Dev {
- public:
-  explicit Dev(int64_t bytes) { EXPECT_EQ(cudaMalloc(&p_, bytes > 0 ? bytes : 16), cudaSuccess); }
-  Dev(const void* host, int64_t bytes) : Dev(bytes) {
-    EXPECT_EQ(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~Dev() { cudaFree(p_); }
-  void* get() const { return p_; }
-  template <typename T>
-  std::vector<T> Read(int64_t count) const {
-    std::vector<T> v(count);
-    EXPECT_EQ(cudaMemcpy(v.data(), p_, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-
- private:
-  void* p_ = nullptr;
-};
+using Dev = TestDeviceBuffer;
 
 class MixedGemmGpu : public ::testing::Test {
  protected:
