@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <algorithm>
-#include <cstring>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
@@ -190,20 +189,18 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   wpb::StepRequest req = ToProto(batch, step_id);
   req.set_draft(draft);
   // The logits stay on the sampling rank, which samples them (Sample): the target's, and a
-  // draft model's, whose proposals (DraftModelProposer) are drawn there too.
-  const bool hold = true;
-  req.set_hold_logits(hold);
+  // draft model's, whose proposals (DraftModelProposer) are drawn there too. None come back.
+  req.set_hold_logits(true);
   held_step_id_ = -1;
-  const size_t rows = hold ? 0 : static_cast<size_t>(batch.num_logit_rows());
   const auto held = [&](StepResult r) {
-    r.logits_held = hold;
-    if (hold) held_step_id_ = step_id;
+    r.logits_held = true;
+    held_step_id_ = step_id;
     return r;
   };
   if (channel_.valid()) {
     const std::string bytes = req.SerializeAsString();
     if (channel_.Fits(bytes.size())) {
-      TP_ASSIGN_OR_RETURN(StepResult r, ExecuteOnChannel(bytes, rows));
+      TP_ASSIGN_OR_RETURN(StepResult r, ExecuteOnChannel(bytes));
       return held(std::move(r));
     }
   }
@@ -211,15 +208,9 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
   StepResult result;
   result.vocab_size = load_.vocab_size;
-  const std::string& bytes = responses[kSamplingRank].logits();  // the one rank with them
-  const size_t expected = rows * static_cast<size_t>(result.vocab_size) * sizeof(float);
-  if (bytes.size() != expected) {
-    return absl::InternalError(absl::StrCat("rank 0 returned ", bytes.size(),
-                                            " bytes of logits, expected ", expected));
-  }
-  result.logits.resize(bytes.size() / sizeof(float));
-  if (!bytes.empty()) {  // held logits: none came, and memcpy's null pointers are undefined
-    std::memcpy(result.logits.data(), bytes.data(), bytes.size());
+  if (const size_t bytes = responses[kSamplingRank].logits().size(); bytes != 0) {
+    return absl::InternalError(absl::StrCat("rank 0 returned ", bytes,
+                                            " bytes of logits for a step whose logits it holds"));
   }
   result.compute_s = responses[0].compute_s();
   result.allreduce_s = responses[0].allreduce_s();
@@ -277,8 +268,7 @@ absl::StatusOr<std::vector<SequenceSamples>> RemoteExecutor::Sample(
   return out;
 }
 
-absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& request,
-                                                            size_t num_rows) {
+absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& request) {
   channel_.Post(request);
   absl::Status s = channel_.AwaitAll(absl::Now() + options_.step_timeout,
                                      options_.channel_heartbeat_timeout);
@@ -287,13 +277,10 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
   }
   StepResult result;
   result.vocab_size = load_.vocab_size;
-  const absl::Span<const float> logits = channel_.logits();
-  const size_t expected = num_rows * static_cast<size_t>(result.vocab_size);
-  if (logits.size() != expected) {
-    return absl::InternalError(absl::StrCat("rank 0 returned ", logits.size(),
-                                            " floats of logits, expected ", expected));
+  if (const size_t floats = channel_.logits().size(); floats != 0) {
+    return absl::InternalError(absl::StrCat("rank 0 returned ", floats,
+                                            " floats of logits for a step whose logits it holds"));
   }
-  result.logits.assign(logits.begin(), logits.end());
   result.compute_s = channel_.compute_s(0);
   result.allreduce_s = channel_.allreduce_s(0);
   for (int r = 0; r < world_size(); ++r) {

@@ -102,9 +102,9 @@ class RemoteExecutor final : public ModelExecutor {
                             std::vector<tpserve::worker::v1::StepResponse>& responses);
   // `failure` with the ranks that do not answer a heartbeat named in front.
   absl::Status NameSilentRanks(const absl::Status& failure) const;
-  // One step through channel_: `request` serialized, `num_rows` rows of logits back (none
-  // when the sampling rank holds them).
-  absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request, size_t num_rows);
+  // One step through channel_: `request` serialized; no logits come back (the sampling rank
+  // holds them).
+  absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request);
   // A step of the target, or of the draft model.
   absl::StatusOr<StepResult> ExecuteModel(const StepBatch& batch, bool draft);
   class Draft;
