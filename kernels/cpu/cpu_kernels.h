@@ -26,7 +26,7 @@ struct Q8Block {
 };
 
 // Most activation rows one quantized dot call handles; the weight block is unpacked once for all.
-inline constexpr int kMaxDotRows = 4;
+inline constexpr int kMaxDotRows = 8;
 
 enum class CpuIsa {
   kScalar,  // portable C++, the reference

@@ -61,8 +61,8 @@ TEST(CpuFp8KernelTest, DecodesEveryCodeExactly) {
     for (int64_t col = 0; col < n; ++col) {
       std::vector<float> one_hot(n, 0.0f);
       one_hot[col] = 1.0f;
-      const float* rows[kMaxDotRows] = {one_hot.data(), one_hot.data(), one_hot.data(),
-                                        one_hot.data()};
+      const float* rows[kMaxDotRows];
+      std::fill(rows, rows + kMaxDotRows, one_hot.data());
       for (int64_t tile_cols : {n, int64_t{128}}) {
         const float scales[2] = {scale, scale};
         float got[kMaxDotRows];

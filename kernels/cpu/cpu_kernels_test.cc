@@ -3,6 +3,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -140,12 +141,12 @@ TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
     const Q8Block* qrows[kMaxDotRows];
     const float* frows[kMaxDotRows];
     for (int j = 0; j < kMaxDotRows; ++j) {
-      xf.push_back(Random(k + 3, 200 + j));  // + 3: the f32 dot's scalar tail
+      xf.push_back(Random(k + 19, 200 + j));  // + 19: two whole vectors past the strides, then 3
       simd_.quantize_q8(xf[j].data(), k, xq[j].data());
       qrows[j] = xq[j].data();
       frows[j] = xf[j].data();
     }
-    const std::vector<float> w = Random(k + 3, 9, 0.1f);
+    const std::vector<float> w = Random(k + 19, 9, 0.1f);
     for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
       std::vector<uint8_t> wq(RowBytes(t, k).value());
       QuantizeRow(t, w.data(), wq.data(), k);
@@ -164,18 +165,27 @@ TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
         }
       }
     }
-    std::vector<uint16_t> wh(k);
-    for (int64_t i = 0; i < k; ++i) wh[i] = F32ToF16(w[i]);
+    // The float dots over k + 19 elements: the strides of 32, two vectors on chain 0, a scalar
+    // tail of 3; the 16-bit weights as f16 and as bf16.
+    const int64_t n = k + 19;
+    std::vector<uint16_t> wh(n), wb(n);
+    for (int64_t i = 0; i < n; ++i) {
+      wh[i] = F32ToF16(w[i]);
+      wb[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(w[i]) >> 16);  // truncated: any bf16
+    }
     for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
-      float many_f32[kMaxDotRows], many_f16[kMaxDotRows];
-      simd_.dot_f32(w.data(), frows, num_x, k + 3, many_f32);  // + 3: the scalar tail too
-      simd_.dot_f16(wh.data(), frows, num_x, k, many_f16);
+      float many_f32[kMaxDotRows], many_f16[kMaxDotRows], many_bf16[kMaxDotRows];
+      simd_.dot_f32(w.data(), frows, num_x, n, many_f32);
+      simd_.dot_f16(wh.data(), frows, num_x, n, many_f16);
+      simd_.dot_bf16(wb.data(), frows, num_x, n, many_bf16);
       for (int j = 0; j < num_x; ++j) {
         float alone;
-        simd_.dot_f32(w.data(), &frows[j], 1, k + 3, &alone);
-        EXPECT_EQ(many_f32[j], alone) << "f32 num_x=" << num_x << " " << j;
-        simd_.dot_f16(wh.data(), &frows[j], 1, k, &alone);
-        EXPECT_EQ(many_f16[j], alone) << "f16 num_x=" << num_x << " " << j;
+        simd_.dot_f32(w.data(), &frows[j], 1, n, &alone);
+        EXPECT_EQ(many_f32[j], alone) << "f32 k=" << k << " num_x=" << num_x << " " << j;
+        simd_.dot_f16(wh.data(), &frows[j], 1, n, &alone);
+        EXPECT_EQ(many_f16[j], alone) << "f16 k=" << k << " num_x=" << num_x << " " << j;
+        simd_.dot_bf16(wb.data(), &frows[j], 1, n, &alone);
+        EXPECT_EQ(many_bf16[j], alone) << "bf16 k=" << k << " num_x=" << num_x << " " << j;
       }
     }
   }

@@ -77,14 +77,14 @@ namespace {
 template <int NX>
 void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   __m256 acc[2][NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
   auto block_into = [&](int64_t b, __m256* a) __attribute__((always_inline)) {
     const uint8_t* block = w + b * 34;
     const float dw = LoadF16(block);
     const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
     const __m256i abs_w = _mm256_sign_epi8(qw, qw);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       // |w| * (x with w's sign) == w * x, in the unsigned-by-signed form maddubs takes.
       const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
@@ -97,27 +97,27 @@ void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
     block_into(b + 1, acc[1]);
   }
   if (b < num_blocks) block_into(b, acc[0]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j]));
 }
 
 template <int NX>
 void DotQ4_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   __m256 acc[NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* block = w + b * 18;
     const float dw = LoadF16(block);
     const __m256i qw = _mm256_sub_epi8(UnpackNibbles(block + 2), _mm256_set1_epi8(8));
     const __m256i abs_w = _mm256_sign_epi8(qw, qw);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
       acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]);
 }
 
@@ -125,7 +125,7 @@ template <int NX>
 void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   __m256 acc[2][NX];
   float offsets[2][NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) {
     acc[0][j] = acc[1][j] = _mm256_setzero_ps();
     offsets[0][j] = offsets[1][j] = 0.0f;
@@ -135,7 +135,7 @@ void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
     const float dw = LoadF16(block);
     const float mw = LoadF16(block + 2);
     const __m256i qw = UnpackNibbles(block + 4);  // 0..15, already unsigned
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       const __m256 p = MulSumU8I8(qw, LoadQ(x[j][b]));
       a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
@@ -148,7 +148,7 @@ void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
     block_into(b + 1, acc[1], offsets[1]);
   }
   if (b < num_blocks) block_into(b, acc[0], offsets[0]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) {
     out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
   }
@@ -235,7 +235,7 @@ void DotQ5N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float
   constexpr int kBlockBytes = kWithMin ? 24 : 22;
   __m256 acc[2][NX];
   float offsets[2][NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) {
     acc[0][j] = acc[1][j] = _mm256_setzero_ps();
     offsets[0][j] = offsets[1][j] = 0.0f;
@@ -244,7 +244,7 @@ void DotQ5N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float
     const uint8_t* block = w + b * kBlockBytes;
     const float dw = LoadF16(block);
     const __m256i levels = Q5Levels<kWithMin>(block);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       const __m256 p = Q5Products<kWithMin>(levels, LoadQ(x[j][b]));
       a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
@@ -257,7 +257,7 @@ void DotQ5N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float
     block_into(b + 1, acc[1], offsets[1]);
   }
   if (b < num_blocks) block_into(b, acc[0], offsets[0]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) {
     out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
   }
@@ -325,34 +325,30 @@ void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* o
 
 }  // namespace
 
-#define TP_DISPATCH_NX(FN, w, x, num_x, len, out) \
-  switch (num_x) {                                \
-    case 1: FN<1>(w, x, len, out); break;         \
-    case 2: FN<2>(w, x, len, out); break;         \
-    case 3: FN<3>(w, x, len, out); break;         \
-    default: FN<4>(w, x, len, out); break;        \
-  }
+// One activation row takes the decode twin where there is one (the same floats, see above).
+#define TP_DOT_ROWS(FN)                                                            \
+  DispatchRows(num_x, [&](auto nx) { FN<decltype(nx)::value>(w, x, nb, out); })
 
 void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   if (num_x == 1) return DotQ8_0One(w, x[0], nb, out);
-  TP_DISPATCH_NX(DotQ8_0N, w, x, num_x, nb, out);
+  TP_DOT_ROWS(DotQ8_0N);
 }
 void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  TP_DISPATCH_NX(DotQ4_0N, w, x, num_x, nb, out);
+  TP_DOT_ROWS(DotQ4_0N);
 }
 void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   if (num_x == 1) return DotQ4_1One(w, x[0], nb, out);
-  TP_DISPATCH_NX(DotQ4_1N, w, x, num_x, nb, out);
+  TP_DOT_ROWS(DotQ4_1N);
 }
 void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   if (num_x == 1) return DotQ5One<false>(w, x[0], nb, out);
-  TP_DISPATCH_NX(DotQ5_0N, w, x, num_x, nb, out);
+  TP_DOT_ROWS(DotQ5_0N);
 }
 void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   if (num_x == 1) return DotQ5One<true>(w, x[0], nb, out);
-  TP_DISPATCH_NX(DotQ5_1N, w, x, num_x, nb, out);
+  TP_DOT_ROWS(DotQ5_1N);
 }
-#undef TP_DISPATCH_NX
+#undef TP_DOT_ROWS
 
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
   DotRow<F32Lanes>(w, x, num_x, n, out);

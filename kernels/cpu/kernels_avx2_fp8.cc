@@ -49,13 +49,13 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
   // batch); two groups for NX 1 alone summed in another order.
   constexpr int kGroups = 1;
   __m256 total[NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) total[j] = _mm256_setzero_ps();
   for (int64_t t0 = 0, t = 0; t0 < n; t0 += tile_cols, ++t) {
     const int64_t len = std::min(tile_cols, n - t0);
     const uint8_t* codes = w + t0;
     __m256 acc[NX][2 * kGroups];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       for (int a = 0; a < 2 * kGroups; ++a) acc[j][a] = _mm256_setzero_ps();
     }
@@ -65,7 +65,7 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
       for (int g = 0; g < kGroups; ++g) {
         __m256 lo, hi;
         DecodeFp8x16(codes + i + 16 * g, &lo, &hi);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int j = 0; j < NX; ++j) {
           const float* xj = x[j] + t0 + i + 16 * g;
           acc[j][2 * g] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xj), acc[j][2 * g]);
@@ -76,7 +76,7 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
     for (; i + 16 <= len; i += 16) {
       __m256 lo, hi;
       DecodeFp8x16(codes + i, &lo, &hi);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         const float* xj = x[j] + t0 + i;
         acc[j][0] = _mm256_fmadd_ps(lo, _mm256_loadu_ps(xj), acc[j][0]);
@@ -88,7 +88,7 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
       std::memcpy(tail_codes, codes + i, len - i);
       __m256 lo, hi;
       DecodeFp8x16(tail_codes, &lo, &hi);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
         alignas(32) float tail_x[16] = {};
         std::memcpy(tail_x, x[j] + t0 + i, (len - i) * sizeof(float));
@@ -97,7 +97,7 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
       }
     }
     const __m256 scale = _mm256_set1_ps(scales[t] * kDecodeScale);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < NX; ++j) {
       __m256 tile_sum = _mm256_add_ps(acc[j][0], acc[j][1]);
       if constexpr (kGroups == 2) {
@@ -106,7 +106,7 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
       total[j] = _mm256_fmadd_ps(scale, tile_sum, total[j]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(total[j]);
 }
 
@@ -114,12 +114,9 @@ void DotFp8N(const uint8_t* w, const float* scales, int64_t tile_cols, const flo
 
 void DotFp8(const uint8_t* w, const float* scales, int64_t tile_cols, const float* const* x,
             int num_x, int64_t n, float* out) {
-  switch (num_x) {
-    case 1: DotFp8N<1>(w, scales, tile_cols, x, n, out); break;
-    case 2: DotFp8N<2>(w, scales, tile_cols, x, n, out); break;
-    case 3: DotFp8N<3>(w, scales, tile_cols, x, n, out); break;
-    default: DotFp8N<4>(w, scales, tile_cols, x, n, out); break;
-  }
+  DispatchRows(num_x, [&](auto nx) {
+    DotFp8N<decltype(nx)::value>(w, scales, tile_cols, x, n, out);
+  });
 }
 
 }  // namespace tpserve::avx2_internal

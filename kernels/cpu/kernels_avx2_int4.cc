@@ -77,7 +77,7 @@ void DotInt4N(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
               int64_t group_size, const Q8Block* const* x, int64_t num_chunks, float* out) {
   const GroupLanes lanes(group_size);
   __m256 acc[NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 8 <= num_chunks; b += 8) {
@@ -86,7 +86,7 @@ void DotInt4N(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
     for (int i = 0; i < 8; ++i) levels[i] = UnpackNibbles(w + (b + i) * (kChunk / 2));
     const __m256 scale = lanes.Load(scales, b);
     const __m256 zero = lanes.Load(zeros, b);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const Q8Block* xb = x[r] + b;
       const __m256i lo = HalfSums(
@@ -106,14 +106,14 @@ void DotInt4N(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
     const __m256i levels = UnpackNibbles(w + b * (kChunk / 2));
     const int64_t g = b / (group_size / kChunk);
     const float scale = _cvtsh_ss(scales[g]), zero = _cvtsh_ss(zeros[g]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const Q8Block& xb = x[r][b];
       const int32_t isum = HorizontalSumI32(DotU8I8(levels, LoadQ(xb)));
       tail[r] += (scale * xb.d) * (static_cast<float>(isum) - zero * static_cast<float>(xb.sum));
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) out[r] = HorizontalSum(acc[r]) + tail[r];
 }
 
@@ -122,12 +122,9 @@ void DotInt4N(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
 void DotInt4(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
              int64_t group_size, const Q8Block* const* x, int num_x, int64_t num_chunks,
              float* out) {
-  switch (num_x) {
-    case 1: DotInt4N<1>(w, scales, zeros, group_size, x, num_chunks, out); break;
-    case 2: DotInt4N<2>(w, scales, zeros, group_size, x, num_chunks, out); break;
-    case 3: DotInt4N<3>(w, scales, zeros, group_size, x, num_chunks, out); break;
-    default: DotInt4N<4>(w, scales, zeros, group_size, x, num_chunks, out); break;
-  }
+  DispatchRows(num_x, [&](auto nx) {
+    DotInt4N<decltype(nx)::value>(w, scales, zeros, group_size, x, num_chunks, out);
+  });
 }
 
 }  // namespace tpserve::avx2_internal

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -105,67 +106,100 @@ struct BF16Lanes {
   }
 };
 
-// NX f32 vectors against one row: the row is loaded once per 8 elements for all of them.
-// Each vector is summed exactly as DotRowOne sums one (four accumulators over 32-element
-// strides, then one), so a row's result does not depend on how many rows share the call:
-// batch invariance.
-template <typename L, int NX>
-void DotRowN(const typename L::Elem* w, const float* const* x, int64_t n, float* out) {
-  __m256 acc[4][NX];
-#pragma GCC unroll 4
-  for (int j = 0; j < NX; ++j) acc[0][j] = acc[1][j] = acc[2][j] = acc[3][j] = _mm256_setzero_ps();
+// Calls fn(std::integral_constant<int, N>{}) with N = num_x (1..kMaxDotRows): the kernels
+// below are templates over the number of activation rows, so their accumulators are registers.
+template <class Fn>
+__attribute__((always_inline)) inline void DispatchRows(int num_x, Fn&& fn) {
+  static_assert(kMaxDotRows == 8, "DispatchRows lists 1..8");
+  switch (num_x) {
+    case 1: fn(std::integral_constant<int, 1>{}); break;
+    case 2: fn(std::integral_constant<int, 2>{}); break;
+    case 3: fn(std::integral_constant<int, 3>{}); break;
+    case 4: fn(std::integral_constant<int, 4>{}); break;
+    case 5: fn(std::integral_constant<int, 5>{}); break;
+    case 6: fn(std::integral_constant<int, 6>{}); break;
+    case 7: fn(std::integral_constant<int, 7>{}); break;
+    default: fn(std::integral_constant<int, 8>{}); break;
+  }
+}
+
+// A row's dot product is four FMA chains over 32-element strides (chain u sums elements
+// [i + 8u, i + 8u + 8) for i = 0, 32, ...; chain 0 then takes the remaining whole vectors),
+// then HorizontalSum((c0 + c1) + (c2 + c3)), then the last n % 8 elements in order. Every
+// kernel below sums exactly so, whatever number of activation rows share the call: a row's
+// result does not depend on the rows beside it (batch invariance).
+//
+// DotChains runs chains [U0, U0 + U) of NX rows at once: NX * U accumulators in registers, and
+// one widened weight vector per 8 elements for all NX rows. Passes of fewer chains let more
+// rows share a weight load without spilling (16 ymm registers); the weight row, read once
+// from memory by the first pass, is in L1 for the others.
+template <typename L, int NX, int U0, int U>
+__attribute__((always_inline)) inline void DotChains(const typename L::Elem* w,
+                                                     const float* const* x, int64_t n,
+                                                     __m256 (*chains)[NX]) {
+  __m256 acc[U][NX];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) acc[u][j] = _mm256_setzero_ps();
+  }
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    for (int u = 0; u < 4; ++u) {
-      const __m256 wv = L::Load8(w + i + 8 * u);
 #pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      const __m256 wv = L::Load8(w + i + 8 * (U0 + u));
+#pragma GCC unroll 8
       for (int j = 0; j < NX; ++j) {
-        acc[u][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i + 8 * u), acc[u][j]);
+        acc[u][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i + 8 * (U0 + u)), acc[u][j]);
       }
     }
   }
-  for (; i + 8 <= n; i += 8) {
-    const __m256 wv = L::Load8(w + i);
-#pragma GCC unroll 4
-    for (int j = 0; j < NX; ++j) acc[0][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[0][j]);
+  if constexpr (U0 == 0) {
+    for (; i + 8 <= n; i += 8) {
+      const __m256 wv = L::Load8(w + i);
+#pragma GCC unroll 8
+      for (int j = 0; j < NX; ++j) {
+        acc[0][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[j] + i), acc[0][j]);
+      }
+    }
   }
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) chains[U0 + u][j] = acc[u][j];
+  }
+}
+
+// NX activation rows against one weight row, in passes of U chains (U = 4: one pass).
+template <typename L, int NX, int U>
+void DotRowN(const typename L::Elem* w, const float* const* x, int64_t n, float* out) {
+  static_assert(4 % U == 0);
+  __m256 chains[4][NX];
+  DotChains<L, NX, 0, U>(w, x, n, chains);
+  if constexpr (U <= 2) DotChains<L, NX, U, U>(w, x, n, chains);
+  if constexpr (U == 1) {
+    DotChains<L, NX, 2, 1>(w, x, n, chains);
+    DotChains<L, NX, 3, 1>(w, x, n, chains);
+  }
+  const int64_t tail = n - n % 8;
+#pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) {
-    float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0][j], acc[1][j]),
-                                            _mm256_add_ps(acc[2][j], acc[3][j])));
-    for (int64_t t = i; t < n; ++t) sum += L::Load1(w[t]) * x[j][t];
+    float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(chains[0][j], chains[1][j]),
+                                            _mm256_add_ps(chains[2][j], chains[3][j])));
+    for (int64_t t = tail; t < n; ++t) sum += L::Load1(w[t]) * x[j][t];
     out[j] = sum;
   }
 }
 
-// One vector against one row: four independent accumulators hide the FMA latency.
-template <typename L>
-void DotRowOne(const typename L::Elem* w, const float* x, int64_t n, float* out) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int u = 0; u < 4; ++u) {
-      acc[u] = _mm256_fmadd_ps(L::Load8(w + i + 8 * u), _mm256_loadu_ps(x + i + 8 * u), acc[u]);
-    }
-  }
-  for (; i + 8 <= n; i += 8) {
-    acc[0] = _mm256_fmadd_ps(L::Load8(w + i), _mm256_loadu_ps(x + i), acc[0]);
-  }
-  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
-                                          _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) sum += L::Load1(w[i]) * x[i];
-  *out = sum;
-}
-
-// out[j] = dot(w, x[j]) for j < num_x (at most kMaxDotRows): the dot_f32/f16/bf16 kernels.
+// out[j] = dot(w, x[j]) for j < num_x (1..kMaxDotRows): the dot_f32/f16/bf16 kernels. At most
+// 12 accumulators: one pass for 1-3 rows, two for 4-6, four for 7-8.
 template <typename L>
 void DotRow(const typename L::Elem* w, const float* const* x, int num_x, int64_t n, float* out) {
-  switch (num_x) {
-    case 1: DotRowOne<L>(w, x[0], n, out); break;
-    case 2: DotRowN<L, 2>(w, x, n, out); break;
-    case 3: DotRowN<L, 3>(w, x, n, out); break;
-    default: DotRowN<L, 4>(w, x, n, out); break;
-  }
+  DispatchRows(num_x, [&](auto nx) {
+    constexpr int NX = decltype(nx)::value;
+    constexpr int U = NX <= 3 ? 4 : NX <= 6 ? 2 : 1;
+    DotRowN<L, NX, U>(w, x, n, out);
+  });
 }
 
 // Lane j of the result = HorizontalSum(a[j]), summed in the same order (so bitwise equal):

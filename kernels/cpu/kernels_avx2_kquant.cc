@@ -55,7 +55,7 @@ template <int NX, bool kFiveBit>
 void DotScaleMinKN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   constexpr int kBlockBytes = kFiveBit ? kQ5_KBlockBytes : kQ4_KBlockBytes;
   __m256 acc[NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* block = w + b * kBlockBytes;
@@ -67,7 +67,7 @@ void DotScaleMinKN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks
     const __m256i mins32 = LoadU8x8AsI32(mins);
     __m256i levels[8];
     UnpackScaleMinLevels<kFiveBit>(block, levels);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const Q8Block* xb = x[r] + 8 * b;
       const __m256i lo = HalfSums(
@@ -83,7 +83,7 @@ void DotScaleMinKN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks
       acc[r] = _mm256_fmadd_ps(BlockScales(xb), per_block, acc[r]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) out[r] = HorizontalSum(acc[r]);
 }
 
@@ -122,7 +122,7 @@ __m256i SignedDot(__m256i v, __m256i abs_v, __m256i qx) {
 template <int NX>
 void DotQ6_KN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   __m256 acc[NX];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* block = w + b * kQ6_KBlockBytes;
@@ -137,7 +137,7 @@ void DotQ6_KN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
     __m256i values[8], abs_values[8];
     UnpackQ6KValues(block, values);
     for (int j = 0; j < 8; ++j) abs_values[j] = _mm256_sign_epi8(values[j], values[j]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < NX; ++r) {
       const Q8Block* xb = x[r] + 8 * b;
       __m256i dots[8];
@@ -151,18 +151,13 @@ void DotQ6_KN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
       acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, BlockScales(xb)), block_dots, acc[r]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < NX; ++r) out[r] = HorizontalSum(acc[r]);
 }
 
 template <bool kFiveBit>
 void DotScaleMinK(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  switch (num_x) {
-    case 1: return DotScaleMinKN<1, kFiveBit>(w, x, nb, out);
-    case 2: return DotScaleMinKN<2, kFiveBit>(w, x, nb, out);
-    case 3: return DotScaleMinKN<3, kFiveBit>(w, x, nb, out);
-    default: return DotScaleMinKN<4, kFiveBit>(w, x, nb, out);
-  }
+  DispatchRows(num_x, [&](auto nx) { DotScaleMinKN<decltype(nx)::value, kFiveBit>(w, x, nb, out); });
 }
 
 }  // namespace
@@ -176,12 +171,7 @@ void DotQ5_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
 }
 
 void DotQ6_K(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  switch (num_x) {
-    case 1: return DotQ6_KN<1>(w, x, nb, out);
-    case 2: return DotQ6_KN<2>(w, x, nb, out);
-    case 3: return DotQ6_KN<3>(w, x, nb, out);
-    default: return DotQ6_KN<4>(w, x, nb, out);
-  }
+  DispatchRows(num_x, [&](auto nx) { DotQ6_KN<decltype(nx)::value>(w, x, nb, out); });
 }
 
 }  // namespace tpserve::avx2_internal
