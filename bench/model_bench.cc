@@ -3,6 +3,7 @@
 // bench/run_bench.sh, which also runs llama.cpp on the same file and settings).
 //
 //   bazel run //bench:model_bench -- --threads=1,2 --prompt_tokens=512 --decode_tokens=64
+//   bazel run -c opt //bench:model_bench -- --threads=2 --weights=bf16 --step_tokens=1,2,4,5,8,16
 //
 // The prompt is a fixed pseudo-random id sequence (the same formula as llama_cpp_bench.py),
 // decode feeds back the greedy token. Each figure is the best of --repeats runs. Beside the
@@ -49,6 +50,11 @@ ABSL_FLAG(std::string, kv_dtype, "f16", "KV cache dtype: f32, f16, bf16 or fp8 (
 ABSL_FLAG(int64_t, stream_mib, 1024, "buffer of the DRAM streaming-read ceiling (0: skip)");
 ABSL_FLAG(std::string, batches, "", "comma-separated batch sizes for aggregate decode (e.g. 8,16)");
 ABSL_FLAG(int64_t, batch_context, 256, "cached positions of each sequence in the batched decode");
+ABSL_FLAG(std::string, step_tokens, "",
+          "comma-separated new-token counts m (e.g. 1,2,4,5,8,16): the median wall time of a step "
+          "of m new tokens of one sequence, each with its logits (a verification step), after "
+          "the prompt, and its cost against m = 1");
+ABSL_FLAG(int, step_rounds, 15, "timed rounds of --step_tokens (each round times every m once)");
 ABSL_FLAG(bool, profile, false,
           "also time every backend op and print where a decode step's time goes");
 
@@ -180,6 +186,65 @@ absl::StatusOr<Figures> RunOnce(LlamaModel& model, CpuBackend& backend, DType kv
                  Seconds(t1, t2),                          backend.profile()};
 }
 
+// Steps of m new tokens of one sequence after `prompt`, every row with its logits, as a step
+// that verifies m - 1 drafts: the median of `rounds` timings per m, rounds interleaving the m
+// values so that a slow spell of the machine reaches all of them. Each step overwrites the same
+// KV slots, so every m sees the same context.
+absl::Status PrintStepCosts(LlamaModel& model, CpuBackend& backend, DType kv_dtype, const std::vector<int32_t>& prompt,
+                            const std::vector<int64_t>& ms, int rounds, int threads) {
+  const int64_t max_m = *std::max_element(ms.begin(), ms.end());
+  const int64_t total = static_cast<int64_t>(prompt.size()) + max_m;
+  const int64_t block = 16;
+  TP_ASSIGN_OR_RETURN(auto cache, KvCache::Create(model.KvShape((total + block - 1) / block,
+                                                                block, kv_dtype),
+                                                  backend));
+  std::vector<int32_t> table((total + block - 1) / block);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  std::vector<float> logits(max_m * model.config().vocab_size);
+  StepBatch prefill;
+  prefill.Add(/*seq_id=*/0, 0, prompt, table);
+  TP_RETURN_IF_ERROR(model.Forward(prefill, cache.get(), logits.data()));
+  std::vector<std::vector<double>> seconds(ms.size());
+  std::vector<CpuOpProfile> profiles(ms.size());  // with --profile: each m's timed steps
+  for (int r = -2; r < rounds; ++r) {  // two untimed rounds first
+    for (size_t i = 0; i < ms.size(); ++i) {
+      std::vector<int32_t> tokens(ms[i]);
+      for (int64_t t = 0; t < ms[i]; ++t) tokens[t] = prompt[t % prompt.size()];
+      StepBatch step;
+      step.Add(/*seq_id=*/0, static_cast<int64_t>(prompt.size()), tokens, table,
+               /*num_logits=*/ms[i]);
+      backend.ResetProfile();
+      const Clock::time_point t0 = Clock::now();
+      TP_RETURN_IF_ERROR(model.Forward(step, cache.get(), logits.data()));
+      if (r < 0) continue;
+      seconds[i].push_back(Seconds(t0, Clock::now()));
+      for (int op = 0; op < CpuOpProfile::kNumOps; ++op) {
+        profiles[i].seconds[op] += backend.profile().seconds[op];
+        profiles[i].calls[op] += backend.profile().calls[op];
+      }
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double one = median(seconds[std::find(ms.begin(), ms.end(), 1) - ms.begin()]);
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const double t = median(seconds[i]);
+    std::printf("  step threads=%d context=%zu m=%lld: %.2f ms median of %d, x_m1 %.2f\n",
+                threads, prompt.size(), static_cast<long long>(ms[i]), 1e3 * t, rounds,
+                t / one);
+    if (profiles[i].TotalSeconds() == 0) continue;
+    std::printf("   ");
+    for (int op = 0; op < CpuOpProfile::kNumOps; ++op) {
+      if (profiles[i].calls[op] == 0) continue;
+      std::printf(" %s %.3f", CpuOpProfile::Name(op), 1e3 * profiles[i].seconds[op] / rounds);
+    }
+    std::printf(" (ms per step, mean)\n");
+  }
+  return absl::OkStatus();
+}
+
 // Aggregate decode of `batch` sequences against one, each at `context` cached positions.
 absl::Status PrintBatchedDecode(const ModelSpec& config, const ModelFiles& files,
                                 const WeightFormats& formats, DType kv_dtype, int threads,
@@ -231,6 +296,25 @@ int Main() {
   for (int64_t i = 0; i < prompt_len; ++i) {
     prompt[i] = static_cast<int32_t>((i * 7919 + 13) % config->vocab_size);
   }
+  std::vector<int64_t> step_tokens;
+  for (absl::string_view m : absl::StrSplit(absl::GetFlag(FLAGS_step_tokens), ',',
+                                            absl::SkipEmpty())) {
+    int64_t tokens = 0;
+    if (!absl::SimpleAtoi(m, &tokens) || tokens < 1 || tokens > 4096) {
+      std::fprintf(stderr, "--step_tokens: entry '%s' is not a count in [1, 4096]\n",
+                   std::string(m).c_str());
+      return 1;
+    }
+    step_tokens.push_back(tokens);
+  }
+  if (!step_tokens.empty() &&
+      std::find(step_tokens.begin(), step_tokens.end(), 1) == step_tokens.end()) {
+    step_tokens.insert(step_tokens.begin(), 1);  // the ratios' denominator
+  }
+  if (absl::GetFlag(FLAGS_step_rounds) < 1) {
+    std::fprintf(stderr, "--step_rounds: %d is below 1\n", absl::GetFlag(FLAGS_step_rounds));
+    return 1;
+  }
   for (absl::string_view t : absl::StrSplit(absl::GetFlag(FLAGS_threads), ',')) {
     int threads = 0;
     if (!absl::SimpleAtoi(t, &threads) || threads < 1) {
@@ -242,6 +326,7 @@ int Main() {
     SingleRankCommunicator comm;
     LlamaLoadOptions load;
     load.max_step_tokens = std::max<int64_t>(prompt_len, 1);
+    for (int64_t m : step_tokens) load.max_step_tokens = std::max(load.max_step_tokens, m);
     load.formats = *formats;
     load.scheme = files->scheme;
     auto model = LlamaModel::Load(*config, *files->weights, {0, 1}, &backend, &comm, load);
@@ -275,6 +360,14 @@ int Main() {
                 best.decode_tokens_per_s, best.prefill_cpu_ms_per_token,
                 best.decode_cpu_ms_per_token);
     if (absl::GetFlag(FLAGS_profile)) PrintProfile(best, absl::GetFlag(FLAGS_decode_tokens));
+    if (!step_tokens.empty()) {
+      if (absl::Status s = PrintStepCosts(**model, backend, *kv_dtype, prompt, step_tokens,
+                                          absl::GetFlag(FLAGS_step_rounds), threads);
+          !s.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+    }
     const int64_t stream_bytes = absl::GetFlag(FLAGS_stream_mib) << 20;
     if (stream_bytes > 0) {
       // Mean context of the decode run: the prompt plus half the decoded tokens.
