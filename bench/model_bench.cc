@@ -20,8 +20,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -154,22 +156,35 @@ void PrintProfile(const Figures& f, int64_t tokens) {
   std::printf(" | outside ops %.3f ms\n", per_token_ms - 1e3 * p.TotalSeconds() / tokens);
 }
 
+// A KV cache for one sequence of `tokens` positions, in blocks of 16, and its block table.
+struct OneSequence {
+  std::unique_ptr<KvCache> cache;
+  std::vector<int32_t> table;
+};
+absl::StatusOr<OneSequence> OneSequenceCache(LlamaModel& model, Backend& backend,
+                                             DType kv_dtype, int64_t tokens) {
+  const int64_t block = 16;
+  const int64_t blocks = (tokens + block - 1) / block;
+  TP_ASSIGN_OR_RETURN(auto cache,
+                      KvCache::Create(model.KvShape(blocks, block, kv_dtype), backend));
+  OneSequence seq{std::move(cache), std::vector<int32_t>(blocks)};
+  for (int64_t i = 0; i < blocks; ++i) seq.table[i] = static_cast<int32_t>(i);
+  return seq;
+}
+
 absl::StatusOr<Figures> RunOnce(LlamaModel& model, CpuBackend& backend, DType kv_dtype,
                                 const std::vector<int32_t>& prompt, int64_t decode_tokens) {
   const int64_t total = static_cast<int64_t>(prompt.size()) + decode_tokens;
-  const int64_t block = 16;
-  auto cache = KvCache::Create(model.KvShape((total + block - 1) / block, block, kv_dtype),
-                               backend);
-  if (!cache.ok()) return cache.status();
-  std::vector<int32_t> table((total + block - 1) / block);
-  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  TP_ASSIGN_OR_RETURN(OneSequence seq, OneSequenceCache(model, backend, kv_dtype, total));
+  auto& cache = seq.cache;
+  const std::vector<int32_t>& table = seq.table;
   std::vector<float> logits(model.config().vocab_size);
 
   const Clock::time_point t0 = Clock::now();
   const double cpu0 = ProcessCpuSeconds();
   StepBatch prefill;
   prefill.Add(/*seq_id=*/0, 0, prompt, table);
-  if (absl::Status s = model.Forward(prefill, cache->get(), logits.data()); !s.ok()) return s;
+  if (absl::Status s = model.Forward(prefill, cache.get(), logits.data()); !s.ok()) return s;
   backend.ResetProfile();
   const Clock::time_point t1 = Clock::now();
   const double cpu1 = ProcessCpuSeconds();
@@ -177,7 +192,7 @@ absl::StatusOr<Figures> RunOnce(LlamaModel& model, CpuBackend& backend, DType kv
     StepBatch step;
     step.Add(/*seq_id=*/0, static_cast<int64_t>(prompt.size()) + i,
              std::vector<int32_t>{ArgMax(logits)}, table);
-    if (absl::Status s = model.Forward(step, cache->get(), logits.data()); !s.ok()) return s;
+    if (absl::Status s = model.Forward(step, cache.get(), logits.data()); !s.ok()) return s;
   }
   const Clock::time_point t2 = Clock::now();
   const double cpu2 = ProcessCpuSeconds();
@@ -190,16 +205,15 @@ absl::StatusOr<Figures> RunOnce(LlamaModel& model, CpuBackend& backend, DType kv
 // that verifies m - 1 drafts: the median of `rounds` timings per m, rounds interleaving the m
 // values so that a slow spell of the machine reaches all of them. Each step overwrites the same
 // KV slots, so every m sees the same context.
-absl::Status PrintStepCosts(LlamaModel& model, CpuBackend& backend, DType kv_dtype, const std::vector<int32_t>& prompt,
-                            const std::vector<int64_t>& ms, int rounds, int threads) {
+absl::Status PrintStepCosts(LlamaModel& model, CpuBackend& backend, DType kv_dtype,
+                            const std::vector<int32_t>& prompt, const std::vector<int64_t>& ms,
+                            int rounds, int threads) {
   const int64_t max_m = *std::max_element(ms.begin(), ms.end());
-  const int64_t total = static_cast<int64_t>(prompt.size()) + max_m;
-  const int64_t block = 16;
-  TP_ASSIGN_OR_RETURN(auto cache, KvCache::Create(model.KvShape((total + block - 1) / block,
-                                                                block, kv_dtype),
-                                                  backend));
-  std::vector<int32_t> table((total + block - 1) / block);
-  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  TP_ASSIGN_OR_RETURN(OneSequence seq,
+                      OneSequenceCache(model, backend, kv_dtype,
+                                       static_cast<int64_t>(prompt.size()) + max_m));
+  auto& cache = seq.cache;
+  const std::vector<int32_t>& table = seq.table;
   std::vector<float> logits(max_m * model.config().vocab_size);
   StepBatch prefill;
   prefill.Add(/*seq_id=*/0, 0, prompt, table);

@@ -268,14 +268,12 @@ void CpuMatMul::RunTile(const float* x, const WeightMatrix& w, int64_t chunk, in
                                : kc * int64_t{sizeof(float)};
   int64_t group = m1 - m0;
   int64_t sub_rows = n1 - n0;
-  if (group <= 2 * kMaxDotRows) {
-    group = std::clamp<int64_t>(kGroupActivationBytes / activation_row_bytes, 1, kMaxDotRows);
-    if (group < m1 - m0) {
-      const int64_t chunk_row_bytes = std::max<int64_t>(1, w.row_bytes * kc / w.cols);
-      sub_rows = std::max<int64_t>(1, kSubTileWeightBytes / chunk_row_bytes);
-    } else {
-      group = m1 - m0;
-    }
+  const int64_t fits_l1 =
+      std::clamp<int64_t>(kGroupActivationBytes / activation_row_bytes, 1, kMaxDotRows);
+  if (group <= 2 * kMaxDotRows && fits_l1 < group) {
+    group = fits_l1;
+    const int64_t chunk_row_bytes = std::max<int64_t>(1, w.row_bytes * kc / w.cols);
+    sub_rows = std::max<int64_t>(1, kSubTileWeightBytes / chunk_row_bytes);
   }
   for (int64_t s0 = n0; s0 < n1; s0 += sub_rows) {
     const int64_t s1 = std::min(n1, s0 + sub_rows);
