@@ -67,7 +67,7 @@ absl::StatusOr<std::unique_ptr<Scored>> Load(const std::string& name, const Mode
   s->backend = std::make_unique<CpuBackend>(CpuBackendOptions{absl::GetFlag(FLAGS_threads)});
   s->comm = std::make_unique<SingleRankCommunicator>();
   LlamaLoadOptions load;
-  load.max_step_tokens = window;
+  load.max_tokens_per_step = window;
   TP_ASSIGN_OR_RETURN(load.formats,
                       ResolveWeightFormats(files.stored_formats, weights, files.config, 1));
   load.scheme = files.scheme;

@@ -175,7 +175,7 @@ Json RunFormat(const BenchContext& ctx, const std::string& preset) {
   SingleRankCommunicator comm;
   LlamaLoadOptions load;
   load.formats = *formats;
-  load.max_step_tokens = TimingMaxStepTokens(ctx.timing);
+  load.max_tokens_per_step = TimingMaxStepTokens(ctx.timing);
   load.max_logit_rows = TimingMaxLogitRows(ctx.timing);
   absl::StatusOr<std::unique_ptr<LlamaModel>> model =
       LlamaModel::Load(ctx.config, *ctx.source, {0, 1}, ctx.backend, &comm, load);

@@ -197,7 +197,7 @@ absl::Status RunGenerate() {
   RankLoad load;
   load.num_kv_blocks = 1024;
   load.block_size_tokens = 16;
-  load.max_step_tokens = 2048;
+  load.max_tokens_per_step = 2048;
   load.model.max_logit_rows = streams;
   load.threads_per_rank = BenchThreads(0);
   TP_ASSIGN_OR_RETURN(std::unique_ptr<LocalExecutor> exec,

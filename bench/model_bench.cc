@@ -268,7 +268,7 @@ absl::Status PrintBatchedDecode(const ModelSpec& config, const ModelFiles& files
   TimingOptions t{.prefill_tokens = 16, .context_tokens = context, .batch = batch,
                   .decode_steps = 16, .warmup = 1, .runs = 3};
   LlamaLoadOptions load;
-  load.max_step_tokens = TimingMaxStepTokens(t);
+  load.max_tokens_per_step = TimingMaxStepTokens(t);
   load.max_logit_rows = TimingMaxLogitRows(t);
   load.formats = formats;
   load.scheme = files.scheme;
@@ -339,8 +339,8 @@ int Main() {
         CpuBackendOptions{.num_threads = threads, .profile = absl::GetFlag(FLAGS_profile)});
     SingleRankCommunicator comm;
     LlamaLoadOptions load;
-    load.max_step_tokens = std::max<int64_t>(prompt_len, 1);
-    for (int64_t m : step_tokens) load.max_step_tokens = std::max(load.max_step_tokens, m);
+    load.max_tokens_per_step = std::max<int64_t>(prompt_len, 1);
+    for (int64_t m : step_tokens) load.max_tokens_per_step = std::max(load.max_tokens_per_step, m);
     load.formats = *formats;
     load.scheme = files->scheme;
     auto model = LlamaModel::Load(*config, *files->weights, {0, 1}, &backend, &comm, load);

@@ -64,7 +64,7 @@ absl::StatusOr<Run> Serve(const ModelBundle& bundle, Mode mode, const std::vecto
   load.threads_per_rank = threads;
   load.num_kv_blocks = num_blocks;
   load.block_size_tokens = kBlockTokens;
-  load.max_step_tokens = 512;
+  load.max_tokens_per_step = 512;
   load.model.max_logit_rows = n;
   TP_ASSIGN_OR_RETURN(std::unique_ptr<LocalExecutor> exec,
                       LocalExecutor::Create(bundle.files, load));

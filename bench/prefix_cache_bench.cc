@@ -48,7 +48,7 @@ absl::StatusOr<Pair> ServePair(const ModelBundle& bundle, bool caching,
   load.threads_per_rank = threads;
   load.num_kv_blocks = num_blocks;
   load.block_size_tokens = kBlockTokens;
-  load.max_step_tokens = 512;
+  load.max_tokens_per_step = 512;
   load.model.max_logit_rows = 1;
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec =
       LocalExecutor::Create(bundle.files, load);

@@ -106,7 +106,7 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> Executor(const ModelBundle& bundl
   load.threads_per_rank = threads;
   load.num_kv_blocks = blocks;
   load.block_size_tokens = kBlockTokens;
-  load.max_step_tokens = 512;
+  load.max_tokens_per_step = 512;
   load.model.max_logit_rows = static_cast<int32_t>(rows);
   load.model.weights = weights;  // "" = as stored; a preset quantizes on load
   return LocalExecutor::Create(bundle.files, load);

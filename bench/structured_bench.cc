@@ -108,7 +108,7 @@ absl::StatusOr<DecodeResult> ServeOnce(const ModelBundle& bundle, const Constrai
   RankLoad load;
   load.num_kv_blocks = 256;
   load.block_size_tokens = 16;
-  load.max_step_tokens = 1024;
+  load.max_tokens_per_step = 1024;
   load.model.max_logit_rows = streams;
   load.threads_per_rank = absl::GetFlag(FLAGS_threads) > 0
                                  ? absl::GetFlag(FLAGS_threads)

@@ -88,7 +88,7 @@ TEST(SyntheticWeights, LoadsAsFp8AndBf16AndTimesEveryStepWithFiniteLogits) {
     SingleRankCommunicator comm;
     LlamaLoadOptions load;
     load.formats = *WeightFormatsPreset(preset);
-    load.max_step_tokens = TimingMaxStepTokens(t);
+    load.max_tokens_per_step = TimingMaxStepTokens(t);
     load.max_logit_rows = TimingMaxLogitRows(t);
     auto model = LlamaModel::Load(c, *src, {0, 1}, &backend, &comm, load);
     ASSERT_TRUE(model.ok()) << model.status();
@@ -110,7 +110,7 @@ TEST(ModelTimings, RefusesACacheTooSmallForTheRuns) {
   auto src = SyntheticLlamaSource::Create(c, {});
   CpuBackend backend(CpuBackendOptions{.num_threads = 1});
   SingleRankCommunicator comm;
-  auto model = LlamaModel::Load(c, *src, {0, 1}, &backend, &comm, {.max_step_tokens = 64});
+  auto model = LlamaModel::Load(c, *src, {0, 1}, &backend, &comm, {.max_tokens_per_step = 64});
   ASSERT_TRUE(model.ok()) << model.status();
   auto cache = KvCache::Create((*model)->KvShape(4, 16, DType::kF32), backend);
   ASSERT_TRUE(cache.ok());

@@ -41,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "base/step_budget.h"
 #include "coordinator/block_manager.h"
 #include "step/step_batch.h"
 
@@ -48,7 +49,7 @@ namespace tpserve {
 
 struct SchedulerOptions {
   int32_t max_num_seqs = 64;            // sequences in one step
-  int32_t max_tokens_per_step = 512;    // new tokens (prefill chunks + decodes) in one step
+  int32_t max_tokens_per_step = kCpuMaxTokensPerStep;  // new tokens (prefill chunks + decodes)
   // Rows of logits one step may return (the executor's bound: its logits buffer is planned for
   // this many); 0 = max_num_seqs. Every sequence wants at most one row, except one that scores
   // its prompt (prompt logprobs), whose chunks are cut to the rows left.

@@ -280,7 +280,7 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   load.kv_dtype = request.kv_dtype;
   load.num_kv_blocks = plan.num_kv_blocks;
   load.block_size_tokens = plan.block_size_tokens;
-  load.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
+  load.max_tokens_per_step = plan.engine.scheduler.max_tokens_per_step;
   load.max_context_tokens = static_cast<int32_t>(plan.engine.context_length);
   load.threads_per_rank =
       request.threads_per_rank > 0 ? request.threads_per_rank : plan.threads_per_rank;

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/step_budget.h"
 #include "checkpoint/model_files.h"
 #include "coordinator/engine.h"
 #include "formats/dtype.h"
@@ -29,7 +30,7 @@ struct ClusterRequest {
   int ranks = 1;
   int64_t context_tokens = 4096;   // capped at the model's window
   int max_seqs = 8;                // sequences served at once, each up to context_tokens
-  int64_t max_tokens_per_step = 512;
+  int64_t max_tokens_per_step = kCpuMaxTokensPerStep;  // launch: --max_tokens_per_step
   int64_t block_size_tokens = 16;
   // The host's memory budget for all ranks together; 0 = MemTotal of /proc/meminfo.
   int64_t host_memory_bytes = 0;

@@ -7,6 +7,8 @@
 # 2. `launch --gpus=8 --model=405b-fp8` on a machine without a CUDA driver plans for the
 #    product's H100 80GB (it assumed an H200) and says so in one line, not with the CUDA
 #    runtime's "driver version is insufficient for CUDA runtime version".
+# 3. Its step budget is vram's (base/step_budget.h): 2048 tokens per step on GPUs unless
+#    --max_tokens_per_step says otherwise, and a negative value is refused by name.
 # Args: LAUNCH WORKER CUDA_BUILD (1 or 0).
 set -euo pipefail
 launch=$1 worker=$2 cuda_build=$3
@@ -37,3 +39,15 @@ want="launch: $why"
 ! grep -qi 'insufficient\|runtime version' <<<"$out" ||
   fail "the CUDA runtime's version message leaked; output:\n$out"
 echo "ok: $(tail -n 1 <<<"$out")"
+
+grep -q '^ *step buffers *for 2048 tokens per step ' <<<"$out" ||
+  fail "the GPU plan is not for 2048 tokens per step; output:\n$out"
+out=$("$launch" --gpus=8 --model=405b-fp8 --max_tokens_per_step=1024 2>&1) || true
+grep -q '^ *step buffers *for 1024 tokens per step ' <<<"$out" ||
+  fail "--max_tokens_per_step=1024 is not the plan's budget; output:\n$out"
+rc=0
+out=$("$launch" --gpus=8 --model=405b-fp8 --max_tokens_per_step=-3 2>&1) || rc=$?
+want="launch: --max_tokens_per_step = -3 must be >= 1 (or 0: 2048 on GPUs)"
+[[ $rc == 2 && $(tail -n 1 <<<"$out") == "$want" ]] ||
+  fail "exit $rc, expected 2 and '$want'; output:\n$out"
+echo "ok: the step budget is 2048 on GPUs, --max_tokens_per_step overrides it, -3 is refused"

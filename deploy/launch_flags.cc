@@ -29,6 +29,9 @@ ABSL_FLAG(int, http_threads, 64,
 ABSL_FLAG(int, threads_per_rank, 0, "CPU threads per rank (default: cores / ranks)");
 ABSL_FLAG(int, context, 4096, "context window served, tokens (capped by the model's)");
 ABSL_FLAG(int, max_seqs, 8, "sequences batched per step");
+ABSL_FLAG(int64_t, max_tokens_per_step, 0,
+          "new tokens per step, summed over its sequences (prefill chunks, decodes, drafts); "
+          "0 = 2048 with --gpus, 512 on CPU ranks (base/step_budget.h), as //deploy:vram plans");
 ABSL_FLAG(std::string, comm, "auto",
           "collectives between CPU ranks: auto (shared memory when all ranks share a host, else "
           "Gloo over TCP), shm or gloo");
@@ -161,6 +164,7 @@ LaunchFlags ReadLaunchFlags() {
   f.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank);
   f.context = absl::GetFlag(FLAGS_context);
   f.max_seqs = absl::GetFlag(FLAGS_max_seqs);
+  f.max_tokens_per_step = absl::GetFlag(FLAGS_max_tokens_per_step);
   f.comm = absl::GetFlag(FLAGS_comm);
   f.deterministic_tp = absl::GetFlag(FLAGS_deterministic_tp);
   f.deterministic_tp_chunks = absl::GetFlag(FLAGS_deterministic_tp_chunks);

@@ -28,6 +28,7 @@ struct LaunchFlags {
   int threads_per_rank;
   int context;
   int max_seqs;
+  int64_t max_tokens_per_step;  // 0: DefaultMaxTokensPerStep(gpus > 0)
   std::string comm;
   bool deterministic_tp;
   int64_t deterministic_tp_chunks;

@@ -30,6 +30,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/step_budget.h"
 #include "coordinator/model_bundle.h"
 #include "coordinator/speculative/draft_model.h"
 #include "deploy/cluster_plan.h"
@@ -114,6 +115,18 @@ absl::StatusOr<DType> KvDtypeFlag(const LaunchFlags& flags, bool gpu) {
   return kv;
 }
 
+// --max_tokens_per_step, with 0 resolved for GPU or CPU ranks (base/step_budget.h).
+absl::StatusOr<int64_t> StepTokensFlag(const LaunchFlags& flags, bool gpu) {
+  if (flags.max_tokens_per_step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_tokens_per_step = ", flags.max_tokens_per_step,
+                     " must be >= 1 (or 0: ", DefaultMaxTokensPerStep(gpu), " on ",
+                     gpu ? "GPUs" : "CPU ranks", ")"));
+  }
+  return flags.max_tokens_per_step > 0 ? flags.max_tokens_per_step
+                                       : DefaultMaxTokensPerStep(gpu);
+}
+
 // What the ranks get that the plan does not size: their threads and the collective timeout.
 void RankFlags(const LaunchFlags& flags, ClusterRequest& want) {
   want.threads_per_rank = flags.threads_per_rank;
@@ -138,11 +151,14 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
   if (!bundle.ok()) return LaunchFail(std::string(bundle.status().message()));
   absl::StatusOr<DType> kv_dtype = KvDtypeFlag(flags, /*gpu=*/false);
   if (!kv_dtype.ok()) return LaunchFail(std::string(kv_dtype.status().message()), 2);
+  absl::StatusOr<int64_t> step_tokens = StepTokensFlag(flags, /*gpu=*/false);
+  if (!step_tokens.ok()) return LaunchFail(std::string(step_tokens.status().message()), 2);
 
   ClusterRequest want;
   want.ranks = ranks;
   want.context_tokens = flags.context;
   want.max_seqs = flags.max_seqs;
+  want.max_tokens_per_step = *step_tokens;
   want.weights = flags.weights;
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = flags.deterministic_tp;
@@ -174,6 +190,8 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   if (gpus > 64) return LaunchFail(absl::StrCat("--gpus = ", gpus, " must be in [1, 64]"), 2);
   absl::StatusOr<DType> kv_dtype = KvDtypeFlag(flags, /*gpu=*/true);
   if (!kv_dtype.ok()) return LaunchFail(std::string(kv_dtype.status().message()), 2);
+  absl::StatusOr<int64_t> step_tokens = StepTokensFlag(flags, /*gpu=*/true);
+  if (!step_tokens.ok()) return LaunchFail(std::string(step_tokens.status().message()), 2);
   // The model: a checkpoint path, or a shape preset such as "405b-fp8" (shape, then weights).
   const std::string model = flags.model;
   std::string checkpoint = flags.checkpoint;
@@ -209,6 +227,7 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   ClusterRequest want;
   want.context_tokens = flags.context;
   want.max_seqs = flags.max_seqs;
+  want.max_tokens_per_step = *step_tokens;
   want.kv_dtype = *kv_dtype;
   want.deterministic_tp = flags.deterministic_tp;
   want.deterministic_tp_chunks = flags.deterministic_tp_chunks;

@@ -73,7 +73,7 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
   ASSERT_TRUE(load.ok()) << load.status();
   EXPECT_EQ(load->world_size, tp);
   EXPECT_EQ(load->model.max_logit_rows, request.max_seqs);
-  EXPECT_EQ(load->max_step_tokens, request.max_tokens_per_step);
+  EXPECT_EQ(load->max_tokens_per_step, request.max_tokens_per_step);
   EXPECT_EQ(load->deterministic_tp, deterministic);
   EXPECT_EQ(load->model.assignments.size(), static_cast<size_t>(tp));
   absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(*files, *load);
@@ -281,7 +281,7 @@ RankLoad HandLoad(int tp, const std::string& weights, DType kv) {
   load.model.max_logit_rows = 4;
   load.num_kv_blocks = 32;
   load.kv_dtype = kv;
-  load.max_step_tokens = 32;
+  load.max_tokens_per_step = 32;
   return load;
 }
 

@@ -325,7 +325,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> StartServing(const LaunchSetup& setup,
   std::unique_ptr<Proposer> proposer;  // prompt lookup needs none: the engine makes it
   if (plan.memory.inputs.draft.has_value()) {
     DraftModelOptions draft;
-    draft.max_step_tokens = plan.engine.scheduler.max_tokens_per_step;
+    draft.max_tokens_per_step = plan.engine.scheduler.max_tokens_per_step;
     draft.max_logit_rows = plan.memory.inputs.draft->max_sequences_per_step;
     proposer = std::make_unique<DraftModelProposer>(remote->DraftExecutor(), draft);
   }

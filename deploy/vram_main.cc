@@ -47,7 +47,9 @@ ABSL_FLAG(std::string, gpu, "h100-80g",
           "rtx4090, or cpu-host (needs --host_bandwidth_gbs)");
 ABSL_FLAG(int64_t, context, 0, "max tokens per sequence, prompt + output (0: the model's)");
 ABSL_FLAG(int64_t, users, 1, "target concurrent sequences, each at --context tokens");
-ABSL_FLAG(int64_t, max_tokens_per_step, 2048, "tokens batched per step (chunked prefill)");
+ABSL_FLAG(int64_t, max_tokens_per_step, 0,
+          "tokens batched per step (chunked prefill); 0 = launch's default for the device: 2048 "
+          "on GPUs, 512 with --gpu=cpu-host");
 ABSL_FLAG(int64_t, max_seqs_per_step, 256, "sequences per step (rows of logits)");
 ABSL_FLAG(int64_t, block_size, 16, "KV cache block size in tokens");
 ABSL_FLAG(bool, deterministic_tp, false,

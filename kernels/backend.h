@@ -393,7 +393,7 @@ class Backend {
     int64_t head_dim = 0;
     DType kv_dtype = DType::kF16;
     int64_t block_size_tokens = 0;
-    int64_t max_step_tokens = 0;  // rows of one step
+    int64_t max_tokens_per_step = 0;  // rows of one step
     int64_t max_sequences = 0;    // sequences of one step (padding ones included)
     int64_t max_context = 0;      // keys one row attends to
   };

@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
       return CreateCudaBackend(options.device_ordinal,
                                CudaBackendOptions{.deterministic = options.deterministic,
                                                   .strict_kernels = options.strict_kernels,
-                                                  .max_step_tokens = options.max_step_tokens,
+                                                  .max_tokens_per_step = options.max_tokens_per_step,
                                                   .cuda_graphs = options.cuda_graphs});
 #else
       return absl::UnimplementedError(

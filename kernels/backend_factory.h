@@ -32,7 +32,7 @@ struct BackendOptions {
   bool strict_kernels = false;
   // CUDA: most rows of one step, the batch sizes each matrix's kernels are checked for at load
   // (0: kernels/cuda/matmul_plan_load.h's default). The CPU backend ignores it.
-  int64_t max_step_tokens = 0;
+  int64_t max_tokens_per_step = 0;
   // CUDA: whether the backend records and replays steps (CudaBackendOptions::cuda_graphs;
   // false: --enforce_eager). The CPU backend never records.
   bool cuda_graphs = true;

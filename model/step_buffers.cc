@@ -135,7 +135,7 @@ int64_t KvBytesPerToken(int64_t num_layers, const KvEntry& entry, DType kv_dtype
 
 Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       const ShardingPlan& plan,
-                                                      int64_t max_step_tokens,
+                                                      int64_t max_tokens_per_step,
                                                       int64_t max_sequences,
                                                       int64_t max_context_tokens, DType kv_dtype,
                                                       int64_t block_size_tokens) {
@@ -146,7 +146,7 @@ Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
   r.head_dim = entry.dim;
   r.kv_dtype = kv_dtype;
   r.block_size_tokens = block_size_tokens;
-  r.max_step_tokens = max_step_tokens;
+  r.max_tokens_per_step = max_tokens_per_step;
   r.max_sequences = max_sequences;
   r.max_context = max_context_tokens;
   return r;

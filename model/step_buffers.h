@@ -118,15 +118,15 @@ absl::Status CheckReductionChunks(const ModelSpec& config, const WeightFormats& 
                                   int64_t world_size, int64_t chunks);
 
 StepBufferSizes StepBuffersFor(const ModelSpec& config, const ShardingPlan& plan,
-                               int64_t max_step_tokens, int64_t max_logit_rows,
+                               int64_t max_tokens_per_step, int64_t max_logit_rows,
                                int64_t activation_bytes, int64_t reduction_chunks);
 
 // What one rank's attention is reserved for (Backend::ReserveAttention, at load) and what the
-// memory plan counts for it: this rank's heads, steps of at most `max_step_tokens` rows and
+// memory plan counts for it: this rank's heads, steps of at most `max_tokens_per_step` rows and
 // `max_sequences` sequences (the LM head's logit rows), keys up to the engine's context window.
 Backend::AttentionReservation AttentionReservationFor(const ModelSpec& config,
                                                       const ShardingPlan& plan,
-                                                      int64_t max_step_tokens,
+                                                      int64_t max_tokens_per_step,
                                                       int64_t max_sequences,
                                                       int64_t max_context_tokens, DType kv_dtype,
                                                       int64_t block_size_tokens);

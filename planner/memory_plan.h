@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/step_budget.h"
 #include "model/config.h"
 #include "planner/gpu_spec.h"
 #include "model/sharding.h"
@@ -58,7 +59,7 @@ struct PlanInputs {
   int pp = 1;                                       // pipeline stages
   GpuSpec device;
   int64_t max_context_tokens = 0;           // per sequence, prompt + output; <= the model's
-  int64_t max_tokens_per_step = 2048;       // chunked-prefill budget of one step
+  int64_t max_tokens_per_step = kGpuMaxTokensPerStep;  // chunked-prefill budget of one step
   int64_t max_sequences_per_step = 256;     // rows of logits; <= max_tokens_per_step
   int64_t target_concurrent_sequences = 1;  // each at max_context_tokens
   int64_t kv_block_size_tokens = 16;

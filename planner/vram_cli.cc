@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "base/step_budget.h"
 #include "checkpoint/model_files.h"
 #include "formats/ggml_type.h"
 #include "formats/gguf.h"
@@ -172,15 +173,22 @@ absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r, int64_t gpus) {
   return d;
 }
 
+// --max_tokens_per_step, or (0) what launch would run on the same device.
+int64_t StepTokens(const VramRequest& r) {
+  return r.max_tokens_per_step > 0 ? r.max_tokens_per_step
+                                   : DefaultMaxTokensPerStep(/*gpu=*/r.gpu != "cpu-host");
+}
+
 absl::Status CheckNumericFlags(const VramRequest& r) {
   if (r.users < 1) return FlagError("users", r.users, "must be >= 1");
   if (r.context < 0) return FlagError("context", r.context, "must be >= 0 (0: the model's)");
-  if (r.max_tokens_per_step < 1) {
-    return FlagError("max_tokens_per_step", r.max_tokens_per_step, "must be >= 1");
+  if (r.max_tokens_per_step < 0) {
+    return FlagError("max_tokens_per_step", r.max_tokens_per_step,
+                     "must be >= 1 (or 0: the engine's default for the device)");
   }
-  if (r.max_seqs_per_step < 1 || r.max_seqs_per_step > r.max_tokens_per_step) {
+  if (r.max_seqs_per_step < 1 || r.max_seqs_per_step > StepTokens(r)) {
     return FlagError("max_seqs_per_step", r.max_seqs_per_step,
-                     StrCat("must be in [1, --max_tokens_per_step=", r.max_tokens_per_step, "]"));
+                     StrCat("must be in [1, --max_tokens_per_step=", StepTokens(r), "]"));
   }
   if (r.block_size < 1) return FlagError("block_size", r.block_size, "must be >= 1");
   if (r.safety >= 1) return FlagError("safety", r.safety, "must be in [0, 1)");
@@ -323,7 +331,7 @@ absl::StatusOr<PlanInputs> PlanInputsFor(const VramRequest& r, const VramLayout&
     return FlagError("block_size", r.block_size,
                      StrCat("must be <= the context (", in.max_context_tokens, " tokens)"));
   }
-  in.max_tokens_per_step = r.max_tokens_per_step;
+  in.max_tokens_per_step = StepTokens(r);
   in.max_sequences_per_step = r.max_seqs_per_step;
   in.target_concurrent_sequences = r.users;
   in.kv_block_size_tokens = r.block_size;

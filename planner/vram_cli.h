@@ -46,7 +46,7 @@ struct VramRequest {
   std::string gpu = "h100-80g";  // preset or "cpu-host"
   int64_t context = 0;           // 0 = the model's max context
   int64_t users = 1;
-  int64_t max_tokens_per_step = 2048;
+  int64_t max_tokens_per_step = 0;  // 0: the engine's (base/step_budget.h) for the device
   int64_t max_seqs_per_step = 256;
   int64_t block_size = 16;
   bool deterministic_tp = false;  // the engine's --deterministic_tp reduction

@@ -76,6 +76,30 @@ TEST(VramCliTest, JsonParsesAndHasThePlan) {
   EXPECT_TRUE(j["suggestions"].empty());
 }
 
+// The step budget is launch's (base/step_budget.h): 2048 tokens per step on GPUs and 512 on a
+// CPU host when --max_tokens_per_step is left at 0, and the flag's value when given.
+TEST(VramCliTest, StepBudgetDefaultsToLaunchsForTheDevice) {
+  VramRequest gpu = Request405B();
+  gpu.json = true;
+  nlohmann::json j = nlohmann::json::parse(RunWith(gpu).out);
+  EXPECT_EQ(j["plan"]["inputs"]["max_tokens_per_step"], 2048);
+  gpu.max_tokens_per_step = 1024;
+  j = nlohmann::json::parse(RunWith(gpu).out);
+  EXPECT_EQ(j["plan"]["inputs"]["max_tokens_per_step"], 1024);
+
+  VramRequest host;
+  host.model = "smollm2";
+  host.gpu = "cpu-host";
+  host.context = 2048;
+  host.host_bandwidth_gbs = 20;
+  host.meminfo = TempFile("meminfo_budget", "MemTotal:        8388608 kB\n");
+  host.json = true;
+  const Result run = RunWith(host);
+  ASSERT_EQ(run.code, 0) << run.err;
+  j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["plan"]["inputs"]["max_tokens_per_step"], 512);
+}
+
 // --draft_model: the table shows the draft's lines and what it takes from the KV cache; the
 // JSON's block counts with and without it are the plans with and without it.
 TEST(VramCliTest, DraftModelShowsItsCostAndWhatItTakesFromTheCache) {
@@ -422,6 +446,9 @@ TEST(VramCliTest, BadFlagValuesNameFlagValueAndBound) {
        "vram: --context=200000: must be <= 131072, the model's context length\n"},
       {[](VramRequest& r) { r.max_seqs_per_step = 4096; },
        "vram: --max_seqs_per_step=4096: must be in [1, --max_tokens_per_step=2048]\n"},
+      {[](VramRequest& r) { r.max_tokens_per_step = -1; },
+       "vram: --max_tokens_per_step=-1: must be >= 1 (or 0: the engine's default for the "
+       "device)\n"},
       {[](VramRequest& r) { r.kv_dtype = "q4_0"; },
        "vram: --kv_dtype=q4_0: must be one of auto, f32, f16, bf16, fp8\n"},
       {[](VramRequest& r) { r.safety = 1.5; }, "vram: --safety=1.5: must be in [0, 1)\n"},

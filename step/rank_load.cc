@@ -26,7 +26,7 @@ bool RankLoad::operator==(const RankLoad& other) const {
          (!draft.has_value() || SameModel(*draft, *other.draft)) &&
          vocab_size == other.vocab_size && kv_dtype == other.kv_dtype &&
          num_kv_blocks == other.num_kv_blocks && block_size_tokens == other.block_size_tokens &&
-         max_step_tokens == other.max_step_tokens &&
+         max_tokens_per_step == other.max_tokens_per_step &&
          max_context_tokens == other.max_context_tokens &&
          threads_per_rank == other.threads_per_rank &&
          deterministic_tp == other.deterministic_tp &&

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "base/step_budget.h"
 #include "formats/dtype.h"
 #include "proto/worker.pb.h"
 
@@ -30,7 +31,7 @@ struct ModelLoad {
   std::string path;
   std::string weights;  // "" = as the checkpoint stores them; a preset (fp8, int4, ...) quantizes on load
   // Most rows of logits one step returns (sequences per step, unless some ask for all their
-  // tokens' logits); 0 = max_step_tokens.
+  // tokens' logits); 0 = max_tokens_per_step.
   int32_t max_logit_rows = 0;
   // Rank r's slices of every layer (index = rank), from the coordinator's sharding plan: the
   // rank derives its own and refuses to load when they differ. Empty: not checked.
@@ -50,7 +51,7 @@ struct RankLoad {
   DType kv_dtype = DType::kF16;  // f32, f16, bf16 or fp8 (IsKvDtype)
   int32_t num_kv_blocks = 0;  // from the memory plan
   int32_t block_size_tokens = 16;
-  int32_t max_step_tokens = 512;  // most tokens in one step (the scheduler's budget)
+  int32_t max_tokens_per_step = kCpuMaxTokensPerStep;  // the scheduler's budget per step
   // The engine's context window (the memory plan's; 0 = the model's): the longest sequence a
   // step attends over, which sizes the attention workspace.
   int32_t max_context_tokens = 0;

@@ -45,7 +45,7 @@ void ToLoadRequest(const RankLoad& load, wpb::LoadRequest* request) {
   request->set_kv_dtype(std::string(KvDtypeName(load.kv_dtype)));
   request->set_num_kv_blocks(load.num_kv_blocks);
   request->set_block_size_tokens(load.block_size_tokens);
-  request->set_max_step_tokens(load.max_step_tokens);
+  request->set_max_tokens_per_step(load.max_tokens_per_step);
   request->set_max_context_tokens(load.max_context_tokens);
   request->set_num_threads(load.threads_per_rank);
   request->set_deterministic_tp(load.deterministic_tp);
@@ -96,7 +96,7 @@ absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
   load.kv_dtype = *kv_dtype;
   load.num_kv_blocks = request.num_kv_blocks();
   load.block_size_tokens = request.block_size_tokens();
-  load.max_step_tokens = request.max_step_tokens();
+  load.max_tokens_per_step = request.max_tokens_per_step();
   load.max_context_tokens = request.max_context_tokens();
   load.threads_per_rank = request.num_threads();
   load.deterministic_tp = request.deterministic_tp();

@@ -37,7 +37,7 @@ RankLoad EveryFieldSet() {
   load.kv_dtype = DType::kBF16;
   load.num_kv_blocks = 1234;
   load.block_size_tokens = 32;
-  load.max_step_tokens = 2048;
+  load.max_tokens_per_step = 2048;
   load.max_context_tokens = 8192;
   load.threads_per_rank = 7;
   load.deterministic_tp = true;

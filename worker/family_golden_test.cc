@@ -147,7 +147,7 @@ RankOutput RunPrompt(const ModelFiles& files, int world, TpReduction reduction, 
       InProcessCommunicator comm(group, r);
       auto model = LlamaModel::Load(files.config, *files.weights, {r, world, expert_parallel},
                                     &backend, &comm,
-                                    {.max_step_tokens = 64, .scheme = files.scheme,
+                                    {.max_tokens_per_step = 64, .scheme = files.scheme,
                                      .reduction = reduction,
                                      .reduction_chunks = reduction_chunks});
       ASSERT_TRUE(model.ok()) << "rank " << r << ": " << model.status();
@@ -222,7 +222,7 @@ std::vector<RankOutput> RunPromptsAttentionDp(const ModelFiles& files, int world
       auto model = LlamaModel::Load(files.config, *files.weights,
                                     {r, world, /*expert_parallel=*/true, /*attention_dp=*/true},
                                     &backend, &comm,
-                                    {.max_step_tokens = 128, .scheme = files.scheme,
+                                    {.max_tokens_per_step = 128, .scheme = files.scheme,
                                      .reduction = reduction,
                                      .reduction_chunks = reduction_chunks});
       ASSERT_TRUE(model.ok()) << "rank " << r << ": " << model.status();
@@ -467,7 +467,7 @@ TEST_P(FamilyGoldenTest, PromptsBatchedEqualPromptsAlone) {
   CpuBackend backend(CpuBackendOptions{.num_threads = 2});
   SingleRankCommunicator comm;
   auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                                {.max_step_tokens = 128, .scheme = files->scheme});
+                                {.max_tokens_per_step = 128, .scheme = files->scheme});
   ASSERT_TRUE(model.ok()) << model.status();
   auto cache = KvCache::Create((*model)->KvShape(48, 4, DType::kF32), backend);
   ASSERT_TRUE(cache.ok()) << cache.status();
@@ -542,7 +542,7 @@ TEST(FamilyLlama4Test, GgufMatchesLlamaCppAcrossItsChunkAndTemperatureStepAt8192
     CpuBackend backend(CpuBackendOptions{.num_threads = 2});
     SingleRankCommunicator comm;
     auto model = LlamaModel::Load(spec, *files->weights, {0, 1}, &backend, &comm,
-                                  {.max_step_tokens = 512});
+                                  {.max_tokens_per_step = 512});
     EXPECT_TRUE(model.ok()) << model.status();
     std::vector<float> logits(rows * vocab);
     if (!model.ok()) return logits;
@@ -618,7 +618,7 @@ TEST(FamilyExpertLoadTest, EveryMoeLayerCountsEachTokensSlots) {
   CpuBackend backend(CpuBackendOptions{.num_threads = 1});
   SingleRankCommunicator comm;
   auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                                {.max_step_tokens = 64});
+                                {.max_tokens_per_step = 64});
   ASSERT_TRUE(model.ok()) << model.status();
   auto cache = KvCache::Create((*model)->KvShape(16, 8, DType::kF32), backend);
   ASSERT_TRUE(cache.ok()) << cache.status();
@@ -657,7 +657,7 @@ TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 2});
     SingleRankCommunicator comm;
     auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                                  {.max_step_tokens = 64, .scheme = files->scheme,
+                                  {.max_tokens_per_step = 64, .scheme = files->scheme,
                                    .mla_expand_fresh_prefill = !absorb});
     ASSERT_TRUE(model.ok()) << model.status();
     auto cache = KvCache::Create((*model)->KvShape(16, 8, DType::kF32), backend);
@@ -695,7 +695,7 @@ TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 2});
     SingleRankCommunicator comm;
     auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                                  {.max_step_tokens = 64, .scheme = files->scheme});
+                                  {.max_tokens_per_step = 64, .scheme = files->scheme});
     ASSERT_TRUE(model.ok()) << model.status();
     auto cache = KvCache::Create((*model)->KvShape(16, 8, DType::kF32), backend);
     ASSERT_TRUE(cache.ok()) << cache.status();
@@ -718,7 +718,7 @@ TEST_P(FamilyGoldenTest, LatentAttentionFormsAgree) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 2});
     SingleRankCommunicator comm;
     auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                                  {.max_step_tokens = 64, .scheme = files->scheme,
+                                  {.max_tokens_per_step = 64, .scheme = files->scheme,
                                    .mla_expand_fresh_prefill = false});
     ASSERT_TRUE(model.ok()) << model.status();
     auto cache = KvCache::Create((*model)->KvShape(16, 8, kv), backend);
@@ -771,7 +771,7 @@ TEST_P(FamilyGoldenTest, QuantizedOnLoadStaysNearTheReference) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 2});
     SingleRankCommunicator comm;
     auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                                  {.max_step_tokens = 64, .formats = *formats});
+                                  {.max_tokens_per_step = 64, .formats = *formats});
     if (files->config.intermediate_size % 32 != 0 && std::string(preset) == "q8_0") {
       // Qwen3's and Gemma's golden MLPs are 16 wide: half a q8_0 block, refused by name.
       ASSERT_FALSE(model.ok());

@@ -32,7 +32,7 @@ struct Decoder {
 
   absl::Status Load(const ModelFiles& files, const WeightFormats& formats) {
     LlamaLoadOptions options;
-    options.max_step_tokens = 64;
+    options.max_tokens_per_step = 64;
     options.formats = formats;
     options.scheme = files.scheme;
     absl::StatusOr<std::unique_ptr<LlamaModel>> m =

@@ -41,7 +41,7 @@ absl::StatusOr<GenerateResult> GenerateGreedy(LlamaModel& model, KvCache* cache,
   const int64_t vocab = model.config().vocab_size;
   std::vector<float> logits(vocab);
   const int64_t chunk =
-      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, model.max_step_tokens());
+      std::clamp<int64_t>(options.prefill_chunk_tokens, 1, model.max_tokens_per_step());
   for (int64_t begin = 0; begin < prompt_len; begin += chunk) {
     const int64_t end = std::min(prompt_len, begin + chunk);
     StepBatch step;

@@ -1,5 +1,5 @@
 // Greedy single-sequence generation over a LlamaModel: prefill a prompt (in chunks of at most
-// max_step_tokens), then decode one token per step, always taking the highest logit (the
+// max_tokens_per_step), then decode one token per step, always taking the highest logit (the
 // lowest id on ties, as llama.cpp's greedy sampler does). For tests and benchmarks; serving
 // batches many sequences through the scheduler instead.
 //
@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/step_budget.h"
 #include "worker/kv_cache.h"
 #include "worker/llama_model.h"
 
@@ -25,7 +26,7 @@ namespace tpserve {
 
 struct GenerateOptions {
   int64_t max_new_tokens = 16;
-  int64_t prefill_chunk_tokens = 512;  // capped by the model's max_step_tokens
+  int64_t prefill_chunk_tokens = kCpuMaxTokensPerStep;  // capped by the model's budget
   bool stop_at_eos = false;            // stop after the config's eos (or an extra eos) id
 };
 

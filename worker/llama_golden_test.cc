@@ -142,8 +142,8 @@ std::vector<std::vector<float>> ForcedLogits(LlamaModel& model, Backend& backend
   std::vector<std::vector<float>> rows;
   std::vector<float> logits;
   const int64_t n = static_cast<int64_t>(prompt.size());
-  for (int64_t begin = 0; begin < n; begin += model.max_step_tokens()) {
-    const int64_t end = std::min(n, begin + model.max_step_tokens());
+  for (int64_t begin = 0; begin < n; begin += model.max_tokens_per_step()) {
+    const int64_t end = std::min(n, begin + model.max_tokens_per_step());
     StepBatch step;
     step.Add(/*seq_id=*/0, begin, absl::MakeConstSpan(prompt).subspan(begin, end - begin), table);
     logits.resize(vocab);

@@ -100,7 +100,7 @@ std::vector<std::pair<DeviceBuffer*, int64_t>> LlamaModel::WorkspaceBuffers(
 
 LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
                        const WeightFormats& formats, LlamaWeights weights, RopeLayout rope_layout,
-                       Backend* backend, Communicator* comm, int64_t max_step_tokens,
+                       Backend* backend, Communicator* comm, int64_t max_tokens_per_step,
                        int64_t max_logit_rows, TpReduction reduction)
     : config_(config),
       plan_(plan),
@@ -109,7 +109,7 @@ LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
       rope_layout_(rope_layout),
       backend_(backend),
       comm_(comm),
-      max_step_tokens_(max_step_tokens),
+      max_tokens_per_step_(max_tokens_per_step),
       max_logit_rows_(max_logit_rows),
       reduction_(reduction),
       ws_(std::make_unique<Workspace>()) {}
@@ -166,7 +166,7 @@ absl::Status LlamaModel::Init() {
         "the default, serves every step"));
   }
   reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_, requested_chunks_);
-  sizes_ = StepBuffersFor(config_, plan_, max_step_tokens_, max_logit_rows_,
+  sizes_ = StepBuffersFor(config_, plan_, max_tokens_per_step_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);
   for (const auto& [buffer, bytes] : WorkspaceBuffers(*ws_, sizes_)) {
     if (bytes == 0) continue;
@@ -235,7 +235,7 @@ LlamaModel::~LlamaModel() { backend_->ForgetCaptured(this); }
 absl::Status LlamaModel::ReserveAttention(DType kv_dtype, int64_t block_size_tokens) {
   TP_ASSIGN_OR_RETURN(attention_bytes_,
                       backend_->ReserveAttention(AttentionReservationFor(
-                          config_, plan_, max_step_tokens_, max_logit_rows_,
+                          config_, plan_, max_tokens_per_step_, max_logit_rows_,
                           max_context_tokens_, kv_dtype, block_size_tokens)));
   return absl::OkStatus();
 }
@@ -258,12 +258,12 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
         comm->world_size(), shard.rank, shard.world_size));
   }
   TP_ASSIGN_OR_RETURN(ShardingPlan plan, ShardingPlan::Create(config, formats, shard));
-  if (options.max_step_tokens < 1) {
+  if (options.max_tokens_per_step < 1) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("max_step_tokens = %d must be >= 1", options.max_step_tokens));
+        absl::StrFormat("max_tokens_per_step = %d must be >= 1", options.max_tokens_per_step));
   }
   const int64_t max_logit_rows =
-      options.max_logit_rows > 0 ? options.max_logit_rows : options.max_step_tokens;
+      options.max_logit_rows > 0 ? options.max_logit_rows : options.max_tokens_per_step;
   if (options.max_context_tokens < 0 || options.max_context_tokens > config.max_context_tokens) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "max_context_tokens = %d must be in [0, %d] (0: the model's context length)",
@@ -284,7 +284,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
   const RopeLayout layout = interleaved ? RopeLayout::kInterleaved : RopeLayout::kRotateHalf;
   std::unique_ptr<LlamaModel> model(new LlamaModel(config, plan, formats, std::move(weights),
                                                    layout, backend, comm,
-                                                   options.max_step_tokens, max_logit_rows,
+                                                   options.max_tokens_per_step, max_logit_rows,
                                                    options.reduction));
   model->requested_chunks_ = options.reduction_chunks;
   model->record_decode_steps_ = options.record_decode_steps;
@@ -373,9 +373,9 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
     }
   }
   const int64_t total = batch.num_tokens();
-  if (total > max_step_tokens_) {
+  if (total > max_tokens_per_step_) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "step has %d tokens, more than max_step_tokens = %d", total, max_step_tokens_));
+        "step has %d tokens, more than max_tokens_per_step = %d", total, max_tokens_per_step_));
   }
   if (batch.num_logit_rows() > max_logit_rows_) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -549,7 +549,7 @@ int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
     if (s.num_tokens != 1 || s.num_logits != 1) return 0;
   }
   return CaptureBatchBucket(static_cast<int64_t>(batch.sequences.size()),
-                            std::min(max_step_tokens_, max_logit_rows_));
+                            std::min(max_tokens_per_step_, max_logit_rows_));
 }
 
 absl::Status LlamaModel::RunLayers(const StepInputs& step, KvCache* cache) {

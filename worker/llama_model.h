@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/step_budget.h"
 #include "checkpoint/quant_scheme.h"
 #include "comm/communicator.h"
 #include "formats/weight_source.h"
@@ -54,9 +55,9 @@ struct MemoryFootprint {
 };
 
 struct LlamaLoadOptions {
-  int64_t max_step_tokens = 512;  // most new tokens (summed over sequences) in one Forward
+  int64_t max_tokens_per_step = kCpuMaxTokensPerStep;  // most new tokens in one Forward
   // Most rows of logits one Forward returns (sequences per step, unless some ask for all
-  // their tokens' logits); 0 = max_step_tokens. Sizes the LM head's buffers.
+  // their tokens' logits); 0 = max_tokens_per_step. Sizes the LM head's buffers.
   int64_t max_logit_rows = 0;
   // The longest sequence (prompt + output) a step attends over: the engine's context window
   // (the memory plan's); 0 = the model's max_context_tokens. Sizes the attention workspace.
@@ -157,7 +158,7 @@ class LlamaModel {
   const ShardingPlan& plan() const { return plan_; }
   TpReduction reduction() const { return reduction_; }
   const WeightFormats& formats() const { return formats_; }
-  int64_t max_step_tokens() const { return max_step_tokens_; }
+  int64_t max_tokens_per_step() const { return max_tokens_per_step_; }
   int64_t max_context_tokens() const { return max_context_tokens_; }
   MemoryFootprint footprint() const;
   // How the steps since the last call routed their tokens (empty for a dense model).
@@ -174,7 +175,7 @@ class LlamaModel {
 
   LlamaModel(const ModelSpec& config, const ShardingPlan& plan, const WeightFormats& formats,
              LlamaWeights weights, RopeLayout rope_layout, Backend* backend, Communicator* comm,
-             int64_t max_step_tokens, int64_t max_logit_rows, TpReduction reduction);
+             int64_t max_tokens_per_step, int64_t max_logit_rows, TpReduction reduction);
   absl::Status Init();
 
   absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
@@ -255,7 +256,7 @@ class LlamaModel {
   RopeLayout rope_layout_;
   Backend* backend_;
   Communicator* comm_;
-  int64_t max_step_tokens_;
+  int64_t max_tokens_per_step_;
   int64_t max_logit_rows_;
   ExpertLoad expert_load_;  // since the last TakeExpertLoad
   LatentPaths latent_paths_;  // since the last TakeLatentPaths

@@ -41,12 +41,12 @@ float Tolerance(DType linear) { return BlockElems(linear) == 1 ? 1e-5f : 3e-2f; 
 
 class LlamaModelTest : public ::testing::Test {
  protected:
-  void Build(const TinyLlamaOptions& options, int64_t max_step_tokens = 64) {
+  void Build(const TinyLlamaOptions& options, int64_t max_tokens_per_step = 64) {
     config_ = TinyLlamaSpec();
     config_.tie_word_embeddings = !options.separate_lm_head;
     source_ = MakeTinyLlama(config_, options);
     auto model = LlamaModel::Load(config_, *source_, {0, 1}, &backend_, &comm_,
-                                  LlamaLoadOptions{max_step_tokens});
+                                  LlamaLoadOptions{max_tokens_per_step});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = std::move(*model);
     auto cache = KvCache::Create(model_->KvShape(/*num_blocks=*/32, /*block_size_tokens=*/4, DType::kF32),
@@ -202,7 +202,7 @@ TEST_F(LlamaModelTest, GreedyGenerationMatchesReferenceArgmax) {
 }
 
 TEST_F(LlamaModelTest, ForwardRejectsBadBatchesNamingTheField) {
-  Build({}, /*max_step_tokens=*/16);
+  Build({}, /*max_tokens_per_step=*/16);
   std::vector<float> logits(32 * config_.vocab_size);
   auto run = [&](std::vector<int32_t> tokens, int64_t start, std::vector<int32_t> table) {
     StepBatch b;
@@ -217,7 +217,7 @@ TEST_F(LlamaModelTest, ForwardRejectsBadBatchesNamingTheField) {
   expect(run({5, 6, 7, 8, 9}, 0, {0}), "block table has 1 blocks, positions up to 5 need 2");
   expect(run({5}, 0, {32}), "block_table[0] = 32 is outside the cache's [0, 32)");
   expect(run(std::vector<int32_t>(17, 3), 0, Table(0, 5)),
-         "step has 17 tokens, more than max_step_tokens = 16");
+         "step has 17 tokens, more than max_tokens_per_step = 16");
   expect(run({}, 0, {0}), "sequence 0: num_tokens = 0, needs at least 1");
   expect(run({1}, 256, Table(0, 32)), "exceed max_context_tokens = 256");
   StepBatch too_many_logits;

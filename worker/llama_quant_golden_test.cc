@@ -91,7 +91,7 @@ TEST_P(QuantGoldenTest, LogitsMatchTheDequantizedReference) {
       "safetensors:" + std::string(QuantMethodName(files->scheme.method)) + " "))
       << files->weight_format;
   CpuBackend backend(CpuBackendOptions{.num_threads = 2});
-  LlamaLoadOptions options{.max_step_tokens = 16};
+  LlamaLoadOptions options{.max_tokens_per_step = 16};
   options.formats = files->stored_formats;
   options.scheme = files->scheme;
   absl::StatusOr<std::vector<float>> got =
@@ -102,7 +102,7 @@ TEST_P(QuantGoldenTest, LogitsMatchTheDequantizedReference) {
   ASSERT_TRUE(expect.ok()) << expect.status();
   const std::unique_ptr<InMemoryWeightSource> reference = Dequantized(*files->weights, **expect);
   absl::StatusOr<std::vector<float>> want =
-      PromptLogits(files->config, *reference, LlamaLoadOptions{.max_step_tokens = 16}, backend);
+      PromptLogits(files->config, *reference, LlamaLoadOptions{.max_tokens_per_step = 16}, backend);
   ASSERT_TRUE(want.ok()) << want.status();
 
   ASSERT_EQ(got->size(), want->size());
@@ -132,7 +132,7 @@ absl::Status OpenAndLoad(const std::string& dir) {
   absl::StatusOr<ModelFiles> files = OpenModelFiles(dir);
   if (!files.ok()) return files.status();
   CpuBackend backend(CpuBackendOptions{.num_threads = 1});
-  LlamaLoadOptions options{.max_step_tokens = 16};
+  LlamaLoadOptions options{.max_tokens_per_step = 16};
   options.formats = files->stored_formats;
   options.scheme = files->scheme;
   return PromptLogits(files->config, *files->weights, options, backend).status();

@@ -32,7 +32,7 @@ absl::Status LoadRank0(const ModelFiles& files, int world) {
   CpuBackend backend(CpuBackendOptions{.num_threads = 1});
   InProcessCommunicator comm(group, 0);
   return LlamaModel::Load(files.config, *files.weights, {0, world}, &backend, &comm,
-                          {.max_step_tokens = 16, .scheme = files.scheme})
+                          {.max_tokens_per_step = 16, .scheme = files.scheme})
       .status();
 }
 
@@ -50,7 +50,7 @@ TEST(MlaCheckpointRefusalTest, TheExpandedPrefillIsRefusedWhereTheBackendLacksIt
   SingleRankCommunicator comm;
   const absl::Status asked =
       LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                       {.max_step_tokens = 16, .scheme = files->scheme,
+                       {.max_tokens_per_step = 16, .scheme = files->scheme,
                         .mla_expand_fresh_prefill = true})
           .status();
   EXPECT_EQ(asked.code(), absl::StatusCode::kUnimplemented);
@@ -61,7 +61,7 @@ TEST(MlaCheckpointRefusalTest, TheExpandedPrefillIsRefusedWhereTheBackendLacksIt
       << asked;
   // The default, the absorbed form for every step, loads there.
   EXPECT_TRUE(LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm,
-                               {.max_step_tokens = 16, .scheme = files->scheme})
+                               {.max_tokens_per_step = 16, .scheme = files->scheme})
                   .ok());
 }
 

@@ -128,7 +128,7 @@ Loads LoadEveryRank(const std::string& path, int world, bool expert_parallel) {
     CpuBackend backend(CpuBackendOptions{.num_threads = 1});
     InProcessCommunicator comm(group, r);
     absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(
-        *spec, *weights, {r, world, expert_parallel}, &backend, &comm, {.max_step_tokens = 16});
+        *spec, *weights, {r, world, expert_parallel}, &backend, &comm, {.max_tokens_per_step = 16});
     out.ranks.push_back(model.status());
   }
   return out;

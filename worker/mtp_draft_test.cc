@@ -71,10 +71,10 @@ std::vector<float> RunDraft(const ModelFiles& target, const ModelFiles& draft, i
       CpuBackend backend(CpuBackendOptions{.num_threads = 1});
       InProcessCommunicator comm(group, r), draft_comm(draft_group, r);
       auto model = LlamaModel::Load(target.config, *target.weights, {r, world}, &backend, &comm,
-                                    {.max_step_tokens = 64, .scheme = target.scheme});
+                                    {.max_tokens_per_step = 64, .scheme = target.scheme});
       ASSERT_TRUE(model.ok()) << model.status();
       auto mtp = LlamaModel::Load(draft.config, *draft.weights, {r, world}, &backend,
-                                  &draft_comm, {.max_step_tokens = 64, .scheme = draft.scheme});
+                                  &draft_comm, {.max_tokens_per_step = 64, .scheme = draft.scheme});
       ASSERT_TRUE(mtp.ok()) << mtp.status();
       auto cache = KvCache::Create((*model)->KvShape(8, 8, DType::kF32), backend);
       auto draft_cache = KvCache::Create((*mtp)->KvShape(8, 8, DType::kF32), backend);
@@ -172,7 +172,7 @@ TEST(MtpDraftTest, AModelWithoutAnMtpLayerIsRefusedByName) {
   CpuBackend backend(CpuBackendOptions{.num_threads = 1});
   SingleRankCommunicator comm;
   auto mtp = LlamaModel::Load(draft->config, *draft->weights, {0, 1}, &backend, &comm,
-                              {.max_step_tokens = 16, .scheme = draft->scheme});
+                              {.max_tokens_per_step = 16, .scheme = draft->scheme});
   ASSERT_TRUE(mtp.ok()) << mtp.status();
   auto cache = KvCache::Create((*mtp)->KvShape(2, 8, DType::kF32), backend);
   ASSERT_TRUE(cache.ok());

@@ -46,7 +46,7 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   // And its load-time kernel checks: the batch sizes they plan, and whether a decode-to-bf16
   // fallback refuses the load (--strict_kernels).
   o.backend.strict_kernels = load.strict_kernels;
-  o.backend.max_step_tokens = load.max_step_tokens;
+  o.backend.max_tokens_per_step = load.max_tokens_per_step;
   // --enforce_eager: no step recorded, by the model (which asks) or the backend (which would).
   o.backend.cuda_graphs = !load.enforce_eager;
   o.load.record_decode_steps = !load.enforce_eager;
@@ -56,7 +56,7 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   o.comm.world_size = load.world_size;
   o.comm.timeout = load.collective_timeout;
   o.comm.startup_timeout = load.startup_timeout;
-  o.load.max_step_tokens = load.max_step_tokens;
+  o.load.max_tokens_per_step = load.max_tokens_per_step;
   o.load.max_logit_rows = model.max_logit_rows;
   o.load.max_context_tokens = load.max_context_tokens;
   o.load.formats = std::move(formats);

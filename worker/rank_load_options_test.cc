@@ -27,7 +27,7 @@ TEST(RankLoadOptionsTest, EnforceEagerTurnsRecordingOffInTheModelAndTheBackend) 
   const ModelFiles files = TinyFiles();
   RankLoad load;
   load.world_size = 2;
-  load.max_step_tokens = 64;
+  load.max_tokens_per_step = 64;
   absl::StatusOr<RankRuntimeOptions> recorded = RankRuntimeOptionsFor(load, 1, files);
   ASSERT_TRUE(recorded.ok()) << recorded.status();
   EXPECT_TRUE(recorded->load.record_decode_steps);

@@ -51,7 +51,7 @@ class WorkerServiceTest : public ::testing::Test {
     load.model.max_logit_rows = 2;
     load.num_kv_blocks = 8;
     load.block_size_tokens = 16;
-    load.max_step_tokens = 64;
+    load.max_tokens_per_step = 64;
     load.kv_dtype = DType::kF32;
     ToLoadRequest(load, &request_);
     request_.set_rank(0);

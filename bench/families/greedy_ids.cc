@@ -63,7 +63,7 @@ int Main() {
   CpuBackend backend(CpuBackendOptions{.num_threads = absl::GetFlag(FLAGS_threads)});
   SingleRankCommunicator comm;
   LlamaLoadOptions load;
-  load.max_step_tokens = static_cast<int64_t>(prompt.size());
+  load.max_tokens_per_step = static_cast<int64_t>(prompt.size());
   load.formats = *formats;
   load.scheme = files->scheme;
   auto model = LlamaModel::Load(files->config, *files->weights, {0, 1}, &backend, &comm, load);

@@ -29,7 +29,7 @@ void DraftModelProposer::Propose(absl::Span<DraftSlot> slots,
   const absl::Time start = absl::Now();
   std::vector<Active> active;
   StepBatch batch;
-  int64_t budget = options_.max_step_tokens;
+  int64_t budget = options_.max_tokens_per_step;
   for (size_t i = 0; i < slots.size(); ++i) {
     DraftSlot& slot = slots[i];
     if (static_cast<int64_t>(active.size()) >= options_.max_logit_rows) break;

@@ -12,7 +12,7 @@
 // are the draft's argmax, sampled ones share the target's noise, so where the two models agree
 // the target draws the very token drafted.
 //
-//   DraftModelProposer draft(std::move(draft_executor), {.max_step_tokens = 512});
+//   DraftModelProposer draft(std::move(draft_executor), {.max_tokens_per_step = 512});
 //   Engine engine(options, std::move(target), &tokenizer, std::make_unique<...>(...));
 //
 // Threading: the engine's step thread only.
@@ -25,13 +25,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/step_budget.h"
 #include "coordinator/speculative/speculation.h"
 #include "step/executor.h"
 
 namespace tpserve {
 
 struct DraftModelOptions {
-  int64_t max_step_tokens = 512;  // the draft executor's bound on tokens per step
+  int64_t max_tokens_per_step = kCpuMaxTokensPerStep;  // the draft executor's bound per step
   int64_t max_logit_rows = 64;    // and on rows of logits (sequences per draft step)
   // One draft token's cost relative to a target decode step until the draft's steps have been
   // timed (then SecondsPerDraftToken measures it).

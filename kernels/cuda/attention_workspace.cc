@@ -32,7 +32,7 @@ std::vector<int64_t> Fa2CtaTilesQ(int64_t avg_packed_qo_len) {
 // packed heads each), every row's keys in chunks of DeterministicChunkTokens.
 AttentionWorkspace DeterministicWorkspace(const AttentionLimits& l) {
   const int64_t group = l.num_qo_heads / l.num_kv_heads;
-  const int64_t t = l.max_step_tokens;
+  const int64_t t = l.max_tokens_per_step;
   const int64_t chunks = CeilDiv(l.max_context, DeterministicChunkTokens(l.max_context,
                                                                           l.page_size));
   int64_t ctas = 0, rows = 0;
@@ -53,7 +53,7 @@ AttentionWorkspace DeterministicWorkspace(const AttentionLimits& l) {
 AttentionWorkspace FlashInferWorkspace(const AttentionLimits& l) {
   if (l.deterministic) return DeterministicWorkspace(l);
   const int64_t group = l.num_qo_heads / l.num_kv_heads;
-  const int64_t t = l.max_step_tokens, s = l.max_decode_rows;
+  const int64_t t = l.max_tokens_per_step, s = l.max_decode_rows;
   // PrefillPlanImpl: max_batch_size_if_split = 2 CTAs per SM / KV heads. Keys are split only
   // when the split batch fits that; a recorded decode batch (enable_cuda_graph) always splits,
   // over a padded grid of max(that, its query tiles + requests - 1). Partial rows:
@@ -115,7 +115,7 @@ AttentionLimits AttentionLimitsFor(const Backend::AttentionReservation& r, int n
   l.head_dim = r.head_dim;
   l.kv_dtype = r.kv_dtype;
   l.page_size = r.block_size_tokens;
-  l.max_step_tokens = r.max_step_tokens;
+  l.max_tokens_per_step = r.max_tokens_per_step;
   l.max_decode_rows = r.max_sequences;
   l.max_context = r.max_context;
   l.num_sms = num_sms;
@@ -127,7 +127,7 @@ AttentionLimits AttentionLimitsFor(const Backend::AttentionReservation& r, int n
 AttentionWorkspace AttentionWorkspaceFor(const AttentionLimits& l) {
   TP_CHECK(l.num_qo_heads > 0 && l.num_kv_heads > 0 && l.num_qo_heads % l.num_kv_heads == 0,
            "attention heads");
-  TP_CHECK(l.head_dim > 0 && l.page_size > 0 && l.max_step_tokens > 0 &&
+  TP_CHECK(l.head_dim > 0 && l.page_size > 0 && l.max_tokens_per_step > 0 &&
                l.max_decode_rows > 0 && l.max_context > 0 && l.num_sms > 0,
            "attention limits");
   const AttentionKernels kernels =

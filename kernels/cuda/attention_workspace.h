@@ -44,7 +44,7 @@ struct AttentionLimits {
   int64_t head_dim = 0;
   DType kv_dtype = DType::kBF16;
   int64_t page_size = 16;        // KV block size in tokens
-  int64_t max_step_tokens = 0;   // query rows of one step
+  int64_t max_tokens_per_step = 0;   // query rows of one step
   int64_t max_decode_rows = 0;   // sequences of one step (recorded decode batches included)
   int64_t max_context = 0;       // keys one row attends to
   int num_sms = 0;               // the device's multiprocessors

@@ -52,7 +52,7 @@ AttentionLimits Limits(const Shape& shape, DType kv_dtype) {
   l.num_kv_heads = shape.kv_heads;
   l.head_dim = shape.head_dim;
   l.kv_dtype = kv_dtype;
-  l.max_step_tokens = 512;
+  l.max_tokens_per_step = 512;
   l.max_decode_rows = 64;
   l.max_context = 4096;
   l.num_sms = fi::kFakeH100.multiprocessors;
@@ -78,9 +78,9 @@ TEST(AttentionWorkspaceFlashInfer, SchedulerStaysWithinTheBound) {
         std::vector<int32_t> qo, kv;
         int32_t rows = 0;
         const int32_t requests = 1 + static_cast<int32_t>(rng() % l.max_decode_rows);
-        for (int32_t r = 0; r < requests && rows < l.max_step_tokens; ++r) {
+        for (int32_t r = 0; r < requests && rows < l.max_tokens_per_step; ++r) {
           const int32_t q = graph ? 1
-                                  : std::min<int32_t>(l.max_step_tokens - rows,
+                                  : std::min<int32_t>(l.max_tokens_per_step - rows,
                                                       1 + rng() % (r == 0 ? 512 : 8));
           const int32_t k = q + static_cast<int32_t>(rng() % (l.max_context - q + 1));
           qo.push_back(q);
@@ -199,7 +199,7 @@ TEST(AttentionWorkspaceFlashInfer, DeterministicPlanDependsOnTheRowAlone) {
       if (model.kv_heads % tp != 0) continue;
       AttentionLimits l = Limits(Shape{model.heads / tp, model.kv_heads / tp, model.head_dim},
                                  DType::kBF16);
-      l.max_step_tokens = 256;
+      l.max_tokens_per_step = 256;
       l.max_context = kContext;
       l.deterministic = true;
       const AttentionWorkspace bound = AttentionWorkspaceFor(l);

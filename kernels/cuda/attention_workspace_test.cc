@@ -15,7 +15,7 @@ AttentionLimits Llama405bRank() {  // 128 heads / 8 KV heads over 8 ranks, on an
   l.num_kv_heads = 1;
   l.head_dim = 128;
   l.kv_dtype = DType::kBF16;
-  l.max_step_tokens = 2048;
+  l.max_tokens_per_step = 2048;
   l.max_decode_rows = 256;
   l.max_context = 8192;
   l.num_sms = 132;
@@ -76,7 +76,7 @@ TEST(AttentionWorkspace, GrowsWithTheLimits) {
   more_rows.max_decode_rows = 1024;  // recorded batches of 1024: 1279 CTAs of 64, 5116 rows
   EXPECT_GT(AttentionWorkspaceFor(more_rows).float_bytes, base.float_bytes);
   AttentionLimits more_tokens = Llama405bRank();
-  more_tokens.max_step_tokens = 8192;
+  more_tokens.max_tokens_per_step = 8192;
   EXPECT_GT(AttentionWorkspaceFor(more_tokens).int_bytes, base.int_bytes);
 }
 

@@ -137,7 +137,7 @@ class CudaBackend final : public Backend {
     TP_RETURN_IF_ERROR(matmul_->CheckWeight(placed.matrix, what));
     if (use == WeightUse::kFused) {  // its product's scratch for the step budget, now
       TP_RETURN_IF_ERROR(fused_product_.Reserve(
-          FusedProductBytes(max_step_tokens_, placed.matrix.rows, DType::kBF16), s()));
+          FusedProductBytes(max_tokens_per_step_, placed.matrix.rows, DType::kBF16), s()));
     }
     return placed;
   }
@@ -235,10 +235,10 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend(int ordinal, std::string name, int num_sms, int compute_capability,
-              bool deterministic, int64_t max_step_tokens)
+              bool deterministic, int64_t max_tokens_per_step)
       : ordinal_(ordinal), name_(std::move(name)), num_sms_(num_sms),
         compute_capability_(compute_capability), deterministic_(deterministic),
-        max_step_tokens_(max_step_tokens > 0 ? max_step_tokens : cuda::kDefaultMaxStepTokens),
+        max_tokens_per_step_(max_tokens_per_step > 0 ? max_tokens_per_step : kGpuMaxTokensPerStep),
         check_each_op_(CheckEachOpFromEnv()),
         // FlashInfer's fixed-split plan cannot run on a recorded step's fixed grid.
         graphs_enabled_(GraphsFromEnv() && !deterministic) {}
@@ -287,7 +287,7 @@ class CudaBackend final : public Backend {
   const int num_sms_;
   const int compute_capability_;  // major * 10 + minor
   const bool deterministic_;      // CudaBackendOptions::deterministic
-  const int64_t max_step_tokens_;  // CudaBackendOptions' (or matmul_plan_load.h's default)
+  const int64_t max_tokens_per_step_;  // CudaBackendOptions' (or matmul_plan_load.h's default)
   const bool check_each_op_;
   bool graphs_enabled_;
   bool recording_ = false;     // inside cudaStreamBeginCapture .. EndCapture
@@ -350,7 +350,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
   }
   std::unique_ptr<CudaBackend> be(new CudaBackend(
       ordinal, StrCat("cuda:", ordinal, " ", prop.name), prop.multiProcessorCount,
-      prop.major * 10 + prop.minor, options.deterministic, options.max_step_tokens));
+      prop.major * 10 + prop.minor, options.deterministic, options.max_tokens_per_step));
   cudaStream_t stream = nullptr;
   // Non-blocking: no implicit ordering with the legacy default stream other code may use.
   TP_RETURN_IF_ERROR(TPK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)));
@@ -366,7 +366,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(int ordinal,
                               .abort = &be->abort_requested_,
                               .sm_count = prop.multiProcessorCount,
                               .strict_kernels = options.strict_kernels,
-                              .max_step_tokens = options.max_step_tokens});
+                              .max_tokens_per_step = options.max_tokens_per_step});
   be->moe_ = std::make_unique<cuda::CudaMoe>(
       be->matmul_.get(), &be->scratch_generation_, &be->abort_requested_,
       cuda::CudaMoeOptions{.deterministic = options.deterministic,
@@ -738,11 +738,11 @@ cuda::AttentionLimits CudaBackend::LimitsFor(const AttentionReservation& r) cons
 
 absl::StatusOr<int64_t> CudaBackend::ReserveAttention(const AttentionReservation& r) {
   if (r.num_heads <= 0 || r.num_kv_heads <= 0 || r.num_heads % r.num_kv_heads != 0 ||
-      r.head_dim <= 0 || r.block_size_tokens <= 0 || r.max_step_tokens <= 0 ||
+      r.head_dim <= 0 || r.block_size_tokens <= 0 || r.max_tokens_per_step <= 0 ||
       r.max_sequences <= 0 || r.max_context <= 0) {
     return absl::InvalidArgumentError(StrCat(
         name_, " ReserveAttention: heads ", r.num_heads, "/", r.num_kv_heads, ", head_dim ",
-        r.head_dim, ", block ", r.block_size_tokens, ", tokens ", r.max_step_tokens,
+        r.head_dim, ", block ", r.block_size_tokens, ", tokens ", r.max_tokens_per_step,
         ", sequences ", r.max_sequences, ", context ", r.max_context,
         ": each must be positive and the heads whole groups"));
   }
@@ -787,7 +787,7 @@ cuda::FlashInferAttention* CudaBackend::FlashInferFor(int64_t num_heads,
                   : pool.kind == cuda::KvKind::kF16 ? DType::kF16
                                                     : DType::kBF16;
   need.block_size_tokens = pool.block_size;
-  need.max_step_tokens = std::max(step_.num_rows, step_.num_seqs);
+  need.max_tokens_per_step = std::max(step_.num_rows, step_.num_seqs);
   need.max_sequences = step_.num_seqs;
   need.max_context = step_.fi_max_kv_len;
   if (flashinfer_ != nullptr) {
@@ -797,7 +797,7 @@ cuda::FlashInferAttention* CudaBackend::FlashInferFor(int64_t num_heads,
                             have.head_dim == need.head_dim && have.kv_dtype == need.kv_dtype &&
                             have.page_size == need.block_size_tokens;
     // (FlashInfer's workspace does not depend on the context length.)
-    if (same_shape && have.max_step_tokens >= need.max_step_tokens &&
+    if (same_shape && have.max_tokens_per_step >= need.max_tokens_per_step &&
         have.max_decode_rows >= need.max_sequences) {
       return flashinfer_.get();
     }
@@ -805,13 +805,13 @@ cuda::FlashInferAttention* CudaBackend::FlashInferFor(int64_t num_heads,
       Record("PagedAttention",
              absl::InvalidArgumentError(StrCat(
                  "a step beyond the reserved attention: ", need.num_heads, " heads over ",
-                 need.num_kv_heads, ", ", need.max_step_tokens, " rows, ", need.max_sequences,
+                 need.num_kv_heads, ", ", need.max_tokens_per_step, " rows, ", need.max_sequences,
                  " sequences; reserved ", have.num_qo_heads, " over ", have.num_kv_heads, ", ",
-                 have.max_step_tokens, " rows, ", have.max_decode_rows, " sequences")));
+                 have.max_tokens_per_step, " rows, ", have.max_decode_rows, " sequences")));
       return nullptr;
     }
     if (same_shape) {  // grow, never shrink, so a test's steps settle quickly
-      need.max_step_tokens = std::max(need.max_step_tokens, have.max_step_tokens);
+      need.max_tokens_per_step = std::max(need.max_tokens_per_step, have.max_tokens_per_step);
       need.max_sequences = std::max(need.max_sequences, have.max_decode_rows);
     }
     // Queued work may still read the old workspace.
@@ -819,7 +819,7 @@ cuda::FlashInferAttention* CudaBackend::FlashInferFor(int64_t num_heads,
     flashinfer_.reset();
     ++scratch_generation_;  // recordings baked its addresses
   }
-  need.max_step_tokens = std::max<int64_t>(need.max_step_tokens, 64);
+  need.max_tokens_per_step = std::max<int64_t>(need.max_tokens_per_step, 64);
   need.max_sequences = std::max<int64_t>(need.max_sequences, 64);
   need.max_context = std::max<int64_t>(need.max_context, 4096);
   absl::StatusOr<std::unique_ptr<cuda::FlashInferAttention>> made =
@@ -900,7 +900,7 @@ void CudaBackend::RunMla(const void* q, int64_t num_heads, const AttentionParams
   const bool fits = mla_ != nullptr && mla_->limits().num_qo_heads == num_heads &&
                     mla_->limits().kv_dtype == kv_dtype &&
                     mla_->limits().page_size == pool.block_size &&
-                    mla_->limits().max_step_tokens >= rows &&
+                    mla_->limits().max_tokens_per_step >= rows &&
                     mla_->limits().max_decode_rows >= step_.num_seqs;
   if (!fits) {
     if (attention_reserved_) {
@@ -916,7 +916,7 @@ void CudaBackend::RunMla(const void* q, int64_t num_heads, const AttentionParams
     need.head_dim = cuda::kMlaEntryDim;
     need.kv_dtype = kv_dtype;
     need.block_size_tokens = pool.block_size;
-    need.max_step_tokens = std::max<int64_t>(rows, 64);
+    need.max_tokens_per_step = std::max<int64_t>(rows, 64);
     need.max_sequences = std::max<int64_t>(step_.num_seqs, 64);
     need.max_context = std::max<int64_t>(step_.fi_max_kv_len, 4096);
     if (mla_ != nullptr) Record("PagedAttention", WaitForQueuedWork());  // may read the old one

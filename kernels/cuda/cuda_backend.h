@@ -36,7 +36,7 @@ struct CudaBackendOptions {
   bool strict_kernels = false;
   // Most rows of one step: the batch sizes PlaceWeight checks each matrix's kernels for
   // (0: matmul_plan_load.h's default).
-  int64_t max_step_tokens = 0;
+  int64_t max_tokens_per_step = 0;
   // Whether RunCaptured records steps as CUDA graphs and replays them (the model records
   // decode steps: worker/llama_model.h); false: --enforce_eager, every step op by op. Never
   // in deterministic mode (above) or check mode (TPSERVE_CUDA_CHECK=1). The environment

@@ -294,7 +294,7 @@ absl::Status CudaMatMul::CheckWeight(const WeightMatrix& w, std::string_view wha
   auto it = load_checks_.find(key);
   if (it == load_checks_.end()) {
     if (load_rows_.empty()) {
-      load_rows_ = MatMulLoadRows(options_.max_step_tokens, options_.deterministic);
+      load_rows_ = MatMulLoadRows(options_.max_tokens_per_step, options_.deterministic);
     }
     const MatMulLoadOptions options{.deterministic = options_.deterministic,
                                     .strict_kernels = options_.strict_kernels,

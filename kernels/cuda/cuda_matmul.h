@@ -66,7 +66,7 @@ struct CudaMatMulOptions {
   // instead (FAILED_PRECONDITION naming the shape and the reason).
   bool strict_kernels = false;
   // Most rows of one step: the batch sizes CheckWeight plans (MatMulLoadRows; 0: its default).
-  int64_t max_step_tokens = 0;
+  int64_t max_tokens_per_step = 0;
 };
 
 class CudaMatMul {
@@ -86,7 +86,7 @@ class CudaMatMul {
                           float* y, void* stream);
 
   // At load, once per placed weight (the backend's PlaceWeight; `what`: the loader's name of
-  // it): every batch size of options.max_step_tokens planned as Run plans it, cuBLASLt asked
+  // it): every batch size of options.max_tokens_per_step planned as Run plans it, cuBLASLt asked
   // up front (CheckMatMulAtLoad, matmul_plan_load.h). A refused fp8 GEMM is remembered (Run
   // decodes at once); each decode-to-bf16 fallback is said on stderr once per (role, reason).
   // FAILED_PRECONDITION naming the role, shape and reason under strict_kernels, and in

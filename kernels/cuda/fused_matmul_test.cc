@@ -48,7 +48,7 @@ TEST_P(FusedMatMulTest, EachOutputIsItsOwnPartsProduct) {
   if (!devices.ok() || *devices == 0) GTEST_SKIP() << "no CUDA device";
   const Case c = GetParam();
   absl::StatusOr<std::unique_ptr<Backend>> be =
-      CreateCudaBackend(0, {.deterministic = c.deterministic, .max_step_tokens = kMaxRows});
+      CreateCudaBackend(0, {.deterministic = c.deterministic, .max_tokens_per_step = kMaxRows});
   ASSERT_TRUE(be.ok()) << be.status();
   ASSERT_TRUE((*be)->projection_fusion().fuses);
   const std::vector<float> x = Normal(kMaxRows * kK, 5);

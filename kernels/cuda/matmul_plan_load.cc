@@ -105,8 +105,8 @@ std::string WeightRoleName(std::string_view what) {
   return role;
 }
 
-std::vector<int64_t> MatMulLoadRows(int64_t max_step_tokens, bool deterministic) {
-  const int64_t bound = max_step_tokens > 0 ? max_step_tokens : kDefaultMaxStepTokens;
+std::vector<int64_t> MatMulLoadRows(int64_t max_tokens_per_step, bool deterministic) {
+  const int64_t bound = max_tokens_per_step > 0 ? max_tokens_per_step : kGpuMaxTokensPerStep;
   std::vector<int64_t> rows;
   if (deterministic) {
     for (int64_t m = 1; m <= std::min<int64_t>(bound, 256); ++m) rows.push_back(m);

@@ -33,6 +33,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/step_budget.h"
 #include "formats/tensor_format.h"
 #include "kernels/cuda/gemm_request.h"
 #include "kernels/cuda/matmul_plan.h"
@@ -44,16 +45,13 @@ namespace tpserve::cuda {
 // "model.layers.*.mlp.experts.*.gate_proj"; "blk.0.attn_q" -> "blk.*.attn_q"; "w13" stays.
 std::string WeightRoleName(std::string_view what);
 
-// Steps the engine runs when the backend is not told (RankLoad's default).
-inline constexpr int64_t kDefaultMaxStepTokens = 512;
-
-// The batch sizes CheckMatMulAtLoad plans for steps of up to `max_step_tokens` rows (<= 0:
-// kDefaultMaxStepTokens). The path depends on m only through m <= kExactActivationRowsMax;
-// cuBLASLt's answers may depend on m too. Deterministic mode (which records no CUDA graphs,
+// The batch sizes CheckMatMulAtLoad plans for steps of up to `max_tokens_per_step` rows (<= 0:
+// kGpuMaxTokensPerStep, base/step_budget.h). The path depends on m only through
+// m <= kExactActivationRowsMax; cuBLASLt's answers may depend on m too. Deterministic mode (which records no CUDA graphs,
 // so any batch size runs): every m up to 256, then every multiple of 64, and the bound.
 // Otherwise (the fp8 GEMMs' heuristic only): 1, 16, 17, the powers of two from 32, and the
 // bound. Ascending, distinct, all <= the bound.
-std::vector<int64_t> MatMulLoadRows(int64_t max_step_tokens, bool deterministic);
+std::vector<int64_t> MatMulLoadRows(int64_t max_tokens_per_step, bool deterministic);
 
 // One placed matrix, as the load check sees it.
 struct LoadedWeight {

@@ -206,7 +206,7 @@ TEST(MatMulPlanLoadTest, WeightRoleNameDropsLayerExpertAndHeadNumbers) {
 
 TEST(MatMulPlanLoadTest, LoadRowsCoverTheStepsBatches) {
   EXPECT_EQ(MatMulLoadRows(512, false), (std::vector<int64_t>{1, 16, 17, 32, 64, 128, 256, 512}));
-  EXPECT_EQ(MatMulLoadRows(0, false), MatMulLoadRows(kDefaultMaxStepTokens, false));
+  EXPECT_EQ(MatMulLoadRows(0, false), MatMulLoadRows(kGpuMaxTokensPerStep, false));
   EXPECT_EQ(MatMulLoadRows(16, false), (std::vector<int64_t>{1, 16}));
   EXPECT_EQ(MatMulLoadRows(1, true), (std::vector<int64_t>{1}));
   const std::vector<int64_t> det = MatMulLoadRows(1000, true);

@@ -40,12 +40,12 @@ int64_t MlaWorkBound(const int32_t *qo_indptr, int64_t num_requests, int64_t num
   return tiles + num_sms / cluster;
 }
 
-int64_t MlaWorkBoundWithin(int64_t max_step_tokens, int64_t max_sequences, int64_t num_heads,
+int64_t MlaWorkBoundWithin(int64_t max_tokens_per_step, int64_t max_sequences, int64_t num_heads,
                            int64_t num_sms) {
   // Tiles of 64 packed rows are the smallest (cluster 1); each request adds at
   // most one partial tile; the clusters are at most num_sms.
-  const int64_t requests = std::min(max_sequences, max_step_tokens);
-  return CeilDiv(max_step_tokens * num_heads, kMlaCtaTileQ) + requests + num_sms;
+  const int64_t requests = std::min(max_sequences, max_tokens_per_step);
+  return CeilDiv(max_tokens_per_step * num_heads, kMlaCtaTileQ) + requests + num_sms;
 }
 
 MlaWorkspaceBytes MlaWorkspaceFor(int64_t num_sms) {

@@ -46,9 +46,9 @@ int64_t MlaClusterSize(const int32_t *qo_indptr, int64_t num_requests, int64_t n
 int64_t MlaWorkBound(const int32_t *qo_indptr, int64_t num_requests, int64_t num_heads,
                      int64_t num_sms);
 
-// The same bound for any step within the limits: max_step_tokens rows over at
+// The same bound for any step within the limits: max_tokens_per_step rows over at
 // most max_sequences requests.
-int64_t MlaWorkBoundWithin(int64_t max_step_tokens, int64_t max_sequences, int64_t num_heads,
+int64_t MlaWorkBoundWithin(int64_t max_tokens_per_step, int64_t max_sequences, int64_t num_heads,
                            int64_t num_sms);
 
 // The bytes MLAPlan allocates (alignment padding included): the int work lists

@@ -99,7 +99,7 @@ TEST(MlaPlanFlashInfer, AttentionWorkspaceIsMlasForALatentPool) {
   r.head_dim = 576;
   r.kv_dtype = DType::kBF16;
   r.block_size_tokens = 16;
-  r.max_step_tokens = 8192;
+  r.max_tokens_per_step = 8192;
   r.max_sequences = 256;
   r.max_context = 163840;
   const AttentionWorkspace w =

@@ -27,7 +27,7 @@ std::vector<int32_t> Generate(const ModelBundle& bundle, int tp, const std::stri
   load.world_size = tp;
   load.num_kv_blocks = 64;
   load.block_size_tokens = 16;
-  load.max_step_tokens = 256;
+  load.max_tokens_per_step = 256;
   load.model.max_logit_rows = 1;
   load.deterministic_tp = true;
   auto exec = LocalExecutor::Create(bundle.files, load);

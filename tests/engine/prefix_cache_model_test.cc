@@ -51,7 +51,7 @@ Served Serve(const ModelBundle& bundle, const std::vector<std::vector<int32_t>>&
   load.world_size = tp;
   load.num_kv_blocks = kNumBlocks;
   load.block_size_tokens = kBlockTokens;
-  load.max_step_tokens = step_tokens;
+  load.max_tokens_per_step = step_tokens;
   load.model.max_logit_rows = static_cast<int32_t>(prompts.size());
   load.deterministic_tp = true;
   auto exec = LocalExecutor::Create(bundle.files, load);

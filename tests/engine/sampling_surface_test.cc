@@ -72,7 +72,7 @@ class SamplingSurfaceTest : public ::testing::Test {
     load.world_size = setup.tp;
     load.num_kv_blocks = setup.kv_blocks;
     load.block_size_tokens = kBlockTokens;
-    load.max_step_tokens = setup.step_tokens;
+    load.max_tokens_per_step = setup.step_tokens;
     load.model.max_logit_rows =
         setup.max_logit_rows > 0 ? setup.max_logit_rows : setup.max_num_seqs;
     load.deterministic_tp = true;

@@ -90,7 +90,7 @@ class SpeculativeTest : public ::testing::Test {
     load.world_size = tp;
     load.num_kv_blocks = kKvBlocks;
     load.block_size_tokens = kBlockTokens;
-    load.max_step_tokens = 512;
+    load.max_tokens_per_step = 512;
     load.model.max_logit_rows = static_cast<int32_t>(rows);
     load.model.weights = preset != nullptr ? preset : "";
     load.deterministic_tp = true;

@@ -60,7 +60,7 @@ class StructuredOutputTest : public ::testing::Test {
     load.world_size = setup.tp;
     load.num_kv_blocks = setup.kv_blocks;
     load.block_size_tokens = 16;
-    load.max_step_tokens = 256;
+    load.max_tokens_per_step = 256;
     load.model.max_logit_rows = setup.max_num_seqs;
     load.deterministic_tp = true;
     auto exec = LocalExecutor::Create(bundle_->files, load);

@@ -98,10 +98,10 @@ absl::Status FlashInferAttention::Plan(const PackedStep& packed, bool cuda_graph
     return absl::InvalidArgumentError(
         "FlashInfer attention: the step's sequences do not cover its rows in order");
   }
-  if (num_rows_ > limits_.max_step_tokens || num_requests_ > limits_.max_step_tokens) {
+  if (num_rows_ > limits_.max_tokens_per_step || num_requests_ > limits_.max_tokens_per_step) {
     return absl::InvalidArgumentError(
         StrCat("FlashInfer attention: a step of ", num_rows_, " rows, more than the ",
-               limits_.max_step_tokens, " its workspace was sized for"));
+               limits_.max_tokens_per_step, " its workspace was sized for"));
   }
   // The last plan's copies must have read the pinned buffers before they are rewritten.
   TP_RETURN_IF_ERROR(WaitForEvent(uploaded_, "the last attention plan's upload", abort_));

@@ -44,10 +44,10 @@ absl::StatusOr<std::unique_ptr<MlaAttention>> MlaAttention::Create(const Attenti
         "FlashInfer MLA has no deterministic plan (MLAPlan splits keys by the "
         "batch's total)");
   }
-  const int64_t works = MlaWorkBoundWithin(limits.max_step_tokens, limits.max_decode_rows,
+  const int64_t works = MlaWorkBoundWithin(limits.max_tokens_per_step, limits.max_decode_rows,
                                            limits.num_qo_heads, limits.num_sms);
   if (works > kMlaMaxWorks) {
-    return absl::InvalidArgumentError(StrCat("FlashInfer MLA: a step of ", limits.max_step_tokens,
+    return absl::InvalidArgumentError(StrCat("FlashInfer MLA: a step of ", limits.max_tokens_per_step,
                                              " rows x ", limits.num_qo_heads, " heads may need ",
                                              works, " work items, more than MLAPlan's ",
                                              kMlaMaxWorks, "; lower the step's token budget"));
@@ -80,10 +80,10 @@ absl::Status MlaAttention::Plan(const PackedStep &packed, void *stream) {
     return absl::InvalidArgumentError(
         "FlashInfer MLA: the step's sequences do not cover its rows in order");
   }
-  if (num_rows_ > limits_.max_step_tokens || num_requests_ > limits_.max_decode_rows) {
+  if (num_rows_ > limits_.max_tokens_per_step || num_requests_ > limits_.max_decode_rows) {
     return absl::InvalidArgumentError(
         StrCat("FlashInfer MLA: a step of ", num_rows_, " rows in ", num_requests_,
-               " sequences, more than the ", limits_.max_step_tokens, " rows and ",
+               " sequences, more than the ", limits_.max_tokens_per_step, " rows and ",
                limits_.max_decode_rows, " sequences its workspace was sized for"));
   }
   const int32_t *qo_indptr = packed.words.data() + packed.offset_fi_qo_indptr;
