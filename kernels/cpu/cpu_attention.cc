@@ -17,6 +17,18 @@ namespace {
 // (one row) and short prompts make few tasks.
 constexpr int64_t kRowsPerTask = 16;
 
+// A task's rows attend together, each K and V block read once for all of them, in groups
+// whose scores (query heads x context floats a row) fit this many bytes: all 16 rows of a
+// task up to ~5,000 positions of context with 3 query heads per KV head, one row at 128K.
+constexpr int64_t kScoreBytesPerGroup = 1 << 20;
+
+// The keys one query row attends to, [begin, end), and its scores' scale.
+struct RowKeys {
+  int64_t begin = 0;
+  int64_t end = 0;
+  float scale = 0.0f;
+};
+
 // Offset in floats of (position's slot, kv head) inside one layer's pool.
 int64_t SlotOffset(const KvPoolView& pool, absl::Span<const int32_t> block_table,
                    int64_t position, int64_t kv_head) {
@@ -120,95 +132,151 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads,
   const int64_t stride = pool.num_kv_heads * head_dim;  // elements between consecutive tokens
   const int64_t eb = ElemBytes(pool);
   const float cap = params.logit_softcap;
-  // Asks for the block after the one at t0 of this task's KV head in `base` (K or V).
-  auto prefetch_next = [&](const void* base, int64_t t0, int64_t num_keys) {
-    if (t0 + bs >= num_keys) return;
-    PrefetchRows(static_cast<const char*>(base) +
-                     SlotOffset(pool, s.block_table, t0 + bs, task.kv_head) * eb,
-                 std::min(bs, num_keys - t0 - bs), stride * eb, head_dim * eb);
-  };
   const int64_t context = s.start_position + task.row_end;  // longest row's key count
-  if (static_cast<int64_t>(scores->size()) < nh * context) scores->resize(nh * context);
+  // Rows attend together in groups whose scores (nh x context floats a row) fit
+  // kScoreBytesPerGroup: each K and V block is read once for a group's rows and heads.
+  const int64_t group_rows = std::clamp<int64_t>(
+      kScoreBytesPerGroup / static_cast<int64_t>(nh * context * sizeof(float)), 1,
+      task.row_end - task.row_begin);
+  if (static_cast<int64_t>(scores->size()) < group_rows * nh * context) {
+    scores->resize(group_rows * nh * context);
+  }
   if (static_cast<int64_t>(kv->size()) < bs * head_dim) kv->resize(bs * head_dim);
-  for (int64_t i = task.row_begin; i < task.row_end; ++i) {
-    const int64_t row = s.first_row + i;
-    const int64_t position = s.start_position + i;
-    const int64_t num_keys = position + 1;  // causal: positions 0..own
-    // A sliding window starts at own - window + 1, a chunk (Llama 4) at the chunk's first
-    // position. Blocks are visited from the one holding the first key; the first visit starts
-    // mid-block (slots within a block are contiguous).
-    int64_t first_key =
-        params.sliding_window > 0 ? std::max<int64_t>(0, num_keys - params.sliding_window) : 0;
-    if (params.attention_chunk > 0) {
-      first_key = std::max(first_key, position / params.attention_chunk * params.attention_chunk);
-    }
-    const float scale = RowScale(params, position);
-    for (int64_t h0 = 0; h0 < nh; h0 += kMaxDotRows) {
-      const int nq = static_cast<int>(std::min<int64_t>(kMaxDotRows, nh - h0));
-      const float* q_heads[kMaxDotRows];
-      for (int h = 0; h < nq; ++h) {
-        q_heads[h] = q + (row * num_heads + first_head + h0 + h) * head_dim;
+  // Asks for the block after the one at b0 of this task's KV head in `base` (K or V).
+  auto prefetch_next = [&](const void* base, int64_t b0, int64_t end) {
+    if (b0 + bs >= end) return;
+    PrefetchRows(static_cast<const char*>(base) +
+                     SlotOffset(pool, s.block_table, b0 + bs, task.kv_head) * eb,
+                 std::min(bs, end - b0 - bs), stride * eb, head_dim * eb);
+  };
+  for (int64_t r0 = task.row_begin; r0 < task.row_end; r0 += group_rows) {
+    const int64_t r1 = std::min(task.row_end, r0 + group_rows);
+    const int64_t n_rows = r1 - r0;
+    // Row i attends to keys [rk[i].begin, rk[i].end): causal (positions 0..own), from the sliding
+    // window's start (own - window + 1) or the chunk's first position (Llama 4).
+    absl::InlinedVector<RowKeys, 16> rk(n_rows);
+    for (int64_t i = 0; i < n_rows; ++i) {
+      const int64_t position = s.start_position + r0 + i;
+      RowKeys& r = rk[i];
+      r.end = position + 1;
+      r.begin = params.sliding_window > 0
+                    ? std::max<int64_t>(0, r.end - params.sliding_window) : 0;
+      if (params.attention_chunk > 0) {
+        r.begin = std::max(r.begin, position / params.attention_chunk * params.attention_chunk);
       }
-      for (int64_t b0 = first_key / bs * bs; b0 < num_keys; b0 += bs) {
-        const int64_t t0 = std::max(b0, first_key);
-        const int64_t count = std::min(b0 + bs, num_keys) - t0;
-        const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-        prefetch_next(pool.k, b0, num_keys);
-        if (pool.dtype == DType::kF16) {  // widened in registers, no f32 copy of the block
-          kernels_.attn_scores_f16(q_heads, nq, static_cast<const uint16_t*>(pool.k) + at,
-                                   stride, count, head_dim, scale,
-                                   scores->data() + h0 * context + t0, context);
-          continue;
+      r.scale = RowScale(params, position);
+    }
+    // Later rows start no earlier and end later: the group's keys are [rk[0].begin, last end).
+    const int64_t lo = rk[0].begin, hi = rk[n_rows - 1].end;
+    // Score (query row i, head h) is row i * nh + h of scores [group rows * nh, context].
+    auto score_row = [&](int64_t i, int64_t h) { return scores->data() + (i * nh + h) * context; };
+    // For each block, the runs of consecutive rows that see the same keys of it (all rows but
+    // near the block holding their own positions) share one kernel call per kMaxDotRows
+    // queries: visit(i0, i1, t0, count) for rows [i0, i1) and keys [t0, t0 + count).
+    auto for_each_run = [&](int64_t b0, bool by_scale, auto&& visit) {
+      int64_t i0 = 0;
+      while (i0 < n_rows) {
+        const int64_t t0 = std::max(b0, rk[i0].begin);
+        const int64_t t1 = std::min(b0 + bs, rk[i0].end);
+        int64_t i1 = i0 + 1;
+        while (i1 < n_rows && std::max(b0, rk[i1].begin) == t0 &&
+               std::min(b0 + bs, rk[i1].end) == t1 && (!by_scale || rk[i1].scale == rk[i0].scale)) {
+          ++i1;
         }
-        const float* k = static_cast<const float*>(pool.k) + at;
-        int64_t k_stride = stride;
-        if (pool.dtype != DType::kF32) {  // widen this block's rows of the head once
-          RowsToF32(pool, pool.k, at, count, stride, pool.k_scale, kv->data());
-          k = kv->data();
-          k_stride = head_dim;
-        }
-        kernels_.attn_scores(q_heads, nq, k, k_stride, count, head_dim, scale,
-                             scores->data() + h0 * context + t0, context);
+        if (t1 > t0) visit(i0, i1, t0, t1 - t0);
+        i0 = i1;
       }
-    }
-    // Softmax of each head's scores, then one pass over the V rows for all the group's heads.
-    absl::InlinedVector<float, 16> sums(nh);
-    absl::InlinedVector<float*, 16> outs(nh);
-    absl::InlinedVector<const float*, 16> probs(nh);
-    for (int64_t h = 0; h < nh; ++h) {
-      float* p = scores->data() + h * context + first_key;
-      const int64_t n = num_keys - first_key;
-      if (cap > 0) {  // Gemma 2's soft-cap: cap * tanh(score / cap), after the scale
-        for (int64_t t = 0; t < n; ++t) p[t] = cap * std::tanh(p[t] / cap);
-      }
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t < n; ++t) max_score = std::max(max_score, p[t]);
-      sums[h] = kernels_.exp_sub_sum(p, n, max_score);
-      outs[h] = out + (row * num_heads + first_head + h) * head_dim;
-      std::fill(outs[h], outs[h] + head_dim, 0.0f);
-    }
-    for (int64_t b0 = first_key / bs * bs; b0 < num_keys; b0 += bs) {
-      const int64_t t0 = std::max(b0, first_key);
-      const int64_t count = std::min(b0 + bs, num_keys) - t0;
+    };
+    // Widens the block's keys [t0, t0 + count) of `base` to f32 once (bf16, fp8 pools).
+    auto widened = [&](const void* base, float pool_scale, int64_t t0, int64_t count,
+                       int64_t* out_stride) -> const float* {
       const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-      prefetch_next(pool.v, b0, num_keys);
-      for (int64_t h = 0; h < nh; ++h) probs[h] = scores->data() + h * context + t0;
-      const int n = static_cast<int>(nh);
-      if (pool.dtype == DType::kF16) {
-        kernels_.attn_accumulate_f16(probs.data(), n, static_cast<const uint16_t*>(pool.v) + at,
-                                     stride, count, head_dim, outs.data());
-        continue;
+      if (pool.dtype == DType::kF32) {
+        *out_stride = stride;
+        return static_cast<const float*>(base) + at;
       }
-      const float* v = static_cast<const float*>(pool.v) + at;
-      int64_t v_stride = stride;
-      if (pool.dtype != DType::kF32) {
-        RowsToF32(pool, pool.v, at, count, stride, pool.v_scale, kv->data());
-        v = kv->data();
-        v_stride = head_dim;
-      }
-      kernels_.attn_accumulate(probs.data(), n, v, v_stride, count, head_dim, outs.data());
+      RowsToF32(pool, base, at, count, stride, pool_scale, kv->data());
+      *out_stride = head_dim;
+      return kv->data();
+    };
+    for (int64_t b0 = lo / bs * bs; b0 < hi; b0 += bs) {
+      prefetch_next(pool.k, b0, hi);
+      // The block's keys any row of the group sees, widened once for all of them.
+      const int64_t w0 = std::max(b0, lo), w1 = std::min(b0 + bs, hi);
+      int64_t k_stride = stride;
+      const float* k_f32 = nullptr;
+      if (pool.dtype != DType::kF16) k_f32 = widened(pool.k, pool.k_scale, w0, w1 - w0, &k_stride);
+      for_each_run(b0, /*by_scale=*/true, [&](int64_t i0, int64_t i1, int64_t t0, int64_t count) {
+        const float* q_rows[kMaxDotRows];
+        int nq = 0;
+        int64_t first_query = i0 * nh;  // scores row of q_rows[0]
+        auto flush = [&] {
+          if (nq == 0) return;
+          float* dst = scores->data() + first_query * context + t0;
+          if (pool.dtype == DType::kF16) {
+            const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
+            kernels_.attn_scores_f16(q_rows, nq, static_cast<const uint16_t*>(pool.k) + at,
+                                     stride, count, head_dim, rk[i0].scale, dst, context);
+          } else {
+            kernels_.attn_scores(q_rows, nq, k_f32 + (t0 - w0) * k_stride, k_stride, count,
+                                 head_dim, rk[i0].scale, dst, context);
+          }
+          first_query += nq;
+          nq = 0;
+        };
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t row = s.first_row + r0 + i;
+          for (int64_t h = 0; h < nh; ++h) {
+            q_rows[nq++] = q + (row * num_heads + first_head + h) * head_dim;
+            if (nq == kMaxDotRows) flush();
+          }
+        }
+        flush();
+      });
     }
-    for (int64_t h = 0; h < nh; ++h) kernels_.scale(1.0f / sums[h], head_dim, outs[h]);
+    // Softmax of each (row, head)'s scores.
+    absl::InlinedVector<float, 32> sums(n_rows * nh);
+    absl::InlinedVector<float*, 32> outs(n_rows * nh);
+    for (int64_t i = 0; i < n_rows; ++i) {
+      const int64_t row = s.first_row + r0 + i;
+      for (int64_t h = 0; h < nh; ++h) {
+        float* p = score_row(i, h) + rk[i].begin;
+        const int64_t n = rk[i].end - rk[i].begin;
+        if (cap > 0) {  // Gemma 2's soft-cap: cap * tanh(score / cap), after the scale
+          for (int64_t t = 0; t < n; ++t) p[t] = cap * std::tanh(p[t] / cap);
+        }
+        float max_score = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < n; ++t) max_score = std::max(max_score, p[t]);
+        sums[i * nh + h] = kernels_.exp_sub_sum(p, n, max_score);
+        float* o = out + (row * num_heads + first_head + h) * head_dim;
+        std::fill(o, o + head_dim, 0.0f);
+        outs[i * nh + h] = o;
+      }
+    }
+    // One pass over the V blocks for every (row, head) of the group; each output sums its keys
+    // in order, as it would alone.
+    absl::InlinedVector<const float*, 32> probs(n_rows * nh);
+    for (int64_t b0 = lo / bs * bs; b0 < hi; b0 += bs) {
+      prefetch_next(pool.v, b0, hi);
+      const int64_t w0 = std::max(b0, lo), w1 = std::min(b0 + bs, hi);
+      int64_t v_stride = stride;
+      const float* v_f32 = nullptr;
+      if (pool.dtype != DType::kF16) v_f32 = widened(pool.v, pool.v_scale, w0, w1 - w0, &v_stride);
+      for_each_run(b0, /*by_scale=*/false, [&](int64_t i0, int64_t i1, int64_t t0, int64_t count) {
+        const int n = static_cast<int>((i1 - i0) * nh);
+        for (int64_t j = 0; j < n; ++j) probs[j] = score_row(i0, 0) + j * context + t0;
+        float* const* dst = outs.data() + i0 * nh;
+        if (pool.dtype == DType::kF16) {
+          const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
+          kernels_.attn_accumulate_f16(probs.data(), n, static_cast<const uint16_t*>(pool.v) + at,
+                                       stride, count, head_dim, dst);
+        } else {
+          kernels_.attn_accumulate(probs.data(), n, v_f32 + (t0 - w0) * v_stride, v_stride,
+                                   count, head_dim, dst);
+        }
+      });
+    }
+    for (int64_t j = 0; j < n_rows * nh; ++j) kernels_.scale(1.0f / sums[j], head_dim, outs[j]);
   }
 }
 

@@ -3,12 +3,14 @@
 //   CpuAttention attn(kernels, &pool);
 //   attn.Run(q, num_heads, {.scale = 1 / sqrt(head_dim)}, seqs, pool_view, out);
 //
-// Work is split into tasks of (sequence, KV head, chunk of query rows); each task computes the
-// scores of all query heads sharing that KV head together, so every K/V row it reads is used
-// num_heads / num_kv_heads times. When that makes too few tasks for the threads (decode of a
-// small batch), the query heads of a group become separate tasks. Keys are visited block by
-// block through the block table, contiguous within a block. f16 caches are read in place (the
-// kernels widen in registers); bf16 and fp8 blocks are widened to f32 once per block and head.
+// Work is split into tasks of (sequence, KV head, chunk of query rows). A task computes the
+// scores of all query heads sharing that KV head, for all its rows (a verification step's
+// drafts, a prefill chunk) together, so each K and V block is read once for the group's heads
+// times its rows (rows are grouped up to a bound on the scores' memory). Each row still gets
+// the floats it would get alone: a key's score and a value's sums do not depend on which
+// queries share a kernel call. Keys are visited block by block through the block table,
+// contiguous within a block. f16 caches are read in place (the kernels widen in registers);
+// bf16 and fp8 blocks are widened to f32 once per block and head for all of a group's rows.
 // Threading: not thread-safe (owns per-thread score buffers); one call at a time.
 #ifndef TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_
 #define TPSERVE_KERNELS_CPU_CPU_ATTENTION_H_

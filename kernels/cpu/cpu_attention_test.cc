@@ -6,9 +6,12 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "formats/dtype.h"
 #include "kernels/cpu/parity_test_util.h"
 #include "kernels/cpu/cpu_backend.h"
 
@@ -31,11 +34,14 @@ struct Case {
 // the new ones) into the paged pool, then attends for the new rows only.
 class AttentionHarness {
  public:
-  AttentionHarness(const Case& c, const std::vector<SeqSpec>& seqs) : c_(c), seqs_(seqs) {
+  // `data_tokens` > 0: every sequence's K and V history is the first tokens of one history of
+  // that many tokens, whatever its own length (so differently split batches see the same KV).
+  AttentionHarness(const Case& c, const std::vector<SeqSpec>& seqs, int64_t data_tokens = 0)
+      : c_(c), seqs_(seqs) {
     const int64_t kv_row = c.num_kv_heads * c.head_dim;
     int64_t blocks = 0;
     for (const SeqSpec& s : seqs) {
-      const int64_t total = s.start + s.count;
+      const int64_t total = data_tokens > 0 ? data_tokens : s.start + s.count;
       history_k_.push_back(Random(total * kv_row, 100 + total));
       history_v_.push_back(Random(total * kv_row, 200 + total));
       blocks += (total + c.block_size_tokens - 1) / c.block_size_tokens;
@@ -58,6 +64,8 @@ class AttentionHarness {
   }
 
   int64_t num_rows() const { return num_rows_; }
+  const std::vector<float>& q() const { return q_; }
+  void set_q(std::vector<float> q) { q_ = std::move(q); }
   int64_t pool_floats() const {
     return num_blocks_ * c_.block_size_tokens * c_.num_kv_heads * c_.head_dim;
   }
@@ -192,6 +200,47 @@ TEST(CpuAttentionTest, PagedGqaMatchesNaiveForMixedBatches) {
       uint32_t bits;
       std::memcpy(&bits, pool_opt.data() + slot * slot_floats * 4, 4);
       EXPECT_EQ(bits == 0xFFFFFFFFu, !owned[slot]) << where << " slot " << slot;
+    }
+  }
+}
+
+// A sequence's new rows attend together, each K and V block read once for all of them, and
+// each row gets the very floats it gets as the only new row of its own step: a verification
+// step of speculative decoding (or a prefill chunk) sees what one-token decode steps see.
+// Through every KV dtype, a sliding window, Llama 4's chunks and temperatures, and both ISAs.
+TEST(CpuAttentionTest, NewRowsTogetherGiveEachRowTheFloatsOfItsOwnStep) {
+  const int64_t start = 37, count = 6;
+  Backend::AttentionParams window;
+  window.sliding_window = 9;
+  Backend::AttentionParams chunked;
+  chunked.attention_chunk = 8;
+  chunked.temperature_floor = 4;
+  chunked.temperature_scale = 0.1f;
+  for (CpuIsa isa : {CpuIsa::kScalar, DetectCpuIsa()}) {
+    CpuBackend backend(CpuBackendOptions{.num_threads = 2, .isa = isa});
+    for (const Case& c : {Case{9, 3, 64, 16}, Case{4, 2, 12, 3}, Case{8, 8, 16, 5}}) {
+      for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3}) {
+        for (const Backend::AttentionParams& params :
+             {Backend::AttentionParams{}, window, chunked}) {
+          AttentionHarness together(c, {{start, count}}, start + count);
+          std::vector<uint8_t> pool;
+          const std::vector<float> all = together.Run(backend, &pool, dtype, params);
+          const int64_t row_floats = c.num_heads * c.head_dim;
+          for (int64_t i = 0; i < count; ++i) {
+            AttentionHarness alone(c, {{start + i, 1}}, start + count);
+            alone.set_q(std::vector<float>(together.q().begin() + i * row_floats,
+                                           together.q().begin() + (i + 1) * row_floats));
+            const std::vector<float> one = alone.Run(backend, &pool, dtype, params);
+            ASSERT_EQ(one.size(), static_cast<size_t>(row_floats));
+            EXPECT_EQ(std::memcmp(one.data(), all.data() + i * row_floats,
+                                  row_floats * sizeof(float)), 0)
+                << "isa " << static_cast<int>(isa) << " heads " << c.num_heads << "/"
+                << c.num_kv_heads << " hd " << c.head_dim << " dtype " << DTypeName(dtype)
+                << " window " << params.sliding_window << " chunk " << params.attention_chunk
+                << " row " << i;
+          }
+        }
+      }
     }
   }
 }

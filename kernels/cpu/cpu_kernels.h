@@ -123,7 +123,8 @@ struct CpuKernels {
                       int64_t count, int64_t head_dim, float scale, float* scores,
                       int64_t scores_stride);
   // out[h][d] += sum over t < count of p[h][t] * v[t * stride + d], for d < head_dim and
-  // h < num_heads (the query heads of one KV head: each V row is read once for all of them);
+  // h < num_heads (the query heads of one KV head, for one or several query rows: each V row
+  // is read once for all of them);
   // each head's sums in t order, the same floats as one head at a time.
   void (*attn_accumulate)(const float* const* p, int num_heads, const float* v, int64_t stride,
                           int64_t count, int64_t head_dim, float* const* out);
