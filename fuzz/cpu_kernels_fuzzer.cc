@@ -178,7 +178,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
-    case 12: {  // widening: exact
+    case 12: {  // widening, and narrowing any 32-bit pattern to f16: exact
+      if (in.ConsumeBool()) {
+        const std::vector<uint32_t> bits = Raw<uint32_t>(in, n);
+        std::vector<float> src(n);
+        std::memcpy(src.data(), bits.data(), n * sizeof(float));
+        std::vector<uint16_t> got(n), want(n);
+        simd.f32_to_f16(src.data(), got.data(), n);
+        ref.f32_to_f16(src.data(), want.data(), n);
+        for (int64_t i = 0; i < n; ++i) Expect(got[i] == want[i], "f32_to_f16", n);
+        break;
+      }
       const bool bf16 = in.ConsumeBool();
       const std::vector<uint16_t> src = Halves(in, n, bf16);
       std::vector<float> got(n), want(n);

@@ -100,9 +100,14 @@ void CpuAttention::WriteKv(const float* k_new, const float* v_new,
                            const KvPoolView& pool) const {
   const int64_t row_elems = pool.num_kv_heads * pool.head_dim, eb = ElemBytes(pool);
   std::vector<float> scaled(pool.dtype == DType::kF8E4M3 ? row_elems : 0);
-  // Stores one row of f32 values in the pool's dtype (fp8: value / scale, saturating).
+  // Stores one row of f32 values in the pool's dtype (fp8: value / scale, saturating; f16, the
+  // CPU's default, through the vector kernel).
   auto store = [&](void* base, int64_t dst, const float* src, float scale) {
     uint8_t* out = static_cast<uint8_t*>(base) + dst * eb;
+    if (pool.dtype == DType::kF16) {
+      kernels_.f32_to_f16(src, reinterpret_cast<uint16_t*>(out), row_elems);
+      return;
+    }
     if (pool.dtype == DType::kF8E4M3) {
       for (int64_t e = 0; e < row_elems; ++e) scaled[e] = src[e] / scale;
       src = scaled.data();

@@ -100,6 +100,9 @@ struct CpuKernels {
   // Widen n weight elements to f32.
   void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n);
   void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  // Narrow n floats to f16 (the KV cache's rows): F32ToF16 (formats/dtype.h) bit for bit,
+  // NaNs included.
+  void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
 
   // y = x / sqrt(mean(x^2) + eps) * w over n elements (sum of squares in f64, as llama.cpp).
   void (*rms_norm)(const float* x, const float* w, int64_t n, float eps, float* y);

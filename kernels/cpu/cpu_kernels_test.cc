@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -290,6 +291,35 @@ TEST_F(CpuKernelsTest, F32DotAndConversionsMatch) {
     ref_.bf16_to_f32(bf.data(), a.data(), n);
     simd_.bf16_to_f32(bf.data(), b.data(), n);
     EXPECT_EQ(a, b) << n;
+  }
+}
+
+// f32_to_f16 (the f16 KV cache's writes) is F32ToF16 bit for bit in both tables: rounding ties
+// to even, half subnormals, overflow to infinity at 65520, signed zeros, infinities and NaN
+// payloads (which vcvtps2ph would quiet), in whole vectors and in the tail.
+TEST_F(CpuKernelsTest, NarrowingToF16IsF32ToF16BitForBit) {
+  const auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65519.99f, 65520.0f, -70000.0f,
+                          5.9604645e-8f, 2.9802322e-8f, 2.98023259e-8f, 1e-10f, 6.1035156e-5f,
+                          bits(0x3F801000u), bits(0x3F803000u), bits(0x3F800FFFu),
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), bits(0x7FC00000u),
+                          bits(0x7F800001u), bits(0xFFA02000u), bits(0x7FBFE000u)};
+  const std::vector<float> noise = Random(61, 5);
+  for (size_t i = 0; i < noise.size(); ++i) {
+    x.push_back(noise[i] * std::ldexp(1.0f, static_cast<int>(i % 30) - 20));
+  }
+  for (const int64_t n : {int64_t{8}, static_cast<int64_t>(x.size())}) {
+    std::vector<uint16_t> want(n), ref(n), simd(n);
+    for (int64_t i = 0; i < n; ++i) want[i] = F32ToF16(x[i]);
+    ref_.f32_to_f16(x.data(), ref.data(), n);
+    simd_.f32_to_f16(x.data(), simd.data(), n);
+    EXPECT_EQ(ref, want) << n;
+    EXPECT_EQ(simd, want) << n;
   }
 }
 

@@ -379,6 +379,7 @@ const CpuKernels& Avx2Table() {
       .dot_bf16 = avx2_internal::DotBF16,
       .f16_to_f32 = avx2_internal::F16ToF32Row,
       .bf16_to_f32 = avx2_internal::BF16ToF32Row,
+      .f32_to_f16 = avx2_internal::F32ToF16Row,
       .rms_norm = avx2_internal::RmsNorm,
       .silu_mul = avx2_internal::SiluMul,
       .gelu_tanh_mul = avx2_internal::GeluTanhMul,

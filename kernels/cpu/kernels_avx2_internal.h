@@ -409,6 +409,7 @@ void DotFp8(const uint8_t* w, const float* scales, int64_t tile_cols, const floa
 // kernels_avx2_vector.cc
 void F16ToF32Row(const uint16_t* src, float* dst, int64_t n);
 void BF16ToF32Row(const uint16_t* src, float* dst, int64_t n);
+void F32ToF16Row(const float* src, uint16_t* dst, int64_t n);
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y);
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
 void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);

@@ -62,6 +62,22 @@ void BF16ToF32Row(const uint16_t* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = BF16ToF32(src[i]);
 }
 
+void F32ToF16Row(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(src + i);
+    // vcvtps2ph rounds to nearest even as F32ToF16 does, but quiets NaNs: those (never in a
+    // sane KV row) take the scalar rule.
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) dst[j] = F32ToF16(src[j]);
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) dst[i] = F32ToF16(src[i]);
+}
+
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
   // Squares rounded to f32, summed in f64 (as the scalar reference and llama.cpp do).
   __m256d acc = _mm256_setzero_pd();

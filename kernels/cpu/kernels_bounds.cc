@@ -143,6 +143,12 @@ struct Bounded {
     (Inner().*kEntry)(src, dst, n);
   }
 
+  static void Narrow(const float* src, uint16_t* dst, int64_t n) {
+    Check("f32_to_f16", "src", src, n);
+    Check("f32_to_f16", "dst", dst, n);
+    Inner().f32_to_f16(src, dst, n);
+  }
+
   static void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
     Check("rms_norm", "x", x, n);
     Check("rms_norm", "w", w, n);
@@ -222,6 +228,7 @@ struct Bounded {
         .dot_bf16 = DotDense<uint16_t, &K::dot_bf16>,
         .f16_to_f32 = Widen<&K::f16_to_f32>,
         .bf16_to_f32 = Widen<&K::bf16_to_f32>,
+        .f32_to_f16 = Narrow,
         .rms_norm = RmsNorm,
         .silu_mul = SiluMul,
         .gelu_tanh_mul = GeluTanhMul,

@@ -265,6 +265,10 @@ void BF16ToF32Row(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToF32(src[i]);
 }
 
+void F32ToF16Row(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = F32ToF16(src[i]);
+}
+
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* y) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
@@ -396,6 +400,7 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_bf16 = DotBF16,
       .f16_to_f32 = F16ToF32Row,
       .bf16_to_f32 = BF16ToF32Row,
+      .f32_to_f16 = F32ToF16Row,
       .rms_norm = RmsNorm,
       .silu_mul = SiluMul,
       .gelu_tanh_mul = GeluTanhMul,
