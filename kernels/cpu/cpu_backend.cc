@@ -91,6 +91,7 @@ void CpuBackend::Free(void* data, int64_t) { std::free(data); }
 void CpuBackend::BeginStep(const StepInputs& step) {
   TP_CHECK(!in_capture_body_, "BeginStep inside a RunCaptured body (kernels/backend.h)");
   step_ = step;
+  rope_angles_.clear();
 }
 
 absl::Status CpuBackend::Synchronize() { return RefusedInsideCapture("Synchronize"); }
@@ -227,24 +228,39 @@ void CpuBackend::RopePart(void* xv, int64_t num_heads, int64_t head_stride, int6
   TP_CHECK(offset >= 0 && offset + rope_dim <= head_stride, "RoPE dims outside the head");
   float* x = static_cast<float*>(xv);
   const int64_t rows = static_cast<int64_t>(step_.positions.size());
-  const int32_t* positions = step_.positions.data();
   const int64_t half = rope_dim / 2;
+  const RopeAngles& angles = AnglesFor(inv_freq, half);
   ParallelChunks(rows, std::max<int64_t>(1, kMinParallelElements / (num_heads * rope_dim)),
                  [&](int64_t r0, int64_t r1) {
-                   std::vector<float> cos_table(half), sin_table(half);
                    for (int64_t r = r0; r < r1; ++r) {
-                     for (int64_t i = 0; i < half; ++i) {
-                       // Angle in f64: at positions in the thousands, f32 would lose ~1e-4 rad.
-                       const double angle = static_cast<double>(positions[r]) * inv_freq[i];
-                       cos_table[i] = static_cast<float>(std::cos(angle));
-                       sin_table[i] = static_cast<float>(std::sin(angle));
-                     }
                      for (int64_t h = 0; h < num_heads; ++h) {
                        RotateHead(x + (r * num_heads + h) * head_stride + offset, rope_dim,
-                                  cos_table.data(), sin_table.data(), layout);
+                                  angles.cos.data() + r * half, angles.sin.data() + r * half,
+                                  layout);
                      }
                    }
                  });
+}
+
+const CpuBackend::RopeAngles& CpuBackend::AnglesFor(const float* inv_freq, int64_t half) {
+  for (const RopeAngles& a : rope_angles_) {
+    if (a.inv_freq == inv_freq && a.half == half) return a;
+  }
+  const int64_t rows = static_cast<int64_t>(step_.positions.size());
+  RopeAngles& a = rope_angles_.emplace_back();
+  a.inv_freq = inv_freq;
+  a.half = half;
+  a.cos.resize(rows * half);
+  a.sin.resize(rows * half);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < half; ++i) {
+      // Angle in f64: at positions in the thousands, f32 would lose ~1e-4 rad.
+      const double angle = static_cast<double>(step_.positions[r]) * inv_freq[i];
+      a.cos[r * half + i] = static_cast<float>(std::cos(angle));
+      a.sin[r * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  return a;
 }
 
 void CpuBackend::GatedActivation(Activation act, const void* gate, const void* up,

@@ -192,6 +192,16 @@ class CpuBackend : public Backend {
   CpuMoe moe_;
   CpuAttention attention_;
   StepInputs step_;
+  // cos and sin of every row's angles for one table of inverse frequencies, [rows, half] each:
+  // made by the step's first RopePart with those frequencies (the model keeps one table per
+  // distinct RoPE configuration), shared by every layer's q and k after it; BeginStep clears.
+  struct RopeAngles {
+    const float* inv_freq = nullptr;
+    int64_t half = 0;
+    std::vector<float> cos, sin;
+  };
+  const RopeAngles& AnglesFor(const float* inv_freq, int64_t half);
+  std::vector<RopeAngles> rope_angles_;
 };
 
 }  // namespace tpserve

@@ -278,6 +278,36 @@ TEST_F(CpuBackendParityTest, RopeBothLayoutsAgainstTheFormula) {
   }
 }
 
+// The angles of a step are computed once per table of frequencies and shared by its q and k
+// rotations; the next step's positions get new ones, though the table's address is the same.
+TEST_F(CpuBackendParityTest, RopeAnglesFollowEachStepsPositions) {
+  const int64_t head_dim = 64, half = head_dim / 2;
+  const std::vector<float> inv_freq = RopeInverseFrequencies(head_dim, 10000.0, {});
+  for (const std::vector<int32_t>& pos : {std::vector<int32_t>{5, 900, 4095},
+                                          std::vector<int32_t>{77, 3, 1}}) {
+    const StepInputs step{{}, pos, {}, {}};
+    opt_.BeginStep(step);
+    for (int64_t heads : {9, 3}) {  // q, then k with the same frequencies
+      const int64_t rows = static_cast<int64_t>(pos.size());
+      std::vector<float> x = Random(rows * heads * head_dim, heads + pos[0]);
+      std::vector<double> exact(x.begin(), x.end());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t h = 0; h < heads; ++h) {
+          double* e = exact.data() + (r * heads + h) * head_dim;
+          for (int64_t i = 0; i < half; ++i) {
+            const double th = static_cast<double>(pos[r]) * inv_freq[i];
+            const double x0 = e[i], x1 = e[i + half];
+            e[i] = x0 * std::cos(th) - x1 * std::sin(th);
+            e[i + half] = x0 * std::sin(th) + x1 * std::cos(th);
+          }
+        }
+      }
+      opt_.Rope(x.data(), heads, head_dim, inv_freq.data(), RopeLayout::kRotateHalf);
+      EXPECT_LT(Nmse(x, exact), 1e-12) << "positions from " << pos[0] << ", heads " << heads;
+    }
+  }
+}
+
 TEST_F(CpuBackendParityTest, SiluMulAndAdd) {
   for (int64_t count : {1, 7, 1536, 100003}) {  // the last one is split across threads
     const std::vector<float> g = Random(count, 5, 4.0f), u = Random(count, 6);
