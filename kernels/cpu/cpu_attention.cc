@@ -22,6 +22,18 @@ constexpr int64_t kRowsPerTask = 16;
 // task up to ~5,000 positions of context with 3 query heads per KV head, one row at 128K.
 constexpr int64_t kScoreBytesPerGroup = 1 << 20;
 
+// A block's K or V rows of one KV head as a kernel reads them: f16 in place, or f32 (in place,
+// or widened to scratch), `stride` elements from one key to the next.
+struct KvRows {
+  const float* f32;
+  const uint16_t* f16;
+  int64_t stride;
+  KvRows From(int64_t t) const {
+    return {f32 != nullptr ? f32 + t * stride : nullptr,
+            f16 != nullptr ? f16 + t * stride : nullptr, stride};
+  }
+};
+
 // The keys one query row attends to, [begin, end), and its scores' scale.
 struct RowKeys {
   int64_t begin = 0;
@@ -192,53 +204,56 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads,
         i0 = i1;
       }
     };
-    // Widens the block's keys [t0, t0 + count) of `base` to f32 once (bf16, fp8 pools).
-    auto widened = [&](const void* base, float pool_scale, int64_t t0, int64_t count,
-                       int64_t* out_stride) -> const float* {
-      const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-      if (pool.dtype == DType::kF32) {
-        *out_stride = stride;
-        return static_cast<const float*>(base) + at;
-      }
-      RowsToF32(pool, base, at, count, stride, pool_scale, kv->data());
-      *out_stride = head_dim;
-      return kv->data();
-    };
-    for (int64_t b0 = lo / bs * bs; b0 < hi; b0 += bs) {
-      prefetch_next(pool.k, b0, hi);
-      // The block's keys any row of the group sees, widened once for all of them.
-      const int64_t w0 = std::max(b0, lo), w1 = std::min(b0 + bs, hi);
-      int64_t k_stride = stride;
-      const float* k_f32 = nullptr;
-      if (pool.dtype != DType::kF16) k_f32 = widened(pool.k, pool.k_scale, w0, w1 - w0, &k_stride);
-      for_each_run(b0, /*by_scale=*/true, [&](int64_t i0, int64_t i1, int64_t t0, int64_t count) {
-        const float* q_rows[kMaxDotRows];
-        int nq = 0;
-        int64_t first_query = i0 * nh;  // scores row of q_rows[0]
-        auto flush = [&] {
-          if (nq == 0) return;
-          float* dst = scores->data() + first_query * context + t0;
-          if (pool.dtype == DType::kF16) {
-            const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-            kernels_.attn_scores_f16(q_rows, nq, static_cast<const uint16_t*>(pool.k) + at,
-                                     stride, count, head_dim, rk[i0].scale, dst, context);
-          } else {
-            kernels_.attn_scores(q_rows, nq, k_f32 + (t0 - w0) * k_stride, k_stride, count,
-                                 head_dim, rk[i0].scale, dst, context);
-          }
-          first_query += nq;
-          nq = 0;
-        };
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t row = s.first_row + r0 + i;
-          for (int64_t h = 0; h < nh; ++h) {
-            q_rows[nq++] = q + (row * num_heads + first_head + h) * head_dim;
-            if (nq == kMaxDotRows) flush();
-          }
+    // Visits the blocks of `base` (K or V) the group sees: asks for the next one, widens the
+    // keys any row sees to f32 once for all rows (bf16, fp8 pools; f16 is read in place), and
+    // calls visit(i0, i1, t0, count, rows) for each run, `rows` starting at key t0.
+    auto for_each_block = [&](const void* base, float pool_scale, bool by_scale, auto&& visit) {
+      for (int64_t b0 = lo / bs * bs; b0 < hi; b0 += bs) {
+        prefetch_next(base, b0, hi);
+        const int64_t w0 = std::max(b0, lo);
+        const int64_t at = SlotOffset(pool, s.block_table, w0, task.kv_head);
+        KvRows block{nullptr, nullptr, stride};
+        if (pool.dtype == DType::kF16) {
+          block.f16 = static_cast<const uint16_t*>(base) + at;
+        } else if (pool.dtype == DType::kF32) {
+          block.f32 = static_cast<const float*>(base) + at;
+        } else {
+          RowsToF32(pool, base, at, std::min(b0 + bs, hi) - w0, stride, pool_scale, kv->data());
+          block.f32 = kv->data();
+          block.stride = head_dim;
         }
-        flush();
-      });
-    }
+        for_each_run(b0, by_scale, [&](int64_t i0, int64_t i1, int64_t t0, int64_t count) {
+          visit(i0, i1, t0, count, block.From(t0 - w0));
+        });
+      }
+    };
+    for_each_block(pool.k, pool.k_scale, /*by_scale=*/true,
+                   [&](int64_t i0, int64_t i1, int64_t t0, int64_t count, const KvRows& k) {
+      const float* q_rows[kMaxDotRows];
+      int nq = 0;
+      int64_t first_query = i0 * nh;  // scores row of q_rows[0]
+      auto flush = [&] {
+        if (nq == 0) return;
+        float* dst = scores->data() + first_query * context + t0;
+        if (k.f16 != nullptr) {
+          kernels_.attn_scores_f16(q_rows, nq, k.f16, k.stride, count, head_dim, rk[i0].scale,
+                                   dst, context);
+        } else {
+          kernels_.attn_scores(q_rows, nq, k.f32, k.stride, count, head_dim, rk[i0].scale, dst,
+                               context);
+        }
+        first_query += nq;
+        nq = 0;
+      };
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t row = s.first_row + r0 + i;
+        for (int64_t h = 0; h < nh; ++h) {
+          q_rows[nq++] = q + (row * num_heads + first_head + h) * head_dim;
+          if (nq == kMaxDotRows) flush();
+        }
+      }
+      flush();
+    });
     // Softmax of each (row, head)'s scores.
     absl::InlinedVector<float, 32> sums(n_rows * nh);
     absl::InlinedVector<float*, 32> outs(n_rows * nh);
@@ -261,26 +276,17 @@ void CpuAttention::RunTask(const Task& task, const float* q, int64_t num_heads,
     // One pass over the V blocks for every (row, head) of the group; each output sums its keys
     // in order, as it would alone.
     absl::InlinedVector<const float*, 32> probs(n_rows * nh);
-    for (int64_t b0 = lo / bs * bs; b0 < hi; b0 += bs) {
-      prefetch_next(pool.v, b0, hi);
-      const int64_t w0 = std::max(b0, lo), w1 = std::min(b0 + bs, hi);
-      int64_t v_stride = stride;
-      const float* v_f32 = nullptr;
-      if (pool.dtype != DType::kF16) v_f32 = widened(pool.v, pool.v_scale, w0, w1 - w0, &v_stride);
-      for_each_run(b0, /*by_scale=*/false, [&](int64_t i0, int64_t i1, int64_t t0, int64_t count) {
-        const int n = static_cast<int>((i1 - i0) * nh);
-        for (int64_t j = 0; j < n; ++j) probs[j] = score_row(i0, 0) + j * context + t0;
-        float* const* dst = outs.data() + i0 * nh;
-        if (pool.dtype == DType::kF16) {
-          const int64_t at = SlotOffset(pool, s.block_table, t0, task.kv_head);
-          kernels_.attn_accumulate_f16(probs.data(), n, static_cast<const uint16_t*>(pool.v) + at,
-                                       stride, count, head_dim, dst);
-        } else {
-          kernels_.attn_accumulate(probs.data(), n, v_f32 + (t0 - w0) * v_stride, v_stride,
-                                   count, head_dim, dst);
-        }
-      });
-    }
+    for_each_block(pool.v, pool.v_scale, /*by_scale=*/false,
+                   [&](int64_t i0, int64_t i1, int64_t t0, int64_t count, const KvRows& v) {
+      const int n = static_cast<int>((i1 - i0) * nh);
+      for (int64_t j = 0; j < n; ++j) probs[j] = score_row(i0, 0) + j * context + t0;
+      float* const* dst = outs.data() + i0 * nh;
+      if (v.f16 != nullptr) {
+        kernels_.attn_accumulate_f16(probs.data(), n, v.f16, v.stride, count, head_dim, dst);
+      } else {
+        kernels_.attn_accumulate(probs.data(), n, v.f32, v.stride, count, head_dim, dst);
+      }
+    });
     for (int64_t j = 0; j < n_rows * nh; ++j) kernels_.scale(1.0f / sums[j], head_dim, outs[j]);
   }
 }
