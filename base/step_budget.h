@@ -25,6 +25,12 @@ constexpr int64_t DefaultMaxTokensPerStep(bool gpu) {
   return gpu ? kGpuMaxTokensPerStep : kCpuMaxTokensPerStep;
 }
 
+// A --max_tokens_per_step flag's value, 0 (or less: callers refuse negatives first) meaning
+// the default for the device; launch and vram both resolve theirs here.
+constexpr int64_t MaxTokensPerStepOr(int64_t requested, bool gpu) {
+  return requested > 0 ? requested : DefaultMaxTokensPerStep(gpu);
+}
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_BASE_STEP_BUDGET_H_

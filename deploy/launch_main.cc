@@ -123,8 +123,7 @@ absl::StatusOr<int64_t> StepTokensFlag(const LaunchFlags& flags, bool gpu) {
                      " must be >= 1 (or 0: ", DefaultMaxTokensPerStep(gpu), " on ",
                      gpu ? "GPUs" : "CPU ranks", ")"));
   }
-  return flags.max_tokens_per_step > 0 ? flags.max_tokens_per_step
-                                       : DefaultMaxTokensPerStep(gpu);
+  return MaxTokensPerStepOr(flags.max_tokens_per_step, gpu);
 }
 
 // What the ranks get that the plan does not size: their threads and the collective timeout.

@@ -22,11 +22,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
           std::make_unique<CpuBackend>(CpuBackendOptions{options.num_threads}));
     case BackendKind::kCuda:
 #if TPSERVE_WITH_CUDA
-      return CreateCudaBackend(options.device_ordinal,
-                               CudaBackendOptions{.deterministic = options.deterministic,
-                                                  .strict_kernels = options.strict_kernels,
-                                                  .max_tokens_per_step = options.max_tokens_per_step,
-                                                  .cuda_graphs = options.cuda_graphs});
+      return CreateCudaBackend(
+          options.device_ordinal,
+          CudaBackendOptions{.deterministic = options.deterministic,
+                             .strict_kernels = options.strict_kernels,
+                             .max_tokens_per_step = options.max_tokens_per_step,
+                             .cuda_graphs = options.cuda_graphs});
 #else
       return absl::UnimplementedError(
           "this build has no CUDA backend: build with the CUDA toolkit present "

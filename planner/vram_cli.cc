@@ -175,8 +175,7 @@ absl::StatusOr<GpuSpec> DeviceFor(const VramRequest& r, int64_t gpus) {
 
 // --max_tokens_per_step, or (0) what launch would run on the same device.
 int64_t StepTokens(const VramRequest& r) {
-  return r.max_tokens_per_step > 0 ? r.max_tokens_per_step
-                                   : DefaultMaxTokensPerStep(/*gpu=*/r.gpu != "cpu-host");
+  return MaxTokensPerStepOr(r.max_tokens_per_step, /*gpu=*/r.gpu != "cpu-host");
 }
 
 absl::Status CheckNumericFlags(const VramRequest& r) {

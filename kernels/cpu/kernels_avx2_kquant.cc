@@ -157,7 +157,8 @@ void DotQ6_KN(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
 
 template <bool kFiveBit>
 void DotScaleMinK(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  DispatchRows(num_x, [&](auto nx) { DotScaleMinKN<decltype(nx)::value, kFiveBit>(w, x, nb, out); });
+  DispatchRows(num_x,
+               [&](auto nx) { DotScaleMinKN<decltype(nx)::value, kFiveBit>(w, x, nb, out); });
 }
 
 }  // namespace

@@ -47,8 +47,9 @@ std::string WeightRoleName(std::string_view what);
 
 // The batch sizes CheckMatMulAtLoad plans for steps of up to `max_tokens_per_step` rows (<= 0:
 // kGpuMaxTokensPerStep, base/step_budget.h). The path depends on m only through
-// m <= kExactActivationRowsMax; cuBLASLt's answers may depend on m too. Deterministic mode (which records no CUDA graphs,
-// so any batch size runs): every m up to 256, then every multiple of 64, and the bound.
+// m <= kExactActivationRowsMax; cuBLASLt's answers may depend on m too. Deterministic mode
+// (which records no CUDA graphs, so any batch size runs): every m up to 256, then every
+// multiple of 64, and the bound.
 // Otherwise (the fp8 GEMMs' heuristic only): 1, 16, 17, the powers of two from 32, and the
 // bound. Ascending, distinct, all <= the bound.
 std::vector<int64_t> MatMulLoadRows(int64_t max_tokens_per_step, bool deterministic);

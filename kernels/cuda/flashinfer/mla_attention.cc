@@ -47,10 +47,10 @@ absl::StatusOr<std::unique_ptr<MlaAttention>> MlaAttention::Create(const Attenti
   const int64_t works = MlaWorkBoundWithin(limits.max_tokens_per_step, limits.max_decode_rows,
                                            limits.num_qo_heads, limits.num_sms);
   if (works > kMlaMaxWorks) {
-    return absl::InvalidArgumentError(StrCat("FlashInfer MLA: a step of ", limits.max_tokens_per_step,
-                                             " rows x ", limits.num_qo_heads, " heads may need ",
-                                             works, " work items, more than MLAPlan's ",
-                                             kMlaMaxWorks, "; lower the step's token budget"));
+    return absl::InvalidArgumentError(
+        StrCat("FlashInfer MLA: a step of ", limits.max_tokens_per_step, " rows x ",
+               limits.num_qo_heads, " heads may need ", works, " work items, more than MLAPlan's ",
+               kMlaMaxWorks, "; lower the step's token budget"));
   }
   std::unique_ptr<MlaAttention> a(new MlaAttention(limits, abort));
   cudaEvent_t uploaded = nullptr;
