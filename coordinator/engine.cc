@@ -8,81 +8,8 @@
 #include "step/sampling.h"
 #include "step/step_sampling.h"
 #include "coordinator/speculative/ngram.h"
-#include "coordinator/stop_matcher.h"
-#include "coordinator/tokenizer/incremental_detokenizer.h"
 
 namespace tpserve {
-
-namespace {
-
-// Sequence `index` of a request draws from its own stream: seed + index when seeded.
-SamplingParams ForSequence(SamplingParams params, int32_t index) {
-  if (params.seed.has_value()) *params.seed += static_cast<uint64_t>(index);
-  return params;
-}
-
-}  // namespace
-
-double DraftAcceptanceRate(const Usage& u) {
-  return u.draft_tokens > 0 ? static_cast<double>(u.accepted_draft_tokens) / u.draft_tokens : 0.0;
-}
-
-double MeanAcceptedLength(const Usage& u) {
-  return u.speculative_steps > 0
-             ? 1.0 + static_cast<double>(u.accepted_draft_tokens) / u.speculative_steps
-             : 0.0;
-}
-
-struct Engine::Sequence {
-  Sequence(int64_t id, int64_t request_id, int32_t index,
-           std::shared_ptr<const AdmittedRequest> r, EventCallback cb, const Tokenizer* tokenizer)
-      : id(id),
-        request_id(request_id),
-        index(index),
-        request(std::move(r)),
-        on_event(std::move(cb)),
-        tokens(request->prompt_ids()),
-        sampler(ForSequence(request->sampling(), index)),
-        // Control tokens (<|im_end|>, BOS) are not part of the text a client reads, unless
-        // the output is read for tool calls whose markers may be control tokens.
-        detokenizer(tokenizer, DecodeOptions{/*skip_control=*/!request->keep_control_text()}),
-        stops(request->stop().stop_sequences) {
-    if (request->constraint() != nullptr) {
-      matcher.emplace(request->constraint());
-      mask.resize(TokenMaskWords(request->constraint()->vocab_size()));
-    }
-  }
-
-  int64_t id;
-  int64_t request_id;  // sequence 0's id
-  int32_t index;       // of the request's best_of sequences
-  const std::shared_ptr<const AdmittedRequest> request;
-  EventCallback on_event;
-  std::vector<int32_t> tokens;  // prompt, then generated
-  int32_t num_generated = 0;
-  double cumulative_logprob = 0.0;
-  bool admitted = false;      // scheduled at least once
-  int32_t cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission
-  Sampler sampler;
-  IncrementalDetokenizer detokenizer;
-  StopMatcher stops;
-  std::optional<ConstraintMatcher> matcher;  // structured output; its mask for the next token
-  std::vector<int32_t> mask;
-  // Sequence 0: the request's other sequences, queued once the prompt's KV is in the cache.
-  std::vector<std::unique_ptr<Sequence>> followers;
-  // Sequence 0 with prompt_logprobs: the prompt's scores so far, sent with its first token
-  // (never when it ends before: partial scores are not sent).
-  std::vector<SampledToken> prompt_logprobs;
-  // Mixtures of experts: the imbalance of each step this sequence was in, summed.
-  double expert_imbalance_sum = 0.0;
-  int32_t moe_steps = 0;
-  // Speculative decoding: how its drafts fare (the drafts the running step verifies are the
-  // scheduler's: Scheduler::PendingDraft).
-  SpeculationState spec;
-  absl::Time submitted = absl::Now();
-  absl::Time first_token = absl::InfinitePast();
-  absl::Time last_token = absl::InfinitePast();
-};
 
 Engine::Engine(EngineOptions options, std::unique_ptr<ModelExecutor> executor,
                const Tokenizer* tokenizer, std::unique_ptr<Proposer> proposer)
@@ -147,15 +74,15 @@ void Engine::DrainInbox() {
     cancels.swap(cancels_);
   }
   for (auto& seq : inbox) {
-    const int64_t id = seq->id;
-    absl::Status added = scheduler_.Add(id, seq->tokens, seq->request->prompt_logprobs());
+    const int64_t id = seq->id();
+    absl::Status added = scheduler_.Add(id, &seq->tokens(), seq->request().prompt_logprobs());
     seqs_[id] = std::move(seq);
     if (!added.ok()) Finish(*seqs_[id], FinishReason::kError, added);
   }
   for (int64_t request_id : cancels) {
     std::vector<int64_t> ids;
     for (const auto& [id, seq] : seqs_) {
-      if (seq->request_id == request_id) ids.push_back(id);
+      if (seq->request_id() == request_id) ids.push_back(id);
     }
     std::sort(ids.begin(), ids.end());  // sequence 0 first: its followers end with it
     for (int64_t id : ids) {
@@ -166,7 +93,7 @@ void Engine::DrainInbox() {
   const absl::Time now = absl::Now();
   std::vector<int64_t> expired;
   for (const auto& [id, seq] : seqs_) {
-    if (seq->request->deadline() <= now) expired.push_back(id);
+    if (seq->request().deadline() <= now) expired.push_back(id);
   }
   std::sort(expired.begin(), expired.end());
   for (int64_t id : expired) {
@@ -179,8 +106,8 @@ void Engine::ReleaseFollowers(Sequence& seq) {
   std::vector<std::unique_ptr<Sequence>> followers = std::move(seq.followers);
   seq.followers.clear();
   for (auto& f : followers) {
-    const int64_t id = f->id;
-    absl::Status added = scheduler_.Add(id, f->tokens);
+    const int64_t id = f->id();
+    absl::Status added = scheduler_.Add(id, &f->tokens());
     seqs_[id] = std::move(f);
     if (!added.ok()) Finish(*seqs_[id], FinishReason::kError, added);
   }
@@ -193,40 +120,17 @@ void Engine::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   std::vector<std::unique_ptr<Sequence>> followers = std::move(seq.followers);
   seq.followers.clear();
   for (auto& f : followers) {
-    const int64_t id = f->id;
+    const int64_t id = f->id();
     seqs_[id] = std::move(f);
     Finish(*seqs_[id], reason, error);
   }
-  GenerationEvent event;
-  event.index = seq.index;
-  event.cumulative_logprob = seq.cumulative_logprob;
-  event.finish = reason;
-  event.error = std::move(error);
-  event.matched_stop_sequence = std::move(matched_stop_sequence);
-  if (reason != FinishReason::kError && reason != FinishReason::kStopSequence) {
-    event.text = seq.detokenizer.Flush();
-    event.text = seq.stops.Append(event.text).emit + seq.stops.Flush();
-  }
-  if (seq.matcher.has_value()) {
-    event.structured = StructuredOutcome{seq.matcher->completed(),
-                                         seq.request->constraint()->dropped_keywords(),
-                                         seq.request->constraint()->annotations()};
-  }
-  event.usage.prompt_tokens = static_cast<int32_t>(seq.request->prompt_ids().size());
-  event.usage.completion_tokens = seq.num_generated;
-  event.usage.cached_tokens = seq.cached_tokens;
-  event.usage.draft_tokens = seq.spec.draft_tokens;
-  event.usage.accepted_draft_tokens = seq.spec.accepted_tokens;
-  event.usage.speculative_steps = seq.spec.verify_steps;
-  if (seq.moe_steps > 0) event.usage.expert_imbalance = seq.expert_imbalance_sum / seq.moe_steps;
-  if (seq.num_generated > 0) {
-    event.usage.time_to_first_token_s = absl::ToDoubleSeconds(seq.first_token - seq.submitted);
-    event.usage.decode_time_s = absl::ToDoubleSeconds(seq.last_token - seq.first_token);
-  }
-  scheduler_.Remove(seq.id);  // frees its KV blocks now
-  if (proposer_ != nullptr) proposer_->Forget(seq.id);
+  GenerationEvent event =
+      seq.FinishEvent(reason, std::move(error), std::move(matched_stop_sequence));
+  const int64_t id = seq.id();
+  scheduler_.Remove(id);  // frees its KV blocks now
+  if (proposer_ != nullptr) proposer_->Forget(id);
   EventCallback cb = std::move(seq.on_event);
-  seqs_.erase(seq.id);        // `seq` is gone after this line
+  seqs_.erase(id);        // `seq` is gone after this line
   cb(std::move(event));
 }
 
@@ -240,41 +144,9 @@ void Engine::FailAll(const absl::Status& error) {
   for (int64_t id : ids) Finish(*seqs_[id], FinishReason::kError, error);
 }
 
-// Applies one sampled token: text, stop conditions, and the event to deliver.
-void Engine::HandleSampled(Sequence& seq, const SampledToken& token, GenerationEvent& event) {
-  const absl::Time now = absl::Now();
-  if (seq.num_generated == 0) seq.first_token = now;
-  seq.last_token = now;
-  ++seq.num_generated;
-  seq.tokens.push_back(token.id);
-  scheduler_.AppendToken(seq.id, token.id);
-
-  const StopConditions& stop = seq.request->stop();
-  // A constraint's stop token ends it even with ignore_eos: the grammar allows nothing after.
-  const bool is_eos = (seq.matcher.has_value() && seq.matcher->terminated()) ||
-                      (!stop.ignore_eos && std::count(options_.eos_token_ids.begin(),
-                                                      options_.eos_token_ids.end(), token.id));
-  if (is_eos || std::count(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token.id)) {
-    event.finish = FinishReason::kEos;
-    return;
-  }
-  event.token_ids.push_back(token.id);
-  if (seq.request->logprobs()) event.logprobs.push_back(token);
-  absl::StatusOr<std::string> piece = seq.detokenizer.Push(token.id);
-  if (!piece.ok()) {
-    event.finish = FinishReason::kError;
-    event.error = piece.status();
-    return;
-  }
-  StopMatcher::Result r = seq.stops.Append(*piece);
-  event.text += r.emit;
-  if (r.matched.has_value()) {
-    event.finish = FinishReason::kStopSequence;
-    event.matched_stop_sequence = *r.matched;
-  } else if (seq.num_generated >= stop.max_new_tokens ||
-             static_cast<int64_t>(seq.tokens.size()) >= options_.context_length) {
-    event.finish = FinishReason::kLength;
-  }
+void Engine::Append(Sequence& seq, const SampledToken& token, GenerationEvent& event) {
+  seq.Append(token, SequenceLimits{options_.eos_token_ids, options_.context_length}, event);
+  scheduler_.TokenAppended(seq.id());
 }
 
 bool Engine::Step() {
@@ -351,7 +223,7 @@ void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wa
       Sequence& seq = *seqs_.at(a.seq_id);
       stats_.prefix_cache_hits_tokens += a.num_cached_tokens;
       stats_.prefix_cache_misses_tokens +=
-          static_cast<int64_t>(seq.tokens.size()) - a.num_cached_tokens;
+          static_cast<int64_t>(seq.tokens().size()) - a.num_cached_tokens;
       if (!seq.admitted) seq.cached_tokens = static_cast<int32_t>(a.num_cached_tokens);
       seq.admitted = true;
     }
@@ -383,7 +255,7 @@ void Engine::JumpForward(Sequence& seq, GenerationEvent& event) {
   int64_t appended = 0;
   for (int32_t id : *ids) {
     if (!seq.matcher->Accept(id)) break;
-    HandleSampled(seq, SampledToken{id, 0.0f, {}}, event);
+    Append(seq, SampledToken{id, 0.0f, {}}, event);
     ++appended;
     if (event.finish != FinishReason::kNone) break;
   }
@@ -405,13 +277,13 @@ ScheduledStep Engine::ScheduleStep() {
 
 int64_t Engine::WantedDraftTokens(int64_t seq_id, int64_t num_decoding) {
   Sequence& seq = *seqs_.at(seq_id);
-  if (!seq.request->speculative() || (seq.matcher.has_value() && seq.matcher->terminated())) {
+  if (!seq.request().speculative() || (seq.matcher.has_value() && seq.matcher->terminated())) {
     return 0;
   }
   // The step samples at least one token; drafts past max_new_tokens or the context are waste.
-  const int64_t known = static_cast<int64_t>(seq.tokens.size());
+  const int64_t known = static_cast<int64_t>(seq.tokens().size());
   const int64_t remaining =
-      std::min<int64_t>(seq.request->stop().max_new_tokens - seq.num_generated - 1,
+      std::min<int64_t>(seq.request().stop().max_new_tokens - seq.num_generated() - 1,
                         options_.context_length - known);
   return policy_->DraftLength(seq.spec, num_decoding, remaining);
 }
@@ -455,14 +327,14 @@ StepSampling Engine::BuildSampling(const StepBatch& batch) {
     const int64_t sampled_rows = q.samples ? 1 + static_cast<int64_t>(q.draft.size()) : 0;
     const int64_t first_position = s.end_position() - s.num_logits;
     for (int64_t i = 0; i < s.num_logits - sampled_rows; ++i) {
-      q.scored_ids.push_back(seq.tokens[first_position + i + 1]);
+      q.scored_ids.push_back(seq.tokens()[first_position + i + 1]);
     }
-    q.top_logprobs = seq.request->sampling().top_logprobs;
+    q.top_logprobs = seq.request().sampling().top_logprobs;
     if (!q.samples) continue;
     q.params = seq.sampler.params();
     q.key = seq.sampler.key();
     q.draws = seq.sampler.draws();
-    if (UsesHistory(q.params)) q.history = seq.tokens;
+    if (UsesHistory(q.params)) q.history = seq.tokens();
     if (!seq.matcher.has_value()) continue;
     // Row 0's mask was filled during the forward pass; row i's is the constraint's after the
     // draft's first i tokens (ProposeDrafts kept only drafts it accepts). A row past the
@@ -493,10 +365,10 @@ void Engine::Deliver(const StepSampling& sampling, const std::vector<SequenceSam
     Sequence& seq = *seqs_.at(q.seq_id);
     for (const SampledToken& scored : samples[k].scored) seq.prompt_logprobs.push_back(scored);
     if (!q.samples) continue;
-    if (seq.num_generated == 0) ReleaseFollowers(seq);  // its prompt's KV is in the cache now
+    if (seq.num_generated() == 0) ReleaseFollowers(seq);  // its prompt's KV is in the cache now
     GenerationEvent event;
-    event.index = seq.index;
-    if (seq.num_generated == 0) event.prompt_logprobs = std::move(seq.prompt_logprobs);
+    event.index = seq.index();
+    if (seq.num_generated() == 0) event.prompt_logprobs = std::move(seq.prompt_logprobs);
     ApplySampled(seq, q, samples[k], event);
     const FinishReason reason = event.finish;
     const absl::Status error = event.error;
@@ -518,14 +390,13 @@ void Engine::ApplySampled(Sequence& seq, const SequenceSampling& asked,
   int64_t emitted = 0;
   for (size_t i = 0; i < got.sampled.size(); ++i) {
     const SampledToken& token = got.sampled[i];
-    seq.cumulative_logprob += token.logprob;
     if (seq.matcher.has_value() && !seq.matcher->Accept(token.id)) {
       event.finish = FinishReason::kError;
       event.error = absl::InternalError(absl::StrCat(
           "sampled token ", token.id, " which the request's constraint does not allow"));
       break;
     }
-    HandleSampled(seq, token, event);  // also settles the scheduler's copy of the draft
+    Append(seq, token, event);  // also settles the scheduler's pending draft
     ++emitted;
     const bool agreed = i < draft.size() && token.id == draft[i];
     if (agreed) ++accepted;

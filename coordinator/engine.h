@@ -38,10 +38,10 @@
 #include "step/executor.h"
 #include "coordinator/request.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/sequence.h"
 #include "coordinator/speculative/speculation.h"
 #include "coordinator/structured/mask_worker.h"
 #include "coordinator/tokenizer/tokenizer.h"
-#include "coordinator/tools/tool_call_parser.h"
 
 namespace tpserve {
 
@@ -64,58 +64,6 @@ struct EngineOptions {
   SpeculativeOptions speculative;
 };
 
-struct Usage;
-// Speculative decoding's per-request figures: accepted / drafted tokens, and tokens per
-// verifying step (1 + accepted / steps); 0 without drafts.
-double DraftAcceptanceRate(const Usage& usage);
-double MeanAcceptedLength(const Usage& usage);
-
-struct Usage {
-  int32_t prompt_tokens = 0;
-  int32_t completion_tokens = 0;
-  int32_t cached_tokens = 0;   // of prompt_tokens, served from the prefix cache when first admitted
-  double time_to_first_token_s = 0.0;
-  double decode_time_s = 0.0;  // first token to last
-  // Speculative decoding: tokens drafted, drafts accepted, steps that verified drafts.
-  int32_t draft_tokens = 0;
-  int32_t accepted_draft_tokens = 0;
-  int32_t speculative_steps = 0;
-  // Mixtures of experts: the mean over the request's steps of the step's expert imbalance
-  // (ExpertLoad::Imbalance, step/executor.h: the busiest expert's slots over the mean, 1 =
-  // even); 0 for a dense model.
-  double expert_imbalance = 0.0;
-};
-
-// How a constrained request's output stands against its constraint (on the finishing event).
-struct StructuredOutcome {
-  bool completed = false;  // a whole sentence of the grammar (a JSON value ended, ...)
-  std::vector<std::string> dropped_keywords;  // strict=false: what was not enforced
-  std::vector<std::string> annotations;       // schema keywords taken as annotations
-};
-
-struct GenerationEvent {
-  int32_t index = 0;                    // the sequence of the request (0 .. best_of - 1)
-  std::vector<int32_t> token_ids;       // new since the previous event
-  std::string text;                     // whole UTF-8 characters only
-  // A chat whose output is parsed (AdmittedRequest::output_parsing, filled in by the
-  // frontend): `text` is then the content only, the reasoning goes here, and each tool call
-  // arrives whole in one ToolCallDelta (coordinator/tools/tool_call_parser.h).
-  std::string reasoning_text;
-  std::vector<ToolCallDelta> tool_calls;
-  std::vector<SampledToken> logprobs;   // one per token id when the request asked for them
-  FinishReason finish = FinishReason::kNone;
-  std::string matched_stop_sequence;
-  absl::Status error;                   // set with finish == kError
-  Usage usage;                          // set on the finishing event
-  std::optional<StructuredOutcome> structured;  // the finishing event of a constrained request
-  // The finishing event: the sum of the sampled tokens' logprobs (SampledToken::logprob; EOS
-  // included, forced tokens count 0), what best_of ranks candidates by.
-  double cumulative_logprob = 0.0;
-  // prompt_logprobs: sequence 0's first event, one entry per prompt token after the first.
-  std::vector<SampledToken> prompt_logprobs;
-};
-
-using EventCallback = std::function<void(GenerationEvent)>;
 
 // One step as the engine saw it, for metrics.
 struct StepTiming {
@@ -193,14 +141,13 @@ class Engine {
   void SetStepObserver(std::function<void(const StepTiming&)> observer);
 
  private:
-  struct Sequence;
-
   void DrainInbox();
   void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
               std::string matched_stop_sequence = "");
   void FailAll(const absl::Status& error);
   void PublishStats();
-  void HandleSampled(Sequence& seq, const SampledToken& token, GenerationEvent& event);
+  // Appends one sampled (or forced) token to the sequence and tells the scheduler.
+  void Append(Sequence& seq, const SampledToken& token, GenerationEvent& event);
   // Appends the tokens the sequence's constraint forces next (EngineOptions::jump_forward).
   void JumpForward(Sequence& seq, GenerationEvent& event);
   // Starts filling the masks of the batch's constrained sequences that sample this step.

@@ -21,12 +21,12 @@ int64_t Scheduler::SeqState::CapToRows(int64_t n, int64_t rows) const {
   return std::clamp<int64_t>(std::max(num_computed, scored) + rows - num_computed, 0, n);
 }
 
-absl::Status Scheduler::Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids,
+absl::Status Scheduler::Add(int64_t seq_id, const std::vector<int32_t>* tokens,
                             bool score_prompt) {
   if (seqs_.count(seq_id)) {
     return absl::InvalidArgumentError(absl::StrCat("sequence ", seq_id, " is already scheduled"));
   }
-  const int64_t num_tokens = static_cast<int64_t>(prompt_ids.size());
+  const int64_t num_tokens = static_cast<int64_t>(tokens->size());
   if (num_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence ", seq_id, " has ", num_tokens, " tokens, needs at least 1"));
@@ -38,7 +38,7 @@ absl::Status Scheduler::Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids
         " has ", blocks_->blocks_per_partition()));
   }
   SeqState& s = seqs_[seq_id];
-  s.tokens.assign(prompt_ids.begin(), prompt_ids.end());
+  s.tokens = tokens;
   // The last prompt position's row is the one every sequence samples from; the others are
   // the prompt's scores.
   if (score_prompt) s.score_end = num_tokens - 1;
@@ -68,7 +68,7 @@ std::vector<int32_t> Scheduler::RankBlockTable(int64_t seq_id) const {
 }
 
 void Scheduler::AddToBatch(int64_t seq_id, const SeqState& s, int64_t n, StepBatch& batch) const {
-  const absl::Span<const int32_t> known = absl::MakeConstSpan(s.tokens).subspan(s.num_computed, n);
+  const absl::Span<const int32_t> known = absl::MakeConstSpan(*s.tokens).subspan(s.num_computed, n);
   StepBatch::Sequence* added;
   if (s.pending.empty()) {
     added = &batch.Add(seq_id, s.num_computed, known, RankBlockTable(seq_id), s.RowsFor(n));
@@ -160,7 +160,7 @@ std::vector<DraftSlot> Scheduler::ReserveDrafts(PlannedStep& plan,
     plan.rows -= k;
     DraftSlot& slot = slots.emplace_back();
     slot.seq_id = id;
-    slot.tokens = s.tokens;
+    slot.tokens = *s.tokens;
     slot.max_tokens = k;
   }
   // After every Grow: a table read earlier could have moved.
@@ -228,7 +228,7 @@ int64_t Scheduler::AdmitNext(int64_t& budget, int64_t& rows, ScheduledStep& step
   std::vector<PrefixMatch> hits;
   std::vector<int64_t> running(partitions, 0);
   for (int32_t p = 0; p < partitions; ++p) {
-    hits.push_back(blocks_->MatchPrefix(s.scoring() ? absl::Span<const int32_t>() : s.tokens, p));
+    hits.push_back(blocks_->MatchPrefix(s.scoring() ? absl::Span<const int32_t>() : *s.tokens, p));
   }
   if (partitions > 1) {
     for (int64_t r : running_) ++running[blocks_->PartitionOf(r)];
@@ -271,16 +271,16 @@ void Scheduler::Commit(const StepBatch& batch) {
     SeqState& s = it->second;
     s.num_computed += b.num_tokens - static_cast<int64_t>(s.pending.size());
     if (s.scoring()) s.scored = std::max(s.scored, std::min(s.num_computed, s.score_end));
-    blocks_->MarkComputed(b.seq_id, absl::MakeConstSpan(s.tokens).first(s.num_computed));
+    blocks_->MarkComputed(b.seq_id, absl::MakeConstSpan(*s.tokens).first(s.num_computed));
   }
 }
 
-void Scheduler::AppendToken(int64_t seq_id, int32_t token_id) {
+void Scheduler::TokenAppended(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;
   SeqState& s = it->second;
-  s.tokens.push_back(token_id);
   if (s.pending.empty()) return;
+  const int32_t token_id = s.tokens->back();
   // The token lands where the first pending draft was computed: same token, same KV.
   if (token_id != s.pending.front() || s.num_computed != s.num_tokens() - 1) {
     DropPending(seq_id, s);
@@ -288,7 +288,7 @@ void Scheduler::AppendToken(int64_t seq_id, int32_t token_id) {
   }
   s.pending.erase(s.pending.begin());
   ++s.num_computed;
-  blocks_->MarkComputed(seq_id, absl::MakeConstSpan(s.tokens).first(s.num_computed));
+  blocks_->MarkComputed(seq_id, absl::MakeConstSpan(*s.tokens).first(s.num_computed));
 }
 
 absl::Status Scheduler::CheckBlocks() const {

@@ -6,9 +6,10 @@
 // it goes back to the front of the queue, to look its tokens up again and recompute the rest.
 //
 //   Scheduler sched(options, &blocks);
-//   sched.Add(seq_id, prompt_ids);
+//   sched.Add(seq.id(), &seq.tokens());
 //   ScheduledStep step = sched.Schedule();
 //   executor->Execute(step.batch);  sched.Commit(step.batch);
+//   seq.Append(...);  sched.TokenAppended(seq.id());
 //
 // Speculative decoding: a running sequence that decodes may carry drafted tokens after its last
 // known one. The step is then made in three calls, and the scheduler calls nothing of its
@@ -17,17 +18,18 @@
 // anyone: drafts take only what is spare) and hands back a slot per sequence that got room; the
 // caller fills the slots (a proposer), and Finish puts the drafts in the batch with a row of
 // logits each, gives back the room of drafts not made, admits from the queue and builds the
-// batch. Schedule() is Finish(Plan(), {}). Commit counts only the known token as computed; the drafts
-// wait: each AppendToken that equals the next draft keeps its KV (the token is computed), the
-// first that differs drops the rest and gives their blocks back. Only known tokens ever reach
-// the prefix cache.
+// batch. Schedule() is Finish(Plan(), {}). Commit counts only the known token as computed; the
+// drafts wait: each appended token that equals the next draft keeps its KV (the token is
+// computed), the first that differs drops the rest and gives their blocks back. Only known
+// tokens ever reach the prefix cache.
 //
 // Data-parallel attention (the block manager's partitions, one per rank): a sequence is admitted
 // into the partition that caches the longest prefix of it (then the one running the fewest
 // sequences, then the one with the most free blocks), grows there, and preempts only within it;
 // the batch names each sequence's rank and numbers its blocks in that rank's cache.
 //
-// The scheduler owns the queues and a copy of each sequence's token ids, never a tensor; it
+// The scheduler owns the queues, never a tensor, and no copy of a sequence's tokens: it reads
+// the caller's list of each (coordinator/sequence.h), which only the caller appends to. It
 // allocates and frees KV blocks through the engine's BlockManager, which it does not own.
 // Threading: not thread-safe; driven by the engine's step thread.
 #ifndef TPSERVE_COORDINATOR_SCHEDULER_H_
@@ -102,12 +104,13 @@ class Scheduler {
  public:
   Scheduler(const SchedulerOptions& options, BlockManager* blocks);
 
-  // Queues a sequence whose first tokens are known (the prompt); the scheduler keeps a copy.
-  // With `score_prompt`, every prompt position gets a row of logits once (prompt logprobs):
-  // its chunks want a row per token, and until the whole prompt has been scored it takes
-  // nothing from the prefix cache. INVALID_ARGUMENT if the id is already queued/running or the
+  // Queues a sequence whose first tokens are known (the prompt). The scheduler reads `tokens`
+  // from then on: the list must outlive the sequence's stay (until Remove) and may only grow,
+  // by appends each followed by TokenAppended. With `score_prompt`, every prompt position gets
+  // a row of logits once (prompt logprobs): its chunks want a row per token, and until the
+  // whole prompt has been scored it takes nothing from the prefix cache. INVALID_ARGUMENT if the id is already queued/running or the
   // prompt is empty; RESOURCE_EXHAUSTED if it could never fit in the whole KV cache.
-  absl::Status Add(int64_t seq_id, absl::Span<const int32_t> prompt_ids, bool score_prompt = false);
+  absl::Status Add(int64_t seq_id, const std::vector<int32_t>* tokens, bool score_prompt = false);
 
   // Picks the next step. Running sequences first (oldest first), then waiting ones (FIFO).
   // No drafts: Finish(Plan(), {}).
@@ -127,12 +130,13 @@ class Scheduler {
   ScheduledStep Finish(PlannedStep plan, absl::Span<DraftSlot> slots);
 
   // After the step ran: marks the batch's known tokens as computed, which registers their full
-  // blocks in the prefix cache. For each sequence that sampled a token, call AppendToken before
-  // the next Schedule.
+  // blocks in the prefix cache. For each sequence that sampled a token, append it to the
+  // sequence's list and call TokenAppended before the next Schedule.
   void Commit(const StepBatch& batch);
-  // Appends a known token. After a step with drafts: a token equal to the next draft takes its
-  // KV as computed; any other drops the remaining drafts and frees their blocks.
-  void AppendToken(int64_t seq_id, int32_t token_id);
+  // The sequence's list grew by one known token. After a step with drafts: a token equal to the
+  // next draft takes its KV as computed; any other drops the remaining drafts and frees their
+  // blocks.
+  void TokenAppended(int64_t seq_id);
   // The drafted tokens of the sequence's last step not yet accepted or dropped.
   absl::Span<const int32_t> PendingDraft(int64_t seq_id) const;
 
@@ -150,15 +154,15 @@ class Scheduler {
 
  private:
   struct SeqState {
-    std::vector<int32_t> tokens;  // known tokens: prompt + generated
+    const std::vector<int32_t>* tokens = nullptr;  // known: prompt + generated (the caller's)
     int64_t num_computed = 0;     // tokens whose KV is in the cache
     // Prompt scoring: positions [0, score_end) each want a row once; [0, scored) have had it.
     int64_t score_end = 0;
     int64_t scored = 0;
     // Drafted tokens after the known ones whose KV the last step computed (positions
-    // num_computed ...), waiting for AppendToken to accept or drop them.
+    // num_computed ...), waiting for TokenAppended to accept or drop them.
     std::vector<int32_t> pending;
-    int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+    int64_t num_tokens() const { return static_cast<int64_t>(tokens->size()); }
     bool scoring() const { return scored < score_end; }
     // Rows of logits a chunk of `n` tokens from num_computed wants.
     int64_t RowsFor(int64_t n) const;

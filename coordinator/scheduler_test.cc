@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,33 @@ std::vector<int32_t> Prompt(int64_t seq_id, int64_t n) {
   return ids;
 }
 
+// The scheduler with its sequences' token lists, owned here as the engine's Sequences own
+// theirs (coordinator/sequence.h): the scheduler reads each list, which only grows by
+// AppendToken (an append, then Scheduler::TokenAppended).
+class ListedScheduler : public Scheduler {
+ public:
+  using Scheduler::Scheduler;
+
+  absl::Status Add(int64_t seq_id, std::vector<int32_t> prompt_ids, bool score_prompt = false) {
+    lists_.push_back(std::make_unique<std::vector<int32_t>>(std::move(prompt_ids)));
+    absl::Status added = Scheduler::Add(seq_id, lists_.back().get(), score_prompt);
+    if (added.ok()) by_id_[seq_id] = lists_.back().get();
+    return added;
+  }
+  void AppendToken(int64_t seq_id, int32_t token_id) {
+    by_id_.at(seq_id)->push_back(token_id);
+    TokenAppended(seq_id);
+  }
+
+ private:
+  std::vector<std::unique_ptr<std::vector<int32_t>>> lists_;
+  std::map<int64_t, std::vector<int32_t>*> by_id_;
+};
+
 // Runs one step the way the engine does: every chunk that completes its known tokens samples
 // one (token 7, always). `known` counts each sequence's tokens (the test adds its prompts);
 // absent: every chunk with a row samples.
-std::string Step(Scheduler& sched, const BlockManager& blocks,
+std::string Step(ListedScheduler& sched, const BlockManager& blocks,
                  std::map<int64_t, int64_t>* known = nullptr) {
   ScheduledStep step = sched.Schedule();
   EXPECT_TRUE(step.batch.CheckShape().ok());
@@ -57,7 +81,7 @@ std::string Step(Scheduler& sched, const BlockManager& blocks,
 
 TEST(Scheduler, ChunkedPrefillThenBatchedDecode) {
   BlockManager blocks(/*num_blocks=*/32, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/8}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/8}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 10)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 3)).ok());
   const std::vector<std::string> expected = {
@@ -86,7 +110,7 @@ TEST(Scheduler, OneTokenChunksLeadTheStep) {
   // prompt) and 3 are admitted behind it: the one-token chunk moves to the front, the others
   // keep their order.
   BlockManager blocks(64, 4);
-  Scheduler sched({8, 8}, &blocks);
+  ListedScheduler sched({8, 8}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 20)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 1)).ok());
   ASSERT_TRUE(sched.Add(3, Prompt(3, 2)).ok());
@@ -99,7 +123,7 @@ TEST(Scheduler, OneTokenChunksLeadTheStep) {
 TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
   // 4 blocks of 2 tokens = 8 token slots. Two prompts of 3 tokens take 2 blocks each.
   BlockManager blocks(4, 2);
-  Scheduler sched({8, 16}, &blocks);
+  ListedScheduler sched({8, 16}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 3)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+3* 2:0+3* ");
@@ -123,7 +147,7 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndRecomputesIt) {
 
 TEST(Scheduler, PreemptedSequenceRecomputesEverythingWithoutThePrefixCache) {
   BlockManager blocks(4, 2, /*enable_prefix_caching=*/false);
-  Scheduler sched({8, 16}, &blocks);
+  ListedScheduler sched({8, 16}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 3)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+3* 2:0+3* ");
@@ -136,7 +160,7 @@ TEST(Scheduler, PreemptedSequenceRecomputesEverythingWithoutThePrefixCache) {
 
 TEST(Scheduler, SecondSequenceWithTheSamePromptStartsAfterTheCachedBlocks) {
   BlockManager blocks(/*num_blocks=*/32, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/64}, &blocks);
   const std::vector<int32_t> prompt = Prompt(1, 10);  // 2 full blocks + 2 tokens
   ASSERT_TRUE(sched.Add(1, prompt).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+10* ");
@@ -168,7 +192,7 @@ TEST(Scheduler, SecondSequenceWithTheSamePromptStartsAfterTheCachedBlocks) {
 
 TEST(Scheduler, WaitingQueueIsFifoAndRespectsMaxNumSeqs) {
   BlockManager blocks(100, 4);
-  Scheduler sched({/*max_num_seqs=*/2, 64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/2, 64}, &blocks);
   for (int64_t id = 1; id <= 3; ++id) ASSERT_TRUE(sched.Add(id, Prompt(id, 2)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+2* 2:0+2* ");
   EXPECT_EQ(Step(sched, blocks), "1:2+1* 2:2+1* ");
@@ -178,7 +202,7 @@ TEST(Scheduler, WaitingQueueIsFifoAndRespectsMaxNumSeqs) {
 
 TEST(Scheduler, RejectsDuplicatesEmptyPromptsAndPromptsLargerThanTheCache) {
   BlockManager blocks(2, 4);
-  Scheduler sched({}, &blocks);
+  ListedScheduler sched({}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 4)).ok());
   EXPECT_EQ(sched.Add(1, Prompt(1, 4)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(sched.Add(2, Prompt(2, 0)).message(), "sequence 2 has 0 tokens, needs at least 1");
@@ -189,7 +213,7 @@ TEST(Scheduler, RejectsDuplicatesEmptyPromptsAndPromptsLargerThanTheCache) {
 
 TEST(Scheduler, CancelledWaitingSequenceLeavesNoTrace) {
   BlockManager blocks(8, 4);
-  Scheduler sched({1, 64}, &blocks);
+  ListedScheduler sched({1, 64}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 4)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 4)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+4* ");
@@ -204,7 +228,8 @@ TEST(Scheduler, CancelledWaitingSequenceLeavesNoTrace) {
 // running sequence; never taken from the prefix cache.
 TEST(Scheduler, ScoredPromptWantsARowPerTokenWithinTheRowBudget) {
   BlockManager blocks(/*num_blocks=*/32, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/4}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/4},
+                        &blocks);
   std::map<int64_t, int64_t> known = {{1, 3}, {2, 9}};
   ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 9), /*score_prompt=*/true).ok());
@@ -219,7 +244,8 @@ TEST(Scheduler, ScoredPromptWantsARowPerTokenWithinTheRowBudget) {
 
 TEST(Scheduler, ScoredPromptSkipsTheCacheAndIsNotScoredTwiceAfterPreemption) {
   BlockManager blocks(/*num_blocks=*/6, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/8, /*max_logit_rows=*/8}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/8, /*max_logit_rows=*/8},
+                        &blocks);
   // Sequence 1 computes and caches the prompt's full blocks and finishes.
   ASSERT_TRUE(sched.Add(1, Prompt(1, 9)).ok());
   EXPECT_EQ(Step(sched, blocks), "1:0+8 ");
@@ -235,7 +261,8 @@ TEST(Scheduler, ScoredPromptSkipsTheCacheAndIsNotScoredTwiceAfterPreemption) {
 
 TEST(Scheduler, ScoredPromptIsNotScoredTwiceAfterPreemption) {
   BlockManager blocks(/*num_blocks=*/6, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/8}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/8},
+                        &blocks);
   std::map<int64_t, int64_t> known = {{3, 12}, {2, 9}};
   ASSERT_TRUE(sched.Add(3, Prompt(3, 12)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 9), /*score_prompt=*/true).ok());
@@ -274,7 +301,7 @@ class ScriptedDrafts {
 
 // A step with drafts, as the engine makes it: Plan, the drafts each decoding sequence wants,
 // the proposer's tokens for the room it got, Finish.
-ScheduledStep ScheduleWith(Scheduler& sched, ScriptedDrafts& drafts) {
+ScheduledStep ScheduleWith(ListedScheduler& sched, ScriptedDrafts& drafts) {
   PlannedStep plan = sched.Plan();
   std::vector<int64_t> wanted;
   for (int64_t id : plan.decoding) {
@@ -294,7 +321,8 @@ void ExpectBlocksMatch(const BlockManager& blocks, int64_t seq_id, int64_t neede
 
 TEST(SchedulerDrafts, AcceptedDraftsKeepTheirKvAndRejectedOnesGiveItBack) {
   BlockManager blocks(/*num_blocks=*/16, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64},
+                        &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 6)).ok());
   ScriptedDrafts drafts(/*want=*/5, {11, 12, 13, 14, 15});
   EXPECT_EQ(Describe(ScheduleWith(sched, drafts)), "1:0+6* ");  // a prompt chunk never drafts
@@ -333,7 +361,8 @@ TEST(SchedulerDrafts, AcceptedDraftsKeepTheirKvAndRejectedOnesGiveItBack) {
 
 TEST(SchedulerDrafts, AllAcceptedThenTheBonusTokenDecodesNext) {
   BlockManager blocks(/*num_blocks=*/16, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64},
+                        &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 3)).ok());
   ScriptedDrafts drafts(/*want=*/3, {21, 22, 23});
   Step(sched, blocks);  // prompt; samples 7
@@ -349,7 +378,8 @@ TEST(SchedulerDrafts, DraftsTakeOnlyWhatIsSpare) {
   // Two sequences; 6 blocks of 4 tokens. Drafts never preempt and never take a block that a
   // running sequence needs for its own decode token.
   BlockManager blocks(/*num_blocks=*/6, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64},
+                        &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 8)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 8)).ok());
   Step(sched, blocks);  // both prompts: 4 blocks, both sample
@@ -365,7 +395,8 @@ TEST(SchedulerDrafts, DraftsTakeOnlyWhatIsSpare) {
 
 TEST(SchedulerDrafts, TokenBudgetAndRowsBoundTheDrafts) {
   BlockManager blocks(/*num_blocks=*/64, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/2, /*max_tokens_per_step=*/6, /*max_logit_rows=*/5}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/2, /*max_tokens_per_step=*/6, /*max_logit_rows=*/5},
+                        &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 2)).ok());
   ASSERT_TRUE(sched.Add(2, Prompt(2, 2)).ok());
   Step(sched, blocks);
@@ -377,7 +408,8 @@ TEST(SchedulerDrafts, TokenBudgetAndRowsBoundTheDrafts) {
 
 TEST(SchedulerDrafts, FewerDraftsThanRoomGiveTheRestBack) {
   BlockManager blocks(/*num_blocks=*/64, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/16, /*max_logit_rows=*/64},
+                        &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 5)).ok());
   Step(sched, blocks);
   ASSERT_TRUE(sched.Add(2, Prompt(2, 12)).ok());
@@ -389,7 +421,8 @@ TEST(SchedulerDrafts, FewerDraftsThanRoomGiveTheRestBack) {
 
 TEST(SchedulerDrafts, StaleDraftsAreDroppedByTheNextSchedule) {
   BlockManager blocks(/*num_blocks=*/16, /*block_size_tokens=*/4);
-  Scheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/4, /*max_tokens_per_step=*/64, /*max_logit_rows=*/64},
+                        &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 4)).ok());
   Step(sched, blocks);
   ScriptedDrafts drafts(/*want=*/6, {1, 2, 3, 4, 5, 6});
@@ -409,7 +442,7 @@ TEST(SchedulerDrafts, StaleDraftsAreDroppedByTheNextSchedule) {
 // own partition, not the newest overall.
 TEST(Scheduler, PartitionsSpreadSequencesAndPreemptWithinOne) {
   BlockManager blocks(/*num_blocks=*/8, /*block_size_tokens=*/4, true, /*num_partitions=*/2);
-  Scheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/64}, &blocks);
+  ListedScheduler sched({/*max_num_seqs=*/8, /*max_tokens_per_step=*/64}, &blocks);
   ASSERT_TRUE(sched.Add(1, Prompt(1, 8)).ok());  // 2 blocks
   ASSERT_TRUE(sched.Add(2, Prompt(2, 8)).ok());  // 2 blocks
   ASSERT_TRUE(sched.Add(3, Prompt(3, 8)).ok());  // 2 blocks
