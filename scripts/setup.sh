@@ -6,14 +6,15 @@
 # Safe to run any number of times; does nothing that is already done.
 set -euo pipefail
 
-# clang and libclang-rt-14-dev: tools/fuzz.sh (libFuzzer).
+# clang and libclang-rt-14-dev: tools/fuzz.sh (libFuzzer). libdnnl-dev: oneDNN, for the bf16
+# matmul of kernels/cpu/onednn_bf16_matmul.
 APT_PACKAGES=(
   bazel-bootstrap g++ python3 python3-pip
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev libhwy-dev libpcre2-dev nlohmann-json3-dev liburiparser-dev
   libcpp-httplib-dev openssl curl
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev libdnnl-dev
 )
 # Only for the test suite (`setup.sh --test`, as scripts/test.sh calls it): the capacity report
 # rendered in headless Chromium (tests/report, tools/report_screenshot.py). Not in the

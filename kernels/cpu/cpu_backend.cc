@@ -16,6 +16,10 @@
 namespace tpserve {
 namespace {
 
+// A oneDNN-packed bf16 matrix is cut into this many slices per pool thread: the pool's
+// threads claim slices as they come, so a late worker still finds work.
+constexpr int kOneDnnSlicesPerThread = 1;
+
 // Element-wise ops below this size run inline: waking a worker costs more than the work.
 constexpr int64_t kMinParallelElements = 1 << 15;
 
@@ -51,11 +55,22 @@ double CpuOpProfile::TotalSeconds() const {
   return total;
 }
 
+namespace {
+
+bool OneDnnBf16Wanted(const CpuBackendOptions& options) {
+  if (options.onednn_bf16.has_value()) return *options.onednn_bf16;
+  const char* env = std::getenv("TPSERVE_CPU_BF16_MATMUL");
+  return env != nullptr && std::string_view(env) == "onednn";
+}
+
+}  // namespace
+
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : isa_(options.isa.value_or(DetectCpuIsa())),
       emulate_step_capture_(options.emulate_step_capture),
       profiling_(options.profile),
-      name_("cpu-" + std::string(CpuIsaName(isa_))),
+      onednn_bf16_(OneDnnBf16Wanted(options) && OneDnnBf16MatMul::Supported()),
+      name_("cpu-" + std::string(CpuIsaName(isa_)) + (onednn_bf16_ ? "+onednn-bf16" : "")),
       kernels_(CpuKernelsFor(isa_)),
       pool_(options.num_threads),
       matmul_(kernels_, &pool_),
@@ -174,10 +189,52 @@ void CpuBackend::ParallelChunks(int64_t count, int64_t min_chunk,
   });
 }
 
+absl::StatusOr<PlacedWeight> CpuBackend::PlaceWeight(const HostMatrix& host, WeightUse use,
+                                                     std::string_view what) {
+  // (Any use: a table, an embedding tied to the LM head, keeps its stored form for EmbeddingRows
+  // and gets the packing beside it, as every matrix does.)
+  TP_ASSIGN_OR_RETURN(PlacedWeight placed, Backend::PlaceWeight(host, use, what));
+  const WeightMatrix& w = placed.matrix;
+  if (!onednn_bf16_ || w.format.kind != FormatKind::kBF16 || w.input_perm != nullptr) {
+    return placed;
+  }
+  absl::StatusOr<std::unique_ptr<OneDnnBf16MatMul>> packed =
+      OneDnnBf16MatMul::Pack(w, kOneDnnSlicesPerThread * pool_.num_threads());
+  // A shape oneDNN has no fast path for keeps the stored form and our kernels.
+  if (!packed.ok()) return placed;
+  placed.bytes_copied += (*packed)->packed_bytes();
+  std::shared_ptr<const OneDnnBf16MatMul> owned = *std::move(packed);
+  placed.matrix.prepared = owned.get();
+  placed.prepared = std::move(owned);
+  return placed;
+}
+
+const OneDnnBf16MatMul* CpuBackend::PackedBf16(const WeightMatrix& w) const {
+  if (!onednn_bf16_ || w.prepared == nullptr || w.format.kind != FormatKind::kBF16) {
+    return nullptr;
+  }
+  const auto* packed = static_cast<const OneDnnBf16MatMul*>(w.prepared);
+  const bool same = packed->source() == w.data && packed->rows() == w.rows &&
+                    packed->cols() == w.cols;
+  return same ? packed : nullptr;
+}
+
+void CpuBackend::RunPacked(const OneDnnBf16MatMul& packed, const float* x, int64_t m,
+                           const WeightMatrix& w, float* y) {
+  const absl::Status ran = packed.Run(x, m, y, &pool_);
+  TP_CHECK(ran.ok(), std::string(ran.message()).c_str());
+  if (w.bias == nullptr) return;
+  for (int64_t t = 0; t < m; ++t) kernels_.add(y + t * w.rows, w.bias, w.rows, y + t * w.rows);
+}
+
 void CpuBackend::MatMul(const void* x, int64_t m, const WeightMatrix& w, void* y,
                         DType y_dtype) {
   OpTimer timer(this, CpuOpProfile::kMatMul);
   TP_CHECK(y_dtype == DType::kF32, "the CPU backend writes f32 outputs");
+  if (const OneDnnBf16MatMul* packed = PackedBf16(w)) {
+    RunPacked(*packed, static_cast<const float*>(x), m, w, static_cast<float*>(y));
+    return;
+  }
   matmul_.Run(static_cast<const float*>(x), m, w, static_cast<float*>(y));
 }
 
@@ -187,13 +244,25 @@ void CpuBackend::MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut
   TP_CHECK(y_dtype == DType::kF32, "the CPU backend writes f32 outputs");
   std::vector<CpuMatMul::Output> parts;
   parts.reserve(outs.size());
-  for (const MatMulOut& o : outs) parts.push_back({o.w, static_cast<float*>(o.y)});
-  matmul_.RunMany(static_cast<const float*>(x), m, parts);
+  for (const MatMulOut& o : outs) {
+    if (const OneDnnBf16MatMul* packed = PackedBf16(*o.w)) {
+      RunPacked(*packed, static_cast<const float*>(x), m, *o.w, static_cast<float*>(o.y));
+    } else {
+      parts.push_back({o.w, static_cast<float*>(o.y)});
+    }
+  }
+  if (!parts.empty()) matmul_.RunMany(static_cast<const float*>(x), m, parts);
 }
 
 void CpuBackend::MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                                int64_t num_chunks, float* y) {
   OpTimer timer(this, CpuOpProfile::kMatMulChunked);
+  // One chunk is MatMul itself (Backend's contract); several keep the stored form's kernels.
+  const OneDnnBf16MatMul* packed = num_chunks == 1 ? PackedBf16(w) : nullptr;
+  if (packed != nullptr) {
+    RunPacked(*packed, static_cast<const float*>(x), m, w, y);
+    return;
+  }
   matmul_.Run(static_cast<const float*>(x), m, w, num_chunks, y);
 }
 

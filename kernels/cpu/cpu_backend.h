@@ -5,6 +5,11 @@
 //   backend->MatMul(x, m, w, y, DType::kF32);  // see kernels/backend.h
 //
 // Set TPSERVE_CPU_ISA=scalar in the environment (or options.isa) to force the reference path.
+// TPSERVE_CPU_BF16_MATMUL=onednn (or options.onednn_bf16) multiplies bf16 weights through
+// oneDNN (kernels/cpu/onednn_bf16_matmul.h) on CPUs with AVX-512 BF16: activations rounded to
+// bf16, each matrix packed at PlaceWeight beside its stored form; the name says "+onednn-bf16".
+// Opt-in while the memory plan does not count the packed copies and --deterministic_tp's
+// chunks (MatMulChunked with several chunks) keep f32 activations.
 // Threading: like every Backend, one caller thread at a time; ops use the pool internally.
 #ifndef TPSERVE_KERNELS_CPU_CPU_BACKEND_H_
 #define TPSERVE_KERNELS_CPU_CPU_BACKEND_H_
@@ -21,6 +26,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_matmul.h"
 #include "kernels/cpu/cpu_moe.h"
+#include "kernels/cpu/onednn_bf16_matmul.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace tpserve {
@@ -37,6 +43,9 @@ struct CpuBackendOptions {
   // Time every op (wall clock, calling thread) into profile(): where a step's time goes. Off
   // by default; on, it costs two clock reads per op.
   bool profile = false;
+  // bf16 weights through oneDNN, where OneDnnBf16MatMul::Supported() (else ignored). Default:
+  // the environment, TPSERVE_CPU_BF16_MATMUL=onednn.
+  std::optional<bool> onednn_bf16;
 };
 
 // What RunCaptured did under CpuBackendOptions::emulate_step_capture, since the backend was
@@ -66,6 +75,8 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options);
 
   CpuIsa isa() const { return isa_; }
+  // Whether bf16 weights placed from now on are multiplied through oneDNN.
+  bool onednn_bf16() const { return onednn_bf16_; }
   // With CpuBackendOptions::profile: what the ops took since the last reset (else all zero).
   const CpuOpProfile& profile() const { return profile_; }
   void ResetProfile() { profile_ = CpuOpProfile{}; }
@@ -86,6 +97,11 @@ class CpuBackend : public Backend {
   void FillZero(void* dst, int64_t bytes) override;
   void* stream() const override { return nullptr; }
   void Free(void* data, int64_t bytes) override;
+
+  // The stored form; with onednn_bf16(), a bf16 matrix also gets its oneDNN packing beside it
+  // (matrix.prepared, counted in bytes_copied).
+  absl::StatusOr<PlacedWeight> PlaceWeight(const HostMatrix& host, WeightUse use,
+                                           std::string_view what) override;
 
   void BeginStep(const StepInputs& step) override;
 
@@ -185,6 +201,7 @@ class CpuBackend : public Backend {
   bool in_capture_body_ = false;
   const bool profiling_;
   CpuOpProfile profile_;
+  const bool onednn_bf16_;
   const std::string name_;
   const CpuKernels& kernels_;
   ThreadPool pool_;
@@ -201,6 +218,12 @@ class CpuBackend : public Backend {
     std::vector<float> cos, sin;
   };
   const RopeAngles& AnglesFor(const float* inv_freq, int64_t half);
+  // w's oneDNN packing when PlaceWeight made one for exactly this matrix (not a view of other
+  // rows or columns of it); nullptr otherwise.
+  const OneDnnBf16MatMul* PackedBf16(const WeightMatrix& w) const;
+  // y = x * w^T (+ w.bias) through `packed`.
+  void RunPacked(const OneDnnBf16MatMul& packed, const float* x, int64_t m, const WeightMatrix& w,
+                 float* y);
   std::vector<RopeAngles> rope_angles_;
 };
 

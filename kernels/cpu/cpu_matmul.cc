@@ -258,7 +258,8 @@ void CpuMatMul::RunTile(const float* x, const WeightMatrix& w, int64_t chunk, in
                         int64_t n0, int64_t n1, int64_t m0, int64_t m1, float* y,
                         int thread) const {
   WeightMatrix whole = w;
-  whole.bias = nullptr;  // added below, to the tile's finished sums
+  whole.bias = nullptr;      // added below, to the tile's finished sums
+  whole.prepared = nullptr;  // these kernels read the stored form (CpuBackend may pack beside it)
   const WeightMatrix wc = ColumnChunk(whole, chunk, kc);
   const Path path = PathOf(w.format);
   // Up to 2 * kMaxDotRows rows, a group per L1; prefill-sized tiles keep their own order

@@ -13,11 +13,14 @@
 // process CPU time per call summed over threads: on a machine shared with other jobs it
 // stays close to the undisturbed cost, where wall time also counts the waits for a core.
 // Weights are Gaussian, quantized by QuantizeWeights, so every format multiplies the same
-// matrix.
+// matrix. The format "bf16-onednn" is bf16 through kernels/cpu/onednn_bf16_matmul (activations
+// rounded to bf16, one packed slice per thread), on CPUs where oneDNN has AVX-512 BF16.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/onednn_bf16_matmul.h"
 #include "kernels/cpu/roofline_probe.h"
 #include "kernels/quantize_weights.h"
 
@@ -71,10 +75,9 @@ struct PerCall {
   double cpu_s = 1e30;   // best run's process CPU time per call
 };
 
-// The best of `repeats` runs, each long enough to time reliably.
-PerCall TimePerCall(CpuBackend& backend, const float* x, int64_t m, const WeightMatrix& w,
-                    float* y) {
-  backend.MatMul(x, m, w, y, DType::kF32);  // warm up: scratch buffers, caches, pages
+// The best of `repeats` runs of `call`, each long enough to time reliably.
+PerCall TimePerCall(const std::function<void()>& call) {
+  call();  // warm up: scratch buffers, caches, pages
   PerCall best;
   for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
     int64_t calls = 0;
@@ -82,7 +85,7 @@ PerCall TimePerCall(CpuBackend& backend, const float* x, int64_t m, const Weight
     const double cpu0 = ProcessCpuSeconds();
     double elapsed = 0;
     do {
-      backend.MatMul(x, m, w, y, DType::kF32);
+      call();
       ++calls;
       elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
     } while (elapsed < absl::GetFlag(FLAGS_min_seconds));
@@ -116,7 +119,14 @@ int Main() {
     const std::vector<float> x = Random(max_m * k, 2, 1.0f);
     std::vector<float> y(max_m * n);
     for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_formats), ',')) {
-      const absl::StatusOr<TensorFormat> format = ParseTensorFormat(std::string(name));
+      const bool onednn = name == "bf16-onednn";
+      if (onednn && !OneDnnBf16MatMul::Supported()) {
+        std::printf("%-10s %-10s skipped: oneDNN has no AVX-512 BF16 on this CPU\n",
+                    std::string(shape).c_str(), std::string(name).c_str());
+        continue;
+      }
+      const absl::StatusOr<TensorFormat> format =
+          ParseTensorFormat(onednn ? std::string("bf16") : std::string(name));
       if (!format.ok() || !MatrixBytes(*format, n, k, "bench").ok() ||
           k % InputBlockValues(*format) != 0) {
         std::printf("%-10s %-10s skipped: not a valid format for this shape\n",
@@ -128,9 +138,26 @@ int Main() {
       for (size_t ti = 0; ti < threads.size(); ++ti) {
         const int64_t t = threads[ti];
         CpuBackend backend(CpuBackendOptions{.num_threads = static_cast<int>(t)});
+        ThreadPool pool(static_cast<int>(t));
+        std::unique_ptr<OneDnnBf16MatMul> packed;
+        if (onednn) {
+          absl::StatusOr<std::unique_ptr<OneDnnBf16MatMul>> made =
+              OneDnnBf16MatMul::Pack(wq.matrix, static_cast<int>(t));
+          if (!made.ok()) {
+            std::fprintf(stderr, "%s\n", std::string(made.status().message()).c_str());
+            return 1;
+          }
+          packed = *std::move(made);
+        }
         double one_row_s = 0;  // m = 1's time, when m = 1 is timed first
         for (int64_t m : tokens) {
-          const PerCall p = TimePerCall(backend, x.data(), m, wq.matrix, y.data());
+          const PerCall p = TimePerCall([&] {
+            if (packed != nullptr) {
+              packed->Run(x.data(), m, y.data(), &pool).IgnoreError();  // checked by its test
+            } else {
+              backend.MatMul(x.data(), m, wq.matrix, y.data(), DType::kF32);
+            }
+          });
           if (m == 1) one_row_s = p.wall_s;
           const double flops = 2.0 * m * n * k;
           const double roof_s = std::max(bytes / (dram_gbs[ti] * 1e9),
