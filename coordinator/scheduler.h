@@ -108,8 +108,9 @@ class Scheduler {
   // from then on: the list must outlive the sequence's stay (until Remove) and may only grow,
   // by appends each followed by TokenAppended. With `score_prompt`, every prompt position gets
   // a row of logits once (prompt logprobs): its chunks want a row per token, and until the
-  // whole prompt has been scored it takes nothing from the prefix cache. INVALID_ARGUMENT if the id is already queued/running or the
-  // prompt is empty; RESOURCE_EXHAUSTED if it could never fit in the whole KV cache.
+  // whole prompt has been scored it takes nothing from the prefix cache. INVALID_ARGUMENT if
+  // the id is already queued/running or the prompt is empty; RESOURCE_EXHAUSTED if it could
+  // never fit in the whole KV cache.
   absl::Status Add(int64_t seq_id, const std::vector<int32_t>* tokens, bool score_prompt = false);
 
   // Picks the next step. Running sequences first (oldest first), then waiting ones (FIFO).

@@ -257,12 +257,10 @@ void CpuBackend::MatMulMany(const void* x, int64_t m, absl::Span<const MatMulOut
 void CpuBackend::MatMulChunked(const void* x, int64_t m, const WeightMatrix& w,
                                int64_t num_chunks, float* y) {
   OpTimer timer(this, CpuOpProfile::kMatMulChunked);
-  // One chunk is MatMul itself (Backend's contract); several keep the stored form's kernels.
-  const OneDnnBf16MatMul* packed = num_chunks == 1 ? PackedBf16(w) : nullptr;
-  if (packed != nullptr) {
-    RunPacked(*packed, static_cast<const float*>(x), m, w, y);
-    return;
-  }
+  // Always our kernels on the stored form, also for a oneDNN-packed bf16 matrix and one chunk:
+  // --deterministic_tp multiplies every degree's chunks here (TP 1's C chunks, TP C's one), so
+  // they agree bit for bit. Under the opt-in, a chunk then differs from MatMul of that chunk
+  // alone, which Backend's contract asks (cpu_parity_test checks it without the opt-in).
   matmul_.Run(static_cast<const float*>(x), m, w, num_chunks, y);
 }
 

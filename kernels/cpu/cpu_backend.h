@@ -8,8 +8,9 @@
 // TPSERVE_CPU_BF16_MATMUL=onednn (or options.onednn_bf16) multiplies bf16 weights through
 // oneDNN (kernels/cpu/onednn_bf16_matmul.h) on CPUs with AVX-512 BF16: activations rounded to
 // bf16, each matrix packed at PlaceWeight beside its stored form; the name says "+onednn-bf16".
-// Opt-in while the memory plan does not count the packed copies and --deterministic_tp's
-// chunks (MatMulChunked with several chunks) keep f32 activations.
+// Opt-in while the memory plan does not count the packed copies, one-row steps are slower than
+// ours, and MatMulChunked (--deterministic_tp) keeps our kernels and f32 activations, so that
+// every degree agrees but a chunk no longer equals MatMul of it alone.
 // Threading: like every Backend, one caller thread at a time; ops use the pool internally.
 #ifndef TPSERVE_KERNELS_CPU_CPU_BACKEND_H_
 #define TPSERVE_KERNELS_CPU_CPU_BACKEND_H_

@@ -102,7 +102,7 @@ TEST_F(CpuBackendOneDnnTest, OtherFormatsAndViewsKeepTheBackendsKernels) {
   EXPECT_TRUE(SameBits(MatMul(onednn_, view, x, 3), MatMul(own_, plain_view, x, 3)));
 }
 
-TEST_F(CpuBackendOneDnnTest, BiasManyAndOneChunkAgreeWithMatMul) {
+TEST_F(CpuBackendOneDnnTest, BiasAndManyAgreeWithMatMulChunksKeepOurKernels) {
   const HostMatrix a = Bf16(48, 64, 6), b = Bf16(80, 64, 7);
   absl::StatusOr<PlacedWeight> pa = onednn_.PlaceWeight(a, WeightUse::kMatMul, "a");
   absl::StatusOr<PlacedWeight> pb = onednn_.PlaceWeight(b, WeightUse::kMatMul, "b");
@@ -126,10 +126,17 @@ TEST_F(CpuBackendOneDnnTest, BiasManyAndOneChunkAgreeWithMatMul) {
   EXPECT_TRUE(SameBits(mb, yb));
   EXPECT_TRUE(SameBits(mf, MatMul(own_, pf->matrix, x, m)));
 
-  // One chunk is MatMul; the bias is added to each row.
-  std::vector<float> chunked(m * 48);
+  // Chunked products (--deterministic_tp) keep our kernels, whatever the chunk count, so that
+  // every tensor-parallel degree gives the same floats.
+  std::vector<float> chunked(m * 48), own(m * 48);
   onednn_.MatMulChunked(x.data(), m, pa->matrix, 1, chunked.data());
-  EXPECT_TRUE(SameBits(chunked, ya));
+  absl::StatusOr<PlacedWeight> stored = own_.PlaceWeight(a, WeightUse::kMatMul, "a");
+  ASSERT_TRUE(stored.ok());
+  own_.MatMulChunked(x.data(), m, stored->matrix, 1, own.data());
+  EXPECT_TRUE(SameBits(chunked, own));
+  EXPECT_FALSE(SameBits(chunked, ya));
+
+  // The bias is added to each row.
   const std::vector<float> bias = Random(48, 10, 1.0f);
   WeightMatrix with_bias = pa->matrix;
   with_bias.bias = bias.data();

@@ -1,18 +1,19 @@
 // bf16 weights multiplied by oneDNN's matmul (Debian's libdnnl: AVX-512 BF16, `vdpbf16ps`): the
-// library issue 39 measured to win at every m on this machine class (docs/PERFORMANCE.md,
-// "oneDNN and tinyBLAS, measured"). The activations are rounded to bf16 (round to nearest even),
-// as llama.cpp, tinyBLAS and GPU GEMMs do for bf16 weights; oneDNN sums the exact products in
-// f32. Each matrix is cut into one slice of rows per thread, each slice reordered once (Pack)
+// library issue 39 measured on our shapes (docs/PERFORMANCE.md, "oneDNN and tinyBLAS, measured"
+// and "bf16 through oneDNN in the engine"): far faster than our AVX2 kernels from 2 rows on, a
+// little slower than our GEMV at one row from DRAM. The activations are rounded to bf16 (round
+// to nearest even), as llama.cpp, tinyBLAS and GPU GEMMs do for bf16 weights; oneDNN sums the
+// exact products in f32. Each matrix is cut into slices of rows, each reordered once (Pack)
 // into the layout oneDNN picks for 8 activation rows and used for every m; each pool thread
-// runs its slice with oneDNN single-threaded, so no OpenMP team competes with the pool.
+// runs the slices it claims with oneDNN single-threaded, so no OpenMP team competes with the
+// pool.
 //
 //   TP_ASSIGN_OR_RETURN(auto packed, OneDnnBf16MatMul::Pack(w, pool.num_threads()));
 //   TP_RETURN_IF_ERROR(packed->Run(x, m, y, &pool));
 //
-// Not yet used by CpuBackend (that needs the packed form placed at load and counted by the
-// memory plan; docs/PERFORMANCE.md). Threading: Run is not thread-safe (one call at a time; it
-// keeps its primitives, outputs and the rounded activations, though const); Pack and
-// Supported are.
+// CpuBackend uses it when asked (TPSERVE_CPU_BF16_MATMUL=onednn, kernels/cpu/cpu_backend.h).
+// Threading: Run is not thread-safe (one call at a time: though const, it keeps its
+// primitives, outputs and the rounded activations); Pack and Supported are.
 #ifndef TPSERVE_KERNELS_CPU_ONEDNN_BF16_MATMUL_H_
 #define TPSERVE_KERNELS_CPU_ONEDNN_BF16_MATMUL_H_
 
@@ -67,7 +68,7 @@ class OneDnnBf16MatMul {
   const int64_t cols_;
   std::vector<std::unique_ptr<Slice>> slices_;  // each keeps its primitives and outputs
   std::string implementation_;
-  mutable std::vector<uint16_t> x_bf16_;  // [m, cols]: the activations rounded, shared by the slices
+  mutable std::vector<uint16_t> x_bf16_;  // [m, cols]: the activations rounded, for every slice
 };
 
 }  // namespace tpserve
