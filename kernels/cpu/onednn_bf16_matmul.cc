@@ -1,9 +1,12 @@
 #include "kernels/cpu/onednn_bf16_matmul.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -48,6 +51,74 @@ void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
   }
 }
 
+// A slice's products of one to three rows computed here, over oneDNN's packed layout and in
+// oneDNN's own order, because oneDNN's one-row kernel streams the weights from DRAM slower
+// than a loop that asks for them ahead, and its two-row one costs more than its four-row one
+// (docs/PERFORMANCE.md, "bf16 through oneDNN in the engine"). The layout
+// is oneDNN's 16a64b2a for [k, n]: per 64 outputs, the k pairs in order, each pair's 64 x 2
+// values in 4 vectors of 16 outputs; measured order: k cut into chunks of `k_chunk`, each
+// summed from zero pair by pair with `vdpbf16ps`, the chunk sums added in order. Pack checks
+// the order on every slice (Calibrate) and leaves k_chunk 0 (oneDNN runs it) where it differs.
+struct RowKernel {
+  int64_t k_chunk = 0;        // values of k per partial sum; 0: use oneDNN
+  int64_t n_block_elems = 0;  // elements from one 64-output block to the next
+};
+
+// Tasks a slice's one-row product is cut into (groups of 64-output blocks): 1 measured quicker
+// than 4 in the SmolLM2 bf16 step (10.4 against 11.3 ms median over three interleaved runs),
+// each thread's weights then one contiguous stream.
+constexpr int64_t kRowTasksPerSlice = 1;
+
+// The most rows Run multiplies in our loop rather than in oneDNN.
+constexpr int64_t kOwnRowsMax = 3;
+
+// Asked for this far ahead of the pair being multiplied: 8 pairs, 2 KiB.
+constexpr int64_t kPrefetchElems = 8 * 128;
+
+// y[t][0 .. n) = row t of x (k values, followed by a zero or, for t < rows - 1 and even k,
+// the next row) times the slice, for t < rows. Each 64-output block's weights are read from
+// memory once, for the first row; the later rows find them in L1/L2.
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void PackedRows(
+    const uint16_t* packed, const RowKernel& rk, const uint16_t* x, int64_t rows, int64_t k,
+    int64_t n, float* y, int64_t y_stride) {
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t nb = 0; nb * 64 < n; ++nb) {
+    const uint16_t* block = packed + nb * rk.n_block_elems;
+    for (int64_t t = 0; t < rows; ++t) {
+      const uint16_t* xt = x + t * k;
+      __m512 total[4];
+      for (int64_t k0 = 0; k0 < k; k0 += rk.k_chunk) {
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                         _mm512_setzero_ps()};
+        const int64_t end = std::min(pairs, (k0 + rk.k_chunk) / 2);
+        for (int64_t p = k0 / 2; p < end; ++p) {
+          const uint16_t* w = block + p * 128;
+          for (int line = 0; line < 4; ++line) {
+            _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchElems + 32 * line),
+                         _MM_HINT_T0);
+          }
+          uint32_t pair;
+          std::memcpy(&pair, xt + 2 * p, 4);
+          const __m512bh xb = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+          for (int q = 0; q < 4; ++q) {
+            acc[q] = _mm512_dpbf16_ps(acc[q], (__m512bh)_mm512_loadu_si512(w + 32 * q), xb);
+          }
+        }
+        for (int q = 0; q < 4; ++q) {
+          total[q] = k0 == 0 ? acc[q] : _mm512_add_ps(total[q], acc[q]);
+        }
+      }
+      for (int q = 0; q < 4; ++q) {
+        const int64_t first = nb * 64 + 16 * q;
+        if (first >= n) break;
+        const int64_t count = std::min<int64_t>(16, n - first);
+        _mm512_mask_storeu_ps(y + t * y_stride + first, static_cast<__mmask16>((1u << count) - 1),
+                              total[q]);
+      }
+    }
+  }
+}
+
 absl::Status Unavailable(const char* what, const dnnl::error& e) {
   return absl::UnavailableError(StrCat("oneDNN bf16 matmul: ", what, ": ", e.what()));
 }
@@ -71,7 +142,50 @@ struct OneDnnBf16MatMul::Slice {
   dnnl::stream stream;
   std::unordered_map<int64_t, PrimitiveFor> by_m;
   std::vector<float> y;  // [m, rows]: its outputs, dense, for m > 1
+  RowKernel row;         // m = 1 here rather than in oneDNN, where Calibrate found its order
 };
+
+namespace {
+
+// The k_chunk with which PackedRows gives oneDNN's own one-row outputs for `slice` bit for bit,
+// on one random row; a RowKernel with k_chunk 0 when the layout is not 16a64b2a or no
+// candidate matches (oneDNN then runs the one-row products too).
+template <typename Slice>
+RowKernel Calibrate(Slice& slice, int64_t k) {
+  RowKernel rk;
+  const dnnl_memory_desc_t& md = slice.packed_md.data;
+  const auto& b = md.format_desc.blocking;
+  const bool layout = md.format_kind == dnnl_blocked && b.inner_nblks == 3 &&
+                      b.inner_blks[0] == 16 && b.inner_idxs[0] == 0 && b.inner_blks[1] == 64 &&
+                      b.inner_idxs[1] == 1 && b.inner_blks[2] == 2 && b.inner_idxs[2] == 0 &&
+                      b.strides[0] == 16 * 64 * 2;
+  if (!layout) return rk;
+  rk.n_block_elems = b.strides[1];
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> xf(k);
+  for (float& v : xf) v = normal(rng);
+  std::vector<uint16_t> x(k + 2, 0);  // zero-padded to whole pairs
+  RoundToBf16(xf.data(), k, x.data());
+  std::vector<float> want(slice.rows), got(slice.rows);
+  const dnnl::matmul::primitive_desc pd = Describe(1, k, slice.rows, slice.packed_md);
+  memory src(pd.src_desc(), CpuEngine(), x.data());
+  memory dst(pd.dst_desc(), CpuEngine(), want.data());
+  dnnl::matmul(pd).execute(
+      slice.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, slice.packed}, {DNNL_ARG_DST, dst}});
+  slice.stream.wait();
+  const auto* packed = static_cast<const uint16_t*>(slice.packed.get_data_handle());
+  for (int64_t chunk : {k + 2, int64_t{1024}, int64_t{512}, int64_t{256}, int64_t{2048},
+                        int64_t{128}, int64_t{64}}) {
+    rk.k_chunk = chunk;
+    PackedRows(packed, rk, x.data(), 1, k, slice.rows, got.data(), slice.rows);
+    if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0) return rk;
+  }
+  rk.k_chunk = 0;
+  return rk;
+}
+
+}  // namespace
 
 bool OneDnnBf16MatMul::Supported() {
   const auto isa = static_cast<uint32_t>(dnnl::get_effective_cpu_isa());
@@ -134,12 +248,20 @@ absl::StatusOr<std::unique_ptr<OneDnnBf16MatMul>> OneDnnBf16MatMul::Pack(const W
                    CpuEngine(), base + slice->row0 * row_elems);
       dnnl::reorder(plain, slice->packed).execute(slice->stream, plain, slice->packed);
       slice->stream.wait();
+      slice->row = Calibrate(*slice, w.cols);
       packed->slices_.push_back(std::move(slice));
     }
   } catch (const dnnl::error& e) {
     return Unavailable("packing the weights", e);
   }
   return packed;
+}
+
+bool OneDnnBf16MatMul::own_row_kernel() const {
+  for (const auto& slice : slices_) {
+    if (slice->row.k_chunk == 0) return false;
+  }
+  return true;
 }
 
 int64_t OneDnnBf16MatMul::packed_bytes() const {
@@ -150,13 +272,36 @@ int64_t OneDnnBf16MatMul::packed_bytes() const {
 
 absl::Status OneDnnBf16MatMul::Run(const float* x, int64_t m, float* y, ThreadPool* pool) const {
   if (m <= 0) return absl::OkStatus();
-  if (static_cast<int64_t>(x_bf16_.size()) < m * cols_) x_bf16_.resize(m * cols_);
+  // Zero-padded by a value: PackedRows reads x in pairs.
+  if (static_cast<int64_t>(x_bf16_.size()) < m * cols_ + 1) x_bf16_.resize(m * cols_ + 1);
+  x_bf16_[m * cols_] = 0;
   // Decode-sized rows on the caller: a parallel loop costs more than rounding them.
   if (m * cols_ <= kInlineRoundingValues) {
     RoundToBf16(x, m * cols_, x_bf16_.data());
   } else {
     pool->ParallelFor(
         m, [&](int64_t t, int) { RoundToBf16(x + t * cols_, cols_, x_bf16_.data() + t * cols_); });
+  }
+  // A row alone, or two or three rows (oneDNN's own kernel at m = 2 costs more than at m = 4
+  // in the SmolLM2 step), one after the other through our loop: the weights come from L2 for
+  // the later rows. Rows after the first must end on a whole pair (even k): the padding value
+  // after each row is the next row's first.
+  if ((m == 1 || (m <= kOwnRowsMax && cols_ % 2 == 0)) && own_row_kernel()) {
+    // Each 64-output block sums on its own, so the blocks can be shared out in any groups:
+    // several tasks a slice, so that a worker that wakes late still finds some.
+    const int64_t tasks = kRowTasksPerSlice * static_cast<int64_t>(slices_.size());
+    pool->ParallelFor(tasks, [&](int64_t task, int) {
+      const Slice& slice = *slices_[task / kRowTasksPerSlice];
+      const int64_t part = task % kRowTasksPerSlice;
+      const int64_t blocks = (slice.rows + 63) / 64;
+      const int64_t b0 = blocks * part / kRowTasksPerSlice;
+      const int64_t b1 = blocks * (part + 1) / kRowTasksPerSlice;
+      if (b0 == b1) return;
+      const auto* packed = static_cast<const uint16_t*>(slice.packed.get_data_handle());
+      PackedRows(packed + b0 * slice.row.n_block_elems, slice.row, x_bf16_.data(), m, cols_,
+                 std::min(slice.rows, b1 * 64) - b0 * 64, y + slice.row0 + b0 * 64, rows_);
+    });
+    return absl::OkStatus();
   }
   std::vector<absl::Status> status(slices_.size());
   pool->ParallelFor(static_cast<int64_t>(slices_.size()), [&](int64_t s, int) {

@@ -6,7 +6,9 @@
 // exact products in f32. Each matrix is cut into slices of rows, each reordered once (Pack)
 // into the layout oneDNN picks for 8 activation rows and used for every m; each pool thread
 // runs the slices it claims with oneDNN single-threaded, so no OpenMP team competes with the
-// pool.
+// pool. Products of one to three rows (decode) run in our own loop over the packed layout
+// instead, which asks for the weights ahead and sums in oneDNN's order (checked at Pack), so a
+// row's floats are the same whatever m is.
 //
 //   TP_ASSIGN_OR_RETURN(auto packed, OneDnnBf16MatMul::Pack(w, pool.num_threads()));
 //   TP_RETURN_IF_ERROR(packed->Run(x, m, y, &pool));
@@ -52,6 +54,9 @@ class OneDnnBf16MatMul {
   int64_t packed_bytes() const;
   // oneDNN's name for the implementation that runs it ("brg:avx512_core_bf16").
   const std::string& implementation() const { return implementation_; }
+  // Whether products of up to three rows run in our loop over the packed layout, in oneDNN's
+  // order (checked bit for bit against oneDNN on every slice when packed), not in oneDNN.
+  bool own_row_kernel() const;
 
   // y[t, 0 .. rows) = sum over c of bf16(x[t, c]) * W[r, c], for t < m: x rows of cols()
   // floats, y rows of rows() floats, both contiguous. w's bias is not added. A row's floats

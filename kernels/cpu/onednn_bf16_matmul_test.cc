@@ -99,6 +99,8 @@ TEST_F(OneDnnBf16MatMulTest, ARowGetsTheSameFloatsAloneOrAmongOthers) {
     const Bf16Matrix w = MakeMatrix(rows, cols, 0, 3);
     absl::StatusOr<std::unique_ptr<OneDnnBf16MatMul>> packed = OneDnnBf16MatMul::Pack(w.w, 2);
     ASSERT_TRUE(packed.ok()) << packed.status();
+    // Rows alone run in our loop, rows together in oneDNN: the two must agree.
+    EXPECT_TRUE((*packed)->own_row_kernel()) << "k = " << cols;
     const int64_t max_m = 512;
     const std::vector<float> x = Activations(max_m, cols, 5);
     std::vector<float> alone(max_m * rows);
