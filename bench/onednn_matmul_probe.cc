@@ -13,7 +13,7 @@
 //
 //   bench/onednn_matmul_probe.sh --shapes=576x1536,4096x4096 --tokens=1,2,4,5,8,16
 //
-// Not part of //...: it links the system's libdnnl, which only the script installs.
+// Not part of //...: a measurement, built by its script only.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

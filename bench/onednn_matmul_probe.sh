@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # oneDNN's matmul beside ours on the same shapes, threads and run (issue 39's library comparison,
-# docs/PERFORMANCE.md "oneDNN and tinyBLAS, measured"). Installs Debian's libdnnl-dev when absent
-# (the probe is a manual target: //... does not need the library).
+# docs/PERFORMANCE.md "oneDNN and tinyBLAS, measured"). The probe is a manual target, built
+# only here.
 #   bash bench/onednn_matmul_probe.sh [--shapes=576x1536,16384x4096] [--tokens=1,2,4,5,8,16]
 #                                     [--layouts=fixed,prepacked,plain] [--threads=2]
 set -euo pipefail
@@ -17,11 +17,7 @@ for arg in "$@"; do
     *) echo "unknown argument $arg" >&2; exit 2 ;;
   esac
 done
-if ! dpkg-query -W -f='${Status}' libdnnl-dev 2>/dev/null | grep -q "ok installed"; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libdnnl-dev >/dev/null
-fi
+bash scripts/setup.sh >&2  # libdnnl-dev among the rest; does nothing that is already done
 bazel build -c opt --symlink_prefix=/ //bench:onednn_matmul_probe //kernels/cpu:matmul_bench >&2
 bin="$(bazel info -c opt bazel-bin 2>/dev/null)"
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  cpu: $(lscpu | sed -n 's/^Model name: *//p')  cores: $(nproc)  load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -6,23 +6,17 @@
 
 #include <cstring>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/onednn_bf16_matmul.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/quantize_weights.h"
 
 namespace tpserve {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using parity_test::Random;
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

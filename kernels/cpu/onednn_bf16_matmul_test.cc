@@ -5,10 +5,10 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "formats/dtype.h"
+#include "kernels/cpu/parity_test_util.h"
 #include "kernels/quantize.h"
 
 namespace tpserve {
@@ -23,10 +23,9 @@ struct Bf16Matrix {
 
 Bf16Matrix MakeMatrix(int64_t rows, int64_t cols, int64_t pad, uint32_t seed) {
   Bf16Matrix m;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  m.values.resize(rows * (cols + pad));
-  for (uint16_t& v : m.values) v = F32ToBF16(normal(rng));
+  for (float v : parity_test::Random(rows * (cols + pad), seed, 0.05f)) {
+    m.values.push_back(F32ToBF16(v));
+  }
   m.w.format = TensorFormat::Of(FormatKind::kBF16);
   m.w.data = m.values.data();
   m.w.rows = rows;
@@ -36,11 +35,7 @@ Bf16Matrix MakeMatrix(int64_t rows, int64_t cols, int64_t pad, uint32_t seed) {
 }
 
 std::vector<float> Activations(int64_t m, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(m * cols);
-  for (float& v : x) v = normal(rng);
-  return x;
+  return parity_test::Random(m * cols, seed);
 }
 
 class OneDnnBf16MatMulTest : public ::testing::Test {
