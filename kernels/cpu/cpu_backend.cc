@@ -16,10 +16,6 @@
 namespace tpserve {
 namespace {
 
-// A oneDNN-packed bf16 matrix is cut into this many slices per pool thread: the pool's
-// threads claim slices as they come, so a late worker still finds work.
-constexpr int kOneDnnSlicesPerThread = 1;
-
 // Element-wise ops below this size run inline: waking a worker costs more than the work.
 constexpr int64_t kMinParallelElements = 1 << 15;
 
@@ -191,15 +187,17 @@ void CpuBackend::ParallelChunks(int64_t count, int64_t min_chunk,
 
 absl::StatusOr<PlacedWeight> CpuBackend::PlaceWeight(const HostMatrix& host, WeightUse use,
                                                      std::string_view what) {
-  // (Any use: a table, an embedding tied to the LM head, keeps its stored form for EmbeddingRows
-  // and gets the packing beside it, as every matrix does.)
+  // Any use: the stored form stays (a table, an embedding tied to the LM head, is read by
+  // EmbeddingRows) and the packing goes beside it.
   TP_ASSIGN_OR_RETURN(PlacedWeight placed, Backend::PlaceWeight(host, use, what));
   const WeightMatrix& w = placed.matrix;
   if (!onednn_bf16_ || w.format.kind != FormatKind::kBF16 || w.input_perm != nullptr) {
     return placed;
   }
+  // One slice per pool thread: 4 per thread measured slower (each thread's weights are then
+  // several short streams).
   absl::StatusOr<std::unique_ptr<OneDnnBf16MatMul>> packed =
-      OneDnnBf16MatMul::Pack(w, kOneDnnSlicesPerThread * pool_.num_threads());
+      OneDnnBf16MatMul::Pack(w, pool_.num_threads());
   // A shape oneDNN has no fast path for keeps the stored form and our kernels.
   if (!packed.ok()) return placed;
   placed.bytes_copied += (*packed)->packed_bytes();

@@ -4,7 +4,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <random>
 #include <string>
@@ -13,6 +12,8 @@
 
 #include "base/str_cat.h"
 #include "dnnl.hpp"
+#include "formats/dtype.h"
+#include "kernels/quantize.h"
 
 namespace tpserve {
 namespace {
@@ -40,17 +41,6 @@ dnnl::matmul::primitive_desc Describe(int64_t m, int64_t k, int64_t n,
 // Activations rounded on the calling thread up to this many values (m x k).
 constexpr int64_t kInlineRoundingValues = 16 * 1024;
 
-// F32ToBF16 (kernels/quantize.h: round to nearest even, NaN stays a quiet NaN) over n values,
-// in a loop the compiler vectorizes.
-void RoundToBf16(const float* x, int64_t n, uint16_t* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t bits = std::bit_cast<uint32_t>(x[i]);
-    const bool nan = (bits & 0x7fffffffu) > 0x7f800000u;
-    const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-    out[i] = static_cast<uint16_t>(nan ? (bits >> 16) | 0x40u : rounded);
-  }
-}
-
 // A slice's products of one to three rows computed here, over oneDNN's packed layout and in
 // oneDNN's own order, because oneDNN's one-row kernel streams the weights from DRAM slower
 // than a loop that asks for them ahead, and its two-row one costs more than its four-row one
@@ -63,11 +53,6 @@ struct RowKernel {
   int64_t k_chunk = 0;        // values of k per partial sum; 0: use oneDNN
   int64_t n_block_elems = 0;  // elements from one 64-output block to the next
 };
-
-// Tasks a slice's one-row product is cut into (groups of 64-output blocks): 1 measured quicker
-// than 4 in the SmolLM2 bf16 step (10.4 against 11.3 ms median over three interleaved runs),
-// each thread's weights then one contiguous stream.
-constexpr int64_t kRowTasksPerSlice = 1;
 
 // The most rows Run multiplies in our loop rather than in oneDNN.
 constexpr int64_t kOwnRowsMax = 3;
@@ -165,8 +150,8 @@ RowKernel Calibrate(Slice& slice, int64_t k) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> xf(k);
   for (float& v : xf) v = normal(rng);
-  std::vector<uint16_t> x(k + 2, 0);  // zero-padded to whole pairs
-  RoundToBf16(xf.data(), k, x.data());
+  std::vector<uint16_t> x(k + 2, 0);                  // zero-padded to whole pairs
+  QuantizeRow(DType::kBF16, xf.data(), x.data(), k);  // F32ToBF16: nearest even
   std::vector<float> want(slice.rows), got(slice.rows);
   const dnnl::matmul::primitive_desc pd = Describe(1, k, slice.rows, slice.packed_md);
   memory src(pd.src_desc(), CpuEngine(), x.data());
@@ -277,29 +262,22 @@ absl::Status OneDnnBf16MatMul::Run(const float* x, int64_t m, float* y, ThreadPo
   x_bf16_[m * cols_] = 0;
   // Decode-sized rows on the caller: a parallel loop costs more than rounding them.
   if (m * cols_ <= kInlineRoundingValues) {
-    RoundToBf16(x, m * cols_, x_bf16_.data());
+    QuantizeRow(DType::kBF16, x, x_bf16_.data(), m * cols_);
   } else {
-    pool->ParallelFor(
-        m, [&](int64_t t, int) { RoundToBf16(x + t * cols_, cols_, x_bf16_.data() + t * cols_); });
+    pool->ParallelFor(m, [&](int64_t t, int) {
+      QuantizeRow(DType::kBF16, x + t * cols_, x_bf16_.data() + t * cols_, cols_);
+    });
   }
-  // A row alone, or two or three rows (oneDNN's own kernel at m = 2 costs more than at m = 4
-  // in the SmolLM2 step), one after the other through our loop: the weights come from L2 for
-  // the later rows. Rows after the first must end on a whole pair (even k): the padding value
-  // after each row is the next row's first.
+  // One to three rows (oneDNN's own kernel at m = 2 costs more than at m = 4 in the SmolLM2
+  // step) through our loop, one task a slice: cutting a slice into 4 tasks measured slower
+  // (10.4 against 11.3 ms median a step), each thread's weights then one contiguous stream.
+  // Rows after the first must end on a whole pair (even k): the value padding each row is the
+  // next row's first.
   if ((m == 1 || (m <= kOwnRowsMax && cols_ % 2 == 0)) && own_row_kernel()) {
-    // Each 64-output block sums on its own, so the blocks can be shared out in any groups:
-    // several tasks a slice, so that a worker that wakes late still finds some.
-    const int64_t tasks = kRowTasksPerSlice * static_cast<int64_t>(slices_.size());
-    pool->ParallelFor(tasks, [&](int64_t task, int) {
-      const Slice& slice = *slices_[task / kRowTasksPerSlice];
-      const int64_t part = task % kRowTasksPerSlice;
-      const int64_t blocks = (slice.rows + 63) / 64;
-      const int64_t b0 = blocks * part / kRowTasksPerSlice;
-      const int64_t b1 = blocks * (part + 1) / kRowTasksPerSlice;
-      if (b0 == b1) return;
-      const auto* packed = static_cast<const uint16_t*>(slice.packed.get_data_handle());
-      PackedRows(packed + b0 * slice.row.n_block_elems, slice.row, x_bf16_.data(), m, cols_,
-                 std::min(slice.rows, b1 * 64) - b0 * 64, y + slice.row0 + b0 * 64, rows_);
+    pool->ParallelFor(static_cast<int64_t>(slices_.size()), [&](int64_t s, int) {
+      const Slice& slice = *slices_[s];
+      PackedRows(static_cast<const uint16_t*>(slice.packed.get_data_handle()), slice.row,
+                 x_bf16_.data(), m, cols_, slice.rows, y + slice.row0, rows_);
     });
     return absl::OkStatus();
   }
