@@ -1,5 +1,6 @@
-// libFuzzer target: every AVX2 CPU kernel (kernels/cpu/cpu_kernels.h), instrumented, on buffers
-// exactly as long as the table's contract says, in shapes the input picks. The ASan pass compiles
+// libFuzzer target: every AVX2 CPU kernel (kernels/cpu/cpu_kernels.h; both tables where the CPU
+// has AVX-512 VNNI), instrumented, on buffers exactly as long as the table's contract says, in
+// shapes the input picks. The ASan pass compiles
 // the AVX2 kernels without ASan (too slow for the real-model tests: .bazelrc) and checks only the
 // ranges a call hands them (kernels/cpu/kernels_bounds.cc); this target is where a load or store a
 // kernel makes outside those ranges (a tail loop one vector too far, a stride miscounted) is
@@ -115,10 +116,13 @@ void GgmlDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& r
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (tpserve::DetectCpuIsa() != tpserve::CpuIsa::kAvx2) return 0;
-  const CpuKernels& simd = tpserve::Avx2CpuKernels();
-  const CpuKernels& ref = tpserve::ScalarCpuKernels();
+  if (!tpserve::CpuSupportsIsa(tpserve::CpuIsa::kAvx2)) return 0;
   FuzzedDataProvider in(data, size);
+  // Either AVX2 table where the CPU has AVX-512 VNNI: they differ in the row-group dots.
+  const bool vnni =
+      tpserve::CpuSupportsIsa(tpserve::CpuIsa::kAvx512Vnni) && in.ConsumeBool();
+  const CpuKernels& simd = vnni ? tpserve::Avx512VnniCpuKernels() : tpserve::Avx2CpuKernels();
+  const CpuKernels& ref = tpserve::ScalarCpuKernels();
   const int which = in.ConsumeIntegralInRange(0, 17);
   const int num = in.ConsumeIntegralInRange(1, tpserve::kMaxDotRows);
   const int64_t n = in.ConsumeIntegralInRange<int64_t>(0, 300);
@@ -135,7 +139,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 1: GgmlDot(in, simd, ref, DType::kQ8_0, &CpuKernels::dot_q8_0); break;
     case 2: GgmlDot(in, simd, ref, DType::kQ4_0, &CpuKernels::dot_q4_0); break;
-    case 3: GgmlDot(in, simd, ref, DType::kQ4_1, &CpuKernels::dot_q4_1); break;
+    case 3: {  // Q4_1 row groups, strided rows: bit for bit with the reference (cpu_kernels.h)
+      const int num_w = in.ConsumeIntegralInRange(1, tpserve::kWeightRowGroup);
+      const int64_t blocks = in.ConsumeIntegralInRange<int64_t>(0, 9);
+      const int64_t row_bytes = blocks * 20 + in.ConsumeIntegralInRange<int64_t>(0, 24);
+      const std::vector<uint8_t> w = Raw<uint8_t>(in, (num_w - 1) * row_bytes + blocks * 20);
+      const Q8Rows x = Activations(in, ref, num, blocks);
+      std::vector<float> got(num * tpserve::kWeightRowGroup), want(got.size());
+      simd.dot_q4_1(w.data(), row_bytes, num_w, x.ptrs.data(), num, blocks, got.data());
+      ref.dot_q4_1(w.data(), row_bytes, num_w, x.ptrs.data(), num, blocks, want.data());
+      for (int j = 0; j < num; ++j) {
+        for (int i = 0; i < num_w; ++i) {
+          const int64_t at = j * tpserve::kWeightRowGroup + i;
+          Expect(Same(got[at], want[at]), "dot_q4_1", blocks);
+        }
+      }
+      break;
+    }
     case 4: GgmlDot(in, simd, ref, DType::kQ5_0, &CpuKernels::dot_q5_0); break;
     case 5: GgmlDot(in, simd, ref, DType::kQ5_1, &CpuKernels::dot_q5_1); break;
     case 6: GgmlDot(in, simd, ref, DType::kQ4_K, &CpuKernels::dot_q4_K); break;

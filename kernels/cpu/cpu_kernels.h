@@ -3,7 +3,7 @@
 // the reference every SIMD table is tested against (cpu_kernels_test.cc).
 //
 //   const CpuKernels& k = CpuKernelsFor(DetectCpuIsa());
-//   k.quantize_q8(x, 576, blocks); k.dot_q4_1(w_row, rows, 4, 18, out);
+//   k.quantize_q8(x, 576, blocks); k.dot_q8_0(w_row, rows, 4, 18, out);
 //
 // Thread-safe: the tables are immutable and the functions are pure.
 #ifndef TPSERVE_KERNELS_CPU_CPU_KERNELS_H_
@@ -28,9 +28,14 @@ struct Q8Block {
 // Most activation rows one quantized dot call handles; the weight block is unpacked once for all.
 inline constexpr int kMaxDotRows = 8;
 
+// Weight rows one row-group dot call (dot_q4_1) handles, one per 32-bit SIMD lane.
+inline constexpr int kWeightRowGroup = 8;
+
 enum class CpuIsa {
-  kScalar,  // portable C++, the reference
-  kAvx2,    // x86-64 AVX2 + FMA + F16C
+  kScalar,      // portable C++, the reference
+  kAvx2,        // x86-64 AVX2 + FMA + F16C
+  kAvx512Vnni,  // kAvx2's table with the int8 dots of dot_q4_1 as AVX-512 VNNI's vpdpbusd (on
+                // 256-bit registers, AVX512VL): the same integers, so the same floats
 };
 
 std::string_view CpuIsaName(CpuIsa isa);
@@ -39,7 +44,7 @@ std::string_view CpuIsaName(CpuIsa isa);
 bool CpuSupportsIsa(CpuIsa isa);
 
 // The best ISA this CPU supports, unless the environment variable TPSERVE_CPU_ISA is "scalar"
-// (forces the reference path) or "avx2" (used only when supported).
+// (forces the reference path) or "avx2" (AVX2 without VNNI, used only when supported).
 CpuIsa DetectCpuIsa();
 
 struct CpuKernels {
@@ -47,13 +52,20 @@ struct CpuKernels {
   void (*quantize_q8)(const float* x, int64_t k, Q8Block* out);
 
   // out[j] = dot(weight row w, activation row x[j]) for j < num_x (1..kMaxDotRows), both
-  // num_blocks blocks of 32 long. w points at the weight row's GGML blocks (Q8_0 / Q4_0 / Q4_1).
+  // num_blocks blocks of 32 long. w points at the weight row's GGML blocks (Q8_0 / Q4_0).
   void (*dot_q8_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
   void (*dot_q4_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
-  void (*dot_q4_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-                   float* out);
+  // A row group: out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for i < num_w
+  // (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); row i's num_blocks Q4_1 blocks start
+  // at w + i * row_bytes. out holds num_x * kWeightRowGroup floats (the slots past num_w are
+  // written and mean nothing). Every table gives the same floats: per row and x[j], with d, m
+  // the weight block's scalars, dx, s the activation block's and isum the exact integer sum,
+  //   sum = 0; for each block: sum = fma(isum, d * dx, sum); sum = fma(m, s, sum)
+  // so a row's result does not depend on the rows or the number of rows it shares a call with.
+  void (*dot_q4_1)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                   int num_x, int64_t num_blocks, float* out);
   // Q5_0 / Q5_1 (llama.cpp's fallbacks in K-quant files for rows that are not whole
   // super-blocks): the fifth bits come from the block's 32-bit qh, then as Q4_0 / Q4_1.
   void (*dot_q5_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
@@ -144,8 +156,10 @@ struct CpuKernels {
 const CpuKernels& ScalarCpuKernels();
 // REQUIRES: the CPU supports AVX2, FMA and F16C (see DetectCpuIsa).
 const CpuKernels& Avx2CpuKernels();
-// True when Avx2CpuKernels() checks every call's ranges against AddressSanitizer's shadow before
-// the kernel runs (an ASan build: kernels_bounds.cc); false otherwise.
+// REQUIRES: CpuSupportsIsa(CpuIsa::kAvx512Vnni).
+const CpuKernels& Avx512VnniCpuKernels();
+// True when Avx2CpuKernels() and Avx512VnniCpuKernels() check every call's ranges against
+// AddressSanitizer's shadow before the kernel runs (an ASan build: kernels_bounds.cc).
 bool Avx2KernelBoundsChecked();
 const CpuKernels& CpuKernelsFor(CpuIsa isa);
 

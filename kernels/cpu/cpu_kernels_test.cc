@@ -23,7 +23,7 @@ using parity_test::Random;
 class CpuKernelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (DetectCpuIsa() != CpuIsa::kAvx2) GTEST_SKIP() << "AVX2 not supported on this CPU";
+    if (!CpuSupportsIsa(CpuIsa::kAvx2)) GTEST_SKIP() << "AVX2 not supported on this CPU";
   }
   const CpuKernels& ref_ = ScalarCpuKernels();
   const CpuKernels& simd_ = CpuKernelsFor(CpuIsa::kAvx2);
@@ -56,14 +56,13 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
     rows[j] = xq[j].data();
   }
   const std::vector<float> w = Random(k, 5, 0.1f);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
     std::vector<uint8_t> wq(RowBytes(t, k).value());
     QuantizeRow(t, w.data(), wq.data(), k);
     auto pick = [t](const CpuKernels& ks) {
       switch (t) {
         case DType::kQ8_0: return ks.dot_q8_0;
         case DType::kQ4_0: return ks.dot_q4_0;
-        case DType::kQ4_1: return ks.dot_q4_1;
         case DType::kQ5_0: return ks.dot_q5_0;
         default: return ks.dot_q5_1;
       }
@@ -75,6 +74,114 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
       for (int j = 0; j < num_x; ++j) {
         EXPECT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
             << DTypeName(t) << " num_x=" << num_x << " row " << j;
+      }
+    }
+  }
+}
+
+// The row-group Q4_1 dot (CpuKernels::dot_q4_1): 11 weight rows, 8 activation rows.
+class Q4_1RowGroupTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kRows = 11;
+
+  // Weight rows of nb blocks, row_bytes apart (wider than a row: a strided view); activations
+  // quantized by the reference.
+  void Make(int64_t nb, int64_t pad) {
+    nb_ = nb;
+    row_bytes_ = nb * 20 + pad;
+    w_.assign(kRows * row_bytes_, 0xAB);
+    for (int64_t r = 0; r < kRows; ++r) {
+      QuantizeRow(DType::kQ4_1, Random(nb * 32, 300 + r, 0.1f).data(), w_.data() + r * row_bytes_,
+                  nb * 32);
+    }
+    xq_.assign(kMaxDotRows, std::vector<Q8Block>(nb));
+    for (int j = 0; j < kMaxDotRows; ++j) {
+      ScalarCpuKernels().quantize_q8(Random(nb * 32, 400 + j, 1.0f + j).data(), nb * 32,
+                                     xq_[j].data());
+      x_[j] = xq_[j].data();
+    }
+  }
+  // dot_q4_1 over weight rows [r0, r0 + num_w) and activation rows [j0, j0 + num_x):
+  // result[t][i] for row r0 + i, activation j0 + t.
+  std::vector<std::vector<float>> Dot(const CpuKernels& ks, int64_t r0, int num_w, int j0,
+                                      int num_x) const {
+    std::vector<float> out(num_x * kWeightRowGroup);
+    ks.dot_q4_1(w_.data() + r0 * row_bytes_, row_bytes_, num_w, x_ + j0, num_x, nb_, out.data());
+    std::vector<std::vector<float>> result(num_x);
+    for (int t = 0; t < num_x; ++t) {
+      result[t].assign(out.begin() + t * kWeightRowGroup,
+                       out.begin() + t * kWeightRowGroup + num_w);
+    }
+    return result;
+  }
+
+  int64_t nb_ = 0, row_bytes_ = 0;
+  std::vector<uint8_t> w_;
+  std::vector<std::vector<Q8Block>> xq_;
+  const Q8Block* x_[kMaxDotRows] = {};
+};
+
+// The reference itself: within f32 rounding of the dot of the dequantized weights with the
+// quantized activations (d * q) in double; the offsets use the fp16-rounded s, as llama.cpp's
+// Q8_1 does, so that term is compared with s too.
+TEST_F(Q4_1RowGroupTest, ReferenceIsTheDotOfTheDequantizedRows) {
+  Make(18, 0);
+  const auto got = Dot(ScalarCpuKernels(), 0, kWeightRowGroup, 0, kMaxDotRows);
+  for (int j = 0; j < kMaxDotRows; ++j) {
+    for (int r = 0; r < kWeightRowGroup; ++r) {
+      const uint8_t* row = w_.data() + r * row_bytes_;
+      double want = 0.0, magnitude = 0.0;
+      for (int64_t b = 0; b < nb_; ++b) {
+        const uint8_t* block = row + b * 20;
+        uint16_t d16, m16;
+        std::memcpy(&d16, block, 2);
+        std::memcpy(&m16, block + 2, 2);
+        const double d = F16ToF32(d16), m = F16ToF32(m16), dx = xq_[j][b].d;
+        for (int i = 0; i < 32; ++i) {
+          const int level = i < 16 ? block[4 + i] & 0x0F : block[4 + i - 16] >> 4;
+          const double term = d * level * dx * xq_[j][b].q[i];
+          want += term;
+          magnitude += std::fabs(term);
+        }
+        want += m * xq_[j][b].s;
+        magnitude += std::fabs(m * xq_[j][b].s);
+      }
+      EXPECT_NEAR(got[j][r], want, 1e-6 * magnitude) << "row " << r << " x " << j;
+    }
+  }
+}
+
+// Every table gives the reference's floats exactly, for every row count, activation count,
+// block count (1 and odd ones) and a strided row layout.
+TEST_F(Q4_1RowGroupTest, EveryTableGivesTheReferenceFloats) {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    const CpuKernels& ks = CpuKernelsFor(isa);
+    for (auto [nb, pad] : {std::pair<int64_t, int64_t>{1, 0}, {7, 0}, {18, 12}, {48, 0}}) {
+      Make(nb, pad);
+      for (int num_w = 1; num_w <= kWeightRowGroup; ++num_w) {
+        for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+          EXPECT_EQ(Dot(ks, 1, num_w, 0, num_x), Dot(ScalarCpuKernels(), 1, num_w, 0, num_x))
+              << CpuIsaName(isa) << " nb=" << nb << " num_w=" << num_w << " num_x=" << num_x;
+        }
+      }
+    }
+  }
+}
+
+// Batch invariance: weight row 7 against activation row 5 is the same float in a call of its
+// own, in each lane of a group, and among any number of activation rows in any slot.
+TEST_F(Q4_1RowGroupTest, ARowGivesTheSameFloatInEveryLaneAndAmongAnyRows) {
+  Make(18, 4);
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    const CpuKernels& ks = CpuKernelsFor(isa);
+    const float alone = Dot(ks, 7, 1, 5, 1)[0][0];
+    for (int lane = 0; lane < kWeightRowGroup; ++lane) {
+      for (int slot = 0; slot <= 5; ++slot) {
+        const auto got = Dot(ks, 7 - lane, kWeightRowGroup, 5 - slot, 8 - (5 - slot));
+        EXPECT_EQ(got[slot][lane], alone) << CpuIsaName(isa) << " lane " << lane << " slot "
+                                          << slot;
       }
     }
   }
@@ -148,12 +255,11 @@ TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
       frows[j] = xf[j].data();
     }
     const std::vector<float> w = Random(k + 19, 9, 0.1f);
-    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
       std::vector<uint8_t> wq(RowBytes(t, k).value());
       QuantizeRow(t, w.data(), wq.data(), k);
       const auto dot = t == DType::kQ8_0   ? simd_.dot_q8_0
                        : t == DType::kQ4_0 ? simd_.dot_q4_0
-                       : t == DType::kQ4_1 ? simd_.dot_q4_1
                        : t == DType::kQ5_0 ? simd_.dot_q5_0
                                            : simd_.dot_q5_1;
       for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
@@ -226,7 +332,7 @@ TEST_F(CpuKernelsTest, KQuantDotsMatchReferenceOnOddSizes) {
 // as quantized (d * q), only f32 rounding remains: the integer sums, min terms included
 // (exact sum(q) times d, not the fp16-rounded s), are exact.
 TEST(CpuKernelsKQuantTest, DotsStayWithinTheActivationRoundingOfTheF32Dot) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     if (!CpuSupportsIsa(isa)) continue;
     const CpuKernels& ks = CpuKernelsFor(isa);
     for (DType t : kKQuantTypes) {
@@ -326,7 +432,7 @@ TEST_F(CpuKernelsTest, NarrowingToF16IsF32ToF16BitForBit) {
 // dot_f16 / dot_bf16 give the very floats of widening the row and calling dot_f32, in every
 // table, for every row count and odd lengths (the scalar tails).
 TEST(CpuKernelsHalfDotTest, HalfDotsGiveTheSameFloatsAsWideningFirst) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     if (!CpuSupportsIsa(isa)) continue;
     const CpuKernels& ks = CpuKernelsFor(isa);
     for (int64_t n : {1, 7, 8, 33, 64, 100, 1000}) {
@@ -359,7 +465,7 @@ TEST(CpuKernelsHalfDotTest, HalfDotsGiveTheSameFloatsAsWideningFirst) {
 // tails, a stride wider than head_dim the pool layout, 1..4 query heads every dot shape, and
 // 1..6 heads of a group accumulated in one call as one at a time.
 TEST(CpuKernelsF16AttentionTest, F16RowsGiveTheSameFloatsAsWideningFirst) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     if (!CpuSupportsIsa(isa)) continue;
     const CpuKernels& ks = CpuKernelsFor(isa);
     for (int64_t head_dim : {8, 12, 64, 72, 128}) {

@@ -121,85 +121,6 @@ void DotQ4_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, flo
   for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]);
 }
 
-template <int NX>
-void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
-  __m256 acc[2][NX];
-  float offsets[2][NX];
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) {
-    acc[0][j] = acc[1][j] = _mm256_setzero_ps();
-    offsets[0][j] = offsets[1][j] = 0.0f;
-  }
-  auto block_into = [&](int64_t b, __m256* a, float* off) __attribute__((always_inline)) {
-    const uint8_t* block = w + b * 20;
-    const float dw = LoadF16(block);
-    const float mw = LoadF16(block + 2);
-    const __m256i qw = UnpackNibbles(block + 4);  // 0..15, already unsigned
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) {
-      const __m256 p = MulSumU8I8(qw, LoadQ(x[j][b]));
-      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
-      off[j] = std::fma(mw, x[j][b].s, off[j]);  // fused, as DotQ4_1One's lane 1
-    }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= num_blocks; b += 2) {
-    block_into(b, acc[0], offsets[0]);
-    block_into(b + 1, acc[1], offsets[1]);
-  }
-  if (b < num_blocks) block_into(b, acc[0], offsets[0]);
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) {
-    out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
-  }
-}
-
-// Single activation row (decode): two blocks per iteration with separate accumulators, so
-// the FMA latency chains overlap. A block's two f16 scalars (d, m) widen together and meet the
-// activation block's (d, s) in one multiply-add: lane 0 is the block's scale d * x.d, lane 1
-// accumulates the offsets m * x.s (the same fused operations, in the same order, as one
-// scalar each: the floats do not change).
-__attribute__((always_inline)) inline __m128 LoadDm(const uint8_t* block) {
-  uint32_t dm;
-  std::memcpy(&dm, block, 4);
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
-}
-__attribute__((always_inline)) inline __m128 LoadDs(const Q8Block& x) {
-  // d and s are two adjacent floats, 4-byte aligned: an unaligned 64-bit load (loadl_epi64
-  // is declared unaligned; _mm_load_sd of a double* would claim 8-byte alignment).
-  return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&x.d)));
-}
-
-void DotQ4_1One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  // Lane 1: offsets. Lane 0 is a scratch product, cleared before the final sum.
-  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
-  const __m128 lane1 = _mm_castsi128_ps(_mm_setr_epi32(0, -1, 0, 0));
-  int64_t b = 0;
-  for (; b + 2 <= num_blocks; b += 2) {
-    const uint8_t* b0 = w + b * 20;
-    const uint8_t* b1 = b0 + 20;
-    const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
-    const __m256 p1 = MulSumU8I8(UnpackNibbles(b1 + 4), LoadQ(x[b + 1]));
-    const __m128 dm0 = LoadDm(b0), ds0 = LoadDs(x[b]);
-    const __m128 dm1 = LoadDm(b1), ds1 = LoadDs(x[b + 1]);
-    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm0, ds0)), p0, acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm1, ds1)), p1, acc1);
-    off0 = _mm_fmadd_ps(dm0, _mm_and_ps(ds0, lane1), off0);
-    off1 = _mm_fmadd_ps(dm1, _mm_and_ps(ds1, lane1), off1);
-  }
-  for (; b < num_blocks; ++b) {
-    const uint8_t* b0 = w + b * 20;
-    const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
-    const __m128 dm0 = LoadDm(b0), ds0 = LoadDs(x[b]);
-    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm0, ds0)), p0, acc0);
-    off0 = _mm_fmadd_ps(dm0, _mm_and_ps(ds0, lane1), off0);
-  }
-  const float offsets = _mm_cvtss_f32(_mm_shuffle_ps(off0, off0, 1)) +
-                        _mm_cvtss_f32(_mm_shuffle_ps(off1, off1, 1));
-  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + offsets;
-}
-
 // Bit i of qh -> byte i of the result: 0x10 where the bit is set, 0 elsewhere (the fifth bit
 // of Q5 element i, in UnpackNibbles' element order).
 __m256i FifthBits(const uint8_t* qh_bytes) {
@@ -323,6 +244,25 @@ void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* o
   *out = HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
 
+// The row-group kernels (kernels_avx2_rows.inc) with AVX2's int8 dots: a product of a level
+// (<= 15) and an activation (|q| <= 128) pair-summed is at most 3840 in magnitude, eight such
+// pairs 30720, so the int16 sums of all eight 4-byte groups cannot saturate and one vpmaddwd
+// widens them.
+__attribute__((always_inline)) inline __m256i BlockDot4Bit(const __m256i (&levels)[8],
+                                                           const int8_t* q);
+
+#include "kernels/cpu/kernels_avx2_rows.inc"
+
+__m256i BlockDot4Bit(const __m256i (&levels)[8], const int8_t* q) {
+  __m256i pairs = _mm256_maddubs_epi16(levels[0], _mm256_set1_epi32(Load32(q)));
+#pragma GCC unroll 7
+  for (int c = 1; c < 8; ++c) {
+    pairs = _mm256_add_epi16(pairs,
+                             _mm256_maddubs_epi16(levels[c], _mm256_set1_epi32(Load32(q + 4 * c))));
+  }
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+}
+
 }  // namespace
 
 // One activation row takes the decode twin where there is one (the same floats, see above).
@@ -335,10 +275,6 @@ void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
 }
 void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   TP_DOT_ROWS(DotQ4_0N);
-}
-void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  if (num_x == 1) return DotQ4_1One(w, x[0], nb, out);
-  TP_DOT_ROWS(DotQ4_1N);
 }
 void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   if (num_x == 1) return DotQ5One<false>(w, x[0], nb, out);
@@ -366,7 +302,7 @@ const CpuKernels& Avx2Table() {
       .quantize_q8 = avx2_internal::QuantizeQ8,
       .dot_q8_0 = avx2_internal::DotQ8_0,
       .dot_q4_0 = avx2_internal::DotQ4_0,
-      .dot_q4_1 = avx2_internal::DotQ4_1,
+      .dot_q4_1 = avx2_internal::DotQ4_1Rows,
       .dot_q5_0 = avx2_internal::DotQ5_0,
       .dot_q5_1 = avx2_internal::DotQ5_1,
       .dot_q4_K = avx2_internal::DotQ4_K,
@@ -392,6 +328,16 @@ const CpuKernels& Avx2Table() {
       .attn_scores_f16 = avx2_internal::AttnScoresF16,
       .attn_accumulate_f16 = avx2_internal::AttnAccumulateF16,
   };
+  return kernels;
+}
+
+// kAvx2's table with the int8 dots of the row-group kernels as vpdpbusd (kernels_avx2_vnni.cc).
+const CpuKernels& Avx512VnniTable() {
+  static const CpuKernels kernels = [] {
+    CpuKernels k = Avx2Table();
+    k.dot_q4_1 = DotQ4_1RowsVnni;
+    return k;
+  }();
   return kernels;
 }
 

@@ -1,4 +1,5 @@
-// Avx2CpuKernels(), and under AddressSanitizer the bounds every AVX2 kernel call must keep.
+// Avx2CpuKernels() and Avx512VnniCpuKernels(), and under AddressSanitizer the bounds every AVX2
+// kernel call must keep.
 //
 // ASan checks each load a kernel makes, and the AVX2 dot products make one per 32 bytes: under
 // --config=asan they ran 6x slower than without it, most of the ASan pass's test time
@@ -40,7 +41,8 @@ namespace tpserve {
 #if defined(__x86_64__)
 
 namespace avx2_internal {
-const CpuKernels& Avx2Table();  // kernels_avx2.cc
+const CpuKernels& Avx2Table();        // kernels_avx2.cc
+const CpuKernels& Avx512VnniTable();  // kernels_avx2.cc
 }  // namespace avx2_internal
 
 #if defined(TPSERVE_KERNEL_BOUNDS)
@@ -104,6 +106,15 @@ struct Bounded {
     CheckRows(name.c_str(), "x", x, num_x, num_blocks * kQ8PerBlock);
     Check(name.c_str(), "out", out, num_x);
     (Inner().*kEntry)(w, x, num_x, num_blocks, out);
+  }
+
+  static void DotQ4_1Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                          int num_x, int64_t num_blocks, float* out) {
+    const int64_t row_span = num_blocks * BlockBytes(DType::kQ4_1);
+    Check("dot_q4_1", "w", w, num_w > 0 ? (num_w - 1) * row_bytes + row_span : 0);
+    CheckRows("dot_q4_1", "x", x, num_x, num_blocks);
+    Check("dot_q4_1", "out", out, num_x * kWeightRowGroup);
+    Inner().dot_q4_1(w, row_bytes, num_w, x, num_x, num_blocks, out);
   }
 
   static void DotInt4(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
@@ -215,7 +226,7 @@ struct Bounded {
         .quantize_q8 = QuantizeQ8,
         .dot_q8_0 = DotBlocks<DType::kQ8_0, 1, &K::dot_q8_0>,
         .dot_q4_0 = DotBlocks<DType::kQ4_0, 1, &K::dot_q4_0>,
-        .dot_q4_1 = DotBlocks<DType::kQ4_1, 1, &K::dot_q4_1>,
+        .dot_q4_1 = DotQ4_1Rows,
         .dot_q5_0 = DotBlocks<DType::kQ5_0, 1, &K::dot_q5_0>,
         .dot_q5_1 = DotBlocks<DType::kQ5_1, 1, &K::dot_q5_1>,
         .dot_q4_K = DotBlocks<DType::kQ4_K, 8, &K::dot_q4_K>,
@@ -253,6 +264,15 @@ const CpuKernels& Avx2CpuKernels() {
   return bounded;
 #else
   return avx2_internal::Avx2Table();
+#endif
+}
+
+const CpuKernels& Avx512VnniCpuKernels() {
+#if defined(TPSERVE_KERNEL_BOUNDS)
+  static const CpuKernels bounded = Bounded<avx2_internal::Avx512VnniTable>::Table();
+  return bounded;
+#else
+  return avx2_internal::Avx512VnniTable();
 #endif
 }
 

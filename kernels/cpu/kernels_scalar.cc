@@ -76,21 +76,26 @@ void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_b
 }
 
 // Q4_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * (dx * sum(qx)) = ... + m * s.
-void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-             float* out) {
+// A row group (cpu_kernels.h), each row on its own, in the order every table keeps.
+void DotQ4_1(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x, int num_x,
+             int64_t num_blocks, float* out) {
   for (int j = 0; j < num_x; ++j) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      const uint8_t* block = w + b * 20;
-      const int8_t* q = x[j][b].q;
-      int isum = 0;
-      for (int i = 0; i < 16; ++i) {
-        isum += (block[4 + i] & 0x0F) * q[i] + (block[4 + i] >> 4) * q[i + 16];
+    for (int r = 0; r < num_w; ++r) {
+      const uint8_t* row = w + r * row_bytes;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const uint8_t* block = row + b * 20;
+        const int8_t* q = x[j][b].q;
+        int isum = 0;
+        for (int i = 0; i < 16; ++i) {
+          isum += (block[4 + i] & 0x0F) * q[i] + (block[4 + i] >> 4) * q[i + 16];
+        }
+        const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
+        sum = std::fma(static_cast<float>(isum), scale, sum);
+        sum = std::fma(F16ToF32(LoadU16(block + 2)), x[j][b].s, sum);
       }
-      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum) +
-             F16ToF32(LoadU16(block + 2)) * x[j][b].s;
+      out[j * kWeightRowGroup + r] = sum;
     }
-    out[j] = sum;
   }
 }
 
@@ -358,6 +363,7 @@ std::string_view CpuIsaName(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kScalar: return "scalar";
     case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512Vnni: return "avx512vnni";
   }
   return "unknown";
 }
@@ -370,7 +376,12 @@ bool CpuSupportsIsa(CpuIsa isa) {
   // and clang builds these kernels for //fuzz:cpu_kernels_fuzzer.
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  if (isa == CpuIsa::kAvx2) return avx2;
+  // The AVX-512 features count only where the OS saves their registers (the builtin checks
+  // XCR0 as well as CPUID).
+  return avx2 && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
 #else
   return false;
 #endif
@@ -379,6 +390,8 @@ bool CpuSupportsIsa(CpuIsa isa) {
 CpuIsa DetectCpuIsa() {
   const char* forced = std::getenv("TPSERVE_CPU_ISA");
   if (forced != nullptr && std::string_view(forced) == "scalar") return CpuIsa::kScalar;
+  const bool avx2_only = forced != nullptr && std::string_view(forced) == "avx2";
+  if (!avx2_only && CpuSupportsIsa(CpuIsa::kAvx512Vnni)) return CpuIsa::kAvx512Vnni;
   return CpuSupportsIsa(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kScalar;
 }
 
@@ -419,6 +432,7 @@ const CpuKernels& ScalarCpuKernels() {
 const CpuKernels& CpuKernelsFor(CpuIsa isa) {
 #if defined(__x86_64__)
   if (isa == CpuIsa::kAvx2) return Avx2CpuKernels();
+  if (isa == CpuIsa::kAvx512Vnni) return Avx512VnniCpuKernels();
 #endif
   return ScalarCpuKernels();
 }

@@ -1,0 +1,52 @@
+// The row-group dot products (kernels_avx2_rows.inc) with AVX-512 VNNI's vpdpbusd on 256-bit
+// registers (AVX512VL): one instruction for each 4-byte group's products and their sum where AVX2
+// takes vpmaddubsw + vpaddw (kernels_avx2.cc). The integers are the same, so the floats are.
+// Compiled for that target via the pragma below; only Avx512VnniCpuKernels() hands this out,
+// after CpuSupportsIsa(CpuIsa::kAvx512Vnni). This file includes no header with inline code of
+// the AVX2 files (kernels_avx2_internal.h), so no function compiled here for AVX-512 can stand in
+// for one of theirs at link time.
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")
+
+namespace tpserve {
+namespace avx2_internal {
+namespace {
+
+// Two chains of four, so consecutive vpdpbusd do not wait on each other.
+__attribute__((always_inline)) inline __m256i BlockDot4Bit(const __m256i (&levels)[8],
+                                                           const int8_t* q);
+
+#include "kernels/cpu/kernels_avx2_rows.inc"
+
+__m256i BlockDot4Bit(const __m256i (&levels)[8], const int8_t* q) {
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    lo = _mm256_dpbusd_epi32(lo, levels[c], _mm256_set1_epi32(Load32(q + 4 * c)));
+    hi = _mm256_dpbusd_epi32(hi, levels[c + 4], _mm256_set1_epi32(Load32(q + 16 + 4 * c)));
+  }
+  return _mm256_add_epi32(lo, hi);
+}
+
+}  // namespace
+
+void DotQ4_1RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                     int num_x, int64_t num_blocks, float* out) {
+  DotQ4_1Rows(w, row_bytes, num_w, x, num_x, num_blocks, out);
+}
+
+}  // namespace avx2_internal
+}  // namespace tpserve
+
+#pragma GCC pop_options
+
+#endif  // defined(__x86_64__)
