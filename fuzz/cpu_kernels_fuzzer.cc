@@ -113,6 +113,27 @@ void GgmlDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& r
   (simd.*entry)(w.data(), x.ptrs.data(), num_x, blocks, out.data());
 }
 
+// Row groups (Q8_0, Q4_1), strided rows: bit for bit with the reference (cpu_kernels.h).
+void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& ref, int num_x,
+                 DType t) {
+  const int64_t block_bytes = tpserve::BlockBytes(t);
+  const int num_w = in.ConsumeIntegralInRange(1, tpserve::kWeightRowGroup);
+  const int64_t blocks = in.ConsumeIntegralInRange<int64_t>(0, 9);
+  const int64_t row_bytes = blocks * block_bytes + in.ConsumeIntegralInRange<int64_t>(0, 24);
+  const std::vector<uint8_t> w = Raw<uint8_t>(in, (num_w - 1) * row_bytes + blocks * block_bytes);
+  const Q8Rows x = Activations(in, ref, num_x, blocks);
+  std::vector<float> got(num_x * tpserve::kWeightRowGroup), want(got.size());
+  const auto entry = t == DType::kQ4_1 ? &CpuKernels::dot_q4_1 : &CpuKernels::dot_q8_0;
+  (simd.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, got.data());
+  (ref.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, want.data());
+  for (int j = 0; j < num_x; ++j) {
+    for (int i = 0; i < num_w; ++i) {
+      const int64_t at = j * tpserve::kWeightRowGroup + i;
+      Expect(Same(got[at], want[at]), t == DType::kQ4_1 ? "dot_q4_1" : "dot_q8_0", blocks);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -137,25 +158,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
              "quantize_q8", k);
       break;
     }
-    case 1: GgmlDot(in, simd, ref, DType::kQ8_0, &CpuKernels::dot_q8_0); break;
+    case 1: RowGroupDot(in, simd, ref, num, DType::kQ8_0); break;
     case 2: GgmlDot(in, simd, ref, DType::kQ4_0, &CpuKernels::dot_q4_0); break;
-    case 3: {  // Q4_1 row groups, strided rows: bit for bit with the reference (cpu_kernels.h)
-      const int num_w = in.ConsumeIntegralInRange(1, tpserve::kWeightRowGroup);
-      const int64_t blocks = in.ConsumeIntegralInRange<int64_t>(0, 9);
-      const int64_t row_bytes = blocks * 20 + in.ConsumeIntegralInRange<int64_t>(0, 24);
-      const std::vector<uint8_t> w = Raw<uint8_t>(in, (num_w - 1) * row_bytes + blocks * 20);
-      const Q8Rows x = Activations(in, ref, num, blocks);
-      std::vector<float> got(num * tpserve::kWeightRowGroup), want(got.size());
-      simd.dot_q4_1(w.data(), row_bytes, num_w, x.ptrs.data(), num, blocks, got.data());
-      ref.dot_q4_1(w.data(), row_bytes, num_w, x.ptrs.data(), num, blocks, want.data());
-      for (int j = 0; j < num; ++j) {
-        for (int i = 0; i < num_w; ++i) {
-          const int64_t at = j * tpserve::kWeightRowGroup + i;
-          Expect(Same(got[at], want[at]), "dot_q4_1", blocks);
-        }
-      }
-      break;
-    }
+    case 3: RowGroupDot(in, simd, ref, num, DType::kQ4_1); break;
     case 4: GgmlDot(in, simd, ref, DType::kQ5_0, &CpuKernels::dot_q5_0); break;
     case 5: GgmlDot(in, simd, ref, DType::kQ5_1, &CpuKernels::dot_q5_1); break;
     case 6: GgmlDot(in, simd, ref, DType::kQ4_K, &CpuKernels::dot_q4_K); break;

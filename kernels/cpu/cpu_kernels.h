@@ -3,7 +3,7 @@
 // the reference every SIMD table is tested against (cpu_kernels_test.cc).
 //
 //   const CpuKernels& k = CpuKernelsFor(DetectCpuIsa());
-//   k.quantize_q8(x, 576, blocks); k.dot_q8_0(w_row, rows, 4, 18, out);
+//   k.quantize_q8(x, 576, blocks); k.dot_q4_0(w_row, rows, 4, 18, out);
 //
 // Thread-safe: the tables are immutable and the functions are pure.
 #ifndef TPSERVE_KERNELS_CPU_CPU_KERNELS_H_
@@ -28,14 +28,14 @@ struct Q8Block {
 // Most activation rows one quantized dot call handles; the weight block is unpacked once for all.
 inline constexpr int kMaxDotRows = 8;
 
-// Weight rows one row-group dot call (dot_q4_1) handles, one per 32-bit SIMD lane.
+// Weight rows one row-group dot call (dot_q8_0, dot_q4_1) handles, one per 32-bit SIMD lane.
 inline constexpr int kWeightRowGroup = 8;
 
 enum class CpuIsa {
   kScalar,      // portable C++, the reference
   kAvx2,        // x86-64 AVX2 + FMA + F16C
-  kAvx512Vnni,  // kAvx2's table with the int8 dots of dot_q4_1 as AVX-512 VNNI's vpdpbusd (on
-                // 256-bit registers, AVX512VL): the same integers, so the same floats
+  kAvx512Vnni,  // kAvx2's table with the int8 dots of the row groups as AVX-512 VNNI's
+                // vpdpbusd (256-bit registers, AVX512VL): the same integers, so the same floats
 };
 
 std::string_view CpuIsaName(CpuIsa isa);
@@ -51,19 +51,21 @@ struct CpuKernels {
   // Quantizes k activations (k % 32 == 0) into k / 32 blocks.
   void (*quantize_q8)(const float* x, int64_t k, Q8Block* out);
 
+  // Row groups (Q8_0, Q4_1): out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for
+  // i < num_w (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); row i's num_blocks GGML
+  // blocks start at w + i * row_bytes. out holds num_x * kWeightRowGroup floats (the slots past
+  // num_w are written and mean nothing). Every table gives the same floats: per row and x[j],
+  // with d (and Q4_1's m) the weight block's scalars, dx (and s) the activation block's and
+  // isum the exact integer sum,
+  //   sum = 0; for each block: sum = fma(isum, d * dx, sum)   (Q4_1: then sum = fma(m, s, sum))
+  // so a row's result does not depend on the rows or the number of rows it shares a call with.
+  void (*dot_q8_0)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                   int num_x, int64_t num_blocks, float* out);
   // out[j] = dot(weight row w, activation row x[j]) for j < num_x (1..kMaxDotRows), both
-  // num_blocks blocks of 32 long. w points at the weight row's GGML blocks (Q8_0 / Q4_0).
-  void (*dot_q8_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-                   float* out);
+  // num_blocks blocks of 32 long. w points at the weight row's Q4_0 blocks.
   void (*dot_q4_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
-  // A row group: out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for i < num_w
-  // (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); row i's num_blocks Q4_1 blocks start
-  // at w + i * row_bytes. out holds num_x * kWeightRowGroup floats (the slots past num_w are
-  // written and mean nothing). Every table gives the same floats: per row and x[j], with d, m
-  // the weight block's scalars, dx, s the activation block's and isum the exact integer sum,
-  //   sum = 0; for each block: sum = fma(isum, d * dx, sum); sum = fma(m, s, sum)
-  // so a row's result does not depend on the rows or the number of rows it shares a call with.
+  // A row group, as dot_q8_0.
   void (*dot_q4_1)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
                    int num_x, int64_t num_blocks, float* out);
   // Q5_0 / Q5_1 (llama.cpp's fallbacks in K-quant files for rows that are not whole

@@ -56,12 +56,11 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
     rows[j] = xq[j].data();
   }
   const std::vector<float> w = Random(k, 5, 0.1f);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
+  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
     std::vector<uint8_t> wq(RowBytes(t, k).value());
     QuantizeRow(t, w.data(), wq.data(), k);
     auto pick = [t](const CpuKernels& ks) {
       switch (t) {
-        case DType::kQ8_0: return ks.dot_q8_0;
         case DType::kQ4_0: return ks.dot_q4_0;
         case DType::kQ5_0: return ks.dot_q5_0;
         default: return ks.dot_q5_1;
@@ -79,8 +78,8 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
   }
 }
 
-// The row-group Q4_1 dot (CpuKernels::dot_q4_1): 11 weight rows, 8 activation rows.
-class Q4_1RowGroupTest : public ::testing::Test {
+// The row-group dots (CpuKernels::dot_q8_0, dot_q4_1): 11 weight rows, 8 activation rows.
+class RowGroupDotTest : public ::testing::TestWithParam<DType> {
  protected:
   static constexpr int64_t kRows = 11;
 
@@ -88,10 +87,10 @@ class Q4_1RowGroupTest : public ::testing::Test {
   // quantized by the reference.
   void Make(int64_t nb, int64_t pad) {
     nb_ = nb;
-    row_bytes_ = nb * 20 + pad;
+    row_bytes_ = RowBytes(GetParam(), nb * 32).value() + pad;
     w_.assign(kRows * row_bytes_, 0xAB);
     for (int64_t r = 0; r < kRows; ++r) {
-      QuantizeRow(DType::kQ4_1, Random(nb * 32, 300 + r, 0.1f).data(), w_.data() + r * row_bytes_,
+      QuantizeRow(GetParam(), Random(nb * 32, 300 + r, 0.1f).data(), w_.data() + r * row_bytes_,
                   nb * 32);
     }
     xq_.assign(kMaxDotRows, std::vector<Q8Block>(nb));
@@ -101,12 +100,13 @@ class Q4_1RowGroupTest : public ::testing::Test {
       x_[j] = xq_[j].data();
     }
   }
-  // dot_q4_1 over weight rows [r0, r0 + num_w) and activation rows [j0, j0 + num_x):
+  // The entry over weight rows [r0, r0 + num_w) and activation rows [j0, j0 + num_x):
   // result[t][i] for row r0 + i, activation j0 + t.
   std::vector<std::vector<float>> Dot(const CpuKernels& ks, int64_t r0, int num_w, int j0,
                                       int num_x) const {
     std::vector<float> out(num_x * kWeightRowGroup);
-    ks.dot_q4_1(w_.data() + r0 * row_bytes_, row_bytes_, num_w, x_ + j0, num_x, nb_, out.data());
+    const auto dot = GetParam() == DType::kQ8_0 ? ks.dot_q8_0 : ks.dot_q4_1;
+    dot(w_.data() + r0 * row_bytes_, row_bytes_, num_w, x_ + j0, num_x, nb_, out.data());
     std::vector<std::vector<float>> result(num_x);
     for (int t = 0; t < num_x; ++t) {
       result[t].assign(out.begin() + t * kWeightRowGroup,
@@ -122,29 +122,35 @@ class Q4_1RowGroupTest : public ::testing::Test {
 };
 
 // The reference itself: within f32 rounding of the dot of the dequantized weights with the
-// quantized activations (d * q) in double; the offsets use the fp16-rounded s, as llama.cpp's
+// quantized activations (d * q) in double; Q4_1's offsets use the fp16-rounded s, as llama.cpp's
 // Q8_1 does, so that term is compared with s too.
-TEST_F(Q4_1RowGroupTest, ReferenceIsTheDotOfTheDequantizedRows) {
+TEST_P(RowGroupDotTest, ReferenceIsTheDotOfTheDequantizedRows) {
   Make(18, 0);
+  const bool q4_1 = GetParam() == DType::kQ4_1;
   const auto got = Dot(ScalarCpuKernels(), 0, kWeightRowGroup, 0, kMaxDotRows);
   for (int j = 0; j < kMaxDotRows; ++j) {
     for (int r = 0; r < kWeightRowGroup; ++r) {
       const uint8_t* row = w_.data() + r * row_bytes_;
       double want = 0.0, magnitude = 0.0;
       for (int64_t b = 0; b < nb_; ++b) {
-        const uint8_t* block = row + b * 20;
+        const uint8_t* block = row + b * (q4_1 ? 20 : 34);
         uint16_t d16, m16;
         std::memcpy(&d16, block, 2);
         std::memcpy(&m16, block + 2, 2);
-        const double d = F16ToF32(d16), m = F16ToF32(m16), dx = xq_[j][b].d;
+        const double d = F16ToF32(d16), dx = xq_[j][b].d;
         for (int i = 0; i < 32; ++i) {
-          const int level = i < 16 ? block[4 + i] & 0x0F : block[4 + i - 16] >> 4;
+          const int level = !q4_1   ? static_cast<int8_t>(block[2 + i])
+                            : i < 16 ? block[4 + i] & 0x0F
+                                     : block[4 + i - 16] >> 4;
           const double term = d * level * dx * xq_[j][b].q[i];
           want += term;
           magnitude += std::fabs(term);
         }
-        want += m * xq_[j][b].s;
-        magnitude += std::fabs(m * xq_[j][b].s);
+        if (q4_1) {
+          const double offset = double{F16ToF32(m16)} * xq_[j][b].s;
+          want += offset;
+          magnitude += std::fabs(offset);
+        }
       }
       EXPECT_NEAR(got[j][r], want, 1e-6 * magnitude) << "row " << r << " x " << j;
     }
@@ -153,7 +159,7 @@ TEST_F(Q4_1RowGroupTest, ReferenceIsTheDotOfTheDequantizedRows) {
 
 // Every table gives the reference's floats exactly, for every row count, activation count,
 // block count (1 and odd ones) and a strided row layout.
-TEST_F(Q4_1RowGroupTest, EveryTableGivesTheReferenceFloats) {
+TEST_P(RowGroupDotTest, EveryTableGivesTheReferenceFloats) {
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     if (!CpuSupportsIsa(isa)) continue;
     const CpuKernels& ks = CpuKernelsFor(isa);
@@ -171,7 +177,7 @@ TEST_F(Q4_1RowGroupTest, EveryTableGivesTheReferenceFloats) {
 
 // Batch invariance: weight row 7 against activation row 5 is the same float in a call of its
 // own, in each lane of a group, and among any number of activation rows in any slot.
-TEST_F(Q4_1RowGroupTest, ARowGivesTheSameFloatInEveryLaneAndAmongAnyRows) {
+TEST_P(RowGroupDotTest, ARowGivesTheSameFloatInEveryLaneAndAmongAnyRows) {
   Make(18, 4);
   for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
     if (!CpuSupportsIsa(isa)) continue;
@@ -186,6 +192,41 @@ TEST_F(Q4_1RowGroupTest, ARowGivesTheSameFloatInEveryLaneAndAmongAnyRows) {
     }
   }
 }
+
+// Q8_0's extreme levels: -128 (which vpmaddubsw's sign trick and vpdpbusd's bias must both take)
+// and 127, against full-scale activations of both signs.
+TEST(RowGroupDotQ8_0Test, ExtremeLevelsGiveTheReferenceFloats) {
+  const int64_t nb = 2, row_bytes = 34 * nb;
+  std::vector<uint8_t> w(kWeightRowGroup * row_bytes);
+  for (int r = 0; r < kWeightRowGroup; ++r) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* block = w.data() + r * row_bytes + b * 34;
+      const uint16_t d = F32ToF16(0.5f + r);
+      std::memcpy(block, &d, 2);
+      for (int i = 0; i < 32; ++i) block[2 + i] = (i + r + b) % 3 == 0 ? 0x80 : (i % 2 ? 127 : 0);
+    }
+  }
+  std::vector<std::vector<Q8Block>> xq(2, std::vector<Q8Block>(nb));
+  const Q8Block* x[2];
+  for (int j = 0; j < 2; ++j) {
+    std::vector<float> xf(nb * 32);
+    for (int64_t i = 0; i < nb * 32; ++i) xf[i] = (i + j) % 2 ? -3.0f : 3.0f;
+    ScalarCpuKernels().quantize_q8(xf.data(), nb * 32, xq[j].data());
+    x[j] = xq[j].data();
+  }
+  std::vector<float> want(2 * kWeightRowGroup);
+  ScalarCpuKernels().dot_q8_0(w.data(), row_bytes, kWeightRowGroup, x, 2, nb, want.data());
+  EXPECT_NE(want[0], 0.0f);
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    std::vector<float> got(2 * kWeightRowGroup);
+    CpuKernelsFor(isa).dot_q8_0(w.data(), row_bytes, kWeightRowGroup, x, 2, nb, got.data());
+    EXPECT_EQ(got, want) << CpuIsaName(isa);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, RowGroupDotTest, ::testing::Values(DType::kQ8_0, DType::kQ4_1),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
 
@@ -255,11 +296,10 @@ TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
       frows[j] = xf[j].data();
     }
     const std::vector<float> w = Random(k + 19, 9, 0.1f);
-    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
+    for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
       std::vector<uint8_t> wq(RowBytes(t, k).value());
       QuantizeRow(t, w.data(), wq.data(), k);
-      const auto dot = t == DType::kQ8_0   ? simd_.dot_q8_0
-                       : t == DType::kQ4_0 ? simd_.dot_q4_0
+      const auto dot = t == DType::kQ4_0   ? simd_.dot_q4_0
                        : t == DType::kQ5_0 ? simd_.dot_q5_0
                                            : simd_.dot_q5_1;
       for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {

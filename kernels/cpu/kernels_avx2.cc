@@ -75,33 +75,6 @@ namespace {
 // depends on the other requests in the step). Even blocks go to one accumulator and odd blocks
 // to another (the twin's two FMA chains), and the two are added before the horizontal sum.
 template <int NX>
-void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
-  __m256 acc[2][NX];
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
-  auto block_into = [&](int64_t b, __m256* a) __attribute__((always_inline)) {
-    const uint8_t* block = w + b * 34;
-    const float dw = LoadF16(block);
-    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-    const __m256i abs_w = _mm256_sign_epi8(qw, qw);
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) {
-      // |w| * (x with w's sign) == w * x, in the unsigned-by-signed form maddubs takes.
-      const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
-      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
-    }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= num_blocks; b += 2) {
-    block_into(b, acc[0]);
-    block_into(b + 1, acc[1]);
-  }
-  if (b < num_blocks) block_into(b, acc[0]);
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j]));
-}
-
-template <int NX>
 void DotQ4_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   __m256 acc[NX];
 #pragma GCC unroll 8
@@ -221,35 +194,30 @@ void DotQ5_1N(const uint8_t* w, const Q8Block* const* x, int64_t nb, float* out)
   DotQ5N<true, NX>(w, x, nb, out);
 }
 
-void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= num_blocks; b += 2) {
-    const uint8_t* b0 = w + b * 34;
-    const uint8_t* b1 = b0 + 34;
-    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
-    const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2));
-    const __m256 p0 = MulSumU8I8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(LoadQ(x[b]), q0));
-    const __m256 p1 =
-        MulSumU8I8(_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(LoadQ(x[b + 1]), q1));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
-  }
-  for (; b < num_blocks; ++b) {
-    const uint8_t* b0 = w + b * 34;
-    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
-    const __m256 p0 = MulSumU8I8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(LoadQ(x[b]), q0));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
-  }
-  *out = HorizontalSum(_mm256_add_ps(acc0, acc1));
-}
-
 // The row-group kernels (kernels_avx2_rows.inc) with AVX2's int8 dots: a product of a level
 // (<= 15) and an activation (|q| <= 128) pair-summed is at most 3840 in magnitude, eight such
 // pairs 30720, so the int16 sums of all eight 4-byte groups cannot saturate and one vpmaddwd
 // widens them.
 __attribute__((always_inline)) inline __m256i BlockDot4Bit(const __m256i (&levels)[8],
                                                            const int8_t* q);
+
+// Signed 8-bit levels: vpmaddubsw multiplies |w| by q with w's sign, whose pair sums (at most
+// 2 * 128 * 127) cannot saturate; each 4-byte group is widened on its own.
+struct Levels8Bit {
+  __m256i abs[8];
+  __m256i sign[8];
+};
+__attribute__((always_inline)) inline Levels8Bit Prepare8Bit(const __m256i (&levels)[8]) {
+  Levels8Bit ready;
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    ready.abs[c] = _mm256_sign_epi8(levels[c], levels[c]);
+    ready.sign[c] = levels[c];
+  }
+  return ready;
+}
+__attribute__((always_inline)) inline __m256i BlockDot8Bit(const Levels8Bit& levels,
+                                                           const int8_t* q, int32_t sum);
 
 #include "kernels/cpu/kernels_avx2_rows.inc"
 
@@ -263,16 +231,25 @@ __m256i BlockDot4Bit(const __m256i (&levels)[8], const int8_t* q) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+__m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t /*sum*/) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i sums = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const __m256i signed_q =
+        _mm256_sign_epi8(_mm256_set1_epi32(Load32(q + 4 * c)), levels.sign[c]);
+    sums = _mm256_add_epi32(
+        sums, _mm256_madd_epi16(_mm256_maddubs_epi16(levels.abs[c], signed_q), ones));
+  }
+  return sums;
+}
+
 }  // namespace
 
 // One activation row takes the decode twin where there is one (the same floats, see above).
 #define TP_DOT_ROWS(FN)                                                            \
   DispatchRows(num_x, [&](auto nx) { FN<decltype(nx)::value>(w, x, nb, out); })
 
-void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  if (num_x == 1) return DotQ8_0One(w, x[0], nb, out);
-  TP_DOT_ROWS(DotQ8_0N);
-}
 void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   TP_DOT_ROWS(DotQ4_0N);
 }
@@ -300,7 +277,7 @@ void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, flo
 const CpuKernels& Avx2Table() {
   static const CpuKernels kernels = {
       .quantize_q8 = avx2_internal::QuantizeQ8,
-      .dot_q8_0 = avx2_internal::DotQ8_0,
+      .dot_q8_0 = avx2_internal::DotQ8_0Rows,
       .dot_q4_0 = avx2_internal::DotQ4_0,
       .dot_q4_1 = avx2_internal::DotQ4_1Rows,
       .dot_q5_0 = avx2_internal::DotQ5_0,
@@ -335,6 +312,7 @@ const CpuKernels& Avx2Table() {
 const CpuKernels& Avx512VnniTable() {
   static const CpuKernels kernels = [] {
     CpuKernels k = Avx2Table();
+    k.dot_q8_0 = DotQ8_0RowsVnni;
     k.dot_q4_1 = DotQ4_1RowsVnni;
     return k;
   }();

@@ -108,13 +108,17 @@ struct Bounded {
     (Inner().*kEntry)(w, x, num_x, num_blocks, out);
   }
 
-  static void DotQ4_1Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                          int num_x, int64_t num_blocks, float* out) {
-    const int64_t row_span = num_blocks * BlockBytes(DType::kQ4_1);
-    Check("dot_q4_1", "w", w, num_w > 0 ? (num_w - 1) * row_bytes + row_span : 0);
-    CheckRows("dot_q4_1", "x", x, num_x, num_blocks);
-    Check("dot_q4_1", "out", out, num_x * kWeightRowGroup);
-    Inner().dot_q4_1(w, row_bytes, num_w, x, num_x, num_blocks, out);
+  // The row groups: num_w weight rows of num_blocks blocks of `t`, row_bytes apart.
+  template <DType t, void (*CpuKernels::*kEntry)(const uint8_t*, int64_t, int,
+                                                 const Q8Block* const*, int, int64_t, float*)>
+  static void DotRowGroup(const uint8_t* w, int64_t row_bytes, int num_w,
+                          const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
+    static const std::string name = EntryName(t);
+    const int64_t row_span = num_blocks * BlockBytes(t);
+    Check(name.c_str(), "w", w, num_w > 0 ? (num_w - 1) * row_bytes + row_span : 0);
+    CheckRows(name.c_str(), "x", x, num_x, num_blocks);
+    Check(name.c_str(), "out", out, num_x * kWeightRowGroup);
+    (Inner().*kEntry)(w, row_bytes, num_w, x, num_x, num_blocks, out);
   }
 
   static void DotInt4(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,
@@ -224,9 +228,9 @@ struct Bounded {
     using K = CpuKernels;
     return {
         .quantize_q8 = QuantizeQ8,
-        .dot_q8_0 = DotBlocks<DType::kQ8_0, 1, &K::dot_q8_0>,
+        .dot_q8_0 = DotRowGroup<DType::kQ8_0, &K::dot_q8_0>,
         .dot_q4_0 = DotBlocks<DType::kQ4_0, 1, &K::dot_q4_0>,
-        .dot_q4_1 = DotQ4_1Rows,
+        .dot_q4_1 = DotRowGroup<DType::kQ4_1, &K::dot_q4_1>,
         .dot_q5_0 = DotBlocks<DType::kQ5_0, 1, &K::dot_q5_0>,
         .dot_q5_1 = DotBlocks<DType::kQ5_1, 1, &K::dot_q5_1>,
         .dot_q4_K = DotBlocks<DType::kQ4_K, 8, &K::dot_q4_K>,
