@@ -113,7 +113,7 @@ void GgmlDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& r
   (simd.*entry)(w.data(), x.ptrs.data(), num_x, blocks, out.data());
 }
 
-// Row groups (Q8_0, Q4_1), strided rows: bit for bit with the reference (cpu_kernels.h).
+// Row groups (Q8_0, Q4_0, Q4_1), strided rows: bit for bit with the reference (cpu_kernels.h).
 void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& ref, int num_x,
                  DType t) {
   const int64_t block_bytes = tpserve::BlockBytes(t);
@@ -123,13 +123,15 @@ void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernel
   const std::vector<uint8_t> w = Raw<uint8_t>(in, (num_w - 1) * row_bytes + blocks * block_bytes);
   const Q8Rows x = Activations(in, ref, num_x, blocks);
   std::vector<float> got(num_x * tpserve::kWeightRowGroup), want(got.size());
-  const auto entry = t == DType::kQ4_1 ? &CpuKernels::dot_q4_1 : &CpuKernels::dot_q8_0;
+  const auto entry = t == DType::kQ8_0   ? &CpuKernels::dot_q8_0
+                     : t == DType::kQ4_0 ? &CpuKernels::dot_q4_0
+                                         : &CpuKernels::dot_q4_1;
   (simd.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, got.data());
   (ref.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, want.data());
   for (int j = 0; j < num_x; ++j) {
     for (int i = 0; i < num_w; ++i) {
       const int64_t at = j * tpserve::kWeightRowGroup + i;
-      Expect(Same(got[at], want[at]), t == DType::kQ4_1 ? "dot_q4_1" : "dot_q8_0", blocks);
+      Expect(Same(got[at], want[at]), "a row-group dot", blocks);
     }
   }
 }
@@ -159,7 +161,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 1: RowGroupDot(in, simd, ref, num, DType::kQ8_0); break;
-    case 2: GgmlDot(in, simd, ref, DType::kQ4_0, &CpuKernels::dot_q4_0); break;
+    case 2: RowGroupDot(in, simd, ref, num, DType::kQ4_0); break;
     case 3: RowGroupDot(in, simd, ref, num, DType::kQ4_1); break;
     case 4: GgmlDot(in, simd, ref, DType::kQ5_0, &CpuKernels::dot_q5_0); break;
     case 5: GgmlDot(in, simd, ref, DType::kQ5_1, &CpuKernels::dot_q5_1); break;

@@ -56,12 +56,11 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
     rows[j] = xq[j].data();
   }
   const std::vector<float> w = Random(k, 5, 0.1f);
-  for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
+  for (DType t : {DType::kQ5_0, DType::kQ5_1}) {
     std::vector<uint8_t> wq(RowBytes(t, k).value());
     QuantizeRow(t, w.data(), wq.data(), k);
     auto pick = [t](const CpuKernels& ks) {
       switch (t) {
-        case DType::kQ4_0: return ks.dot_q4_0;
         case DType::kQ5_0: return ks.dot_q5_0;
         default: return ks.dot_q5_1;
       }
@@ -78,7 +77,8 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
   }
 }
 
-// The row-group dots (CpuKernels::dot_q8_0, dot_q4_1): 11 weight rows, 8 activation rows.
+// The row-group dots (CpuKernels::dot_q8_0, dot_q4_0, dot_q4_1): 11 weight rows, 8 activation
+// rows.
 class RowGroupDotTest : public ::testing::TestWithParam<DType> {
  protected:
   static constexpr int64_t kRows = 11;
@@ -105,7 +105,9 @@ class RowGroupDotTest : public ::testing::TestWithParam<DType> {
   std::vector<std::vector<float>> Dot(const CpuKernels& ks, int64_t r0, int num_w, int j0,
                                       int num_x) const {
     std::vector<float> out(num_x * kWeightRowGroup);
-    const auto dot = GetParam() == DType::kQ8_0 ? ks.dot_q8_0 : ks.dot_q4_1;
+    const auto dot = GetParam() == DType::kQ8_0   ? ks.dot_q8_0
+                     : GetParam() == DType::kQ4_0 ? ks.dot_q4_0
+                                                  : ks.dot_q4_1;
     dot(w_.data() + r0 * row_bytes_, row_bytes_, num_w, x_ + j0, num_x, nb_, out.data());
     std::vector<std::vector<float>> result(num_x);
     for (int t = 0; t < num_x; ++t) {
@@ -126,22 +128,25 @@ class RowGroupDotTest : public ::testing::TestWithParam<DType> {
 // Q8_1 does, so that term is compared with s too.
 TEST_P(RowGroupDotTest, ReferenceIsTheDotOfTheDequantizedRows) {
   Make(18, 0);
-  const bool q4_1 = GetParam() == DType::kQ4_1;
+  const DType t = GetParam();
+  const bool q4_1 = t == DType::kQ4_1;
+  const int64_t qs = q4_1 ? 4 : 2;  // where the levels start in a block
   const auto got = Dot(ScalarCpuKernels(), 0, kWeightRowGroup, 0, kMaxDotRows);
   for (int j = 0; j < kMaxDotRows; ++j) {
     for (int r = 0; r < kWeightRowGroup; ++r) {
       const uint8_t* row = w_.data() + r * row_bytes_;
       double want = 0.0, magnitude = 0.0;
       for (int64_t b = 0; b < nb_; ++b) {
-        const uint8_t* block = row + b * (q4_1 ? 20 : 34);
+        const uint8_t* block = row + b * BlockBytes(t);
         uint16_t d16, m16;
         std::memcpy(&d16, block, 2);
         std::memcpy(&m16, block + 2, 2);
         const double d = F16ToF32(d16), dx = xq_[j][b].d;
         for (int i = 0; i < 32; ++i) {
-          const int level = !q4_1   ? static_cast<int8_t>(block[2 + i])
-                            : i < 16 ? block[4 + i] & 0x0F
-                                     : block[4 + i - 16] >> 4;
+          const int nibble = i < 16 ? block[qs + i] & 0x0F : block[qs + i - 16] >> 4;
+          const int level = t == DType::kQ8_0   ? static_cast<int8_t>(block[2 + i])
+                            : t == DType::kQ4_0 ? nibble - 8
+                                                : nibble;
           const double term = d * level * dx * xq_[j][b].q[i];
           want += term;
           magnitude += std::fabs(term);
@@ -225,7 +230,8 @@ TEST(RowGroupDotQ8_0Test, ExtremeLevelsGiveTheReferenceFloats) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, RowGroupDotTest, ::testing::Values(DType::kQ8_0, DType::kQ4_1),
+INSTANTIATE_TEST_SUITE_P(Formats, RowGroupDotTest,
+                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_1),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
@@ -296,12 +302,10 @@ TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
       frows[j] = xf[j].data();
     }
     const std::vector<float> w = Random(k + 19, 9, 0.1f);
-    for (DType t : {DType::kQ4_0, DType::kQ5_0, DType::kQ5_1}) {
+    for (DType t : {DType::kQ5_0, DType::kQ5_1}) {
       std::vector<uint8_t> wq(RowBytes(t, k).value());
       QuantizeRow(t, w.data(), wq.data(), k);
-      const auto dot = t == DType::kQ4_0   ? simd_.dot_q4_0
-                       : t == DType::kQ5_0 ? simd_.dot_q5_0
-                                           : simd_.dot_q5_1;
+      const auto dot = t == DType::kQ5_0 ? simd_.dot_q5_0 : simd_.dot_q5_1;
       for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
         float many[kMaxDotRows];
         dot(wq.data(), qrows, num_x, nb, many);

@@ -111,7 +111,9 @@ void CpuMatMul::RunInt4Tile(const WeightMatrix& w, int64_t n0, int64_t n1, int64
 void CpuMatMul::RunRowGroupTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
                                 int64_t m1, float* y, int64_t x_block0,
                                 int64_t x_row_blocks) const {
-  const auto dot = w.format.kind == FormatKind::kQ8_0 ? kernels_.dot_q8_0 : kernels_.dot_q4_1;
+  const auto dot = w.format.kind == FormatKind::kQ8_0   ? kernels_.dot_q8_0
+                   : w.format.kind == FormatKind::kQ4_0 ? kernels_.dot_q4_0
+                                                        : kernels_.dot_q4_1;
   const int64_t num_blocks = w.cols / InputBlockValues(w.format);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const Q8Block* rows[kMaxDotRows];
@@ -141,12 +143,12 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
   if (w.format.kind == FormatKind::kInt4Group) {
     return RunInt4Tile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
   }
-  if (w.format.kind == FormatKind::kQ8_0 || w.format.kind == FormatKind::kQ4_1) {
+  if (w.format.kind == FormatKind::kQ8_0 || w.format.kind == FormatKind::kQ4_0 ||
+      w.format.kind == FormatKind::kQ4_1) {
     return RunRowGroupTile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
   }
   QuantDotFn dot = nullptr;
   switch (w.format.kind) {
-    case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
     case FormatKind::kQ5_0: dot = kernels_.dot_q5_0; break;
     case FormatKind::kQ5_1: dot = kernels_.dot_q5_1; break;
     case FormatKind::kQ4_K: dot = kernels_.dot_q4_K; break;

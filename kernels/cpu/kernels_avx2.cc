@@ -74,26 +74,6 @@ namespace {
 // that twin does, so a row's result does not depend on how many rows share the call (which
 // depends on the other requests in the step). Even blocks go to one accumulator and odd blocks
 // to another (the twin's two FMA chains), and the two are added before the horizontal sum.
-template <int NX>
-void DotQ4_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
-  __m256 acc[NX];
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* block = w + b * 18;
-    const float dw = LoadF16(block);
-    const __m256i qw = _mm256_sub_epi8(UnpackNibbles(block + 2), _mm256_set1_epi8(8));
-    const __m256i abs_w = _mm256_sign_epi8(qw, qw);
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) {
-      const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
-      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]);
-}
-
 // Bit i of qh -> byte i of the result: 0x10 where the bit is set, 0 elsewhere (the fifth bit
 // of Q5 element i, in UnpackNibbles' element order).
 __m256i FifthBits(const uint8_t* qh_bytes) {
@@ -250,9 +230,6 @@ __m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t /*sum*/)
 #define TP_DOT_ROWS(FN)                                                            \
   DispatchRows(num_x, [&](auto nx) { FN<decltype(nx)::value>(w, x, nb, out); })
 
-void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  TP_DOT_ROWS(DotQ4_0N);
-}
 void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   if (num_x == 1) return DotQ5One<false>(w, x[0], nb, out);
   TP_DOT_ROWS(DotQ5_0N);
@@ -278,7 +255,7 @@ const CpuKernels& Avx2Table() {
   static const CpuKernels kernels = {
       .quantize_q8 = avx2_internal::QuantizeQ8,
       .dot_q8_0 = avx2_internal::DotQ8_0Rows,
-      .dot_q4_0 = avx2_internal::DotQ4_0,
+      .dot_q4_0 = avx2_internal::DotQ4_0Rows,
       .dot_q4_1 = avx2_internal::DotQ4_1Rows,
       .dot_q5_0 = avx2_internal::DotQ5_0,
       .dot_q5_1 = avx2_internal::DotQ5_1,
@@ -313,6 +290,7 @@ const CpuKernels& Avx512VnniTable() {
   static const CpuKernels kernels = [] {
     CpuKernels k = Avx2Table();
     k.dot_q8_0 = DotQ8_0RowsVnni;
+    k.dot_q4_0 = DotQ4_0RowsVnni;
     k.dot_q4_1 = DotQ4_1RowsVnni;
     return k;
   }();

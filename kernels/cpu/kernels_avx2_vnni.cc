@@ -64,6 +64,10 @@ __m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t sum) {
 
 }  // namespace
 
+void DotQ4_0RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                     int num_x, int64_t num_blocks, float* out) {
+  DotQ4_0Rows(w, row_bytes, num_w, x, num_x, num_blocks, out);
+}
 void DotQ4_1RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
                      int num_x, int64_t num_blocks, float* out) {
   DotQ4_1Rows(w, row_bytes, num_w, x, num_x, num_blocks, out);

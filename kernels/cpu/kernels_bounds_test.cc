@@ -46,8 +46,8 @@ TEST_F(KernelBoundsTest, AFreedActivationRowAborts) {
   auto* x = new Q8Block[1]{};
   delete[] x;
   const Q8Block* rows[] = {x};
-  float out;
-  EXPECT_DEATH(k_.dot_q4_0(w.data(), rows, 1, 1, &out),
+  std::vector<float> out(kWeightRowGroup);
+  EXPECT_DEATH(k_.dot_q4_0(w.data(), 18, 1, rows, 1, 1, out.data()),
                "CPU kernel dot_q4_0: argument x spans 44 bytes.*freed by thread");
 }
 

@@ -63,20 +63,25 @@ void DotQ8_0(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* cons
 }
 
 // Q4 nibble order: byte i holds element i (low nibble) and element i + 16 (high nibble).
-void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-             float* out) {
+// A row group (cpu_kernels.h), each row on its own, in the order every table keeps.
+void DotQ4_0(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x, int num_x,
+             int64_t num_blocks, float* out) {
   for (int j = 0; j < num_x; ++j) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      const uint8_t* block = w + b * 18;
-      const int8_t* q = x[j][b].q;
-      int isum = 0;
-      for (int i = 0; i < 16; ++i) {
-        isum += ((block[2 + i] & 0x0F) - 8) * q[i] + ((block[2 + i] >> 4) - 8) * q[i + 16];
+    for (int r = 0; r < num_w; ++r) {
+      const uint8_t* row = w + r * row_bytes;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const uint8_t* block = row + b * 18;
+        const int8_t* q = x[j][b].q;
+        int isum = 0;
+        for (int i = 0; i < 16; ++i) {
+          isum += ((block[2 + i] & 0x0F) - 8) * q[i] + ((block[2 + i] >> 4) - 8) * q[i + 16];
+        }
+        const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
+        sum = std::fma(static_cast<float>(isum), scale, sum);
       }
-      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
+      out[j * kWeightRowGroup + r] = sum;
     }
-    out[j] = sum;
   }
 }
 
