@@ -3,7 +3,7 @@
 // the reference every SIMD table is tested against (cpu_kernels_test.cc).
 //
 //   const CpuKernels& k = CpuKernelsFor(DetectCpuIsa());
-//   k.quantize_q8(x, 576, blocks); k.dot_q5_0(w_row, rows, 4, 18, out);
+//   k.quantize_q8(x, 576, blocks); k.dot_q4_1(w, row_bytes, 8, rows, 4, 18, out);
 //
 // Thread-safe: the tables are immutable and the functions are pure.
 #ifndef TPSERVE_KERNELS_CPU_CPU_KERNELS_H_
@@ -28,7 +28,7 @@ struct Q8Block {
 // Most activation rows one quantized dot call handles; the weight block is unpacked once for all.
 inline constexpr int kMaxDotRows = 8;
 
-// Weight rows one row-group dot call (dot_q8_0, dot_q4_0, dot_q4_1) handles, one per 32-bit SIMD lane.
+// Weight rows one row-group dot call (dot_q8_0, dot_q4_0/1, dot_q5_0/1) handles, one per 32-bit SIMD lane.
 inline constexpr int kWeightRowGroup = 8;
 
 enum class CpuIsa {
@@ -51,7 +51,7 @@ struct CpuKernels {
   // Quantizes k activations (k % 32 == 0) into k / 32 blocks.
   void (*quantize_q8)(const float* x, int64_t k, Q8Block* out);
 
-  // Row groups (Q8_0, Q4_0, Q4_1): out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for
+  // Row groups (Q8_0, Q4_0/1, Q5_0/1): out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for
   // i < num_w (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); row i's num_blocks GGML
   // blocks start at w + i * row_bytes. out holds num_x * kWeightRowGroup floats (the slots past
   // num_w are written and mean nothing). Every table gives the same floats: per row and x[j],
@@ -66,14 +66,13 @@ struct CpuKernels {
                    int num_x, int64_t num_blocks, float* out);
   void (*dot_q4_1)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
                    int num_x, int64_t num_blocks, float* out);
-  // out[j] = dot(weight row w, activation row x[j]) for j < num_x (1..kMaxDotRows), both
-  // num_blocks blocks of 32 long. Q5_0 / Q5_1 (llama.cpp's fallbacks in K-quant files for rows
-  // that are not whole super-blocks): the fifth bits come from the block's 32-bit qh, then as
-  // Q4_0 / Q4_1.
-  void (*dot_q5_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-                   float* out);
-  void (*dot_q5_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-                   float* out);
+  // Q5_0 / Q5_1 (llama.cpp's fallbacks in K-quant files for rows that are not whole
+  // super-blocks): row groups, as dot_q8_0; a level's fifth bit comes from the block's 32-bit
+  // qh, its low four as Q4_0 / Q4_1 (Q5_1 adds fma(m, s, sum) per block as Q4_1).
+  void (*dot_q5_0)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                   int num_x, int64_t num_blocks, float* out);
+  void (*dot_q5_1)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                   int num_x, int64_t num_blocks, float* out);
   // The K-quants: num_blocks counts 256-value super-blocks of w, each against 8 consecutive
   // Q8 blocks of every x[j]. Integer sums are exact; per 32-value sub-block the float part is
   //   Q4_K/Q5_K: d * dx * (scale * sum(q * qx)) - dmin * dx * (min * sum(qx))

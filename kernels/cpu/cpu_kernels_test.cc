@@ -47,38 +47,21 @@ TEST_F(CpuKernelsTest, QuantizeQ8MatchesReferenceBitForBit) {
   EXPECT_EQ(F16ToF32(F32ToF16(a[0].d)), a[0].d);
 }
 
-TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
-  const int64_t k = 576, nb = k / 32;
-  std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(nb));
-  const Q8Block* rows[kMaxDotRows];
-  for (int j = 0; j < kMaxDotRows; ++j) {
-    ref_.quantize_q8(Random(k, 100 + j).data(), k, xq[j].data());
-    rows[j] = xq[j].data();
-  }
-  const std::vector<float> w = Random(k, 5, 0.1f);
-  for (DType t : {DType::kQ5_0, DType::kQ5_1}) {
-    std::vector<uint8_t> wq(RowBytes(t, k).value());
-    QuantizeRow(t, w.data(), wq.data(), k);
-    auto pick = [t](const CpuKernels& ks) {
-      switch (t) {
-        case DType::kQ5_0: return ks.dot_q5_0;
-        default: return ks.dot_q5_1;
-      }
-    };
-    for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
-      float want[kMaxDotRows], got[kMaxDotRows];
-      pick(ref_)(wq.data(), rows, num_x, nb, want);
-      pick(simd_)(wq.data(), rows, num_x, nb, got);
-      for (int j = 0; j < num_x; ++j) {
-        EXPECT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
-            << DTypeName(t) << " num_x=" << num_x << " row " << j;
-      }
-    }
+using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int, const Q8Block* const*, int, int64_t,
+                               float*);
+
+RowGroupDotFn RowGroupDot(const CpuKernels& ks, DType t) {
+  switch (t) {
+    case DType::kQ8_0: return ks.dot_q8_0;
+    case DType::kQ4_0: return ks.dot_q4_0;
+    case DType::kQ4_1: return ks.dot_q4_1;
+    case DType::kQ5_0: return ks.dot_q5_0;
+    default: return ks.dot_q5_1;
   }
 }
 
-// The row-group dots (CpuKernels::dot_q8_0, dot_q4_0, dot_q4_1): 11 weight rows, 8 activation
-// rows.
+// The row-group dots (CpuKernels::dot_q8_0, dot_q4_0/1, dot_q5_0/1): 11 weight rows, 8
+// activation rows.
 class RowGroupDotTest : public ::testing::TestWithParam<DType> {
  protected:
   static constexpr int64_t kRows = 11;
@@ -105,9 +88,7 @@ class RowGroupDotTest : public ::testing::TestWithParam<DType> {
   std::vector<std::vector<float>> Dot(const CpuKernels& ks, int64_t r0, int num_w, int j0,
                                       int num_x) const {
     std::vector<float> out(num_x * kWeightRowGroup);
-    const auto dot = GetParam() == DType::kQ8_0   ? ks.dot_q8_0
-                     : GetParam() == DType::kQ4_0 ? ks.dot_q4_0
-                                                  : ks.dot_q4_1;
+    const auto dot = RowGroupDot(ks, GetParam());
     dot(w_.data() + r0 * row_bytes_, row_bytes_, num_w, x_ + j0, num_x, nb_, out.data());
     std::vector<std::vector<float>> result(num_x);
     for (int t = 0; t < num_x; ++t) {
@@ -129,8 +110,11 @@ class RowGroupDotTest : public ::testing::TestWithParam<DType> {
 TEST_P(RowGroupDotTest, ReferenceIsTheDotOfTheDequantizedRows) {
   Make(18, 0);
   const DType t = GetParam();
-  const bool q4_1 = t == DType::kQ4_1;
-  const int64_t qs = q4_1 ? 4 : 2;  // where the levels start in a block
+  const bool with_min = t == DType::kQ4_1 || t == DType::kQ5_1;
+  const bool five_bit = t == DType::kQ5_0 || t == DType::kQ5_1;
+  const int64_t qh_at = with_min ? 4 : 2;         // Q5's 32 fifth bits
+  const int64_t qs = qh_at + (five_bit ? 4 : 0);  // where the nibbles start
+  const int offset = t == DType::kQ4_0 ? 8 : t == DType::kQ5_0 ? 16 : 0;
   const auto got = Dot(ScalarCpuKernels(), 0, kWeightRowGroup, 0, kMaxDotRows);
   for (int j = 0; j < kMaxDotRows; ++j) {
     for (int r = 0; r < kWeightRowGroup; ++r) {
@@ -139,22 +123,24 @@ TEST_P(RowGroupDotTest, ReferenceIsTheDotOfTheDequantizedRows) {
       for (int64_t b = 0; b < nb_; ++b) {
         const uint8_t* block = row + b * BlockBytes(t);
         uint16_t d16, m16;
+        uint32_t qh;
         std::memcpy(&d16, block, 2);
         std::memcpy(&m16, block + 2, 2);
+        std::memcpy(&qh, block + qh_at, 4);
         const double d = F16ToF32(d16), dx = xq_[j][b].d;
         for (int i = 0; i < 32; ++i) {
-          const int nibble = i < 16 ? block[qs + i] & 0x0F : block[qs + i - 16] >> 4;
-          const int level = t == DType::kQ8_0   ? static_cast<int8_t>(block[2 + i])
-                            : t == DType::kQ4_0 ? nibble - 8
-                                                : nibble;
-          const double term = d * level * dx * xq_[j][b].q[i];
+          int level = t == DType::kQ8_0 ? static_cast<int8_t>(block[2 + i])
+                      : i < 16          ? block[qs + i] & 0x0F
+                                        : block[qs + i - 16] >> 4;
+          if (five_bit) level |= static_cast<int>((qh >> i) & 1u) << 4;
+          const double term = d * (level - offset) * dx * xq_[j][b].q[i];
           want += term;
           magnitude += std::fabs(term);
         }
-        if (q4_1) {
-          const double offset = double{F16ToF32(m16)} * xq_[j][b].s;
-          want += offset;
-          magnitude += std::fabs(offset);
+        if (with_min) {
+          const double m = F16ToF32(m16);
+          want += m * xq_[j][b].s;
+          magnitude += std::fabs(m * xq_[j][b].s);
         }
       }
       EXPECT_NEAR(got[j][r], want, 1e-6 * magnitude) << "row " << r << " x " << j;
@@ -231,7 +217,8 @@ TEST(RowGroupDotQ8_0Test, ExtremeLevelsGiveTheReferenceFloats) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, RowGroupDotTest,
-                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_1),
+                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                                           DType::kQ5_0, DType::kQ5_1),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
@@ -283,39 +270,18 @@ QuantizedActivations Activations(const CpuKernels& ks, int64_t k, uint32_t seed)
   return a;
 }
 
-// The optimized kernels compute the same integers as the reference and differ only in float
-// order, so they agree to f32 rounding of the magnitude sum(|w * x|).
-// Batch invariance: a row's dot is the same float whatever the number of rows in the call
-// (the rows of one step arrive in groups of up to kMaxDotRows, depending on the other requests).
-// Odd block counts (the tail of the two-accumulator loops) and every row slot.
+// Batch invariance of the float dots: a row's dot is the same float whatever the number of rows
+// in the call (the rows of one step arrive in groups of up to kMaxDotRows, depending on the
+// other requests), in every row slot. (The row groups: RowGroupDotTest.)
 TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
   for (int64_t k : {544, 576}) {
-    const int64_t nb = k / 32;
     std::vector<std::vector<float>> xf;
-    std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(nb));
-    const Q8Block* qrows[kMaxDotRows];
     const float* frows[kMaxDotRows];
     for (int j = 0; j < kMaxDotRows; ++j) {
       xf.push_back(Random(k + 19, 200 + j));  // + 19: two whole vectors past the strides, then 3
-      simd_.quantize_q8(xf[j].data(), k, xq[j].data());
-      qrows[j] = xq[j].data();
       frows[j] = xf[j].data();
     }
     const std::vector<float> w = Random(k + 19, 9, 0.1f);
-    for (DType t : {DType::kQ5_0, DType::kQ5_1}) {
-      std::vector<uint8_t> wq(RowBytes(t, k).value());
-      QuantizeRow(t, w.data(), wq.data(), k);
-      const auto dot = t == DType::kQ5_0 ? simd_.dot_q5_0 : simd_.dot_q5_1;
-      for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
-        float many[kMaxDotRows];
-        dot(wq.data(), qrows, num_x, nb, many);
-        for (int j = 0; j < num_x; ++j) {
-          float alone;
-          dot(wq.data(), &qrows[j], 1, nb, &alone);
-          EXPECT_EQ(many[j], alone) << DTypeName(t) << " k=" << k << " num_x=" << num_x << " " << j;
-        }
-      }
-    }
     // The float dots over k + 19 elements: the strides of 32, two vectors on chain 0, a scalar
     // tail of 3; the 16-bit weights as f16 and as bf16.
     const int64_t n = k + 19;

@@ -8,6 +8,8 @@ namespace tpserve {
 namespace {
 
 using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
+using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int, const Q8Block* const*, int, int64_t,
+                               float*);
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -111,9 +113,15 @@ void CpuMatMul::RunInt4Tile(const WeightMatrix& w, int64_t n0, int64_t n1, int64
 void CpuMatMul::RunRowGroupTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0,
                                 int64_t m1, float* y, int64_t x_block0,
                                 int64_t x_row_blocks) const {
-  const auto dot = w.format.kind == FormatKind::kQ8_0   ? kernels_.dot_q8_0
-                   : w.format.kind == FormatKind::kQ4_0 ? kernels_.dot_q4_0
-                                                        : kernels_.dot_q4_1;
+  RowGroupDotFn dot = nullptr;
+  switch (w.format.kind) {
+    case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
+    case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
+    case FormatKind::kQ4_1: dot = kernels_.dot_q4_1; break;
+    case FormatKind::kQ5_0: dot = kernels_.dot_q5_0; break;
+    case FormatKind::kQ5_1: dot = kernels_.dot_q5_1; break;
+    default: TP_CHECK(false, "not a row-group weight type");
+  }
   const int64_t num_blocks = w.cols / InputBlockValues(w.format);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const Q8Block* rows[kMaxDotRows];
@@ -143,14 +151,17 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
   if (w.format.kind == FormatKind::kInt4Group) {
     return RunInt4Tile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
   }
-  if (w.format.kind == FormatKind::kQ8_0 || w.format.kind == FormatKind::kQ4_0 ||
-      w.format.kind == FormatKind::kQ4_1) {
-    return RunRowGroupTile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
+  switch (w.format.kind) {
+    case FormatKind::kQ8_0:
+    case FormatKind::kQ4_0:
+    case FormatKind::kQ4_1:
+    case FormatKind::kQ5_0:
+    case FormatKind::kQ5_1:
+      return RunRowGroupTile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
+    default: break;
   }
   QuantDotFn dot = nullptr;
   switch (w.format.kind) {
-    case FormatKind::kQ5_0: dot = kernels_.dot_q5_0; break;
-    case FormatKind::kQ5_1: dot = kernels_.dot_q5_1; break;
     case FormatKind::kQ4_K: dot = kernels_.dot_q4_K; break;
     case FormatKind::kQ5_K: dot = kernels_.dot_q5_K; break;
     case FormatKind::kQ6_K: dot = kernels_.dot_q6_K; break;

@@ -1,6 +1,6 @@
-// AVX2 + FMA + F16C activation quantization and dot products (the K-quant dots are in
-// kernels_avx2_kquant.cc). The file is compiled for that
-// target via the pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must
+// AVX2 + FMA + F16C activation quantization, the row-group dots of the 32-value GGML blocks
+// (kernels_avx2_rows.inc, with AVX2's int8 dots) and the f32/f16/bf16 dots (the K-quant dots are
+// in kernels_avx2_kquant.cc). The file is compiled for that target via the pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must
 // only be used after DetectCpuIsa() says the CPU has these extensions.
 #if defined(__x86_64__)
 
@@ -21,13 +21,6 @@ namespace avx2_internal {
 namespace {
 
 float RoundThroughF16(float f) { return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
-
-// Sum of adjacent byte products in groups of 4 -> 8 floats. `u` is read as unsigned bytes,
-// `s` as signed; |u * s| pairs stay below int16 saturation for our value ranges.
-__m256 MulSumU8I8(__m256i u, __m256i s) {
-  const __m256i pairs = _mm256_maddubs_epi16(u, s);
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
 
 }  // namespace
 
@@ -70,115 +63,14 @@ void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
 
 namespace {
 
-// Batch invariance: every N-row kernel below that has a one-row (decode) twin sums exactly as
-// that twin does, so a row's result does not depend on how many rows share the call (which
-// depends on the other requests in the step). Even blocks go to one accumulator and odd blocks
-// to another (the twin's two FMA chains), and the two are added before the horizontal sum.
-// Bit i of qh -> byte i of the result: 0x10 where the bit is set, 0 elsewhere (the fifth bit
-// of Q5 element i, in UnpackNibbles' element order).
-__m256i FifthBits(const uint8_t* qh_bytes) {
-  uint32_t qh;
-  std::memcpy(&qh, qh_bytes, 4);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(qh)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                       3, 3, 3, 3, 3, 3, 3));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-// One Q5 block's 32 levels: 0..31 for Q5_1, q - 16 (signed) for Q5_0.
-template <bool kWithMin>
-__m256i Q5Levels(const uint8_t* block) {
-  const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
-  const __m256i q = _mm256_or_si256(UnpackNibbles(qh_bytes + 4), FifthBits(qh_bytes));
-  return kWithMin ? q : _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-}
-
-// sum(level * qx) per lane pair group: unsigned levels directly, signed ones by moving their
-// sign onto the activations (as Q8_0).
-template <bool kWithMin>
-__m256 Q5Products(__m256i levels, __m256i qx) {
-  if (kWithMin) return MulSumU8I8(levels, qx);
-  return MulSumU8I8(_mm256_sign_epi8(levels, levels), _mm256_sign_epi8(qx, levels));
-}
-
-template <bool kWithMin, int NX>
-void DotQ5N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
-  constexpr int kBlockBytes = kWithMin ? 24 : 22;
-  __m256 acc[2][NX];
-  float offsets[2][NX];
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) {
-    acc[0][j] = acc[1][j] = _mm256_setzero_ps();
-    offsets[0][j] = offsets[1][j] = 0.0f;
-  }
-  auto block_into = [&](int64_t b, __m256* a, float* off) __attribute__((always_inline)) {
-    const uint8_t* block = w + b * kBlockBytes;
-    const float dw = LoadF16(block);
-    const __m256i levels = Q5Levels<kWithMin>(block);
-#pragma GCC unroll 8
-    for (int j = 0; j < NX; ++j) {
-      const __m256 p = Q5Products<kWithMin>(levels, LoadQ(x[j][b]));
-      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
-      if (kWithMin) off[j] = std::fma(LoadF16(block + 2), x[j][b].s, off[j]);
-    }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= num_blocks; b += 2) {
-    block_into(b, acc[0], offsets[0]);
-    block_into(b + 1, acc[1], offsets[1]);
-  }
-  if (b < num_blocks) block_into(b, acc[0], offsets[0]);
-#pragma GCC unroll 8
-  for (int j = 0; j < NX; ++j) {
-    out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
-  }
-}
-
-// Single activation row (decode): two blocks per iteration with separate accumulators.
-template <bool kWithMin>
-void DotQ5One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
-  constexpr int kBlockBytes = kWithMin ? 24 : 22;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float off0 = 0.0f, off1 = 0.0f;
-  int64_t b = 0;
-  for (; b + 2 <= num_blocks; b += 2) {
-    const uint8_t* b0 = w + b * kBlockBytes;
-    const uint8_t* b1 = b0 + kBlockBytes;
-    const __m256 p0 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b0), LoadQ(x[b]));
-    const __m256 p1 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b1), LoadQ(x[b + 1]));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
-    if (kWithMin) {
-      off0 = std::fma(LoadF16(b0 + 2), x[b].s, off0);
-      off1 = std::fma(LoadF16(b1 + 2), x[b + 1].s, off1);
-    }
-  }
-  for (; b < num_blocks; ++b) {
-    const uint8_t* b0 = w + b * kBlockBytes;
-    const __m256 p0 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b0), LoadQ(x[b]));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
-    if (kWithMin) off0 = std::fma(LoadF16(b0 + 2), x[b].s, off0);
-  }
-  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
-}
-
-template <int NX>
-void DotQ5_0N(const uint8_t* w, const Q8Block* const* x, int64_t nb, float* out) {
-  DotQ5N<false, NX>(w, x, nb, out);
-}
-template <int NX>
-void DotQ5_1N(const uint8_t* w, const Q8Block* const* x, int64_t nb, float* out) {
-  DotQ5N<true, NX>(w, x, nb, out);
-}
-
 // The row-group kernels (kernels_avx2_rows.inc) with AVX2's int8 dots: a product of a level
 // (<= 15) and an activation (|q| <= 128) pair-summed is at most 3840 in magnitude, eight such
 // pairs 30720, so the int16 sums of all eight 4-byte groups cannot saturate and one vpmaddwd
 // widens them.
 __attribute__((always_inline)) inline __m256i BlockDot4Bit(const __m256i (&levels)[8],
+                                                           const int8_t* q);
+// Levels <= 31: a pair sum reaches 7936, so four groups share an int16 sum (31744), not eight.
+__attribute__((always_inline)) inline __m256i BlockDot5Bit(const __m256i (&levels)[8],
                                                            const int8_t* q);
 
 // Signed 8-bit levels: vpmaddubsw multiplies |w| by q with w's sign, whose pair sums (at most
@@ -211,6 +103,21 @@ __m256i BlockDot4Bit(const __m256i (&levels)[8], const int8_t* q) {
   return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
+__m256i BlockDot5Bit(const __m256i (&levels)[8], const int8_t* q) {
+  __m256i pairs[2];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    pairs[h] = _mm256_maddubs_epi16(levels[4 * h], _mm256_set1_epi32(Load32(q + 16 * h)));
+#pragma GCC unroll 3
+    for (int c = 4 * h + 1; c < 4 * h + 4; ++c) {
+      pairs[h] = _mm256_add_epi16(
+          pairs[h], _mm256_maddubs_epi16(levels[c], _mm256_set1_epi32(Load32(q + 4 * c))));
+    }
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  return _mm256_add_epi32(_mm256_madd_epi16(pairs[0], ones), _mm256_madd_epi16(pairs[1], ones));
+}
+
 __m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t /*sum*/) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i sums = _mm256_setzero_si256();
@@ -225,20 +132,6 @@ __m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t /*sum*/)
 }
 
 }  // namespace
-
-// One activation row takes the decode twin where there is one (the same floats, see above).
-#define TP_DOT_ROWS(FN)                                                            \
-  DispatchRows(num_x, [&](auto nx) { FN<decltype(nx)::value>(w, x, nb, out); })
-
-void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  if (num_x == 1) return DotQ5One<false>(w, x[0], nb, out);
-  TP_DOT_ROWS(DotQ5_0N);
-}
-void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
-  if (num_x == 1) return DotQ5One<true>(w, x[0], nb, out);
-  TP_DOT_ROWS(DotQ5_1N);
-}
-#undef TP_DOT_ROWS
 
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
   DotRow<F32Lanes>(w, x, num_x, n, out);
@@ -257,8 +150,8 @@ const CpuKernels& Avx2Table() {
       .dot_q8_0 = avx2_internal::DotQ8_0Rows,
       .dot_q4_0 = avx2_internal::DotQ4_0Rows,
       .dot_q4_1 = avx2_internal::DotQ4_1Rows,
-      .dot_q5_0 = avx2_internal::DotQ5_0,
-      .dot_q5_1 = avx2_internal::DotQ5_1,
+      .dot_q5_0 = avx2_internal::DotQ5_0Rows,
+      .dot_q5_1 = avx2_internal::DotQ5_1Rows,
       .dot_q4_K = avx2_internal::DotQ4_K,
       .dot_q5_K = avx2_internal::DotQ5_K,
       .dot_q6_K = avx2_internal::DotQ6_K,
@@ -292,6 +185,8 @@ const CpuKernels& Avx512VnniTable() {
     k.dot_q8_0 = DotQ8_0RowsVnni;
     k.dot_q4_0 = DotQ4_0RowsVnni;
     k.dot_q4_1 = DotQ4_1RowsVnni;
+    k.dot_q5_0 = DotQ5_0RowsVnni;
+    k.dot_q5_1 = DotQ5_1RowsVnni;
     return k;
   }();
   return kernels;

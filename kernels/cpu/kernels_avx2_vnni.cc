@@ -24,6 +24,11 @@ namespace {
 // Two chains of four, so consecutive vpdpbusd do not wait on each other.
 __attribute__((always_inline)) inline __m256i BlockDot4Bit(const __m256i (&levels)[8],
                                                            const int8_t* q);
+// vpdpbusd sums in int32, so levels up to 31 take the same path.
+__attribute__((always_inline)) inline __m256i BlockDot5Bit(const __m256i (&levels)[8],
+                                                           const int8_t* q) {
+  return BlockDot4Bit(levels, q);
+}
 
 // Signed 8-bit levels as w + 128 (0..255, what vpdpbusd takes unsigned):
 // sum((w + 128) * q) - 128 * sum(q), all exact in int32.
@@ -67,6 +72,14 @@ __m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t sum) {
 void DotQ4_0RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
                      int num_x, int64_t num_blocks, float* out) {
   DotQ4_0Rows(w, row_bytes, num_w, x, num_x, num_blocks, out);
+}
+void DotQ5_0RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                     int num_x, int64_t num_blocks, float* out) {
+  DotQ5_0Rows(w, row_bytes, num_w, x, num_x, num_blocks, out);
+}
+void DotQ5_1RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                     int num_x, int64_t num_blocks, float* out) {
+  DotQ5_1Rows(w, row_bytes, num_w, x, num_x, num_blocks, out);
 }
 void DotQ4_1RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
                      int num_x, int64_t num_blocks, float* out) {

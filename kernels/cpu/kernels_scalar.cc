@@ -112,30 +112,34 @@ void DotQ4_1(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* cons
 // Q5_0 / Q5_1 (layout: formats/dtype.cc): element i's fifth bit is bit i of the block's qh,
 // its low four bits the Q4 nibble order. Q5_0: w = d * (q - 16), the offset folded into the
 // exact integer sum; Q5_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * s, as Q4_1.
+// Row groups (cpu_kernels.h), each row on its own, in the order every table keeps.
 template <bool kWithMin>
-void DotQ5(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-           float* out) {
+void DotQ5(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x, int num_x,
+           int64_t num_blocks, float* out) {
   constexpr int kBlockBytes = kWithMin ? 24 : 22;
   constexpr int kOffset = kWithMin ? 0 : 16;
   for (int j = 0; j < num_x; ++j) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      const uint8_t* block = w + b * kBlockBytes;
-      const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
-      uint32_t qh;
-      std::memcpy(&qh, qh_bytes, 4);  // little-endian, as GGUF stores it
-      const uint8_t* qs = qh_bytes + 4;
-      const int8_t* q = x[j][b].q;
-      int isum = 0;
-      for (int i = 0; i < 16; ++i) {
-        const int lo = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
-        const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
-        isum += (lo - kOffset) * q[i] + (hi - kOffset) * q[i + 16];
+    for (int r = 0; r < num_w; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const uint8_t* block = w + r * row_bytes + b * kBlockBytes;
+        const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
+        uint32_t qh;
+        std::memcpy(&qh, qh_bytes, 4);  // little-endian, as GGUF stores it
+        const uint8_t* qs = qh_bytes + 4;
+        const int8_t* q = x[j][b].q;
+        int isum = 0;
+        for (int i = 0; i < 16; ++i) {
+          const int lo = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
+          const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
+          isum += (lo - kOffset) * q[i] + (hi - kOffset) * q[i + 16];
+        }
+        const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
+        sum = std::fma(static_cast<float>(isum), scale, sum);
+        if (kWithMin) sum = std::fma(F16ToF32(LoadU16(block + 2)), x[j][b].s, sum);
       }
-      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
-      if (kWithMin) sum += F16ToF32(LoadU16(block + 2)) * x[j][b].s;
+      out[j * kWeightRowGroup + r] = sum;
     }
-    out[j] = sum;
   }
 }
 
