@@ -100,19 +100,21 @@ void Expect(bool same, const char* kernel, int64_t n) {
 // Equal, or both NaN.
 bool Same(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
-// K-quant dots: AVX2 and scalar sum in different orders, so only memory and UB are checked.
+// Q8_0 and K-quant dots: AVX2 and scalar sum in different orders, so only memory and UB are
+// checked.
 void GgmlDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& ref, DType t,
              void (*CpuKernels::*entry)(const uint8_t*, const Q8Block* const*, int, int64_t,
                                         float*)) {
+  const bool k_quant = tpserve::BlockElems(t) == 256;
   const int num_x = in.ConsumeIntegralInRange(1, tpserve::kMaxDotRows);
-  const int64_t blocks = in.ConsumeIntegralInRange<int64_t>(0, 3);
+  const int64_t blocks = in.ConsumeIntegralInRange<int64_t>(0, k_quant ? 3 : 9);
   const std::vector<uint8_t> w = Raw<uint8_t>(in, blocks * tpserve::BlockBytes(t));
-  const Q8Rows x = Activations(in, ref, num_x, blocks * 8);
+  const Q8Rows x = Activations(in, ref, num_x, blocks * (k_quant ? 8 : 1));
   std::vector<float> out(num_x);
   (simd.*entry)(w.data(), x.ptrs.data(), num_x, blocks, out.data());
 }
 
-// Row groups (Q8_0, Q4_0/1, Q5_0/1), strided rows: bit for bit with the reference (cpu_kernels.h).
+// Row groups (Q4_0/1, Q5_0/1), strided rows: bit for bit with the reference (cpu_kernels.h).
 void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& ref, int num_x,
                  DType t) {
   const int64_t block_bytes = tpserve::BlockBytes(t);
@@ -122,8 +124,7 @@ void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernel
   const std::vector<uint8_t> w = Raw<uint8_t>(in, (num_w - 1) * row_bytes + blocks * block_bytes);
   const Q8Rows x = Activations(in, ref, num_x, blocks);
   std::vector<float> got(num_x * tpserve::kWeightRowGroup), want(got.size());
-  const auto entry = t == DType::kQ8_0   ? &CpuKernels::dot_q8_0
-                     : t == DType::kQ4_0 ? &CpuKernels::dot_q4_0
+  const auto entry = t == DType::kQ4_0   ? &CpuKernels::dot_q4_0
                      : t == DType::kQ4_1 ? &CpuKernels::dot_q4_1
                      : t == DType::kQ5_0 ? &CpuKernels::dot_q5_0
                                          : &CpuKernels::dot_q5_1;
@@ -161,7 +162,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
              "quantize_q8", k);
       break;
     }
-    case 1: RowGroupDot(in, simd, ref, num, DType::kQ8_0); break;
+    case 1: GgmlDot(in, simd, ref, DType::kQ8_0, &CpuKernels::dot_q8_0); break;
     case 2: RowGroupDot(in, simd, ref, num, DType::kQ4_0); break;
     case 3: RowGroupDot(in, simd, ref, num, DType::kQ4_1); break;
     case 4: RowGroupDot(in, simd, ref, num, DType::kQ5_0); break;

@@ -47,12 +47,33 @@ TEST_F(CpuKernelsTest, QuantizeQ8MatchesReferenceBitForBit) {
   EXPECT_EQ(F16ToF32(F32ToF16(a[0].d)), a[0].d);
 }
 
+TEST_F(CpuKernelsTest, Q8_0DotMatchesReferenceForEveryRowCount) {
+  const int64_t k = 576, nb = k / 32;
+  std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(nb));
+  const Q8Block* rows[kMaxDotRows];
+  for (int j = 0; j < kMaxDotRows; ++j) {
+    ref_.quantize_q8(Random(k, 100 + j).data(), k, xq[j].data());
+    rows[j] = xq[j].data();
+  }
+  const std::vector<float> w = Random(k, 5, 0.1f);
+  std::vector<uint8_t> wq(RowBytes(DType::kQ8_0, k).value());
+  QuantizeRow(DType::kQ8_0, w.data(), wq.data(), k);
+  for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+    float want[kMaxDotRows], got[kMaxDotRows];
+    ref_.dot_q8_0(wq.data(), rows, num_x, nb, want);
+    simd_.dot_q8_0(wq.data(), rows, num_x, nb, got);
+    for (int j = 0; j < num_x; ++j) {
+      EXPECT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
+          << "num_x=" << num_x << " row " << j;
+    }
+  }
+}
+
 using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int, const Q8Block* const*, int, int64_t,
                                float*);
 
 RowGroupDotFn RowGroupDot(const CpuKernels& ks, DType t) {
   switch (t) {
-    case DType::kQ8_0: return ks.dot_q8_0;
     case DType::kQ4_0: return ks.dot_q4_0;
     case DType::kQ4_1: return ks.dot_q4_1;
     case DType::kQ5_0: return ks.dot_q5_0;
@@ -60,8 +81,7 @@ RowGroupDotFn RowGroupDot(const CpuKernels& ks, DType t) {
   }
 }
 
-// The row-group dots (CpuKernels::dot_q8_0, dot_q4_0/1, dot_q5_0/1): 11 weight rows, 8
-// activation rows.
+// The row-group dots (CpuKernels::dot_q4_0/1, dot_q5_0/1): 11 weight rows, 8 activation rows.
 class RowGroupDotTest : public ::testing::TestWithParam<DType> {
  protected:
   static constexpr int64_t kRows = 11;
@@ -105,8 +125,8 @@ class RowGroupDotTest : public ::testing::TestWithParam<DType> {
 };
 
 // The reference itself: within f32 rounding of the dot of the dequantized weights with the
-// quantized activations (d * q) in double; Q4_1's offsets use the fp16-rounded s, as llama.cpp's
-// Q8_1 does, so that term is compared with s too.
+// quantized activations (d * q) in double; Q4_1's / Q5_1's offsets use the fp16-rounded s, as
+// llama.cpp's Q8_1 does, so that term is compared with s too.
 TEST_P(RowGroupDotTest, ReferenceIsTheDotOfTheDequantizedRows) {
   Make(18, 0);
   const DType t = GetParam();
@@ -129,9 +149,7 @@ TEST_P(RowGroupDotTest, ReferenceIsTheDotOfTheDequantizedRows) {
         std::memcpy(&qh, block + qh_at, 4);
         const double d = F16ToF32(d16), dx = xq_[j][b].d;
         for (int i = 0; i < 32; ++i) {
-          int level = t == DType::kQ8_0 ? static_cast<int8_t>(block[2 + i])
-                      : i < 16          ? block[qs + i] & 0x0F
-                                        : block[qs + i - 16] >> 4;
+          int level = i < 16 ? block[qs + i] & 0x0F : block[qs + i - 16] >> 4;
           if (five_bit) level |= static_cast<int>((qh >> i) & 1u) << 4;
           const double term = d * (level - offset) * dx * xq_[j][b].q[i];
           want += term;
@@ -184,41 +202,9 @@ TEST_P(RowGroupDotTest, ARowGivesTheSameFloatInEveryLaneAndAmongAnyRows) {
   }
 }
 
-// Q8_0's extreme levels: -128 (which vpmaddubsw's sign trick and vpdpbusd's bias must both take)
-// and 127, against full-scale activations of both signs.
-TEST(RowGroupDotQ8_0Test, ExtremeLevelsGiveTheReferenceFloats) {
-  const int64_t nb = 2, row_bytes = 34 * nb;
-  std::vector<uint8_t> w(kWeightRowGroup * row_bytes);
-  for (int r = 0; r < kWeightRowGroup; ++r) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* block = w.data() + r * row_bytes + b * 34;
-      const uint16_t d = F32ToF16(0.5f + r);
-      std::memcpy(block, &d, 2);
-      for (int i = 0; i < 32; ++i) block[2 + i] = (i + r + b) % 3 == 0 ? 0x80 : (i % 2 ? 127 : 0);
-    }
-  }
-  std::vector<std::vector<Q8Block>> xq(2, std::vector<Q8Block>(nb));
-  const Q8Block* x[2];
-  for (int j = 0; j < 2; ++j) {
-    std::vector<float> xf(nb * 32);
-    for (int64_t i = 0; i < nb * 32; ++i) xf[i] = (i + j) % 2 ? -3.0f : 3.0f;
-    ScalarCpuKernels().quantize_q8(xf.data(), nb * 32, xq[j].data());
-    x[j] = xq[j].data();
-  }
-  std::vector<float> want(2 * kWeightRowGroup);
-  ScalarCpuKernels().dot_q8_0(w.data(), row_bytes, kWeightRowGroup, x, 2, nb, want.data());
-  EXPECT_NE(want[0], 0.0f);
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
-    if (!CpuSupportsIsa(isa)) continue;
-    std::vector<float> got(2 * kWeightRowGroup);
-    CpuKernelsFor(isa).dot_q8_0(w.data(), row_bytes, kWeightRowGroup, x, 2, nb, got.data());
-    EXPECT_EQ(got, want) << CpuIsaName(isa);
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(Formats, RowGroupDotTest,
-                         ::testing::Values(DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
-                                           DType::kQ5_0, DType::kQ5_1),
+                         ::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                                           DType::kQ5_1),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
@@ -270,18 +256,35 @@ QuantizedActivations Activations(const CpuKernels& ks, int64_t k, uint32_t seed)
   return a;
 }
 
-// Batch invariance of the float dots: a row's dot is the same float whatever the number of rows
-// in the call (the rows of one step arrive in groups of up to kMaxDotRows, depending on the
-// other requests), in every row slot. (The row groups: RowGroupDotTest.)
+// Batch invariance of the per-row dots: a row's dot is the same float whatever the number of
+// rows in the call (the rows of one step arrive in groups of up to kMaxDotRows, depending on the
+// other requests), in every row slot; odd block counts (the tail of the two-accumulator loops).
+// (The row groups: RowGroupDotTest.)
 TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
   for (int64_t k : {544, 576}) {
+    const int64_t nb = k / 32;
     std::vector<std::vector<float>> xf;
+    std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(nb));
+    const Q8Block* qrows[kMaxDotRows];
     const float* frows[kMaxDotRows];
     for (int j = 0; j < kMaxDotRows; ++j) {
       xf.push_back(Random(k + 19, 200 + j));  // + 19: two whole vectors past the strides, then 3
+      simd_.quantize_q8(xf[j].data(), k, xq[j].data());
+      qrows[j] = xq[j].data();
       frows[j] = xf[j].data();
     }
     const std::vector<float> w = Random(k + 19, 9, 0.1f);
+    std::vector<uint8_t> wq(RowBytes(DType::kQ8_0, k).value());
+    QuantizeRow(DType::kQ8_0, w.data(), wq.data(), k);
+    for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
+      float many[kMaxDotRows];
+      simd_.dot_q8_0(wq.data(), qrows, num_x, nb, many);
+      for (int j = 0; j < num_x; ++j) {
+        float alone;
+        simd_.dot_q8_0(wq.data(), &qrows[j], 1, nb, &alone);
+        EXPECT_EQ(many[j], alone) << "q8_0 k=" << k << " num_x=" << num_x << " " << j;
+      }
+    }
     // The float dots over k + 19 elements: the strides of 32, two vectors on chain 0, a scalar
     // tail of 3; the 16-bit weights as f16 and as bf16.
     const int64_t n = k + 19;

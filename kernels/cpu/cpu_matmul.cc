@@ -115,7 +115,6 @@ void CpuMatMul::RunRowGroupTile(const WeightMatrix& w, int64_t n0, int64_t n1, i
                                 int64_t x_row_blocks) const {
   RowGroupDotFn dot = nullptr;
   switch (w.format.kind) {
-    case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
     case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
     case FormatKind::kQ4_1: dot = kernels_.dot_q4_1; break;
     case FormatKind::kQ5_0: dot = kernels_.dot_q5_0; break;
@@ -152,7 +151,6 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
     return RunInt4Tile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
   }
   switch (w.format.kind) {
-    case FormatKind::kQ8_0:
     case FormatKind::kQ4_0:
     case FormatKind::kQ4_1:
     case FormatKind::kQ5_0:
@@ -162,6 +160,7 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
   }
   QuantDotFn dot = nullptr;
   switch (w.format.kind) {
+    case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
     case FormatKind::kQ4_K: dot = kernels_.dot_q4_K; break;
     case FormatKind::kQ5_K: dot = kernels_.dot_q5_K; break;
     case FormatKind::kQ6_K: dot = kernels_.dot_q6_K; break;

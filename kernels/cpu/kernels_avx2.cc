@@ -1,7 +1,8 @@
-// AVX2 + FMA + F16C activation quantization, the row-group dots of the 32-value GGML blocks
-// (kernels_avx2_rows.inc, with AVX2's int8 dots) and the f32/f16/bf16 dots (the K-quant dots are
-// in kernels_avx2_kquant.cc). The file is compiled for that target via the pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must
-// only be used after DetectCpuIsa() says the CPU has these extensions.
+// AVX2 + FMA + F16C activation quantization, the Q8_0 dots, the row-group dots of the other
+// 32-value GGML blocks (kernels_avx2_rows.inc, with AVX2's int8 dots) and the f32/f16/bf16 dots
+// (the K-quant dots are in kernels_avx2_kquant.cc). The file is compiled for that target via the
+// pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must only be used
+// after DetectCpuIsa() says the CPU has these extensions.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -21,6 +22,13 @@ namespace avx2_internal {
 namespace {
 
 float RoundThroughF16(float f) { return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+
+// Sum of adjacent byte products in groups of 4 -> 8 floats. `u` is read as unsigned bytes,
+// `s` as signed; |u * s| pairs stay below int16 saturation for our value ranges.
+__m256 MulSumU8I8(__m256i u, __m256i s) {
+  const __m256i pairs = _mm256_maddubs_epi16(u, s);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
 
 }  // namespace
 
@@ -73,24 +81,6 @@ __attribute__((always_inline)) inline __m256i BlockDot4Bit(const __m256i (&level
 __attribute__((always_inline)) inline __m256i BlockDot5Bit(const __m256i (&levels)[8],
                                                            const int8_t* q);
 
-// Signed 8-bit levels: vpmaddubsw multiplies |w| by q with w's sign, whose pair sums (at most
-// 2 * 128 * 127) cannot saturate; each 4-byte group is widened on its own.
-struct Levels8Bit {
-  __m256i abs[8];
-  __m256i sign[8];
-};
-__attribute__((always_inline)) inline Levels8Bit Prepare8Bit(const __m256i (&levels)[8]) {
-  Levels8Bit ready;
-#pragma GCC unroll 8
-  for (int c = 0; c < 8; ++c) {
-    ready.abs[c] = _mm256_sign_epi8(levels[c], levels[c]);
-    ready.sign[c] = levels[c];
-  }
-  return ready;
-}
-__attribute__((always_inline)) inline __m256i BlockDot8Bit(const Levels8Bit& levels,
-                                                           const int8_t* q, int32_t sum);
-
 #include "kernels/cpu/kernels_avx2_rows.inc"
 
 __m256i BlockDot4Bit(const __m256i (&levels)[8], const int8_t* q) {
@@ -118,20 +108,68 @@ __m256i BlockDot5Bit(const __m256i (&levels)[8], const int8_t* q) {
   return _mm256_add_epi32(_mm256_madd_epi16(pairs[0], ones), _mm256_madd_epi16(pairs[1], ones));
 }
 
-__m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t /*sum*/) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i sums = _mm256_setzero_si256();
+// Q8_0, one weight row per call (the row groups lose to it on DRAM-streamed matrices at m = 1:
+// docs/PERFORMANCE.md). Batch invariance: the N-row kernel sums exactly as its one-row (decode)
+// twin, so a row's result does not depend on how many rows share the call (which depends on the
+// other requests in the step). Even blocks go to one accumulator and odd blocks
+// to another (the twin's two FMA chains), and the two are added before the horizontal sum.
+template <int NX>
+void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  __m256 acc[2][NX];
 #pragma GCC unroll 8
-  for (int c = 0; c < 8; ++c) {
-    const __m256i signed_q =
-        _mm256_sign_epi8(_mm256_set1_epi32(Load32(q + 4 * c)), levels.sign[c]);
-    sums = _mm256_add_epi32(
-        sums, _mm256_madd_epi16(_mm256_maddubs_epi16(levels.abs[c], signed_q), ones));
+  for (int j = 0; j < NX; ++j) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+  auto block_into = [&](int64_t b, __m256* a) __attribute__((always_inline)) {
+    const uint8_t* block = w + b * 34;
+    const float dw = LoadF16(block);
+    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+    const __m256i abs_w = _mm256_sign_epi8(qw, qw);
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      // |w| * (x with w's sign) == w * x, in the unsigned-by-signed form maddubs takes.
+      const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
+      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    block_into(b, acc[0]);
+    block_into(b + 1, acc[1]);
   }
-  return sums;
+  if (b < num_blocks) block_into(b, acc[0]);
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j]));
+}
+
+void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    const uint8_t* b0 = w + b * 34;
+    const uint8_t* b1 = b0 + 34;
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+    const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1 + 2));
+    const __m256 p0 = MulSumU8I8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(LoadQ(x[b]), q0));
+    const __m256 p1 =
+        MulSumU8I8(_mm256_sign_epi8(q1, q1), _mm256_sign_epi8(LoadQ(x[b + 1]), q1));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
+  }
+  for (; b < num_blocks; ++b) {
+    const uint8_t* b0 = w + b * 34;
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0 + 2));
+    const __m256 p0 = MulSumU8I8(_mm256_sign_epi8(q0, q0), _mm256_sign_epi8(LoadQ(x[b]), q0));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+  }
+  *out = HorizontalSum(_mm256_add_ps(acc0, acc1));
 }
 
 }  // namespace
+
+// One activation row takes the decode twin (the same floats, see above).
+void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ8_0One(w, x[0], nb, out);
+  DispatchRows(num_x, [&](auto nx) { DotQ8_0N<decltype(nx)::value>(w, x, nb, out); });
+}
 
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
   DotRow<F32Lanes>(w, x, num_x, n, out);
@@ -147,7 +185,7 @@ void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, flo
 const CpuKernels& Avx2Table() {
   static const CpuKernels kernels = {
       .quantize_q8 = avx2_internal::QuantizeQ8,
-      .dot_q8_0 = avx2_internal::DotQ8_0Rows,
+      .dot_q8_0 = avx2_internal::DotQ8_0,
       .dot_q4_0 = avx2_internal::DotQ4_0Rows,
       .dot_q4_1 = avx2_internal::DotQ4_1Rows,
       .dot_q5_0 = avx2_internal::DotQ5_0Rows,
@@ -182,7 +220,6 @@ const CpuKernels& Avx2Table() {
 const CpuKernels& Avx512VnniTable() {
   static const CpuKernels kernels = [] {
     CpuKernels k = Avx2Table();
-    k.dot_q8_0 = DotQ8_0RowsVnni;
     k.dot_q4_0 = DotQ4_0RowsVnni;
     k.dot_q4_1 = DotQ4_1RowsVnni;
     k.dot_q5_0 = DotQ5_0RowsVnni;

@@ -228,7 +228,7 @@ struct Bounded {
     using K = CpuKernels;
     return {
         .quantize_q8 = QuantizeQ8,
-        .dot_q8_0 = DotRowGroup<DType::kQ8_0, &K::dot_q8_0>,
+        .dot_q8_0 = DotBlocks<DType::kQ8_0, 1, &K::dot_q8_0>,
         .dot_q4_0 = DotRowGroup<DType::kQ4_0, &K::dot_q4_0>,
         .dot_q4_1 = DotRowGroup<DType::kQ4_1, &K::dot_q4_1>,
         .dot_q5_0 = DotRowGroup<DType::kQ5_0, &K::dot_q5_0>,

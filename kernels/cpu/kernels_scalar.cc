@@ -42,23 +42,18 @@ void QuantizeQ8(const float* x, int64_t k, Q8Block* out) {
   }
 }
 
-// A row group (cpu_kernels.h), each row on its own, in the order every table keeps.
-void DotQ8_0(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x, int num_x,
-             int64_t num_blocks, float* out) {
+void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+             float* out) {
   for (int j = 0; j < num_x; ++j) {
-    for (int r = 0; r < num_w; ++r) {
-      const uint8_t* row = w + r * row_bytes;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* block = row + b * 34;
-        const int8_t* q = x[j][b].q;
-        int isum = 0;
-        for (int i = 0; i < 32; ++i) isum += static_cast<int8_t>(block[2 + i]) * q[i];
-        const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
-        sum = std::fma(static_cast<float>(isum), scale, sum);
-      }
-      out[j * kWeightRowGroup + r] = sum;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * 34;
+      const int8_t* qw = reinterpret_cast<const int8_t*>(block + 2);
+      int isum = 0;
+      for (int i = 0; i < 32; ++i) isum += qw[i] * x[j][b].q[i];
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
     }
+    out[j] = sum;
   }
 }
 
