@@ -100,7 +100,7 @@ void Expect(bool same, const char* kernel, int64_t n) {
 // Equal, or both NaN.
 bool Same(float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
-// Q8_0 and K-quant dots: AVX2 and scalar sum in different orders, so only memory and UB are
+// The per-row quantized dots: AVX2 and scalar sum in different orders, so only memory and UB are
 // checked.
 void GgmlDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& ref, DType t,
              void (*CpuKernels::*entry)(const uint8_t*, const Q8Block* const*, int, int64_t,
@@ -124,10 +124,10 @@ void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernel
   const std::vector<uint8_t> w = Raw<uint8_t>(in, (num_w - 1) * row_bytes + blocks * block_bytes);
   const Q8Rows x = Activations(in, ref, num_x, blocks);
   std::vector<float> got(num_x * tpserve::kWeightRowGroup), want(got.size());
-  const auto entry = t == DType::kQ4_0   ? &CpuKernels::dot_q4_0
-                     : t == DType::kQ4_1 ? &CpuKernels::dot_q4_1
-                     : t == DType::kQ5_0 ? &CpuKernels::dot_q5_0
-                                         : &CpuKernels::dot_q5_1;
+  const auto entry = t == DType::kQ4_0   ? &CpuKernels::dot_q4_0_rows
+                     : t == DType::kQ4_1 ? &CpuKernels::dot_q4_1_rows
+                     : t == DType::kQ5_0 ? &CpuKernels::dot_q5_0_rows
+                                         : &CpuKernels::dot_q5_1_rows;
   (simd.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, got.data());
   (ref.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, want.data());
   for (int j = 0; j < num_x; ++j) {
@@ -148,7 +148,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tpserve::CpuSupportsIsa(tpserve::CpuIsa::kAvx512Vnni) && in.ConsumeBool();
   const CpuKernels& simd = vnni ? tpserve::Avx512VnniCpuKernels() : tpserve::Avx2CpuKernels();
   const CpuKernels& ref = tpserve::ScalarCpuKernels();
-  const int which = in.ConsumeIntegralInRange(0, 17);
+  const int which = in.ConsumeIntegralInRange(0, 21);
   const int num = in.ConsumeIntegralInRange(1, tpserve::kMaxDotRows);
   const int64_t n = in.ConsumeIntegralInRange<int64_t>(0, 300);
   switch (which) {
@@ -163,10 +163,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 1: GgmlDot(in, simd, ref, DType::kQ8_0, &CpuKernels::dot_q8_0); break;
-    case 2: RowGroupDot(in, simd, ref, num, DType::kQ4_0); break;
-    case 3: RowGroupDot(in, simd, ref, num, DType::kQ4_1); break;
-    case 4: RowGroupDot(in, simd, ref, num, DType::kQ5_0); break;
-    case 5: RowGroupDot(in, simd, ref, num, DType::kQ5_1); break;
+    case 2: GgmlDot(in, simd, ref, DType::kQ4_0, &CpuKernels::dot_q4_0); break;
+    case 3: GgmlDot(in, simd, ref, DType::kQ4_1, &CpuKernels::dot_q4_1); break;
+    case 4: GgmlDot(in, simd, ref, DType::kQ5_0, &CpuKernels::dot_q5_0); break;
+    case 5: GgmlDot(in, simd, ref, DType::kQ5_1, &CpuKernels::dot_q5_1); break;
     case 6: GgmlDot(in, simd, ref, DType::kQ4_K, &CpuKernels::dot_q4_K); break;
     case 7: GgmlDot(in, simd, ref, DType::kQ5_K, &CpuKernels::dot_q5_K); break;
     case 8: GgmlDot(in, simd, ref, DType::kQ6_K, &CpuKernels::dot_q6_K); break;
@@ -275,6 +275,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
+    case 18: RowGroupDot(in, simd, ref, num, DType::kQ4_0); break;
+    case 19: RowGroupDot(in, simd, ref, num, DType::kQ4_1); break;
+    case 20: RowGroupDot(in, simd, ref, num, DType::kQ5_0); break;
+    case 21: RowGroupDot(in, simd, ref, num, DType::kQ5_1); break;
   }
   return 0;
 }

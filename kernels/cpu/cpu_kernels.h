@@ -3,7 +3,7 @@
 // the reference every SIMD table is tested against (cpu_kernels_test.cc).
 //
 //   const CpuKernels& k = CpuKernelsFor(DetectCpuIsa());
-//   k.quantize_q8(x, 576, blocks); k.dot_q4_1(w, row_bytes, 8, rows, 4, 18, out);
+//   k.quantize_q8(x, 576, blocks); k.dot_q4_1(w_row, rows, 4, 18, out);
 //
 // Thread-safe: the tables are immutable and the functions are pure.
 #ifndef TPSERVE_KERNELS_CPU_CPU_KERNELS_H_
@@ -28,7 +28,8 @@ struct Q8Block {
 // Most activation rows one quantized dot call handles; the weight block is unpacked once for all.
 inline constexpr int kMaxDotRows = 8;
 
-// Weight rows one row-group dot call (dot_q4_0/1, dot_q5_0/1) handles, one per 32-bit SIMD lane.
+// Weight rows one row-group dot call (dot_q4_0_rows ... dot_q5_1_rows) handles, one per 32-bit
+// SIMD lane.
 inline constexpr int kWeightRowGroup = 8;
 
 enum class CpuIsa {
@@ -52,28 +53,36 @@ struct CpuKernels {
   void (*quantize_q8)(const float* x, int64_t k, Q8Block* out);
 
   // out[j] = dot(weight row w, activation row x[j]) for j < num_x (1..kMaxDotRows), both
-  // num_blocks blocks of 32 long. w points at the weight row's Q8_0 blocks.
+  // num_blocks blocks of 32 long. w points at the weight row's GGML blocks (Q8_0 / Q4_0 / Q4_1).
   void (*dot_q8_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
-  // Row groups (Q4_0/1, Q5_0/1): out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for
-  // i < num_w (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); row i's num_blocks GGML
-  // blocks start at w + i * row_bytes. out holds num_x * kWeightRowGroup floats (the slots past
-  // num_w are written and mean nothing). Every table gives the same floats: per row and x[j],
-  // with d (and m, Q4_1 / Q5_1) the weight block's scalars, dx (and s) the activation block's
-  // and isum the exact integer sum,
+  void (*dot_q4_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  void (*dot_q4_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  // Q5_0 / Q5_1 (llama.cpp's fallbacks in K-quant files for rows that are not whole
+  // super-blocks): the fifth bits come from the block's 32-bit qh, then as Q4_0 / Q4_1.
+  void (*dot_q5_0)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  void (*dot_q5_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                   float* out);
+  // The same four as row groups: out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for
+  // i < num_w (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); row i's num_blocks blocks
+  // start at w + i * row_bytes. out holds num_x * kWeightRowGroup floats (the slots past num_w
+  // are written and mean nothing). Every table gives the same floats: per row and x[j], with d
+  // (and m, Q4_1 / Q5_1) the weight block's scalars, dx (and s) the activation block's and isum
+  // the exact integer sum,
   //   sum = 0; for each block: sum = fma(isum, d * dx, sum)   (then sum = fma(m, s, sum))
   // so a row's result does not depend on the rows or the number of rows it shares a call with.
-  void (*dot_q4_0)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                   int num_x, int64_t num_blocks, float* out);
-  void (*dot_q4_1)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                   int num_x, int64_t num_blocks, float* out);
-  // Q5_0 / Q5_1 (llama.cpp's fallbacks in K-quant files for rows that are not whole
-  // super-blocks): row groups, as dot_q4_0; a level's fifth bit comes from the block's 32-bit
-  // qh, its low four as Q4_0 / Q4_1 (Q5_1 adds fma(m, s, sum) per block as Q4_1).
-  void (*dot_q5_0)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                   int num_x, int64_t num_blocks, float* out);
-  void (*dot_q5_1)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                   int num_x, int64_t num_blocks, float* out);
+  // (Not the per-row entries' floats: a matrix takes one form or the other, cpu_matmul.cc.)
+  void (*dot_q4_0_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                        int num_x, int64_t num_blocks, float* out);
+  void (*dot_q4_1_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                        int num_x, int64_t num_blocks, float* out);
+  void (*dot_q5_0_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                        int num_x, int64_t num_blocks, float* out);
+  void (*dot_q5_1_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                        int num_x, int64_t num_blocks, float* out);
   // The K-quants: num_blocks counts 256-value super-blocks of w, each against 8 consecutive
   // Q8 blocks of every x[j]. Integer sums are exact; per 32-value sub-block the float part is
   //   Q4_K/Q5_K: d * dx * (scale * sum(q * qx)) - dmin * dx * (min * sum(qx))

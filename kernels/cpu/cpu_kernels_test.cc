@@ -20,6 +20,19 @@ namespace {
 
 using parity_test::Random;
 
+using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
+
+// The per-row dots of the 32-value blocks.
+QuantDotFn PerRowDot(const CpuKernels& ks, DType t) {
+  switch (t) {
+    case DType::kQ8_0: return ks.dot_q8_0;
+    case DType::kQ4_0: return ks.dot_q4_0;
+    case DType::kQ4_1: return ks.dot_q4_1;
+    case DType::kQ5_0: return ks.dot_q5_0;
+    default: return ks.dot_q5_1;
+  }
+}
+
 class CpuKernelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -47,7 +60,7 @@ TEST_F(CpuKernelsTest, QuantizeQ8MatchesReferenceBitForBit) {
   EXPECT_EQ(F16ToF32(F32ToF16(a[0].d)), a[0].d);
 }
 
-TEST_F(CpuKernelsTest, Q8_0DotMatchesReferenceForEveryRowCount) {
+TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
   const int64_t k = 576, nb = k / 32;
   std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(nb));
   const Q8Block* rows[kMaxDotRows];
@@ -56,15 +69,18 @@ TEST_F(CpuKernelsTest, Q8_0DotMatchesReferenceForEveryRowCount) {
     rows[j] = xq[j].data();
   }
   const std::vector<float> w = Random(k, 5, 0.1f);
-  std::vector<uint8_t> wq(RowBytes(DType::kQ8_0, k).value());
-  QuantizeRow(DType::kQ8_0, w.data(), wq.data(), k);
-  for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
-    float want[kMaxDotRows], got[kMaxDotRows];
-    ref_.dot_q8_0(wq.data(), rows, num_x, nb, want);
-    simd_.dot_q8_0(wq.data(), rows, num_x, nb, got);
-    for (int j = 0; j < num_x; ++j) {
-      EXPECT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
-          << "num_x=" << num_x << " row " << j;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+    std::vector<uint8_t> wq(RowBytes(t, k).value());
+    QuantizeRow(t, w.data(), wq.data(), k);
+    const auto dot = PerRowDot(simd_, t);
+    for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
+      float want[kMaxDotRows], got[kMaxDotRows];
+      PerRowDot(ref_, t)(wq.data(), rows, num_x, nb, want);
+      dot(wq.data(), rows, num_x, nb, got);
+      for (int j = 0; j < num_x; ++j) {
+        EXPECT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::fabs(want[j])))
+            << DTypeName(t) << " num_x=" << num_x << " row " << j;
+      }
     }
   }
 }
@@ -74,14 +90,15 @@ using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int, const Q8Block* cons
 
 RowGroupDotFn RowGroupDot(const CpuKernels& ks, DType t) {
   switch (t) {
-    case DType::kQ4_0: return ks.dot_q4_0;
-    case DType::kQ4_1: return ks.dot_q4_1;
-    case DType::kQ5_0: return ks.dot_q5_0;
-    default: return ks.dot_q5_1;
+    case DType::kQ4_0: return ks.dot_q4_0_rows;
+    case DType::kQ4_1: return ks.dot_q4_1_rows;
+    case DType::kQ5_0: return ks.dot_q5_0_rows;
+    default: return ks.dot_q5_1_rows;
   }
 }
 
-// The row-group dots (CpuKernels::dot_q4_0/1, dot_q5_0/1): 11 weight rows, 8 activation rows.
+// The row-group dots (CpuKernels::dot_q4_0_rows ... dot_q5_1_rows): 11 weight rows, 8
+// activation rows.
 class RowGroupDotTest : public ::testing::TestWithParam<DType> {
  protected:
   static constexpr int64_t kRows = 11;
@@ -207,8 +224,6 @@ INSTANTIATE_TEST_SUITE_P(Formats, RowGroupDotTest,
                                            DType::kQ5_1),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
-using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
-
 QuantDotFn KQuantDot(const CpuKernels& ks, DType t) {
   return t == DType::kQ4_K ? ks.dot_q4_K : t == DType::kQ5_K ? ks.dot_q5_K : ks.dot_q6_K;
 }
@@ -256,9 +271,9 @@ QuantizedActivations Activations(const CpuKernels& ks, int64_t k, uint32_t seed)
   return a;
 }
 
-// Batch invariance of the per-row dots: a row's dot is the same float whatever the number of
-// rows in the call (the rows of one step arrive in groups of up to kMaxDotRows, depending on the
-// other requests), in every row slot; odd block counts (the tail of the two-accumulator loops).
+// Batch invariance of the per-row dots (Q8_0, Q4_0/1, Q5_0/1, f32/f16/bf16): a row's dot is the
+// same float whatever the number of rows in the call (the rows of one step arrive in groups of up
+// to kMaxDotRows, depending on the other requests), in every row slot; odd block counts (the tail of the two-accumulator loops).
 // (The row groups: RowGroupDotTest.)
 TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
   for (int64_t k : {544, 576}) {
@@ -274,15 +289,19 @@ TEST_F(CpuKernelsTest, EveryDotGivesARowTheSameFloatAloneOrAmongOthers) {
       frows[j] = xf[j].data();
     }
     const std::vector<float> w = Random(k + 19, 9, 0.1f);
-    std::vector<uint8_t> wq(RowBytes(DType::kQ8_0, k).value());
-    QuantizeRow(DType::kQ8_0, w.data(), wq.data(), k);
-    for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
-      float many[kMaxDotRows];
-      simd_.dot_q8_0(wq.data(), qrows, num_x, nb, many);
-      for (int j = 0; j < num_x; ++j) {
-        float alone;
-        simd_.dot_q8_0(wq.data(), &qrows[j], 1, nb, &alone);
-        EXPECT_EQ(many[j], alone) << "q8_0 k=" << k << " num_x=" << num_x << " " << j;
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+      std::vector<uint8_t> wq(RowBytes(t, k).value());
+      QuantizeRow(t, w.data(), wq.data(), k);
+      const auto dot = PerRowDot(simd_, t);
+      for (int num_x = 2; num_x <= kMaxDotRows; ++num_x) {
+        float many[kMaxDotRows];
+        dot(wq.data(), qrows, num_x, nb, many);
+        for (int j = 0; j < num_x; ++j) {
+          float alone;
+          dot(wq.data(), &qrows[j], 1, nb, &alone);
+          EXPECT_EQ(many[j], alone)
+              << DTypeName(t) << " k=" << k << " num_x=" << num_x << " " << j;
+        }
       }
     }
     // The float dots over k + 19 elements: the strides of 32, two vectors on chain 0, a scalar

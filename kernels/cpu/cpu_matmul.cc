@@ -35,6 +35,29 @@ constexpr int64_t kSubTileWeightBytes = 256 << 10;
 // quickest SmolLM2 bf16 steps, docs/PERFORMANCE.md).
 constexpr int64_t kPrefetchRows = 8;
 
+// Q4_0/1 and Q5_0/1 rows whose span in a call (a column chunk's, for chunked products) is at most
+// this many bytes take the row-group kernels, longer ones the per-row kernels. Measured with
+// //kernels/cpu:matmul_bench, 2 threads, DRAM-streamed matrices (docs/PERFORMANCE.md): at m = 1
+// the groups win on 360-byte rows (131072 x 576 Q4_1: 1.2 against 1.9 ms) and lose on 960-byte
+// and longer ones (65536 x 1536: 3.0 against 2.3 ms; 32768 x 4096: 3.5-4.0 against 2.5-2.9 ms),
+// where they still win from m = 2 on. The choice is the matrix's (its shape and format), never
+// the step's, so a row's floats do not depend on the batch; a TP rank's slice and the same
+// columns run as a chunk on one rank (--deterministic_tp) choose alike.
+constexpr int64_t kRowGroupMaxRowBytes = 512;
+
+bool UsesRowGroups(const WeightMatrix& w) {
+  switch (w.format.kind) {
+    case FormatKind::kQ4_0:
+    case FormatKind::kQ4_1:
+    case FormatKind::kQ5_0:
+    case FormatKind::kQ5_1:
+      return w.cols / InputBlockValues(w.format) * BlockBytes(*ElementDType(w.format)) <=
+             kRowGroupMaxRowBytes;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 CpuMatMul::CpuMatMul(const CpuKernels& kernels, ThreadPool* pool)
@@ -115,10 +138,10 @@ void CpuMatMul::RunRowGroupTile(const WeightMatrix& w, int64_t n0, int64_t n1, i
                                 int64_t x_row_blocks) const {
   RowGroupDotFn dot = nullptr;
   switch (w.format.kind) {
-    case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
-    case FormatKind::kQ4_1: dot = kernels_.dot_q4_1; break;
-    case FormatKind::kQ5_0: dot = kernels_.dot_q5_0; break;
-    case FormatKind::kQ5_1: dot = kernels_.dot_q5_1; break;
+    case FormatKind::kQ4_0: dot = kernels_.dot_q4_0_rows; break;
+    case FormatKind::kQ4_1: dot = kernels_.dot_q4_1_rows; break;
+    case FormatKind::kQ5_0: dot = kernels_.dot_q5_0_rows; break;
+    case FormatKind::kQ5_1: dot = kernels_.dot_q5_1_rows; break;
     default: TP_CHECK(false, "not a row-group weight type");
   }
   const int64_t num_blocks = w.cols / InputBlockValues(w.format);
@@ -150,17 +173,14 @@ void CpuMatMul::RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, 
   if (w.format.kind == FormatKind::kInt4Group) {
     return RunInt4Tile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
   }
-  switch (w.format.kind) {
-    case FormatKind::kQ4_0:
-    case FormatKind::kQ4_1:
-    case FormatKind::kQ5_0:
-    case FormatKind::kQ5_1:
-      return RunRowGroupTile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
-    default: break;
-  }
+  if (UsesRowGroups(w)) return RunRowGroupTile(w, n0, n1, m0, m1, y, x_block0, x_row_blocks);
   QuantDotFn dot = nullptr;
   switch (w.format.kind) {
     case FormatKind::kQ8_0: dot = kernels_.dot_q8_0; break;
+    case FormatKind::kQ4_0: dot = kernels_.dot_q4_0; break;
+    case FormatKind::kQ4_1: dot = kernels_.dot_q4_1; break;
+    case FormatKind::kQ5_0: dot = kernels_.dot_q5_0; break;
+    case FormatKind::kQ5_1: dot = kernels_.dot_q5_1; break;
     case FormatKind::kQ4_K: dot = kernels_.dot_q4_K; break;
     case FormatKind::kQ5_K: dot = kernels_.dot_q5_K; break;
     case FormatKind::kQ6_K: dot = kernels_.dot_q6_K; break;

@@ -6,12 +6,14 @@
 //   matmul.Run(x, m, w, y);
 //
 // Quantized weights (GGML blocks, int4 groups): x is quantized once per call into 8-bit blocks
-// (Q8Block) and each tile multiplies one unpacked weight row (Q4_0/1, Q5_0/1: a group of
-// kWeightRowGroup rows, one per SIMD lane) against up to kMaxDotRows activation rows at a time,
-// so prefill re-uses both the quantized activations and each unpacked weight block. Every GGML
+// (Q8Block) and each tile multiplies one unpacked weight row (Q4_0/1, Q5_0/1 rows of up to
+// 512 bytes: a group of kWeightRowGroup rows, one per SIMD lane) against up to kMaxDotRows
+// activation rows at a time, so prefill re-uses both the quantized activations and each
+// unpacked weight block. Every GGML
 // block type (Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 blocks of 32, Q4_K/Q5_K/Q6_K super-blocks of 256) and
-// every int4 group (a multiple of 32 columns) multiplies against the same Q8 blocks of 32. An int4 act-order permutation gathers x into stored column order once
-// per call, before quantizing.
+// every int4 group (a multiple of 32 columns) multiplies against the same Q8 blocks of 32. An
+// int4 act-order permutation gathers x into stored column order once per call, before
+// quantizing.
 // fp8 weights (e4m3, per-channel, 128x128 tiles): decoded in registers inside the dot kernel
 // and multiplied against f32 activations, scales applied per row or per 128-column tile.
 // Float weights (f32/f16/bf16): dotted with f32 activations; a 16-bit row is widened in

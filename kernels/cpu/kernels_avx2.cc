@@ -1,8 +1,8 @@
-// AVX2 + FMA + F16C activation quantization, the Q8_0 dots, the row-group dots of the other
-// 32-value GGML blocks (kernels_avx2_rows.inc, with AVX2's int8 dots) and the f32/f16/bf16 dots
-// (the K-quant dots are in kernels_avx2_kquant.cc). The file is compiled for that target via the
-// pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must only be used
-// after DetectCpuIsa() says the CPU has these extensions.
+// AVX2 + FMA + F16C activation quantization, the dots of the 32-value GGML blocks one weight row
+// at a time and in row groups (kernels_avx2_rows.inc, with AVX2's int8 dots), the f32/f16/bf16
+// dots (the K-quant dots are in kernels_avx2_kquant.cc). The file is compiled for that target via
+// the pragma below, so the rest of the binary stays portable; Avx2CpuKernels() must only be
+// used after DetectCpuIsa() says the CPU has these extensions.
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -108,11 +108,213 @@ __m256i BlockDot5Bit(const __m256i (&levels)[8], const int8_t* q) {
   return _mm256_add_epi32(_mm256_madd_epi16(pairs[0], ones), _mm256_madd_epi16(pairs[1], ones));
 }
 
-// Q8_0, one weight row per call (the row groups lose to it on DRAM-streamed matrices at m = 1:
-// docs/PERFORMANCE.md). Batch invariance: the N-row kernel sums exactly as its one-row (decode)
-// twin, so a row's result does not depend on how many rows share the call (which depends on the
-// other requests in the step). Even blocks go to one accumulator and odd blocks
-// to another (the twin's two FMA chains), and the two are added before the horizontal sum.
+// The per-row kernels of the 32-value blocks (CpuKernels::dot_q4_0 ... dot_q5_1; Q8_0 below):
+// one weight row per call, for rows too long for the row groups (cpu_matmul.cc).
+template <int NX>
+void DotQ4_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  __m256 acc[NX];
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) acc[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = w + b * 18;
+    const float dw = LoadF16(block);
+    const __m256i qw = _mm256_sub_epi8(UnpackNibbles(block + 2), _mm256_set1_epi8(8));
+    const __m256i abs_w = _mm256_sign_epi8(qw, qw);
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const __m256 p = MulSumU8I8(abs_w, _mm256_sign_epi8(LoadQ(x[j][b]), qw));
+      acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, acc[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) out[j] = HorizontalSum(acc[j]);
+}
+
+template <int NX>
+void DotQ4_1N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  __m256 acc[2][NX];
+  float offsets[2][NX];
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) {
+    acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+    offsets[0][j] = offsets[1][j] = 0.0f;
+  }
+  auto block_into = [&](int64_t b, __m256* a, float* off) __attribute__((always_inline)) {
+    const uint8_t* block = w + b * 20;
+    const float dw = LoadF16(block);
+    const float mw = LoadF16(block + 2);
+    const __m256i qw = UnpackNibbles(block + 4);  // 0..15, already unsigned
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const __m256 p = MulSumU8I8(qw, LoadQ(x[j][b]));
+      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
+      off[j] = std::fma(mw, x[j][b].s, off[j]);  // fused, as DotQ4_1One's lane 1
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    block_into(b, acc[0], offsets[0]);
+    block_into(b + 1, acc[1], offsets[1]);
+  }
+  if (b < num_blocks) block_into(b, acc[0], offsets[0]);
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) {
+    out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
+  }
+}
+
+// Single activation row (decode): two blocks per iteration with separate accumulators, so
+// the FMA latency chains overlap. A block's two f16 scalars (d, m) widen together and meet the
+// activation block's (d, s) in one multiply-add: lane 0 is the block's scale d * x.d, lane 1
+// accumulates the offsets m * x.s (the same fused operations, in the same order, as one
+// scalar each: the floats do not change).
+__attribute__((always_inline)) inline __m128 LoadDm(const uint8_t* block) {
+  uint32_t dm;
+  std::memcpy(&dm, block, 4);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
+}
+__attribute__((always_inline)) inline __m128 LoadDs(const Q8Block& x) {
+  // d and s are two adjacent floats, 4-byte aligned: an unaligned 64-bit load (loadl_epi64
+  // is declared unaligned; _mm_load_sd of a double* would claim 8-byte alignment).
+  return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&x.d)));
+}
+
+void DotQ4_1One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  // Lane 1: offsets. Lane 0 is a scratch product, cleared before the final sum.
+  __m128 off0 = _mm_setzero_ps(), off1 = _mm_setzero_ps();
+  const __m128 lane1 = _mm_castsi128_ps(_mm_setr_epi32(0, -1, 0, 0));
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    const uint8_t* b0 = w + b * 20;
+    const uint8_t* b1 = b0 + 20;
+    const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
+    const __m256 p1 = MulSumU8I8(UnpackNibbles(b1 + 4), LoadQ(x[b + 1]));
+    const __m128 dm0 = LoadDm(b0), ds0 = LoadDs(x[b]);
+    const __m128 dm1 = LoadDm(b1), ds1 = LoadDs(x[b + 1]);
+    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm0, ds0)), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm1, ds1)), p1, acc1);
+    off0 = _mm_fmadd_ps(dm0, _mm_and_ps(ds0, lane1), off0);
+    off1 = _mm_fmadd_ps(dm1, _mm_and_ps(ds1, lane1), off1);
+  }
+  for (; b < num_blocks; ++b) {
+    const uint8_t* b0 = w + b * 20;
+    const __m256 p0 = MulSumU8I8(UnpackNibbles(b0 + 4), LoadQ(x[b]));
+    const __m128 dm0 = LoadDm(b0), ds0 = LoadDs(x[b]);
+    acc0 = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_mul_ps(dm0, ds0)), p0, acc0);
+    off0 = _mm_fmadd_ps(dm0, _mm_and_ps(ds0, lane1), off0);
+  }
+  const float offsets = _mm_cvtss_f32(_mm_shuffle_ps(off0, off0, 1)) +
+                        _mm_cvtss_f32(_mm_shuffle_ps(off1, off1, 1));
+  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + offsets;
+}
+
+// Bit i of qh -> byte i of the result: 0x10 where the bit is set, 0 elsewhere (the fifth bit
+// of Q5 element i, in UnpackNibbles' element order).
+__m256i FifthBits(const uint8_t* qh_bytes) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(qh)),
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                       3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// One Q5 block's 32 levels: 0..31 for Q5_1, q - 16 (signed) for Q5_0.
+template <bool kWithMin>
+__m256i Q5Levels(const uint8_t* block) {
+  const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
+  const __m256i q = _mm256_or_si256(UnpackNibbles(qh_bytes + 4), FifthBits(qh_bytes));
+  return kWithMin ? q : _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+}
+
+// sum(level * qx) per lane pair group: unsigned levels directly, signed ones by moving their
+// sign onto the activations (as Q8_0).
+template <bool kWithMin>
+__m256 Q5Products(__m256i levels, __m256i qx) {
+  if (kWithMin) return MulSumU8I8(levels, qx);
+  return MulSumU8I8(_mm256_sign_epi8(levels, levels), _mm256_sign_epi8(qx, levels));
+}
+
+template <bool kWithMin, int NX>
+void DotQ5N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
+  constexpr int kBlockBytes = kWithMin ? 24 : 22;
+  __m256 acc[2][NX];
+  float offsets[2][NX];
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) {
+    acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+    offsets[0][j] = offsets[1][j] = 0.0f;
+  }
+  auto block_into = [&](int64_t b, __m256* a, float* off) __attribute__((always_inline)) {
+    const uint8_t* block = w + b * kBlockBytes;
+    const float dw = LoadF16(block);
+    const __m256i levels = Q5Levels<kWithMin>(block);
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const __m256 p = Q5Products<kWithMin>(levels, LoadQ(x[j][b]));
+      a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[j][b].d), p, a[j]);
+      if (kWithMin) off[j] = std::fma(LoadF16(block + 2), x[j][b].s, off[j]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    block_into(b, acc[0], offsets[0]);
+    block_into(b + 1, acc[1], offsets[1]);
+  }
+  if (b < num_blocks) block_into(b, acc[0], offsets[0]);
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) {
+    out[j] = HorizontalSum(_mm256_add_ps(acc[0][j], acc[1][j])) + (offsets[0][j] + offsets[1][j]);
+  }
+}
+
+// Single activation row (decode): two blocks per iteration with separate accumulators.
+template <bool kWithMin>
+void DotQ5One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* out) {
+  constexpr int kBlockBytes = kWithMin ? 24 : 22;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float off0 = 0.0f, off1 = 0.0f;
+  int64_t b = 0;
+  for (; b + 2 <= num_blocks; b += 2) {
+    const uint8_t* b0 = w + b * kBlockBytes;
+    const uint8_t* b1 = b0 + kBlockBytes;
+    const __m256 p0 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b0), LoadQ(x[b]));
+    const __m256 p1 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b1), LoadQ(x[b + 1]));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b1) * x[b + 1].d), p1, acc1);
+    if (kWithMin) {
+      off0 = std::fma(LoadF16(b0 + 2), x[b].s, off0);
+      off1 = std::fma(LoadF16(b1 + 2), x[b + 1].s, off1);
+    }
+  }
+  for (; b < num_blocks; ++b) {
+    const uint8_t* b0 = w + b * kBlockBytes;
+    const __m256 p0 = Q5Products<kWithMin>(Q5Levels<kWithMin>(b0), LoadQ(x[b]));
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(LoadF16(b0) * x[b].d), p0, acc0);
+    if (kWithMin) off0 = std::fma(LoadF16(b0 + 2), x[b].s, off0);
+  }
+  *out = HorizontalSum(_mm256_add_ps(acc0, acc1)) + (off0 + off1);
+}
+
+template <int NX>
+void DotQ5_0N(const uint8_t* w, const Q8Block* const* x, int64_t nb, float* out) {
+  DotQ5N<false, NX>(w, x, nb, out);
+}
+template <int NX>
+void DotQ5_1N(const uint8_t* w, const Q8Block* const* x, int64_t nb, float* out) {
+  DotQ5N<true, NX>(w, x, nb, out);
+}
+
+// Q8_0, one weight row per call (its row groups lost to it on DRAM-streamed matrices at m = 1:
+// docs/PERFORMANCE.md). Batch invariance, here and above: every N-row kernel that has a one-row
+// (decode) twin sums exactly as that twin does, so a row's result does not depend on how many
+// rows share the call (which depends on the other requests in the step). Even blocks go to one
+// accumulator and odd blocks to another (the twin's two FMA chains), and the two are added
+// before the horizontal sum.
 template <int NX>
 void DotQ8_0N(const uint8_t* w, const Q8Block* const* x, int64_t num_blocks, float* out) {
   __m256 acc[2][NX];
@@ -165,11 +367,30 @@ void DotQ8_0One(const uint8_t* w, const Q8Block* x, int64_t num_blocks, float* o
 
 }  // namespace
 
-// One activation row takes the decode twin (the same floats, see above).
+// One activation row takes the decode twin where there is one (the same floats, see above).
+#define TP_DOT_ROWS(FN) \
+  DispatchRows(num_x, [&](auto nx) { FN<decltype(nx)::value>(w, x, nb, out); })
+
 void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
   if (num_x == 1) return DotQ8_0One(w, x[0], nb, out);
-  DispatchRows(num_x, [&](auto nx) { DotQ8_0N<decltype(nx)::value>(w, x, nb, out); });
+  TP_DOT_ROWS(DotQ8_0N);
 }
+void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  TP_DOT_ROWS(DotQ4_0N);
+}
+void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ4_1One(w, x[0], nb, out);
+  TP_DOT_ROWS(DotQ4_1N);
+}
+void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ5One<false>(w, x[0], nb, out);
+  TP_DOT_ROWS(DotQ5_0N);
+}
+void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out) {
+  if (num_x == 1) return DotQ5One<true>(w, x[0], nb, out);
+  TP_DOT_ROWS(DotQ5_1N);
+}
+#undef TP_DOT_ROWS
 
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out) {
   DotRow<F32Lanes>(w, x, num_x, n, out);
@@ -186,10 +407,14 @@ const CpuKernels& Avx2Table() {
   static const CpuKernels kernels = {
       .quantize_q8 = avx2_internal::QuantizeQ8,
       .dot_q8_0 = avx2_internal::DotQ8_0,
-      .dot_q4_0 = avx2_internal::DotQ4_0Rows,
-      .dot_q4_1 = avx2_internal::DotQ4_1Rows,
-      .dot_q5_0 = avx2_internal::DotQ5_0Rows,
-      .dot_q5_1 = avx2_internal::DotQ5_1Rows,
+      .dot_q4_0 = avx2_internal::DotQ4_0,
+      .dot_q4_1 = avx2_internal::DotQ4_1,
+      .dot_q5_0 = avx2_internal::DotQ5_0,
+      .dot_q5_1 = avx2_internal::DotQ5_1,
+      .dot_q4_0_rows = avx2_internal::DotQ4_0Rows,
+      .dot_q4_1_rows = avx2_internal::DotQ4_1Rows,
+      .dot_q5_0_rows = avx2_internal::DotQ5_0Rows,
+      .dot_q5_1_rows = avx2_internal::DotQ5_1Rows,
       .dot_q4_K = avx2_internal::DotQ4_K,
       .dot_q5_K = avx2_internal::DotQ5_K,
       .dot_q6_K = avx2_internal::DotQ6_K,
@@ -220,10 +445,10 @@ const CpuKernels& Avx2Table() {
 const CpuKernels& Avx512VnniTable() {
   static const CpuKernels kernels = [] {
     CpuKernels k = Avx2Table();
-    k.dot_q4_0 = DotQ4_0RowsVnni;
-    k.dot_q4_1 = DotQ4_1RowsVnni;
-    k.dot_q5_0 = DotQ5_0RowsVnni;
-    k.dot_q5_1 = DotQ5_1RowsVnni;
+    k.dot_q4_0_rows = DotQ4_0RowsVnni;
+    k.dot_q4_1_rows = DotQ4_1RowsVnni;
+    k.dot_q5_0_rows = DotQ5_0RowsVnni;
+    k.dot_q5_1_rows = DotQ5_1RowsVnni;
     return k;
   }();
   return kernels;

@@ -384,6 +384,10 @@ void AttnAccumulateHeads(const float* const* p, int num_heads, const typename L:
 // kernels_avx2.cc
 void QuantizeQ8(const float* x, int64_t k, Q8Block* out);
 void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ5_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
+void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, float* out);
 // The row-group Q4_0 / Q4_1 / Q5_0 / Q5_1 dots with vpdpbusd: kernels_avx2_vnni.cc, compiled
 // for AVX-512 VNNI + VL (it does not include this header: its code must not be linked in place
 // of this file's). REQUIRES: CpuSupportsIsa(CpuIsa::kAvx512Vnni).

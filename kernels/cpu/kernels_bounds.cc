@@ -113,7 +113,7 @@ struct Bounded {
                                                  const Q8Block* const*, int, int64_t, float*)>
   static void DotRowGroup(const uint8_t* w, int64_t row_bytes, int num_w,
                           const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
-    static const std::string name = EntryName(t);
+    static const std::string name = EntryName(t) + "_rows";
     const int64_t row_span = num_blocks * BlockBytes(t);
     Check(name.c_str(), "w", w, num_w > 0 ? (num_w - 1) * row_bytes + row_span : 0);
     CheckRows(name.c_str(), "x", x, num_x, num_blocks);
@@ -229,10 +229,14 @@ struct Bounded {
     return {
         .quantize_q8 = QuantizeQ8,
         .dot_q8_0 = DotBlocks<DType::kQ8_0, 1, &K::dot_q8_0>,
-        .dot_q4_0 = DotRowGroup<DType::kQ4_0, &K::dot_q4_0>,
-        .dot_q4_1 = DotRowGroup<DType::kQ4_1, &K::dot_q4_1>,
-        .dot_q5_0 = DotRowGroup<DType::kQ5_0, &K::dot_q5_0>,
-        .dot_q5_1 = DotRowGroup<DType::kQ5_1, &K::dot_q5_1>,
+        .dot_q4_0 = DotBlocks<DType::kQ4_0, 1, &K::dot_q4_0>,
+        .dot_q4_1 = DotBlocks<DType::kQ4_1, 1, &K::dot_q4_1>,
+        .dot_q5_0 = DotBlocks<DType::kQ5_0, 1, &K::dot_q5_0>,
+        .dot_q5_1 = DotBlocks<DType::kQ5_1, 1, &K::dot_q5_1>,
+        .dot_q4_0_rows = DotRowGroup<DType::kQ4_0, &K::dot_q4_0_rows>,
+        .dot_q4_1_rows = DotRowGroup<DType::kQ4_1, &K::dot_q4_1_rows>,
+        .dot_q5_0_rows = DotRowGroup<DType::kQ5_0, &K::dot_q5_0_rows>,
+        .dot_q5_1_rows = DotRowGroup<DType::kQ5_1, &K::dot_q5_1_rows>,
         .dot_q4_K = DotBlocks<DType::kQ4_K, 8, &K::dot_q4_K>,
         .dot_q5_K = DotBlocks<DType::kQ5_K, 8, &K::dot_q5_K>,
         .dot_q6_K = DotBlocks<DType::kQ6_K, 8, &K::dot_q6_K>,

@@ -22,22 +22,32 @@ class KernelBoundsTest : public ::testing::Test {
 };
 
 TEST_F(KernelBoundsTest, ExactBuffersPass) {
-  std::vector<uint8_t> w(2 * 20, 0);  // one Q4_1 row of two blocks
+  std::vector<uint8_t> w(2 * 20, 0);  // two Q4_1 blocks
   std::vector<Q8Block> x(2, Q8Block{});
   const Q8Block* rows[] = {x.data()};
-  std::vector<float> out(kWeightRowGroup, -1.0f);
-  k_.dot_q4_1(w.data(), 40, 1, rows, 1, 2, out.data());
-  EXPECT_EQ(out[0], 0.0f);
+  float out = -1.0f;
+  k_.dot_q4_1(w.data(), rows, 1, 2, &out);
+  EXPECT_EQ(out, 0.0f);
 }
 
 TEST_F(KernelBoundsTest, AWeightRowOneByteShortAbortsNamingTheKernelAndArgument) {
+  std::vector<uint8_t> w(2 * 20 - 1, 0);
+  std::vector<Q8Block> x(2, Q8Block{});
+  const Q8Block* rows[] = {x.data()};
+  float out;
+  EXPECT_DEATH(k_.dot_q4_1(w.data(), rows, 1, 2, &out),
+               "CPU kernel dot_q4_1: argument w spans 40 bytes from 0x[0-9a-f]+, but byte 39 "
+               "of them is not addressable.*0 bytes (to the right of|after) 39-byte region");
+}
+
+TEST_F(KernelBoundsTest, ARowGroupOneByteShortAbortsNamingTheKernelAndArgument) {
   // Two rows 48 bytes apart, each two Q4_1 blocks: the second ends at byte 88.
   std::vector<uint8_t> w(48 + 2 * 20 - 1, 0);
   std::vector<Q8Block> x(2, Q8Block{});
   const Q8Block* rows[] = {x.data()};
   std::vector<float> out(kWeightRowGroup);
-  EXPECT_DEATH(k_.dot_q4_1(w.data(), 48, 2, rows, 1, 2, out.data()),
-               "CPU kernel dot_q4_1: argument w spans 88 bytes from 0x[0-9a-f]+, but byte 87 "
+  EXPECT_DEATH(k_.dot_q4_1_rows(w.data(), 48, 2, rows, 1, 2, out.data()),
+               "CPU kernel dot_q4_1_rows: argument w spans 88 bytes from 0x[0-9a-f]+, but byte 87 "
                "of them is not addressable.*0 bytes (to the right of|after) 87-byte region");
 }
 
@@ -46,8 +56,8 @@ TEST_F(KernelBoundsTest, AFreedActivationRowAborts) {
   auto* x = new Q8Block[1]{};
   delete[] x;
   const Q8Block* rows[] = {x};
-  std::vector<float> out(kWeightRowGroup);
-  EXPECT_DEATH(k_.dot_q4_0(w.data(), 18, 1, rows, 1, 1, out.data()),
+  float out;
+  EXPECT_DEATH(k_.dot_q4_0(w.data(), rows, 1, 1, &out),
                "CPU kernel dot_q4_0: argument x spans 44 bytes.*freed by thread");
 }
 

@@ -58,9 +58,72 @@ void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_b
 }
 
 // Q4 nibble order: byte i holds element i (low nibble) and element i + 16 (high nibble).
-// A row group (cpu_kernels.h), each row on its own, in the order every table keeps.
-void DotQ4_0(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x, int num_x,
-             int64_t num_blocks, float* out) {
+// One weight row (cpu_kernels.h's per-row entries).
+void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+             float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * 18;
+      const int8_t* q = x[j][b].q;
+      int isum = 0;
+      for (int i = 0; i < 16; ++i) {
+        isum += ((block[2 + i] & 0x0F) - 8) * q[i] + ((block[2 + i] >> 4) - 8) * q[i + 16];
+      }
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
+    }
+    out[j] = sum;
+  }
+}
+
+void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+             float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * 20;
+      const int8_t* q = x[j][b].q;
+      int isum = 0;
+      for (int i = 0; i < 16; ++i) {
+        isum += (block[4 + i] & 0x0F) * q[i] + (block[4 + i] >> 4) * q[i + 16];
+      }
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum) +
+             F16ToF32(LoadU16(block + 2)) * x[j][b].s;
+    }
+    out[j] = sum;
+  }
+}
+
+template <bool kWithMin>
+void DotQ5(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+           float* out) {
+  constexpr int kBlockBytes = kWithMin ? 24 : 22;
+  constexpr int kOffset = kWithMin ? 0 : 16;
+  for (int j = 0; j < num_x; ++j) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* block = w + b * kBlockBytes;
+      const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
+      uint32_t qh;
+      std::memcpy(&qh, qh_bytes, 4);  // little-endian, as GGUF stores it
+      const uint8_t* qs = qh_bytes + 4;
+      const int8_t* q = x[j][b].q;
+      int isum = 0;
+      for (int i = 0; i < 16; ++i) {
+        const int lo = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
+        const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
+        isum += (lo - kOffset) * q[i] + (hi - kOffset) * q[i + 16];
+      }
+      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
+      if (kWithMin) sum += F16ToF32(LoadU16(block + 2)) * x[j][b].s;
+    }
+    out[j] = sum;
+  }
+}
+
+// Row groups (cpu_kernels.h), each row on its own, in the order every table keeps.
+void DotQ4_0Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                 int num_x, int64_t num_blocks, float* out) {
   for (int j = 0; j < num_x; ++j) {
     for (int r = 0; r < num_w; ++r) {
       const uint8_t* row = w + r * row_bytes;
@@ -81,9 +144,8 @@ void DotQ4_0(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* cons
 }
 
 // Q4_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * (dx * sum(qx)) = ... + m * s.
-// A row group (cpu_kernels.h), each row on its own, in the order every table keeps.
-void DotQ4_1(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x, int num_x,
-             int64_t num_blocks, float* out) {
+void DotQ4_1Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                 int num_x, int64_t num_blocks, float* out) {
   for (int j = 0; j < num_x; ++j) {
     for (int r = 0; r < num_w; ++r) {
       const uint8_t* row = w + r * row_bytes;
@@ -109,8 +171,8 @@ void DotQ4_1(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* cons
 // exact integer sum; Q5_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * s, as Q4_1.
 // Row groups (cpu_kernels.h), each row on its own, in the order every table keeps.
 template <bool kWithMin>
-void DotQ5(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x, int num_x,
-           int64_t num_blocks, float* out) {
+void DotQ5Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+               int num_x, int64_t num_blocks, float* out) {
   constexpr int kBlockBytes = kWithMin ? 24 : 22;
   constexpr int kOffset = kWithMin ? 0 : 16;
   for (int j = 0; j < num_x; ++j) {
@@ -412,6 +474,10 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_q4_1 = DotQ4_1,
       .dot_q5_0 = DotQ5<false>,
       .dot_q5_1 = DotQ5<true>,
+      .dot_q4_0_rows = DotQ4_0Rows,
+      .dot_q4_1_rows = DotQ4_1Rows,
+      .dot_q5_0_rows = DotQ5Rows<false>,
+      .dot_q5_1_rows = DotQ5Rows<true>,
       .dot_q4_K = DotScaleMinK<false>,
       .dot_q5_K = DotScaleMinK<true>,
       .dot_q6_K = DotQ6_K,
