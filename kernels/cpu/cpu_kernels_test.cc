@@ -97,11 +97,11 @@ RowGroupDotFn RowGroupDot(const CpuKernels& ks, DType t) {
   }
 }
 
-// The row-group dots (CpuKernels::dot_q4_0_rows ... dot_q5_1_rows): 11 weight rows, 8
+// The row-group dots (CpuKernels::dot_q4_0_rows ... dot_q5_1_rows): 16 weight rows, 8
 // activation rows.
 class RowGroupDotTest : public ::testing::TestWithParam<DType> {
  protected:
-  static constexpr int64_t kRows = 11;
+  static constexpr int64_t kRows = 16;  // row 7 in each of 8 lanes reaches row 14
 
   // Weight rows of nb blocks, row_bytes apart (wider than a row: a strided view); activations
   // quantized by the reference.

@@ -57,63 +57,42 @@ void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_b
   }
 }
 
-// Q4 nibble order: byte i holds element i (low nibble) and element i + 16 (high nibble).
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 (layout: formats/dtype.cc): f16 d (Q4_1 / Q5_1: then f16 m), Q5's
+// 32-bit qh (element i's fifth bit is bit i), then 16 bytes of nibbles, byte i holding element i
+// (low nibble) and element i + 16 (high nibble). Q4_0 / Q5_0: w = d * (level - 8 / 16), the offset
+// folded into the exact integer sum; Q4_1 / Q5_1: w = d * level + m, so
+// w . x = d * dx * sum(level * qx) + m * (dx * sum(qx)) = ... + m * s.
+template <int kBits, bool kWithMin>
+struct NibbleFormat {
+  static constexpr int kScalarBytes = kWithMin ? 4 : 2;
+  static constexpr int kBlockBytes = kScalarBytes + (kBits == 5 ? 4 : 0) + 16;
+  static constexpr int kOffset = kWithMin ? 0 : (kBits == 4 ? 8 : 16);
+
+  // The exact integer dot of one block with an activation block's q.
+  static int Isum(const uint8_t* block, const int8_t* q) {
+    uint32_t qh = 0;
+    if constexpr (kBits == 5) std::memcpy(&qh, block + kScalarBytes, 4);  // little-endian
+    const uint8_t* qs = block + kScalarBytes + (kBits == 5 ? 4 : 0);
+    int isum = 0;
+    for (int i = 0; i < 16; ++i) {
+      const int lo = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
+      const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
+      isum += (lo - kOffset) * q[i] + (hi - kOffset) * q[i + 16];
+    }
+    return isum;
+  }
+};
+
 // One weight row (cpu_kernels.h's per-row entries).
-void DotQ4_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-             float* out) {
+template <int kBits, bool kWithMin>
+void DotNibbles(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
+                float* out) {
+  using F = NibbleFormat<kBits, kWithMin>;
   for (int j = 0; j < num_x; ++j) {
     float sum = 0.0f;
     for (int64_t b = 0; b < num_blocks; ++b) {
-      const uint8_t* block = w + b * 18;
-      const int8_t* q = x[j][b].q;
-      int isum = 0;
-      for (int i = 0; i < 16; ++i) {
-        isum += ((block[2 + i] & 0x0F) - 8) * q[i] + ((block[2 + i] >> 4) - 8) * q[i + 16];
-      }
-      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
-    }
-    out[j] = sum;
-  }
-}
-
-void DotQ4_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-             float* out) {
-  for (int j = 0; j < num_x; ++j) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      const uint8_t* block = w + b * 20;
-      const int8_t* q = x[j][b].q;
-      int isum = 0;
-      for (int i = 0; i < 16; ++i) {
-        isum += (block[4 + i] & 0x0F) * q[i] + (block[4 + i] >> 4) * q[i + 16];
-      }
-      sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum) +
-             F16ToF32(LoadU16(block + 2)) * x[j][b].s;
-    }
-    out[j] = sum;
-  }
-}
-
-template <bool kWithMin>
-void DotQ5(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
-           float* out) {
-  constexpr int kBlockBytes = kWithMin ? 24 : 22;
-  constexpr int kOffset = kWithMin ? 0 : 16;
-  for (int j = 0; j < num_x; ++j) {
-    float sum = 0.0f;
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      const uint8_t* block = w + b * kBlockBytes;
-      const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
-      uint32_t qh;
-      std::memcpy(&qh, qh_bytes, 4);  // little-endian, as GGUF stores it
-      const uint8_t* qs = qh_bytes + 4;
-      const int8_t* q = x[j][b].q;
-      int isum = 0;
-      for (int i = 0; i < 16; ++i) {
-        const int lo = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
-        const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
-        isum += (lo - kOffset) * q[i] + (hi - kOffset) * q[i + 16];
-      }
+      const uint8_t* block = w + b * F::kBlockBytes;
+      const int isum = F::Isum(block, x[j][b].q);
       sum += F16ToF32(LoadU16(block)) * x[j][b].d * static_cast<float>(isum);
       if (kWithMin) sum += F16ToF32(LoadU16(block + 2)) * x[j][b].s;
     }
@@ -122,75 +101,16 @@ void DotQ5(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blo
 }
 
 // Row groups (cpu_kernels.h), each row on its own, in the order every table keeps.
-void DotQ4_0Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                 int num_x, int64_t num_blocks, float* out) {
-  for (int j = 0; j < num_x; ++j) {
-    for (int r = 0; r < num_w; ++r) {
-      const uint8_t* row = w + r * row_bytes;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* block = row + b * 18;
-        const int8_t* q = x[j][b].q;
-        int isum = 0;
-        for (int i = 0; i < 16; ++i) {
-          isum += ((block[2 + i] & 0x0F) - 8) * q[i] + ((block[2 + i] >> 4) - 8) * q[i + 16];
-        }
-        const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
-        sum = std::fma(static_cast<float>(isum), scale, sum);
-      }
-      out[j * kWeightRowGroup + r] = sum;
-    }
-  }
-}
-
-// Q4_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * (dx * sum(qx)) = ... + m * s.
-void DotQ4_1Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                 int num_x, int64_t num_blocks, float* out) {
-  for (int j = 0; j < num_x; ++j) {
-    for (int r = 0; r < num_w; ++r) {
-      const uint8_t* row = w + r * row_bytes;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* block = row + b * 20;
-        const int8_t* q = x[j][b].q;
-        int isum = 0;
-        for (int i = 0; i < 16; ++i) {
-          isum += (block[4 + i] & 0x0F) * q[i] + (block[4 + i] >> 4) * q[i + 16];
-        }
-        const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
-        sum = std::fma(static_cast<float>(isum), scale, sum);
-        sum = std::fma(F16ToF32(LoadU16(block + 2)), x[j][b].s, sum);
-      }
-      out[j * kWeightRowGroup + r] = sum;
-    }
-  }
-}
-
-// Q5_0 / Q5_1 (layout: formats/dtype.cc): element i's fifth bit is bit i of the block's qh,
-// its low four bits the Q4 nibble order. Q5_0: w = d * (q - 16), the offset folded into the
-// exact integer sum; Q5_1: w = d * q + m, so w . x = d * dx * sum(q * qx) + m * s, as Q4_1.
-// Row groups (cpu_kernels.h), each row on its own, in the order every table keeps.
-template <bool kWithMin>
-void DotQ5Rows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-               int num_x, int64_t num_blocks, float* out) {
-  constexpr int kBlockBytes = kWithMin ? 24 : 22;
-  constexpr int kOffset = kWithMin ? 0 : 16;
+template <int kBits, bool kWithMin>
+void DotNibbleRows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                   int num_x, int64_t num_blocks, float* out) {
+  using F = NibbleFormat<kBits, kWithMin>;
   for (int j = 0; j < num_x; ++j) {
     for (int r = 0; r < num_w; ++r) {
       float sum = 0.0f;
       for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* block = w + r * row_bytes + b * kBlockBytes;
-        const uint8_t* qh_bytes = block + (kWithMin ? 4 : 2);
-        uint32_t qh;
-        std::memcpy(&qh, qh_bytes, 4);  // little-endian, as GGUF stores it
-        const uint8_t* qs = qh_bytes + 4;
-        const int8_t* q = x[j][b].q;
-        int isum = 0;
-        for (int i = 0; i < 16; ++i) {
-          const int lo = (qs[i] & 0x0F) | static_cast<int>(((qh >> i) & 1u) << 4);
-          const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
-          isum += (lo - kOffset) * q[i] + (hi - kOffset) * q[i + 16];
-        }
+        const uint8_t* block = w + r * row_bytes + b * F::kBlockBytes;
+        const int isum = F::Isum(block, x[j][b].q);
         const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
         sum = std::fma(static_cast<float>(isum), scale, sum);
         if (kWithMin) sum = std::fma(F16ToF32(LoadU16(block + 2)), x[j][b].s, sum);
@@ -470,14 +390,14 @@ const CpuKernels& ScalarCpuKernels() {
   static const CpuKernels kernels = {
       .quantize_q8 = QuantizeQ8,
       .dot_q8_0 = DotQ8_0,
-      .dot_q4_0 = DotQ4_0,
-      .dot_q4_1 = DotQ4_1,
-      .dot_q5_0 = DotQ5<false>,
-      .dot_q5_1 = DotQ5<true>,
-      .dot_q4_0_rows = DotQ4_0Rows,
-      .dot_q4_1_rows = DotQ4_1Rows,
-      .dot_q5_0_rows = DotQ5Rows<false>,
-      .dot_q5_1_rows = DotQ5Rows<true>,
+      .dot_q4_0 = DotNibbles<4, false>,
+      .dot_q4_1 = DotNibbles<4, true>,
+      .dot_q5_0 = DotNibbles<5, false>,
+      .dot_q5_1 = DotNibbles<5, true>,
+      .dot_q4_0_rows = DotNibbleRows<4, false>,
+      .dot_q4_1_rows = DotNibbleRows<4, true>,
+      .dot_q5_0_rows = DotNibbleRows<5, false>,
+      .dot_q5_1_rows = DotNibbleRows<5, true>,
       .dot_q4_K = DotScaleMinK<false>,
       .dot_q5_K = DotScaleMinK<true>,
       .dot_q6_K = DotQ6_K,
