@@ -144,6 +144,36 @@ TEST_F(CpuBackendParityTest, MatMulHonoursRowStride) {
   EXPECT_EQ(y_packed.values(), y_strided.values());
 }
 
+// Batch invariance at the matmul: every row of an m-row product is the float the same row gives
+// alone, for the 32-value block formats with rows short enough for the row-group kernels (k =
+// 256) and too long for them (k = 1024 is 640 bytes of Q4_1), over 19 weight rows (a partial
+// group), at decode and prefill sizes (whose tiles differ), on both backends.
+TEST_F(CpuBackendParityTest, EveryRowOfAProductIsItsOneRowProduct) {
+  const int64_t n = 19;
+  for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+    for (int64_t k : {256, 1024}) {
+      const std::vector<float> w = Random(n * k, 11, 0.2f);
+      const std::vector<uint8_t> wq = QuantizeMatrix(t, w.data(), n, k);
+      const WeightMatrix wm = Wm(t, wq.data(), n, k, RowBytes(t, k).value());
+      for (int64_t m : {5, 70}) {
+        const std::vector<float> x = Random(m * k, 12 + m);
+        for (Backend* be : {static_cast<Backend*>(&ref_), static_cast<Backend*>(&opt_)}) {
+          Guarded all(m * n);
+          be->MatMul(x.data(), m, wm, all.data(), DType::kF32);
+          const std::vector<float> got = all.values();
+          for (int64_t r = 0; r < m; ++r) {
+            Guarded one(n);
+            be->MatMul(x.data() + r * k, 1, wm, one.data(), DType::kF32);
+            const std::vector<float> want = one.values();
+            EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + r * n))
+                << DTypeName(t) << " k=" << k << " m=" << m << " row " << r << " " << be->name();
+          }
+        }
+      }
+    }
+  }
+}
+
 // Each chunk of MatMulChunked is bit-identical to MatMul over that chunk alone (taken as a
 // contiguous copy of its input columns and a strided view of its weight columns), for every
 // weight type, on both backends, at decode and prefill sizes.
