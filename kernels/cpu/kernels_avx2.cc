@@ -411,10 +411,10 @@ const CpuKernels& Avx2Table() {
       .dot_q4_1 = avx2_internal::DotQ4_1,
       .dot_q5_0 = avx2_internal::DotQ5_0,
       .dot_q5_1 = avx2_internal::DotQ5_1,
-      .dot_q4_0_rows = avx2_internal::DotQ4_0Rows,
-      .dot_q4_1_rows = avx2_internal::DotQ4_1Rows,
-      .dot_q5_0_rows = avx2_internal::DotQ5_0Rows,
-      .dot_q5_1_rows = avx2_internal::DotQ5_1Rows,
+      .dot_q4_0_rows = avx2_internal::DotNibbleRows<4, false>,
+      .dot_q4_1_rows = avx2_internal::DotNibbleRows<4, true>,
+      .dot_q5_0_rows = avx2_internal::DotNibbleRows<5, false>,
+      .dot_q5_1_rows = avx2_internal::DotNibbleRows<5, true>,
       .dot_q4_K = avx2_internal::DotQ4_K,
       .dot_q5_K = avx2_internal::DotQ5_K,
       .dot_q6_K = avx2_internal::DotQ6_K,
@@ -445,10 +445,10 @@ const CpuKernels& Avx2Table() {
 const CpuKernels& Avx512VnniTable() {
   static const CpuKernels kernels = [] {
     CpuKernels k = Avx2Table();
-    k.dot_q4_0_rows = DotQ4_0RowsVnni;
-    k.dot_q4_1_rows = DotQ4_1RowsVnni;
-    k.dot_q5_0_rows = DotQ5_0RowsVnni;
-    k.dot_q5_1_rows = DotQ5_1RowsVnni;
+    k.dot_q4_0_rows = DotNibbleRowsVnni<4, false>;
+    k.dot_q4_1_rows = DotNibbleRowsVnni<4, true>;
+    k.dot_q5_0_rows = DotNibbleRowsVnni<5, false>;
+    k.dot_q5_1_rows = DotNibbleRowsVnni<5, true>;
     return k;
   }();
   return kernels;

@@ -391,14 +391,10 @@ void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
 // The row-group Q4_0 / Q4_1 / Q5_0 / Q5_1 dots with vpdpbusd: kernels_avx2_vnni.cc, compiled
 // for AVX-512 VNNI + VL (it does not include this header: its code must not be linked in place
 // of this file's). REQUIRES: CpuSupportsIsa(CpuIsa::kAvx512Vnni).
-void DotQ4_0RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                     int num_x, int64_t num_blocks, float* out);
-void DotQ4_1RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                     int num_x, int64_t num_blocks, float* out);
-void DotQ5_0RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                     int num_x, int64_t num_blocks, float* out);
-void DotQ5_1RowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                     int num_x, int64_t num_blocks, float* out);
+// Instantiated there for (4, false), (4, true), (5, false) and (5, true): Q4_0, Q4_1, Q5_0, Q5_1.
+template <int kBits, bool kWithMin>
+void DotNibbleRowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
+                       int num_x, int64_t num_blocks, float* out);
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
