@@ -9,6 +9,7 @@
 // checks).
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -114,22 +115,28 @@ void GgmlDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& r
   (simd.*entry)(w.data(), x.ptrs.data(), num_x, blocks, out.data());
 }
 
-// Row groups (Q4_0/1, Q5_0/1), strided rows: bit for bit with the reference (cpu_kernels.h).
+// Row groups (Q4_0/1, Q5_0/1) at any row and block strides (rows one after another, the
+// interleaved form, overlapping ones): bit for bit with the reference (cpu_kernels.h).
 void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& ref, int num_x,
                  DType t) {
   const int64_t block_bytes = tpserve::BlockBytes(t);
   const int num_w = in.ConsumeIntegralInRange(1, tpserve::kWeightRowGroup);
   const int64_t blocks = in.ConsumeIntegralInRange<int64_t>(0, 9);
-  const int64_t row_bytes = blocks * block_bytes + in.ConsumeIntegralInRange<int64_t>(0, 24);
-  const std::vector<uint8_t> w = Raw<uint8_t>(in, (num_w - 1) * row_bytes + blocks * block_bytes);
+  const int64_t row_stride = in.ConsumeIntegralInRange<int64_t>(0, 9 * block_bytes + 24);
+  const int64_t block_stride = in.ConsumeIntegralInRange<int64_t>(0, 8 * block_bytes + 24);
+  // Room for one block at least: the kernel forms each row's pointer even with no blocks.
+  const std::vector<uint8_t> w = Raw<uint8_t>(
+      in, (num_w - 1) * row_stride + std::max<int64_t>(0, blocks - 1) * block_stride + block_bytes);
   const Q8Rows x = Activations(in, ref, num_x, blocks);
   std::vector<float> got(num_x * tpserve::kWeightRowGroup), want(got.size());
   const auto entry = t == DType::kQ4_0   ? &CpuKernels::dot_q4_0_rows
                      : t == DType::kQ4_1 ? &CpuKernels::dot_q4_1_rows
                      : t == DType::kQ5_0 ? &CpuKernels::dot_q5_0_rows
                                          : &CpuKernels::dot_q5_1_rows;
-  (simd.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, got.data());
-  (ref.*entry)(w.data(), row_bytes, num_w, x.ptrs.data(), num_x, blocks, want.data());
+  (simd.*entry)(w.data(), row_stride, block_stride, num_w, x.ptrs.data(), num_x, blocks,
+                got.data());
+  (ref.*entry)(w.data(), row_stride, block_stride, num_w, x.ptrs.data(), num_x, blocks,
+               want.data());
   for (int j = 0; j < num_x; ++j) {
     for (int i = 0; i < num_w; ++i) {
       const int64_t at = j * tpserve::kWeightRowGroup + i;

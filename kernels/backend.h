@@ -78,7 +78,8 @@ class DeviceBuffer {
 // How the model uses a weight matrix it places with Backend::PlaceWeight.
 enum class WeightUse : uint8_t {
   kMatMul,  // only multiplied (MatMul, MatMulMany, MatMulChunked): the backend may keep a form
-            // of its own instead of the stored one (the CUDA backend's mixed-input GEMM layout)
+            // of its own instead of the stored one (the CUDA backend's mixed-input GEMM layout,
+            // the CPU backend's interleaved Q4_0/1 and Q5_0/1 row groups)
   kTable,   // read by EmbeddingRows as well (an embedding, maybe tied to the LM head): the
             // stored form stays
   kFused,   // as kMatMul, and multiplied only as MatMulMany's `fused` matrix (the q/k/v or

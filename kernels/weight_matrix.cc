@@ -137,6 +137,7 @@ HostMatrix CopyColumnChunk(const WeightMatrix& w, int64_t c, int64_t kc) {
 
 void DequantizeWeightRow(const WeightMatrix& w, int64_t row, float* out) {
   TP_CHECK(row >= 0 && row < w.rows, "DequantizeWeightRow: row out of range");
+  TP_CHECK(w.data != nullptr, "DequantizeWeightRow: the matrix is only in a backend's own form");
   const auto* src = static_cast<const uint8_t*>(w.data) + row * w.row_bytes;
   switch (w.format.kind) {
     case FormatKind::kInt4Group:

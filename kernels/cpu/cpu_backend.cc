@@ -187,8 +187,23 @@ void CpuBackend::ParallelChunks(int64_t count, int64_t min_chunk,
 
 absl::StatusOr<PlacedWeight> CpuBackend::PlaceWeight(const HostMatrix& host, WeightUse use,
                                                      std::string_view what) {
-  // Any use: the stored form stays (a table, an embedding tied to the LM head, is read by
-  // EmbeddingRows) and the packing goes beside it.
+  if (use == WeightUse::kMatMul && InterleavesRowGroups(host.matrix.format) &&
+      host.matrix.input_perm == nullptr) {
+    // Only multiplied: held in CpuMatMul's interleaved form instead of the stored one, the same
+    // bytes in another order (copied out of a checkpoint this rank would otherwise read in
+    // place).
+    auto bytes = std::make_shared<const std::vector<uint8_t>>(InterleaveRowGroups(host.matrix));
+    PlacedWeight placed;
+    placed.matrix = host.matrix;
+    placed.matrix.data = nullptr;
+    placed.matrix.prepared = bytes->data();
+    placed.matrix.row_bytes = PackedRowBytes(host.matrix.format, host.matrix.cols);
+    placed.bytes_copied = static_cast<int64_t>(bytes->size());
+    placed.prepared = std::move(bytes);
+    return placed;
+  }
+  // Any other use: the stored form stays (a table, an embedding tied to the LM head, is read by
+  // EmbeddingRows) and a bf16 packing goes beside it.
   TP_ASSIGN_OR_RETURN(PlacedWeight placed, Backend::PlaceWeight(host, use, what));
   const WeightMatrix& w = placed.matrix;
   if (!onednn_bf16_ || w.format.kind != FormatKind::kBF16 || w.input_perm != nullptr) {

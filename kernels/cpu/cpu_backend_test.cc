@@ -174,6 +174,84 @@ TEST_F(CpuBackendParityTest, EveryRowOfAProductIsItsOneRowProduct) {
   }
 }
 
+// What a row-group kernel gives rows [0, n) of a stored Q4_0/1 or Q5_0/1 matrix (rows
+// row_bytes apart) against x [m, k], over the nb weight blocks from block0: the scalar table's
+// dot_*_rows, one row and one activation row a call. y [m, n].
+std::vector<float> RowGroupFloats(DType t, const uint8_t* wq, int64_t row_bytes, int64_t n,
+                                  int64_t block0, int64_t nb, const std::vector<float>& x,
+                                  int64_t m, int64_t k) {
+  const CpuKernels& ks = ScalarCpuKernels();
+  const auto dot = t == DType::kQ4_0   ? ks.dot_q4_0_rows
+                   : t == DType::kQ4_1 ? ks.dot_q4_1_rows
+                   : t == DType::kQ5_0 ? ks.dot_q5_0_rows
+                                       : ks.dot_q5_1_rows;
+  std::vector<float> y(m * n);
+  std::vector<Q8Block> xq(k / 32);
+  float out[kWeightRowGroup];
+  for (int64_t j = 0; j < m; ++j) {
+    ks.quantize_q8(x.data() + j * k, k, xq.data());
+    const Q8Block* xb = xq.data() + block0;
+    for (int64_t r = 0; r < n; ++r) {
+      dot(wq + r * row_bytes + block0 * BlockBytes(t), row_bytes, BlockBytes(t), 1, &xb, 1, nb,
+          out);
+      y[j * n + r] = out[0];
+    }
+  }
+  return y;
+}
+
+// A Q4_0/1 or Q5_0/1 matrix placed for MatMul only is held interleaved (cpu_matmul.h): the same
+// bytes, no stored form, and every row of MatMul and of each MatMulChunked chunk the floats a
+// row-group kernel gives the stored row, whatever the row length (k = 1024 is 640 bytes of Q4_1,
+// per-row kernels in the stored form), the rows past the last whole group (5, 19) and m (the
+// decode and prefill tiles), on both backends. A table keeps its stored form.
+TEST_F(CpuBackendParityTest, InterleavedMatricesGiveTheRowGroupFloatsOfTheirStoredRows) {
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+    for (int64_t k : {256, 1024}) {
+      for (int64_t n : {5, 19, 64}) {
+        const std::vector<float> w = Random(n * k, 21 + n, 0.2f);
+        HostMatrix host;
+        host.values = QuantizeMatrix(t, w.data(), n, k);
+        host.matrix = Wm(t, host.values.data(), n, k, RowBytes(t, k).value());
+        const std::string what = std::string(DTypeName(t)) + " k=" + std::to_string(k) +
+                                 " n=" + std::to_string(n);
+        for (CpuBackend* be : {&ref_, &opt_}) {
+          absl::StatusOr<PlacedWeight> placed = be->PlaceWeight(host, WeightUse::kMatMul, "w");
+          ASSERT_TRUE(placed.ok()) << placed.status();
+          EXPECT_EQ(placed->matrix.data, nullptr) << what;
+          ASSERT_NE(placed->matrix.prepared, nullptr) << what;
+          EXPECT_EQ(placed->bytes_copied, n * RowBytes(t, k).value()) << what;
+          absl::StatusOr<PlacedWeight> table = be->PlaceWeight(host, WeightUse::kTable, "w");
+          ASSERT_TRUE(table.ok()) << table.status();
+          ASSERT_NE(table->matrix.data, nullptr) << what;  // the stored bytes, in their order
+          EXPECT_EQ(std::memcmp(table->matrix.data, host.values.data(), host.values.size()), 0)
+              << what;
+          for (int64_t m : {1, 5, 70}) {
+            const std::vector<float> x = Random(m * k, 22 + m);
+            Guarded y(m * n);
+            be->MatMul(x.data(), m, placed->matrix, y.data(), DType::kF32);
+            ASSERT_TRUE(y.GuardsIntact()) << what;
+            EXPECT_EQ(y.values(), RowGroupFloats(t, host.values.data(), host.matrix.row_bytes, n,
+                                                 0, k / 32, x, m, k))
+                << what << " m=" << m << " " << be->name();
+            const int64_t chunks = 4, kc = k / chunks;
+            Guarded parts(chunks * m * n);
+            be->MatMulChunked(x.data(), m, placed->matrix, chunks, parts.data());
+            ASSERT_TRUE(parts.GuardsIntact()) << what;
+            const std::vector<float> got = parts.values();
+            for (int64_t c = 0; c < chunks; ++c) {
+              const std::vector<float> want = RowGroupFloats(
+                  t, host.values.data(), host.matrix.row_bytes, n, c * kc / 32, kc / 32, x, m, k);
+              EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + c * m * n))
+                  << what << " m=" << m << " chunk " << c << " " << be->name();
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Each chunk of MatMulChunked is bit-identical to MatMul over that chunk alone (taken as a
 // contiguous copy of its input columns and a strided view of its weight columns), for every
 // weight type, on both backends, at decode and prefill sizes.

@@ -67,22 +67,24 @@ struct CpuKernels {
   void (*dot_q5_1)(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_blocks,
                    float* out);
   // The same four as row groups: out[j * kWeightRowGroup + i] = dot(weight row i, x[j]) for
-  // i < num_w (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); row i's num_blocks blocks
-  // start at w + i * row_bytes. out holds num_x * kWeightRowGroup floats (the slots past num_w
-  // are written and mean nothing). Every table gives the same floats: per row and x[j], with d
+  // i < num_w (1..kWeightRowGroup) and j < num_x (1..kMaxDotRows); block b of row i is at
+  // w + i * row_stride + b * block_stride (rows one after another: row_stride = the row's bytes,
+  // block_stride = the block's; the CPU backend's interleaved form, cpu_matmul.h: row_stride =
+  // the block's bytes, block_stride = kWeightRowGroup of them). out holds num_x *
+  // kWeightRowGroup floats (the slots past num_w are written and mean nothing). Every table gives the same floats: per row and x[j], with d
   // (and m, Q4_1 / Q5_1) the weight block's scalars, dx (and s) the activation block's and isum
   // the exact integer sum,
   //   sum = 0; for each block: sum = fma(isum, d * dx, sum)   (then sum = fma(m, s, sum))
   // so a row's result does not depend on the rows or the number of rows it shares a call with.
   // (Not the per-row entries' floats: a matrix takes one form or the other, cpu_matmul.cc.)
-  void (*dot_q4_0_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                        int num_x, int64_t num_blocks, float* out);
-  void (*dot_q4_1_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                        int num_x, int64_t num_blocks, float* out);
-  void (*dot_q5_0_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                        int num_x, int64_t num_blocks, float* out);
-  void (*dot_q5_1_rows)(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                        int num_x, int64_t num_blocks, float* out);
+  void (*dot_q4_0_rows)(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                        const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
+  void (*dot_q4_1_rows)(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                        const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
+  void (*dot_q5_0_rows)(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                        const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
+  void (*dot_q5_1_rows)(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                        const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
   // The K-quants: num_blocks counts 256-value super-blocks of w, each against 8 consecutive
   // Q8 blocks of every x[j]. Integer sums are exact; per 32-value sub-block the float part is
   //   Q4_K/Q5_K: d * dx * (scale * sum(q * qx)) - dmin * dx * (min * sum(qx))

@@ -85,8 +85,8 @@ TEST_F(CpuKernelsTest, QuantizedDotsMatchReferenceForEveryRowCount) {
   }
 }
 
-using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int, const Q8Block* const*, int, int64_t,
-                               float*);
+using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int64_t, int, const Q8Block* const*, int,
+                               int64_t, float*);
 
 RowGroupDotFn RowGroupDot(const CpuKernels& ks, DType t) {
   switch (t) {
@@ -126,7 +126,8 @@ class RowGroupDotTest : public ::testing::TestWithParam<DType> {
                                       int num_x) const {
     std::vector<float> out(num_x * kWeightRowGroup);
     const auto dot = RowGroupDot(ks, GetParam());
-    dot(w_.data() + r0 * row_bytes_, row_bytes_, num_w, x_ + j0, num_x, nb_, out.data());
+    dot(w_.data() + r0 * row_bytes_, row_bytes_, BlockBytes(GetParam()), num_w, x_ + j0, num_x,
+        nb_, out.data());
     std::vector<std::vector<float>> result(num_x);
     for (int t = 0; t < num_x; ++t) {
       result[t].assign(out.begin() + t * kWeightRowGroup,
@@ -195,6 +196,44 @@ TEST_P(RowGroupDotTest, EveryTableGivesTheReferenceFloats) {
         for (int num_x = 1; num_x <= kMaxDotRows; ++num_x) {
           EXPECT_EQ(Dot(ks, 1, num_w, 0, num_x), Dot(ScalarCpuKernels(), 1, num_w, 0, num_x))
               << CpuIsaName(isa) << " nb=" << nb << " num_w=" << num_w << " num_x=" << num_x;
+        }
+      }
+    }
+  }
+}
+
+// The interleaved form (block b of row i of a group at (b * 8 + i) * block bytes: cpu_matmul.h)
+// gives every table the floats of the same rows one after another.
+TEST_P(RowGroupDotTest, InterleavedRowsGiveTheFloatsOfRowsOneAfterAnother) {
+  const int64_t bb = BlockBytes(GetParam());
+  for (int64_t nb : {1, 18}) {
+    Make(nb, 8);
+    std::vector<uint8_t> interleaved(kRows * nb * bb);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t group = r / kWeightRowGroup * kWeightRowGroup * nb * bb;
+      for (int64_t b = 0; b < nb; ++b) {
+        std::memcpy(interleaved.data() + group + (b * kWeightRowGroup + r % kWeightRowGroup) * bb,
+                    w_.data() + r * row_bytes_ + b * bb, bb);
+      }
+    }
+    for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+      if (!CpuSupportsIsa(isa)) continue;
+      const CpuKernels& ks = CpuKernelsFor(isa);
+      for (int64_t g = 0; g < kRows / kWeightRowGroup; ++g) {
+        for (int num_w = 1; num_w <= kWeightRowGroup; ++num_w) {
+          for (int num_x : {1, 5, 8}) {
+            std::vector<float> out(num_x * kWeightRowGroup);
+            RowGroupDot(ks, GetParam())(interleaved.data() + g * kWeightRowGroup * nb * bb, bb,
+                                        kWeightRowGroup * bb, num_w, x_, num_x, nb, out.data());
+            const auto want = Dot(ks, g * kWeightRowGroup, num_w, 0, num_x);
+            for (int t = 0; t < num_x; ++t) {
+              for (int i = 0; i < num_w; ++i) {
+                EXPECT_EQ(out[t * kWeightRowGroup + i], want[t][i])
+                    << CpuIsaName(isa) << " nb=" << nb << " group " << g << " num_w=" << num_w
+                    << " row " << i << " x " << t;
+              }
+            }
+          }
         }
       }
     }

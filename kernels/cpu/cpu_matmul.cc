@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_matmul.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/check.h"
 
@@ -8,8 +9,8 @@ namespace tpserve {
 namespace {
 
 using QuantDotFn = void (*)(const uint8_t*, const Q8Block* const*, int, int64_t, float*);
-using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int, const Q8Block* const*, int, int64_t,
-                               float*);
+using RowGroupDotFn = void (*)(const uint8_t*, int64_t, int64_t, int, const Q8Block* const*, int,
+                               int64_t, float*);
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -35,30 +36,67 @@ constexpr int64_t kSubTileWeightBytes = 256 << 10;
 // quickest SmolLM2 bf16 steps, docs/PERFORMANCE.md).
 constexpr int64_t kPrefetchRows = 8;
 
-// Q4_0/1 and Q5_0/1 rows whose span in a call (a column chunk's, for chunked products) is at most
-// this many bytes take the row-group kernels, longer ones the per-row kernels. Measured with
-// //kernels/cpu:matmul_bench, 2 threads, DRAM-streamed matrices (docs/PERFORMANCE.md): at m = 1
-// the groups win on 360-byte rows (131072 x 576 Q4_1: 1.2 against 1.9 ms) and lose on 960-byte
-// and longer ones (65536 x 1536: 3.0 against 2.3 ms; 32768 x 4096: 3.5-4.0 against 2.5-2.9 ms),
-// where they still win from m = 2 on. The choice is the matrix's (its shape and format), never
-// the step's, so a row's floats do not depend on the batch; a TP rank's slice and the same
-// columns run as a chunk on one rank (--deterministic_tp) choose alike.
+// Q4_0/1 and Q5_0/1 rows in their stored form (rows one after another) whose span in a call (a
+// column chunk's, for chunked products) is at most this many bytes take the row-group kernels,
+// longer ones the per-row kernels. Measured with //kernels/cpu:matmul_bench, 2 threads,
+// DRAM-streamed matrices (docs/PERFORMANCE.md): at m = 1 the groups win on 360-byte rows (131072
+// x 576 Q4_1: 1.2 against 1.9 ms) and lose on 960-byte and longer ones (65536 x 1536: 3.0 against
+// 2.3 ms; 32768 x 4096: 3.5-4.0 against 2.5-2.9 ms), where they still win from m = 2 on.
+// Interleaved, a group is one stream and every row length takes the groups. The choice is the
+// matrix's (its form, shape and format), never the step's, so a row's floats do not depend on
+// the batch; a TP rank's slice and the same columns run as a chunk on one rank
+// (--deterministic_tp) are both placed by CpuBackend::PlaceWeight, so they choose alike.
 constexpr int64_t kRowGroupMaxRowBytes = 512;
 
+// An interleaved matrix (InterleaveRowGroups): the CPU backend's own form of a nibble format.
+bool IsInterleaved(const WeightMatrix& w) {
+  return w.prepared != nullptr && InterleavesRowGroups(w.format);
+}
+
 bool UsesRowGroups(const WeightMatrix& w) {
-  switch (w.format.kind) {
+  if (!InterleavesRowGroups(w.format)) return false;
+  return IsInterleaved(w) ||
+         w.cols / InputBlockValues(w.format) * BlockBytes(*ElementDType(w.format)) <=
+             kRowGroupMaxRowBytes;
+}
+
+}  // namespace
+
+bool InterleavesRowGroups(const TensorFormat& format) {
+  switch (format.kind) {
     case FormatKind::kQ4_0:
     case FormatKind::kQ4_1:
     case FormatKind::kQ5_0:
     case FormatKind::kQ5_1:
-      return w.cols / InputBlockValues(w.format) * BlockBytes(*ElementDType(w.format)) <=
-             kRowGroupMaxRowBytes;
+      return true;
     default:
       return false;
   }
 }
 
-}  // namespace
+std::vector<uint8_t> InterleaveRowGroups(const WeightMatrix& w) {
+  TP_CHECK(InterleavesRowGroups(w.format) && w.data != nullptr && w.input_perm == nullptr,
+           "InterleaveRowGroups: not a Q4_0/1 or Q5_0/1 matrix in host memory");
+  const int64_t block = BlockBytes(*ElementDType(w.format));
+  const int64_t num_blocks = w.cols / InputBlockValues(w.format);
+  const int64_t row_bytes = num_blocks * block;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  std::vector<uint8_t> out(w.rows * row_bytes);
+  const int64_t whole = w.rows / kWeightRowGroup * kWeightRowGroup;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    uint8_t* group = out.data() + r / kWeightRowGroup * kWeightRowGroup * row_bytes;
+    const uint8_t* row = src + r * w.row_bytes;
+    if (r >= whole) {  // the last, partial group: rows one after another
+      std::memcpy(out.data() + r * row_bytes, row, row_bytes);
+      continue;
+    }
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      std::memcpy(group + (b * kWeightRowGroup + r % kWeightRowGroup) * block, row + b * block,
+                  block);
+    }
+  }
+  return out;
+}
 
 CpuMatMul::CpuMatMul(const CpuKernels& kernels, ThreadPool* pool)
     : kernels_(kernels), pool_(pool), row_scratch_(pool->num_threads()) {}
@@ -145,21 +183,37 @@ void CpuMatMul::RunRowGroupTile(const WeightMatrix& w, int64_t n0, int64_t n1, i
     default: TP_CHECK(false, "not a row-group weight type");
   }
   const int64_t num_blocks = w.cols / InputBlockValues(w.format);
-  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t block = BlockBytes(*ElementDType(w.format));
+  const bool interleaved = IsInterleaved(w);
+  const auto* base = static_cast<const uint8_t*>(interleaved ? w.prepared : w.data);
+  const int64_t first_block = interleaved ? x_block0 : 0;  // a chunk's (the others are views)
+  TP_CHECK(n0 % kWeightRowGroup == 0, "a row-group tile starts inside a group");
   const Q8Block* rows[kMaxDotRows];
   float out[kMaxDotRows * kWeightRowGroup];
   for (int64_t i = n0; i < n1; i += kWeightRowGroup) {
     const int num_w = static_cast<int>(std::min<int64_t>(kWeightRowGroup, n1 - i));
-    // The kernel reads the group's rows a block of each at a time, a few lines ahead at most,
-    // in an order the hardware prefetcher does not follow; every line of the group asked for
-    // up front arrives in parallel (DRAM-streamed 131072 x 576 at m = 1: 2.7 ms without this,
-    // 1.1 ms with it; asking for the next group instead: 1.5-1.8 ms, docs/PERFORMANCE.md).
     const uint8_t* group = base + i * w.row_bytes;
-    for (int64_t b = 0; b < num_w * w.row_bytes; b += 64) __builtin_prefetch(group + b);
+    int64_t row_stride = w.row_bytes, block_stride = block;
+    if (interleaved && i + kWeightRowGroup <= w.rows) {
+      // One sequential stream, which the hardware prefetcher follows (software prefetches
+      // measured no quicker).
+      TP_CHECK(num_w == kWeightRowGroup, "a row-group tile ends inside a group");
+      group += first_block * kWeightRowGroup * block;
+      row_stride = block;
+      block_stride = kWeightRowGroup * block;
+    } else {
+      // Rows one after another: the kernel reads them a block of each at a time, a few lines
+      // ahead at most, in an order the hardware prefetcher does not follow; every line of the
+      // group asked for up front arrives in parallel (DRAM-streamed 131072 x 576 at m = 1: 2.7
+      // ms without this, 1.1 ms with it; asking for the next group instead: 1.5-1.8 ms,
+      // docs/PERFORMANCE.md).
+      group += first_block * block;
+      for (int64_t b = 0; b < num_w * w.row_bytes; b += 64) __builtin_prefetch(group + b);
+    }
     for (int64_t j = m0; j < m1; j += kMaxDotRows) {
       const int num_x = static_cast<int>(std::min<int64_t>(kMaxDotRows, m1 - j));
       for (int t = 0; t < num_x; ++t) rows[t] = x_q8_.data() + (j + t) * x_row_blocks + x_block0;
-      dot(base + i * w.row_bytes, w.row_bytes, num_w, rows, num_x, num_blocks, out);
+      dot(group, row_stride, block_stride, num_w, rows, num_x, num_blocks, out);
       for (int t = 0; t < num_x; ++t) {
         for (int r = 0; r < num_w; ++r) y[(j + t) * w.rows + i + r] = out[t * kWeightRowGroup + r];
       }
@@ -320,9 +374,15 @@ void CpuMatMul::RunTile(const float* x, const WeightMatrix& w, int64_t chunk, in
                         int64_t n0, int64_t n1, int64_t m0, int64_t m1, float* y,
                         int thread) const {
   WeightMatrix whole = w;
-  whole.bias = nullptr;      // added below, to the tile's finished sums
-  whole.prepared = nullptr;  // these kernels read the stored form (CpuBackend may pack beside it)
-  const WeightMatrix wc = ColumnChunk(whole, chunk, kc);
+  whole.bias = nullptr;  // added below, to the tile's finished sums
+  WeightMatrix wc;
+  if (IsInterleaved(w)) {  // the chunk's columns, addressed from the whole (RunRowGroupTile)
+    wc = whole;
+    wc.cols = kc;
+  } else {
+    whole.prepared = nullptr;  // the stored form (CpuBackend may pack a bf16 one beside it)
+    wc = ColumnChunk(whole, chunk, kc);
+  }
   const Path path = PathOf(w.format);
   // Up to 2 * kMaxDotRows rows, a group per L1; prefill-sized tiles keep their own order
   // (16-bit rows widened once per tile row, see RunFloatTile).

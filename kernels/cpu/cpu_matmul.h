@@ -6,10 +6,12 @@
 //   matmul.Run(x, m, w, y);
 //
 // Quantized weights (GGML blocks, int4 groups): x is quantized once per call into 8-bit blocks
-// (Q8Block) and each tile multiplies one unpacked weight row (Q4_0/1, Q5_0/1 rows of up to
-// 512 bytes: a group of kWeightRowGroup rows, one per SIMD lane) against up to kMaxDotRows
-// activation rows at a time, so prefill re-uses both the quantized activations and each
-// unpacked weight block. Every GGML
+// (Q8Block) and each tile multiplies one unpacked weight row (Q4_0/1, Q5_0/1: a group of
+// kWeightRowGroup rows, one per SIMD lane) against up to kMaxDotRows activation rows at a time,
+// so prefill re-uses both the quantized activations and each unpacked weight block. Q4_0/1 and
+// Q5_0/1 matrices that are only multiplied are held interleaved (InterleaveRowGroups below) and
+// always run as row groups; in their stored form (a table, a view) only rows of up to 512 bytes
+// do, longer ones one row at a time. Every GGML
 // block type (Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 blocks of 32, Q4_K/Q5_K/Q6_K super-blocks of 256) and
 // every int4 group (a multiple of 32 columns) multiplies against the same Q8 blocks of 32. An
 // int4 act-order permutation gathers x into stored column order once per call, before
@@ -32,6 +34,19 @@
 #include "kernels/cpu/thread_pool.h"
 
 namespace tpserve {
+
+// The CPU backend's own form of a Q4_0/1 or Q5_0/1 matrix that is only multiplied
+// (WeightUse::kMatMul; CpuBackend::PlaceWeight): its rows in groups of kWeightRowGroup from row
+// 0, each group's blocks interleaved, so that a group is one sequential stream (block b of row
+// i of the group at (b * kWeightRowGroup + i) * block bytes, the groups row_bytes *
+// kWeightRowGroup apart); a last group of fewer rows keeps its rows one after another. The
+// matrix then has data == nullptr, prepared == these bytes and row_bytes == one row's blocks
+// (PackedRowBytes), and only CpuMatMul reads it. Why: eight rows read block by block from eight
+// places defeat the hardware prefetcher on matrices streamed from DRAM, so rows of more than
+// 512 bytes stayed one row at a time (docs/PERFORMANCE.md, issue 39).
+bool InterleavesRowGroups(const TensorFormat& format);
+// REQUIRES: InterleavesRowGroups(w.format), w.data in host memory, no input_perm.
+std::vector<uint8_t> InterleaveRowGroups(const WeightMatrix& w);
 
 class CpuMatMul {
  public:
@@ -75,7 +90,9 @@ class CpuMatMul {
   // its activation blocks start at x_block0 in rows of x_row_blocks blocks.
   void RunQuantizedTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0, int64_t m1,
                         float* y, int64_t x_block0, int64_t x_row_blocks) const;
-  // Q4_0/1, Q5_0/1: kWeightRowGroup weight rows per dot call (CpuKernels::dot_q4_0, ...).
+  // Q4_0/1, Q5_0/1: kWeightRowGroup weight rows per dot call (CpuKernels::dot_q4_0_rows, ...).
+  // Rows n0 and n1 are multiples of kWeightRowGroup or w.rows. An interleaved w is the whole
+  // matrix with the chunk's cols: its first block is x_block0 (both blocks are 32 values).
   void RunRowGroupTile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0, int64_t m1,
                        float* y, int64_t x_block0, int64_t x_row_blocks) const;
   void RunInt4Tile(const WeightMatrix& w, int64_t n0, int64_t n1, int64_t m0, int64_t m1,

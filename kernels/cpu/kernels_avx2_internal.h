@@ -393,8 +393,8 @@ void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
 // of this file's). REQUIRES: CpuSupportsIsa(CpuIsa::kAvx512Vnni).
 // Instantiated there for (4, false), (4, true), (5, false) and (5, true): Q4_0, Q4_1, Q5_0, Q5_1.
 template <int kBits, bool kWithMin>
-void DotNibbleRowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                       int num_x, int64_t num_blocks, float* out);
+void DotNibbleRowsVnni(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                       const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);

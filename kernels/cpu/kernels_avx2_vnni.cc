@@ -46,18 +46,22 @@ __m256i BlockDot4Bit(const __m256i (&levels)[8], const int8_t* q) {
 }  // namespace
 
 template <int kBits, bool kWithMin>
-void DotNibbleRowsVnni(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                       int num_x, int64_t num_blocks, float* out) {
-  DotNibbleRows<kBits, kWithMin>(w, row_bytes, num_w, x, num_x, num_blocks, out);
+void DotNibbleRowsVnni(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                       const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
+  DotNibbleRows<kBits, kWithMin>(w, row_stride, block_stride, num_w, x, num_x, num_blocks, out);
 }
-template void DotNibbleRowsVnni<4, false>(const uint8_t*, int64_t, int, const Q8Block* const*, int,
-                                          int64_t, float*);
-template void DotNibbleRowsVnni<4, true>(const uint8_t*, int64_t, int, const Q8Block* const*, int,
-                                         int64_t, float*);
-template void DotNibbleRowsVnni<5, false>(const uint8_t*, int64_t, int, const Q8Block* const*, int,
-                                          int64_t, float*);
-template void DotNibbleRowsVnni<5, true>(const uint8_t*, int64_t, int, const Q8Block* const*, int,
-                                         int64_t, float*);
+template void DotNibbleRowsVnni<4, false>(const uint8_t*, int64_t, int64_t, int,
+                                          const Q8Block* const*, int, int64_t,
+                                          float*);
+template void DotNibbleRowsVnni<4, true>(const uint8_t*, int64_t, int64_t, int,
+                                         const Q8Block* const*, int, int64_t,
+                                         float*);
+template void DotNibbleRowsVnni<5, false>(const uint8_t*, int64_t, int64_t, int,
+                                          const Q8Block* const*, int, int64_t,
+                                          float*);
+template void DotNibbleRowsVnni<5, true>(const uint8_t*, int64_t, int64_t, int,
+                                         const Q8Block* const*, int, int64_t,
+                                         float*);
 
 }  // namespace avx2_internal
 }  // namespace tpserve

@@ -108,17 +108,23 @@ struct Bounded {
     (Inner().*kEntry)(w, x, num_x, num_blocks, out);
   }
 
-  // The row groups: num_w weight rows of num_blocks blocks of `t`, row_bytes apart.
-  template <DType t, void (*CpuKernels::*kEntry)(const uint8_t*, int64_t, int,
-                                                 const Q8Block* const*, int, int64_t, float*)>
-  static void DotRowGroup(const uint8_t* w, int64_t row_bytes, int num_w,
+  // The row groups: num_w weight rows of num_blocks blocks of `t`, block b of row i at
+  // w + i * row_stride + b * block_stride (both strides >= 0).
+  template <DType t,
+            void (*CpuKernels::*kEntry)(const uint8_t*, int64_t, int64_t, int,
+                                        const Q8Block* const*, int, int64_t, float*)>
+  static void DotRowGroup(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
                           const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
     static const std::string name = EntryName(t) + "_rows";
-    const int64_t row_span = num_blocks * BlockBytes(t);
-    Check(name.c_str(), "w", w, num_w > 0 ? (num_w - 1) * row_bytes + row_span : 0);
+    // The last block of the last row ends furthest out.
+    const int64_t end = num_w > 0 && num_blocks > 0
+                            ? (num_w - 1) * row_stride + (num_blocks - 1) * block_stride +
+                                  BlockBytes(t)
+                            : 0;
+    Check(name.c_str(), "w", w, end);
     CheckRows(name.c_str(), "x", x, num_x, num_blocks);
     Check(name.c_str(), "out", out, num_x * kWeightRowGroup);
-    (Inner().*kEntry)(w, row_bytes, num_w, x, num_x, num_blocks, out);
+    (Inner().*kEntry)(w, row_stride, block_stride, num_w, x, num_x, num_blocks, out);
   }
 
   static void DotInt4(const uint8_t* w, const uint16_t* scales, const uint16_t* zeros,

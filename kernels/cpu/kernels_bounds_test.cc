@@ -46,9 +46,15 @@ TEST_F(KernelBoundsTest, ARowGroupOneByteShortAbortsNamingTheKernelAndArgument) 
   std::vector<Q8Block> x(2, Q8Block{});
   const Q8Block* rows[] = {x.data()};
   std::vector<float> out(kWeightRowGroup);
-  EXPECT_DEATH(k_.dot_q4_1_rows(w.data(), 48, 2, rows, 1, 2, out.data()),
+  EXPECT_DEATH(k_.dot_q4_1_rows(w.data(), 48, 20, 2, rows, 1, 2, out.data()),
                "CPU kernel dot_q4_1_rows: argument w spans 88 bytes from 0x[0-9a-f]+, but byte 87 "
                "of them is not addressable.*0 bytes (to the right of|after) 87-byte region");
+  // Interleaved (cpu_matmul.h): block b of row i at (b * 8 + i) * 20, so row 1's second block
+  // ends at byte 20 + 160 + 20 = 200.
+  std::vector<uint8_t> interleaved(199, 0);
+  EXPECT_DEATH(k_.dot_q4_1_rows(interleaved.data(), 20, 160, 2, rows, 1, 2, out.data()),
+               "CPU kernel dot_q4_1_rows: argument w spans 200 bytes from 0x[0-9a-f]+, but byte "
+               "199 of them is not addressable");
 }
 
 TEST_F(KernelBoundsTest, AFreedActivationRowAborts) {

@@ -102,14 +102,14 @@ void DotNibbles(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nu
 
 // Row groups (cpu_kernels.h), each row on its own, in the order every table keeps.
 template <int kBits, bool kWithMin>
-void DotNibbleRows(const uint8_t* w, int64_t row_bytes, int num_w, const Q8Block* const* x,
-                   int num_x, int64_t num_blocks, float* out) {
+void DotNibbleRows(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                   const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
   using F = NibbleFormat<kBits, kWithMin>;
   for (int j = 0; j < num_x; ++j) {
     for (int r = 0; r < num_w; ++r) {
       float sum = 0.0f;
       for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* block = w + r * row_bytes + b * F::kBlockBytes;
+        const uint8_t* block = w + r * row_stride + b * block_stride;
         const int isum = F::Isum(block, x[j][b].q);
         const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
         sum = std::fma(static_cast<float>(isum), scale, sum);

@@ -39,6 +39,9 @@ ABSL_FLAG(std::string, formats, "f32,bf16,q4_1,q4_k,fp8,fp8-block,int4-g128",
 ABSL_FLAG(std::string, shapes, "4096x4096,576x1536", "comma-separated NxK (out x in features)");
 ABSL_FLAG(std::string, tokens, "1,2,4,5,8,16", "comma-separated activation row counts m");
 ABSL_FLAG(std::string, threads, "1,2", "comma-separated thread counts");
+ABSL_FLAG(bool, placed, true,
+          "multiply each matrix as the engine holds it, placed for MatMul (CpuBackend::"
+          "PlaceWeight: Q4_0/1 and Q5_0/1 interleaved in row groups); false: its stored form");
 ABSL_FLAG(int, repeats, 5, "timed runs per figure; the best is reported");
 ABSL_FLAG(double, min_seconds, 0.2, "minimum length of one timed run");
 
@@ -138,6 +141,14 @@ int Main() {
       for (size_t ti = 0; ti < threads.size(); ++ti) {
         const int64_t t = threads[ti];
         CpuBackend backend(CpuBackendOptions{.num_threads = static_cast<int>(t)});
+        absl::StatusOr<PlacedWeight> placed =
+            absl::GetFlag(FLAGS_placed)
+                ? backend.PlaceWeight(wq, WeightUse::kMatMul, "bench weights")
+                : PlaceStoredWeight(backend, wq, "bench weights");
+        if (!placed.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(placed.status().message()).c_str());
+          return 1;
+        }
         ThreadPool pool(static_cast<int>(t));
         std::unique_ptr<OneDnnBf16MatMul> packed;
         if (onednn) {
@@ -155,7 +166,7 @@ int Main() {
             if (packed != nullptr) {
               packed->Run(x.data(), m, y.data(), &pool).IgnoreError();  // checked by its test
             } else {
-              backend.MatMul(x.data(), m, wq.matrix, y.data(), DType::kF32);
+              backend.MatMul(x.data(), m, placed->matrix, y.data(), DType::kF32);
             }
           });
           if (m == 1) one_row_s = p.wall_s;
