@@ -1,6 +1,7 @@
 #include "model/sharding.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "absl/strings/str_join.h"
@@ -14,6 +15,10 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t n, int64_t multiple) { return CeilDiv(n, multiple) * multiple; }
 
+bool IsDenseMlpRole(TensorRole role) {
+  return role == TensorRole::kGate || role == TensorRole::kUp || role == TensorRole::kDown;
+}
+
 bool HasDenseMlp(const ModelSpec& c) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.IsMoeLayer(l)) return true;
@@ -21,11 +26,11 @@ bool HasDenseMlp(const ModelSpec& c) {
   return false;
 }
 
-// The MLP widths tensor parallelism splits: the dense MLP's where a layer has one, the
-// experts' where the model has them (unless expert parallelism places them whole).
+// The MLP widths tensor parallelism must split evenly: the experts' where the model has them
+// (unless expert parallelism places them whole). The dense MLP's is split on its formats' block
+// boundaries, evenly or not (DenseFfnGranule).
 std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c, bool ep) {
   std::vector<std::pair<std::string_view, int64_t>> widths;
-  if (HasDenseMlp(c)) widths.push_back({"intermediate_size", c.intermediate_size});
   if (ep) return widths;
   if (c.moe.enabled()) {
     widths.push_back({"moe.expert_intermediate_size", c.moe.expert_intermediate_size});
@@ -45,6 +50,8 @@ bool SplitsKvHeads(const ModelSpec& c, int tp) {
 
 bool SplitsEvenly(const ModelSpec& c, int tp, bool ep, bool adp) {
   bool ok = adp || (c.num_heads % tp == 0 && SplitsKvHeads(c, tp));
+  // The dense MLP: at least one row per rank (its blocks are counted with the formats).
+  ok = ok && (!HasDenseMlp(c) || c.intermediate_size >= tp);
   for (const auto& [name, width] : FfnWidths(c, ep)) ok = ok && width % tp == 0;
   if (ep) ok = ok && c.moe.enabled() && c.moe.routing.num_experts % tp == 0;
   return ok;
@@ -72,6 +79,7 @@ absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, Tens
   const std::array<int64_t, 2> full = FullShape(config, role);
   TP_RETURN_IF_ERROR(MatrixBytes(f, full[0], full[1], TensorRoleName(role)).status());
   if (tp == 1 || PlacedWhole(role, ep, adp)) return absl::OkStatus();
+  if (IsDenseMlpRole(role)) return absl::OkStatus();  // whole blocks by construction (Create)
   if (kind == ShardKind::kRow && (full[1] / tp) % InputBlockValues(f) != 0) {
     return absl::InvalidArgumentError(
         StrCat(TensorRoleName(role), " is row-parallel: its input dim ", full[1], " / tp ", tp,
@@ -90,8 +98,45 @@ absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, Tens
   return absl::OkStatus();
 }
 
+// The dense MLP's inner width is cut into units of this many rows of gate and up (columns of
+// down): a multiple of every block of down's input and every tile of gate's and up's output
+// rows, in every layer, so no block straddles two ranks however the units fall.
+int64_t DenseFfnGranule(const ModelSpec& c, const WeightFormats& formats) {
+  int64_t g = 1;
+  const auto lcm = [](int64_t a, int64_t b) { return a / std::gcd(a, b) * b; };
+  if (!HasDenseMlp(c)) return g;
+  for (TensorRole role : {TensorRole::kGate, TensorRole::kUp, TensorRole::kDown}) {
+    for (const TensorFormat& f : formats.AllOf(role)) {
+      const int64_t block = role == TensorRole::kDown ? InputBlockValues(f) : OutputBlockRows(f);
+      g = lcm(g, std::max<int64_t>(block, 1));
+    }
+  }
+  return g;
+}
+
+// OK when the dense MLP's width is whole units (DenseFfnGranule) and each of the tp ranks gets
+// one at least.
+absl::Status CheckDenseFfnSplit(const ModelSpec& c, const WeightFormats& formats, int tp) {
+  if (!HasDenseMlp(c) || tp == 1) return absl::OkStatus();
+  const int64_t g = DenseFfnGranule(c, formats);
+  if (c.intermediate_size % g != 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "intermediate_size = ", c.intermediate_size, " is not a whole number of ", g,
+        "-value blocks of the MLP's formats, so tensor parallelism would split a block"));
+  }
+  if (c.intermediate_size / g < tp) {
+    const int64_t units = c.intermediate_size / g;
+    return absl::InvalidArgumentError(StrCat(
+        "intermediate_size = ", c.intermediate_size, " holds ", units,
+        units == 1 ? " block" : " blocks", " of ", g, " values, fewer than tensor-parallel degree ",
+        tp, ": a rank would hold none of the MLP"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckAllAlignment(const ModelSpec& config, const WeightFormats& formats, int tp,
                                bool ep, bool adp) {
+  TP_RETURN_IF_ERROR(CheckDenseFfnSplit(config, formats, tp));
   for (TensorRole role : kAllTensorRoles) {
     if (!HasRole(config, role)) continue;
     for (const TensorFormat& f : formats.AllOf(role)) {
@@ -355,6 +400,9 @@ absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_paral
   if (!attention_dp && !SplitsKvHeads(config, tp)) {
     fails.push_back(StrCat("num_kv_heads = ", config.num_kv_heads, " (nor is a multiple of it)"));
   }
+  if (HasDenseMlp(config) && config.intermediate_size < tp) {
+    fails.push_back(StrCat("intermediate_size = ", config.intermediate_size, " into a row each"));
+  }
   std::string divisors = StrCat("num_heads = ", config.num_heads);
   for (const auto& [name, width] : FfnWidths(config, expert_parallel)) {
     if (width % tp != 0) fails.push_back(StrCat(name, " = ", width));
@@ -431,7 +479,22 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   plan.num_local_heads_ = config.num_heads / attention_split;
   plan.kv_head_copies_ = adp ? shard.world_size : KvHeadCopies(config, shard.world_size);
   plan.num_local_kv_heads_ = LocalKvHeads(config, attention_split);
-  plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
+  // Units of the granule, the first intermediate_size % units ranks one more: SmolLM2's 48
+  // blocks of 32 at TP 9 are 6 on ranks 0-2 and 5 on ranks 3-8.
+  plan.ffn_granule_ = DenseFfnGranule(config, formats);
+  // (One rank holds the whole width, even a partial unit: an fp8 tile of a 96-wide MLP.)
+  if (shard.world_size == 1 || !HasDenseMlp(config)) {
+    plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
+    plan.first_ffn_row_ = shard.rank * plan.local_intermediate_size_;
+    plan.min_local_intermediate_size_ = plan.local_intermediate_size_;
+  } else {
+    const int64_t units = config.intermediate_size / plan.ffn_granule_;
+    const int64_t base = units / shard.world_size, extra = units % shard.world_size;
+    plan.local_intermediate_size_ = (base + (shard.rank < extra ? 1 : 0)) * plan.ffn_granule_;
+    plan.first_ffn_row_ =
+        (shard.rank * base + std::min<int64_t>(shard.rank, extra)) * plan.ffn_granule_;
+    plan.min_local_intermediate_size_ = base * plan.ffn_granule_;
+  }
   const int ffn_split = ep ? 1 : shard.world_size;  // EP: the experts whole
   plan.local_expert_intermediate_size_ = config.moe.expert_intermediate_size / ffn_split;
   plan.local_shared_intermediate_size_ = config.moe.shared_expert_intermediate_size / ffn_split;
@@ -502,7 +565,8 @@ TensorSlice ShardingPlan::Slice(TensorRole role) const {
                                                  : local_shared_intermediate_size_;
       int64_t& begin = ShardKindFor(role) == ShardKind::kColumn ? s.row_begin : s.col_begin;
       int64_t& count = ShardKindFor(role) == ShardKind::kColumn ? s.num_rows : s.num_cols;
-      begin = shard_.rank * local;
+      const bool dense = IsDenseMlpRole(role);
+      begin = dense ? first_ffn_row_ : shard_.rank * local;
       count = local;
       break;
     }

@@ -7,8 +7,9 @@
 //
 //   role                 kind         split                          after it
 //   q, k, v              column       output rows, whole heads       -
-//   gate, up             column       output rows                    -
-//   o, down              row          input columns                  a reduction each
+//   gate, up             column       output rows, whole blocks      -
+//   o, down              row          input columns (down: whole     a reduction each
+//                                     blocks, as gate's and up's rows)
 //   embedding, lm_head   vocab        rows, ceil(V / W) per rank     embedding: all-reduce
 //                                     (a multiple of the fp8 tile)   lm_head: all-gather
 //   q/k/v biases         column       with their output rows         -
@@ -32,7 +33,10 @@
 // H % W == 0 and KV % W == 0 each KV group stays on the rank of its query heads. The last
 // ranks may hold fewer vocab rows (or none): the others' padding.
 // A quantization block (GGML block, int4 group, fp8 tile) never straddles two ranks: a degree
-// that would split one is refused with the numbers.
+// that would split one is refused with the numbers. The dense MLP's inner width need not divide
+// by the degree: it is cut into units of its formats' blocks (ffn_granule()) and the first
+// ranks take one unit more (SmolLM2's 1,536 at TP 9: 48 blocks of 32, 6 on ranks 0-2, 5 on
+// ranks 3-8); the experts' widths must divide.
 // A rank's column-parallel slices of one input (q, k, v; gate, up) are whole and share their
 // columns, so a backend that fuses stacks them along n into one matrix for one GEMM, each slice
 // a contiguous range of its output columns (model/fused_projections.h says when and where).
@@ -95,15 +99,18 @@ int64_t RoleTensorsInLayer(const ModelSpec& config, TensorRole role, int64_t lay
 int64_t RoleTensorCount(const ModelSpec& config, TensorRole role, int64_t first_layer,
                         int64_t num_layers);
 
-// Tensor-parallel degrees that split the query heads and the FFN (every expert's too, unless
-// `expert_parallel`: then the experts' count instead) evenly, and the KV heads evenly or, past
-// their count, into whole copies (tp a multiple of num_kv_heads).
+// Tensor-parallel degrees that split the query heads and the experts' widths (unless
+// `expert_parallel`: then the experts' count instead) evenly, the KV heads evenly or, past
+// their count, into whole copies (tp a multiple of num_kv_heads), and give every rank a row of
+// the dense MLP (its blocks, and so whether a degree fits them, are the formats':
+// ShardingPlan::Create).
 // With `attention_dp` the heads need not split (every rank holds them all).
 std::vector<int> ValidTpDegrees(const ModelSpec& config, bool expert_parallel = false,
                                 bool attention_dp = false);
 
-// INVALID_ARGUMENT when tp < 1, does not divide num_heads or intermediate_size, or neither
-// divides nor is a multiple of num_kv_heads (naming which, and listing the valid degrees). With `expert_parallel`:
+// INVALID_ARGUMENT when tp < 1, does not divide num_heads or an expert's width, exceeds
+// intermediate_size, or neither divides nor is a multiple of num_kv_heads (naming which, and
+// listing the valid degrees). With `expert_parallel`:
 // the model must have experts and tp must divide their count (the experts' widths need not
 // split).
 absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_parallel = false,
@@ -155,8 +162,13 @@ class ShardingPlan {
   }
   int64_t num_local_kv_heads() const { return num_local_kv_heads_; }
   int64_t kv_head_copies() const { return kv_head_copies_; }
-  int64_t first_ffn_row() const { return shard_.rank * local_intermediate_size_; }
+  // This rank's rows of the dense MLP's inner width (gate's and up's rows, down's columns):
+  // [first_ffn_row(), + local_intermediate_size()), ffn_granule() rows a unit; the last ranks
+  // hold min_local_intermediate_size() where the units do not divide by the degree.
+  int64_t first_ffn_row() const { return first_ffn_row_; }
   int64_t local_intermediate_size() const { return local_intermediate_size_; }
+  int64_t min_local_intermediate_size() const { return min_local_intermediate_size_; }
+  int64_t ffn_granule() const { return ffn_granule_; }
   // Each expert's width on this rank (every expert split as the dense MLP is; whole with
   // expert parallelism).
   int64_t local_expert_intermediate_size() const { return local_expert_intermediate_size_; }
@@ -191,6 +203,9 @@ class ShardingPlan {
   int64_t num_local_kv_heads_ = 0;
   int64_t kv_head_copies_ = 1;
   int64_t local_intermediate_size_ = 0;
+  int64_t first_ffn_row_ = 0;
+  int64_t min_local_intermediate_size_ = 0;
+  int64_t ffn_granule_ = 1;
   int64_t local_expert_intermediate_size_ = 0;
   int64_t local_shared_intermediate_size_ = 0;
   int64_t first_local_expert_ = 0;

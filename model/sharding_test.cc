@@ -1,5 +1,6 @@
 #include "model/sharding.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -103,9 +104,24 @@ TEST(ShardingPlanTest, RejectsIndivisibleShapesNamingTheField) {
   p = ShardingPlan::Create(c, Formats("f32"), {0, 4});  // 12 % 4 == 0 but 3 KV heads do not
   EXPECT_NE(p.status().message().find("num_kv_heads = 3"), std::string::npos) << p.status();
   c = SmolLm2Shapes();
-  c.intermediate_size = 1537;
+  c.intermediate_size = 2;  // fewer rows than ranks
   p = ShardingPlan::Create(c, Formats("f32"), {0, 3});
-  EXPECT_NE(p.status().message().find("intermediate_size = 1537"), std::string::npos)
+  EXPECT_NE(p.status().message().find("tensor-parallel degree 3 does not divide intermediate_size "
+                                      "= 2 into a row each"),
+            std::string::npos)
+      << p.status();
+  c.intermediate_size = 1537;  // f32 splits it 513 / 512 / 512; Q4_1's blocks of 32 do not fit
+  EXPECT_TRUE(ShardingPlan::Create(c, Formats("f32"), {0, 3}).ok());
+  p = ShardingPlan::Create(c, Formats("q4_1"), {0, 3});
+  EXPECT_NE(p.status().message().find("intermediate_size = 1537 is not a whole number of 32-value "
+                                      "blocks"),
+            std::string::npos)
+      << p.status();
+  c.intermediate_size = 64;  // two blocks of 32 for three ranks
+  p = ShardingPlan::Create(c, Formats("q4_1"), {0, 3});
+  EXPECT_NE(p.status().message().find("intermediate_size = 64 holds 2 blocks of 32 values, fewer "
+                                      "than tensor-parallel degree 3"),
+            std::string::npos)
       << p.status();
   p = ShardingPlan::Create(SmolLm2Shapes(), Formats("f32"), {3, 3});
   EXPECT_NE(p.status().message().find("rank = 3 is outside [0, 3)"), std::string::npos);
@@ -116,23 +132,53 @@ TEST(ShardingPlanTest, RefusesADegreeThatSplitsAQuantizationGroupWithTheNumbers)
   c.hidden_size = 1024;
   c.num_heads = 16;
   c.num_kv_heads = 4;
-  c.intermediate_size = 2816;  // 22 groups of 128: whole at tp 2, not at tp 4
-  absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(c, Formats("int4-g128"), {0, 4});
+  c.intermediate_size = 2816;  // 22 groups of 128
+  // o's input, 16 heads of 64, is 64 columns a rank at TP 16: half a group.
+  absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(c, Formats("int4-g128"), {0, 16});
   ASSERT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(p.status().message().find("down is row-parallel: its input dim 2816 / tp 4 = 704 is "
-                                       "not a multiple of the int4-g128 block of 128 values"),
+  EXPECT_NE(p.status().message().find("o is row-parallel: its input dim 1024 / tp 16 = 64 is not "
+                                       "a multiple of the int4-g128 block of 128 values"),
             std::string::npos)
       << p.status();
-  EXPECT_NE(p.status().message().find("degrees that keep every block on one rank: 1, 2"),
+  EXPECT_NE(p.status().message().find("degrees that keep every block on one rank: 1, 2, 4, 8"),
             std::string::npos)
       << p.status();
-  EXPECT_TRUE(ShardingPlan::Create(c, Formats("int4-g128"), {1, 2}).ok());
-  EXPECT_TRUE(ShardingPlan::Create(c, Formats("int4-g64"), {3, 4}).ok());
+  EXPECT_TRUE(ShardingPlan::Create(c, Formats("int4-g64"), {3, 16}).ok());
+  // The MLP's 22 groups at TP 4: 6, 6, 5 and 5 of them, each rank's columns whole groups.
+  for (int rank = 0; rank < 4; ++rank) {
+    p = ShardingPlan::Create(c, Formats("int4-g128"), {rank, 4});
+    ASSERT_TRUE(p.ok()) << p.status();
+    const int64_t groups = rank < 2 ? 6 : 5, first = rank * 5 + std::min(rank, 2);
+    EXPECT_EQ(p->Slice(TensorRole::kDown), (TensorSlice{0, 1024, first * 128, groups * 128}));
+    EXPECT_EQ(p->Slice(TensorRole::kUp), (TensorSlice{first * 128, groups * 128, 0, 1024}));
+  }
+}
+
+// SmolLM2 at TP 9 (issue 40): 9 heads, one a rank; 3 KV heads, each copied to 3 ranks; the
+// MLP's 48 Q4_1 blocks of 32 as 6 on ranks 0-2 and 5 on ranks 3-8, every row held once.
+TEST(ShardingPlanTest, AnMlpWhoseBlocksDoNotDivideIsSplitUnevenlyOnBlockBoundaries) {
+  int64_t next_row = 0;
+  for (int rank = 0; rank < 9; ++rank) {
+    absl::StatusOr<ShardingPlan> p = ShardingPlan::Create(SmolLm2Shapes(), Formats("q4_1"),
+                                                          {rank, 9});
+    ASSERT_TRUE(p.ok()) << p.status();
+    const int64_t rows = rank < 3 ? 192 : 160;
+    EXPECT_EQ(p->first_ffn_row(), next_row) << "rank " << rank;
+    EXPECT_EQ(p->local_intermediate_size(), rows) << "rank " << rank;
+    EXPECT_EQ(p->min_local_intermediate_size(), 160);
+    EXPECT_EQ(p->ffn_granule(), 32);
+    EXPECT_EQ(p->Slice(TensorRole::kGate), (TensorSlice{next_row, rows, 0, 576}));
+    EXPECT_EQ(p->Slice(TensorRole::kDown), (TensorSlice{0, 576, next_row, rows}));
+    EXPECT_EQ(p->num_local_heads(), 1);
+    EXPECT_EQ(p->first_kv_head(), rank / 3);
+    next_row += rows;
+  }
+  EXPECT_EQ(next_row, 1536);
 }
 
 TEST(ShardingPlanTest, ValidDegreesDivideHeadsKvHeadsAndTheFfn) {
   ModelSpec c = SmolLm2Shapes();
-  EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 3}));
+  EXPECT_EQ(ValidTpDegrees(c), (std::vector<int>{1, 3, 9}));  // 9: the MLP split unevenly
   c.num_heads = 128;
   c.num_kv_heads = 8;
   c.intermediate_size = 53248;

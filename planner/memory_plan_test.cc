@@ -474,8 +474,8 @@ TEST(MemoryPlanTest, DraftModelsThatCannotServeAreRefusedByName) {
             "draft: tensor-parallel degree 8 does not divide num_heads = 9 or num_kv_heads = 3 (nor "
             "is a multiple of it); query heads are split whole, KV "
             "heads whole or, past their count, copied to the ranks that share one, so valid "
-            "degrees (divisors of num_heads = 9 and intermediate_size = 1536 that divide or are "
-            "multiples of num_kv_heads = 3) are: 1, 3");
+            "degrees (divisors of num_heads = 9 that divide or are multiples of num_kv_heads = "
+            "3) are: 1, 3, 9");
 }
 
 TEST(MemoryPlanTest, FormatBytes) {

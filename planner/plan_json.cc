@@ -77,7 +77,10 @@ json StageJson(const MemoryPlan& plan, const StageMemory& m) {
         {"copies", r.copies},  // ranks holding each slice
         {"format", TensorFormatName(plan.inputs.weights[r.role])},
         {"num_tensors", r.num_tensors},
-        {"local_shape", {r.local_shape[0], r.local_shape[1]}},
+        {"local_shape", {r.local_shape[0], r.local_shape[1]}},  // rank 0's, the largest
+        // The dense MLP split unevenly: ranks from ranks_with_local_shape on hold this.
+        {"smallest_local_shape", {r.smallest_local_shape[0], r.smallest_local_shape[1]}},
+        {"ranks_with_local_shape", r.ranks_with_local_shape},
         {"bytes_per_rank", r.bytes_per_rank},
         // Of bytes_per_rank: the CUDA backend's own form beyond the stored one.
         {"backend_form_bytes_per_rank", r.backend_form_bytes_per_rank},

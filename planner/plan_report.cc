@@ -1,5 +1,6 @@
 #include "planner/plan_report.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -80,6 +81,13 @@ std::string WeightLines(const StageShards& stage, const WeightFormats& formats) 
                               absl::StrFormat("[%d x %d]", r.local_shape[0], r.local_shape[1]),
                               absl::StrJoin(names, "+"), r.num_tensors);
     out += SubLine(TensorRoleName(r.role), detail, r.bytes_per_rank);
+    if (!r.tied_to_embedding && r.smallest_local_shape != r.local_shape) {
+      out += absl::StrFormat("    (%s: [%d x %d] on ranks 0-%d, [%d x %d] on the others: the "
+                             "MLP's blocks do not divide by the degree)\n",
+                             TensorRoleName(r.role), r.local_shape[0], r.local_shape[1],
+                             r.ranks_with_local_shape - 1, r.smallest_local_shape[0],
+                             r.smallest_local_shape[1]);
+    }
   }
   for (const RoleShard& r : stage.roles) {
     if (r.kind == ShardKind::kReplicated || r.copies == 1) continue;
@@ -121,8 +129,9 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
                        b.mla_attn_latent + b.mla_head_in + b.mla_head_out + b.mla_expanded);
   }
   if (b.gate + b.up > 0) {
-    out += SubLine("gate, up",
-                   absl::StrFormat("2 x [%d x %d] %s", t, c.intermediate_size / in.tp, act),
+    // Rank 0's MLP width, the largest where the MLP's blocks do not divide by the degree.
+    const int64_t ffn_cols = b.gate / std::max<int64_t>(1, t * PlainElementBytes(in.activation_dtype));
+    out += SubLine("gate, up", absl::StrFormat("2 x [%d x %d] %s", t, ffn_cols, act),
                    b.gate + b.up);
   }
   if (c.moe.enabled()) {

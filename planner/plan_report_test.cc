@@ -55,6 +55,28 @@ TEST(PlanReportTest, TableShowsEveryLineAndTheTotals) {
   EXPECT_TRUE(Contains(table, "tokens/s per user")) << table;
 }
 
+// SmolLM2 Q4_1 on 9 H100s: the MLP's 48 blocks of 32 are 6 on ranks 0-2, 5 on the others; the
+// table shows rank 0's shapes and says the others', and its buffers are rank 0's width.
+TEST(PlanReportTest, AnUnevenMlpSplitShowsBothShapes) {
+  PlanInputs in;
+  in.model = SmolLM2_135M();
+  in.weights = *WeightFormatsPreset("q4_1");
+  in.tp = 9;
+  in.device = *GpuPreset("h100-80g");
+  in.max_context_tokens = 8192;
+  in.target_concurrent_sequences = 1;
+  const MemoryPlan plan = *PlanMemory(in);
+  const std::string table = RenderPlanTable(plan, EstimateRoofline(plan, {}));
+  EXPECT_TRUE(Contains(table, "(down: [576 x 192] on ranks 0-2, [576 x 160] on the others: the "
+                              "MLP's blocks do not divide by the degree)"))
+      << table;
+  EXPECT_TRUE(Contains(table, "(gate: [192 x 576] on ranks 0-2, [160 x 576] on the others"))
+      << table;
+  EXPECT_FALSE(Contains(table, "(q: ")) << table;
+  EXPECT_TRUE(Contains(table, "2 x [" + std::to_string(in.max_tokens_per_step) + " x 192] "))
+      << table;
+}
+
 // An MLA model on several GPUs: the table shows both attention layouts, each with the numbers
 // of its own plan (memory_plan_test works them out), this plan's marked; a dense GQA model's
 // split-only plan shows none.

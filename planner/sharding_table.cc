@@ -70,6 +70,15 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
   r.num_tensors = local_tensors(RoleTensorCount(config, role, first_layer, num_layers));
   const std::array<int64_t, 2> full = FullShape(config, role);
   r.local_shape = LocalShape(rank0, role);
+  r.smallest_local_shape = r.local_shape;
+  r.ranks_with_local_shape = tp;
+  const bool dense_mlp =
+      role == TensorRole::kGate || role == TensorRole::kUp || role == TensorRole::kDown;
+  if (dense_mlp && rank0.min_local_intermediate_size() < rank0.local_intermediate_size()) {
+    r.smallest_local_shape[role == TensorRole::kDown ? 1 : 0] =
+        rank0.min_local_intermediate_size();
+    r.ranks_with_local_shape = config.intermediate_size / rank0.ffn_granule() % tp;
+  }
   const std::string what = std::string(TensorRoleName(role));
   // Each tensor with its layer's format (a layer's experts share one).
   std::vector<const TensorFormat*> tensors;
@@ -88,6 +97,15 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
         BackendFormBytes(device, held, role, r.local_shape, tied_copy);
     r.bytes_per_rank += local_bytes + backend_form;
     r.backend_form_bytes_per_rank += backend_form;
+    if (r.smallest_local_shape != r.local_shape) {
+      TP_ASSIGN_OR_RETURN(int64_t small_bytes, MatrixBytes(held, r.smallest_local_shape[0],
+                                                           r.smallest_local_shape[1], what));
+      const int64_t small_form =
+          BackendFormBytes(device, held, role, r.smallest_local_shape, tied_copy);
+      const int64_t narrower = tp - r.ranks_with_local_shape;
+      r.uneven_bytes += narrower * (local_bytes + backend_form - small_bytes - small_form);
+      r.uneven_form_bytes += narrower * (backend_form - small_form);
+    }
     if (tied_copy) {
       r.replica_bytes += local_bytes * tp;  // the whole (padded) copy; the checkpoint has none
       continue;
@@ -121,7 +139,8 @@ absl::StatusOr<StageShards> ShardStage(const ModelSpec& config, const WeightForm
     if ((role == TensorRole::kFinalNorm || role == TensorRole::kLmHead) && !last) continue;
     if (role == TensorRole::kLmHead && config.tie_word_embeddings && first) {
       RoleShard tied{role, ShardKind::kVocab};
-      tied.local_shape = LocalShape(rank0, role);
+      tied.local_shape = tied.smallest_local_shape = LocalShape(rank0, role);
+      tied.ranks_with_local_shape = rank0.shard().world_size;
       tied.tied_to_embedding = true;
       s.roles.push_back(tied);
       continue;
@@ -192,7 +211,8 @@ absl::StatusOr<ShardingTable> PlanSharding(const ModelSpec& config, const Weight
       plan.checkpoint_bytes += r.unsharded_bytes;
       plan.padding_bytes += r.padding_bytes;
       plan.replica_bytes += r.replica_bytes;
-      plan.backend_form_bytes += tp * r.backend_form_bytes_per_rank;
+      plan.backend_form_bytes += tp * r.backend_form_bytes_per_rank - r.uneven_form_bytes;
+      plan.uneven_bytes += r.uneven_bytes;
     }
     plan.stages.push_back(std::move(s));
   }

@@ -43,7 +43,15 @@ struct RoleShard {
   // copies for k and v past the KV-head count, else 1.
   int64_t copies = 1;
   int64_t num_tensors = 0;               // tensors of this role on the stage (layers for per-layer)
-  std::array<int64_t, 2> local_shape{};  // [rows, cols] of one tensor on one rank
+  std::array<int64_t, 2> local_shape{};  // [rows, cols] of one tensor on rank 0 (the largest)
+  // The dense MLP's width split unevenly (model/sharding.h): the shape on the ranks from
+  // `ranks_with_local_shape` on, one block narrower; local_shape elsewhere.
+  std::array<int64_t, 2> smallest_local_shape{};
+  int64_t ranks_with_local_shape = 0;  // ranks [0, this) hold local_shape (all of them: tp)
+  // What the ranks holding smallest_local_shape hold less than bytes_per_rank, all together
+  // (tp * bytes_per_rank = what all ranks hold + this), and of it the backend form's part.
+  int64_t uneven_bytes = 0;
+  int64_t uneven_form_bytes = 0;
   int64_t bytes_per_rank = 0;            // all num_tensors slices on one rank
   int64_t unsharded_bytes = 0;           // the same tensors as the checkpoint stores them
   int64_t padding_bytes = 0;             // vocab padding rows, all ranks of the stage together
@@ -76,9 +84,13 @@ struct ShardingTable {
   int64_t padding_bytes = 0;
   int64_t replica_bytes = 0;
   int64_t backend_form_bytes = 0;  // all ranks: backend_form_bytes_per_rank of each role, x tp
+  // An MLP split unevenly: what the narrower ranks hold less than rank 0 (RoleShard's, summed);
+  // the stages' weight_bytes_per_rank are rank 0's, the most any rank holds.
+  int64_t uneven_bytes = 0;
 
   int64_t MaxWeightBytesPerRank() const;
-  // Sum over every rank: checkpoint_bytes + padding_bytes + replica_bytes + backend_form_bytes.
+  // Sum over every rank: checkpoint_bytes + padding_bytes + replica_bytes + backend_form_bytes
+  // (= tp * the stages' weight_bytes_per_rank - uneven_bytes).
   int64_t AllRanksWeightBytes() const;
 };
 

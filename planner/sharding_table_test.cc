@@ -27,7 +27,8 @@ ModelSpec Width768() {
 TEST(ShardingPlanTest, ValidDegreesSplitHeadsAndKvHeadsEvenly) {
   // Past its 8 KV heads, each copied to tp / 8 ranks.
   EXPECT_EQ(ValidTpDegrees(Llama31_405B()), (std::vector<int>{1, 2, 4, 8, 16, 32, 64, 128}));
-  EXPECT_EQ(ValidTpDegrees(SmolLM2_135M()), (std::vector<int>{1, 3}));
+  // 9: one head a rank, each KV head on 3, the MLP's blocks 6 or 5 a rank.
+  EXPECT_EQ(ValidTpDegrees(SmolLM2_135M()), (std::vector<int>{1, 3, 9}));
   EXPECT_EQ(ValidPipelineDegrees(SmolLM2_135M()), (std::vector<int>{1, 2, 3, 5, 6, 10, 15, 30}));
 }
 
@@ -36,24 +37,43 @@ TEST(ShardingPlanTest, InvalidTpNamesHeadsAndValidDegrees) {
   EXPECT_EQ(six.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(six.message().find(
                 "tensor-parallel degree 6 does not divide num_heads = 128 or num_kv_heads = 8 (nor "
-                "is a multiple of it) or intermediate_size = 53248"),
+                "is a multiple of it);"),
             std::string::npos)
       << six;
   EXPECT_NE(six.message().find("multiples of num_kv_heads = 8) are: 1, 2, 4, 8, 16, 32, 64, 128"),
             std::string::npos)
       << six;
-  // SmolLM2: 9 heads, 3 KV heads; 9 divides 9 heads and copies each KV head to 3 ranks, but
-  // does not divide the MLP's 1536.
-  absl::Status nine = ValidateParallelism(SmolLM2_135M(), 9, 1);
-  EXPECT_NE(nine.message().find("degree 9 does not divide intermediate_size = 1536;"),
-            std::string::npos)
-      << nine;
-  EXPECT_NE(nine.message().find(") are: 1, 3"), std::string::npos) << nine;
+  // SmolLM2: 9 heads, 3 KV heads; 9 divides 9 heads and copies each KV head to 3 ranks, and
+  // splits the MLP's 1536 unevenly; 2 divides neither head count.
+  EXPECT_TRUE(ValidateParallelism(SmolLM2_135M(), 9, 1).ok());
+  absl::Status two = ValidateParallelism(SmolLM2_135M(), 2, 1);
+  EXPECT_NE(two.message().find("degree 2 does not divide num_heads = 9"), std::string::npos)
+      << two;
+  EXPECT_NE(two.message().find(") are: 1, 3, 9"), std::string::npos) << two;
   absl::Status pp = ValidateParallelism(Llama31_405B(), 8, 4);
   EXPECT_NE(pp.message().find("pipeline stages 4 does not divide num_layers=126"),
             std::string::npos)
       << pp;
   EXPECT_FALSE(PlanSharding(Llama31_405B(), Preset("fp8"), 6, 1).ok());
+}
+
+// SmolLM2 Q4_1 at TP 9: gate, up and down 6 blocks of 32 on ranks 0-2, 5 on ranks 3-8; the
+// per-rank figure is rank 0's, and the report and JSON name both shapes.
+TEST(ShardingPlanTest, AnUnevenMlpSplitSaysBothShapes) {
+  ShardingTable p = *PlanSharding(SmolLM2_135M(), Preset("q4_1"), 9, 1);
+  const StageShards& s = p.stages[0];
+  for (TensorRole role : {TensorRole::kGate, TensorRole::kUp, TensorRole::kDown}) {
+    const RoleShard& r = *s.Find(role);
+    const bool down = role == TensorRole::kDown;
+    EXPECT_EQ(r.local_shape, down ? (std::array<int64_t, 2>{576, 192})
+                                  : (std::array<int64_t, 2>{192, 576}));
+    EXPECT_EQ(r.smallest_local_shape, down ? (std::array<int64_t, 2>{576, 160})
+                                           : (std::array<int64_t, 2>{160, 576}));
+    EXPECT_EQ(r.ranks_with_local_shape, 3);
+    // 30 layers, ranks 3-8 one block of 32 narrower: 576 rows x 20 bytes of Q4_1 a tensor.
+    EXPECT_EQ(r.uneven_bytes, 6 * 30 * 576 * 20);
+  }
+  EXPECT_EQ(s.Find(TensorRole::kQ)->smallest_local_shape, s.Find(TensorRole::kQ)->local_shape);
 }
 
 TEST(ShardingPlanTest, HeadsSplitWholeAndGqaGroupsKept) {
@@ -76,6 +96,7 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
       {Llama31_405B(), "fp8-block", 16, 1}, {Llama31_405B(), "bf16", 32, 2},
       {Llama31_405B(), "fp8-block", 8, 3}, {Llama33_70B(), "bf16", 2, 5},
       {SmolLM2_135M(), "q4_1", 3, 1},      {SmolLM2_135M(), "f32", 3, 2},
+      {SmolLM2_135M(), "q4_1", 9, 1},      {SmolLM2_135M(), "int4-g64", 9, 2},
       {Width768(), "int4-g128", 2, 1},     {Width768(), "q8_0", 4, 4},
       {Llama33_70B(), "q4_k", 8, 2},       {Llama31_8B(), "q6_k", 4, 1}};
   // Held as stored (CPU hosts), and as the CUDA backend holds them on a Hopper GPU (the
@@ -90,9 +111,11 @@ TEST(ShardingPlanTest, RanksSumToCheckpointPlusPaddingAndReplicas) {
     ASSERT_TRUE(split.ok()) << split.status();
     int64_t all_ranks = 0;
     for (const StageShards& s : split->stages) all_ranks += tp * s.weight_bytes_per_rank;
-    EXPECT_EQ(all_ranks, split->AllRanksWeightBytes());
-    EXPECT_EQ(all_ranks, split->checkpoint_bytes + split->padding_bytes + split->replica_bytes +
-                             split->backend_form_bytes);
+    // Rank 0 holds the most; an MLP split unevenly leaves the narrower ranks uneven_bytes less.
+    EXPECT_EQ(all_ranks, split->AllRanksWeightBytes() + split->uneven_bytes);
+    EXPECT_EQ(split->AllRanksWeightBytes(), split->checkpoint_bytes + split->padding_bytes +
+                                                split->replica_bytes + split->backend_form_bytes);
+    EXPECT_EQ(split->uneven_bytes > 0, tp == 9);
     const bool mixed = device.cuda && (std::string(format).find("int4") != std::string::npos ||
                                        std::string(format).find("fp8") != std::string::npos);
     EXPECT_EQ(split->backend_form_bytes > 0, mixed);

@@ -247,15 +247,15 @@ TEST_F(LlamaModelTest, LoadReportsMissingAndMisshapenTensors) {
   m = LlamaModel::Load(c, empty, {0, 1}, &backend_, &comm_);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(m.status().message().find("model.embed_tokens.weight"), std::string::npos);
-  // Row-parallel down_proj split over 2 ranks: 96 / 2 = 48 columns is not whole Q4_1 blocks.
-  c.intermediate_size = 96;
+  // The MLP over 2 ranks: 32 columns are one Q4_1 block, which cannot be split.
+  c.intermediate_size = 32;
   auto q = MakeTinyLlama(c, {.linear = DType::kQ4_1});
   SingleRankCommunicator solo;
   InProcessCommunicator rank1_of_2(std::make_shared<InProcessGroup>(2), 1);  // no collectives
   m = LlamaModel::Load(c, *q, {1, 2}, &backend_, &rank1_of_2);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(m.status().message().find("down is row-parallel: its input dim 96 / tp 2 = 48 is not "
-                                      "a multiple of the q4_1 block of 32 values"),
+  EXPECT_NE(m.status().message().find("intermediate_size = 32 holds 1 block of 32 values, fewer "
+                                      "than tensor-parallel degree 2"),
             std::string::npos)
       << m.status();
   m = LlamaModel::Load(c, *q, {0, 2}, &backend_, &solo);
