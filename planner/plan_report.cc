@@ -130,7 +130,8 @@ std::string BufferLines(const PlanInputs& in, const StageMemory& m, int64_t voca
   }
   if (b.gate + b.up > 0) {
     // Rank 0's MLP width, the largest where the MLP's blocks do not divide by the degree.
-    const int64_t ffn_cols = b.gate / std::max<int64_t>(1, t * PlainElementBytes(in.activation_dtype));
+    const int64_t ffn_cols =
+        b.gate / std::max<int64_t>(1, t * PlainElementBytes(in.activation_dtype));
     out += SubLine("gate, up", absl::StrFormat("2 x [%d x %d] %s", t, ffn_cols, act),
                    b.gate + b.up);
   }
