@@ -98,37 +98,47 @@ absl::Status CheckAlignment(const ModelSpec& config, const TensorFormat& f, Tens
   return absl::OkStatus();
 }
 
-// The dense MLP's inner width is cut into units of this many rows of gate and up (columns of
-// down): a multiple of every block of down's input and every tile of gate's and up's output
-// rows, in every layer, so no block straddles two ranks however the units fall.
-int64_t DenseFfnGranule(const ModelSpec& c, const WeightFormats& formats) {
+int64_t Lcm(int64_t a, int64_t b) { return a / std::gcd(a, b) * b; }
+
+// The least multiple of every block of down's input and every tile of gate's and up's output
+// rows, in every layer: a split of the dense MLP's inner width on multiples of it keeps every
+// block on one rank.
+int64_t DenseFfnBlock(const ModelSpec& c, const WeightFormats& formats) {
   int64_t g = 1;
-  const auto lcm = [](int64_t a, int64_t b) { return a / std::gcd(a, b) * b; };
   if (!HasDenseMlp(c)) return g;
   for (TensorRole role : {TensorRole::kGate, TensorRole::kUp, TensorRole::kDown}) {
     for (const TensorFormat& f : formats.AllOf(role)) {
       const int64_t block = role == TensorRole::kDown ? InputBlockValues(f) : OutputBlockRows(f);
-      g = lcm(g, std::max<int64_t>(block, 1));
+      g = Lcm(g, std::max<int64_t>(block, 1));
     }
   }
   return g;
 }
 
-// OK when the dense MLP's width is whole units (DenseFfnGranule) and each of the tp ranks gets
-// one at least.
+// Whether tp splits the dense MLP evenly, each rank whole blocks.
+bool SplitsDenseFfnEvenly(const ModelSpec& c, const WeightFormats& formats, int tp) {
+  return c.intermediate_size % tp == 0 &&
+         (c.intermediate_size / tp) % DenseFfnBlock(c, formats) == 0;
+}
+
+// OK when tp splits the dense MLP evenly, or unevenly into whole units (DenseFfnUnit) with one
+// at least on each rank.
 absl::Status CheckDenseFfnSplit(const ModelSpec& c, const WeightFormats& formats, int tp) {
-  if (!HasDenseMlp(c) || tp == 1) return absl::OkStatus();
-  const int64_t g = DenseFfnGranule(c, formats);
-  if (c.intermediate_size % g != 0) {
-    return absl::InvalidArgumentError(StrCat(
-        "intermediate_size = ", c.intermediate_size, " is not a whole number of ", g,
-        "-value blocks of the MLP's formats, so tensor parallelism would split a block"));
+  if (!HasDenseMlp(c) || tp == 1 || SplitsDenseFfnEvenly(c, formats, tp)) {
+    return absl::OkStatus();
   }
-  if (c.intermediate_size / g < tp) {
-    const int64_t units = c.intermediate_size / g;
+  const int64_t u = DenseFfnUnit(c, formats);
+  if (c.intermediate_size % u != 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "intermediate_size = ", c.intermediate_size, " does not divide by tensor-parallel degree ",
+        tp, ", and an uneven split needs whole units of ", u,
+        " values (the MLP's blocks, 32 at least), which it is not"));
+  }
+  if (c.intermediate_size / u < tp) {
+    const int64_t units = c.intermediate_size / u;
     return absl::InvalidArgumentError(StrCat(
         "intermediate_size = ", c.intermediate_size, " holds ", units,
-        units == 1 ? " block" : " blocks", " of ", g, " values, fewer than tensor-parallel degree ",
+        units == 1 ? " unit" : " units", " of ", u, " values, fewer than tensor-parallel degree ",
         tp, ": a rank would hold none of the MLP"));
   }
   return absl::OkStatus();
@@ -479,21 +489,24 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   plan.num_local_heads_ = config.num_heads / attention_split;
   plan.kv_head_copies_ = adp ? shard.world_size : KvHeadCopies(config, shard.world_size);
   plan.num_local_kv_heads_ = LocalKvHeads(config, attention_split);
-  // Units of the granule, the first intermediate_size % units ranks one more: SmolLM2's 48
-  // blocks of 32 at TP 9 are 6 on ranks 0-2 and 5 on ranks 3-8.
-  plan.ffn_granule_ = DenseFfnGranule(config, formats);
-  // (One rank holds the whole width, even a partial unit: an fp8 tile of a 96-wide MLP.)
-  if (shard.world_size == 1 || !HasDenseMlp(config)) {
+  // Evenly where the degree divides it in whole blocks; else in units, the first
+  // (units % world_size) ranks one more: SmolLM2's 48 units of 32 at TP 9 are 6 on ranks 0-2
+  // and 5 on ranks 3-8. (One rank holds the whole width, even a partial tile: an fp8 tile of a
+  // 96-wide MLP.)
+  plan.ffn_unit_ = DenseFfnUnit(config, formats);
+  plan.reduction_block_ = ReductionBlock(config, formats);
+  if (shard.world_size == 1 || !HasDenseMlp(config) ||
+      SplitsDenseFfnEvenly(config, formats, shard.world_size)) {
     plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
     plan.first_ffn_row_ = shard.rank * plan.local_intermediate_size_;
     plan.min_local_intermediate_size_ = plan.local_intermediate_size_;
   } else {
-    const int64_t units = config.intermediate_size / plan.ffn_granule_;
+    const int64_t units = config.intermediate_size / plan.ffn_unit_;
     const int64_t base = units / shard.world_size, extra = units % shard.world_size;
-    plan.local_intermediate_size_ = (base + (shard.rank < extra ? 1 : 0)) * plan.ffn_granule_;
+    plan.local_intermediate_size_ = (base + (shard.rank < extra ? 1 : 0)) * plan.ffn_unit_;
     plan.first_ffn_row_ =
-        (shard.rank * base + std::min<int64_t>(shard.rank, extra)) * plan.ffn_granule_;
-    plan.min_local_intermediate_size_ = base * plan.ffn_granule_;
+        (shard.rank * base + std::min<int64_t>(shard.rank, extra)) * plan.ffn_unit_;
+    plan.min_local_intermediate_size_ = base * plan.ffn_unit_;
   }
   const int ffn_split = ep ? 1 : shard.world_size;  // EP: the experts whole
   plan.local_expert_intermediate_size_ = config.moe.expert_intermediate_size / ffn_split;
@@ -513,6 +526,20 @@ int64_t ShardingPlan::CopiesOf(TensorRole role) const {
   const ShardKind kind = KindOf(role);
   if (kind == ShardKind::kReplicated) return shard_.world_size;
   return IsKvRole(role) ? kv_head_copies_ : 1;
+}
+
+int64_t ReductionBlock(const ModelSpec& config, const WeightFormats& formats) {
+  int64_t block = 8;
+  for (TensorRole role : {TensorRole::kO, TensorRole::kDown, TensorRole::kExpertDown,
+                          TensorRole::kSharedDown}) {
+    if (!HasRole(config, role)) continue;
+    for (const TensorFormat& f : formats.AllOf(role)) block = std::max(block, InputBlockValues(f));
+  }
+  return block;
+}
+
+int64_t DenseFfnUnit(const ModelSpec& config, const WeightFormats& formats) {
+  return Lcm(DenseFfnBlock(config, formats), 32);
 }
 
 ShardKind ShardingPlan::KindOf(TensorRole role) const {

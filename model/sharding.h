@@ -34,9 +34,9 @@
 // ranks may hold fewer vocab rows (or none): the others' padding.
 // A quantization block (GGML block, int4 group, fp8 tile) never straddles two ranks: a degree
 // that would split one is refused with the numbers. The dense MLP's inner width need not divide
-// by the degree: it is cut into units of its formats' blocks (ffn_granule()) and the first
-// ranks take one unit more (SmolLM2's 1,536 at TP 9: 48 blocks of 32, 6 on ranks 0-2, 5 on
-// ranks 3-8); the experts' widths must divide.
+// by the degree: where it does not (in whole blocks) it is cut into units (DenseFfnUnit: its
+// formats' blocks, 32 values at least) and the first ranks take one unit more (SmolLM2's 1,536
+// at TP 9: 48 units of 32, 6 on ranks 0-2, 5 on ranks 3-8); the experts' widths must divide.
 // A rank's column-parallel slices of one input (q, k, v; gate, up) are whole and share their
 // columns, so a backend that fuses stacks them along n into one matrix for one GEMM, each slice
 // a contiguous range of its output columns (model/fused_projections.h says when and where).
@@ -122,6 +122,16 @@ absl::Status ValidateTpDegree(const ModelSpec& config, int tp, bool expert_paral
 // left as asked; the planner and the engine both call this, so "int4" means the same to both.
 void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats);
 
+// The unit an uneven split of the dense MLP's inner width is made of, and the chunk
+// --deterministic_tp cuts down into where equal chunks would split a block: the least multiple
+// of 32 and of every block of down's input and every tile of gate's and up's output rows.
+int64_t DenseFfnUnit(const ModelSpec& config, const WeightFormats& formats);
+
+// What a --deterministic_tp chunk of a row-parallel input (o, down, the experts' down) must be
+// whole blocks of: every block of those inputs' formats, and 8 values at least (16-byte rows of
+// bf16, what the GPU GEMMs align to; model/step_buffers.h).
+int64_t ReductionBlock(const ModelSpec& config, const WeightFormats& formats);
+
 struct ShardSpec {
   int rank = 0;
   int world_size = 1;
@@ -163,12 +173,13 @@ class ShardingPlan {
   int64_t num_local_kv_heads() const { return num_local_kv_heads_; }
   int64_t kv_head_copies() const { return kv_head_copies_; }
   // This rank's rows of the dense MLP's inner width (gate's and up's rows, down's columns):
-  // [first_ffn_row(), + local_intermediate_size()), ffn_granule() rows a unit; the last ranks
-  // hold min_local_intermediate_size() where the units do not divide by the degree.
+  // [first_ffn_row(), + local_intermediate_size()); split unevenly, in whole ffn_unit()s, the
+  // last ranks hold min_local_intermediate_size().
   int64_t first_ffn_row() const { return first_ffn_row_; }
   int64_t local_intermediate_size() const { return local_intermediate_size_; }
   int64_t min_local_intermediate_size() const { return min_local_intermediate_size_; }
-  int64_t ffn_granule() const { return ffn_granule_; }
+  int64_t ffn_unit() const { return ffn_unit_; }  // DenseFfnUnit
+  int64_t reduction_block() const { return reduction_block_; }  // ReductionBlock
   // Each expert's width on this rank (every expert split as the dense MLP is; whole with
   // expert parallelism).
   int64_t local_expert_intermediate_size() const { return local_expert_intermediate_size_; }
@@ -205,7 +216,8 @@ class ShardingPlan {
   int64_t local_intermediate_size_ = 0;
   int64_t first_ffn_row_ = 0;
   int64_t min_local_intermediate_size_ = 0;
-  int64_t ffn_granule_ = 1;
+  int64_t ffn_unit_ = 32;
+  int64_t reduction_block_ = 8;
   int64_t local_expert_intermediate_size_ = 0;
   int64_t local_shared_intermediate_size_ = 0;
   int64_t first_local_expert_ = 0;

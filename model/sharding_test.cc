@@ -110,16 +110,16 @@ TEST(ShardingPlanTest, RejectsIndivisibleShapesNamingTheField) {
                                       "= 2 into a row each"),
             std::string::npos)
       << p.status();
-  c.intermediate_size = 1537;  // f32 splits it 513 / 512 / 512; Q4_1's blocks of 32 do not fit
-  EXPECT_TRUE(ShardingPlan::Create(c, Formats("f32"), {0, 3}).ok());
-  p = ShardingPlan::Create(c, Formats("q4_1"), {0, 3});
-  EXPECT_NE(p.status().message().find("intermediate_size = 1537 is not a whole number of 32-value "
-                                      "blocks"),
+  c.intermediate_size = 1537;  // not 3 equal parts, nor whole units of 32
+  p = ShardingPlan::Create(c, Formats("f32"), {0, 3});
+  EXPECT_NE(p.status().message().find("intermediate_size = 1537 does not divide by "
+                                      "tensor-parallel degree 3, and an uneven split needs whole "
+                                      "units of 32 values"),
             std::string::npos)
       << p.status();
-  c.intermediate_size = 64;  // two blocks of 32 for three ranks
+  c.intermediate_size = 64;  // two units of 32 for three ranks
   p = ShardingPlan::Create(c, Formats("q4_1"), {0, 3});
-  EXPECT_NE(p.status().message().find("intermediate_size = 64 holds 2 blocks of 32 values, fewer "
+  EXPECT_NE(p.status().message().find("intermediate_size = 64 holds 2 units of 32 values, fewer "
                                       "than tensor-parallel degree 3"),
             std::string::npos)
       << p.status();
@@ -166,7 +166,7 @@ TEST(ShardingPlanTest, AnMlpWhoseBlocksDoNotDivideIsSplitUnevenlyOnBlockBoundari
     EXPECT_EQ(p->first_ffn_row(), next_row) << "rank " << rank;
     EXPECT_EQ(p->local_intermediate_size(), rows) << "rank " << rank;
     EXPECT_EQ(p->min_local_intermediate_size(), 160);
-    EXPECT_EQ(p->ffn_granule(), 32);
+    EXPECT_EQ(p->ffn_unit(), 32);
     EXPECT_EQ(p->Slice(TensorRole::kGate), (TensorSlice{next_row, rows, 0, 576}));
     EXPECT_EQ(p->Slice(TensorRole::kDown), (TensorSlice{0, 576, next_row, rows}));
     EXPECT_EQ(p->num_local_heads(), 1);

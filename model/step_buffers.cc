@@ -22,24 +22,26 @@ int64_t StepBufferSizes::Total() const {
 namespace {
 
 // Whether every row-parallel input width (o's, the dense MLP's, each expert's) cuts into g
-// chunks of whole blocks. A chunk must hold whole quantization blocks of every format o and
-// down use (which covers the CPU's 8-bit activation blocks: only GGML formats quantize x, and
-// their blocks are 32 or 256 wide), and at least 8 values: 16-byte rows of bf16, what the GPU
-// GEMMs align to.
-bool ChunksAligned(const ModelSpec& c, const WeightFormats& formats, int64_t g) {
-  int64_t block = 8;
-  for (TensorRole role : {TensorRole::kO, TensorRole::kDown, TensorRole::kExpertDown,
-                          TensorRole::kSharedDown}) {
-    if (!HasRole(c, role)) continue;
-    for (const TensorFormat& f : formats.AllOf(role)) {
-      block = std::max(block, InputBlockValues(f));
-    }
-  }
+// chunks of whole blocks (ReductionBlock: which covers the CPU's 8-bit activation blocks, as
+// only GGML formats quantize x, and their blocks are 32 or 256 wide). The dense MLP's down may
+// instead run in its units (DenseDownChunks) where they are whole and `world`'s shares are
+// whole units.
+bool ChunksAligned(const ModelSpec& c, const WeightFormats& formats, int64_t g, int64_t world) {
+  const int64_t block = ReductionBlock(c, formats);
   bool aligned = c.num_heads % g == 0 && (c.num_heads / g * c.ValueHeadDim()) % block == 0;
   for (TensorRole role : {TensorRole::kDown, TensorRole::kExpertDown, TensorRole::kSharedDown}) {
     if (!HasRole(c, role)) continue;
     const int64_t width = FullShape(c, role)[1];
-    aligned = aligned && width % g == 0 && (width / g) % block == 0;
+    const bool equal = width % g == 0 && (width / g) % block == 0;
+    if (role != TensorRole::kDown || equal) {
+      aligned = aligned && equal;
+      continue;
+    }
+    const int64_t unit = DenseFfnUnit(c, formats);
+    absl::StatusOr<ShardingPlan> rank0 =
+        ShardingPlan::Create(c, formats, {0, static_cast<int>(world)});
+    aligned = aligned && width % unit == 0 && rank0.ok() &&
+              rank0->local_intermediate_size() % unit == 0;
   }
   return aligned;
 }
@@ -49,12 +51,13 @@ bool ChunksAligned(const ModelSpec& c, const WeightFormats& formats, int64_t g) 
 absl::Status CheckReductionChunks(const ModelSpec& c, const WeightFormats& formats,
                                   int64_t world_size, int64_t chunks) {
   if (chunks == 0) return absl::OkStatus();
-  if (chunks < 0 || chunks % world_size != 0 || !ChunksAligned(c, formats, chunks)) {
+  if (chunks < 0 || chunks % world_size != 0 || !ChunksAligned(c, formats, chunks, world_size)) {
     return absl::InvalidArgumentError(StrCat(
         "deterministic_tp_chunks = ", chunks, " must be a positive multiple of the ", world_size,
         " tensor-parallel ranks that divides num_heads = ", c.num_heads,
         " and cuts every row-parallel input (o, down, the experts' down) into whole "
-        "quantization blocks of at least 8 values"));
+        "quantization blocks of at least 8 values (the dense MLP's down may instead run in its "
+        "units of ", DenseFfnUnit(c, formats), " values where each rank holds whole units)"));
   }
   return absl::OkStatus();
 }
@@ -66,7 +69,22 @@ int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
   // One chunk per KV-head group, or per rank past the KV-head count (each rank's query heads
   // are then one group's share).
   const int64_t g = std::max<int64_t>(c.num_kv_heads, p.shard().world_size);
-  return ChunksAligned(c, formats, g) ? g : p.shard().world_size;
+  return ChunksAligned(c, formats, g, p.shard().world_size) ? g : p.shard().world_size;
+}
+
+DownChunks DenseDownChunks(const ModelSpec& c, const ShardingPlan& p, int64_t chunks) {
+  const int64_t world = p.shard().world_size;
+  const int64_t width = c.intermediate_size;
+  const DownChunks equal{chunks, std::max<int64_t>(1, chunks / world), false};
+  if (chunks <= 1 || width <= 0 || !HasRole(c, TensorRole::kDown)) return equal;
+  if (width % chunks == 0 && (width / chunks) % p.reduction_block() == 0) return equal;
+  const int64_t unit = p.ffn_unit();
+  // Whole units on every rank: all of them where the split is uneven, rank 0's share otherwise.
+  if (width % unit != 0 || p.local_intermediate_size() % unit != 0) {
+    return equal;  // the default count's fallback, one chunk a rank (ReductionChunks)
+  }
+  const int64_t units = width / unit;
+  return {units, (units + world - 1) / world, true};
 }
 
 StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_t t,
@@ -93,10 +111,14 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
   if (c.is_mtp_draft()) s.mtp_concat = t * 2 * c.hidden_size * a;
   // The dense MLP's (none when every layer is experts).
   s.gate = s.up = HasRole(c, TensorRole::kGate) ? t * p.local_intermediate_size() * a : 0;
+  const DownChunks down = DenseDownChunks(c, p, chunks);
   s.partials = chunks > 1 || c.moe.enabled()
-                   ? std::max<int64_t>(1, chunks / world) * t * c.hidden_size * kF32
+                   ? std::max<int64_t>({1, chunks / world, down.per_rank}) * t * c.hidden_size *
+                         kF32
                    : 0;
-  s.all_partials = world > 1 && chunks > 1 ? chunks * t * c.hidden_size * kF32 : 0;
+  s.all_partials = world > 1 && chunks > 1
+                       ? std::max(chunks, down.per_rank * world) * t * c.hidden_size * kF32
+                       : 0;
   if (p.attention_dp() && chunks > 1) {
     // Data-parallel attention: a rank's o projection is whole, all its chunks local.
     s.partials = std::max(s.partials, chunks * t * c.hidden_size * kF32);

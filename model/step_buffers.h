@@ -14,8 +14,10 @@
 //   mla_*                    MLA's (StepBufferSizes says)
 //   gate, up                 T * local_ffn * a        each (where a layer has a dense MLP)
 //   partials                 C / W * T * hidden * 4   row-parallel chunk sums (f32; C > 1, or
-//                                                     a MoE layer's experts at any C)
-//   all_partials             C * T * hidden * 4       gathered chunks (W > 1, C > 1)
+//                                                     a MoE layer's experts at any C); down's
+//                                                     DenseDownChunks::per_rank where more
+//   all_partials             C * T * hidden * 4       gathered chunks (W > 1, C > 1); down's
+//                                                     per_rank * W where more
 //   logits_local             S * Vr * 4               this rank's LM head rows (f32)
 //   logits_gathered          W * S * Vr * 4           all ranks' (W > 1)
 //   router_logits            T * E * 4                a MoE layer's router output (f32)
@@ -116,6 +118,21 @@ int64_t ReductionChunks(const ModelSpec& config, const ShardingPlan& plan,
 // INVALID_ARGUMENT naming deterministic_tp_chunks and the bounds.
 absl::Status CheckReductionChunks(const ModelSpec& config, const WeightFormats& formats,
                                   int64_t world_size, int64_t chunks);
+
+// How --deterministic_tp cuts the dense MLP's down projection when the reduction has `chunks`
+// chunks: into those `chunks` equal chunks where each is whole blocks
+// (ShardingPlan::down_chunk_block()), as every other row-parallel input; otherwise (an MLP
+// split unevenly: SmolLM2's 1,536 at 9 chunks) into its units (ShardingPlan::ffn_unit()), in
+// order, whatever the degree. Each rank then multiplies its own units (5 or 6 of SmolLM2's 48 at
+// TP 9), its last chunks zero up to per_rank so that every rank sends as many to the gather,
+// and the ordered sum meets the units in TP 1's order with zeros between: the same floats,
+// except that a sum of exactly zero may be +0.0 where TP 1's is -0.0.
+struct DownChunks {
+  int64_t total = 1;     // chunks over all ranks (the zeros not counted)
+  int64_t per_rank = 1;  // chunks each rank sends (its own, then zeros)
+  bool units = false;    // in ffn_unit() chunks rather than the reduction's
+};
+DownChunks DenseDownChunks(const ModelSpec& config, const ShardingPlan& plan, int64_t chunks);
 
 StepBufferSizes StepBuffersFor(const ModelSpec& config, const ShardingPlan& plan,
                                int64_t max_tokens_per_step, int64_t max_logit_rows,

@@ -77,7 +77,7 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
   if (dense_mlp && rank0.min_local_intermediate_size() < rank0.local_intermediate_size()) {
     r.smallest_local_shape[role == TensorRole::kDown ? 1 : 0] =
         rank0.min_local_intermediate_size();
-    r.ranks_with_local_shape = config.intermediate_size / rank0.ffn_granule() % tp;
+    r.ranks_with_local_shape = config.intermediate_size / rank0.ffn_unit() % tp;
   }
   const std::string what = std::string(TensorRoleName(role));
   // Each tensor with its layer's format (a layer's experts share one).

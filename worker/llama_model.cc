@@ -166,6 +166,7 @@ absl::Status LlamaModel::Init() {
         "the default, serves every step"));
   }
   reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_, requested_chunks_);
+  down_chunks_ = DenseDownChunks(config_, plan_, reduction_chunks_);
   sizes_ = StepBuffersFor(config_, plan_, max_tokens_per_step_, max_logit_rows_,
                           ActivationBytes(*backend_), reduction_chunks_);
   for (const auto& [buffer, bytes] : WorkspaceBuffers(*ws_, sizes_)) {
@@ -785,7 +786,7 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepInputs& step)
     backend_->MatMulMany(ws.h.data(), t, gate_up, act, w.FusedGateUp());
     backend_->GatedActivation(config_.mlp_activation, ws.gate.data(), ws.up.data(), t * ffn,
                               ws.gate.data());
-    TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix));  // -> ws.proj
+    TP_RETURN_IF_ERROR(RowParallel(ws.gate.data(), t, w.down.matrix, /*dense_down=*/true));
   }
   if (config_.sandwich_norms) {
     backend_->RmsNorm(ws.proj.data(), w.post_ffn_norm.as<float>(), t, hidden,
@@ -795,7 +796,8 @@ absl::Status LlamaModel::FeedForwardBlock(int64_t layer, const StepInputs& step)
   return absl::OkStatus();
 }
 
-absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatrix& w) {
+absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatrix& w,
+                                     bool dense_down) {
   Workspace& ws = *ws_;
   const int world = plan_.shard().world_size;
   const int64_t chunks = reduction_chunks_, local_chunks = chunks / world;
@@ -805,6 +807,16 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
     backend_->MatMul(x, t, w, ws.proj.data(), act);
     if (world == 1) return absl::OkStatus();
     return comm_->AllReduceSum(ws.proj.data(), t * n, act);
+  }
+  if (dense_down && down_chunks_.units) {
+    // The MLP's units in order (DenseDownChunks): this rank's, then zeros up to per_rank.
+    const int64_t own = w.cols / plan_.ffn_unit();
+    auto* partials = ws.partials.as<float>();
+    backend_->MatMulChunked(x, t, w, own, partials);
+    if (own < down_chunks_.per_rank) {
+      backend_->FillZero(partials + own * t * n, (down_chunks_.per_rank - own) * t * n * 4);
+    }
+    return ReduceChunks(t, down_chunks_.per_rank);
   }
   // This rank's chunk sums: [local_chunks, t, n], each exactly what that chunk alone gives.
   backend_->MatMulChunked(x, t, w, local_chunks, ws.partials.as<float>());

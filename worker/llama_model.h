@@ -229,8 +229,10 @@ class LlamaModel {
   // Final norm of the logit rows and this rank's LM head rows into `out` (f32 [rows, local]).
   void QueueLocalLogits(int64_t rows, void* out);
   // ws.proj[t, hidden] = x[t, w.cols] * w^T summed over every rank: one all-reduce, or (with
-  // TpReduction::kDeterministic) in a fixed chunk order, the same floats at every degree.
-  absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w);
+  // TpReduction::kDeterministic) in a fixed chunk order, the same floats at every degree; the
+  // dense MLP's down (`dense_down`) in its units where down_chunks_ says so.
+  absl::Status RowParallel(const void* x, int64_t t, const WeightMatrix& w,
+                           bool dense_down = false);
   // The attention's output projection of `t` rows of x into ws.proj: RowParallel, or with
   // data-parallel attention this rank's whole o (one rank's floats: its chunk sums in order)
   // into rows [attention_first_row_, + t) of ws.proj, zeros in the others' rows, summed over
@@ -265,6 +267,7 @@ class LlamaModel {
   TpReduction reduction_;
   int64_t requested_chunks_ = 0;  // LlamaLoadOptions::reduction_chunks
   int64_t reduction_chunks_ = 1;
+  DownChunks down_chunks_;  // the dense MLP's down under --deterministic_tp
   // The KV pools the backend's recordings of this model's steps write (RunCaptured bakes
   // addresses): another cache makes the model drop them first.
   const void* captured_pool_ = nullptr;

@@ -254,7 +254,7 @@ TEST_F(LlamaModelTest, LoadReportsMissingAndMisshapenTensors) {
   InProcessCommunicator rank1_of_2(std::make_shared<InProcessGroup>(2), 1);  // no collectives
   m = LlamaModel::Load(c, *q, {1, 2}, &backend_, &rank1_of_2);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(m.status().message().find("intermediate_size = 32 holds 1 block of 32 values, fewer "
+  EXPECT_NE(m.status().message().find("intermediate_size = 32 holds 1 unit of 32 values, fewer "
                                       "than tensor-parallel degree 2"),
             std::string::npos)
       << m.status();

@@ -6,6 +6,7 @@
 // same greedy tokens as W = 1.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -26,10 +27,11 @@
 namespace tpserve {
 namespace {
 
-// Runs `body(rank, model, cache)` on `world` threads, one rank each.
+// Runs `body(rank, model, cache)` on `world` threads, one rank each (`chunks`: the
+// deterministic reduction's count, 0 for the default).
 void RunRanks(int world, const ModelSpec& config, const WeightSource& source,
               TpReduction reduction, int64_t num_blocks, int64_t block_size_tokens,
-              const std::function<void(int, LlamaModel&, KvCache&)>& body) {
+              const std::function<void(int, LlamaModel&, KvCache&)>& body, int64_t chunks = 0) {
   auto group = std::make_shared<InProcessGroup>(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
@@ -37,7 +39,7 @@ void RunRanks(int world, const ModelSpec& config, const WeightSource& source,
       CpuBackend backend(CpuBackendOptions{.num_threads = 1});
       InProcessCommunicator comm(group, r);
       auto model = LlamaModel::Load(config, source, {r, world}, &backend, &comm,
-                                    {.reduction = reduction});
+                                    {.reduction = reduction, .reduction_chunks = chunks});
       ASSERT_TRUE(model.ok()) << "rank " << r << ": " << model.status();
       auto cache =
           KvCache::Create((*model)->KvShape(num_blocks, block_size_tokens, DType::kF32), backend);
@@ -276,6 +278,50 @@ TEST(LlamaModelTpTest, SmolLm2GreedyTokensIdenticalAtTp3AndTp9) {
   // about 1.7 points over a ninth, of which the MLP's extra block is 0.7 and k and v 1.0.
   EXPECT_GT(resident_bytes[9], resident_bytes[1] / 9) << resident_bytes[1];
   EXPECT_LT(resident_bytes[9], resident_bytes[1] * 0.135) << resident_bytes[1];
+}
+
+// --deterministic_tp with 9 chunks on SmolLM2: o in 9 chunks of one head, down in its 48 units
+// of 32 (9 equal chunks would split a Q4_1 block), so TP 1, 3 and 9 give the same floats
+// bit for bit, TP 9 with 6 units on ranks 0-2 and 5 (and a zero chunk) on ranks 3-8.
+TEST(LlamaModelTpTest, SmolLm2DeterministicLogitsAreBitwiseEqualAtTp1Tp3AndTp9) {
+  absl::StatusOr<std::string> path = BundledModelPath();
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto gguf = GgufFile::Open(*path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  auto config = ModelSpecFromGguf(**gguf);
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::vector<int32_t> prompt = EnglishPromptIds();
+  prompt.resize(std::min<size_t>(prompt.size(), 12));
+  const int64_t vocab = config->vocab_size;
+  std::vector<std::vector<float>> logits(10);
+  for (int world : {1, 3, 9}) {
+    RunRanks(
+        world, *config, **gguf, TpReduction::kDeterministic, 8, 16,
+        [&](int rank, LlamaModel& model, KvCache& cache) {
+          StepBatch prefill;
+          prefill.Add(/*seq_id=*/1, 0, prompt, {0}, static_cast<int64_t>(prompt.size()));
+          StepBatch decode;
+          decode.Add(/*seq_id=*/1, static_cast<int64_t>(prompt.size()), std::vector<int32_t>{42},
+                     {0, 1});
+          std::vector<float> all;
+          for (const StepBatch* b : {&prefill, &decode}) {
+            std::vector<float> out(b->num_logit_rows() * vocab, kUntouched);
+            const absl::Status s = model.Forward(*b, &cache, out.data());
+            ASSERT_TRUE(s.ok()) << s;
+            all.insert(all.end(), out.begin(), out.end());
+          }
+          if (rank == kSamplingRank) logits[world] = std::move(all);
+        },
+        /*chunks=*/9);
+  }
+  ASSERT_EQ(logits[1].size(), (prompt.size() + 1) * vocab);
+  for (int world : {3, 9}) {
+    ASSERT_EQ(logits[world].size(), logits[1].size());
+    EXPECT_EQ(std::memcmp(logits[world].data(), logits[1].data(),
+                          logits[1].size() * sizeof(float)),
+              0)
+        << "TP " << world;
+  }
 }
 
 }  // namespace

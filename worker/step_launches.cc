@@ -2,6 +2,7 @@
 
 #include "base/str_cat.h"
 #include "model/fused_projections.h"
+#include "model/step_buffers.h"
 #include "step/step_batch.h"
 
 namespace tpserve {
@@ -63,6 +64,11 @@ LaunchCounts Layer(const ModelSpec& config, const ShardingPlan& plan, const Weig
                 c);
   c[Launch::kActivation] += 1;
   AddRowParallel(world, chunks, c);  // down
+  // In the MLP's units (--deterministic_tp, an uneven split): a narrower rank's zero chunks.
+  const DownChunks down = DenseDownChunks(config, plan, chunks);
+  if (down.units && plan.local_intermediate_size() / plan.ffn_unit() < down.per_rank) {
+    c[Launch::kFill] += 1;
+  }
   if (config.sandwich_norms) c[Launch::kNorm] += 1;
   c[Launch::kAdd] += 1;
   return c;
