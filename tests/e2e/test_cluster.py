@@ -196,3 +196,28 @@ def test_a_dead_or_stalled_rank_is_named_and_the_launcher_exits_1(tmp_path, sig,
     for pid in c.worker_pids():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_nine_ranks_give_one_ranks_tokens_and_logprobs_bit_for_bit(tmp_path):
+    """SmolLM2 at --ranks=9 (issue 40): one query head a rank, each of the 3 KV heads copied to 3
+    ranks, the MLP's 48 blocks of 32 split 6 or 5 a rank. With --deterministic_tp at 9 chunks on
+    both, the greedy tokens, their logprobs and the prompt's are one rank's, bit for bit."""
+    got = {}
+    for ranks, extra in ((1, ["--deterministic_tp", "--deterministic_tp_chunks=9"]),
+                         (9, ["--deterministic_tp"])):
+        tmp = tmp_path / f"ranks{ranks}"
+        tmp.mkdir()
+        c = Cluster(ranks=ranks, tmp=tmp, extra_args=extra + ["--context=256"])
+        try:
+            req = chat_request("What is the capital of France?", max_new_tokens=12,
+                               logprobs=True, top_logprobs=2, prompt_logprobs=True)
+            msgs = list(c.stub.Generate(req, timeout=300))
+            got[ranks] = (
+                [i for m in msgs for i in m.token_ids],
+                [(lp.token_id, lp.logprob, [(t.token_id, t.logprob) for t in lp.top])
+                 for m in msgs for lp in list(m.prompt_logprobs) + list(m.logprobs)])
+        finally:
+            c.stop()
+    assert len(got[1][0]) == 12
+    assert len(got[1][1]) > 12  # the prompt's and the answer's
+    assert got[9] == got[1]
