@@ -241,21 +241,35 @@ std::vector<int32_t> EnglishPromptIds() {
   return {504, 1463, 282, 260, 7510, 1757, 5634, 281, 260, 35561, 2070, 28, 645};
 }
 
+// The bundled SmolLM2 file and the description read from it.
+struct BundledSmolLm2 {
+  std::unique_ptr<GgufFile> file;
+  ModelSpec config;
+};
+
+absl::StatusOr<BundledSmolLm2> OpenBundledSmolLm2() {
+  absl::StatusOr<std::string> path = BundledModelPath();
+  if (!path.ok()) return path.status();
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(*path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<ModelSpec> config = ModelSpecFromGguf(**file);
+  if (!config.ok()) return config.status();
+  return BundledSmolLm2{*std::move(file), *std::move(config)};
+}
+
 // SmolLM2 at TP 3 and at TP 9 (issue 40: one query head a rank, each of the 3 KV heads copied
 // to 3 ranks, the MLP's 48 blocks of 32 split 6 / 5): the same 16 greedy tokens as one rank.
 TEST(LlamaModelTpTest, SmolLm2GreedyTokensIdenticalAtTp3AndTp9) {
-  absl::StatusOr<std::string> path = BundledModelPath();
-  ASSERT_TRUE(path.ok()) << path.status();
-  auto gguf = GgufFile::Open(*path);
-  ASSERT_TRUE(gguf.ok()) << gguf.status();
-  auto config = ModelSpecFromGguf(**gguf);
-  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<BundledSmolLm2> smol = OpenBundledSmolLm2();
+  ASSERT_TRUE(smol.ok()) << smol.status();
+  const GgufFile& gguf = *smol->file;
+  const ModelSpec* config = &smol->config;
   const std::vector<int32_t> prompt = EnglishPromptIds();
   std::vector<std::vector<int32_t>> tokens(10);
   std::vector<int64_t> resident_bytes(10, 0);  // the largest rank's, per world size
   for (int world : {1, 3, 9}) {
     std::vector<std::vector<int32_t>> per_rank(world);
-    RunRanks(world, *config, **gguf, TpReduction::kAllReduce, 4, 16, [&](int rank, LlamaModel& model, KvCache& cache) {
+    RunRanks(world, *config, gguf, TpReduction::kAllReduce, 4, 16, [&](int rank, LlamaModel& model, KvCache& cache) {
       auto r = GenerateGreedy(model, &cache, prompt, {.max_new_tokens = 16});
       ASSERT_TRUE(r.ok()) << r.status();
       per_rank[rank] = r->tokens;
@@ -284,19 +298,17 @@ TEST(LlamaModelTpTest, SmolLm2GreedyTokensIdenticalAtTp3AndTp9) {
 // of 32 (9 equal chunks would split a Q4_1 block), so TP 1, 3 and 9 give the same floats
 // bit for bit, TP 9 with 6 units on ranks 0-2 and 5 (and a zero chunk) on ranks 3-8.
 TEST(LlamaModelTpTest, SmolLm2DeterministicLogitsAreBitwiseEqualAtTp1Tp3AndTp9) {
-  absl::StatusOr<std::string> path = BundledModelPath();
-  ASSERT_TRUE(path.ok()) << path.status();
-  auto gguf = GgufFile::Open(*path);
-  ASSERT_TRUE(gguf.ok()) << gguf.status();
-  auto config = ModelSpecFromGguf(**gguf);
-  ASSERT_TRUE(config.ok()) << config.status();
+  absl::StatusOr<BundledSmolLm2> smol = OpenBundledSmolLm2();
+  ASSERT_TRUE(smol.ok()) << smol.status();
+  const GgufFile& gguf = *smol->file;
+  const ModelSpec* config = &smol->config;
   std::vector<int32_t> prompt = EnglishPromptIds();
   prompt.resize(std::min<size_t>(prompt.size(), 12));
   const int64_t vocab = config->vocab_size;
   std::vector<std::vector<float>> logits(10);
   for (int world : {1, 3, 9}) {
     RunRanks(
-        world, *config, **gguf, TpReduction::kDeterministic, 8, 16,
+        world, *config, gguf, TpReduction::kDeterministic, 8, 16,
         [&](int rank, LlamaModel& model, KvCache& cache) {
           StepBatch prefill;
           prefill.Add(/*seq_id=*/1, 0, prompt, {0}, static_cast<int64_t>(prompt.size()));
