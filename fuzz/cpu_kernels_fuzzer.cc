@@ -115,7 +115,7 @@ void GgmlDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& r
   (simd.*entry)(w.data(), x.ptrs.data(), num_x, blocks, out.data());
 }
 
-// Row groups (Q4_0/1, Q5_0/1) at any row and block strides (rows one after another, the
+// Row groups (Q4_0/1, Q5_0/1, Q8_0) at any row and block strides (rows one after another, the
 // interleaved form, overlapping ones): bit for bit with the reference (cpu_kernels.h).
 void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernels& ref, int num_x,
                  DType t) {
@@ -132,7 +132,8 @@ void RowGroupDot(FuzzedDataProvider& in, const CpuKernels& simd, const CpuKernel
   const auto entry = t == DType::kQ4_0   ? &CpuKernels::dot_q4_0_rows
                      : t == DType::kQ4_1 ? &CpuKernels::dot_q4_1_rows
                      : t == DType::kQ5_0 ? &CpuKernels::dot_q5_0_rows
-                                         : &CpuKernels::dot_q5_1_rows;
+                     : t == DType::kQ5_1 ? &CpuKernels::dot_q5_1_rows
+                                         : &CpuKernels::dot_q8_0_rows;
   (simd.*entry)(w.data(), row_stride, block_stride, num_w, x.ptrs.data(), num_x, blocks,
                 got.data());
   (ref.*entry)(w.data(), row_stride, block_stride, num_w, x.ptrs.data(), num_x, blocks,
@@ -155,7 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tpserve::CpuSupportsIsa(tpserve::CpuIsa::kAvx512Vnni) && in.ConsumeBool();
   const CpuKernels& simd = vnni ? tpserve::Avx512VnniCpuKernels() : tpserve::Avx2CpuKernels();
   const CpuKernels& ref = tpserve::ScalarCpuKernels();
-  const int which = in.ConsumeIntegralInRange(0, 21);
+  const int which = in.ConsumeIntegralInRange(0, 22);
   const int num = in.ConsumeIntegralInRange(1, tpserve::kMaxDotRows);
   const int64_t n = in.ConsumeIntegralInRange<int64_t>(0, 300);
   switch (which) {
@@ -286,6 +287,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 19: RowGroupDot(in, simd, ref, num, DType::kQ4_1); break;
     case 20: RowGroupDot(in, simd, ref, num, DType::kQ5_0); break;
     case 21: RowGroupDot(in, simd, ref, num, DType::kQ5_1); break;
+    case 22: RowGroupDot(in, simd, ref, num, DType::kQ8_0); break;
   }
   return 0;
 }

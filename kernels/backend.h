@@ -79,7 +79,7 @@ class DeviceBuffer {
 enum class WeightUse : uint8_t {
   kMatMul,  // only multiplied (MatMul, MatMulMany, MatMulChunked): the backend may keep a form
             // of its own instead of the stored one (the CUDA backend's mixed-input GEMM layout,
-            // the CPU backend's interleaved Q4_0/1 and Q5_0/1 row groups)
+            // the CPU backend's interleaved Q8_0, Q4_0/1 and Q5_0/1 row groups)
   kTable,   // read by EmbeddingRows as well (an embedding, maybe tied to the LM head): the
             // stored form stays
   kFused,   // as kMatMul, and multiplied only as MatMulMany's `fused` matrix (the q/k/v or

@@ -34,7 +34,7 @@ namespace tpserve {
 //
 // `prepared`: a backend's own form of the matrix, made by its Backend::PlaceWeight
 // (kernels/backend.h) and read by that backend only (the CUDA backend: the mixed-input GEMM's
-// layout, kernels/cuda/weight_placement.h; the CPU backend: Q4_0/1 and Q5_0/1 rows interleaved
+// layout, kernels/cuda/weight_placement.h; the CPU backend: Q8_0, Q4_0/1, Q5_0/1 rows interleaved
 // in groups of 8, kernels/cpu/cpu_matmul.h, and oneDNN's bf16 packing beside the stored form). Where the own form replaces the stored one, `data`,
 // `scales` and `zeros` are nullptr and the shape, format and `input_perm` stay: such a matrix is
 // multiplied by the backend that placed it and read by nothing else (ColumnChunk refuses it).

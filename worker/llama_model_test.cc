@@ -268,12 +268,14 @@ TEST_F(LlamaModelTest, FootprintCountsViewsCopiesAndWorkspace) {
   const int64_t row = [](int64_t k) { return k / 32 * 34; }(c.hidden_size);
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const int64_t f = c.intermediate_size;
-  // One rank holds whole rows of every matrix: all of them are read in place; only the norms
-  // are copied (as f32).
-  const int64_t viewed = c.vocab_size * row + c.num_layers * (q + 2 * kv + 2 * f) * row +
+  // One rank holds whole rows of every matrix. The embedding, a table, is read in place; the
+  // projections are held interleaved in row groups (the CPU backend's own form, the same
+  // bytes: kernels/cpu/cpu_matmul.h), so copied, as are the norms (as f32).
+  const int64_t viewed = c.vocab_size * row;
+  const int64_t copied = c.num_layers * (q + 2 * kv + 2 * f) * row +
                          c.num_layers * (c.hidden_size * (q / 32 * 34) +
-                                         c.hidden_size * (f / 32 * 34));
-  const int64_t copied = c.num_layers * 2 * c.hidden_size * 4 + c.hidden_size * 4;
+                                         c.hidden_size * (f / 32 * 34)) +
+                         c.num_layers * 2 * c.hidden_size * 4 + c.hidden_size * 4;
   const MemoryFootprint fp = model_->footprint();
   EXPECT_EQ(fp.weight_bytes_copied, copied);
   EXPECT_EQ(fp.weight_bytes_resident, viewed + copied);

@@ -99,7 +99,7 @@ class CpuBackend : public Backend {
   void* stream() const override { return nullptr; }
   void Free(void* data, int64_t bytes) override;
 
-  // A Q4_0/1 or Q5_0/1 matrix that is only multiplied (WeightUse::kMatMul): CpuMatMul's
+  // A Q8_0, Q4_0/1 or Q5_0/1 matrix that is only multiplied (WeightUse::kMatMul): CpuMatMul's
   // interleaved form instead of the stored one (kernels/cpu/cpu_matmul.h, matrix.data null),
   // its bytes copied. Otherwise the stored form; with onednn_bf16(), a bf16 matrix also gets its
   // oneDNN packing beside it (matrix.prepared, counted in bytes_copied).

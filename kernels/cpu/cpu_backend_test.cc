@@ -184,7 +184,8 @@ std::vector<float> RowGroupFloats(DType t, const uint8_t* wq, int64_t row_bytes,
   const auto dot = t == DType::kQ4_0   ? ks.dot_q4_0_rows
                    : t == DType::kQ4_1 ? ks.dot_q4_1_rows
                    : t == DType::kQ5_0 ? ks.dot_q5_0_rows
-                                       : ks.dot_q5_1_rows;
+                   : t == DType::kQ5_1 ? ks.dot_q5_1_rows
+                                       : ks.dot_q8_0_rows;
   std::vector<float> y(m * n);
   std::vector<Q8Block> xq(k / 32);
   float out[kWeightRowGroup];
@@ -206,7 +207,7 @@ std::vector<float> RowGroupFloats(DType t, const uint8_t* wq, int64_t row_bytes,
 // per-row kernels in the stored form), the rows past the last whole group (5, 19) and m (the
 // decode and prefill tiles), on both backends. A table keeps its stored form.
 TEST_F(CpuBackendParityTest, InterleavedMatricesGiveTheRowGroupFloatsOfTheirStoredRows) {
-  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
     for (int64_t k : {256, 1024}) {
       for (int64_t n : {5, 19, 64}) {
         const std::vector<float> w = Random(n * k, 21 + n, 0.2f);

@@ -85,6 +85,9 @@ struct CpuKernels {
                         const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
   void (*dot_q5_1_rows)(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
                         const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
+  // Q8_0 the same way (d the block's scalar, isum over its signed levels, no m term).
+  void (*dot_q8_0_rows)(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                        const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
   // The K-quants: num_blocks counts 256-value super-blocks of w, each against 8 consecutive
   // Q8 blocks of every x[j]. Integer sums are exact; per 32-value sub-block the float part is
   //   Q4_K/Q5_K: d * dx * (scale * sum(q * qx)) - dmin * dx * (min * sum(qx))

@@ -93,7 +93,8 @@ RowGroupDotFn RowGroupDot(const CpuKernels& ks, DType t) {
     case DType::kQ4_0: return ks.dot_q4_0_rows;
     case DType::kQ4_1: return ks.dot_q4_1_rows;
     case DType::kQ5_0: return ks.dot_q5_0_rows;
-    default: return ks.dot_q5_1_rows;
+    case DType::kQ5_1: return ks.dot_q5_1_rows;
+    default: return ks.dot_q8_0_rows;
   }
 }
 
@@ -169,6 +170,7 @@ TEST_P(RowGroupDotTest, ReferenceIsTheDotOfTheDequantizedRows) {
         for (int i = 0; i < 32; ++i) {
           int level = i < 16 ? block[qs + i] & 0x0F : block[qs + i - 16] >> 4;
           if (five_bit) level |= static_cast<int>((qh >> i) & 1u) << 4;
+          if (t == DType::kQ8_0) level = static_cast<int8_t>(block[2 + i]);  // signed, no offset
           const double term = d * (level - offset) * dx * xq_[j][b].q[i];
           want += term;
           magnitude += std::fabs(term);
@@ -258,9 +260,59 @@ TEST_P(RowGroupDotTest, ARowGivesTheSameFloatInEveryLaneAndAmongAnyRows) {
   }
 }
 
+// Q8_0's extreme levels, -128 and 127, against full-scale activations: AVX2's |w| * sign(q)
+// form and VNNI's (w + 128) * q - 128 * sum(q) neither saturate nor wrap (the reference's sums
+// are exact ints).
+TEST(RowGroupDotQ8_0Test, ExtremeLevelsGiveTheReferenceFloats) {
+  constexpr int64_t kBlocks = 3;
+  std::vector<uint8_t> w(kWeightRowGroup * kBlocks * 34);
+  for (int r = 0; r < kWeightRowGroup; ++r) {
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      uint8_t* block = w.data() + (r * kBlocks + b) * 34;
+      block[0] = 0x00;
+      block[1] = 0x3C;  // f16 1.0
+      for (int i = 0; i < 32; ++i) {
+        block[2 + i] = static_cast<uint8_t>(((i + r + b) % 3 == 0) ? 0x80 : 0x7F);  // -128, 127
+      }
+    }
+  }
+  std::vector<std::vector<Q8Block>> xq(kMaxDotRows, std::vector<Q8Block>(kBlocks));
+  const Q8Block* x[kMaxDotRows];
+  for (int j = 0; j < kMaxDotRows; ++j) {
+    for (Q8Block& b : xq[j]) {
+      b.d = 1.0f;
+      b.sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        b.q[i] = static_cast<int8_t>((i + j) % 2 == 0 ? 127 : -127);
+        b.sum += b.q[i];
+      }
+      b.s = static_cast<float>(b.sum);
+    }
+    x[j] = xq[j].data();
+  }
+  std::vector<float> want(kMaxDotRows * kWeightRowGroup);
+  ScalarCpuKernels().dot_q8_0_rows(w.data(), kBlocks * 34, 34, kWeightRowGroup, x, kMaxDotRows,
+                                   kBlocks, want.data());
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni}) {
+    if (!CpuSupportsIsa(isa)) continue;
+    std::vector<float> got(want.size());
+    CpuKernelsFor(isa).dot_q8_0_rows(w.data(), kBlocks * 34, 34, kWeightRowGroup, x,
+                                     kMaxDotRows, kBlocks, got.data());
+    EXPECT_EQ(got, want) << CpuIsaName(isa);
+  }
+  // Row 0 against x 0, by hand: each block's 32 products of +-127 and 127 or -128.
+  int64_t exact = 0;
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    for (int i = 0; i < 32; ++i) {
+      exact += (((i + b) % 3 == 0) ? -128 : 127) * (i % 2 == 0 ? 127 : -127);
+    }
+  }
+  EXPECT_EQ(want[0], static_cast<float>(exact));
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, RowGroupDotTest,
                          ::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
-                                           DType::kQ5_1),
+                                           DType::kQ5_1, DType::kQ8_0),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 QuantDotFn KQuantDot(const CpuKernels& ks, DType t) {

@@ -55,7 +55,10 @@ bool IsInterleaved(const WeightMatrix& w) {
 
 bool UsesRowGroups(const WeightMatrix& w) {
   if (!InterleavesRowGroups(w.format)) return false;
-  return IsInterleaved(w) ||
+  if (IsInterleaved(w)) return true;
+  // Stored Q8_0 rows stay one at a time: in groups they lost at m = 1 on DRAM-streamed
+  // matrices of any row length (262144 x 640: 7.2-8.4 against 5.0-5.5 ms).
+  return w.format.kind != FormatKind::kQ8_0 &&
          w.cols / InputBlockValues(w.format) * BlockBytes(*ElementDType(w.format)) <=
              kRowGroupMaxRowBytes;
 }
@@ -64,6 +67,7 @@ bool UsesRowGroups(const WeightMatrix& w) {
 
 bool InterleavesRowGroups(const TensorFormat& format) {
   switch (format.kind) {
+    case FormatKind::kQ8_0:
     case FormatKind::kQ4_0:
     case FormatKind::kQ4_1:
     case FormatKind::kQ5_0:
@@ -76,7 +80,7 @@ bool InterleavesRowGroups(const TensorFormat& format) {
 
 std::vector<uint8_t> InterleaveRowGroups(const WeightMatrix& w) {
   TP_CHECK(InterleavesRowGroups(w.format) && w.data != nullptr && w.input_perm == nullptr,
-           "InterleaveRowGroups: not a Q4_0/1 or Q5_0/1 matrix in host memory");
+           "InterleaveRowGroups: not a Q8_0, Q4_0/1 or Q5_0/1 matrix in host memory");
   const int64_t block = BlockBytes(*ElementDType(w.format));
   const int64_t num_blocks = w.cols / InputBlockValues(w.format);
   const int64_t row_bytes = num_blocks * block;
@@ -180,6 +184,7 @@ void CpuMatMul::RunRowGroupTile(const WeightMatrix& w, int64_t n0, int64_t n1, i
     case FormatKind::kQ4_1: dot = kernels_.dot_q4_1_rows; break;
     case FormatKind::kQ5_0: dot = kernels_.dot_q5_0_rows; break;
     case FormatKind::kQ5_1: dot = kernels_.dot_q5_1_rows; break;
+    case FormatKind::kQ8_0: dot = kernels_.dot_q8_0_rows; break;
     default: TP_CHECK(false, "not a row-group weight type");
   }
   const int64_t num_blocks = w.cols / InputBlockValues(w.format);

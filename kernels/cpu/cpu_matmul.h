@@ -6,12 +6,12 @@
 //   matmul.Run(x, m, w, y);
 //
 // Quantized weights (GGML blocks, int4 groups): x is quantized once per call into 8-bit blocks
-// (Q8Block) and each tile multiplies one unpacked weight row (Q4_0/1, Q5_0/1: a group of
+// (Q8Block) and each tile multiplies one unpacked weight row (Q8_0, Q4_0/1, Q5_0/1: a group of
 // kWeightRowGroup rows, one per SIMD lane) against up to kMaxDotRows activation rows at a time,
-// so prefill re-uses both the quantized activations and each unpacked weight block. Q4_0/1 and
-// Q5_0/1 matrices that are only multiplied are held interleaved (InterleaveRowGroups below) and
-// always run as row groups; in their stored form (a table, a view) only rows of up to 512 bytes
-// do, longer ones one row at a time. Every GGML
+// so prefill re-uses both the quantized activations and each unpacked weight block. Q8_0,
+// Q4_0/1 and Q5_0/1 matrices that are only multiplied are held interleaved (InterleaveRowGroups
+// below) and always run as row groups; in their stored form (a table, a view) Q4_0/1 and Q5_0/1
+// rows of up to 512 bytes do, the others one row at a time. Every GGML
 // block type (Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 blocks of 32, Q4_K/Q5_K/Q6_K super-blocks of 256) and
 // every int4 group (a multiple of 32 columns) multiplies against the same Q8 blocks of 32. An
 // int4 act-order permutation gathers x into stored column order once per call, before
@@ -35,7 +35,7 @@
 
 namespace tpserve {
 
-// The CPU backend's own form of a Q4_0/1 or Q5_0/1 matrix that is only multiplied
+// The CPU backend's own form of a Q8_0, Q4_0/1 or Q5_0/1 matrix that is only multiplied
 // (WeightUse::kMatMul; CpuBackend::PlaceWeight): its rows in groups of kWeightRowGroup from row
 // 0, each group's blocks interleaved, so that a group is one sequential stream (block b of row
 // i of the group at (b * kWeightRowGroup + i) * block bytes, the groups row_bytes *
@@ -43,7 +43,7 @@ namespace tpserve {
 // matrix then has data == nullptr, prepared == these bytes and row_bytes == one row's blocks
 // (PackedRowBytes), and only CpuMatMul reads it. Why: eight rows read block by block from eight
 // places defeat the hardware prefetcher on matrices streamed from DRAM, so rows of more than
-// 512 bytes stayed one row at a time (docs/PERFORMANCE.md, issue 39).
+// 512 bytes, and Q8_0's of any length, stayed one row at a time (docs/PERFORMANCE.md, issue 39).
 bool InterleavesRowGroups(const TensorFormat& format);
 // REQUIRES: InterleavesRowGroups(w.format), w.data in host memory, no input_perm.
 std::vector<uint8_t> InterleaveRowGroups(const WeightMatrix& w);

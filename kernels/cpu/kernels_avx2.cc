@@ -80,8 +80,39 @@ __attribute__((always_inline)) inline __m256i BlockDot4Bit(const __m256i (&level
 // Levels <= 31: a pair sum reaches 7936, so four groups share an int16 sum (31744), not eight.
 __attribute__((always_inline)) inline __m256i BlockDot5Bit(const __m256i (&levels)[8],
                                                            const int8_t* q);
+// Q8_0's signed levels: vpmaddubsw multiplies |w| (as unsigned: -128 gives 128) by q with w's
+// sign, whose pair sums (at most 2 * 128 * 128) cannot saturate; each 4-byte group is widened on
+// its own.
+struct Levels8Bit {
+  __m256i abs[8];
+  __m256i sign[8];
+};
+__attribute__((always_inline)) inline Levels8Bit Prepare8Bit(const __m256i (&levels)[8]) {
+  Levels8Bit ready;
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    ready.abs[c] = _mm256_sign_epi8(levels[c], levels[c]);
+    ready.sign[c] = levels[c];
+  }
+  return ready;
+}
+__attribute__((always_inline)) inline __m256i BlockDot8Bit(const Levels8Bit& levels,
+                                                           const int8_t* q, int32_t sum);
 
 #include "kernels/cpu/kernels_avx2_rows.inc"
+
+__m256i BlockDot8Bit(const Levels8Bit& levels, const int8_t* q, int32_t /*sum*/) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i sums = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const __m256i signed_q =
+        _mm256_sign_epi8(_mm256_set1_epi32(Load32(q + 4 * c)), levels.sign[c]);
+    sums = _mm256_add_epi32(
+        sums, _mm256_madd_epi16(_mm256_maddubs_epi16(levels.abs[c], signed_q), ones));
+  }
+  return sums;
+}
 
 __m256i BlockDot4Bit(const __m256i (&levels)[8], const int8_t* q) {
   __m256i pairs = _mm256_maddubs_epi16(levels[0], _mm256_set1_epi32(Load32(q)));
@@ -415,6 +446,7 @@ const CpuKernels& Avx2Table() {
       .dot_q4_1_rows = avx2_internal::DotNibbleRows<4, true>,
       .dot_q5_0_rows = avx2_internal::DotNibbleRows<5, false>,
       .dot_q5_1_rows = avx2_internal::DotNibbleRows<5, true>,
+      .dot_q8_0_rows = avx2_internal::DotQ8_0Rows,
       .dot_q4_K = avx2_internal::DotQ4_K,
       .dot_q5_K = avx2_internal::DotQ5_K,
       .dot_q6_K = avx2_internal::DotQ6_K,
@@ -449,6 +481,7 @@ const CpuKernels& Avx512VnniTable() {
     k.dot_q4_1_rows = DotNibbleRowsVnni<4, true>;
     k.dot_q5_0_rows = DotNibbleRowsVnni<5, false>;
     k.dot_q5_1_rows = DotNibbleRowsVnni<5, true>;
+    k.dot_q8_0_rows = DotQ8_0RowsVnni;
     return k;
   }();
   return kernels;

@@ -395,6 +395,8 @@ void DotQ5_1(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nb, f
 template <int kBits, bool kWithMin>
 void DotNibbleRowsVnni(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
                        const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
+void DotQ8_0RowsVnni(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                     const Q8Block* const* x, int num_x, int64_t num_blocks, float* out);
 void DotF32(const float* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);
 void DotBF16(const uint16_t* w, const float* const* x, int num_x, int64_t n, float* out);

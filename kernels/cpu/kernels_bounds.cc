@@ -243,6 +243,7 @@ struct Bounded {
         .dot_q4_1_rows = DotRowGroup<DType::kQ4_1, &K::dot_q4_1_rows>,
         .dot_q5_0_rows = DotRowGroup<DType::kQ5_0, &K::dot_q5_0_rows>,
         .dot_q5_1_rows = DotRowGroup<DType::kQ5_1, &K::dot_q5_1_rows>,
+        .dot_q8_0_rows = DotRowGroup<DType::kQ8_0, &K::dot_q8_0_rows>,
         .dot_q4_K = DotBlocks<DType::kQ4_K, 8, &K::dot_q4_K>,
         .dot_q5_K = DotBlocks<DType::kQ5_K, 8, &K::dot_q5_K>,
         .dot_q6_K = DotBlocks<DType::kQ6_K, 8, &K::dot_q6_K>,

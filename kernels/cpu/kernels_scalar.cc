@@ -120,6 +120,25 @@ void DotNibbleRows(const uint8_t* w, int64_t row_stride, int64_t block_stride, i
   }
 }
 
+// Q8_0 row groups: as DotNibbleRows, over 34-byte blocks of f16 d and 32 signed levels.
+void DotQ8_0Rows(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                 const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
+  for (int j = 0; j < num_x; ++j) {
+    for (int r = 0; r < num_w; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const uint8_t* block = w + r * row_stride + b * block_stride;
+        int isum = 0;
+        for (int i = 0; i < 32; ++i) {
+          isum += static_cast<int8_t>(block[2 + i]) * x[j][b].q[i];
+        }
+        sum = std::fma(static_cast<float>(isum), F16ToF32(LoadU16(block)) * x[j][b].d, sum);
+      }
+      out[j * kWeightRowGroup + r] = sum;
+    }
+  }
+}
+
 // Q4_K / Q5_K (layout: formats/k_quant.h): super-block b spans activation blocks 8b..8b+7, one
 // per 32-value sub-block. The integer parts are exact in f32 (|scale * sum(q * qx)| < 2^23).
 template <bool kFiveBit>
@@ -398,6 +417,7 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_q4_1_rows = DotNibbleRows<4, true>,
       .dot_q5_0_rows = DotNibbleRows<5, false>,
       .dot_q5_1_rows = DotNibbleRows<5, true>,
+      .dot_q8_0_rows = DotQ8_0Rows,
       .dot_q4_K = DotScaleMinK<false>,
       .dot_q5_K = DotScaleMinK<true>,
       .dot_q6_K = DotQ6_K,

@@ -41,7 +41,7 @@ ABSL_FLAG(std::string, tokens, "1,2,4,5,8,16", "comma-separated activation row c
 ABSL_FLAG(std::string, threads, "1,2", "comma-separated thread counts");
 ABSL_FLAG(bool, placed, true,
           "multiply each matrix as the engine holds it, placed for MatMul (CpuBackend::"
-          "PlaceWeight: Q4_0/1 and Q5_0/1 interleaved in row groups); false: its stored form");
+          "PlaceWeight: Q8_0, Q4_0/1, Q5_0/1 interleaved in row groups); false: its stored form");
 ABSL_FLAG(int, repeats, 5, "timed runs per figure; the best is reported");
 ABSL_FLAG(double, min_seconds, 0.2, "minimum length of one timed run");
 
