@@ -15,10 +15,6 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t n, int64_t multiple) { return CeilDiv(n, multiple) * multiple; }
 
-bool IsDenseMlpRole(TensorRole role) {
-  return role == TensorRole::kGate || role == TensorRole::kUp || role == TensorRole::kDown;
-}
-
 bool HasDenseMlp(const ModelSpec& c) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.IsMoeLayer(l)) return true;
@@ -28,7 +24,7 @@ bool HasDenseMlp(const ModelSpec& c) {
 
 // The MLP widths tensor parallelism must split evenly: the experts' where the model has them
 // (unless expert parallelism places them whole). The dense MLP's is split on its formats' block
-// boundaries, evenly or not (DenseFfnGranule).
+// boundaries, evenly or not (DenseFfnUnit).
 std::vector<std::pair<std::string_view, int64_t>> FfnWidths(const ModelSpec& c, bool ep) {
   std::vector<std::pair<std::string_view, int64_t>> widths;
   if (ep) return widths;
@@ -500,6 +496,7 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
     plan.local_intermediate_size_ = config.intermediate_size / shard.world_size;
     plan.first_ffn_row_ = shard.rank * plan.local_intermediate_size_;
     plan.min_local_intermediate_size_ = plan.local_intermediate_size_;
+    plan.wider_ffn_ranks_ = shard.world_size;
   } else {
     const int64_t units = config.intermediate_size / plan.ffn_unit_;
     const int64_t base = units / shard.world_size, extra = units % shard.world_size;
@@ -507,6 +504,7 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
     plan.first_ffn_row_ =
         (shard.rank * base + std::min<int64_t>(shard.rank, extra)) * plan.ffn_unit_;
     plan.min_local_intermediate_size_ = base * plan.ffn_unit_;
+    plan.wider_ffn_ranks_ = extra;
   }
   const int ffn_split = ep ? 1 : shard.world_size;  // EP: the experts whole
   plan.local_expert_intermediate_size_ = config.moe.expert_intermediate_size / ffn_split;
@@ -526,6 +524,10 @@ int64_t ShardingPlan::CopiesOf(TensorRole role) const {
   const ShardKind kind = KindOf(role);
   if (kind == ShardKind::kReplicated) return shard_.world_size;
   return IsKvRole(role) ? kv_head_copies_ : 1;
+}
+
+bool IsDenseMlpRole(TensorRole role) {
+  return role == TensorRole::kGate || role == TensorRole::kUp || role == TensorRole::kDown;
 }
 
 int64_t ReductionBlock(const ModelSpec& config, const WeightFormats& formats) {

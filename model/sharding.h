@@ -127,6 +127,10 @@ void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats);
 // of 32 and of every block of down's input and every tile of gate's and up's output rows.
 int64_t DenseFfnUnit(const ModelSpec& config, const WeightFormats& formats);
 
+// gate, up and down: the dense MLP's matrices, whose inner width ShardingPlan splits in
+// whole blocks (unevenly where the degree does not divide it).
+bool IsDenseMlpRole(TensorRole role);
+
 // What a --deterministic_tp chunk of a row-parallel input (o, down, the experts' down) must be
 // whole blocks of: every block of those inputs' formats, and 8 values at least (16-byte rows of
 // bf16, what the GPU GEMMs align to; model/step_buffers.h).
@@ -178,6 +182,9 @@ class ShardingPlan {
   int64_t first_ffn_row() const { return first_ffn_row_; }
   int64_t local_intermediate_size() const { return local_intermediate_size_; }
   int64_t min_local_intermediate_size() const { return min_local_intermediate_size_; }
+  // Ranks [0, this) hold the wider share, local_intermediate_size() of rank 0 (all of them when
+  // the split is even).
+  int64_t wider_ffn_ranks() const { return wider_ffn_ranks_; }
   int64_t ffn_unit() const { return ffn_unit_; }  // DenseFfnUnit
   int64_t reduction_block() const { return reduction_block_; }  // ReductionBlock
   // Each expert's width on this rank (every expert split as the dense MLP is; whole with
@@ -216,6 +223,7 @@ class ShardingPlan {
   int64_t local_intermediate_size_ = 0;
   int64_t first_ffn_row_ = 0;
   int64_t min_local_intermediate_size_ = 0;
+  int64_t wider_ffn_ranks_ = 1;
   int64_t ffn_unit_ = 32;
   int64_t reduction_block_ = 8;
   int64_t local_expert_intermediate_size_ = 0;

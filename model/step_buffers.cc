@@ -75,7 +75,8 @@ int64_t ReductionChunks(const ModelSpec& c, const ShardingPlan& p,
 DownChunks DenseDownChunks(const ModelSpec& c, const ShardingPlan& p, int64_t chunks) {
   const int64_t world = p.shard().world_size;
   const int64_t width = c.intermediate_size;
-  const DownChunks equal{chunks, std::max<int64_t>(1, chunks / world), false};
+  const int64_t local = std::max<int64_t>(1, chunks / world);
+  const DownChunks equal{local, local, false};
   if (chunks <= 1 || width <= 0 || !HasRole(c, TensorRole::kDown)) return equal;
   if (width % chunks == 0 && (width / chunks) % p.reduction_block() == 0) return equal;
   const int64_t unit = p.ffn_unit();
@@ -84,7 +85,7 @@ DownChunks DenseDownChunks(const ModelSpec& c, const ShardingPlan& p, int64_t ch
     return equal;  // the default count's fallback, one chunk a rank (ReductionChunks)
   }
   const int64_t units = width / unit;
-  return {units, (units + world - 1) / world, true};
+  return {p.local_intermediate_size() / unit, (units + world - 1) / world, true};
 }
 
 StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_t t,

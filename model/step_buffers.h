@@ -121,15 +121,15 @@ absl::Status CheckReductionChunks(const ModelSpec& config, const WeightFormats& 
 
 // How --deterministic_tp cuts the dense MLP's down projection when the reduction has `chunks`
 // chunks: into those `chunks` equal chunks where each is whole blocks
-// (ShardingPlan::down_chunk_block()), as every other row-parallel input; otherwise (an MLP
+// (ShardingPlan::reduction_block()), as every other row-parallel input; otherwise (an MLP
 // split unevenly: SmolLM2's 1,536 at 9 chunks) into its units (ShardingPlan::ffn_unit()), in
 // order, whatever the degree. Each rank then multiplies its own units (5 or 6 of SmolLM2's 48 at
 // TP 9), its last chunks zero up to per_rank so that every rank sends as many to the gather,
 // and the ordered sum meets the units in TP 1's order with zeros between: the same floats,
 // except that a sum of exactly zero may be +0.0 where TP 1's is -0.0.
 struct DownChunks {
-  int64_t total = 1;     // chunks over all ranks (the zeros not counted)
-  int64_t per_rank = 1;  // chunks each rank sends (its own, then zeros)
+  int64_t own = 1;       // this rank's chunks
+  int64_t per_rank = 1;  // chunks each rank sends (its own, then zeros up to the most a rank has)
   bool units = false;    // in ffn_unit() chunks rather than the reduction's
 };
 DownChunks DenseDownChunks(const ModelSpec& config, const ShardingPlan& plan, int64_t chunks);

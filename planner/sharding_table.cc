@@ -72,12 +72,10 @@ absl::StatusOr<RoleShard> ShardRole(const ModelSpec& config, const WeightFormats
   r.local_shape = LocalShape(rank0, role);
   r.smallest_local_shape = r.local_shape;
   r.ranks_with_local_shape = tp;
-  const bool dense_mlp =
-      role == TensorRole::kGate || role == TensorRole::kUp || role == TensorRole::kDown;
-  if (dense_mlp && rank0.min_local_intermediate_size() < rank0.local_intermediate_size()) {
+  if (IsDenseMlpRole(role) && rank0.wider_ffn_ranks() < tp) {
     r.smallest_local_shape[role == TensorRole::kDown ? 1 : 0] =
         rank0.min_local_intermediate_size();
-    r.ranks_with_local_shape = config.intermediate_size / rank0.ffn_unit() % tp;
+    r.ranks_with_local_shape = rank0.wider_ffn_ranks();
   }
   const std::string what = std::string(TensorRoleName(role));
   // Each tensor with its layer's format (a layer's experts share one).

@@ -810,12 +810,10 @@ absl::Status LlamaModel::RowParallel(const void* x, int64_t t, const WeightMatri
   }
   if (dense_down && down_chunks_.units) {
     // The MLP's units in order (DenseDownChunks): this rank's, then zeros up to per_rank.
-    const int64_t own = w.cols / plan_.ffn_unit();
+    const int64_t own = down_chunks_.own, zeros = down_chunks_.per_rank - own;
     auto* partials = ws.partials.as<float>();
     backend_->MatMulChunked(x, t, w, own, partials);
-    if (own < down_chunks_.per_rank) {
-      backend_->FillZero(partials + own * t * n, (down_chunks_.per_rank - own) * t * n * 4);
-    }
+    if (zeros > 0) backend_->FillZero(partials + own * t * n, zeros * t * n * 4);
     return ReduceChunks(t, down_chunks_.per_rank);
   }
   // This rank's chunk sums: [local_chunks, t, n], each exactly what that chunk alone gives.

@@ -66,7 +66,7 @@ LaunchCounts Layer(const ModelSpec& config, const ShardingPlan& plan, const Weig
   AddRowParallel(world, chunks, c);  // down
   // In the MLP's units (--deterministic_tp, an uneven split): a narrower rank's zero chunks.
   const DownChunks down = DenseDownChunks(config, plan, chunks);
-  if (down.units && plan.local_intermediate_size() / plan.ffn_unit() < down.per_rank) {
+  if (down.units && down.own < down.per_rank) {
     c[Launch::kFill] += 1;
   }
   if (config.sandwich_norms) c[Launch::kNorm] += 1;

@@ -48,7 +48,8 @@ constexpr int64_t kPrefetchRows = 8;
 // (--deterministic_tp) are both placed by CpuBackend::PlaceWeight, so they choose alike.
 constexpr int64_t kRowGroupMaxRowBytes = 512;
 
-// An interleaved matrix (InterleaveRowGroups): the CPU backend's own form of a nibble format.
+// An interleaved matrix (InterleaveRowGroups): the CPU backend's own form of a Q8_0, Q4_0/1 or
+// Q5_0/1 matrix.
 bool IsInterleaved(const WeightMatrix& w) {
   return w.prepared != nullptr && InterleavesRowGroups(w.format);
 }

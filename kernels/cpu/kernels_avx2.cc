@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "formats/dtype.h"
 #include "kernels/cpu/cpu_kernels.h"

@@ -62,8 +62,9 @@ void DotQ8_0(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t num_b
 // (low nibble) and element i + 16 (high nibble). Q4_0 / Q5_0: w = d * (level - 8 / 16), the offset
 // folded into the exact integer sum; Q4_1 / Q5_1: w = d * level + m, so
 // w . x = d * dx * sum(level * qx) + m * (dx * sum(qx)) = ... + m * s.
-template <int kBits, bool kWithMin>
+template <int kBits, bool kWithMin_>
 struct NibbleFormat {
+  static constexpr bool kWithMin = kWithMin_;
   static constexpr int kScalarBytes = kWithMin ? 4 : 2;
   static constexpr int kBlockBytes = kScalarBytes + (kBits == 5 ? 4 : 0) + 16;
   static constexpr int kOffset = kWithMin ? 0 : (kBits == 4 ? 8 : 16);
@@ -100,11 +101,21 @@ void DotNibbles(const uint8_t* w, const Q8Block* const* x, int num_x, int64_t nu
   }
 }
 
-// Row groups (cpu_kernels.h), each row on its own, in the order every table keeps.
-template <int kBits, bool kWithMin>
-void DotNibbleRows(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
-                   const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
-  using F = NibbleFormat<kBits, kWithMin>;
+// Q8_0 (layout: formats/dtype.cc): f16 d, then 32 signed levels; w = d * level.
+struct Q8_0Format {
+  static constexpr bool kWithMin = false;
+  static int Isum(const uint8_t* block, const int8_t* q) {
+    int isum = 0;
+    for (int i = 0; i < 32; ++i) isum += static_cast<int8_t>(block[2 + i]) * q[i];
+    return isum;
+  }
+};
+
+// Row groups (cpu_kernels.h) of format F (NibbleFormat, Q8_0Format), each row on its own, in
+// the order every table keeps.
+template <class F>
+void DotRowGroup(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
+                 const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
   for (int j = 0; j < num_x; ++j) {
     for (int r = 0; r < num_w; ++r) {
       float sum = 0.0f;
@@ -113,26 +124,7 @@ void DotNibbleRows(const uint8_t* w, int64_t row_stride, int64_t block_stride, i
         const int isum = F::Isum(block, x[j][b].q);
         const float scale = F16ToF32(LoadU16(block)) * x[j][b].d;
         sum = std::fma(static_cast<float>(isum), scale, sum);
-        if (kWithMin) sum = std::fma(F16ToF32(LoadU16(block + 2)), x[j][b].s, sum);
-      }
-      out[j * kWeightRowGroup + r] = sum;
-    }
-  }
-}
-
-// Q8_0 row groups: as DotNibbleRows, over 34-byte blocks of f16 d and 32 signed levels.
-void DotQ8_0Rows(const uint8_t* w, int64_t row_stride, int64_t block_stride, int num_w,
-                 const Q8Block* const* x, int num_x, int64_t num_blocks, float* out) {
-  for (int j = 0; j < num_x; ++j) {
-    for (int r = 0; r < num_w; ++r) {
-      float sum = 0.0f;
-      for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* block = w + r * row_stride + b * block_stride;
-        int isum = 0;
-        for (int i = 0; i < 32; ++i) {
-          isum += static_cast<int8_t>(block[2 + i]) * x[j][b].q[i];
-        }
-        sum = std::fma(static_cast<float>(isum), F16ToF32(LoadU16(block)) * x[j][b].d, sum);
+        if constexpr (F::kWithMin) sum = std::fma(F16ToF32(LoadU16(block + 2)), x[j][b].s, sum);
       }
       out[j * kWeightRowGroup + r] = sum;
     }
@@ -413,11 +405,11 @@ const CpuKernels& ScalarCpuKernels() {
       .dot_q4_1 = DotNibbles<4, true>,
       .dot_q5_0 = DotNibbles<5, false>,
       .dot_q5_1 = DotNibbles<5, true>,
-      .dot_q4_0_rows = DotNibbleRows<4, false>,
-      .dot_q4_1_rows = DotNibbleRows<4, true>,
-      .dot_q5_0_rows = DotNibbleRows<5, false>,
-      .dot_q5_1_rows = DotNibbleRows<5, true>,
-      .dot_q8_0_rows = DotQ8_0Rows,
+      .dot_q4_0_rows = DotRowGroup<NibbleFormat<4, false>>,
+      .dot_q4_1_rows = DotRowGroup<NibbleFormat<4, true>>,
+      .dot_q5_0_rows = DotRowGroup<NibbleFormat<5, false>>,
+      .dot_q5_1_rows = DotRowGroup<NibbleFormat<5, true>>,
+      .dot_q8_0_rows = DotRowGroup<Q8_0Format>,
       .dot_q4_K = DotScaleMinK<false>,
       .dot_q5_K = DotScaleMinK<true>,
       .dot_q6_K = DotQ6_K,
