@@ -49,11 +49,14 @@ absl::Status TensorUse::CheckAllUsed(const WeightSource& source) const {
 
 namespace {
 
+// A multi-token-prediction draft's one layer is its checkpoint's layer mtp_checkpoint_layer.
+int64_t StoredLayer(const ModelSpec& spec, int64_t layer) {
+  return spec.is_mtp_draft() ? spec.mtp_checkpoint_layer + layer : layer;
+}
+
 // A Hugging Face text model's name of `role` (ModuleName without the checkpoint's prefix).
 std::string HfModuleName(const ModelSpec& spec, TensorRole role, int64_t layer, int64_t expert) {
-  // A multi-token-prediction draft's one layer is its checkpoint's layer mtp_checkpoint_layer.
-  const std::string blk =
-      StrCat("model.layers.", spec.is_mtp_draft() ? spec.mtp_checkpoint_layer + layer : layer, ".");
+  const std::string blk = StrCat("model.layers.", StoredLayer(spec, layer), ".");
   switch (role) {
     case TensorRole::kEmbedding: return "model.embed_tokens";
     case TensorRole::kAttnNorm: return blk + "input_layernorm";
@@ -121,11 +124,15 @@ std::string HfModuleName(const ModelSpec& spec, TensorRole role, int64_t layer, 
 
 }  // namespace
 
+std::string LayerPrefix(const ModelSpec& spec, CheckpointFormat format, int64_t layer) {
+  if (format == CheckpointFormat::kGguf) return StrCat("blk.", StoredLayer(spec, layer), ".");
+  return StrCat(spec.hf_weight_prefix, "model.layers.", StoredLayer(spec, layer), ".");
+}
+
 std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
                        int64_t layer, int64_t expert) {
   if (format == CheckpointFormat::kGguf) {
-    const std::string blk =
-        StrCat("blk.", spec.is_mtp_draft() ? spec.mtp_checkpoint_layer + layer : layer, ".");
+    const std::string blk = LayerPrefix(spec, format, layer);
     switch (role) {
       case TensorRole::kEmbedding: return "token_embd";
       case TensorRole::kAttnNorm: return blk + "attn_norm";

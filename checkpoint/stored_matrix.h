@@ -59,6 +59,9 @@ class TensorUse {
 // expert ("model.layers.3.feed_forward.experts.gate_up_proj", gate's and up's; no suffix).
 std::string ModuleName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,
                        int64_t layer, int64_t expert = 0);
+// What every tensor of layer `layer` starts with in a checkpoint of `format`: "blk.3." (GGUF) or
+// "model.layers.3." under the checkpoint's prefix (Hugging Face).
+std::string LayerPrefix(const ModelSpec& spec, CheckpointFormat format, int64_t layer);
 // The whole name of a vector role's tensor (norms, biases): ModuleName plus ".weight" or
 // ".bias".
 std::string TensorName(const ModelSpec& spec, CheckpointFormat format, TensorRole role,

@@ -197,12 +197,13 @@ absl::Status StepChannel::AwaitAll(absl::Time deadline, absl::Duration heartbeat
 double StepChannel::compute_s(int rank) const { return slot(rank)->compute_s; }
 double StepChannel::allreduce_s(int rank) const { return slot(rank)->allreduce_s; }
 
-std::string_view StepChannel::result_bytes() const {
-  return std::string_view(reinterpret_cast<const char*>(logits_area()), slot(0)->logits_bytes);
+std::string_view StepChannel::result_bytes(int rank) const {
+  return std::string_view(reinterpret_cast<const char*>(logits_area()),
+                          slot(rank)->logits_bytes);
 }
 
-absl::Span<const float> StepChannel::logits() const {
-  return absl::MakeConstSpan(logits_area(), slot(0)->logits_bytes / sizeof(float));
+absl::Span<const float> StepChannel::logits(int rank) const {
+  return absl::MakeConstSpan(logits_area(), slot(rank)->logits_bytes / sizeof(float));
 }
 
 int64_t StepChannel::decoded_weight_bytes() const { return slot(0)->decoded_weight_bytes; }

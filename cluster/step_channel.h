@@ -77,9 +77,10 @@ class StepChannel {
   // After AwaitAll: what rank r reported, and rank 0's logits.
   double compute_s(int rank) const;
   double allreduce_s(int rank) const;
-  absl::Span<const float> logits() const;
+  // (Of the rank that writes the area, the sampling rank: 0 but with pipeline stages.)
+  absl::Span<const float> logits(int rank = 0) const;
   // The same area as bytes: what rank 0 wrote there (a sample request's serialized answer).
-  std::string_view result_bytes() const;
+  std::string_view result_bytes(int rank = 0) const;
   ExpertLoad expert_load() const;  // rank 0's
   int64_t decoded_weight_bytes() const;  // rank 0's (Backend::TakeDecodedWeightBytes)
 

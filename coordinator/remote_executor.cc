@@ -77,9 +77,10 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
     const RemoteExecutorOptions& options, const LoadProgressCallback& on_progress) {
   std::unique_ptr<RemoteExecutor> exec(new RemoteExecutor(addresses, load, options));
   const int world = static_cast<int>(addresses.size());
-  if (load.world_size != world) {
-    return absl::InvalidArgumentError(absl::StrCat("the load is for ", load.world_size,
-                                                   " ranks, not the ", world, " addresses"));
+  if (load.total_ranks() != world) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the load is for ", load.world_size, " ranks x ", load.pipeline_stages,
+        " pipeline stage(s), not the ", world, " addresses"));
   }
   if (load.model.assignments.size() != addresses.size()) {
     return absl::InvalidArgumentError(absl::StrCat("sharding plan has ",
@@ -208,8 +209,8 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
   StepResult result;
   result.vocab_size = load_.vocab_size;
-  if (const size_t bytes = responses[kSamplingRank].logits().size(); bytes != 0) {
-    return absl::InternalError(absl::StrCat("rank 0 returned ", bytes,
+  if (const size_t bytes = responses[load_.sampling_rank()].logits().size(); bytes != 0) {
+    return absl::InternalError(absl::StrCat("rank ", load_.sampling_rank(), " returned ", bytes,
                                             " bytes of logits for a step whose logits it holds"));
   }
   result.compute_s = responses[0].compute_s();
@@ -244,7 +245,7 @@ absl::StatusOr<std::vector<SequenceSamples>> RemoteExecutor::Sample(
       return NameSilentRanks(
           absl::UnavailableError(absl::StrCat("step channel (sampling): ", s.message())));
     }
-    const std::string_view area = channel_.result_bytes();
+    const std::string_view area = channel_.result_bytes(load_.sampling_rank());
     if (!answer.ParseFromArray(area.data(), static_cast<int>(area.size()))) {
       return absl::InternalError("rank 0's sample answer on the step channel does not parse");
     }
@@ -253,9 +254,10 @@ absl::StatusOr<std::vector<SequenceSamples>> RemoteExecutor::Sample(
     context.set_deadline(absl::ToChronoTime(absl::Now() + options_.step_timeout));
     AttachClusterSecret(&context, options_.cluster_secret);
     wpb::StepResponse response;
-    const grpc::Status st = stubs_[kSamplingRank]->Step(&context, req, &response);
+    const int rank = load_.sampling_rank();
+    const grpc::Status st = stubs_[rank]->Step(&context, req, &response);
     if (!st.ok()) {
-      return NameSilentRanks(RankError(kSamplingRank, addresses_[kSamplingRank], st));
+      return NameSilentRanks(RankError(rank, addresses_[rank], st));
     }
     answer = std::move(*response.mutable_samples());
   }
@@ -277,7 +279,7 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
   }
   StepResult result;
   result.vocab_size = load_.vocab_size;
-  if (const size_t floats = channel_.logits().size(); floats != 0) {
+  if (const size_t floats = channel_.logits(load_.sampling_rank()).size(); floats != 0) {
     return absl::InternalError(absl::StrCat("rank 0 returned ", floats,
                                             " floats of logits for a step whose logits it holds"));
   }
@@ -305,7 +307,14 @@ absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
   }
   absl::Mutex mu;
   int pending = world;
+  std::vector<char> answered(world, 0);
   absl::Status first_error;
+  // Outside the lock: a cancelled call's callback may run inline and take it.
+  const auto cancel_all_but = [&](int keep) {
+    for (int other = 0; other < world; ++other) {
+      if (other != keep) contexts[other].TryCancel();
+    }
+  };
   for (int r = 0; r < world; ++r) {
     stubs_[r]->async()->Step(&contexts[r], &req, &responses[r], [&, r](grpc::Status st) {
       bool cancel = false;
@@ -316,52 +325,74 @@ absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
           cancel = true;
         }
       }
-      // Outside the lock: a cancelled call's callback may run inline and take it.
-      if (cancel) {
-        for (int other = 0; other < world; ++other) {
-          if (other != r) contexts[other].TryCancel();
-        }
-      }
+      if (cancel) cancel_all_but(r);
       absl::MutexLock lock(&mu);
+      answered[r] = 1;
       --pending;
     });
   }
-  absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(
-      +[](int* p) { return *p == 0; }, &pending));
+  // A rank that is gone may fail no peer's collective: a later pipeline stage, whose earlier
+  // stages have sent it their rows and answered. So while ranks are still out, each is asked
+  // for a heartbeat every step_probe_interval; one that does not answer fails the step.
+  mu.Lock();
+  while (!mu.AwaitWithTimeout(absl::Condition(+[](int* p) { return *p == 0; }, &pending),
+                              options_.step_probe_interval)) {
+    if (!first_error.ok()) continue;  // the cancelled calls are finishing
+    std::vector<int> out;
+    for (int r = 0; r < world; ++r) {
+      if (!answered[r]) out.push_back(r);
+    }
+    mu.Unlock();
+    const std::vector<std::string> silent = SilentRanks(out);
+    mu.Lock();
+    if (silent.empty() || !first_error.ok()) continue;
+    first_error = absl::UnavailableError(
+        absl::StrCat(absl::StrJoin(silent, "; "), " during a step"));
+    mu.Unlock();
+    cancel_all_but(-1);
+    mu.Lock();
+  }
+  mu.Unlock();
   return first_error;
 }
 
-absl::Status RemoteExecutor::NameSilentRanks(const absl::Status& failure) const {
+std::vector<std::string> RemoteExecutor::SilentRanks(const std::vector<int>& ranks) const {
   // Every rank at once, none cancelled: all the silent ones are wanted, not the first.
-  const int world = world_size();
-  std::vector<grpc::ClientContext> contexts(world);
-  std::vector<wpb::HeartbeatResponse> responses(world);
-  std::vector<grpc::Status> results(world);
+  const int n = static_cast<int>(ranks.size());
+  std::vector<grpc::ClientContext> contexts(n);
+  std::vector<wpb::HeartbeatResponse> responses(n);
+  std::vector<grpc::Status> results(n);
   const wpb::HeartbeatRequest request;
   const auto deadline = absl::ToChronoTime(absl::Now() + options_.failure_probe_timeout);
   absl::Mutex mu;
-  int pending = world;
-  for (int r = 0; r < world; ++r) {
-    contexts[r].set_deadline(deadline);
-    AttachClusterSecret(&contexts[r], options_.cluster_secret);
-    stubs_[r]->async()->Heartbeat(&contexts[r], &request, &responses[r],
-                                  [&, r](grpc::Status st) {
-                                    absl::MutexLock lock(&mu);
-                                    results[r] = std::move(st);
-                                    --pending;
-                                  });
+  int pending = n;
+  for (int i = 0; i < n; ++i) {
+    contexts[i].set_deadline(deadline);
+    AttachClusterSecret(&contexts[i], options_.cluster_secret);
+    stubs_[ranks[i]]->async()->Heartbeat(&contexts[i], &request, &responses[i],
+                                         [&, i](grpc::Status st) {
+                                           absl::MutexLock lock(&mu);
+                                           results[i] = std::move(st);
+                                           --pending;
+                                         });
   }
   {
     absl::MutexLock lock(&mu);
     mu.Await(absl::Condition(+[](int* p) { return *p == 0; }, &pending));
   }
   std::vector<std::string> silent;
-  for (int r = 0; r < world; ++r) {
-    if (results[r].ok()) continue;
-    silent.push_back(absl::StrCat("rank ", r, " (", addresses_[r], ") does not answer (",
-                                  results[r].error_message(), ")"));
+  for (int i = 0; i < n; ++i) {
+    if (results[i].ok()) continue;
+    silent.push_back(absl::StrCat("rank ", ranks[i], " (", addresses_[ranks[i]],
+                                  ") does not answer (", results[i].error_message(), ")"));
   }
+  return silent;
+}
+
+absl::Status RemoteExecutor::NameSilentRanks(const absl::Status& failure) const {
+  std::vector<int> all(world_size());
+  for (int r = 0; r < world_size(); ++r) all[r] = r;
+  const std::vector<std::string> silent = SilentRanks(all);
   if (silent.empty()) return failure;
   return absl::UnavailableError(
       absl::StrCat(absl::StrJoin(silent, "; "), "; the step failed: ", failure.message()));

@@ -3,8 +3,11 @@
 // fails or stops answering fails the step with UNAVAILABLE naming it; the other calls are
 // cancelled, so nothing waits on a dead rank. A rank that fails because a peer vanished (its
 // collective timed out) is not the culprit: after a failed step every rank gets a short
-// heartbeat, and the error names first the ranks that did not answer. Every call carries the
-// cluster secret.
+// heartbeat, and the error names first the ranks that did not answer; while a step waits, the
+// ranks still out are probed the same way (step_probe_interval), so a rank that fails no peer
+// (a later pipeline stage cut off) is named too. Every call carries the cluster secret.
+// With pipeline stages (RankLoad::pipeline_stages) the addresses are every stage's ranks, stage
+// by stage; each step goes to all of them, and the last stage's first rank samples.
 //
 //   TP_ASSIGN_OR_RETURN(auto exec, RemoteExecutor::Connect(addresses, load, options, on_progress));
 //   Engine engine(engine_options, std::move(exec), &tokenizer);
@@ -52,6 +55,10 @@ struct RemoteExecutorOptions {
   // After a failed step: how long each rank has to answer a heartbeat before it is named as
   // the one that does not answer.
   absl::Duration failure_probe_timeout = absl::Seconds(1);
+  // While a step over gRPC waits on ranks: how often those still out are asked for a
+  // heartbeat (each within failure_probe_timeout); one that does not answer fails the step.
+  // A rank whose host is gone may fail no peer's collective (a later pipeline stage).
+  absl::Duration step_probe_interval = absl::Seconds(2);
 };
 
 using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadProgress&)>;
@@ -102,6 +109,9 @@ class RemoteExecutor final : public ModelExecutor {
                             std::vector<tpserve::worker::v1::StepResponse>& responses);
   // `failure` with the ranks that do not answer a heartbeat named in front.
   absl::Status NameSilentRanks(const absl::Status& failure) const;
+  // Of `ranks`, those that do not answer a heartbeat within failure_probe_timeout, each as
+  // "rank r (address) does not answer (why)".
+  std::vector<std::string> SilentRanks(const std::vector<int>& ranks) const;
   // One step through channel_: `request` serialized; no logits come back (the sampling rank
   // holds them).
   absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request);

@@ -196,7 +196,13 @@ TEST_F(RemoteExecutorTest, RefusesALoadForAnotherWorldSize) {
   load_.world_size = 3;
   auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   EXPECT_EQ(exec.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(exec.status().message(), "the load is for 3 ranks, not the 2 addresses");
+  EXPECT_EQ(exec.status().message(),
+            "the load is for 3 ranks x 1 pipeline stage(s), not the 2 addresses");
+  load_.world_size = 1;
+  load_.pipeline_stages = 3;
+  exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  EXPECT_EQ(exec.status().message(),
+            "the load is for 1 ranks x 3 pipeline stage(s), not the 2 addresses");
 }
 
 // With step_channel the ranks are offered a shared-memory channel; ranks that do not open it
@@ -331,6 +337,65 @@ TEST_F(RemoteExecutorTest, AFailedStepNamesTheRankThatDoesNotAnswer) {
       << message;
   EXPECT_EQ(message.find("rank 2 (" + addresses_[2] + ") does not answer"), std::string::npos)
       << message;
+}
+
+// A rank cut off that fails no peer (a later pipeline stage, whose earlier stages sent it
+// their rows and answered): while it is out, the ranks still out are asked for a heartbeat, and
+// the step fails naming it within a probe or two, not at the step timeout.
+TEST_F(RemoteExecutorTest, ASilentRankFailsTheStepWhenNoPeerFails) {
+  StartRanks(2);
+  load_.vocab_size = 4;
+  options_.step_timeout = absl::Seconds(60);
+  options_.step_probe_interval = absl::Milliseconds(200);
+  options_.failure_probe_timeout = absl::Milliseconds(300);
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  workers_[1]->silent = true;
+  StepBatch batch;
+  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  const absl::Time start = absl::Now();
+  absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kUnavailable);
+  const std::string message(step.status().message());
+  EXPECT_NE(message.find("rank 1 (" + addresses_[1] + ") does not answer (Deadline Exceeded) "
+                         "during a step"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("rank 0"), std::string::npos) << message;
+}
+
+// Two pipeline stages of one rank: both are sent the whole load with its stage count, and the
+// sample request goes to the last stage's rank, which holds the logits.
+TEST_F(RemoteExecutorTest, PipelineStagesSampleOnTheLastStage) {
+  StartRanks(2);
+  load_.world_size = 1;
+  load_.pipeline_stages = 2;
+  load_.vocab_size = 4;
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(workers_[r]->request().rank(), r);
+    EXPECT_EQ(workers_[r]->request().world_size(), 1);
+    EXPECT_EQ(workers_[r]->request().pipeline_stages(), 2);
+  }
+  StepBatch batch;
+  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
+  ASSERT_TRUE(step.ok()) << step.status();
+  StepSampling sampling;
+  SequenceSampling& s = sampling.sequences.emplace_back();
+  s.seq_id = 1;
+  s.num_rows = 1;
+  s.samples = true;
+  s.params.temperature = 0.0f;
+  absl::StatusOr<std::vector<SequenceSamples>> samples = (*exec)->Sample(*step, sampling);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  ASSERT_EQ(samples->size(), 1u);
+  // The fake's row 0 of step 1 peaks at (1 + 0) % 4.
+  EXPECT_EQ((*samples)[0].sampled.at(0).id, 1);
+  EXPECT_EQ(workers_[0]->calls().back(), "Step=");
+  EXPECT_EQ(workers_[1]->calls().back(), "Sample=");
 }
 
 }  // namespace

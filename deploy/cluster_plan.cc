@@ -121,7 +121,7 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
   in.attention_dp = request.attention_dp;
   in.activation_dtype = FormatKind::kF32;
   in.tp = request.ranks;
-  in.pp = 1;
+  in.pp = request.pp;
   int64_t host_bytes = request.host_memory_bytes;
   if (host_bytes == 0) {
     TP_ASSIGN_OR_RETURN(GpuSpec host, HostCpuSpec("/proc/meminfo", kTimeOnlyBandwidth,
@@ -129,7 +129,8 @@ absl::StatusOr<PlanInputs> CpuPlanInputs(const ModelFiles& files, const ClusterR
     host_bytes = host.memory_bytes;
   }
   // The ranks share the host: each plans against its share.
-  in.device = HostCpuSpecFromMemTotal(host_bytes / request.ranks, kTimeOnlyBandwidth,
+  in.device = HostCpuSpecFromMemTotal(host_bytes / (request.ranks * request.pp),
+                                      kTimeOnlyBandwidth,
                                       kTimeOnlyFlops);
   in.max_context_tokens = std::min(request.context_tokens, files.config.max_context_tokens);
   in.max_tokens_per_step = request.max_tokens_per_step;
@@ -158,7 +159,7 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
       std::min(m.num_kv_blocks, m.blocks_per_sequence * seqs_per_rank));
   plan.block_size_tokens = static_cast<int32_t>(inputs.kv_block_size_tokens);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  plan.threads_per_rank = std::max(1, cores / request.ranks);
+  plan.threads_per_rank = std::max(1, cores / (request.ranks * request.pp));
   plan.engine.num_kv_blocks = static_cast<int32_t>(plan.num_kv_blocks * m.kv_partitions);
   plan.engine.kv_partitions = static_cast<int32_t>(m.kv_partitions);
   plan.engine.block_size_tokens = plan.block_size_tokens;
@@ -168,12 +169,15 @@ absl::StatusOr<ClusterPlan> PlanCluster(const ModelFiles& files, const ClusterRe
   SpeculativeEngine(request, inputs, plan.engine);
   const StageMemory& s = m.stages[0];
   plan.summary = DraftSummary(m) + absl::StrFormat(
-      "plan: %d CPU rank(s)%s%s, per rank: weights %s, step buffers %s, KV cache %d blocks x %d "
-      "tokens = %s (%d sequences of %d tokens)\n",
-      request.ranks, inputs.expert_parallel ? " with whole experts each" : "",
+      "plan: %d CPU rank(s)%s%s%s, per rank%s: weights %s, step buffers %s, KV cache %d blocks x "
+      "%d tokens = %s (%d sequences of %d tokens)\n",
+      request.ranks,
+      request.pp > 1 ? absl::StrFormat(" x %d pipeline stages", request.pp) : std::string(),
+      inputs.expert_parallel ? " with whole experts each" : "",
       inputs.attention_dp ? ", data-parallel attention (each caches its own sequences)" : "",
-      FormatBytes(s.weight_bytes), FormatBytes(s.activations.Total() + s.comm.Total()),
-      plan.num_kv_blocks, plan.block_size_tokens,
+      request.pp > 1 ? " of stage 0" : "", FormatBytes(s.weight_bytes),
+      FormatBytes(s.activations.Total() + s.comm.Total()), plan.num_kv_blocks,
+      plan.block_size_tokens,
       FormatBytes(int64_t{plan.num_kv_blocks} * s.kv_bytes_per_block), request.max_seqs,
       inputs.max_context_tokens);
   return plan;
@@ -192,7 +196,7 @@ absl::StatusOr<MemoryPlan> PlanGpus(const ModelSpec& config, const WeightFormats
   in.attention_dp = request.attention_dp;
   in.activation_dtype = FormatKind::kBF16;  // the CUDA backend's activations
   in.tp = gpus;
-  in.pp = 1;
+  in.pp = request.pp;
   in.device = gpu;
   in.max_context_tokens = std::min(request.context_tokens, config.max_context_tokens);
   in.max_tokens_per_step = request.max_tokens_per_step;
@@ -240,18 +244,21 @@ namespace {
 
 // One model the ranks hold, with every rank's slices of it.
 absl::StatusOr<ModelLoad> ModelLoadFor(const ModelSpec& config, const WeightFormats& formats,
-                                       int world_size, bool expert_parallel, bool attention_dp,
-                                       std::string path,
+                                       int world_size, int stages, bool expert_parallel,
+                                       bool attention_dp, std::string path,
                                        std::string weights, int64_t max_logit_rows) {
   ModelLoad model;
   model.path = std::move(path);
   model.weights = std::move(weights);
   model.max_logit_rows = static_cast<int32_t>(max_logit_rows);
-  for (int r = 0; r < world_size; ++r) {
-    TP_ASSIGN_OR_RETURN(ShardingPlan shards,
-                        ShardingPlan::Create(config, formats,
-                                             {r, world_size, expert_parallel, attention_dp}));
-    model.assignments.push_back(ToAssignment(shards));
+  for (int stage = 0; stage < stages; ++stage) {  // rank stage * world_size + r
+    for (int r = 0; r < world_size; ++r) {
+      TP_ASSIGN_OR_RETURN(ShardingPlan shards,
+                          ShardingPlan::Create(config, formats,
+                                               {r, world_size, expert_parallel, attention_dp,
+                                                stage, stages}));
+      model.assignments.push_back(ToAssignment(shards));
+    }
   }
   return model;
 }
@@ -262,14 +269,17 @@ absl::StatusOr<RankLoad> RankLoadFor(const ClusterPlan& plan, const ClusterReque
   const PlanInputs& in = plan.memory.inputs;
   RankLoad load;
   load.world_size = static_cast<int32_t>(in.tp);
+  load.pipeline_stages = static_cast<int32_t>(in.pp);
   TP_ASSIGN_OR_RETURN(load.model,
-                      ModelLoadFor(in.model, plan.formats, load.world_size, in.expert_parallel,
+                      ModelLoadFor(in.model, plan.formats, load.world_size, in.pp,
+                                   in.expert_parallel,
                                    in.attention_dp, request.model_path, request.weights,
                                    plan.engine.scheduler.max_logit_rows));
   if (in.draft.has_value()) {
     // The draft's experts, where it has any, are split: DraftLoad.
     TP_ASSIGN_OR_RETURN(load.draft, ModelLoadFor(in.draft->model, in.draft->weights,
-                                                 load.world_size, /*expert_parallel=*/false,
+                                                 load.world_size, /*stages=*/1,
+                                                 /*expert_parallel=*/false,
                                                  /*attention_dp=*/false,
                                                  request.draft_model_path,
                                                  request.draft_weights,

@@ -27,7 +27,10 @@
 namespace tpserve {
 
 struct ClusterRequest {
-  int ranks = 1;
+  int ranks = 1;  // the tensor-parallel degree (of each pipeline stage)
+  // Pipeline stages (--pp): ranks x pp rank processes, stage s of contiguous layers on ranks
+  // [s * ranks, (s + 1) * ranks).
+  int pp = 1;
   int64_t context_tokens = 4096;   // capped at the model's window
   int max_seqs = 8;                // sequences served at once, each up to context_tokens
   int64_t max_tokens_per_step = kCpuMaxTokensPerStep;  // launch: --max_tokens_per_step

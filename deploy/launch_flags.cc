@@ -6,6 +6,10 @@
 
 ABSL_FLAG(int, ranks, 1, "CPU worker ranks (tensor-parallel degree)");
 ABSL_FLAG(int, gpus, 0, "GPU ranks: one per GPU (needs that many CUDA devices)");
+ABSL_FLAG(int, pp, 1,
+          "pipeline stages: --ranks (or --gpus) x --pp rank processes in all; each stage holds a "
+          "contiguous run of the layers (it must divide their count) with --ranks-way tensor "
+          "parallelism inside it; stage 0 embeds, the last computes the logits");
 ABSL_FLAG(std::string, model, "smollm2",
           "a .gguf file, a Hugging Face directory, a bundled model (smollm2, gemma3-270m), or "
           "with --gpus a shape preset with its weights, e.g. 405b-fp8, 70b-bf16, 8b-int4");
@@ -151,6 +155,7 @@ namespace tpserve {
 LaunchFlags ReadLaunchFlags() {
   LaunchFlags f;
   f.ranks = absl::GetFlag(FLAGS_ranks);
+  f.pp = absl::GetFlag(FLAGS_pp);
   f.gpus = absl::GetFlag(FLAGS_gpus);
   f.model = absl::GetFlag(FLAGS_model);
   f.checkpoint = absl::GetFlag(FLAGS_checkpoint);

@@ -16,6 +16,7 @@ namespace tpserve {
 struct LaunchFlags {
   int ranks;
   int gpus;
+  int pp;
   std::string model;
   std::string checkpoint;
   std::string gpu;

@@ -144,6 +144,10 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
   if (ranks < 1 || ranks > 64) {
     return LaunchFail(absl::StrCat("--ranks = ", ranks, " must be in [1, 64]"), 2);
   }
+  if (flags.pp < 1 || ranks * flags.pp > 64) {
+    return LaunchFail(absl::StrCat("--pp = ", flags.pp, " must be >= 1 with --ranks x --pp in "
+                                   "[1, 64] (--ranks = ", ranks, ")"), 2);
+  }
   absl::StatusOr<std::string> model_path = ResolveModelPath(flags.model);
   if (!model_path.ok()) return LaunchFail(std::string(model_path.status().message()), 2);
   absl::StatusOr<ModelBundle> bundle = LoadModelBundle(*model_path, BundleOptions(flags));
@@ -155,6 +159,7 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
 
   ClusterRequest want;
   want.ranks = ranks;
+  want.pp = flags.pp;
   want.context_tokens = flags.context;
   want.max_seqs = flags.max_seqs;
   want.max_tokens_per_step = *step_tokens;
@@ -177,7 +182,7 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
   setup.bundle = &*bundle;
   setup.request = std::move(want);
   setup.plan = *std::move(plan);
-  setup.ranks = ranks;
+  setup.ranks = ranks * flags.pp;
   setup.comm_kind = comm;
   return Serve(argv0, setup);
 }
@@ -187,6 +192,11 @@ int CpuMain(const LaunchFlags& flags, const char* argv0) {
 int GpuMain(const LaunchFlags& flags, const char* argv0) {
   const int gpus = flags.gpus;
   if (gpus > 64) return LaunchFail(absl::StrCat("--gpus = ", gpus, " must be in [1, 64]"), 2);
+  if (flags.pp < 1 || gpus * flags.pp > 64) {
+    return LaunchFail(absl::StrCat("--pp = ", flags.pp, " must be >= 1 with --gpus x --pp in "
+                                   "[1, 64] (--gpus = ", gpus, ")"), 2);
+  }
+  const int devices = gpus * flags.pp;  // every stage's GPUs
   absl::StatusOr<DType> kv_dtype = KvDtypeFlag(flags, /*gpu=*/true);
   if (!kv_dtype.ok()) return LaunchFail(std::string(kv_dtype.status().message()), 2);
   absl::StatusOr<int64_t> step_tokens = StepTokensFlag(flags, /*gpu=*/true);
@@ -224,6 +234,8 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
     formats = *held;
   }
   ClusterRequest want;
+  want.ranks = gpus;
+  want.pp = flags.pp;
   want.context_tokens = flags.context;
   want.max_seqs = flags.max_seqs;
   want.max_tokens_per_step = *step_tokens;
@@ -238,12 +250,12 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   }
   // The GPUs found here, else the product's (or --gpu's): the plan is printed either way.
   const absl::StatusOr<GpuTarget> target =
-      ChooseGpuTarget(flags.gpu, gpus, VisibleCudaDevices());
+      ChooseGpuTarget(flags.gpu, devices, VisibleCudaDevices());
   if (!target.ok()) return LaunchFail(std::string(target.status().message()), 2);
   absl::StatusOr<MemoryPlan> memory = PlanGpus(*config, formats, gpus, target->spec, want);
   if (!memory.ok()) return LaunchFail(std::string(memory.status().message()), 2);
   std::fprintf(stderr, "%s", RenderPlanTable(*memory, EstimateRoofline(*memory, {})).c_str());
-  if (const std::string missing = MissingDevicesLine(*target, gpus); !missing.empty()) {
+  if (const std::string missing = MissingDevicesLine(*target, devices); !missing.empty()) {
     return LaunchFail(missing, 2);
   }
   if (!bundle.has_value()) {
@@ -266,7 +278,7 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   setup.bundle = &*bundle;
   setup.request = std::move(want);
   setup.plan = *std::move(plan);
-  setup.ranks = gpus;
+  setup.ranks = devices;
   setup.backend = "cuda";
   setup.comm_kind = "nccl";
   return Serve(argv0, setup);

@@ -30,12 +30,12 @@ std::string ModelPath() {
 // `plan` promised rank 0 (the largest share: later ranks may hold fewer vocab rows, and an MLP
 // split unevenly a unit less on the ranks past ranks_with_local_shape, uneven_bytes in all).
 void ExpectRanksMatchThePlan(const MemoryPlan& plan, LocalExecutor& exec, int tp,
-                             int64_t num_kv_blocks, const std::string& where) {
-  const StageMemory& stage = plan.stages.at(0);
-  const StageShards& shards = plan.sharding.stages.at(0);
+                             int64_t num_kv_blocks, const std::string& where, int s = 0) {
+  const StageMemory& stage = plan.stages.at(s);
+  const StageShards& shards = plan.sharding.stages.at(s);
   for (int rank = 0; rank < tp; ++rank) {
-    SCOPED_TRACE(where + " rank " + std::to_string(rank));
-    const MemoryFootprint fp = exec.footprint(rank);
+    SCOPED_TRACE(where + " stage " + std::to_string(s) + " rank " + std::to_string(rank));
+    const MemoryFootprint fp = exec.footprint(s * tp + rank);
     for (const RoleShard& r : shards.roles) {
       const int64_t held = fp.weight_bytes_by_role[static_cast<int>(r.role)];
       int64_t want = r.bytes_per_rank;
@@ -51,7 +51,7 @@ void ExpectRanksMatchThePlan(const MemoryPlan& plan, LocalExecutor& exec, int tp
     if (rank == 0) {
       EXPECT_EQ(fp.weight_bytes_resident, stage.weight_bytes);
     }
-    EXPECT_EQ(exec.kv_cache_bytes(rank), num_kv_blocks * stage.kv_bytes_per_block);
+    EXPECT_EQ(exec.kv_cache_bytes(s * tp + rank), num_kv_blocks * stage.kv_bytes_per_block);
     // The workspace is the plan's step buffers, allocated one for one; a narrower MLP's gate
     // and up buffers are narrower by its missing rows.
     const StepBufferSizes& step = stage.activations.step;
@@ -98,6 +98,46 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
 // 9: past the KV heads, the MLP split 6 / 5 units of 32.
 INSTANTIATE_TEST_SUITE_P(SmolLM2, PlanVsEngine,
                          ::testing::Combine(::testing::Values(1, 3, 9), ::testing::Bool()));
+
+// Pipeline stages (issue 40): each stage's ranks hold what the plan draws for that stage, its
+// layers, its KV cache and its buffers: stage 0 the embedding, the last the final norm, the
+// (tied) LM head and the step's rows kept for it, to the byte. Then a step runs through them.
+TEST(PlanVsEngineStages, EveryStageHoldsWhatThePlanDrawsForIt) {
+  absl::StatusOr<ModelFiles> files = OpenModelFiles(ModelPath());
+  ASSERT_TRUE(files.ok()) << files.status();
+  for (const auto& [tp, pp] : {std::pair{1, 2}, std::pair{3, 2}, std::pair{1, 3}}) {
+    ClusterRequest request;
+    request.ranks = tp;
+    request.pp = pp;
+    request.context_tokens = 1024;
+    request.max_seqs = 2;
+    request.max_tokens_per_step = 256;
+    request.deterministic_tp = true;
+    absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->memory.stages.size(), static_cast<size_t>(pp));
+    absl::StatusOr<RankLoad> load = RankLoadFor(*plan, request);
+    ASSERT_TRUE(load.ok()) << load.status();
+    EXPECT_EQ(load->pipeline_stages, pp);
+    EXPECT_EQ(load->model.assignments.size(), static_cast<size_t>(tp * pp));
+    EXPECT_EQ(load->model.assignments.back().first_layer(), 30 - 30 / pp);
+    absl::StatusOr<std::unique_ptr<LocalExecutor>> exec = LocalExecutor::Create(*files, *load);
+    ASSERT_TRUE(exec.ok()) << exec.status();
+    const std::string where = "TP " + std::to_string(tp) + " x PP " + std::to_string(pp);
+    for (int s = 0; s < pp; ++s) {
+      ExpectRanksMatchThePlan(plan->memory, **exec, tp, plan->num_kv_blocks, where, s);
+    }
+    // The stages differ: the first holds no final norm, the last the rows it keeps.
+    EXPECT_EQ(plan->memory.stages.front().activations.step.pipeline_rows, 0) << where;
+    EXPECT_EQ(plan->memory.stages.back().activations.step.pipeline_rows, 256 * 576 * 4) << where;
+    StepBatch batch;
+    batch.Add(/*seq_id=*/1, 0, std::vector<int32_t>{1, 504, 1463}, {0});
+    batch.Add(/*seq_id=*/2, 0, std::vector<int32_t>{1, 330}, {1});
+    absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
+    ASSERT_TRUE(step.ok()) << where << ": " << step.status();
+    EXPECT_EQ(step->logits.size(), 2u * files->config.vocab_size);
+  }
+}
 
 // Every family's own tensors (q/k/v biases split with their heads, QK-norms and sandwich
 // norms replicated) are in the plan as the engine holds them: Gemma 3 270M (sliding-window

@@ -317,7 +317,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> StartServing(const LaunchSetup& setup,
   options.info.weight_format =
       plan.formats.preset == "checkpoint" ? bundle.files.weight_format : plan.formats.preset;
   options.info.backend = setup.backend;
-  options.info.tensor_parallel_degree = setup.ranks;
+  options.info.tensor_parallel_degree = setup.request.ranks;
   options.info.num_parameters = bundle.files.config.NumParameters();
   options.info.kv_cache_tokens = int64_t{plan.num_kv_blocks} * plan.block_size_tokens;
   RemoteExecutor* remote = exec.get();

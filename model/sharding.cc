@@ -445,8 +445,22 @@ void FitInt4Groups(const ModelSpec& config, int tp, WeightFormats* formats) {
   }
 }
 
+StageLayers StageLayersOf(int64_t num_layers, int num_stages, int stage) {
+  const int64_t count = num_layers / num_stages;
+  return StageLayers{stage * count, count};
+}
+
 absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
                                                   const WeightFormats& formats, ShardSpec shard) {
+  if (shard.num_stages < 1 || config.num_layers % shard.num_stages != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("pipeline stages = ", shard.num_stages, " must be >= 1 and divide num_layers = ",
+               config.num_layers));
+  }
+  if (shard.stage < 0 || shard.stage >= shard.num_stages) {
+    return absl::InvalidArgumentError(
+        StrCat("stage = ", shard.stage, " is outside [0, ", shard.num_stages, ")"));
+  }
   if (shard.world_size < 1) {
     return absl::InvalidArgumentError(StrCat("world_size = ", shard.world_size, " must be >= 1"));
   }
@@ -481,6 +495,7 @@ absl::StatusOr<ShardingPlan> ShardingPlan::Create(const ModelSpec& config,
   ShardingPlan plan;
   plan.config_ = config;
   plan.shard_ = shard;
+  plan.layers_ = StageLayersOf(config.num_layers, shard.num_stages, shard.stage);
   const int attention_split = adp ? 1 : shard.world_size;  // data-parallel: every head
   plan.num_local_heads_ = config.num_heads / attention_split;
   plan.kv_head_copies_ = adp ? shard.world_size : KvHeadCopies(config, shard.world_size);

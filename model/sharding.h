@@ -143,7 +143,20 @@ struct ShardSpec {
   bool expert_parallel = false;
   // The whole attention on every rank, each attending for its own sequences (the file comment).
   bool attention_dp = false;
+  // Pipeline parallelism: this rank's stage of num_stages, each a contiguous run of
+  // StageLayers' layers; rank and world_size are the rank's place in its stage's
+  // tensor-parallel group. Stage 0 embeds, the last stage computes the logits.
+  int stage = 0;
+  int num_stages = 1;
 };
+
+// Layers [first, first + count) of pipeline stage `stage` of `num_stages`: num_layers split
+// evenly (ValidateParallelism refuses a stage count that does not divide it).
+struct StageLayers {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+StageLayers StageLayersOf(int64_t num_layers, int num_stages, int stage);
 
 // Rows [row_begin, row_begin + num_rows) and columns [col_begin, col_begin + num_cols) of the
 // full [rows, cols] matrix.
@@ -164,6 +177,14 @@ class ShardingPlan {
                                              const WeightFormats& formats, ShardSpec shard);
 
   ShardSpec shard() const { return shard_; }
+  // This rank's pipeline stage: layers [first_layer(), + num_local_layers()).
+  int64_t first_layer() const { return layers_.first; }
+  int64_t num_local_layers() const { return layers_.count; }
+  bool first_stage() const { return shard_.stage == 0; }
+  bool last_stage() const { return shard_.stage == shard_.num_stages - 1; }
+  // Whether this rank ends a step with the logits: the last stage's rank 0 (kSamplingRank,
+  // step/step_batch.h, a layer above).
+  bool samples() const { return last_stage() && shard_.rank == 0; }
   bool attention_dp() const { return shard_.attention_dp; }
   // The degree the attention is split at: 1 with data-parallel attention, else world_size.
   int attention_degree() const { return shard_.attention_dp ? 1 : shard_.world_size; }
@@ -217,6 +238,7 @@ class ShardingPlan {
  private:
   ModelSpec config_;
   ShardSpec shard_;
+  StageLayers layers_;
   int64_t num_local_heads_ = 0;
   int64_t num_local_kv_heads_ = 0;
   int64_t kv_head_copies_ = 1;

@@ -423,5 +423,28 @@ TEST(ShardingPlanTest, DataParallelAttentionHoldsTheWholeAttentionOnEveryRank) {
   EXPECT_EQ(KvEntryOf(gqa, g->attention_degree()).heads, gqa.num_kv_heads);
 }
 
+
+// Pipeline stages hold contiguous, equal runs of layers; the first embeds, the last samples
+// (its rank 0); a stage count that does not divide the layers, or a stage outside it, is refused.
+TEST(ShardingPlanTest, PipelineStagesHoldContiguousLayers) {
+  const ModelSpec c = SmolLm2Shapes();  // 30 layers
+  for (int stage = 0; stage < 3; ++stage) {
+    const ShardingPlan p = *ShardingPlan::Create(c, Formats("q4_1"), {1, 3, false, false, stage, 3});
+    EXPECT_EQ(p.first_layer(), 10 * stage);
+    EXPECT_EQ(p.num_local_layers(), 10);
+    EXPECT_EQ(p.first_stage(), stage == 0);
+    EXPECT_EQ(p.last_stage(), stage == 2);
+    EXPECT_FALSE(p.samples());  // rank 1
+    EXPECT_EQ(p.local_intermediate_size(), 512);  // the stage's TP split is unchanged
+  }
+  EXPECT_TRUE(ShardingPlan::Create(c, Formats("q4_1"), {0, 3, false, false, 2, 3})->samples());
+  EXPECT_FALSE(ShardingPlan::Create(c, Formats("q4_1"), {0, 3, false, false, 1, 3})->samples());
+  EXPECT_EQ(ShardingPlan::Create(c, Formats("q4_1"), {0, 1, false, false, 0, 4}).status().message(),
+            "pipeline stages = 4 must be >= 1 and divide num_layers = 30");
+  EXPECT_EQ(ShardingPlan::Create(c, Formats("q4_1"), {0, 1, false, false, 2, 2}).status().message(),
+            "stage = 2 is outside [0, 2)");
+  EXPECT_EQ(StageLayersOf(126, 2, 1).first, 63);
+}
+
 }  // namespace
 }  // namespace tpserve

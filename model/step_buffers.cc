@@ -16,7 +16,7 @@ int64_t StepBufferSizes::Total() const {
          expert_rows + expert_gate + expert_up + expert_down + expert_send_pos + expert_recv_pos +
          expert_send + expert_recv + expert_gathered + mla_q_latent + mla_entry + mla_latent +
          mla_q_absorbed + mla_attn_latent + mla_head_in + mla_head_out + mla_expanded +
-         mtp_concat;
+         mtp_concat + pipeline_rows;
 }
 
 namespace {
@@ -110,6 +110,7 @@ StepBufferSizes StepBuffersFor(const ModelSpec& c, const ShardingPlan& p, int64_
     s.mla_expanded = t * h * (m.qk_nope_head_dim + m.v_head_dim) * a;
   }
   if (c.is_mtp_draft()) s.mtp_concat = t * 2 * c.hidden_size * a;
+  if (p.shard().num_stages > 1 && p.last_stage()) s.pipeline_rows = t * c.hidden_size * a;
   // The dense MLP's (none when every layer is experts).
   s.gate = s.up = HasRole(c, TensorRole::kGate) ? t * p.local_intermediate_size() * a : 0;
   const DownChunks down = DenseDownChunks(c, p, chunks);

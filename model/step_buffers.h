@@ -89,6 +89,9 @@ struct StepBufferSizes {
   int64_t mla_expanded = 0;
   // A multi-token-prediction draft's input: [T, 2 * hidden], its two normed halves.
   int64_t mtp_concat = 0;
+  // The last pipeline stage's step rows [T, hidden], kept micro-batch by micro-batch for one
+  // LM head over the step (worker/llama_model.h's PipelinedForward); 0 without stages.
+  int64_t pipeline_rows = 0;
 
   int64_t Total() const;
 };

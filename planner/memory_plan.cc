@@ -304,10 +304,6 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
                       PlanSharding(inputs.model, inputs.weights, inputs.tp, inputs.pp,
                                    WeightDeviceOf(inputs.device), inputs.expert_parallel,
                                    inputs.attention_dp));
-  TP_ASSIGN_OR_RETURN(const ShardingPlan rank0,
-                      ShardingPlan::Create(inputs.model, inputs.weights,
-                                           {0, inputs.tp, inputs.expert_parallel,
-                                            inputs.attention_dp}));
   plan.num_ranks = int64_t{inputs.tp} * inputs.pp;
   plan.kv_partitions = inputs.attention_dp ? inputs.tp : 1;
   // Each rank's share of the target sequences (data-parallel attention spreads them).
@@ -320,7 +316,12 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInputs& inputs) {
   if (inputs.draft.has_value()) TP_RETURN_IF_ERROR(AddDraft(inputs, draft));
   int64_t no_draft_blocks = INT64_MAX;
   for (int s = 0; s < inputs.pp; ++s) {
-    StageMemory m = FixedStageMemory(inputs, plan.sharding, rank0, s, draft);
+    // Rank 0 of stage s: its buffers are its stage's (the logits on the last one alone).
+    TP_ASSIGN_OR_RETURN(const ShardingPlan stage_rank0,
+                        ShardingPlan::Create(inputs.model, inputs.weights,
+                                             {0, inputs.tp, inputs.expert_parallel,
+                                              inputs.attention_dp, s, inputs.pp}));
+    StageMemory m = FixedStageMemory(inputs, plan.sharding, stage_rank0, s, draft);
     m.kv_target_bytes = target_per_partition * plan.blocks_per_sequence * m.kv_bytes_per_block;
     plan.weights_fit &= m.runtime_reserve_bytes + m.safety_bytes + m.weight_bytes <= m.device_bytes;
     plan.buffers_fit &= m.available_for_kv_bytes >= 0;

@@ -128,8 +128,9 @@ absl::StatusOr<StageShards> ShardStage(const ModelSpec& config, const WeightForm
                                        int64_t vocab_padded, const WeightDevice& device) {
   StageShards s;
   s.stage = stage;
-  s.num_layers = config.num_layers / pp;
-  s.first_layer = s.num_layers * stage;
+  const StageLayers layers = StageLayersOf(config.num_layers, pp, stage);  // the engine's
+  s.num_layers = layers.count;
+  s.first_layer = layers.first;
   const bool first = stage == 0, last = stage == pp - 1;
   for (TensorRole role : kAllTensorRoles) {
     if (RoleTensorCount(config, role, s.first_layer, s.num_layers) == 0) continue;

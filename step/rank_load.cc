@@ -21,7 +21,8 @@ bool SameModel(const ModelLoad& a, const ModelLoad& b) {
 }  // namespace
 
 bool RankLoad::operator==(const RankLoad& other) const {
-  return world_size == other.world_size && SameModel(model, other.model) &&
+  return world_size == other.world_size && pipeline_stages == other.pipeline_stages &&
+         SameModel(model, other.model) &&
          draft.has_value() == other.draft.has_value() &&
          (!draft.has_value() || SameModel(*draft, *other.draft)) &&
          vocab_size == other.vocab_size && kv_dtype == other.kv_dtype &&

@@ -43,6 +43,13 @@ struct ModelLoad {
 
 struct RankLoad {
   int32_t world_size = 1;  // the tensor-parallel degree
+  // Pipeline stages (model/sharding.h's ShardSpec): rank r is tensor-parallel rank
+  // r % world_size of stage r / world_size; the model's assignments have an entry per rank of
+  // every stage.
+  int32_t pipeline_stages = 1;
+  int32_t total_ranks() const { return world_size * pipeline_stages; }
+  // The rank that ends a step with the logits and samples: the last stage's kSamplingRank.
+  int32_t sampling_rank() const { return (pipeline_stages - 1) * world_size; }
   ModelLoad model;
   // Speculative decoding's draft model, beside the target on the same ranks at the same
   // degree, its KV in the same block ids (coordinator/speculative/draft_model.h).

@@ -23,6 +23,7 @@ absl::Status CheckAssignments(const char* field, int count, int world_size) {
 
 void ToLoadRequest(const RankLoad& load, wpb::LoadRequest* request) {
   request->set_world_size(load.world_size);
+  request->set_pipeline_stages(load.pipeline_stages);
   request->set_model_path(load.model.path);
   request->set_weights(load.model.weights);
   request->set_max_logit_rows(load.model.max_logit_rows);
@@ -65,20 +66,25 @@ absl::StatusOr<RankLoad> RankLoadFromRequest(const wpb::LoadRequest& request) {
     return absl::InvalidArgumentError(
         absl::StrCat("world_size = ", request.world_size(), " must be at least 1"));
   }
+  if (request.pipeline_stages() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline_stages = ", request.pipeline_stages(), " must be at least 1 (0: 1)"));
+  }
   RankLoad load;
   load.world_size = request.world_size();
+  load.pipeline_stages = std::max(1, request.pipeline_stages());
   load.model.path = request.model_path();
   load.model.weights = request.weights();
   load.model.max_logit_rows = request.max_logit_rows();
   if (absl::Status s =
-          CheckAssignments("assignments", request.assignments_size(), load.world_size);
+          CheckAssignments("assignments", request.assignments_size(), load.total_ranks());
       !s.ok()) {
     return s;
   }
   load.model.assignments.assign(request.assignments().begin(), request.assignments().end());
   if (!request.draft_model_path().empty()) {
     if (absl::Status s = CheckAssignments("draft_assignments", request.draft_assignments_size(),
-                                          load.world_size);
+                                          load.total_ranks());
         !s.ok()) {
       return s;
     }

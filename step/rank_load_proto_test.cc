@@ -28,7 +28,8 @@ wpb::ShardAssignment Slice(int64_t first_head) {
 // Every field away from its default, so that a field the conversion drops fails the test.
 RankLoad EveryFieldSet() {
   RankLoad load;
-  load.world_size = 2;
+  load.world_size = 1;
+  load.pipeline_stages = 2;
   load.model = {.path = "/models/target.gguf", .weights = "fp8", .max_logit_rows = 24,
                 .assignments = {Slice(0), Slice(3)}};
   load.draft = ModelLoad{.path = "/models/draft", .weights = "int4", .max_logit_rows = 8,
@@ -114,6 +115,11 @@ TEST(RankLoadProtoTest, RefusesWhatNoRankLoadMakes) {
   short_plan.mutable_assignments()->RemoveLast();
   EXPECT_EQ(RankLoadFromRequest(short_plan).status().message(),
             "assignments has 1 entries for 2 ranks (one per rank, or none)");
+
+  wpb::LoadRequest negative_stages = request;
+  negative_stages.set_pipeline_stages(-1);
+  EXPECT_EQ(RankLoadFromRequest(negative_stages).status().message(),
+            "pipeline_stages = -1 must be at least 1 (0: 1)");
 
   wpb::LoadRequest short_draft = request;
   *short_draft.add_draft_assignments() = Slice(2);

@@ -1,5 +1,6 @@
 #include "step/step_batch.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -18,6 +19,28 @@ StepBatch::Sequence& StepBatch::Add(int64_t seq_id, int64_t start_position,
   s.block_table = std::move(block_table);
   token_ids.insert(token_ids.end(), tokens.begin(), tokens.end());
   return s;
+}
+
+std::vector<StepBatch> MicroBatches(const StepBatch& batch, int parts) {
+  const int64_t n = static_cast<int64_t>(batch.sequences.size());
+  const int64_t count = std::max<int64_t>(1, std::min<int64_t>(parts, n));
+  std::vector<StepBatch> out(count);
+  int64_t part = 0, tokens = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const StepBatch::Sequence& s = batch.sequences[i];
+    // Move on once this part has its share, keeping a sequence for every part still to come.
+    if (part + 1 < count && !out[part].empty() &&
+        (tokens * count >= (part + 1) * batch.num_tokens() || n - i == count - part - 1)) {
+      ++part;
+    }
+    StepBatch::Sequence& copy =
+        out[part].Add(s.seq_id, s.start_position, batch.tokens(s), s.block_table, s.num_logits);
+    copy.attention_rank = s.attention_rank;
+    copy.samples = s.samples;
+    copy.num_drafts = s.num_drafts;
+    tokens += s.num_tokens;
+  }
+  return out;
 }
 
 int64_t StepBatch::num_logit_rows() const {

@@ -72,6 +72,12 @@ struct StepBatch {
   absl::Status CheckShape() const;
 };
 
+// Pipeline micro-batches: the batch's sequences cut into at most `parts` runs (fewer when it has
+// fewer sequences), in order, each about an equal share of the tokens; a sequence is never cut.
+// Every stage of a pipeline cuts a step alike, so the micro-batches meet stage to stage. Each
+// run as a batch of its own (rows from 0); their logit rows, in order, are the batch's.
+std::vector<StepBatch> MicroBatches(const StepBatch& batch, int parts);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_STEP_STEP_BATCH_H_

@@ -108,5 +108,43 @@ TEST(StepBatchTest, CheckShapeNamesASequenceOutOfOrder) {
   EXPECT_THAT(b.CheckShape().message(), HasSubstr("the sequences cover 6 tokens, token_ids has 7"));
 }
 
+
+// Pipeline micro-batches: whole sequences in order, each part about its share of the tokens,
+// every field carried, rows from 0, and the parts' logit rows adding up to the batch's.
+TEST(StepBatchTest, MicroBatchesCutBetweenSequencesByTokens) {
+  StepBatch b;
+  b.Add(/*seq_id=*/1, 0, std::vector<int32_t>{1, 2, 3, 4, 5, 6}, {0}, 6);
+  b.Add(/*seq_id=*/2, 9, std::vector<int32_t>{7}, {1, 2});
+  b.Add(/*seq_id=*/3, 4, std::vector<int32_t>{8}, {3}).num_drafts = 0;
+  b.Add(/*seq_id=*/4, 2, std::vector<int32_t>{9, 10}, {4}, 2).samples = true;
+  const std::vector<StepBatch> two = MicroBatches(b, 2);
+  ASSERT_EQ(two.size(), 2u);
+  // 10 tokens: the 6-token prompt is half on its own.
+  ASSERT_EQ(two[0].sequences.size(), 1u);
+  EXPECT_EQ(two[0].token_ids, (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
+  ASSERT_EQ(two[1].sequences.size(), 3u);
+  EXPECT_EQ(two[1].token_ids, (std::vector<int32_t>{7, 8, 9, 10}));
+  const StepBatch::Sequence& last = two[1].sequences[2];
+  EXPECT_EQ(last.seq_id, 4);
+  EXPECT_EQ(last.first_token, 2);
+  EXPECT_EQ(last.start_position, 2);
+  EXPECT_EQ(last.num_logits, 2);
+  EXPECT_TRUE(last.samples);
+  EXPECT_EQ(two[1].sequences[0].block_table, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(two[0].num_logit_rows() + two[1].num_logit_rows(), b.num_logit_rows());
+  for (const StepBatch& part : two) EXPECT_TRUE(part.CheckShape().ok()) << part.CheckShape();
+  // More parts than sequences: one each; every part gets a sequence.
+  const std::vector<StepBatch> many = MicroBatches(b, 9);
+  ASSERT_EQ(many.size(), 4u);
+  for (size_t i = 0; i < many.size(); ++i) {
+    ASSERT_EQ(many[i].sequences.size(), 1u);
+    EXPECT_EQ(many[i].sequences[0].seq_id, static_cast<int64_t>(i + 1));
+  }
+  // Four parts of four sequences, even when the first holds most tokens.
+  EXPECT_EQ(MicroBatches(b, 4).size(), 4u);
+  ASSERT_EQ(MicroBatches(b, 1).size(), 1u);
+  EXPECT_EQ(MicroBatches(b, 1)[0].token_ids, b.token_ids);
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -57,6 +57,7 @@ struct LlamaModel::Workspace {
   DeviceBuffer mla_head_out;     // [T, max(kv_lora, v)]
   DeviceBuffer mla_expanded;     // [T, local_heads * (nope + v)]
   DeviceBuffer mtp_concat;       // [T, 2 * hidden]: an MTP draft's normed embedding and hidden
+  DeviceBuffer pipeline_rows;    // [T, hidden]: the last stage's micro-batches' rows
 };
 
 
@@ -95,7 +96,8 @@ std::vector<std::pair<DeviceBuffer*, int64_t>> LlamaModel::WorkspaceBuffers(
           {&ws.mla_head_in, s.mla_head_in},
           {&ws.mla_head_out, s.mla_head_out},
           {&ws.mla_expanded, s.mla_expanded},
-          {&ws.mtp_concat, s.mtp_concat}};
+          {&ws.mtp_concat, s.mtp_concat},
+          {&ws.pipeline_rows, s.pipeline_rows}};
 }
 
 LlamaModel::LlamaModel(const ModelSpec& config, const ShardingPlan& plan,
@@ -153,6 +155,46 @@ absl::Status RefuseWhatTheBackendLacks(const ModelSpec& c,
 
 }  // namespace
 
+namespace {
+
+// The links a stage needs, each a two-rank group in which this rank has its place; what a
+// pipeline stage cannot run yet refused by name.
+absl::Status CheckPipelineLinks(const ModelSpec& config, const ShardingPlan& plan,
+                                const PipelineLinks& links) {
+  const ShardSpec s = plan.shard();
+  if (s.num_stages == 1) return absl::OkStatus();
+  if (config.is_mtp_draft() || s.attention_dp) {
+    return absl::UnimplementedError(StrCat(
+        "pipeline stages (", s.num_stages, ") with ",
+        s.attention_dp ? "data-parallel attention" : "a multi-token-prediction draft",
+        ": not supported (one stage runs them)"));
+  }
+  struct Link {
+    const char* name;
+    const Communicator* comm;
+    bool needed;
+    int rank;  // this rank's place in it
+  };
+  const Link checks[] = {{"from_prev", links.from_prev, !plan.first_stage(), 1},
+                         {"to_next", links.to_next, !plan.last_stage(), 0}};
+  for (const Link& l : checks) {
+    if (l.needed != (l.comm != nullptr)) {
+      return absl::InvalidArgumentError(StrCat("stage ", s.stage, " of ", s.num_stages,
+                                               ": pipeline link ", l.name, " is ",
+                                               l.needed ? "missing" : "set, but it has none"));
+    }
+    if (l.comm != nullptr && (l.comm->world_size() != 2 || l.comm->rank() != l.rank)) {
+      return absl::InvalidArgumentError(StrCat("stage ", s.stage, ": pipeline link ", l.name,
+                                               " is rank ", l.comm->rank(), " of ",
+                                               l.comm->world_size(), "; it must be rank ",
+                                               l.rank, " of 2"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status LlamaModel::Init() {
   // Each layer's attention as the description says it, once rather than at every step.
   for (int64_t l = 0; l < config_.num_layers; ++l) {
@@ -167,13 +209,16 @@ absl::Status LlamaModel::Init() {
   }
   reduction_chunks_ = ReductionChunks(config_, plan_, formats_, reduction_, requested_chunks_);
   down_chunks_ = DenseDownChunks(config_, plan_, reduction_chunks_);
-  sizes_ = StepBuffersFor(config_, plan_, max_tokens_per_step_, max_logit_rows_,
-                          ActivationBytes(*backend_), reduction_chunks_);
+  // Logits only where the last stage makes them.
+  sizes_ = StepBuffersFor(config_, plan_, max_tokens_per_step_,
+                          plan_.last_stage() ? max_logit_rows_ : 0, ActivationBytes(*backend_),
+                          reduction_chunks_);
   for (const auto& [buffer, bytes] : WorkspaceBuffers(*ws_, sizes_)) {
     if (bytes == 0) continue;
     TP_ASSIGN_OR_RETURN(*buffer, backend_->Allocate(bytes, "step buffer"));
   }
-  if (plan_.shard().rank == kSamplingRank) {  // the others receive no logits
+  static_assert(kSamplingRank == 0, "ShardingPlan::samples() names rank 0");
+  if (plan_.samples()) {  // the others receive no logits
     ws_->host_gathered.resize(sizes_.logits_gathered / sizeof(float));
   }
 
@@ -259,6 +304,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
         comm->world_size(), shard.rank, shard.world_size));
   }
   TP_ASSIGN_OR_RETURN(ShardingPlan plan, ShardingPlan::Create(config, formats, shard));
+  TP_RETURN_IF_ERROR(CheckPipelineLinks(config, plan, options.pipeline));
   if (options.max_tokens_per_step < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("max_tokens_per_step = %d must be >= 1", options.max_tokens_per_step));
@@ -288,6 +334,7 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelSpec& co
                                                    options.max_tokens_per_step, max_logit_rows,
                                                    options.reduction));
   model->requested_chunks_ = options.reduction_chunks;
+  model->pipeline_ = options.pipeline;
   model->record_decode_steps_ = options.record_decode_steps;
   model->expand_fresh_prefill_ = options.mla_expand_fresh_prefill;
   model->max_context_tokens_ = options.max_context_tokens > 0 ? options.max_context_tokens
@@ -300,7 +347,7 @@ KvCacheShape LlamaModel::KvShape(int64_t num_blocks, int64_t block_size_tokens,
                                   DType dtype) const {
   const KvEntry entry = KvEntryOf(config_, plan_.attention_degree());
   KvCacheShape shape;
-  shape.num_layers = config_.num_layers;
+  shape.num_layers = plan_.num_local_layers();  // this pipeline stage's
   shape.num_blocks = num_blocks;
   shape.block_size_tokens = block_size_tokens;
   shape.num_kv_heads = entry.heads;
@@ -325,12 +372,12 @@ MemoryFootprint LlamaModel::footprint() const {
 absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) const {
   const KvCacheShape& kv = cache.shape();
   const KvEntry entry = KvEntryOf(config_, plan_.attention_degree());
-  if (kv.num_layers != config_.num_layers || kv.num_kv_heads != entry.heads ||
+  if (kv.num_layers != plan_.num_local_layers() || kv.num_kv_heads != entry.heads ||
       kv.head_dim != entry.dim || kv.pools != entry.pools) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "KV cache shape (layers %d, kv heads %d, head_dim %d, pools %d) does not match this "
         "rank (layers %d, kv heads %d, head_dim %d, pools %d)", kv.num_layers, kv.num_kv_heads,
-        kv.head_dim, kv.pools, config_.num_layers, entry.heads, entry.dim, entry.pools));
+        kv.head_dim, kv.pools, plan_.num_local_layers(), entry.heads, entry.dim, entry.pools));
   }
   if (batch.sequences.empty()) return absl::InvalidArgumentError("step batch has no sequences");
   TP_RETURN_IF_ERROR(batch.CheckShape());
@@ -378,7 +425,7 @@ absl::Status LlamaModel::Validate(const StepBatch& batch, const KvCache& cache) 
     return absl::InvalidArgumentError(absl::StrFormat(
         "step has %d tokens, more than max_tokens_per_step = %d", total, max_tokens_per_step_));
   }
-  if (batch.num_logit_rows() > max_logit_rows_) {
+  if (plan_.last_stage() && batch.num_logit_rows() > max_logit_rows_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "step asks for %d rows of logits, more than max_logit_rows = %d", batch.num_logit_rows(),
         max_logit_rows_));
@@ -507,6 +554,7 @@ absl::Status LlamaModel::Forward(const StepBatch& batch_in, KvCache* cache, floa
   const StepBatch& batch = config_.is_mtp_draft() ? shifted : batch_in;
   TP_RETURN_IF_ERROR(Validate(batch, *cache));
   held_rows_ = -1;  // the workspace's logits are about to be overwritten
+  if (plan_.shard().num_stages > 1) return PipelinedForward(batch, cache, logits);
   const int64_t logit_rows = batch.num_logit_rows();
   const int64_t bucket = CaptureBucket(batch);
   const StepInputs step = PrepareStep(batch, bucket);
@@ -515,6 +563,46 @@ absl::Status LlamaModel::Forward(const StepBatch& batch_in, KvCache* cache, floa
   TP_RETURN_IF_ERROR(RunLayers(step, cache));
   TP_RETURN_IF_ERROR(LmHead(step, logits));
   return backend_->Synchronize();
+}
+
+absl::Status LlamaModel::PipelinedForward(const StepBatch& batch, KvCache* cache,
+                                          float* logits) {
+  const int64_t row_bytes = config_.hidden_size * ActivationBytes(*backend_);
+  // Each micro-batch through this stage's layers and on (RunLayers receives and sends), so
+  // the next stage works on one while this one starts the next; the last stage keeps each
+  // one's rows, in order, for one LM head over the step.
+  int64_t row = 0;
+  for (const StepBatch& part : MicroBatches(batch, std::max(2, plan_.shard().num_stages))) {
+    const StepInputs step = PrepareStep(part, 0);
+    backend_->BeginStep(step);
+    TP_RETURN_IF_ERROR(RunLayers(step, cache));
+    if (plan_.last_stage()) {
+      const int64_t t = NumRows(step);
+      backend_->Copy2D(static_cast<uint8_t*>(ws_->pipeline_rows.data()) + row * row_bytes,
+                       row_bytes, ws_->x.data(), row_bytes, row_bytes, t);
+      row += t;
+    }
+  }
+  for (Communicator* link : {pipeline_.from_prev, pipeline_.to_next}) {
+    if (link != nullptr) TP_RETURN_IF_ERROR(link->AwaitCollectives());
+  }
+  if (plan_.last_stage()) {
+    const StepInputs step = PrepareStep(batch, 0);
+    backend_->BeginStep(step);
+    backend_->Copy2D(ws_->x.data(), row_bytes, ws_->pipeline_rows.data(), row_bytes, row_bytes,
+                     row);
+    TP_RETURN_IF_ERROR(LmHead(step, logits));
+  } else if (plan_.shard().world_size > 1) {
+    TP_RETURN_IF_ERROR(comm_->AwaitCollectives());
+  }
+  return backend_->Synchronize();
+}
+
+absl::Status LlamaModel::PipeTransfer(Communicator& link, int64_t rows) {
+  const int64_t bytes = rows * config_.hidden_size * ActivationBytes(*backend_);
+  // A two-rank group whose root is the earlier stage: the broadcast is its send, and the
+  // later stage's receive.
+  return link.Broadcast(absl::MakeSpan(static_cast<uint8_t*>(ws_->x.data()), bytes), 0);
 }
 
 absl::Status LlamaModel::RecordedStep(const StepInputs& step, int64_t bucket,
@@ -546,6 +634,7 @@ int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
   }
   // At tp > 1 the layers' collectives sit inside the recording.
   if (plan_.shard().world_size > 1 && !comm_->capturable()) return 0;
+  if (plan_.shard().num_stages > 1) return 0;  // micro-batches go stage to stage from the host
   for (const StepBatch::Sequence& s : batch.sequences) {
     if (s.num_tokens != 1 || s.num_logits != 1) return 0;
   }
@@ -554,17 +643,25 @@ int64_t LlamaModel::CaptureBucket(const StepBatch& batch) const {
 }
 
 absl::Status LlamaModel::RunLayers(const StepInputs& step, KvCache* cache) {
-  TP_RETURN_IF_ERROR(Embed(step));
+  if (plan_.first_stage()) {
+    TP_RETURN_IF_ERROR(Embed(step));
+  } else {  // the previous stage's rows
+    TP_RETURN_IF_ERROR(PipeTransfer(*pipeline_.from_prev, NumRows(step)));
+  }
   if (config_.is_mtp_draft()) MtpInput(step);
   // Data-parallel attention: the attention ops see this rank's sequences only (the backend's
   // ops read the current step), the LM head the whole step again.
   const bool own = plan_.attention_dp();
   if (own && !attention_step_.seqs.empty()) backend_->BeginStep(attention_step_);
-  for (int64_t l = 0; l < config_.num_layers; ++l) {
+  const int64_t first = plan_.first_layer(), end = first + plan_.num_local_layers();
+  for (int64_t l = first; l < end; ++l) {
     TP_RETURN_IF_ERROR(AttentionBlock(l, own ? attention_step_ : step, cache));
     TP_RETURN_IF_ERROR(FeedForwardBlock(l, step));
   }
   if (own && !attention_step_.seqs.empty()) backend_->BeginStep(step);
+  if (!plan_.last_stage()) {  // on to the next stage
+    TP_RETURN_IF_ERROR(PipeTransfer(*pipeline_.to_next, NumRows(step)));
+  }
   // The target's last hidden states, for its multi-token-prediction draft (every row's, at its
   // position: the draft reads the positions before the token it drafts from).
   if (hidden_store_ != nullptr && !config_.is_mtp_draft()) {
@@ -665,7 +762,7 @@ absl::Status LlamaModel::GroupedQueryAttention(int64_t layer, const StepInputs& 
     backend_->RmsNorm(ws.q.data(), unit_norm_.as<float>(), t * heads, hd, eps, ws.q.data());
     backend_->RmsNorm(ws.k.data(), unit_norm_.as<float>(), t * kv_heads, hd, eps, ws.k.data());
   }
-  const KvPoolView pool = cache->layer(layer);
+  const KvPoolView pool = cache->layer(layer - plan_.first_layer());
   backend_->WriteKv(ws.k.data(), ws.v.data(), pool);
   backend_->PagedAttention(ws.q.data(), heads, layer_attention_[layer], pool, ws.attn.data());
   return absl::OkStatus();
@@ -714,7 +811,7 @@ absl::Status LlamaModel::LatentAttention(int64_t layer, const StepInputs& step,
   const float* inv_freq = inv_freq_[layer_table_[layer]].as<float>();
   backend_->RopePart(ws.q.data(), heads, hd, nope, rope, inv_freq, rope_layout_);
   backend_->RopePart(ws.mla_entry.data(), 1, latent, r, rope, inv_freq, rope_layout_);
-  const KvPoolView pool = cache->layer(layer);
+  const KvPoolView pool = cache->layer(layer - plan_.first_layer());
   backend_->WriteKv(ws.mla_entry.data(), ws.mla_entry.data(), pool);  // keys are the values
   auto* q = static_cast<uint8_t*>(ws.q.data());
   auto* out = static_cast<uint8_t*>(ws.attn.data());  // [t, heads * v]
@@ -988,7 +1085,7 @@ void LlamaModel::QueueLocalLogits(int64_t rows, void* out) {
 absl::Status LlamaModel::LmHead(const StepInputs& step, float* logits) {
   const int64_t rows = static_cast<int64_t>(step.logit_rows.size());
   if (rows == 0) {  // every sequence is a chunk of a longer prompt: nothing to sample
-    if (logits == nullptr && plan_.shard().rank == kSamplingRank) held_rows_ = 0;
+    if (logits == nullptr && plan_.samples()) held_rows_ = 0;
     return plan_.shard().world_size == 1 ? absl::OkStatus() : comm_->AwaitCollectives();
   }
   TP_RETURN_IF_ERROR(QueueLogits(rows));
@@ -1007,7 +1104,7 @@ absl::Status LlamaModel::QueueLogits(int64_t rows) {
   // receive nothing they would throw away.
   const int64_t per_rank = plan_.vocab_rows_per_rank(), local = plan_.num_local_vocab_rows();
   const int64_t f32 = sizeof(float);
-  const bool sampling = plan_.shard().rank == kSamplingRank;
+  const bool sampling = plan_.samples();
   float* scratch = ws.logits_gathered.as<float>();  // [rows, local] before the gather
   if (local > 0) QueueLocalLogits(rows, scratch);
   backend_->FillZero(ws.logits_local.data(), rows * per_rank * f32);
@@ -1027,13 +1124,14 @@ absl::Status LlamaModel::ReceiveLogits(int64_t rows, int64_t wanted, float* logi
     return absl::OkStatus();
   };
   if (world == 1) {
+    if (!plan_.samples()) return absl::OkStatus();
     if (logits == nullptr) return hold();
     return backend_->CopyToHost(logits, ws.logits_local.data(), wanted * vocab * f32);
   }
   // The step's one wait for its collectives, on every rank: with NCCL they were only enqueued,
   // and this is where a dead peer or a timeout surfaces (the copy below would hang).
   TP_RETURN_IF_ERROR(comm_->AwaitCollectives());
-  if (plan_.shard().rank != kSamplingRank) return absl::OkStatus();
+  if (!plan_.samples()) return absl::OkStatus();
   if (logits == nullptr) return hold();
   const int64_t per_rank = plan_.vocab_rows_per_rank();
   TP_RETURN_IF_ERROR(backend_->CopyToHost(ws.host_gathered.data(), ws.logits_gathered.data(),
@@ -1051,10 +1149,10 @@ absl::Status LlamaModel::ReceiveLogits(int64_t rows, int64_t wanted, float* logi
 }
 
 absl::Status LlamaModel::SampleHeld(const SamplingRows& rows, absl::Span<RowSample> out) {
-  if (plan_.shard().rank != kSamplingRank) {
-    return absl::FailedPreconditionError(StrCat("rank ", plan_.shard().rank,
-                                                " holds no logits: only the sampling rank (",
-                                                kSamplingRank, ") samples"));
+  if (!plan_.samples()) {
+    return absl::FailedPreconditionError(StrCat(
+        "rank ", plan_.shard().rank, " of stage ", plan_.shard().stage,
+        " holds no logits: only the sampling rank (", kSamplingRank, " of the last stage) samples"));
   }
   if (held_rows_ < 0) {
     return absl::FailedPreconditionError(

@@ -54,6 +54,14 @@ struct MemoryFootprint {
   int64_t attention_bytes = 0;        // the backend's attention workspace (ReserveAttention)
 };
 
+// A pipeline stage's links (ShardSpec::stage, num_stages > 1): two-rank groups joining this rank
+// to the same tensor-parallel rank of the previous stage (this rank is its rank 1) and of the
+// next (its rank 0). A stage's rows go on as a broadcast from rank 0: the send and the receive.
+struct PipelineLinks {
+  Communicator* from_prev = nullptr;  // null on the first stage
+  Communicator* to_next = nullptr;    // null on the last stage
+};
+
 struct LlamaLoadOptions {
   int64_t max_tokens_per_step = kCpuMaxTokensPerStep;  // most new tokens in one Forward
   // Most rows of logits one Forward returns (sequences per step, unless some ask for all
@@ -85,6 +93,8 @@ struct LlamaLoadOptions {
   // communicator's collectives can sit inside a recording (Communicator::capturable). false
   // (--enforce_eager): every step runs op by op and nothing is recorded.
   bool record_decode_steps = true;
+  // Pipeline stages: the links to the neighbouring stages (they outlive the model).
+  PipelineLinks pipeline;
 };
 
 // Which forms multi-head latent attention layers ran in, counted over steps: expanded (a fresh
@@ -177,6 +187,12 @@ class LlamaModel {
              LlamaWeights weights, RopeLayout rope_layout, Backend* backend, Communicator* comm,
              int64_t max_tokens_per_step, int64_t max_logit_rows, TpReduction reduction);
   absl::Status Init();
+  // A step at pipeline stages: the batch in micro-batches (MicroBatches), each through this
+  // stage's layers and on to the next stage while this one starts the next; the last stage
+  // gathers their rows and runs one LM head over the step.
+  absl::Status PipelinedForward(const StepBatch& batch, KvCache* cache, float* logits);
+  // `rows` rows of ws.x over a pipeline link: sent on the earlier stage, received on the later.
+  absl::Status PipeTransfer(Communicator& link, int64_t rows);
 
   absl::Status Validate(const StepBatch& batch, const KvCache& cache) const;
   // The padded batch size a decode step is recorded and replayed at (Backend::RunCaptured), or
@@ -193,7 +209,8 @@ class LlamaModel {
   // The backend's view of the batch (positions, each sequence's rows, the rows that feed the LM
   // head), padded to `bucket` rows when it is larger; valid until the next call.
   StepInputs PrepareStep(const StepBatch& batch, int64_t bucket);
-  // Embedding and every decoder layer.
+  // Embedding (or the previous stage's rows) and this stage's decoder layers (then on to the
+  // next stage).
   absl::Status RunLayers(const StepInputs& step, KvCache* cache);
   // An MTP draft's batch at its own positions: the token at p as the row of MTP position p - 1.
   absl::StatusOr<StepBatch> MtpRows(const StepBatch& batch) const;
@@ -258,6 +275,7 @@ class LlamaModel {
   RopeLayout rope_layout_;
   Backend* backend_;
   Communicator* comm_;
+  PipelineLinks pipeline_;  // LlamaLoadOptions'
   int64_t max_tokens_per_step_;
   int64_t max_logit_rows_;
   ExpertLoad expert_load_;  // since the last TakeExpertLoad

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "checkpoint/testing/tiny_llama.h"
@@ -27,19 +28,33 @@
 namespace tpserve {
 namespace {
 
-// Runs `body(rank, model, cache)` on `world` threads, one rank each (`chunks`: the
-// deterministic reduction's count, 0 for the default).
+// Runs `body(rank, model, cache)` on `world` x `stages` threads, one rank each: rank r is
+// tensor-parallel rank r % world of pipeline stage r / world, each stage's ranks one group,
+// each pair of neighbouring stages' rank t a two-rank link (`chunks`: the deterministic
+// reduction's count, 0 for the default).
 void RunRanks(int world, const ModelSpec& config, const WeightSource& source,
               TpReduction reduction, int64_t num_blocks, int64_t block_size_tokens,
-              const std::function<void(int, LlamaModel&, KvCache&)>& body, int64_t chunks = 0) {
-  auto group = std::make_shared<InProcessGroup>(world);
+              const std::function<void(int, LlamaModel&, KvCache&)>& body, int64_t chunks = 0,
+              int stages = 1) {
+  std::vector<std::shared_ptr<InProcessGroup>> groups, links;
+  for (int s = 0; s < stages; ++s) groups.push_back(std::make_shared<InProcessGroup>(world));
+  for (int l = 0; l < (stages - 1) * world; ++l) {  // link s, rank t: (stages - 1) x world
+    links.push_back(std::make_shared<InProcessGroup>(2));
+  }
   std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < world * stages; ++r) {
     threads.emplace_back([&, r] {
+      const int stage = r / world, t = r % world;
       CpuBackend backend(CpuBackendOptions{.num_threads = 1});
-      InProcessCommunicator comm(group, r);
-      auto model = LlamaModel::Load(config, source, {r, world}, &backend, &comm,
-                                    {.reduction = reduction, .reduction_chunks = chunks});
+      InProcessCommunicator comm(groups[stage], t);
+      std::optional<InProcessCommunicator> from_prev, to_next;
+      if (stage > 0) from_prev.emplace(links[(stage - 1) * world + t], 1);
+      if (stage < stages - 1) to_next.emplace(links[stage * world + t], 0);
+      LlamaLoadOptions options{.reduction = reduction, .reduction_chunks = chunks};
+      options.pipeline = {from_prev ? &*from_prev : nullptr, to_next ? &*to_next : nullptr};
+      auto model = LlamaModel::Load(config, source,
+                                    {t, world, false, false, stage, stages}, &backend, &comm,
+                                    options);
       ASSERT_TRUE(model.ok()) << "rank " << r << ": " << model.status();
       auto cache =
           KvCache::Create((*model)->KvShape(num_blocks, block_size_tokens, DType::kF32), backend);
@@ -52,11 +67,13 @@ void RunRanks(int world, const ModelSpec& config, const WeightSource& source,
 
 constexpr float kUntouched = -12345.0f;
 
-// Every rank but the sampling rank left its logits buffers as they were.
-void ExpectOnlySamplingRankReceived(const std::vector<std::vector<float>>& ranks) {
+// Every rank but the sampling rank (the last stage's first) left its logits buffers as they
+// were.
+void ExpectOnlySamplingRankReceived(const std::vector<std::vector<float>>& ranks,
+                                    int sampling = kSamplingRank) {
   for (size_t r = 0; r < ranks.size(); ++r) {
-    if (static_cast<int>(r) == kSamplingRank) continue;
-    ASSERT_EQ(ranks[r].size(), ranks[kSamplingRank].size());
+    if (static_cast<int>(r) == sampling) continue;
+    ASSERT_EQ(ranks[r].size(), ranks[sampling].size());
     EXPECT_TRUE(std::all_of(ranks[r].begin(), ranks[r].end(),
                             [](float v) { return v == kUntouched; }))
         << "rank " << r << " received logits";
@@ -67,8 +84,9 @@ void ExpectOnlySamplingRankReceived(const std::vector<std::vector<float>>& ranks
 // logits for one, the last for the other), then a batched decode. Returns every rank's
 // concatenated logits buffers, each filled with kUntouched before its step.
 std::vector<std::vector<float>> TwoSteps(int world, const ModelSpec& config,
-                                         const WeightSource& source, TpReduction reduction) {
-  std::vector<std::vector<float>> per_rank(world);
+                                         const WeightSource& source, TpReduction reduction,
+                                         int stages = 1) {
+  std::vector<std::vector<float>> per_rank(world * stages);
   RunRanks(world, config, source, reduction, 16, 4, [&](int rank, LlamaModel& model, KvCache& cache) {
     // A chunk of the second prompt that wants no logits: a step with no LM head at all.
     StepBatch chunk;
@@ -86,7 +104,7 @@ std::vector<std::vector<float>> TwoSteps(int world, const ModelSpec& config,
       ASSERT_TRUE(s.ok()) << s;
       per_rank[rank].insert(per_rank[rank].end(), logits.begin(), logits.end());
     }
-  });
+  }, /*chunks=*/0, stages);
   return per_rank;
 }
 
@@ -111,6 +129,47 @@ TEST(LlamaModelTpTest, SyntheticModelLogitsAreBitwiseEqualAtTp1Tp2AndTp4) {
                                << max_abs;
     }
   }
+}
+
+// Pipeline stages (issue 40): the tiny model's 2 layers as 2 stages of one layer, at one rank and
+// at 2 ranks a stage. A step's two sequences go stage to stage as two micro-batches; the last
+// stage's sampling rank ends with TP 1's logits bit for bit, and no other rank receives any.
+TEST(LlamaModelTpTest, SyntheticModelLogitsAreBitwiseEqualInTwoPipelineStages) {
+  for (DType linear : {DType::kF32, DType::kQ4_1}) {
+    const ModelSpec config = TinyLlamaSpec();
+    ASSERT_EQ(config.num_layers, 2);
+    auto source = MakeTinyLlama(config, {.linear = linear, .embedding = DType::kQ8_0});
+    const TpReduction mode = TpReduction::kDeterministic;
+    const std::vector<float> tp1 = TwoSteps(1, config, *source, mode)[0];
+    for (int world : {1, 2}) {
+      const std::vector<std::vector<float>> ranks = TwoSteps(world, config, *source, mode, 2);
+      const int sampling = world;  // stage 1's rank 0
+      ExpectOnlySamplingRankReceived(ranks, sampling);
+      EXPECT_EQ(ranks[sampling], tp1) << DTypeName(linear) << " TP " << world << " x PP 2";
+    }
+  }
+}
+
+// A stage's links are two-rank groups in which it has its place; anything else is refused at
+// load, naming the stage and the link.
+TEST(LlamaModelTpTest, PipelineStageRefusesMissingOrMisplacedLinks) {
+  const ModelSpec config = TinyLlamaSpec();
+  auto source = MakeTinyLlama(config, {});
+  CpuBackend backend(CpuBackendOptions{.num_threads = 1});
+  SingleRankCommunicator comm;
+  auto missing = LlamaModel::Load(config, *source, {0, 1, false, false, 1, 2}, &backend, &comm);
+  EXPECT_EQ(missing.status().message(), "stage 1 of 2: pipeline link from_prev is missing");
+  auto pair = std::make_shared<InProcessGroup>(2);
+  InProcessCommunicator rank0(pair, 0);
+  LlamaLoadOptions options;
+  options.pipeline.from_prev = &rank0;  // the earlier stage's place
+  auto misplaced =
+      LlamaModel::Load(config, *source, {0, 1, false, false, 1, 2}, &backend, &comm, options);
+  EXPECT_EQ(misplaced.status().message(),
+            "stage 1: pipeline link from_prev is rank 0 of 2; it must be rank 1 of 2");
+  auto stages = LlamaModel::Load(config, *source, {0, 1, false, false, 0, 3}, &backend, &comm);
+  EXPECT_EQ(stages.status().message(),
+            "pipeline stages = 3 must be >= 1 and divide num_layers = 2");
 }
 
 // The default reduction: one all-reduce per row-parallel layer. Every rank still ends with the
@@ -202,7 +261,8 @@ TEST(LlamaModelTpTest, LogitsSampledWhereTheStepLeftThemEqualTheHostSampler) {
                  const absl::Status s = model.SampleHeld(*rows, absl::MakeSpan(out));
                  if (rank != kSamplingRank) {
                    EXPECT_EQ(s.message(), "rank " + std::to_string(rank) +
-                                              " holds no logits: only the sampling rank (0) samples");
+                                              " of stage 0 holds no logits: only the sampling "
+                                              "rank (0 of the last stage) samples");
                    continue;
                  }
                  ASSERT_TRUE(s.ok()) << s;
@@ -333,6 +393,49 @@ TEST(LlamaModelTpTest, SmolLm2DeterministicLogitsAreBitwiseEqualAtTp1Tp3AndTp9) 
                           logits[1].size() * sizeof(float)),
               0)
         << "TP " << world;
+  }
+}
+
+// SmolLM2's 30 layers in pipeline stages (issue 40) under --deterministic_tp at 3 chunks: PP 2,
+// PP 2 x TP 3 (six ranks) and PP 3 give one rank's logits bit for bit, over a prefill and a
+// decode of two sequences (two micro-batches each, the first a whole 12-token prompt).
+TEST(LlamaModelTpTest, SmolLm2DeterministicLogitsAreBitwiseEqualInPipelineStages) {
+  absl::StatusOr<BundledSmolLm2> smol = OpenBundledSmolLm2();
+  ASSERT_TRUE(smol.ok()) << smol.status();
+  const int64_t vocab = smol->config.vocab_size;
+  std::vector<int32_t> prompt = EnglishPromptIds();
+  prompt.resize(12);
+  const std::vector<int32_t> other = {1, 330, 4401, 9, 2000, 17, 300};
+  const auto run = [&](int world, int stages) {
+    std::vector<float> logits;
+    RunRanks(
+        world, smol->config, *smol->file, TpReduction::kDeterministic, 8, 16,
+        [&](int rank, LlamaModel& model, KvCache& cache) {
+          StepBatch prefill;
+          prefill.Add(/*seq_id=*/1, 0, prompt, {0}, static_cast<int64_t>(prompt.size()));
+          prefill.Add(/*seq_id=*/2, 0, other, {2}, 1);
+          StepBatch decode;
+          decode.Add(/*seq_id=*/1, 12, std::vector<int32_t>{42}, {0, 1});
+          decode.Add(/*seq_id=*/2, 7, std::vector<int32_t>{7}, {2});
+          std::vector<float> all;
+          for (const StepBatch* b : {&prefill, &decode}) {
+            std::vector<float> out(b->num_logit_rows() * vocab, kUntouched);
+            const absl::Status s = model.Forward(*b, &cache, out.data());
+            ASSERT_TRUE(s.ok()) << "rank " << rank << ": " << s;
+            all.insert(all.end(), out.begin(), out.end());
+          }
+          if (model.plan().samples()) logits = std::move(all);
+        },
+        /*chunks=*/3, stages);
+    return logits;
+  };
+  const std::vector<float> one = run(1, 1);
+  ASSERT_EQ(one.size(), (prompt.size() + 1 + 2) * vocab);
+  for (const auto& [world, stages] : {std::pair{1, 2}, std::pair{3, 2}, std::pair{1, 3}}) {
+    const std::vector<float> staged = run(world, stages);
+    ASSERT_EQ(staged.size(), one.size()) << "TP " << world << " x PP " << stages;
+    EXPECT_EQ(std::memcmp(staged.data(), one.data(), one.size() * sizeof(float)), 0)
+        << "TP " << world << " x PP " << stages;
   }
 }
 

@@ -26,16 +26,33 @@ class Loader {
   absl::Status LoadAll() {
     // A multimodal checkpoint's other towers (Llama 4's vision model) are not served.
     for (const std::string& p : c_.hf_unserved_weight_prefixes) used_.ExcusePrefix(p);
-    TP_ASSIGN_OR_RETURN(out_->embedding, Matrix(TensorRole::kEmbedding, 0));
+    // A pipeline stage holds its own layers; the first embeds, the last holds the final norm
+    // and the LM head (the embedding too, when the head is tied to it). The others' tensors
+    // are their stages' to read and check.
     const std::string head = ModuleName(c_, s_.format(), TensorRole::kLmHead, 0);
     const bool has_head = s_.Find(head + ".weight").ok() || s_.Find(head + ".qweight").ok();
     out_->lm_head_tied = c_.tie_word_embeddings || !has_head;
-    if (!out_->lm_head_tied) {
+    const std::string embedding = ModuleName(c_, s_.format(), TensorRole::kEmbedding, 0);
+    if (p_.first_stage() || (p_.last_stage() && out_->lm_head_tied)) {
+      TP_ASSIGN_OR_RETURN(out_->embedding, Matrix(TensorRole::kEmbedding, 0));
+      if (!p_.first_stage()) {  // held only as the tied LM head, as the memory plan says
+        std::swap(out_->role_bytes[static_cast<int>(TensorRole::kEmbedding)],
+                  out_->role_bytes[static_cast<int>(TensorRole::kLmHead)]);
+      }
+    } else {
+      used_.ExcuseModule(embedding);
+    }
+    if (!p_.last_stage()) {
+      used_.ExcuseModule(head);
+      used_.ExcuseModule(ModuleName(c_, s_.format(), TensorRole::kFinalNorm, 0));
+    } else if (!out_->lm_head_tied) {
       TP_ASSIGN_OR_RETURN(out_->lm_head, Matrix(TensorRole::kLmHead, 0));
     } else if (has_head) {
       TP_RETURN_IF_ERROR(CheckTiedCopy(head + ".weight"));
     }
-    TP_ASSIGN_OR_RETURN(out_->output_norm, Norm(TensorRole::kFinalNorm, 0));
+    if (p_.last_stage()) {
+      TP_ASSIGN_OR_RETURN(out_->output_norm, Norm(TensorRole::kFinalNorm, 0));
+    }
     if (c_.is_mtp_draft()) {
       TP_ASSIGN_OR_RETURN(out_->mtp_enorm, Norm(TensorRole::kMtpENorm, 0));
       TP_ASSIGN_OR_RETURN(out_->mtp_hnorm, Norm(TensorRole::kMtpHNorm, 0));
@@ -45,7 +62,13 @@ class Loader {
     if (s_.format() == CheckpointFormat::kGguf && s_.Find(rope).ok()) {
       TP_ASSIGN_OR_RETURN(out_->rope_freq_factors, HostVector(rope, c_.RopeDim() / 2));
     }
+    const int64_t first = p_.first_layer(), end = first + p_.num_local_layers();
     for (int64_t l = 0; l < c_.num_layers; ++l) {
+      if (l < first || l >= end) {  // another stage's: an empty entry, its tensors excused
+        used_.ExcusePrefix(LayerPrefix(c_, s_.format(), l));
+        out_->layers.emplace_back();
+        continue;
+      }
       LlamaLayerWeights w;
       TP_ASSIGN_OR_RETURN(w.attn_norm, Norm(TensorRole::kAttnNorm, l));
       TP_ASSIGN_OR_RETURN(w.ffn_norm, Norm(TensorRole::kFfnNorm, l));

@@ -19,11 +19,18 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const Model
     return absl::InvalidArgumentError(
         absl::StrCat("world_size = ", load.world_size, " must be at least 1"));
   }
-  const int world = load.world_size;
+  const int tp = load.world_size, world = load.total_ranks();
   std::unique_ptr<LocalExecutor> exec(new LocalExecutor());
   exec->vocab_size_ = files.config.vocab_size;
   exec->threads_per_rank_ = std::max(1, load.threads_per_rank);
-  auto group = std::make_shared<InProcessGroup>(world);
+  exec->sampling_rank_ = load.sampling_rank();
+  // A group per pipeline stage, and a two-rank link per stage boundary and tensor-parallel
+  // rank (link s, rank t at s * tp + t).
+  std::vector<std::shared_ptr<InProcessGroup>> groups, links;
+  for (int s = 0; s < load.pipeline_stages; ++s) {
+    groups.push_back(std::make_shared<InProcessGroup>(tp));
+    for (int t = 0; s > 0 && t < tp; ++t) links.push_back(std::make_shared<InProcessGroup>(2));
+  }
   exec->ranks_.resize(world);
   // Build the ranks concurrently: each reads only its own slices, and the in-process
   // communicators of a group meet each other while they are made.
@@ -39,7 +46,11 @@ absl::StatusOr<std::unique_ptr<LocalExecutor>> LocalExecutor::Create(const Model
         }
         o->backend.kind = BackendKind::kCpu;
         o->comm.kind = world == 1 ? CommunicatorKind::kSingleRank : CommunicatorKind::kInProcess;
-        o->comm.in_process_group = group;
+        PlacePipeline(*o);
+        o->comm.in_process_group = groups[o->stage];
+        const int t = o->comm.rank;
+        if (o->from_prev) o->from_prev->in_process_group = links[(o->stage - 1) * tp + t];
+        if (o->to_next) o->to_next->in_process_group = links[o->stage * tp + t];
         absl::StatusOr<std::unique_ptr<RankRuntime>> rank =
             RankRuntime::Create(files.config, files.weights, *o);
         if (!rank.ok()) {
@@ -72,19 +83,19 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {
   StepResult result;
   result.vocab_size = vocab_size_;
   result.logits.resize(static_cast<size_t>(batch.num_logit_rows()) * vocab_size_);
-  const int tp = static_cast<int>(ranks_.size());
-  if (tp == 1) {
-    TP_RETURN_IF_ERROR(ranks_[kSamplingRank]->Step(batch, result.logits.data()));
+  const int world = static_cast<int>(ranks_.size());
+  if (world == 1) {
+    TP_RETURN_IF_ERROR(ranks_[0]->Step(batch, result.logits.data()));
   } else {
     // Only the sampling rank receives the logits (the LM head gathers to it); the others get
     // no buffer.
-    std::vector<absl::Status> status(tp);
+    std::vector<absl::Status> status(world);
     std::vector<std::thread> threads;
-    for (int r = 0; r < tp; ++r) {
-      if (r == kSamplingRank) continue;
+    for (int r = 0; r < world; ++r) {
+      if (r == sampling_rank_) continue;
       threads.emplace_back([&, r] { status[r] = ranks_[r]->Step(batch, nullptr); });
     }
-    status[kSamplingRank] = ranks_[kSamplingRank]->Step(batch, result.logits.data());
+    status[sampling_rank_] = ranks_[sampling_rank_]->Step(batch, result.logits.data());
     for (auto& t : threads) t.join();
     for (const absl::Status& s : status) TP_RETURN_IF_ERROR(s);
   }

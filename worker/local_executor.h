@@ -1,5 +1,6 @@
 // Runs the model in this process: TP ranks as threads joined by the in-process communicator
-// (one rank: no threads at all), each built from the same RankLoad (step/rank_load.h) a
+// (one rank: no threads at all), pipeline stages likewise (a group per stage, two-rank links
+// between them), each built from the same RankLoad (step/rank_load.h) a
 // worker process is sent, through the same derivation (worker/rank_load_options.h). The
 // single-process engine of the chat program and the reference that the multi-process cluster
 // is compared with.
@@ -55,6 +56,7 @@ class LocalExecutor final : public ModelExecutor {
   std::vector<std::unique_ptr<RankRuntime>> ranks_;
   int64_t vocab_size_ = 0;
   int threads_per_rank_ = 1;
+  int sampling_rank_ = kSamplingRank;  // RankLoad::sampling_rank: the last stage's first
 };
 
 }  // namespace tpserve

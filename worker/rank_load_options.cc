@@ -13,10 +13,16 @@ namespace tpserve {
 absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, int rank,
                                                          const ModelFiles& files) {
   const ModelLoad& model = load.model;
-  if (rank < 0 || rank >= load.world_size) {
+  if (load.pipeline_stages < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is not in [0, ", load.world_size, ")"));
+        absl::StrCat("pipeline_stages = ", load.pipeline_stages, " must be at least 1"));
   }
+  if (rank < 0 || rank >= load.total_ranks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is not in [0, ", load.total_ranks(), ")"));
+  }
+  // Rank `rank` of all is rank tp_rank of its stage's tensor-parallel group.
+  const int stage = rank / load.world_size, tp_rank = rank % load.world_size;
   if (load.vocab_size > 0 && files.config.vocab_size != load.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the coordinator planned a vocabulary of ", load.vocab_size, " tokens, but ",
@@ -29,8 +35,8 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
     // They were built from different models or code otherwise.
     TP_ASSIGN_OR_RETURN(ShardingPlan plan,
                         ShardingPlan::Create(files.config, formats,
-                                             {rank, load.world_size, load.expert_parallel,
-                                              load.attention_dp}));
+                                             {tp_rank, load.world_size, load.expert_parallel,
+                                              load.attention_dp, stage, load.pipeline_stages}));
     const tpserve::worker::v1::ShardAssignment mine = ToAssignment(plan);
     const tpserve::worker::v1::ShardAssignment& assigned = model.assignments.at(rank);
     if (mine.SerializeAsString() != assigned.SerializeAsString()) {
@@ -52,8 +58,10 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   o.load.record_decode_steps = !load.enforce_eager;
   o.expert_parallel = load.expert_parallel;
   o.attention_dp = load.attention_dp;
-  o.comm.rank = rank;
+  o.comm.rank = tp_rank;
   o.comm.world_size = load.world_size;
+  o.stage = stage;
+  o.num_stages = load.pipeline_stages;
   o.comm.timeout = load.collective_timeout;
   o.comm.startup_timeout = load.startup_timeout;
   o.load.max_tokens_per_step = load.max_tokens_per_step;
@@ -67,6 +75,25 @@ absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, i
   o.block_size_tokens = load.block_size_tokens;
   o.kv_dtype = load.kv_dtype;
   return o;
+}
+
+void PlacePipeline(RankRuntimeOptions& o) {
+  if (o.num_stages == 1) return;
+  const CommunicatorOptions placed = o.comm;
+  const auto group = [&](const std::string& name, int rank, int world) {
+    CommunicatorOptions g = placed;
+    g.run_id = absl::StrCat(placed.run_id, "/", name);
+    g.rank = rank;
+    g.world_size = world;
+    return g;
+  };
+  // The stage's own tensor-parallel group (one rank: no collectives to meet for).
+  o.comm = group(absl::StrCat("stage", o.stage), placed.rank, placed.world_size);
+  if (placed.world_size == 1) o.comm.kind = CommunicatorKind::kSingleRank;
+  // Link s joins tensor-parallel rank t of stages s and s + 1.
+  const auto link = [&](int s) { return absl::StrCat("pipe", s, ".", placed.rank); };
+  if (o.stage > 0) o.from_prev = group(link(o.stage - 1), 1, 2);
+  if (o.stage < o.num_stages - 1) o.to_next = group(link(o.stage), 0, 2);
 }
 
 }  // namespace tpserve

@@ -28,6 +28,12 @@ namespace tpserve {
 absl::StatusOr<RankRuntimeOptions> RankRuntimeOptionsFor(const RankLoad& load, int rank,
                                                          const ModelFiles& files);
 
+// Where the load has pipeline stages, `o` placed for the whole cluster (its communicator's kind
+// and rendezvous set by the caller) becomes its stage's: the stage's tensor-parallel group
+// meets under run_id + "/stage<s>" (one rank: kSingleRank), and its links to the neighbouring
+// stages under run_id + "/pipe<s>.<t>" (from_prev and to_next). Without stages: nothing.
+void PlacePipeline(RankRuntimeOptions& o);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_WORKER_RANK_LOAD_OPTIONS_H_

@@ -39,5 +39,46 @@ TEST(RankLoadOptionsTest, EnforceEagerTurnsRecordingOffInTheModelAndTheBackend) 
   EXPECT_FALSE(eager->backend.cuda_graphs);
 }
 
+
+// Pipeline stages: rank r of all is rank r % world_size of stage r / world_size, and
+// PlacePipeline gives it its stage's group and its links, each meeting under a name of its own.
+TEST(RankLoadOptionsTest, PipelineRanksGetTheirStageGroupAndLinks) {
+  const ModelFiles files = TinyFiles();  // 2 layers
+  RankLoad load;
+  load.world_size = 2;
+  load.pipeline_stages = 2;
+  load.max_tokens_per_step = 64;
+  absl::StatusOr<RankRuntimeOptions> o = RankRuntimeOptionsFor(load, 3, files);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->comm.rank, 1);
+  EXPECT_EQ(o->comm.world_size, 2);
+  EXPECT_EQ(o->stage, 1);
+  EXPECT_EQ(o->num_stages, 2);
+  o->comm.kind = CommunicatorKind::kShm;
+  o->comm.run_id = "run";
+  PlacePipeline(*o);
+  EXPECT_EQ(o->comm.run_id, "run/stage1");
+  EXPECT_EQ(o->comm.kind, CommunicatorKind::kShm);
+  ASSERT_TRUE(o->from_prev.has_value());
+  EXPECT_EQ(o->from_prev->run_id, "run/pipe0.1");
+  EXPECT_EQ(o->from_prev->rank, 1);
+  EXPECT_EQ(o->from_prev->world_size, 2);
+  EXPECT_FALSE(o->to_next.has_value());  // the last stage
+
+  load.world_size = 1;  // one rank a stage: no group to meet, one link
+  absl::StatusOr<RankRuntimeOptions> first = RankRuntimeOptionsFor(load, 0, files);
+  ASSERT_TRUE(first.ok()) << first.status();
+  first->comm.kind = CommunicatorKind::kGloo;
+  first->comm.run_id = "run";
+  PlacePipeline(*first);
+  EXPECT_EQ(first->comm.kind, CommunicatorKind::kSingleRank);
+  EXPECT_FALSE(first->from_prev.has_value());
+  ASSERT_TRUE(first->to_next.has_value());
+  EXPECT_EQ(first->to_next->run_id, "run/pipe0.0");
+  EXPECT_EQ(first->to_next->rank, 0);
+  EXPECT_EQ(first->to_next->kind, CommunicatorKind::kGloo);
+  EXPECT_EQ(RankRuntimeOptionsFor(load, 2, files).status().message(), "rank 2 is not in [0, 2)");
+}
+
 }  // namespace
 }  // namespace tpserve

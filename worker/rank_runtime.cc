@@ -37,6 +37,8 @@ RankRuntime::~RankRuntime() {
   // The model and cache hold backend memory: free it before the backend goes.
   cache_.reset();
   model_.reset();
+  from_prev_.reset();
+  to_next_.reset();
 }
 
 absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
@@ -57,10 +59,26 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
   absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(comm_options);
   if (!comm.ok()) return WithRank(rt->rank_, comm.status());
   rt->comm_ = std::make_unique<TimedCommunicator>(*std::move(comm));
+  LlamaLoadOptions load = options.load;
+  const std::pair<const std::optional<CommunicatorOptions>*, std::unique_ptr<Communicator>*>
+      links[] = {{&options.from_prev, &rt->from_prev_}, {&options.to_next, &rt->to_next_}};
+  for (const auto& [link_options, link] : links) {
+    if (!link_options->has_value()) continue;
+    CommunicatorOptions o = **link_options;
+    if (o.cuda_stream == nullptr) o.cuda_stream = rt->backend_->stream();
+    absl::StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(o);
+    if (!made.ok()) {
+      return WithRank(rt->rank_, absl::Status(made.status().code(),
+                                              StrCat("pipeline link: ", made.status().message())));
+    }
+    *link = *std::move(made);
+  }
+  load.pipeline = {rt->from_prev_.get(), rt->to_next_.get()};
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(
-      config, *rt->weights_, ShardSpec{options.comm.rank, options.comm.world_size, options.expert_parallel,
-                options.attention_dp},
-      rt->backend_.get(), rt->comm_.get(), options.load);
+      config, *rt->weights_,
+      ShardSpec{options.comm.rank, options.comm.world_size, options.expert_parallel,
+                options.attention_dp, options.stage, options.num_stages},
+      rt->backend_.get(), rt->comm_.get(), load);
   if (!model.ok()) return WithRank(rt->rank_, model.status());
   rt->model_ = *std::move(model);
   absl::StatusOr<std::unique_ptr<KvCache>> cache = KvCache::Create(
@@ -107,6 +125,9 @@ absl::Status RankRuntime::SampleHeld(const SamplingRows& rows, absl::Span<RowSam
 void RankRuntime::RequestAbort() {
   backend_->RequestAbort();
   comm_->RequestAbort();
+  for (Communicator* link : {from_prev_.get(), to_next_.get()}) {
+    if (link != nullptr) link->RequestAbort();
+  }
 }
 
 }  // namespace tpserve

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator_factory.h"
@@ -36,7 +37,14 @@ namespace tpserve {
 
 struct RankRuntimeOptions {
   BackendOptions backend;
-  CommunicatorOptions comm;  // rank and world_size are the rank's shard too
+  CommunicatorOptions comm;  // rank and world_size are the rank's shard too (in its stage)
+  // Pipeline stages (model/sharding.h's ShardSpec): this rank's stage, and the two-rank groups
+  // to the same tensor-parallel rank of the stages before and after it (worker/llama_model.h's
+  // PipelineLinks; PlacePipeline in worker/rank_load_options.h fills them from `comm`).
+  int stage = 0;
+  int num_stages = 1;
+  std::optional<CommunicatorOptions> from_prev;
+  std::optional<CommunicatorOptions> to_next;
   bool expert_parallel = false;  // the shard's experts placed whole (model/sharding.h)
   bool attention_dp = false;     // the whole attention, for this rank's sequences only
   LlamaLoadOptions load;
@@ -101,6 +109,7 @@ class RankRuntime {
   std::shared_ptr<const WeightSource> weights_;  // views into it outlive nothing
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<TimedCommunicator> comm_;
+  std::unique_ptr<Communicator> from_prev_, to_next_;  // pipeline links (RankRuntimeOptions')
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvCache> hidden_store_;  // AttachMtpDraft's

@@ -14,6 +14,8 @@ tpserve::worker::v1::ShardAssignment ToAssignment(const ShardingPlan& plan) {
   a.set_num_vocab_rows(plan.num_local_vocab_rows());
   a.set_first_expert(plan.first_local_expert());
   a.set_num_experts(plan.num_local_experts());
+  a.set_first_layer(plan.first_layer());
+  a.set_num_layers(plan.num_local_layers());
   return a;
 }
 

@@ -48,6 +48,12 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   };
   TP_ASSIGN_OR_RETURN(RankRuntimeOptions o, RankRuntimeOptionsFor(load, request.rank(), files_));
   TP_RETURN_IF_ERROR(place(o));
+  PlacePipeline(o);  // a stage's own group and its links, where the load has stages
+  if (load.draft.has_value() && load.pipeline_stages > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "a draft model with ", load.pipeline_stages,
+        " pipeline stages: not supported (a draft runs on the target's ranks of one stage)"));
+  }
   TP_ASSIGN_OR_RETURN(std::unique_ptr<RankRuntime> runtime,
                       RankRuntime::Create(files_.config, files_.weights, o));
   if (load.draft.has_value()) {
@@ -78,6 +84,7 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   runtime_ = std::move(runtime);
   abortable_runtime_.store(runtime_.get());
   rank_ = request.rank();
+  sampling_rank_ = load.sampling_rank();
   const MemoryFootprint fp = runtime_->footprint();
   progress.set_layers_loaded(static_cast<int32_t>(files_.config.num_layers));
   progress.set_ready(true);
@@ -137,7 +144,7 @@ void WorkerService::ServeChannel() {
             logits_bytes = floats * sizeof(float);
             return channel_.logits_area();
           }, &outcome, &samples);
-      if (s.ok() && request.has_sample() && rank_ == kSamplingRank) {
+      if (s.ok() && request.has_sample() && rank_ == sampling_rank_) {
         // The answer travels serialized in the logits area (the logits stayed here).
         const size_t bytes = samples.ByteSizeLong();
         if (bytes > channel_.logits_capacity()) {
@@ -176,7 +183,7 @@ absl::Status WorkerService::RunStepLocked(
     wpb::SampleResponse* samples) {
   if (runtime_ == nullptr) return absl::FailedPreconditionError("Step before Load");
   if (request.has_sample()) {  // sampling the logits of the last step, on rank 0 alone
-    if (rank_ != kSamplingRank) return absl::OkStatus();
+    if (rank_ != sampling_rank_) return absl::OkStatus();
     return SampleHeldLocked(request, samples);
   }
   RankRuntime* runtime = runtime_.get();
@@ -191,12 +198,12 @@ absl::Status WorkerService::RunStepLocked(
       static_cast<size_t>(batch.num_logit_rows()) * static_cast<size_t>(files_.config.vocab_size);
   float* logits = nullptr;  // only the sampling rank receives logits
   held_step_id_ = -1;
-  const bool holds = rank_ == kSamplingRank && request.hold_logits();
+  const bool holds = rank_ == sampling_rank_ && request.hold_logits();
   held_on_backend_ = holds && (options_.always_sample_rows || runtime->PrefersSampleRows());
   if (holds && !held_on_backend_) {
     held_logits_.resize(logit_floats);
     logits = held_logits_.data();
-  } else if (rank_ == kSamplingRank && !holds) {
+  } else if (rank_ == sampling_rank_ && !holds) {
     TP_ASSIGN_OR_RETURN(logits, logits_for(logit_floats));
   }
   absl::Status s = runtime->Step(batch, logits);

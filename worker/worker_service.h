@@ -96,6 +96,9 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   const WorkerServiceOptions options_;
   absl::Mutex mu_;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  // The rank that ends a step with the logits (RankLoad::sampling_rank: the last stage's
+  // first).
+  int sampling_rank_ ABSL_GUARDED_BY(mu_) = kSamplingRank;
   ModelFiles files_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<RankRuntime> runtime_ ABSL_GUARDED_BY(mu_);
   // runtime_, for Shutdown to abort a step in flight without taking mu_ (which the step holds).

@@ -221,3 +221,50 @@ def test_nine_ranks_give_one_ranks_tokens_and_logprobs_bit_for_bit(tmp_path):
     assert len(got[1][0]) == 12
     assert len(got[1][1]) > 12  # the prompt's and the answer's
     assert got[9] == got[1]
+
+
+def test_pipeline_stages_give_one_ranks_tokens_and_logprobs_bit_for_bit(tmp_path):
+    """SmolLM2 in two pipeline stages (issue 40): --pp=2 (stages of 15 layers, one rank each)
+    and --pp=2 --ranks=3 (six ranks, each stage tensor-parallel inside), under
+    --deterministic_tp at 3 chunks. Three concurrent gRPC streams (a step's sequences go stage to
+    stage in two micro-batches) and greedy HTTP completions give one rank's tokens, their
+    logprobs and the prompts' bit for bit; the launcher started ranks x pp workers."""
+    import concurrent.futures
+    from conftest import openai_client
+    questions = ["What is the capital of France?", "Name three primary colors.",
+                 "안녕하세요! 자기소개를 해 주세요."]
+    got = {}
+    layouts = (("one", 1, ["--deterministic_tp_chunks=3"]), ("pp2", 1, ["--pp=2",
+               "--deterministic_tp_chunks=3"]), ("pp2xtp3", 3, ["--pp=2"]))
+    for name, ranks, extra in layouts:
+        tmp = tmp_path / name
+        tmp.mkdir()
+        c = Cluster(ranks=ranks, tmp=tmp,
+                    extra_args=extra + ["--deterministic_tp", "--context=256", "--max_seqs=4"])
+        try:
+            def generate(q):
+                req = chat_request(q, max_new_tokens=10, logprobs=True, top_logprobs=2,
+                                   prompt_logprobs=True)
+                msgs = list(c.stub.Generate(req, timeout=300))
+                return ([i for m in msgs for i in m.token_ids],
+                        [(lp.token_id, lp.logprob, [(t.token_id, t.logprob) for t in lp.top])
+                         for m in msgs for lp in list(m.prompt_logprobs) + list(m.logprobs)])
+
+            with concurrent.futures.ThreadPoolExecutor(len(questions)) as pool:
+                streams = list(pool.map(generate, questions))
+            client = openai_client(c)
+            model = client.models.list().data[0].id
+            text = client.completions.create(model=model, prompt="The three laws of motion are",
+                                             max_tokens=12, temperature=0).choices[0].text
+            got[name] = (streams, text)
+            assert len(c.worker_pids()) == ranks * (2 if "--pp=2" in extra else 1)
+            if name != "one":
+                assert "pipeline stages" in c.output()
+        finally:
+            c.stop()
+    for ids, logprobs in got["one"][0]:
+        assert len(ids) == 10
+        assert len(logprobs) > 10  # the prompt's and the answer's
+    assert got["one"][1]
+    assert got["pp2"] == got["one"]
+    assert got["pp2xtp3"] == got["one"]

@@ -1,8 +1,11 @@
-"""The worker plane across real network boundaries: the coordinator and three ranks of SmolLM2
-in network namespaces of their own (each rank also in its own UTS namespace, with its own
-hostname, so it looks like another machine: Gloo collectives, gRPC steps), joined by veth pairs
-on a bridge. Tokens stream through the public API; then rank 1's link is cut and the stream must
-end with UNAVAILABLE naming rank 1, within the collective timeout and a few seconds.
+"""The worker plane across real network boundaries: the coordinator and the ranks of SmolLM2 on
+"hosts", network namespaces of their own (each also a UTS namespace, with its own hostname, so
+it looks like another machine: Gloo between hosts, gRPC steps), joined by veth pairs on a
+bridge. Two layouts: three hosts of one rank each (--ranks=3), and two hosts of three ranks each,
+one pipeline stage a host (--ranks=3 --pp=2: tensor parallelism within a host, over shared
+memory, the stages over Gloo across hosts). Tokens stream through the public API; then one
+host's link is cut and the stream must end with UNAVAILABLE naming that host's first rank,
+within the collective timeout and a few seconds.
 
 Needs root, `ip` and `unshare`; skips with one line where namespaces cannot be made. Everything
 it creates (namespaces tpn<id>-*, interfaces tpn<id>*, addresses 10.77.<n>.0/24) is removed
@@ -20,7 +23,7 @@ import pytest
 
 from conftest import MODEL, ROOT, pb, pb_grpc
 
-RANKS = 3  # SmolLM2: 9 heads, 3 KV heads
+RANKS = 3  # the tensor-parallel degree (SmolLM2: 9 heads, 3 KV heads)
 COLLECTIVE_TIMEOUT_S = 3
 CONTROL_PORT = 7000
 API_PORT = 50051
@@ -31,24 +34,24 @@ def _ip(*args, check=True):
 
 
 class Net:
-    """A bridge in namespace `hub`; the coordinator (.1), rank r (.10+r) and this process's
+    """A bridge in namespace `hub`; the coordinator (.1), rank host h (.10+h) and this process's
     namespace (.254) each on a veth pair into it."""
 
-    def __init__(self):
+    def __init__(self, hosts):
         self.id = f"tpn{os.getpid() % 100000}"
         self.subnet = 20 + os.getpid() % 200
         self.hub = f"{self.id}-hub"
         self.coord = f"{self.id}-c"
-        self.ranks = [f"{self.id}-w{r}" for r in range(RANKS)]
+        self.ranks = [f"{self.id}-w{h}" for h in range(hosts)]  # the hosts' namespaces
         self.made = []
         self.root_veth = f"{self.id}ra"
 
     def addr(self, host):
         return f"10.77.{self.subnet}.{host}"
 
-    def rank_veth(self, r):
-        """The hub-side end of rank r's link."""
-        return f"{self.id}{r}b"
+    def rank_veth(self, h):
+        """The hub-side end of host h's link."""
+        return f"{self.id}{h}b"
 
     def _attach(self, name, ns, host):
         a, b = f"{name}a", f"{name}b"
@@ -96,10 +99,16 @@ def _skip_unless_namespaces_work():
     _ip("netns", "del", probe, check=False)
 
 
-@pytest.fixture
-def net():
+# (ranks per host, pipeline stages): three hosts of one rank; two hosts of a stage each.
+LAYOUTS = {"tp3": (1, 1), "tp3xpp2": (3, 2)}
+
+
+@pytest.fixture(params=sorted(LAYOUTS))
+def net(request):
     _skip_unless_namespaces_work()
-    n = Net()
+    per_host, stages = LAYOUTS[request.param]
+    n = Net(hosts=RANKS * stages // per_host)
+    n.per_host, n.stages = per_host, stages
     try:
         n.build()
         yield n
@@ -122,7 +131,7 @@ def _stop(proc):
             proc.wait()
 
 
-def test_cutting_a_ranks_link_ends_the_stream_naming_that_rank(net, tmp_path):
+def test_cutting_a_hosts_link_ends_the_stream_naming_its_rank(net, tmp_path):
     assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
     launch, worker = ROOT / "bazel-bin/deploy/launch", ROOT / "bazel-bin/worker/worker"
     assert launch.exists() and worker.exists(), "build first: bazel build //deploy:launch //worker:worker"
@@ -134,21 +143,25 @@ def test_cutting_a_ranks_link_ends_the_stream_naming_that_rank(net, tmp_path):
     procs = []
     try:
         procs.append(_spawn(
-            ["ip", "netns", "exec", net.coord, str(launch), f"--ranks={RANKS}", "--spawn_ranks=false",
+            ["ip", "netns", "exec", net.coord, str(launch), f"--ranks={RANKS}",
+             f"--pp={net.stages}", "--spawn_ranks=false",
              f"--worker_listen={coordinator}", f"--cluster_secret_file={secret}",
              f"--model={MODEL}", f"--listen={net.addr(1)}", f"--port={API_PORT}", "--http_port=0",
              f"--ready_file={ready}", "--context=2048", "--max_seqs=4",
              f"--collective_timeout_ms={COLLECTIVE_TIMEOUT_S * 1000}", "--join_timeout_s=120"],
             tmp_path / "launch.log"))
-        for r, ns in enumerate(net.ranks):
-            # A UTS namespace of its own: another hostname, so the rank looks like another
-            # machine (comm=auto picks Gloo, steps go over gRPC, not shared memory).
+        for h, ns in enumerate(net.ranks):
+            # A UTS namespace of its own: another hostname, so the host looks like another
+            # machine (comm=auto picks Gloo between hosts and shared memory within one; steps
+            # go over gRPC). Its ranks are h * per_host onwards.
+            workers = " ".join(
+                f'"$0" --coordinator={coordinator} --rank={h * net.per_host + i} '
+                f"--listen={net.addr(10 + h)}:0 --cluster_secret_file={secret} &"
+                for i in range(net.per_host))
             procs.append(_spawn(
                 ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c",
-                 f'hostname {net.id}-host{r} && exec "$@"', "sh", str(worker),
-                 f"--coordinator={coordinator}", f"--rank={r}", f"--listen={net.addr(10 + r)}:0",
-                 f"--cluster_secret_file={secret}"],
-                tmp_path / f"rank{r}.log"))
+                 f"hostname {net.id}-host{h} && {workers} wait", str(worker)],
+                tmp_path / f"host{h}.log"))
 
         def logs():
             return "\n".join(f"--- {p.name}\n{p.read_text()}" for p in sorted(tmp_path.glob("*.log")))
@@ -159,8 +172,8 @@ def test_cutting_a_ranks_link_ends_the_stream_naming_that_rank(net, tmp_path):
             assert time.time() < deadline, f"cluster not ready in 180 s:\n{logs()}"
             time.sleep(0.1)
         launch_log = (tmp_path / "launch.log").read_text()
-        for r in range(RANKS):
-            assert f"rank {r} joined from {net.addr(10 + r)}:" in launch_log, launch_log
+        for r in range(RANKS * net.stages):
+            assert f"rank {r} joined from {net.addr(10 + r // net.per_host)}:" in launch_log, launch_log
         with grpc.insecure_channel(f"{net.addr(1)}:{API_PORT}") as channel:
             stub = pb_grpc.TpServeStub(channel)
             req = pb.GenerateRequest(text="Write a long essay about rivers.", max_new_tokens=1500,
@@ -169,7 +182,9 @@ def test_cutting_a_ranks_link_ends_the_stream_naming_that_rank(net, tmp_path):
             it = iter(call)
             for _ in range(3):
                 assert next(it).token_ids, "a message without tokens"
-            _ip("-n", net.hub, "link", "set", net.rank_veth(1), "down")
+            # The last host's link: with stages, the one between them.
+            cut = len(net.ranks) - 1
+            _ip("-n", net.hub, "link", "set", net.rank_veth(cut), "down")
             cut_at = time.time()
             with pytest.raises(grpc.RpcError) as err:
                 for _ in it:
@@ -178,7 +193,8 @@ def test_cutting_a_ranks_link_ends_the_stream_naming_that_rank(net, tmp_path):
         print(f"link cut -> {err.value.code()} after {took:.1f} s: {err.value.details()}")
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE, err.value.details()
         assert took < COLLECTIVE_TIMEOUT_S + 5, f"{took:.1f} s after the cut:\n{err.value.details()}"
-        assert f"rank 1 ({net.addr(11)}:" in err.value.details(), err.value.details()
+        first = cut * net.per_host  # the cut host's first rank
+        assert f"rank {first} ({net.addr(10 + cut)}:" in err.value.details(), err.value.details()
         assert "does not answer" in err.value.details(), err.value.details()
     finally:
         for p in procs:
