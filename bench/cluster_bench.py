@@ -1,11 +1,13 @@
 """Decode speed of a real cluster (launcher + worker processes) through the public gRPC API,
 and where a step's time goes (rank-0 model time, collectives, control plane), for several
-tensor-parallel degrees. Not a test: numbers go to docs/PERFORMANCE.md.
+tensor-parallel degrees and pipeline layouts. Not a test: numbers go to docs/PERFORMANCE.md.
 
-  python3 bench/cluster_bench.py MODEL.gguf RANKS [RANKS ...] [-- LAUNCH_FLAGS ...]
+  python3 bench/cluster_bench.py MODEL.gguf LAYOUT [LAYOUT ...] [-- LAUNCH_FLAGS ...]
 
-The launcher's own default splits the cores between the ranks (threads_per_rank = cores /
-ranks, at least 1); flags after "--" go to every launch (e.g. --comm=gloo). TPSERVE_BIN_DIR
+A LAYOUT is a rank count (--ranks) or TxP (--ranks=T --pp=P: T x P ranks). The launcher's own
+default splits the cores between the ranks (threads_per_rank = cores / ranks, at least 1);
+flags after "--" go to every launch (e.g. --comm=gloo). STREAMS (default 1) concurrent
+requests each decode the tokens; the rate is all streams' tokens over the longest decode. TPSERVE_BIN_DIR
 names another build's bin directory holding deploy/launch and worker/worker (default
 bazel-bin), to compare two builds in one run.
 """
@@ -26,29 +28,38 @@ import grpc  # noqa: E402
 BIN = pathlib.Path(os.environ.get("TPSERVE_BIN_DIR", ROOT / "bazel-bin"))
 NEW_TOKENS = 64
 RUNS = 3
+STREAMS = int(os.environ.get("STREAMS", "1"))
 
 
-def bench(model, ranks, extra):
+def bench(model, layout, extra):
+    ranks, _, pp = layout.partition("x")
     tmp = pathlib.Path(tempfile.mkdtemp())
     ready = tmp / "ready"
     log = open(tmp / "log", "w+")
     env = dict(os.environ, TPSERVE_WORKER_BIN=str(BIN / "worker/worker"))
-    proc = subprocess.Popen([str(BIN / "deploy/launch"), f"--ranks={ranks}",
+    proc = subprocess.Popen([str(BIN / "deploy/launch"), f"--ranks={ranks}", f"--pp={pp or 1}",
                              f"--model={model}", "--port=0", "--http_port=0", f"--ready_file={ready}",
-                             "--context=1024", "--max_seqs=1", *extra],
+                             "--context=1024", f"--max_seqs={STREAMS}", *extra],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     while not ready.exists():
         assert proc.poll() is None, (tmp / "log").read_text()
         time.sleep(0.1)
     stub = pb_grpc.TpServeStub(grpc.insecure_channel(ready.read_text().splitlines()[0]))
     rates = []
-    for run in range(RUNS + 1):
-        req = pb.GenerateRequest(text="The history of the river begins", max_new_tokens=NEW_TOKENS,
-                                 ignore_eos=True)
+
+    def one(i):
+        req = pb.GenerateRequest(text=f"The history of the river {i} begins",
+                                 max_new_tokens=NEW_TOKENS, ignore_eos=True)
         req.sampling.temperature = 0.0
-        last = list(stub.Generate(req, timeout=600))[-1]
-        if run > 0:  # the first run warms up
-            rates.append((last.usage.completion_tokens - 1) / last.usage.decode_time_s)
+        return list(stub.Generate(req, timeout=600))[-1].usage
+
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(STREAMS) as pool:
+        for run in range(RUNS + 1):
+            usages = list(pool.map(one, range(STREAMS)))
+            if run > 0:  # the first run warms up
+                tokens = sum(u.completion_tokens - 1 for u in usages)
+                rates.append(tokens / max(u.decode_time_s for u in usages))
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
     text = (tmp / "log").read_text()
@@ -61,15 +72,15 @@ def main():
     args = sys.argv[1:]
     extra = args[args.index("--") + 1:] if "--" in args else []
     args = args[:args.index("--")] if "--" in args else args
-    model, ranks_list = args[0], [int(r) for r in args[1:]]
-    print(f"model {pathlib.Path(model).name}; {NEW_TOKENS} greedy tokens at batch 1, {RUNS} runs "
-          f"after a warm-up; launch flags: {' '.join(extra) or '(defaults)'}")
+    model, layouts = args[0], args[1:]
+    print(f"model {pathlib.Path(model).name}; {NEW_TOKENS} greedy tokens in each of {STREAMS} "
+          f"stream(s), {RUNS} runs after a warm-up; launch flags: {' '.join(extra) or '(defaults)'}")
     print("| ranks | decode tok/s (runs) | per step: wall ms | rank-0 model ms | collectives ms | control plane ms |")
     print("|---|---|---|---|---|---|")
-    for ranks in ranks_list:
-        rates, step = bench(model, ranks, extra)
+    for layout in layouts:
+        rates, step = bench(model, layout, extra)
         step = step or ("?",) * 4
-        print(f"| {ranks} | {' / '.join(f'{r:.1f}' for r in rates)} | {step[0]} | {step[1]} | {step[2]} | {step[3]} |")
+        print(f"| {layout} | {' / '.join(f'{r:.1f}' for r in rates)} | {step[0]} | {step[1]} | {step[2]} | {step[3]} |")
         sys.stdout.flush()
 
 
