@@ -265,6 +265,9 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
   exec_options.cluster_secret = procs.plane->secret;
   exec_options.backend = setup.backend;
   exec_options.comm_kind = setup.comm_kind;
+  // GPU ranks: each takes the next GPU of its own host (pipeline stages on other hosts start
+  // from GPU 0 there).
+  if (setup.backend == "cuda") exec_options.device_ordinals = DeviceOrdinalsByHost(joined);
   // Ranks on this host (children, or joined with this host's name and boot id) take their
   // steps through shared memory; ranks elsewhere over gRPC.
   exec_options.step_channel = procs.spawned || AllOnThisHost(joined);

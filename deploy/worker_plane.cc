@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <system_error>
 
@@ -82,6 +83,13 @@ bool AllOnThisHost(const std::vector<JoinedRank>& ranks) {
     if (absl::StrCat(r.hostname, "/", r.boot_id) != here) return false;
   }
   return true;
+}
+
+std::vector<int32_t> DeviceOrdinalsByHost(const std::vector<JoinedRank>& ranks) {
+  std::map<std::string, int32_t> next;  // per host: the ordinal its next rank takes
+  std::vector<int32_t> ordinals;
+  for (const JoinedRank& r : ranks) ordinals.push_back(next[r.hostname + "/" + r.boot_id]++);
+  return ordinals;
 }
 
 }  // namespace tpserve

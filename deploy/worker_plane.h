@@ -54,6 +54,12 @@ absl::StatusOr<std::unique_ptr<WorkerPlane>> StartWorkerPlane(const WorkerPlaneO
 // steps can go through the shared-memory step channel.
 bool AllOnThisHost(const std::vector<JoinedRank>& ranks);
 
+// The GPU each rank takes on its host (ranks[r] is rank r): ranks that report one host name and
+// boot id are numbered 0, 1, ... in rank order there. A pod given one GPU sees it as device 0;
+// a host of 8 GPUs running a pipeline stage's 8 ranks (ranks 8-15 of TP 8 x PP 2) gives them
+// 0-7, not 8-15.
+std::vector<int32_t> DeviceOrdinalsByHost(const std::vector<JoinedRank>& ranks);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_DEPLOY_WORKER_PLANE_H_

@@ -57,5 +57,18 @@ TEST(WorkerPlaneTest, ExternalRanksNeedAnAddressAndASecretFile) {
       << plane.status();
 }
 
+TEST(WorkerPlaneTest, EachHostsRanksTakeItsGpusFromZero) {
+  const auto rank = [](const char* host) { return JoinedRank{0, "", host, "boot"}; };
+  // Two hosts of a stage each (TP 2 x PP 2), then one more on the first host.
+  EXPECT_EQ(DeviceOrdinalsByHost({rank("a"), rank("a"), rank("b"), rank("b"), rank("a")}),
+            (std::vector<int32_t>{0, 1, 0, 1, 2}));
+  // Pods of one GPU each: every rank its device 0.
+  EXPECT_EQ(DeviceOrdinalsByHost({rank("p0"), rank("p1"), rank("p2")}),
+            (std::vector<int32_t>{0, 0, 0}));
+  // The same name after a reboot is another host.
+  EXPECT_EQ(DeviceOrdinalsByHost({rank("a"), JoinedRank{1, "", "a", "other-boot"}}),
+            (std::vector<int32_t>{0, 0}));
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -104,16 +104,30 @@ def test_lws_leader_is_coordinator_and_workers_are_ranks(path):
     program, flags = container_program(leader["containers"][0])
     assert program == "launch"
     assert flags["spawn_ranks"] == "false"
-    ranks = int(flags.get("ranks") or flags.get("gpus"))
-    assert template["size"] == ranks + 1, "size = 1 coordinator + one pod per rank"
+    ranks = int(flags.get("ranks") or flags.get("gpus")) * int(flags.get("pp") or 1)
+    per_pod = len(worker["containers"])  # a stage pod runs its stage's ranks, one a container
+    assert template["size"] == ranks // per_pod + 1, "size = 1 coordinator + the rank pods"
+    assert ranks % per_pod == 0
     assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
-    program, flags = container_program(worker["containers"][0])
-    assert program == "worker"
-    # LWS numbers the leader 0 and workers 1..size-1; ranks are 0..size-2.
-    assert flags["rank"] == "$((LWS_WORKER_INDEX - 1))"
-    assert flags["advertise"] == "$POD_IP"
-    env = {e["name"]: e for e in worker["containers"][0]["env"]}
-    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    listen = set()
+    for i, container in enumerate(worker["containers"]):
+        program, flags = container_program(container)
+        assert program == "worker"
+        # LWS numbers the leader 0 and workers 1..size-1; pod p runs ranks (p - 1) * per_pod + i.
+        want = ("$((LWS_WORKER_INDEX - 1))" if per_pod == 1
+                else f"$(((LWS_WORKER_INDEX - 1) * {per_pod} + {i}))")
+        assert flags["rank"] == want
+        assert flags["advertise"] == "$POD_IP"
+        listen.add(flags["listen"])
+        env = {e["name"]: e for e in container["env"]}
+        assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert len(listen) == per_pod, "the containers of a pod share its ports: one each"
+    if per_pod > 1:  # the stage's ranks reduce over /dev/shm, one memory volume for all
+        shm = [m["name"] for c in worker["containers"] for m in c["volumeMounts"]
+               if m["mountPath"] == "/dev/shm"]
+        assert len(shm) == per_pod and len(set(shm)) == 1
+        (volume,) = [v for v in worker["volumes"] if v["name"] == shm[0]]
+        assert volume["emptyDir"]["medium"] == "Memory"
 
 
 @pytest.mark.parametrize("path", LWS_FILES, ids=lambda p: p.name)
@@ -141,12 +155,12 @@ def test_lws_ports_and_probes_match_the_flags(path):
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert coordinator[probe]["grpc"]["port"] == int(lflags["port"]), probe
 
-    rank = worker["containers"][0]
-    _, wflags = container_program(rank)
-    assert wflags["coordinator"] == f"$LWS_LEADER_ADDRESS:{port_of(lflags['worker_listen'])}"
-    assert rank["ports"][0]["containerPort"] == port_of(wflags["listen"])
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert rank[probe]["tcpSocket"]["port"] == port_of(wflags["listen"]), probe
+    for rank in worker["containers"]:
+        _, wflags = container_program(rank)
+        assert wflags["coordinator"] == f"$LWS_LEADER_ADDRESS:{port_of(lflags['worker_listen'])}"
+        assert rank["ports"][0]["containerPort"] == port_of(wflags["listen"])
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert rank[probe]["tcpSocket"]["port"] == port_of(wflags["listen"]), probe
 
     (service,) = [d for d in load_docs(ROOT / "deploy/k8s/service.yaml") if d["kind"] == "Service"]
     by_target = {p["targetPort"]: p["port"] for p in service["spec"]["ports"]}
@@ -197,9 +211,10 @@ def test_termination_grace_outlasts_the_drain(path):
     drain_s = int(lflags["drain_timeout_s"])
     assert leader["terminationGracePeriodSeconds"] > drain_s
     # Ranks get SIGTERM at the same moment as the leader: they wait out its drain first.
-    wait = worker["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
-    assert wait[0] == "sleep" and int(wait[1]) > drain_s
-    assert worker["terminationGracePeriodSeconds"] > int(wait[1])
+    for rank in worker["containers"]:
+        wait = rank["lifecycle"]["preStop"]["exec"]["command"]
+        assert wait[0] == "sleep" and int(wait[1]) > drain_s
+        assert worker["terminationGracePeriodSeconds"] > int(wait[1])
 
 
 # ----- Slurm ------------------------------------------------------------------------------------
@@ -232,7 +247,11 @@ def test_slurm_coordinator_and_ranks_agree():
     assert coordinator["worker_listen"] == "0.0.0.0:$WORKER_PLANE_PORT"
     assert rank["coordinator"] == "$COORD_HOST:$WORKER_PLANE_PORT"
     assert coordinator["cluster_secret_file"] == rank["cluster_secret_file"] == "$SECRET"
-    assert rank["rank"] == "$SLURM_PROCID" and coordinator["ranks"] == "$RANKS"
+    assert rank["rank"] == "$SLURM_PROCID"
+    # Every task a rank: TP x PP of them, stage s the tasks s * TP onwards.
+    assert coordinator["ranks"] == "$TP" and coordinator["pp"] == "$PP"
+    text = SLURM.read_text()
+    assert 'TP=$((RANKS / PP))' in text and 'RANKS="$SLURM_NTASKS"' in text
     text = SLURM.read_text()
     assert '(umask 077 && openssl rand -hex 32 > "$SECRET")' in text
     assert 'scontrol show hostnames "$SLURM_JOB_NODELIST"' in text
