@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "cluster/secret.h"
 #include "base/grpc_status.h"
+#include "base/status_macros.h"
 
 namespace tpserve {
 namespace {
@@ -92,6 +93,28 @@ grpc::Status ClusterControlService::StoreWait(grpc::ServerContext* context,
   if (grpc::Status s = CheckClusterSecret(*context, secret_); !s.ok()) return s;
   const std::vector<std::string> keys(req->keys().begin(), req->keys().end());
   return ToGrpcStatus(store_.Wait(keys, StoreDeadline(*context, req->timeout_ms())));
+}
+
+void ClusterControlService::Vacate(int rank) {
+  absl::MutexLock lock(&mu_);
+  joined_.at(rank) = JoinedRank{};
+}
+
+absl::StatusOr<JoinedRank> ClusterControlService::WaitForRejoin(
+    int rank, absl::Duration timeout, const std::function<absl::Status()>& keep_waiting) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (joined_.at(rank).rank >= 0) return joined_[rank];
+    }
+    if (keep_waiting) TP_RETURN_IF_ERROR(keep_waiting());
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no replacement for rank ", rank, " joined within ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(std::min(absl::Milliseconds(100), deadline - absl::Now()));
+  }
 }
 
 absl::StatusOr<std::vector<JoinedRank>> ClusterControlService::WaitForRanks(

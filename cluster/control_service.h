@@ -59,6 +59,15 @@ class ClusterControlService final : public tpserve::worker::v1::ClusterControl::
       absl::Duration timeout, const std::function<void(const JoinedRank&)>& on_join = nullptr,
       const std::function<absl::Status()>& keep_waiting = nullptr);
 
+  // Rank `rank` is gone: its slot is free for a successor to join (from any address), which
+  // WaitForRejoin returns. REQUIRES: 0 <= rank < world_size.
+  void Vacate(int rank);
+  // Blocks until rank `rank` has joined since its Vacate, calling keep_waiting (if set) about
+  // every 100 ms (its error ends the wait); DEADLINE_EXCEEDED naming the rank after `timeout`.
+  absl::StatusOr<JoinedRank> WaitForRejoin(int rank, absl::Duration timeout,
+                                           const std::function<absl::Status()>& keep_waiting =
+                                               nullptr);
+
   ClusterKvStore& store() { return store_; }
   int world_size() const { return world_size_; }
   // Random per service: tells a rank whether the coordinator it reaches is the one it joined.

@@ -210,5 +210,34 @@ TEST_F(ClusterControlTest, EveryMethodRefusesAMissingOrWrongSecret) {
       << joined.status();
 }
 
+
+// A rank gone: its slot is vacated and a successor joins it from another address; a slot not
+// filled in time names the rank.
+TEST_F(ClusterControlTest, AVacatedRankIsJoinedByItsSuccessor) {
+  Start(2);
+  ClusterControlClient client(address_, secret_);
+  ASSERT_TRUE(client.Join(0, "10.0.0.10:4000", absl::Seconds(5)).ok());
+  ASSERT_TRUE(client.Join(1, "10.0.0.11:4000", absl::Seconds(5)).ok());
+  service_->Vacate(1);
+  absl::StatusOr<JoinedRank> none = service_->WaitForRejoin(1, absl::Milliseconds(200));
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(none.status().message(), "no replacement for rank 1 joined within 200ms");
+  std::thread successor([&] {
+    ClusterControlClient c(address_, secret_);
+    EXPECT_TRUE(c.Join(1, "10.0.0.99:4000", absl::Seconds(5)).ok());
+  });
+  absl::StatusOr<JoinedRank> joined = service_->WaitForRejoin(1, absl::Seconds(10));
+  successor.join();
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->worker_address, "10.0.0.99:4000");
+  EXPECT_EQ(service_->WaitForRejoin(1, absl::Seconds(1), [] {
+    return absl::OkStatus();
+  })->worker_address, "10.0.0.99:4000");
+  service_->Vacate(0);
+  EXPECT_EQ(service_->WaitForRejoin(0, absl::Seconds(10), [] {
+    return absl::UnavailableError("its successor exited");
+  }).status().message(), "its successor exited");
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -165,11 +165,17 @@ absl::Status StepChannel::AwaitAll(absl::Time deadline, absl::Duration heartbeat
     for (;;) {
       const uint32_t done = s->done_seq.load(std::memory_order_acquire);
       if (Reached(done, seq)) break;
-      const int64_t silent_ns = NowNs() - s->heartbeat_ns.load(std::memory_order_relaxed);
-      if (silent_ns > absl::ToInt64Nanoseconds(heartbeat_timeout)) {
-        return absl::UnavailableError(absl::StrCat(
-            "rank ", r, " stopped answering on the step channel (no heartbeat for ",
-            silent_ns / 1000000, " ms: dead or stopped)"));
+      // Every rank still out, not only the one waited on: a live rank may be waiting on a
+      // dead one's collective (for up to its collective timeout).
+      for (int o = r; o < world; ++o) {
+        const RankSlot* out = slot(o);
+        if (Reached(out->done_seq.load(std::memory_order_acquire), seq)) continue;
+        const int64_t silent_ns = NowNs() - out->heartbeat_ns.load(std::memory_order_relaxed);
+        if (silent_ns > absl::ToInt64Nanoseconds(heartbeat_timeout)) {
+          return absl::UnavailableError(absl::StrCat(
+              "rank ", o, " stopped answering on the step channel (no heartbeat for ",
+              silent_ns / 1000000, " ms: dead or stopped)"));
+        }
       }
       const absl::Time now = absl::Now();
       if (now >= deadline) {

@@ -101,6 +101,32 @@ TEST(StepChannelTest, ASilentRankIsNamedAndASlowOneHitsTheDeadline) {
   EXPECT_NE(s.message().find("rank(s) 1"), std::string::npos) << s;
 }
 
+// A live rank still waiting (on a collective whose peer died) does not hide a silent later
+// rank: the dead one is named within the heartbeat timeout, not once the live one gives up.
+TEST(StepChannelTest, ASilentRankIsNamedWhileAnEarlierOneStillWorks) {
+  absl::StatusOr<StepChannel> coordinator = StepChannel::Create(2, 64, 64);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  absl::StatusOr<StepChannel> rank0 = StepChannel::Open(coordinator->name(), 0);
+  absl::StatusOr<StepChannel> rank1 = StepChannel::Open(coordinator->name(), 1);
+  ASSERT_TRUE(rank0.ok() && rank1.ok());
+  std::atomic<bool> beating{true};
+  std::thread heart([&] {  // rank 0 lives, and never finishes the step
+    while (beating) {
+      rank0->Heartbeat();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  coordinator->Post("step");
+  const absl::Time start = absl::Now();
+  const absl::Status s =
+      coordinator->AwaitAll(start + absl::Seconds(10), absl::Milliseconds(200));
+  beating = false;
+  heart.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("rank 1 stopped answering"), std::string::npos) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
 TEST(StepChannelTest, OpenRefusesAnotherSegmentAndARankOutsideTheWorld) {
   absl::StatusOr<StepChannel> coordinator = StepChannel::Create(2, 64, 64);
   ASSERT_TRUE(coordinator.ok());

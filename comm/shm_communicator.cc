@@ -226,6 +226,10 @@ const char* ShmCommunicator::OpName(Op op) {
   return "unknown collective";
 }
 
+void ShmCommunicator::RequestAbort() {
+  if (layout_ != nullptr) BreakShmGroup(*layout_, options_.rank, ShmBreak::kFailed);
+}
+
 absl::Status ShmCommunicator::Break(absl::Status status) {
   if (broken_reason_.empty()) broken_reason_ = std::string(status.message());
   if (layout_ != nullptr) BreakShmGroup(*layout_, options_.rank, ShmBreak::kFailed);

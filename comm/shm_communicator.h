@@ -132,6 +132,9 @@ class ShmCommunicator final : public Communicator {
                         absl::Span<const int64_t> recv_counts, DType dtype) override;
   absl::Status Broadcast(absl::Span<uint8_t> data, int root) override;
   absl::Status Barrier() override;
+  // Breaks the group (as a failure does): every rank's wait in progress, this one's included,
+  // ends at once with UNAVAILABLE, and so does every later collective. Any thread.
+  void RequestAbort() override;
   // "shm rank 1/3 (same host)".
   std::string Describe() const override;
 

@@ -586,5 +586,25 @@ TEST(ShmCommunicator, OneRankNeedsNoSegment) {
             absl::StatusCode::kInvalidArgument);
 }
 
+
+// RequestAbort (a rank being regrouped after its peer died) ends a collective waiting on a
+// peer that never comes, long before the collective timeout, on every rank of the group.
+TEST(ShmCommunicator, RequestAbortEndsAWaitOnAPeerThatNeverComes) {
+  Watchdog watchdog(absl::Seconds(20), "abort");
+  const std::string run_id = UniqueRunId("abort");
+  Comms comms = ConnectThreads(3, [&](int r) { return Options(r, 3, run_id); });
+  ASSERT_TRUE(comms[0] && comms[1] && comms[2]);
+  const absl::Time start = absl::Now();
+  std::thread waiter([&] {  // rank 0 waits for rank 2, which never calls
+    const absl::Status s = comms[0]->Barrier();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  comms[1]->RequestAbort();  // from another thread, as WorkerService::Regroup does
+  waiter.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // the collective timeout is 20 s
+  EXPECT_EQ(comms[2]->Barrier().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace tpserve

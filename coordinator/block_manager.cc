@@ -215,6 +215,19 @@ void BlockManager::MarkComputed(int64_t seq_id, absl::Span<const int32_t> comput
   }
 }
 
+void BlockManager::ForgetCachedPrefixes() {
+  for (size_t p = 0; p < evictable_.size(); ++p) {
+    for (int32_t b : evictable_[p]) free_[p].push_back(b);
+    evictable_[p].clear();
+  }
+  for (Block& block : blocks_) {
+    block.registered = false;
+    block.key = block.parent_key = 0;
+    block.tokens.clear();
+  }
+  cached_.clear();
+}
+
 void BlockManager::Free(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;

@@ -129,6 +129,11 @@ class BlockManager {
   // may be freed twice: by the cancel and by the step that notices it).
   void Free(int64_t seq_id);
 
+  // Forgets every cached prefix: the ranks' KV is gone (a rank was replaced), so no registered
+  // block may be matched again; they all become plain free blocks. REQUIRES: no sequence holds
+  // blocks (Free them first).
+  void ForgetCachedPrefixes();
+
   // Physical block ids of `seq_id` in logical order; empty for unknown ids.
   const std::vector<int32_t>& BlockTable(int64_t seq_id) const;
   int64_t NumTokens(int64_t seq_id) const;

@@ -55,6 +55,16 @@ absl::Status Engine::health() const {
   return health_;
 }
 
+bool Engine::recovering() const {
+  absl::MutexLock lock(&mu_);
+  return recovering_ || recover_requested_;
+}
+
+void Engine::RecoverNow() {
+  absl::MutexLock lock(&mu_);
+  recover_requested_ = true;
+}
+
 void Engine::SetStepObserver(std::function<void(const StepTiming&)> observer) {
   absl::MutexLock lock(&mu_);
   step_observer_ = std::move(observer);
@@ -144,6 +154,41 @@ void Engine::FailAll(const absl::Status& error) {
   for (int64_t id : ids) Finish(*seqs_[id], FinishReason::kError, error);
 }
 
+bool Engine::RecoverOrFailAll(const absl::Status& error, bool asked, absl::Time since) {
+  {
+    absl::MutexLock lock(&mu_);
+    recovering_ = true;
+  }
+  const absl::Status recovered = executor_->Recover(error);
+  if (asked && (absl::IsFailedPrecondition(recovered) || absl::IsUnimplemented(recovered))) {
+    absl::MutexLock lock(&mu_);  // every rank answers (or none can be replaced): as it was
+    recovering_ = false;
+    return false;
+  }
+  if (!recovered.ok()) {
+    FailAll(absl::IsUnimplemented(recovered)
+                ? error  // nothing replaces ranks here: the failure as it was
+                : absl::UnavailableError(absl::StrCat(error.message(), "; ",
+                                                      recovered.message())));
+    absl::MutexLock lock(&mu_);
+    recovering_ = false;
+    return false;
+  }
+  // The ranks' KV is gone (a successor's is empty, the others' may hold half a step): every
+  // sequence is recomputed from its tokens, and no cached prefix is matched again.
+  const std::vector<int64_t> preempted = scheduler_.PreemptAll();
+  blocks_.ForgetCachedPrefixes();
+  if (proposer_ != nullptr) {
+    for (int64_t id : preempted) proposer_->Forget(id);
+  }
+  absl::MutexLock lock(&mu_);
+  recovering_ = false;
+  ++stats_.rank_replacements;
+  stats_.rank_replacement_s += absl::ToDoubleSeconds(absl::Now() - since);
+  stats_.preemptions += static_cast<int64_t>(preempted.size());
+  return true;
+}
+
 void Engine::Append(Sequence& seq, const SampledToken& token, GenerationEvent& event) {
   seq.Append(token, SequenceLimits{options_.eos_token_ids, options_.context_length}, event);
   scheduler_.TokenAppended(seq.id());
@@ -151,6 +196,15 @@ void Engine::Append(Sequence& seq, const SampledToken& token, GenerationEvent& e
 
 bool Engine::Step() {
   DrainInbox();
+  bool recover = false;
+  {
+    absl::MutexLock lock(&mu_);
+    recover = std::exchange(recover_requested_, false);
+  }
+  if (recover) {
+    RecoverOrFailAll(absl::UnavailableError("model step failed: a rank is gone"), /*asked=*/true,
+                     absl::Now());
+  }
   ScheduledStep step = ScheduleStep();
   if (step.batch.empty()) {
     PublishStats();
@@ -159,6 +213,7 @@ bool Engine::Step() {
   const absl::Time start = absl::Now();
   StartMasks(step.batch);  // overlaps the forward pass
   absl::StatusOr<StepResult> result = executor_->Execute(step.batch);
+  bool recovered = false;  // the step failed, and the ranks were replaced: there is work
   const absl::Time executed = absl::Now();
   const double wall_s = absl::ToDoubleSeconds(executed - start);
   masks_.Wait();
@@ -182,14 +237,18 @@ bool Engine::Step() {
     if (samples.ok()) {
       Deliver(sampling, *samples);
     } else {
-      FailAll(absl::UnavailableError(
-          absl::StrCat("model step failed: sampling: ", samples.status().message())));
+      recovered = RecoverOrFailAll(absl::UnavailableError(
+                                       absl::StrCat("model step failed: sampling: ",
+                                                    samples.status().message())),
+                                   /*asked=*/false, start);
     }
   } else {
-    FailAll(absl::UnavailableError(absl::StrCat("model step failed: ", result.status().message())));
+    recovered = RecoverOrFailAll(
+        absl::UnavailableError(absl::StrCat("model step failed: ", result.status().message())),
+        /*asked=*/false, start);
   }
   PublishStats();
-  return result.ok();
+  return result.ok() || recovered;
 }
 
 void Engine::RecordStep(const ScheduledStep& step, StepResult& result, double wall_s,
@@ -435,7 +494,7 @@ void Engine::Start() {
         // Idle: sleep until work arrives or Stop.
         absl::MutexLock lock(&mu_);
         auto has_work = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-          return stop_ || !inbox_.empty() || !cancels_.empty();
+          return stop_ || !inbox_.empty() || !cancels_.empty() || recover_requested_;
         };
         if (seqs_.empty()) {
           mu_.Await(absl::Condition(&has_work));

@@ -85,6 +85,12 @@ struct EngineStats {
   int64_t prefix_cache_hits_tokens = 0;
   int64_t prefix_cache_misses_tokens = 0;
   int64_t preemptions = 0;    // sequences whose KV was dropped to make room
+  // Failed steps after which the executor replaced the lost ranks in place (Recover) and every
+  // sequence was recomputed from its tokens, and the seconds from the start of each failed
+  // step (its wait for the lost rank included) to the group re-formed: the time without
+  // service (the recomputation follows).
+  int64_t rank_replacements = 0;
+  double rank_replacement_s = 0.0;
   // Weight bytes rank 0 decoded whole to multiply them (a GEMM fallback; 0 normally).
   int64_t decoded_weight_bytes = 0;
   // Structured output: tokens appended by jump-forward (no sampling step of their own), and
@@ -131,8 +137,16 @@ class Engine {
     return KvCapacity{options_.num_kv_blocks / options_.kv_partitions,
                       options_.block_size_tokens};
   }
-  // OK while serving; the executor's error once a step failed (e.g. a rank died).
+  // OK while serving; the executor's error once a step failed (e.g. a rank died) and the lost
+  // ranks were not replaced (ModelExecutor::Recover).
   absl::Status health() const;
+  // Whether a failed step's ranks are being replaced right now (the launcher's supervisor
+  // waits for it rather than treat the lost rank as the end). Thread-safe.
+  bool recovering() const;
+  // Asks the step thread to replace lost ranks now (ModelExecutor::Recover), as after a failed
+  // step: a rank seen dead while no step ran. Nothing happens when every rank answers; when
+  // one is gone and is not replaced, every request fails as after a failed step. Thread-safe.
+  void RecoverNow();
   EngineStats stats() const;
   // The scheduler's KV accounting (Scheduler::CheckBlocks). Call between steps, on the thread
   // that runs Step (tests).
@@ -145,6 +159,13 @@ class Engine {
   void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
               std::string matched_stop_sequence = "");
   void FailAll(const absl::Status& error);
+  // A step failed (`error`, its message starting "model step failed: "): the executor replaces
+  // the lost ranks and every sequence is recomputed from its tokens; or, when it cannot,
+  // FailAll.
+  // `asked` (RecoverNow): no failed step; when every rank answers there is nothing to do.
+  // `since`: when the failed step began (the time without service counts from there).
+  // True when the ranks were replaced (the sequences wait to be recomputed).
+  bool RecoverOrFailAll(const absl::Status& error, bool asked, absl::Time since);
   void PublishStats();
   // Appends one sampled (or forced) token to the sequence and tells the scheduler.
   void Append(Sequence& seq, const SampledToken& token, GenerationEvent& event);
@@ -191,6 +212,8 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> cancels_ ABSL_GUARDED_BY(mu_);
   absl::Status health_ ABSL_GUARDED_BY(mu_);
+  bool recovering_ ABSL_GUARDED_BY(mu_) = false;
+  bool recover_requested_ ABSL_GUARDED_BY(mu_) = false;  // RecoverNow's
   EngineStats stats_ ABSL_GUARDED_BY(mu_);  // a snapshot, published after every step
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::function<void(const StepTiming&)> step_observer_ ABSL_GUARDED_BY(mu_);

@@ -307,5 +307,52 @@ TEST_F(EngineTest, CancellingAChoiceRequestEndsEveryChoice) {
   EXPECT_TRUE(executor_->seen_steps.empty());
 }
 
+// A failed step whose lost rank the executor replaces (Recover OK, its KV wiped): every
+// sequence is recomputed from its tokens and finishes with the text it would have had, and the
+// replacement is counted. A sequence admitted on a cached prefix from before (whose KV is
+// gone) would fail its next step on the wiped store and need a second Recover.
+TEST_F(EngineTest, AReplacedRankCostsARecomputationNotTheRequests) {
+  const std::string script = "The quick brown fox jumps over the lazy dog.";
+  Make(script);
+  executor_->fail_at_step_ = 5;
+  executor_->recover_result = absl::OkStatus();
+  Collected a, b;
+  Submit("The quick ", 100, &a);
+  Submit("The quick brown ", 100, &b);
+  RunToIdle();
+  EXPECT_EQ(executor_->recovers, 1);
+  ASSERT_EQ(executor_->recovered_after.size(), 1u);
+  EXPECT_EQ(executor_->recovered_after[0], "model step failed: rank 1 stopped answering");
+  EXPECT_EQ(a.text(), "brown fox jumps over the lazy dog.");
+  EXPECT_EQ(b.text(), "fox jumps over the lazy dog.");
+  EXPECT_EQ(a.last().finish, FinishReason::kEos);
+  EXPECT_EQ(b.last().finish, FinishReason::kEos);
+  EXPECT_TRUE(engine_->health().ok()) << engine_->health();
+  const EngineStats st = engine_->stats();
+  EXPECT_EQ(st.rank_replacements, 1);
+  EXPECT_GE(st.rank_replacement_s, 0.0);
+  EXPECT_EQ(st.preemptions, 2);  // both were running
+  EXPECT_TRUE(engine_->CheckKvAccounting().ok()) << engine_->CheckKvAccounting();
+  EXPECT_FALSE(engine_->recovering());
+}
+
+// When the lost rank is not replaced, every request fails naming both the failure and why.
+TEST_F(EngineTest, ARankNotReplacedFailsEveryRequestNamingWhy) {
+  Make("The quick brown fox.");
+  executor_->fail_at_step_ = 2;
+  executor_->recover_result =
+      absl::UnavailableError("rank 1 (127.0.0.1:7) is gone and was not replaced: no successor");
+  Collected a;
+  Submit("The ", 100, &a);
+  RunToIdle();
+  ASSERT_FALSE(a.events.empty());
+  EXPECT_EQ(a.last().finish, FinishReason::kError);
+  EXPECT_EQ(a.last().error.message(),
+            "model step failed: rank 1 stopped answering; rank 1 (127.0.0.1:7) is gone and was "
+            "not replaced: no successor");
+  EXPECT_EQ(engine_->health().message(), a.last().error.message());
+  EXPECT_EQ(engine_->stats().rank_replacements, 0);
+}
+
 }  // namespace
 }  // namespace tpserve

@@ -160,6 +160,16 @@ void Frontend::RegisterMetrics() {
       "tpserve_preemptions_total", "Sequences whose KV cache was dropped to make room.",
       [engine] { return static_cast<double>(engine->stats().preemptions); });
   metrics_.AddCounterFunction(
+      "tpserve_rank_replacements_total",
+      "Failed steps after which the lost ranks were replaced in place and every sequence "
+      "recomputed from its tokens.",
+      [engine] { return static_cast<double>(engine->stats().rank_replacements); });
+  metrics_.AddCounterFunction(
+      "tpserve_rank_replacement_seconds_total",
+      "Seconds without service: from each failed step to its group re-formed with the "
+      "replacements (the recomputation follows).",
+      [engine] { return engine->stats().rank_replacement_s; });
+  metrics_.AddCounterFunction(
       "tpserve_decoded_weight_bytes_total",
       "Weight bytes rank 0 decoded whole to multiply them because its GEMM library refused "
       "their format (a fallback each rank names at load; 0 normally).",

@@ -120,31 +120,12 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   absl::Mutex progress_mu;
   absl::Status loaded = ForAllRanks(world, options.load_timeout, options.cluster_secret,
                                     [&](int r, grpc::ClientContext* ctx) {
-    wpb::LoadRequest req;
-    ToLoadRequest(load, &req);
-    req.set_rank(r);
-    req.set_comm_kind(comm_kind);
-    req.set_backend(options.backend);
-    req.set_device_ordinal(options.device_ordinals.empty() ? r : options.device_ordinals[r]);
-    req.set_rendezvous_dir(options.rendezvous_dir);
-    req.set_rendezvous_prefix(options.rendezvous_prefix);
-    if (channel.valid()) req.set_step_channel(channel.name());
-    ctx->set_wait_for_ready(true);  // the rank process may still be starting its server
-    auto reader = exec->stubs_[r]->Load(ctx, req);
-    wpb::LoadProgress p;
-    while (reader->Read(&p)) {
-      if (p.ready()) {
-        exec->weight_bytes_[r] = p.weight_bytes();
-        exec->kv_cache_bytes_[r] = p.kv_cache_bytes();
-        exec->draft_weight_bytes_[r] = p.draft_weight_bytes();
-        exec->draft_kv_cache_bytes_[r] = p.draft_kv_cache_bytes();
-        serves_channel[r] = p.step_channel();
-      }
-      absl::MutexLock lock(&progress_mu);
-      if (on_progress) on_progress(p);
-    }
-    grpc::Status s = reader->Finish();
-    return s.ok() ? absl::OkStatus() : RankError(r, addresses[r], s);
+    return exec->LoadRank(r, options.rendezvous_prefix, channel.valid() ? channel.name() : "",
+                          ctx, [&](const wpb::LoadProgress& p) {
+                            serves_channel[r] = p.ready() && p.step_channel();
+                            absl::MutexLock lock(&progress_mu);
+                            if (on_progress) on_progress(p);
+                          });
   });
   if (channel.valid()) {
     // Every rank that will ever open it has: the name can go (the memory stays mapped).
@@ -155,6 +136,78 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
   }
   if (!loaded.ok()) return loaded;
   return exec;
+}
+
+absl::Status RemoteExecutor::LoadRank(int r, const std::string& rendezvous_prefix,
+                                      const std::string& step_channel, grpc::ClientContext* ctx,
+                                      const LoadProgressCallback& on_progress) {
+  wpb::LoadRequest req;
+  ToLoadRequest(load_, &req);
+  req.set_rank(r);
+  req.set_comm_kind(world_size() == 1 ? "single" : options_.comm_kind);
+  req.set_backend(options_.backend);
+  req.set_device_ordinal(options_.device_ordinals.empty() ? r : options_.device_ordinals[r]);
+  req.set_rendezvous_dir(options_.rendezvous_dir);
+  req.set_rendezvous_prefix(rendezvous_prefix);
+  req.set_step_channel(step_channel);
+  ctx->set_wait_for_ready(true);  // the rank process may still be starting its server
+  auto reader = stubs_[r]->Load(ctx, req);
+  wpb::LoadProgress p;
+  while (reader->Read(&p)) {
+    if (p.ready()) {
+      weight_bytes_[r] = p.weight_bytes();
+      kv_cache_bytes_[r] = p.kv_cache_bytes();
+      draft_weight_bytes_[r] = p.draft_weight_bytes();
+      draft_kv_cache_bytes_[r] = p.draft_kv_cache_bytes();
+    }
+    if (on_progress) on_progress(p);
+  }
+  grpc::Status s = reader->Finish();
+  return s.ok() ? absl::OkStatus() : RankError(r, addresses_[r], s);
+}
+
+absl::Status RemoteExecutor::Recover(const absl::Status& failure) {
+  if (!options_.replace_rank) return ModelExecutor::Recover(failure);
+  const absl::Time deadline = absl::Now() + options_.rank_replace_timeout;
+  std::vector<int> all(world_size());
+  for (int r = 0; r < world_size(); ++r) all[r] = r;
+  std::vector<int> gone;
+  for (const auto& [r, why] : SilentRankIds(all)) gone.push_back(r);
+  if (gone.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("every rank answers; nothing to replace after: ", failure.message()));
+  }
+  for (int r : gone) {
+    absl::StatusOr<std::string> address = options_.replace_rank(r, deadline - absl::Now());
+    if (!address.ok()) {
+      return absl::UnavailableError(absl::StrCat("rank ", r, " (", addresses_[r],
+                                                 ") is gone and was not replaced: ",
+                                                 address.status().message()));
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(256 << 20);
+    absl::WriterMutexLock lock(&stubs_mu_);
+    addresses_[r] = *address;
+    stubs_[r] = wpb::Worker::NewStub(
+        grpc::CreateCustomChannel(*address, grpc::InsecureChannelCredentials(), args));
+  }
+  // The group re-forms under a fresh prefix, all at once: the successors load their shards,
+  // the others keep theirs and regroup. The successors do not join the step channel: steps
+  // go over gRPC from now on.
+  const std::string prefix = absl::StrCat(options_.rendezvous_prefix, "-r", ++regroups_);
+  channel_ = StepChannel();
+  held_step_id_ = -1;
+  return ForAllRanks(world_size(), deadline - absl::Now(), options_.cluster_secret,
+                     [&](int r, grpc::ClientContext* ctx) {
+    if (std::find(gone.begin(), gone.end(), r) != gone.end()) {
+      return LoadRank(r, prefix, "", ctx, nullptr);
+    }
+    wpb::RegroupRequest req;
+    req.set_rendezvous_prefix(prefix);
+    wpb::RegroupResponse resp;
+    grpc::Status s = stubs_[r]->Regroup(ctx, req, &resp);
+    return s.ok() ? absl::OkStatus() : RankError(r, addresses_[r], s);
+  });
 }
 
 class RemoteExecutor::Draft final : public ModelExecutor {
@@ -356,7 +409,8 @@ absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
   return first_error;
 }
 
-std::vector<std::string> RemoteExecutor::SilentRanks(const std::vector<int>& ranks) const {
+std::vector<std::pair<int, std::string>> RemoteExecutor::SilentRankIds(
+    const std::vector<int>& ranks) const {
   // Every rank at once, none cancelled: all the silent ones are wanted, not the first.
   const int n = static_cast<int>(ranks.size());
   std::vector<grpc::ClientContext> contexts(n);
@@ -380,13 +434,20 @@ std::vector<std::string> RemoteExecutor::SilentRanks(const std::vector<int>& ran
     absl::MutexLock lock(&mu);
     mu.Await(absl::Condition(+[](int* p) { return *p == 0; }, &pending));
   }
-  std::vector<std::string> silent;
+  std::vector<std::pair<int, std::string>> silent;
   for (int i = 0; i < n; ++i) {
     if (results[i].ok()) continue;
-    silent.push_back(absl::StrCat("rank ", ranks[i], " (", addresses_[ranks[i]],
-                                  ") does not answer (", results[i].error_message(), ")"));
+    silent.emplace_back(ranks[i], absl::StrCat("rank ", ranks[i], " (", addresses_[ranks[i]],
+                                               ") does not answer (", results[i].error_message(),
+                                               ")"));
   }
   return silent;
+}
+
+std::vector<std::string> RemoteExecutor::SilentRanks(const std::vector<int>& ranks) const {
+  std::vector<std::string> out;
+  for (auto& [r, why] : SilentRankIds(ranks)) out.push_back(std::move(why));
+  return out;
 }
 
 absl::Status RemoteExecutor::NameSilentRanks(const absl::Status& failure) const {
@@ -402,6 +463,7 @@ absl::Status RemoteExecutor::Ping(absl::Duration timeout) const {
   return ForAllRanks(world_size(), timeout, options_.cluster_secret,
                      [&](int r, grpc::ClientContext* ctx) {
     wpb::HeartbeatResponse resp;
+    absl::ReaderMutexLock lock(&stubs_mu_);
     grpc::Status st = stubs_[r]->Heartbeat(ctx, wpb::HeartbeatRequest(), &resp);
     return st.ok() ? absl::OkStatus() : RankError(r, addresses_[r], st);
   });
@@ -411,12 +473,14 @@ void RemoteExecutor::ShutdownRanks() {
   ForAllRanks(world_size(), absl::Seconds(2), options_.cluster_secret,
               [&](int r, grpc::ClientContext* ctx) {
     wpb::ShutdownResponse resp;
+    absl::ReaderMutexLock lock(&stubs_mu_);
     stubs_[r]->Shutdown(ctx, wpb::ShutdownRequest(), &resp);
     return absl::OkStatus();
   }).IgnoreError();
 }
 
 std::string RemoteExecutor::Describe() const {
+  absl::ReaderMutexLock lock(&stubs_mu_);
   return absl::StrCat(world_size(), " worker rank(s) over gRPC (", options_.comm_kind, "): ",
                       absl::StrJoin(addresses_, ", "));
 }

@@ -17,11 +17,13 @@
 #define TPSERVE_COORDINATOR_REMOTE_EXECUTOR_H_
 
 #include <functional>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cluster/step_channel.h"
 #include "proto/worker.grpc.pb.h"
@@ -59,6 +61,12 @@ struct RemoteExecutorOptions {
   // heartbeat (each within failure_probe_timeout); one that does not answer fails the step.
   // A rank whose host is gone may fail no peer's collective (a later pipeline stage).
   absl::Duration step_probe_interval = absl::Seconds(2);
+  // Recover: brings up a successor for rank `rank`, which is gone, and returns its worker
+  // address once it has joined, within `timeout` (the launcher spawns one, or waits for a
+  // standby to join by address); null: no rank is replaced (a lost rank fails the cluster).
+  std::function<absl::StatusOr<std::string>(int rank, absl::Duration timeout)> replace_rank;
+  // How long Recover may take in all: the successors' start, join and load, the regroup.
+  absl::Duration rank_replace_timeout = absl::Seconds(60);
 };
 
 using LoadProgressCallback = std::function<void(const tpserve::worker::v1::LoadProgress&)>;
@@ -82,6 +90,12 @@ class RemoteExecutor final : public ModelExecutor {
   // it fails or does not answer.
   absl::StatusOr<std::vector<SequenceSamples>> Sample(const StepResult& step,
                                                       const StepSampling& sampling) override;
+  // The ranks that do not answer a heartbeat are gone: each is replaced (options.replace_rank)
+  // and loads its shard while the others regroup under a fresh rendezvous (the Regroup RPC),
+  // keeping their weights; steps go over gRPC afterwards. FAILED_PRECONDITION when every rank
+  // answers; UNAVAILABLE naming the rank when one is not replaced in time; the default's
+  // UNIMPLEMENTED without replace_rank.
+  absl::Status Recover(const absl::Status& failure) override;
   int64_t vocab_size() const override { return load_.vocab_size; }
   std::string Describe() const override;
 
@@ -112,6 +126,12 @@ class RemoteExecutor final : public ModelExecutor {
   // Of `ranks`, those that do not answer a heartbeat within failure_probe_timeout, each as
   // "rank r (address) does not answer (why)".
   std::vector<std::string> SilentRanks(const std::vector<int>& ranks) const;
+  std::vector<std::pair<int, std::string>> SilentRankIds(const std::vector<int>& ranks) const;
+  // Has rank r load load_ (meeting its group under rendezvous_prefix; step_channel "" = none),
+  // recording its sizes; on_progress (if set) sees every message.
+  absl::Status LoadRank(int r, const std::string& rendezvous_prefix,
+                        const std::string& step_channel, grpc::ClientContext* ctx,
+                        const LoadProgressCallback& on_progress);
   // One step through channel_: `request` serialized; no logits come back (the sampling rank
   // holds them).
   absl::StatusOr<StepResult> ExecuteOnChannel(const std::string& request);
@@ -119,10 +139,14 @@ class RemoteExecutor final : public ModelExecutor {
   absl::StatusOr<StepResult> ExecuteModel(const StepBatch& batch, bool draft);
   class Draft;
 
-  const std::vector<std::string> addresses_;
+  // A replaced rank's entries change (Recover, on the step thread): other threads (Ping,
+  // ShutdownRanks) read them under stubs_mu_.
+  mutable absl::Mutex stubs_mu_;
+  std::vector<std::string> addresses_;
   const RankLoad load_;
   const RemoteExecutorOptions options_;
   std::vector<std::unique_ptr<tpserve::worker::v1::Worker::Stub>> stubs_;
+  int regroups_ = 0;  // Recover's, naming each new rendezvous
   std::vector<int64_t> weight_bytes_;
   std::vector<int64_t> kv_cache_bytes_;
   std::vector<int64_t> draft_weight_bytes_;

@@ -91,6 +91,17 @@ class FakeWorker final : public wpb::Worker::Service {
     Record("Shutdown", ctx);
     return grpc::Status::OK;
   }
+  grpc::Status Regroup(grpc::ServerContext* ctx, const wpb::RegroupRequest* request,
+                       wpb::RegroupResponse*) override {
+    Record("Regroup", ctx);
+    absl::MutexLock lock(&mu_);
+    regrouped_under_ = request->rendezvous_prefix();
+    return grpc::Status::OK;
+  }
+  std::string regrouped_under() {
+    absl::MutexLock lock(&mu_);
+    return regrouped_under_;
+  }
   wpb::LoadRequest request() {
     absl::MutexLock lock(&mu_);
     return request_;
@@ -122,6 +133,7 @@ class FakeWorker final : public wpb::Worker::Service {
   std::vector<float> held_ ABSL_GUARDED_BY(mu_);
   wpb::LoadRequest request_;
   std::vector<std::string> calls_;
+  std::string regrouped_under_;
 };
 
 class RemoteExecutorTest : public ::testing::Test {
@@ -129,16 +141,20 @@ class RemoteExecutorTest : public ::testing::Test {
   void StartRanks(int world) {
     load_.world_size = world;
     for (int r = 0; r < world; ++r) {
-      workers_.push_back(std::make_unique<FakeWorker>());
-      grpc::ServerBuilder builder;
-      int port = 0;
-      builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-      builder.RegisterService(workers_.back().get());
-      servers_.push_back(builder.BuildAndStart());
-      ASSERT_NE(servers_.back(), nullptr);
-      addresses_.push_back("127.0.0.1:" + std::to_string(port));
+      addresses_.push_back(StartWorker());
       load_.model.assignments.emplace_back();
     }
+  }
+  // One more fake worker (workers_.back()); its address.
+  std::string StartWorker() {
+    workers_.push_back(std::make_unique<FakeWorker>());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(workers_.back().get());
+    servers_.push_back(builder.BuildAndStart());
+    EXPECT_NE(servers_.back(), nullptr);
+    return "127.0.0.1:" + std::to_string(port);
   }
   void TearDown() override {
     for (auto& s : servers_) s->Shutdown();
@@ -396,6 +412,55 @@ TEST_F(RemoteExecutorTest, PipelineStagesSampleOnTheLastStage) {
   EXPECT_EQ((*samples)[0].sampled.at(0).id, 1);
   EXPECT_EQ(workers_[0]->calls().back(), "Step=");
   EXPECT_EQ(workers_[1]->calls().back(), "Sample=");
+}
+
+// Recover: the rank that does not answer a heartbeat is replaced (replace_rank gives its
+// successor's address), the successor loads rank 1's shard and the others regroup, all under
+// one fresh rendezvous prefix; steps then reach the successor. Without replace_rank, or when
+// every rank answers, nothing is replaced.
+TEST_F(RemoteExecutorTest, RecoverReplacesTheSilentRankAndRegroupsTheOthers) {
+  StartRanks(3);
+  load_.vocab_size = 4;
+  options_.rendezvous_prefix = "run7";
+  options_.failure_probe_timeout = absl::Milliseconds(300);
+  std::vector<int> asked;
+  std::string successor;
+  options_.replace_rank = [&](int rank, absl::Duration timeout) -> absl::StatusOr<std::string> {
+    asked.push_back(rank);
+    EXPECT_GT(timeout, absl::Seconds(50));
+    successor = StartWorker();
+    return successor;
+  };
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ((*exec)->Recover(absl::UnavailableError("step failed")).code(),
+            absl::StatusCode::kFailedPrecondition);  // every rank answers
+  workers_[1]->silent = true;
+  ASSERT_TRUE((*exec)->Recover(absl::UnavailableError("step failed")).ok());
+  EXPECT_EQ(asked, std::vector<int>{1});
+  FakeWorker& fresh = *workers_.back();
+  EXPECT_EQ(fresh.request().rank(), 1);
+  EXPECT_EQ(fresh.request().rendezvous_prefix(), "run7-r1");
+  EXPECT_TRUE(fresh.request().step_channel().empty());
+  EXPECT_EQ(workers_[0]->regrouped_under(), "run7-r1");
+  EXPECT_EQ(workers_[2]->regrouped_under(), "run7-r1");
+  EXPECT_EQ(workers_[1]->regrouped_under(), "");
+  StepBatch batch;
+  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  ASSERT_TRUE((*exec)->Execute(batch).ok());
+  EXPECT_EQ(fresh.calls().back(), "Step=");
+  EXPECT_NE((*exec)->Describe().find(successor), std::string::npos);
+
+  options_.replace_rank = nullptr;
+  auto plain = RemoteExecutor::Connect({addresses_[0]}, [&] {
+    RankLoad one = load_;
+    one.world_size = 1;
+    one.model.assignments.resize(1);
+    return one;
+  }(), options_, nullptr);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->Recover(absl::UnavailableError("x")).code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -50,6 +50,14 @@ void Scheduler::Erase(std::vector<int64_t>& v, int64_t seq_id) {
   v.erase(std::remove(v.begin(), v.end(), seq_id), v.end());
 }
 
+std::vector<int64_t> Scheduler::PreemptAll() {
+  const std::vector<int64_t> running = running_;
+  ScheduledStep unused;
+  // Newest first to the front, so the queue keeps the running order ahead of the waiting.
+  for (auto it = running.rbegin(); it != running.rend(); ++it) Preempt(*it, unused);
+  return running;
+}
+
 void Scheduler::Preempt(int64_t seq_id, ScheduledStep& step) {
   blocks_->Free(seq_id);
   seqs_[seq_id].num_computed = 0;

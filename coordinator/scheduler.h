@@ -144,6 +144,10 @@ class Scheduler {
   // Removes a sequence wherever it is (finished, cancelled, failed) and frees its blocks.
   void Remove(int64_t seq_id);
 
+  // Every running sequence back to the front of the queue, in its order, its blocks freed and
+  // nothing of it computed (its tokens stay): the ranks lost their KV. Returns their ids.
+  std::vector<int64_t> PreemptAll();
+
   // OK when every running sequence holds exactly the KV room of its computed and pending
   // drafted tokens, counted from its block table, no waiting one holds any, and no block is
   // lost; else INTERNAL naming the sequence and the counts. A check for tests, O(blocks).

@@ -98,8 +98,19 @@ class ScriptedExecutor : public ModelExecutor {
   }
   int64_t vocab_size() const override { return kVocab; }
   std::string Describe() const override { return "scripted"; }
+  // A lost rank replaced: with recover_result OK the KV store is wiped (the ranks' KV is gone),
+  // so a sequence the engine did not recompute from its first token fails its next step.
+  absl::Status Recover(const absl::Status& failure) override {
+    ++recovers;
+    recovered_after.push_back(std::string(failure.message()));
+    if (recover_result.ok()) kv_.clear();
+    return recover_result;
+  }
 
   int fail_at_step_ = -1;
+  absl::Status recover_result = absl::UnimplementedError("scripted: no ranks to replace");
+  int recovers = 0;
+  std::vector<std::string> recovered_after;  // the failures Recover was called with
   absl::Duration step_delay_ = absl::ZeroDuration();
   std::vector<StepBatch> seen_steps;  // every step, in order
   ExpertLoad expert_load_per_step;    // what every step reports (a mixture of experts')

@@ -43,6 +43,7 @@ struct LaunchFlags {
   std::string worker_listen;
   std::string cluster_secret_file;
   int join_timeout_s;
+  int rank_replace_timeout_s;
   std::string ready_file;
   bool prefix_caching;
   int max_queued_requests;

@@ -41,7 +41,10 @@
 namespace tpserve {
 namespace {
 
-std::map<pid_t, int> g_rank_of_pid;  // written before the signal thread starts
+// The spawned ranks' pids: written at spawn and by a replacement (on the engine's thread),
+// read when a child exits (the supervising thread).
+absl::Mutex g_procs_mu;
+std::map<pid_t, int> g_rank_of_pid ABSL_GUARDED_BY(g_procs_mu);
 
 std::string FindWorkerBinary(const char* argv0) {
   std::vector<std::string> candidates;
@@ -60,15 +63,16 @@ std::string FindWorkerBinary(const char* argv0) {
 // secret travels in a file of the private run directory, never in argv (which `ps` shows).
 pid_t SpawnWorker(const std::string& binary, const std::string& coordinator, int rank,
                   const std::string& secret_file) {
+  // Everything the child needs is made before the fork: other threads may hold the allocator.
+  const std::string coordinator_flag = "--coordinator=" + coordinator;
+  const std::string rank_flag = absl::StrCat("--rank=", rank);
+  const std::string secret_flag = "--cluster_secret_file=" + secret_file;
   const pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlive the launcher
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  const std::string coordinator_flag = "--coordinator=" + coordinator;
-  const std::string rank_flag = absl::StrCat("--rank=", rank);
-  const std::string secret_flag = "--cluster_secret_file=" + secret_file;
   execl(binary.c_str(), binary.c_str(), coordinator_flag.c_str(), rank_flag.c_str(),
         "--listen=127.0.0.1:0", secret_flag.c_str(), nullptr);
   std::fprintf(stderr, "launch: cannot run %s\n", binary.c_str());
@@ -197,8 +201,53 @@ struct RankProcesses {
 
   std::unique_ptr<WorkerPlane> plane;  // removes the run directory when it goes away
   bool spawned = false;
-  std::vector<pid_t> pids;  // the spawned ranks still running
+  std::string worker_bin;   // what spawned them (and spawns a successor)
+  std::vector<pid_t> pids;  // the spawned ranks still running (g_procs_mu once serving)
 };
+
+// Whether a lost rank is replaced in place (--rank_replace_timeout_s; CPU ranks).
+bool ReplacesRanks(const LaunchSetup& setup) {
+  return setup.flags.rank_replace_timeout_s > 0 && setup.backend == "cpu";
+}
+
+// RemoteExecutorOptions::replace_rank: a successor for rank `rank` (spawned here, after any
+// predecessor still running is killed, or awaited from elsewhere), once it has joined.
+absl::StatusOr<std::string> ReplaceRank(RankProcesses* procs, int rank, absl::Duration timeout) {
+  WorkerPlane& plane = *procs->plane;
+  plane.control->Vacate(rank);
+  pid_t successor = -1;
+  if (procs->spawned) {
+    absl::MutexLock lock(&g_procs_mu);
+    for (pid_t pid : procs->pids) {
+      if (g_rank_of_pid[pid] == rank) kill(pid, SIGKILL);  // stalled, not dead: it goes
+    }
+    successor = SpawnWorker(procs->worker_bin, plane.local_address, rank, plane.secret_file);
+    procs->pids.push_back(successor);
+    g_rank_of_pid[successor] = rank;
+    std::fprintf(stderr, "launch: rank %d is gone; started its successor (pid %d)\n", rank,
+                 successor);
+  } else {
+    std::fprintf(stderr,
+                 "launch: rank %d is gone; waiting up to %s for a successor: worker "
+                 "--coordinator=%s --rank=%d --cluster_secret_file=%s\n",
+                 rank, absl::FormatDuration(timeout).c_str(), plane.listen_address.c_str(), rank,
+                 plane.secret_file.c_str());
+  }
+  absl::StatusOr<JoinedRank> joined =
+      plane.control->WaitForRejoin(rank, timeout, [procs, successor]() -> absl::Status {
+        if (successor < 0) return absl::OkStatus();
+        absl::MutexLock lock(&g_procs_mu);
+        if (std::find(procs->pids.begin(), procs->pids.end(), successor) == procs->pids.end()) {
+          return absl::UnavailableError(
+              absl::StrCat("its successor (pid ", successor, ") exited before it joined"));
+        }
+        return absl::OkStatus();
+      });
+  if (!joined.ok()) return joined.status();
+  std::fprintf(stderr, "launch: rank %d's successor joined from %s; loading its shard\n", rank,
+               joined->worker_address.c_str());
+  return joined->worker_address;
+}
 
 // Step 1, spawn: the worker control plane, then the ranks as children of `worker_bin`, or
 // (worker_bin empty) the command that joins one from elsewhere. SIGCHLD must already be
@@ -223,6 +272,7 @@ absl::Status SpawnRanks(const LaunchFlags& flags, const std::string& worker_bin,
                  plane.listen_address.c_str(), plane.secret_file.c_str());
     return absl::OkStatus();
   }
+  absl::MutexLock lock(&g_procs_mu);
   for (int r = 0; r < ranks; ++r) {
     procs->pids.push_back(SpawnWorker(worker_bin, plane.local_address, r, plane.secret_file));
     g_rank_of_pid[procs->pids.back()] = r;
@@ -257,7 +307,7 @@ absl::StatusOr<std::vector<JoinedRank>> JoinRanks(const LaunchFlags& flags,
 
 // Step 3, load: the joined ranks load `load`, their shards and KV caches; progress is printed.
 absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
-    const LaunchSetup& setup, const RankLoad& load, const RankProcesses& procs,
+    const LaunchSetup& setup, const RankLoad& load, RankProcesses& procs,
     const std::vector<JoinedRank>& joined) {
   std::vector<std::string> addresses;
   for (const JoinedRank& r : joined) addresses.push_back(r.worker_address);
@@ -265,6 +315,12 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
   exec_options.cluster_secret = procs.plane->secret;
   exec_options.backend = setup.backend;
   exec_options.comm_kind = setup.comm_kind;
+  if (ReplacesRanks(setup)) {
+    exec_options.rank_replace_timeout = absl::Seconds(setup.flags.rank_replace_timeout_s);
+    exec_options.replace_rank = [procs = &procs](int rank, absl::Duration timeout) {
+      return ReplaceRank(procs, rank, timeout);
+    };
+  }
   // GPU ranks: each takes the next GPU of its own host (pipeline stages on other hosts start
   // from GPU 0 there).
   if (setup.backend == "cuda") exec_options.device_ordinals = DeviceOrdinalsByHost(joined);
@@ -382,11 +438,12 @@ std::thread StartDemo(const LaunchFlags& flags, const std::string& address,
 }
 
 // Reaps the children that exited or stopped; returns how many. Each is named on stderr.
-int ReapRanks(std::vector<pid_t>* pids) {
+int ReapRanks(std::vector<pid_t>* pids, bool replaced) {
   int reaped = 0;
   int status = 0;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
+    absl::MutexLock lock(&g_procs_mu);
     const int rank = g_rank_of_pid.count(pid) ? g_rank_of_pid[pid] : -1;
     std::string how;
     if (WIFSTOPPED(status)) {
@@ -398,8 +455,8 @@ int ReapRanks(std::vector<pid_t>* pids) {
       how = absl::StrCat("exited with status ", WEXITSTATUS(status));
       pids->erase(std::remove(pids->begin(), pids->end(), pid), pids->end());
     }
-    std::fprintf(stderr, "launch: rank %d (pid %d) %s; the cluster is NOT_SERVING\n", rank, pid,
-                 how.c_str());
+    std::fprintf(stderr, "launch: rank %d (pid %d) %s; %s\n", rank, pid, how.c_str(),
+                 replaced ? "replacing it in place" : "the cluster is NOT_SERVING");
     ++reaped;
   }
   return reaped;
@@ -417,12 +474,14 @@ void Drain(const LaunchFlags& flags, Gateway& gateway, int sig) {
                static_cast<long long>(cancelled));
 }
 
-// Step 5, supervise: serve until a signal (then drain) or until the cluster stops serving. A
-// rank that died or stalled cannot be replaced in place, so the launcher says which and how,
-// lets the requests in flight end with UNAVAILABLE naming it, and returns 1 promptly for a
-// supervisor to restart it. Returns the exit code.
+// Step 5, supervise: serve until a signal (then drain) or until the cluster stops serving.
+// With `replace` (ReplacesRanks) a rank that died or stopped answering is replaced in place
+// (Engine::RecoverNow, or the step that failed on it; RemoteExecutor::Recover); the cluster
+// stops only when that fails. Without it, or when it fails, the launcher says which rank and
+// how, lets the requests in flight end with UNAVAILABLE naming it, and returns 1 promptly for
+// a supervisor to restart the cluster. Returns the exit code.
 int Supervise(const LaunchFlags& flags, Gateway& gateway, const sigset_t& signals,
-              std::vector<pid_t>* pids) {
+              std::vector<pid_t>* pids, bool replace) {
   int exit_code = 0;
   absl::Time failed_at = absl::InfiniteFuture();        // when a rank was seen dead or stopped
   absl::Time unhealthy_since = absl::InfiniteFuture();  // heartbeats failing since
@@ -430,9 +489,13 @@ int Supervise(const LaunchFlags& flags, Gateway& gateway, const sigset_t& signal
     const struct timespec tick = {0, 200 * 1000 * 1000};
     const int sig = sigtimedwait(&signals, nullptr, &tick);
     if (sig == SIGCHLD) {
-      if (ReapRanks(pids) > 0) {
-        exit_code = 1;
-        failed_at = std::min(failed_at, absl::Now());
+      if (ReapRanks(pids, replace) > 0) {
+        if (replace) {  // a step may not notice for a while (idle): replace it now
+          gateway.engine().RecoverNow();
+        } else {
+          exit_code = 1;
+          failed_at = std::min(failed_at, absl::Now());
+        }
       }
       continue;
     }
@@ -446,6 +509,14 @@ int Supervise(const LaunchFlags& flags, Gateway& gateway, const sigset_t& signal
     const absl::Status step = gateway.engine().health();
     const absl::Status ping = gateway.last_health_error();
     unhealthy_since = ping.ok() ? absl::InfiniteFuture() : std::min(unhealthy_since, absl::Now());
+    if (replace && step.ok() && !ping.ok()) {
+      // A rank stopped answering: being replaced, or to be (a rank gone on another host).
+      if (!gateway.engine().recovering() && absl::Now() - unhealthy_since > absl::Seconds(3)) {
+        gateway.engine().RecoverNow();
+        unhealthy_since = absl::Now();
+      }
+      continue;
+    }
     const absl::Status health =
         !step.ok() ? step
                    : (absl::Now() - unhealthy_since > absl::Seconds(3) ? ping : absl::OkStatus());
@@ -512,6 +583,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
   sigprocmask(SIG_BLOCK, &signals, nullptr);
 
   RankProcesses procs;  // declared first: its ranks are stopped after everything else
+  procs.worker_bin = worker_bin;
   if (absl::Status s = SpawnRanks(flags, worker_bin, setup.ranks, &procs); !s.ok()) {
     return LaunchFail(std::string(s.message()), 2);
   }
@@ -525,7 +597,7 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
       StartServing(setup, *options, *std::move(exec));
   if (!gateway.ok()) return LaunchFail(std::string(gateway.status().message()));
   std::thread demo = StartDemo(flags, (*gateway)->address(), *options);
-  const int exit_code = Supervise(flags, **gateway, signals, &procs.pids);
+  const int exit_code = Supervise(flags, **gateway, signals, &procs.pids, ReplacesRanks(setup));
   StopServing(**gateway);
   if (demo.joinable()) demo.join();
   if (!procs.spawned) remote->ShutdownRanks();  // ranks elsewhere exit too (best effort)

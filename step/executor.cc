@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace tpserve {
 
 void ExpertLoad::AddLayer(absl::Span<const int32_t> ids, int64_t num_experts) {
@@ -22,6 +24,11 @@ void ExpertLoad::Add(const ExpertLoad& other) {
   for (size_t e = 0; e < other.tokens.size(); ++e) tokens[e] += other.tokens[e];
   layers += other.layers;
   imbalance_sum += other.imbalance_sum;
+}
+
+absl::Status ModelExecutor::Recover(const absl::Status& failure) {
+  return absl::UnimplementedError(
+      absl::StrCat(Describe(), " replaces no rank in place (", failure.message(), ")"));
 }
 
 absl::StatusOr<std::vector<SequenceSamples>> ModelExecutor::Sample(

@@ -60,9 +60,14 @@ struct StepResult {
 class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
-  // UNAVAILABLE when a rank has died or stopped answering: the engine then fails every
-  // request and reports NOT_SERVING.
+  // UNAVAILABLE when a rank has died or stopped answering: the engine then asks Recover, and
+  // when that fails too, fails every request and reports NOT_SERVING.
   virtual absl::StatusOr<StepResult> Execute(const StepBatch& batch) = 0;
+  // After a failed Execute or Sample: replaces the ranks that are gone, in place, and re-forms
+  // the group, so that steps can run again; the ranks' KV caches hold nothing the engine may
+  // rely on afterwards (it recomputes every sequence). OK once it can step; otherwise why not
+  // (the default: UNIMPLEMENTED, nothing to replace).
+  virtual absl::Status Recover(const absl::Status& failure);
   // Scores and samples the rows of the step that gave `step` as `sampling` says (SampleStep's
   // contract and errors). The one place a step's tokens are chosen: the default runs
   // SampleStep on the logits `step` holds.

@@ -195,6 +195,12 @@ absl::Status CheckPipelineLinks(const ModelSpec& config, const ShardingPlan& pla
 
 }  // namespace
 
+absl::Status LlamaModel::SetPipelineLinks(const PipelineLinks& links) {
+  TP_RETURN_IF_ERROR(CheckPipelineLinks(config_, plan_, links));
+  pipeline_ = links;
+  return absl::OkStatus();
+}
+
 absl::Status LlamaModel::Init() {
   // Each layer's attention as the description says it, once rather than at every step.
   for (int64_t l = 0; l < config_.num_layers; ++l) {

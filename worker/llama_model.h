@@ -125,6 +125,9 @@ class LlamaModel {
 
   // The communicator of this rank's tensor-parallel group (the one Load was given).
   Communicator& communicator() const { return *comm_; }
+  // The group re-formed (RankRuntime::Regroup): new links to the neighbouring stages, checked as
+  // Load checks them.
+  absl::Status SetPipelineLinks(const PipelineLinks& links);
 
   // Runs one step; on the sampling rank (kSamplingRank) writes logits
   // [batch.num_logit_rows(), vocab_size] (f32, row-major) to `logits`, which the other ranks

@@ -60,20 +60,7 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
   if (!comm.ok()) return WithRank(rt->rank_, comm.status());
   rt->comm_ = std::make_unique<TimedCommunicator>(*std::move(comm));
   LlamaLoadOptions load = options.load;
-  const std::pair<const std::optional<CommunicatorOptions>*, std::unique_ptr<Communicator>*>
-      links[] = {{&options.from_prev, &rt->from_prev_}, {&options.to_next, &rt->to_next_}};
-  for (const auto& [link_options, link] : links) {
-    if (!link_options->has_value()) continue;
-    CommunicatorOptions o = **link_options;
-    if (o.cuda_stream == nullptr) o.cuda_stream = rt->backend_->stream();
-    absl::StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(o);
-    if (!made.ok()) {
-      return WithRank(rt->rank_, absl::Status(made.status().code(),
-                                              StrCat("pipeline link: ", made.status().message())));
-    }
-    *link = *std::move(made);
-  }
-  load.pipeline = {rt->from_prev_.get(), rt->to_next_.get()};
+  TP_ASSIGN_OR_RETURN(load.pipeline, rt->MakeLinks(options));
   absl::StatusOr<std::unique_ptr<LlamaModel>> model = LlamaModel::Load(
       config, *rt->weights_,
       ShardSpec{options.comm.rank, options.comm.world_size, options.expert_parallel,
@@ -91,6 +78,39 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
     return WithRank(rt->rank_, s);
   }
   return rt;
+}
+
+absl::StatusOr<PipelineLinks> RankRuntime::MakeLinks(const RankRuntimeOptions& options) {
+  const std::pair<const std::optional<CommunicatorOptions>*, std::unique_ptr<Communicator>*>
+      links[] = {{&options.from_prev, &from_prev_}, {&options.to_next, &to_next_}};
+  for (const auto& [link_options, link] : links) {
+    link->reset();
+    if (!link_options->has_value()) continue;
+    CommunicatorOptions o = **link_options;
+    if (o.cuda_stream == nullptr) o.cuda_stream = backend_->stream();
+    absl::StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(o);
+    if (!made.ok()) {
+      return WithRank(rank_, absl::Status(made.status().code(),
+                                          StrCat("pipeline link: ", made.status().message())));
+    }
+    *link = *std::move(made);
+  }
+  return PipelineLinks{from_prev_.get(), to_next_.get()};
+}
+
+absl::Status RankRuntime::Regroup(const RankRuntimeOptions& options) {
+  if (backend_->kind() != BackendKind::kCpu) {
+    return WithRank(rank_, absl::UnimplementedError(
+                               "replacing a rank in place on GPU ranks: the survivors' aborted "
+                               "streams and NCCL's re-init are not built; restart the cluster"));
+  }
+  CommunicatorOptions comm_options = options.comm;
+  if (comm_options.cuda_stream == nullptr) comm_options.cuda_stream = backend_->stream();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(comm_options);
+  if (!comm.ok()) return WithRank(rank_, comm.status());
+  comm_->Replace(*std::move(comm));
+  TP_ASSIGN_OR_RETURN(const PipelineLinks links, MakeLinks(options));
+  return model_->SetPipelineLinks(links);
 }
 
 absl::Status RankRuntime::AttachMtpDraft(RankRuntime& draft) {

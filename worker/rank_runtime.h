@@ -77,6 +77,13 @@ class RankRuntime {
   // Whether the sampling rank samples where the logits are (Backend::PrefersSampleRows).
   bool PrefersSampleRows() const { return backend_->PrefersSampleRows(); }
 
+  // Re-forms this rank's communicators as `options` place them (a fresh rendezvous: the group
+  // lost a rank and its successor joins), keeping the backend, the weights and the KV cache's
+  // memory; blocks until every peer has joined. After a failed step, when a rank was replaced.
+  // UNIMPLEMENTED on a GPU backend (its aborted stream and NCCL's re-init are not built); the
+  // communicators' errors.
+  absl::Status Regroup(const RankRuntimeOptions& options);
+
   // Ends the host waits in progress on the device and the communicator, and makes every later
   // one fail at once with UNAVAILABLE (Backend::RequestAbort, Communicator::RequestAbort): for
   // a rank being torn down. The runtime is unusable afterwards. Safe from any thread, also
@@ -104,6 +111,8 @@ class RankRuntime {
 
  private:
   RankRuntime() = default;
+  // The pipeline links `options` name (none without stages), made anew.
+  absl::StatusOr<PipelineLinks> MakeLinks(const RankRuntimeOptions& options);
 
   int rank_ = 0;
   std::shared_ptr<const WeightSource> weights_;  // views into it outlive nothing

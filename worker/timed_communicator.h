@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/synchronization/mutex.h"
 #include "comm/communicator.h"
 
 namespace tpserve {
@@ -57,7 +58,16 @@ class TimedCommunicator final : public Communicator {
   absl::Status RunRecorded(std::string_view what, absl::FunctionRef<absl::Status()> run) override {
     return inner_->RunRecorded(what, run);
   }
-  void RequestAbort() override { inner_->RequestAbort(); }
+  void RequestAbort() override {
+    absl::MutexLock lock(&abort_mu_);
+    inner_->RequestAbort();
+  }
+  // The group re-formed (a rank replaced): `inner` from now on. Called between steps, from the
+  // thread that runs them.
+  void Replace(std::unique_ptr<Communicator> inner) {
+    absl::MutexLock lock(&abort_mu_);
+    inner_ = std::move(inner);
+  }
 
   // Seconds spent in collectives since the last call.
   double TakeSeconds() {
@@ -75,6 +85,7 @@ class TimedCommunicator final : public Communicator {
     return s;
   }
 
+  absl::Mutex abort_mu_;  // RequestAbort (any thread) against Replace
   std::unique_ptr<Communicator> inner_;
   double seconds_ = 0.0;
 };

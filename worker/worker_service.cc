@@ -48,6 +48,7 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
   };
   TP_ASSIGN_OR_RETURN(RankRuntimeOptions o, RankRuntimeOptionsFor(load, request.rank(), files_));
   TP_RETURN_IF_ERROR(place(o));
+  placed_ = o;
   PlacePipeline(o);  // a stage's own group and its links, where the load has stages
   if (load.draft.has_value() && load.pipeline_stages > 1) {
     return absl::UnimplementedError(absl::StrCat(
@@ -73,6 +74,7 @@ absl::Status WorkerService::LoadLocked(const wpb::LoadRequest& request,
                         RankRuntimeOptionsFor(DraftLoad(load), request.rank(), draft_files_));
     TP_RETURN_IF_ERROR(place(d));
     d.comm.run_id = absl::StrCat(request.rendezvous_prefix(), "-draft");
+    placed_draft_ = d;
     TP_ASSIGN_OR_RETURN(draft_runtime_,
                         RankRuntime::Create(draft_files_.config, draft_files_.weights, d));
     if (load.draft->mtp) TP_RETURN_IF_ERROR(runtime->AttachMtpDraft(*draft_runtime_));
@@ -276,6 +278,35 @@ grpc::Status WorkerService::Heartbeat(grpc::ServerContext* context, const wpb::H
   if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
   // Must answer while a step runs, so it reads no model state.
   response->set_ready(true);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Regroup(grpc::ServerContext* context,
+                                    const wpb::RegroupRequest* request, wpb::RegroupResponse*) {
+  if (grpc::Status s = CheckClusterSecret(*context, options_.cluster_secret); !s.ok()) return s;
+  // A step may be waiting on the lost rank (it holds mu_): end it first.
+  if (RankRuntime* runtime = abortable_runtime_.load()) runtime->RequestAbort();
+  if (RankRuntime* draft = abortable_draft_.load()) draft->RequestAbort();
+  absl::MutexLock lock(&mu_);
+  absl::Status s = [&]() -> absl::Status {
+    if (runtime_ == nullptr) return absl::FailedPreconditionError("Regroup before Load");
+    RankRuntimeOptions o = placed_;
+    o.comm.run_id = request->rendezvous_prefix();
+    PlacePipeline(o);
+    TP_RETURN_IF_ERROR(runtime_->Regroup(o));
+    if (draft_runtime_ != nullptr) {
+      RankRuntimeOptions d = placed_draft_;
+      d.comm.run_id = absl::StrCat(request->rendezvous_prefix(), "-draft");
+      PlacePipeline(d);
+      TP_RETURN_IF_ERROR(draft_runtime_->Regroup(d));
+    }
+    held_step_id_ = -1;  // the coordinator recomputes every sequence: no logits are wanted
+    return absl::OkStatus();
+  }();
+  if (!s.ok()) {
+    return ToGrpcStatus(
+        absl::Status(s.code(), absl::StrCat("rank ", rank_, " failed to regroup: ", s.message())));
+  }
   return grpc::Status::OK;
 }
 

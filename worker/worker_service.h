@@ -61,6 +61,12 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   grpc::Status Shutdown(grpc::ServerContext* context,
                         const tpserve::worker::v1::ShutdownRequest* request,
                         tpserve::worker::v1::ShutdownResponse* response) override;
+  // A rank was replaced: aborts the step in flight (stuck on the lost rank's collectives),
+  // then re-forms the communicators under the request's prefix (RankRuntime::Regroup), the
+  // draft's too; the weights stay.
+  grpc::Status Regroup(grpc::ServerContext* context,
+                       const tpserve::worker::v1::RegroupRequest* request,
+                       tpserve::worker::v1::RegroupResponse* response) override;
 
   // Blocks until a Shutdown call arrives.
   void WaitForShutdown() { shutdown_.WaitForNotification(); }
@@ -96,6 +102,9 @@ class WorkerService final : public tpserve::worker::v1::Worker::Service {
   const WorkerServiceOptions options_;
   absl::Mutex mu_;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
+  // Where the runtimes were placed at load (before their stages': PlacePipeline), for Regroup.
+  RankRuntimeOptions placed_ ABSL_GUARDED_BY(mu_);
+  RankRuntimeOptions placed_draft_ ABSL_GUARDED_BY(mu_);
   // The rank that ends a step with the logits (RankLoad::sampling_rank: the last stage's
   // first).
   int sampling_rank_ ABSL_GUARDED_BY(mu_) = kSamplingRank;

@@ -164,10 +164,11 @@ def test_deadline_ends_a_long_generation(cluster):
 @pytest.mark.parametrize("sig,how", [(signal.SIGKILL, "was killed by signal 9"),
                                      (signal.SIGSTOP, "was stopped by signal 19")])
 def test_a_dead_or_stalled_rank_is_named_and_the_launcher_exits_1(tmp_path, sig, how):
+    """With replacement off (--rank_replace_timeout_s=0: today's behaviour without it)."""
     ranks = int(os.environ.get("TPSERVE_E2E_RANKS", "3"))
     if ranks < 2:
         pytest.skip("needs at least 2 ranks")
-    c = Cluster(ranks=ranks, tmp=tmp_path)
+    c = Cluster(ranks=ranks, tmp=tmp_path, extra_args=["--rank_replace_timeout_s=0"])
     victim = c.worker_pids()[1]
     try:
         assert c.health() == 1
@@ -268,3 +269,63 @@ def test_pipeline_stages_give_one_ranks_tokens_and_logprobs_bit_for_bit(tmp_path
     assert got["one"][1]
     assert got["pp2"] == got["one"]
     assert got["pp2xtp3"] == got["one"]
+
+
+@pytest.mark.parametrize("layout", ["tp3", "pp2"])
+def test_a_killed_rank_is_replaced_in_place_and_every_stream_completes(tmp_path, layout):
+    """Issue 40: SIGKILL rank 1 (at TP 3 a tensor-parallel rank; at PP 2 the second stage)
+    under 16 concurrent greedy streams. The launcher starts a successor, which loads rank 1's
+    shard while the others regroup keeping their weights; every sequence is recomputed from
+    its tokens. Every stream completes with the tokens of an undisturbed run of the same
+    layout, no other rank's process changed, and /metrics counts one replacement."""
+    import concurrent.futures
+    import threading
+    import urllib.request
+    ranks, extra = {"tp3": (3, []), "pp2": (1, ["--pp=2"])}[layout]
+    args = extra + ["--context=512", "--max_seqs=16"]
+    prompts = [f"Tell me fact number {i} about rivers." for i in range(16)]
+
+    def run(c, started=None):
+        def one(i):
+            req = chat_request(prompts[i], max_new_tokens=40, ignore_eos=True)
+            ids = []
+            for m in c.stub.Generate(req, timeout=300):
+                ids += m.token_ids
+                if started is not None and ids:
+                    started[i].set()
+            return ids
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+            return list(pool.map(one, range(len(prompts))))
+
+    (tmp_path / "ref").mkdir()
+    c = Cluster(ranks=ranks, tmp=tmp_path / "ref", extra_args=args)
+    try:
+        want = run(c)
+    finally:
+        c.stop()
+    assert all(len(ids) == 40 for ids in want)
+
+    (tmp_path / "kill").mkdir()
+    c = Cluster(ranks=ranks, tmp=tmp_path / "kill", extra_args=args)
+    try:
+        pids = c.worker_pids()
+        started = [threading.Event() for _ in prompts]
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            streams = pool.submit(run, c, started)
+            for e in started:
+                assert e.wait(120), c.output()[-3000:]
+            os.kill(pids[1], signal.SIGKILL)
+            got = streams.result(timeout=300)
+        assert got == want
+        out = c.output()
+        assert f"rank 1 (pid {pids[1]}) was killed by signal 9 (Killed); replacing it in place" in out, out
+        assert "rank 1 is gone; started its successor" in out, out
+        for pid in pids[:1] + pids[2:]:
+            os.kill(pid, 0)  # still the same process
+        assert c.proc.poll() is None, out
+        with urllib.request.urlopen(f"{c.http_url}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        assert "tpserve_rank_replacements_total 1\n" in metrics, metrics
+        assert c.health() == 1
+    finally:
+        c.stop()

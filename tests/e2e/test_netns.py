@@ -148,7 +148,8 @@ def test_cutting_a_hosts_link_ends_the_stream_naming_its_rank(net, tmp_path):
              f"--worker_listen={coordinator}", f"--cluster_secret_file={secret}",
              f"--model={MODEL}", f"--listen={net.addr(1)}", f"--port={API_PORT}", "--http_port=0",
              f"--ready_file={ready}", "--context=2048", "--max_seqs=4",
-             f"--collective_timeout_ms={COLLECTIVE_TIMEOUT_S * 1000}", "--join_timeout_s=120"],
+             f"--collective_timeout_ms={COLLECTIVE_TIMEOUT_S * 1000}", "--join_timeout_s=120",
+             "--rank_replace_timeout_s=0"],  # a lost host ends the cluster: what is tested here
             tmp_path / "launch.log"))
         for h, ns in enumerate(net.ranks):
             # A UTS namespace of its own: another hostname, so the host looks like another
