@@ -22,8 +22,14 @@ Checks, after the churn and a wait for quiescence (each failure is printed; exit
     caches, so RSS after load settles above RSS after a short warm-up without any leak; a leak of
     one allocation per request grows without bound and shows in a long run.
 
-tests/soak/test_soak_short.py runs it for about a minute (the CI version); docs/RELIABILITY.md
-records a long run.
+With --kill_rank_at_s=T, worker rank 1 is SIGKILLed T seconds into the churn: the launcher
+replaces it in place (docs/ARCHITECTURE.md, "A dead rank replaced in place"), so no request may
+end with UNAVAILABLE (gRPC) or a 503 / error event (HTTP), exactly one replacement is counted,
+and the checks above hold for every process but the replaced rank (a fresh process: its
+successor must be running at the end).
+
+tests/soak/test_soak_short.py runs it for about a minute (the CI version, with a rank kill);
+docs/RELIABILITY.md records a long run.
 """
 
 import argparse
@@ -33,6 +39,7 @@ import json
 import pathlib
 import random
 import re
+import signal
 import sys
 import tempfile
 import threading
@@ -320,8 +327,16 @@ def run(args):
         for t in threads:
             t.start()
         during = {}
+        kill_at = started + args.kill_rank_at_s if args.kill_rank_at_s >= 0 else None
         while time.time() < stop_at:
-            time.sleep(min(5.0, max(0.0, stop_at - time.time())))
+            time.sleep(min(5.0, max(0.0, stop_at - time.time()),
+                           max(0.0, kill_at - time.time()) if kill_at else 5.0))
+            if kill_at is not None and time.time() >= kill_at:
+                os.kill(pids.pop("worker1"), signal.SIGKILL)
+                before.pop("worker1")
+                before_names.pop("worker1")
+                kill_at = None
+                print(f"soak: killed worker rank 1 at {time.time() - started:.1f} s")
             for name, pid in pids.items():
                 f = proc_figures(pid)
                 peak = during.setdefault(name, dict(f))
@@ -338,6 +353,20 @@ def run(args):
 
         idle_quiet(url, args, failures, "soak")
         m_after = metrics(url)
+        if args.kill_rank_at_s >= 0:
+            replaced = (m_after.get("tpserve_rank_replacements_total", 0) -
+                        m_before.get("tpserve_rank_replacements_total", 0))
+            if replaced != 1:
+                failures.append(f"{replaced:.0f} rank replacement(s) counted, 1 expected")
+            lost = {k: n for k, n in tally.outcomes.items()
+                    if k in ("status:UNAVAILABLE", "status:HTTP503") or
+                    (k.startswith("status:event:") and k != "status:event:400")}
+            if lost:
+                failures.append(f"requests lost to the killed rank: {lost}")
+            successor = re.search(r"rank 1 is gone; started its successor \(pid (\d+)\)",
+                                  cluster.output())
+            if not successor or not pathlib.Path(f"/proc/{successor.group(1)}").exists():
+                failures.append("rank 1's successor is not running")
         # Every request the clients made is one the server counted: finished (by reason) or
         # refused (by code); one that failed after admission is in both.
         def total(prefix):
@@ -452,6 +481,9 @@ def main():
     p.add_argument("--grpc_thread_margin", type=int, default=2 * (os.cpu_count() or 2),
                    help="extra threads allowed in gRPC core's own executor pools")
     p.add_argument("--rss_margin_mib", type=float, default=32)
+    p.add_argument("--kill_rank_at_s", type=float, default=-1,
+                   help="SIGKILL worker rank 1 this long into the churn (it must be replaced in "
+                        "place, losing no request); negative: no kill")
     p.add_argument("--rss_margin_pct", type=float, default=10)
     p.add_argument("--max_resets", type=int, default=0,
                    help="HTTP connections the server may reset before reading the request "
