@@ -136,6 +136,13 @@ class FakeWorker final : public wpb::Worker::Service {
   std::string regrouped_under_;
 };
 
+// A step of one sequence's first token.
+StepBatch OneToken() {
+  StepBatch batch;
+  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  return batch;
+}
+
 class RemoteExecutorTest : public ::testing::Test {
  protected:
   void StartRanks(int world) {
@@ -144,6 +151,14 @@ class RemoteExecutorTest : public ::testing::Test {
       addresses_.push_back(StartWorker());
       load_.model.assignments.emplace_back();
     }
+  }
+  // A step that must fail UNAVAILABLE well within the step timeout: its message.
+  static std::string FailedStepMessage(RemoteExecutor& exec) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<StepResult> step = exec.Execute(OneToken());
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_EQ(step.status().code(), absl::StatusCode::kUnavailable);
+    return std::string(step.status().message());
   }
   // One more fake worker (workers_.back()); its address.
   std::string StartWorker() {
@@ -234,8 +249,7 @@ TEST_F(RemoteExecutorTest, RanksThatDoNotOpenTheStepChannelAreSteppedOverGrpc) {
   ASSERT_FALSE(name.empty());
   EXPECT_EQ(workers_[1]->request().step_channel(), name);
   EXPECT_FALSE(std::filesystem::exists("/dev/shm" + name)) << name;
-  StepBatch batch;
-  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  StepBatch batch = OneToken();
   batch.Add(/*seq_id=*/2, /*start_position=*/0, std::vector<int32_t>{1}, {1});
   absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
   ASSERT_TRUE(step.ok()) << step.status();
@@ -317,8 +331,7 @@ TEST_F(RemoteExecutorTest, EveryCallCarriesTheClusterSecret) {
   load_.vocab_size = 4;
   auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
-  StepBatch batch;
-  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  const StepBatch batch = OneToken();
   ASSERT_TRUE((*exec)->Execute(batch).ok());
   ASSERT_TRUE((*exec)->Ping(absl::Seconds(5)).ok());
   (*exec)->ShutdownRanks();
@@ -340,13 +353,7 @@ TEST_F(RemoteExecutorTest, AFailedStepNamesTheRankThatDoesNotAnswer) {
   ASSERT_TRUE(exec.ok()) << exec.status();
   workers_[0]->failing = true;
   workers_[1]->silent = true;
-  StepBatch batch;
-  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
-  const absl::Time start = absl::Now();
-  absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_EQ(step.status().code(), absl::StatusCode::kUnavailable);
-  const std::string message(step.status().message());
+  const std::string message = FailedStepMessage(**exec);
   EXPECT_EQ(message.rfind("rank 1 (" + addresses_[1] + ") does not answer (", 0), 0u) << message;
   EXPECT_NE(message.find("the step failed: rank 0 (" + addresses_[0] + ") failed: AllReduceSum"),
             std::string::npos)
@@ -367,13 +374,7 @@ TEST_F(RemoteExecutorTest, ASilentRankFailsTheStepWhenNoPeerFails) {
   auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
   ASSERT_TRUE(exec.ok()) << exec.status();
   workers_[1]->silent = true;
-  StepBatch batch;
-  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
-  const absl::Time start = absl::Now();
-  absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_EQ(step.status().code(), absl::StatusCode::kUnavailable);
-  const std::string message(step.status().message());
+  const std::string message = FailedStepMessage(**exec);
   EXPECT_NE(message.find("rank 1 (" + addresses_[1] + ") does not answer (Deadline Exceeded) "
                          "during a step"),
             std::string::npos)
@@ -395,8 +396,7 @@ TEST_F(RemoteExecutorTest, PipelineStagesSampleOnTheLastStage) {
     EXPECT_EQ(workers_[r]->request().world_size(), 1);
     EXPECT_EQ(workers_[r]->request().pipeline_stages(), 2);
   }
-  StepBatch batch;
-  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  const StepBatch batch = OneToken();
   absl::StatusOr<StepResult> step = (*exec)->Execute(batch);
   ASSERT_TRUE(step.ok()) << step.status();
   StepSampling sampling;
@@ -445,8 +445,7 @@ TEST_F(RemoteExecutorTest, RecoverReplacesTheSilentRankAndRegroupsTheOthers) {
   EXPECT_EQ(workers_[0]->regrouped_under(), "run7-r1");
   EXPECT_EQ(workers_[2]->regrouped_under(), "run7-r1");
   EXPECT_EQ(workers_[1]->regrouped_under(), "");
-  StepBatch batch;
-  batch.Add(/*seq_id=*/1, /*start_position=*/0, std::vector<int32_t>{1}, {0});
+  const StepBatch batch = OneToken();
   ASSERT_TRUE((*exec)->Execute(batch).ok());
   EXPECT_EQ(fresh.calls().back(), "Step=");
   EXPECT_NE((*exec)->Describe().find(successor), std::string::npos);

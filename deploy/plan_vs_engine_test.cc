@@ -65,6 +65,18 @@ void ExpectRanksMatchThePlan(const MemoryPlan& plan, LocalExecutor& exec, int tp
   }
 }
 
+// SmolLM2 on `tp` ranks x `pp` stages: 2 sequences of up to 1,024 tokens, 256 a step.
+ClusterRequest SmolRequest(int tp, int pp, bool deterministic) {
+  ClusterRequest request;
+  request.ranks = tp;
+  request.pp = pp;
+  request.context_tokens = 1024;
+  request.max_seqs = 2;
+  request.max_tokens_per_step = 256;
+  request.deterministic_tp = deterministic;
+  return request;
+}
+
 // (ranks, --deterministic_tp): the two reductions allocate different step buffers.
 class PlanVsEngine : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
@@ -72,12 +84,7 @@ TEST_P(PlanVsEngine, RealAllocationsMatchThePlan) {
   const auto [tp, deterministic] = GetParam();
   absl::StatusOr<ModelFiles> files = OpenModelFiles(ModelPath());
   ASSERT_TRUE(files.ok()) << files.status();
-  ClusterRequest request;
-  request.ranks = tp;
-  request.context_tokens = 1024;
-  request.max_seqs = 2;
-  request.max_tokens_per_step = 256;
-  request.deterministic_tp = deterministic;
+  const ClusterRequest request = SmolRequest(tp, 1, deterministic);
   absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->num_kv_blocks, 2 * 1024 / 16);
@@ -106,13 +113,7 @@ TEST(PlanVsEngineStages, EveryStageHoldsWhatThePlanDrawsForIt) {
   absl::StatusOr<ModelFiles> files = OpenModelFiles(ModelPath());
   ASSERT_TRUE(files.ok()) << files.status();
   for (const auto& [tp, pp] : {std::pair{1, 2}, std::pair{3, 2}, std::pair{1, 3}}) {
-    ClusterRequest request;
-    request.ranks = tp;
-    request.pp = pp;
-    request.context_tokens = 1024;
-    request.max_seqs = 2;
-    request.max_tokens_per_step = 256;
-    request.deterministic_tp = true;
+    const ClusterRequest request = SmolRequest(tp, pp, /*deterministic=*/true);
     absl::StatusOr<ClusterPlan> plan = PlanCluster(*files, request);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->memory.stages.size(), static_cast<size_t>(pp));
