@@ -411,29 +411,25 @@ absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
 
 std::vector<std::pair<int, std::string>> RemoteExecutor::SilentRankIds(
     const std::vector<int>& ranks) const {
-  // Every rank at once, none cancelled: all the silent ones are wanted, not the first.
+  // Every rank at once, none cancelled: all the silent ones are wanted, not the first. A
+  // blocking call on a thread of its own per rank: each reply is parsed on the thread that
+  // made the response, which a probe during a step (gRPC's executor threads busy with its
+  // calls) keeps simple.
   const int n = static_cast<int>(ranks.size());
-  std::vector<grpc::ClientContext> contexts(n);
-  std::vector<wpb::HeartbeatResponse> responses(n);
   std::vector<grpc::Status> results(n);
-  const wpb::HeartbeatRequest request;
   const auto deadline = absl::ToChronoTime(absl::Now() + options_.failure_probe_timeout);
-  absl::Mutex mu;
-  int pending = n;
+  std::vector<std::thread> threads;
+  threads.reserve(n);
   for (int i = 0; i < n; ++i) {
-    contexts[i].set_deadline(deadline);
-    AttachClusterSecret(&contexts[i], options_.cluster_secret);
-    stubs_[ranks[i]]->async()->Heartbeat(&contexts[i], &request, &responses[i],
-                                         [&, i](grpc::Status st) {
-                                           absl::MutexLock lock(&mu);
-                                           results[i] = std::move(st);
-                                           --pending;
-                                         });
+    threads.emplace_back([&, i] {
+      grpc::ClientContext context;
+      context.set_deadline(deadline);
+      AttachClusterSecret(&context, options_.cluster_secret);
+      wpb::HeartbeatResponse response;
+      results[i] = stubs_[ranks[i]]->Heartbeat(&context, wpb::HeartbeatRequest(), &response);
+    });
   }
-  {
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(+[](int* p) { return *p == 0; }, &pending));
-  }
+  for (std::thread& t : threads) t.join();
   std::vector<std::pair<int, std::string>> silent;
   for (int i = 0; i < n; ++i) {
     if (results[i].ok()) continue;
