@@ -271,4 +271,6 @@ void StepChannel::Finish(uint32_t seq, const absl::Status& status, double comput
 
 void StepChannel::Heartbeat() { slot(rank_)->heartbeat_ns.store(NowNs()); }
 
+void StepChannel::MarkGone(int rank) { slot(rank)->heartbeat_ns.store(0); }
+
 }  // namespace tpserve

@@ -82,6 +82,10 @@ class StepChannel {
   // The same area as bytes: what rank 0 wrote there (a sample request's serialized answer).
   std::string_view result_bytes(int rank = 0) const;
   ExpertLoad expert_load() const;  // rank 0's
+  // Rank `rank` is known to be gone (its process exited): its heartbeat reads as stale from now
+  // on, so the AwaitAll in progress names it within one sleep (50 ms) rather than after the
+  // heartbeat timeout. Any thread.
+  void MarkGone(int rank);
   int64_t decoded_weight_bytes() const;  // rank 0's (Backend::TakeDecodedWeightBytes)
 
   // ---- Rank ----

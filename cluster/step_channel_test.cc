@@ -127,6 +127,30 @@ TEST(StepChannelTest, ASilentRankIsNamedWhileAnEarlierOneStillWorks) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
+// A rank the coordinator knows is gone (MarkGone, from another thread: the launcher reaped it)
+// is named at once, long before its heartbeat would have gone stale.
+TEST(StepChannelTest, ARankMarkedGoneIsNamedAtOnce) {
+  absl::StatusOr<StepChannel> coordinator = StepChannel::Create(2, 64, 64);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  absl::StatusOr<StepChannel> rank0 = StepChannel::Open(coordinator->name(), 0);
+  absl::StatusOr<StepChannel> rank1 = StepChannel::Open(coordinator->name(), 1);
+  ASSERT_TRUE(rank0.ok() && rank1.ok());
+  rank0->Heartbeat();
+  rank1->Heartbeat();
+  coordinator->Post("step");
+  rank0->Finish(1, absl::OkStatus(), 0, 0, 0);
+  std::thread launcher([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    coordinator->MarkGone(1);
+  });
+  const absl::Time start = absl::Now();
+  const absl::Status s = coordinator->AwaitAll(start + absl::Seconds(30), absl::Seconds(10));
+  launcher.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("rank 1 stopped answering"), std::string::npos) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // the heartbeat timeout is 10 s
+}
+
 TEST(StepChannelTest, OpenRefusesAnotherSegmentAndARankOutsideTheWorld) {
   absl::StatusOr<StepChannel> coordinator = StepChannel::Create(2, 64, 64);
   ASSERT_TRUE(coordinator.ok());

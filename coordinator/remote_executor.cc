@@ -195,7 +195,10 @@ absl::Status RemoteExecutor::Recover(const absl::Status& failure) {
   // the others keep theirs and regroup. The successors do not join the step channel: steps
   // go over gRPC from now on.
   const std::string prefix = absl::StrCat(options_.rendezvous_prefix, "-r", ++regroups_);
-  channel_ = StepChannel();
+  {
+    absl::MutexLock lock(&channel_mu_);
+    channel_ = StepChannel();
+  }
   held_step_id_ = -1;
   return ForAllRanks(world_size(), deadline - absl::Now(), options_.cluster_secret,
                      [&](int r, grpc::ClientContext* ctx) {
@@ -473,6 +476,11 @@ void RemoteExecutor::ShutdownRanks() {
     stubs_[r]->Shutdown(ctx, wpb::ShutdownRequest(), &resp);
     return absl::OkStatus();
   }).IgnoreError();
+}
+
+void RemoteExecutor::RankGone(int rank) {
+  absl::MutexLock lock(&channel_mu_);
+  if (channel_.valid() && rank >= 0 && rank < world_size()) channel_.MarkGone(rank);
 }
 
 std::string RemoteExecutor::Describe() const {

@@ -104,6 +104,10 @@ class RemoteExecutor final : public ModelExecutor {
   absl::Status Ping(absl::Duration timeout) const;
   // Asks every rank to exit (best effort).
   void ShutdownRanks();
+  // Rank `rank`'s process is known to have exited (the launcher reaped it): a step waiting on
+  // it over the step channel fails at once instead of after channel_heartbeat_timeout (a gRPC
+  // call fails on its own). Any thread.
+  void RankGone(int rank);
   int world_size() const { return static_cast<int>(stubs_.size()); }
   int64_t weight_bytes(int rank) const { return weight_bytes_.at(rank); }
   int64_t kv_cache_bytes(int rank) const { return kv_cache_bytes_.at(rank); }
@@ -153,7 +157,10 @@ class RemoteExecutor final : public ModelExecutor {
   std::vector<int64_t> draft_kv_cache_bytes_;
   int64_t next_step_id_ = 1;
   int64_t held_step_id_ = -1;  // the step whose logits the sampling rank holds
-  StepChannel channel_;  // valid when every rank serves it
+  // Valid when every rank serves it. Recover drops it (on the step thread) under channel_mu_,
+  // which RankGone (any thread) takes too.
+  absl::Mutex channel_mu_;
+  StepChannel channel_;
 };
 
 }  // namespace tpserve

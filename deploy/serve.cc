@@ -438,7 +438,7 @@ std::thread StartDemo(const LaunchFlags& flags, const std::string& address,
 }
 
 // Reaps the children that exited or stopped; returns how many. Each is named on stderr.
-int ReapRanks(std::vector<pid_t>* pids, bool replaced) {
+int ReapRanks(std::vector<pid_t>* pids, bool replaced, std::vector<int>* gone) {
   int reaped = 0;
   int status = 0;
   pid_t pid;
@@ -457,6 +457,7 @@ int ReapRanks(std::vector<pid_t>* pids, bool replaced) {
     }
     std::fprintf(stderr, "launch: rank %d (pid %d) %s; %s\n", rank, pid, how.c_str(),
                  replaced ? "replacing it in place" : "the cluster is NOT_SERVING");
+    if (rank >= 0) gone->push_back(rank);
     ++reaped;
   }
   return reaped;
@@ -481,7 +482,7 @@ void Drain(const LaunchFlags& flags, Gateway& gateway, int sig) {
 // how, lets the requests in flight end with UNAVAILABLE naming it, and returns 1 promptly for
 // a supervisor to restart the cluster. Returns the exit code.
 int Supervise(const LaunchFlags& flags, Gateway& gateway, const sigset_t& signals,
-              std::vector<pid_t>* pids, bool replace) {
+              std::vector<pid_t>* pids, bool replace, RemoteExecutor* remote) {
   int exit_code = 0;
   absl::Time failed_at = absl::InfiniteFuture();        // when a rank was seen dead or stopped
   absl::Time unhealthy_since = absl::InfiniteFuture();  // heartbeats failing since
@@ -489,8 +490,12 @@ int Supervise(const LaunchFlags& flags, Gateway& gateway, const sigset_t& signal
     const struct timespec tick = {0, 200 * 1000 * 1000};
     const int sig = sigtimedwait(&signals, nullptr, &tick);
     if (sig == SIGCHLD) {
-      if (ReapRanks(pids, replace) > 0) {
-        if (replace) {  // a step may not notice for a while (idle): replace it now
+      std::vector<int> gone;
+      if (ReapRanks(pids, replace, &gone) > 0) {
+        if (replace) {
+          // A step waiting on it stops waiting now; one may not come for a while (idle):
+          // replace it now.
+          for (int rank : gone) remote->RankGone(rank);
           gateway.engine().RecoverNow();
         } else {
           exit_code = 1;
@@ -597,7 +602,8 @@ int Serve(const char* argv0, const LaunchSetup& setup) {
       StartServing(setup, *options, *std::move(exec));
   if (!gateway.ok()) return LaunchFail(std::string(gateway.status().message()));
   std::thread demo = StartDemo(flags, (*gateway)->address(), *options);
-  const int exit_code = Supervise(flags, **gateway, signals, &procs.pids, ReplacesRanks(setup));
+  const int exit_code =
+      Supervise(flags, **gateway, signals, &procs.pids, ReplacesRanks(setup), remote);
   StopServing(**gateway);
   if (demo.joinable()) demo.join();
   if (!procs.spawned) remote->ShutdownRanks();  // ranks elsewhere exit too (best effort)
