@@ -262,7 +262,10 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
     }
   }
   std::vector<wpb::StepResponse> responses(world_size());
-  if (absl::Status s = StepAllRanks(req, responses); !s.ok()) return NameSilentRanks(s);
+  bool named = false;  // the step's own probe named the silent ranks: no second probe
+  if (absl::Status s = StepAllRanks(req, responses, &named); !s.ok()) {
+    return named ? s : NameSilentRanks(s);
+  }
   StepResult result;
   result.vocab_size = load_.vocab_size;
   if (const size_t bytes = responses[load_.sampling_rank()].logits().size(); bytes != 0) {
@@ -350,7 +353,8 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteOnChannel(const std::string& r
 }
 
 absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
-                                          std::vector<wpb::StepResponse>& responses) {
+                                          std::vector<wpb::StepResponse>& responses,
+                                          bool* named) {
   // Every rank's call in flight at once through gRPC's callback API: no thread per rank and
   // step (ForAllRanks's), whose creation a busy host delays. The first failure cancels the
   // other calls, so nobody waits on a dead peer.
@@ -404,6 +408,7 @@ absl::Status RemoteExecutor::StepAllRanks(const wpb::StepRequest& req,
     if (silent.empty() || !first_error.ok()) continue;
     first_error = absl::UnavailableError(
         absl::StrCat(absl::StrJoin(silent, "; "), " during a step"));
+    *named = true;
     mu.Unlock();
     cancel_all_but(-1);
     mu.Lock();

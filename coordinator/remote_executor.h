@@ -122,9 +122,11 @@ class RemoteExecutor final : public ModelExecutor {
  private:
   RemoteExecutor(std::vector<std::string> addresses, RankLoad load, RemoteExecutorOptions options);
   // Sends `req` to every rank at once; responses[r] is rank r's. The first failure (as
-  // UNAVAILABLE naming the rank) cancels the other calls and is returned.
+  // UNAVAILABLE naming the rank) cancels the other calls and is returned; *named is set when
+  // that failure is the step's own heartbeat probe, which already names the silent ranks.
   absl::Status StepAllRanks(const tpserve::worker::v1::StepRequest& req,
-                            std::vector<tpserve::worker::v1::StepResponse>& responses);
+                            std::vector<tpserve::worker::v1::StepResponse>& responses,
+                            bool* named);
   // `failure` with the ranks that do not answer a heartbeat named in front.
   absl::Status NameSilentRanks(const absl::Status& failure) const;
   // Of `ranks`, those that do not answer a heartbeat within failure_probe_timeout, each as

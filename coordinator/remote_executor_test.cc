@@ -380,6 +380,8 @@ TEST_F(RemoteExecutorTest, ASilentRankFailsTheStepWhenNoPeerFails) {
             std::string::npos)
       << message;
   EXPECT_EQ(message.find("rank 0"), std::string::npos) << message;
+  // Named once: the probe that found it is not run again.
+  EXPECT_EQ(message.find("does not answer"), message.rfind("does not answer")) << message;
 }
 
 // Two pipeline stages of one rank: both are sent the whole load with its stage count, and the
