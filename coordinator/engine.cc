@@ -160,33 +160,31 @@ bool Engine::RecoverOrFailAll(const absl::Status& error, bool asked, absl::Time 
     recovering_ = true;
   }
   const absl::Status recovered = executor_->Recover(error);
-  if (asked && (absl::IsFailedPrecondition(recovered) || absl::IsUnimplemented(recovered))) {
-    absl::MutexLock lock(&mu_);  // every rank answers (or none can be replaced): as it was
-    recovering_ = false;
-    return false;
-  }
-  if (!recovered.ok()) {
+  std::vector<int64_t> preempted;
+  if (recovered.ok()) {
+    // The ranks' KV is gone (a successor's is empty, the others' may hold half a step): every
+    // sequence is recomputed from its tokens, and no cached prefix is matched again.
+    preempted = scheduler_.PreemptAll();
+    blocks_.ForgetCachedPrefixes();
+    if (proposer_ != nullptr) {
+      for (int64_t id : preempted) proposer_->Forget(id);
+    }
+  } else if (!asked || !(absl::IsFailedPrecondition(recovered) ||
+                         absl::IsUnimplemented(recovered))) {
+    // (Asked with every rank answering, or nothing to replace ranks: all stays as it was.)
     FailAll(absl::IsUnimplemented(recovered)
                 ? error  // nothing replaces ranks here: the failure as it was
                 : absl::UnavailableError(absl::StrCat(error.message(), "; ",
                                                       recovered.message())));
-    absl::MutexLock lock(&mu_);
-    recovering_ = false;
-    return false;
-  }
-  // The ranks' KV is gone (a successor's is empty, the others' may hold half a step): every
-  // sequence is recomputed from its tokens, and no cached prefix is matched again.
-  const std::vector<int64_t> preempted = scheduler_.PreemptAll();
-  blocks_.ForgetCachedPrefixes();
-  if (proposer_ != nullptr) {
-    for (int64_t id : preempted) proposer_->Forget(id);
   }
   absl::MutexLock lock(&mu_);
   recovering_ = false;
-  ++stats_.rank_replacements;
-  stats_.rank_replacement_s += absl::ToDoubleSeconds(absl::Now() - since);
-  stats_.preemptions += static_cast<int64_t>(preempted.size());
-  return true;
+  if (recovered.ok()) {
+    ++stats_.rank_replacements;
+    stats_.rank_replacement_s += absl::ToDoubleSeconds(absl::Now() - since);
+    stats_.preemptions += static_cast<int64_t>(preempted.size());
+  }
+  return recovered.ok();
 }
 
 void Engine::Append(Sequence& seq, const SampledToken& token, GenerationEvent& event) {

@@ -26,6 +26,21 @@ namespace wpb = ::tpserve::worker::v1;
 // ids and block tables of a full step, a few bytes each.
 constexpr size_t kStepChannelRequestBytes = size_t{4} << 20;
 
+// The stub of the rank serving at `address` (replies up to 256 MiB: a step's logits).
+std::unique_ptr<wpb::Worker::Stub> NewWorkerStub(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  return wpb::Worker::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+// 0, 1, ..., world - 1.
+std::vector<int> AllRanks(int world) {
+  std::vector<int> all(world);
+  for (int r = 0; r < world; ++r) all[r] = r;
+  return all;
+}
+
 absl::Status RankError(int rank, const std::string& address, const grpc::Status& s) {
   return absl::UnavailableError(absl::StrCat("rank ", rank, " (", address, ") failed: ",
                                              s.error_message(), " [grpc code ",
@@ -97,13 +112,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
                                                    options.device_ordinals.size(),
                                                    " entries for ", world, " ranks"));
   }
-  const std::string comm_kind = world == 1 ? "single" : options.comm_kind;
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(256 << 20);
-  for (const std::string& address : addresses) {
-    exec->stubs_.push_back(wpb::Worker::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
-  }
+  for (const std::string& address : addresses) exec->stubs_.push_back(NewWorkerStub(address));
   exec->weight_bytes_.assign(world, 0);
   exec->kv_cache_bytes_.assign(world, 0);
   exec->draft_weight_bytes_.assign(world, 0);
@@ -169,10 +178,8 @@ absl::Status RemoteExecutor::LoadRank(int r, const std::string& rendezvous_prefi
 absl::Status RemoteExecutor::Recover(const absl::Status& failure) {
   if (!options_.replace_rank) return ModelExecutor::Recover(failure);
   const absl::Time deadline = absl::Now() + options_.rank_replace_timeout;
-  std::vector<int> all(world_size());
-  for (int r = 0; r < world_size(); ++r) all[r] = r;
   std::vector<int> gone;
-  for (const auto& [r, why] : SilentRankIds(all)) gone.push_back(r);
+  for (const auto& [r, why] : SilentRankIds(AllRanks(world_size()))) gone.push_back(r);
   if (gone.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("every rank answers; nothing to replace after: ", failure.message()));
@@ -184,12 +191,9 @@ absl::Status RemoteExecutor::Recover(const absl::Status& failure) {
                                                  ") is gone and was not replaced: ",
                                                  address.status().message()));
     }
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(256 << 20);
     absl::WriterMutexLock lock(&stubs_mu_);
     addresses_[r] = *address;
-    stubs_[r] = wpb::Worker::NewStub(
-        grpc::CreateCustomChannel(*address, grpc::InsecureChannelCredentials(), args));
+    stubs_[r] = NewWorkerStub(*address);
   }
   // The group re-forms under a fresh prefix, all at once: the successors load their shards,
   // the others keep theirs and regroup. The successors do not join the step channel: steps
@@ -455,9 +459,7 @@ std::vector<std::string> RemoteExecutor::SilentRanks(const std::vector<int>& ran
 }
 
 absl::Status RemoteExecutor::NameSilentRanks(const absl::Status& failure) const {
-  std::vector<int> all(world_size());
-  for (int r = 0; r < world_size(); ++r) all[r] = r;
-  const std::vector<std::string> silent = SilentRanks(all);
+  const std::vector<std::string> silent = SilentRanks(AllRanks(world_size()));
   if (silent.empty()) return failure;
   return absl::UnavailableError(
       absl::StrCat(absl::StrJoin(silent, "; "), "; the step failed: ", failure.message()));

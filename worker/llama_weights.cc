@@ -32,7 +32,6 @@ class Loader {
     const std::string head = ModuleName(c_, s_.format(), TensorRole::kLmHead, 0);
     const bool has_head = s_.Find(head + ".weight").ok() || s_.Find(head + ".qweight").ok();
     out_->lm_head_tied = c_.tie_word_embeddings || !has_head;
-    const std::string embedding = ModuleName(c_, s_.format(), TensorRole::kEmbedding, 0);
     if (p_.first_stage() || (p_.last_stage() && out_->lm_head_tied)) {
       TP_ASSIGN_OR_RETURN(out_->embedding, Matrix(TensorRole::kEmbedding, 0));
       if (!p_.first_stage()) {  // held only as the tied LM head, as the memory plan says
@@ -40,7 +39,7 @@ class Loader {
                   out_->role_bytes[static_cast<int>(TensorRole::kLmHead)]);
       }
     } else {
-      used_.ExcuseModule(embedding);
+      used_.ExcuseModule(ModuleName(c_, s_.format(), TensorRole::kEmbedding, 0));
     }
     if (!p_.last_stage()) {
       used_.ExcuseModule(head);

@@ -53,10 +53,7 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
   if (absl::Status s = CheckPairing(options, *rt->backend_); !s.ok()) {
     return WithRank(rt->rank_, s);
   }
-  // NCCL enqueues on the backend's stream, in order with the model's ops (no per-call sync).
-  CommunicatorOptions comm_options = options.comm;
-  if (comm_options.cuda_stream == nullptr) comm_options.cuda_stream = rt->backend_->stream();
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(comm_options);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = rt->MakeOnStream(options.comm);
   if (!comm.ok()) return WithRank(rt->rank_, comm.status());
   rt->comm_ = std::make_unique<TimedCommunicator>(*std::move(comm));
   LlamaLoadOptions load = options.load;
@@ -80,15 +77,20 @@ absl::StatusOr<std::unique_ptr<RankRuntime>> RankRuntime::Create(
   return rt;
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>> RankRuntime::MakeOnStream(
+    CommunicatorOptions options) const {
+  // NCCL enqueues on the backend's stream, in order with the model's ops (no per-call sync).
+  if (options.cuda_stream == nullptr) options.cuda_stream = backend_->stream();
+  return MakeCommunicator(options);
+}
+
 absl::StatusOr<PipelineLinks> RankRuntime::MakeLinks(const RankRuntimeOptions& options) {
   const std::pair<const std::optional<CommunicatorOptions>*, std::unique_ptr<Communicator>*>
       links[] = {{&options.from_prev, &from_prev_}, {&options.to_next, &to_next_}};
   for (const auto& [link_options, link] : links) {
     link->reset();
     if (!link_options->has_value()) continue;
-    CommunicatorOptions o = **link_options;
-    if (o.cuda_stream == nullptr) o.cuda_stream = backend_->stream();
-    absl::StatusOr<std::unique_ptr<Communicator>> made = MakeCommunicator(o);
+    absl::StatusOr<std::unique_ptr<Communicator>> made = MakeOnStream(**link_options);
     if (!made.ok()) {
       return WithRank(rank_, absl::Status(made.status().code(),
                                           StrCat("pipeline link: ", made.status().message())));
@@ -104,9 +106,7 @@ absl::Status RankRuntime::Regroup(const RankRuntimeOptions& options) {
                                "replacing a rank in place on GPU ranks: the survivors' aborted "
                                "streams and NCCL's re-init are not built; restart the cluster"));
   }
-  CommunicatorOptions comm_options = options.comm;
-  if (comm_options.cuda_stream == nullptr) comm_options.cuda_stream = backend_->stream();
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeCommunicator(comm_options);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeOnStream(options.comm);
   if (!comm.ok()) return WithRank(rank_, comm.status());
   comm_->Replace(*std::move(comm));
   TP_ASSIGN_OR_RETURN(const PipelineLinks links, MakeLinks(options));

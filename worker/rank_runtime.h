@@ -111,6 +111,8 @@ class RankRuntime {
 
  private:
   RankRuntime() = default;
+  // `options`' communicator, enqueuing on the backend's stream unless they name another.
+  absl::StatusOr<std::unique_ptr<Communicator>> MakeOnStream(CommunicatorOptions options) const;
   // The pipeline links `options` name (none without stages), made anew.
   absl::StatusOr<PipelineLinks> MakeLinks(const RankRuntimeOptions& options);
 
