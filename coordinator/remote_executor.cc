@@ -49,8 +49,12 @@ absl::Status RankError(int rank, const std::string& address, const grpc::Status&
 
 // Runs fn(rank, context) for every rank on its own thread. When one fails, the others'
 // calls are cancelled so that nobody waits on a dead peer; returns the first failure.
+// fn(r, its context) for every rank at once; the first error cancels the others' calls and is
+// returned. `keep_going`, when set, is asked every 100 ms until all are done: its first error
+// does the same.
 absl::Status ForAllRanks(int world, absl::Duration timeout, const std::string& secret,
-                         const std::function<absl::Status(int, grpc::ClientContext*)>& fn) {
+                         const std::function<absl::Status(int, grpc::ClientContext*)>& fn,
+                         const std::function<absl::Status()>& keep_going = nullptr) {
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts(world);
   const auto deadline = absl::ToChronoTime(absl::Now() + timeout);
   for (auto& c : contexts) {
@@ -60,20 +64,33 @@ absl::Status ForAllRanks(int world, absl::Duration timeout, const std::string& s
   }
   absl::Mutex mu;
   absl::Status first_error;
+  int done = 0;
+  const auto fail = [&](const absl::Status& s, int except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!first_error.ok()) return;
+    first_error = s;
+    for (int other = 0; other < world; ++other) {
+      if (other != except) contexts[other]->TryCancel();
+    }
+  };
   std::vector<std::thread> threads;
   threads.reserve(world);
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       absl::Status s = fn(r, contexts[r].get());
-      if (s.ok()) return;
       absl::MutexLock lock(&mu);
-      if (first_error.ok()) {
-        first_error = s;
-        for (int other = 0; other < world; ++other) {
-          if (other != r) contexts[other]->TryCancel();
-        }
-      }
+      ++done;
+      if (!s.ok()) fail(s, r);
     });
+  }
+  if (keep_going) {
+    absl::MutexLock lock(&mu);
+    const auto all_done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return done == world; };
+    while (!mu.AwaitWithTimeout(absl::Condition(&all_done), absl::Milliseconds(100))) {
+      mu.Unlock();  // keep_going may take its time
+      absl::Status s = keep_going();
+      mu.Lock();
+      if (!s.ok()) fail(s, /*except=*/-1);
+    }
   }
   for (auto& t : threads) t.join();
   return first_error;
@@ -135,7 +152,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> RemoteExecutor::Connect(
                             absl::MutexLock lock(&progress_mu);
                             if (on_progress) on_progress(p);
                           });
-  });
+  }, options.keep_loading);
   if (channel.valid()) {
     // Every rank that will ever open it has: the name can go (the memory stays mapped).
     (void)channel.Unlink();

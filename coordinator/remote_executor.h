@@ -48,6 +48,9 @@ struct RemoteExecutorOptions {
   std::string rendezvous_dir;
   std::string rendezvous_prefix = "tpserve";
   absl::Duration load_timeout = absl::Minutes(10);
+  // Asked every 100 ms while the ranks load: a status other than OK stops the load (every
+  // rank's call cancelled) and is what Connect returns (the launcher's SIGTERM). Null: none.
+  std::function<absl::Status()> keep_loading;
   absl::Duration step_timeout = absl::Seconds(60);
   // Ranks on this host: send steps through a shared-memory channel (cluster/step_channel.h)
   // instead of a gRPC call each, when every rank opens it; gRPC otherwise, and for a request

@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "cluster/secret.h"
@@ -38,6 +39,7 @@ class FakeWorker final : public wpb::Worker::Service {
       request_ = *request;
     }
     Record("Load", ctx);
+    if (silent) return HoldUntilCancelled(ctx);
     wpb::LoadProgress ready;
     ready.set_rank(request->rank());
     ready.set_ready(true);
@@ -220,6 +222,30 @@ TEST_F(RemoteExecutorTest, EveryRankIsSentTheWholeLoad) {
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_TRUE(*got == load_) << "rank " << r << ": " << req.ShortDebugString();
   }
+}
+
+// keep_loading (the launcher's SIGTERM) stops a load that a rank does not finish: every call
+// is cancelled and its status returned at once, not at load_timeout.
+TEST_F(RemoteExecutorTest, KeepLoadingStopsALoadThatHangs) {
+  StartRanks(2);
+  workers_[1]->silent = true;
+  std::atomic<int> asked{0};
+  options_.keep_loading = [&asked] {
+    return ++asked < 3 ? absl::OkStatus() : absl::CancelledError("terminated while loading");
+  };
+  const absl::Time start = absl::Now();
+  auto exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(exec.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(exec.status().message(), "terminated while loading");
+  EXPECT_EQ(asked.load(), 3);
+  // Without it the same load waits for the rank (here until its own deadline).
+  options_.keep_loading = nullptr;
+  options_.load_timeout = absl::Milliseconds(600);
+  exec = RemoteExecutor::Connect(addresses_, load_, options_, nullptr);
+  EXPECT_EQ(exec.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(exec.status().message(), "rank 1 (")) << exec.status();
+  EXPECT_TRUE(absl::StrContains(exec.status().message(), "Deadline Exceeded")) << exec.status();
 }
 
 TEST_F(RemoteExecutorTest, RefusesALoadForAnotherWorldSize) {

@@ -98,4 +98,18 @@ std::string MissingDevicesLine(const GpuTarget& target, int gpus) {
                 " (", target.devices[0].name, "); ", plan, "; run on CPU ranks with --ranks=N");
 }
 
+absl::StatusOr<GpuTarget> RemoteGpuTarget(std::string_view gpu_flag, int gpus) {
+  if (gpu_flag.empty()) {
+    return absl::InvalidArgumentError(StrCat(
+        "--spawn_ranks=false with --gpus=", gpus, ": the ranks' GPUs are on their own machines, "
+        "which this one cannot see; name their kind with --gpu=PRESET (",
+        absl::StrJoin(GpuPresetNames(), ", "), "): every rank's KV cache is sized for it"));
+  }
+  absl::StatusOr<GpuSpec> spec = PresetFlag(gpu_flag);
+  if (!spec.ok()) return spec.status();
+  GpuTarget target;
+  target.spec = *std::move(spec);
+  return target;
+}
+
 }  // namespace tpserve

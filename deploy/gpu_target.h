@@ -50,6 +50,11 @@ absl::StatusOr<GpuTarget> ChooseGpuTarget(
 // (printed after the plan, before exiting); "" when they are all there.
 std::string MissingDevicesLine(const GpuTarget& target, int gpus);
 
+// With --spawn_ranks=false the ranks run on their own machines, whose GPUs this one cannot see:
+// the plan is for the kind `gpu_flag` names, and this machine's devices (if any) play no part.
+// INVALID_ARGUMENT naming --gpu and the presets when it names none or an unknown one.
+absl::StatusOr<GpuTarget> RemoteGpuTarget(std::string_view gpu_flag, int gpus);
+
 }  // namespace tpserve
 
 #endif  // TPSERVE_DEPLOY_GPU_TARGET_H_

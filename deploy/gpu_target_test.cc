@@ -119,5 +119,22 @@ TEST(GpuTarget, EveryKnownModelMapsToAPresetThatExists) {
   EXPECT_EQ(PresetForCudaName("NVIDIA H200 NVL"), "");
 }
 
+TEST(GpuTarget, RanksElsewherePlanForTheGpuNamedWhateverThisMachineHas) {
+  // --spawn_ranks=false: the coordinator's pod has no GPU (or others than the ranks').
+  const absl::StatusOr<GpuTarget> target = RemoteGpuTarget("h200", 16);
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(target->spec.name, "h200");
+  EXPECT_EQ(target->spec.memory_bytes, kH200Bytes);
+  EXPECT_TRUE(target->devices.empty());
+  const absl::StatusOr<GpuTarget> unnamed = RemoteGpuTarget("", 16);
+  EXPECT_EQ(unnamed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(unnamed.status().message(),
+                               "--spawn_ranks=false with --gpus=16: the ranks' GPUs are on their "
+                               "own machines, which this one cannot see; name their kind with "
+                               "--gpu=PRESET (a100-40g, "))
+      << unnamed.status();
+  EXPECT_EQ(RemoteGpuTarget("h300", 16).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tpserve

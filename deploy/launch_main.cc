@@ -248,14 +248,17 @@ int GpuMain(const LaunchFlags& flags, const char* argv0) {
   if (absl::Status s = SpeculationFlags(flags, gpus, /*target=*/nullptr, want); !s.ok()) {
     return LaunchFail(std::string(s.message()), 2);
   }
-  // The GPUs found here, else the product's (or --gpu's): the plan is printed either way.
+  // Ranks spawned here: the GPUs found here, else the product's (or --gpu's), the plan printed
+  // either way. Ranks started elsewhere: the GPUs --gpu names.
   const absl::StatusOr<GpuTarget> target =
-      ChooseGpuTarget(flags.gpu, devices, VisibleCudaDevices());
+      flags.spawn_ranks ? ChooseGpuTarget(flags.gpu, devices, VisibleCudaDevices())
+                        : RemoteGpuTarget(flags.gpu, gpus);
   if (!target.ok()) return LaunchFail(std::string(target.status().message()), 2);
   absl::StatusOr<MemoryPlan> memory = PlanGpus(*config, formats, gpus, target->spec, want);
   if (!memory.ok()) return LaunchFail(std::string(memory.status().message()), 2);
   std::fprintf(stderr, "%s", RenderPlanTable(*memory, EstimateRoofline(*memory, {})).c_str());
-  if (const std::string missing = MissingDevicesLine(*target, devices); !missing.empty()) {
+  if (const std::string missing = MissingDevicesLine(*target, devices);
+      flags.spawn_ranks && !missing.empty()) {
     return LaunchFail(missing, 2);
   }
   if (!bundle.has_value()) {

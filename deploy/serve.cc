@@ -283,8 +283,22 @@ absl::Status SpawnRanks(const LaunchFlags& flags, const std::string& worker_bin,
   return absl::OkStatus();
 }
 
-// Step 2, join: every rank has registered with the control plane (or one died, or the join
-// timed out).
+// CANCELLED naming the signal if SIGINT or SIGTERM is pending (blocked, as Serve keeps them
+// until Supervise waits for them), which it takes; OK otherwise. SIGCHLD stays pending.
+absl::Status StopSignalPending(const char* waiting_for) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  const struct timespec now = {0, 0};
+  const int sig = sigtimedwait(&stop, nullptr, &now);
+  if (sig != SIGINT && sig != SIGTERM) return absl::OkStatus();
+  return absl::CancelledError(absl::StrCat(sig == SIGINT ? "interrupted" : "terminated",
+                                           " while waiting for ", waiting_for));
+}
+
+// Step 2, join: every rank has registered with the control plane (or one died, the join timed
+// out, or the launcher was told to stop).
 absl::StatusOr<std::vector<JoinedRank>> JoinRanks(const LaunchFlags& flags,
                                                   const RankProcesses& procs) {
   const bool spawned = procs.spawned;
@@ -296,7 +310,10 @@ absl::StatusOr<std::vector<JoinedRank>> JoinRanks(const LaunchFlags& flags,
                        r.worker_address.c_str(), r.hostname.c_str());
         }
       },
-      [&procs] { return SpawnedRanksAlive(procs.pids); });
+      [&procs] {
+        TP_RETURN_IF_ERROR(StopSignalPending("the ranks to join"));
+        return SpawnedRanksAlive(procs.pids);
+      });
   if (!joined.ok()) {
     return absl::Status(joined.status().code(),
                         absl::StrCat("worker control plane on ", procs.plane->listen_address,
@@ -331,6 +348,7 @@ absl::StatusOr<std::unique_ptr<RemoteExecutor>> LoadRanks(
   // the prefix also names this run's shared-memory segments.
   exec_options.rendezvous_dir = "";
   exec_options.rendezvous_prefix = absl::StrCat("run", getpid(), "-", NewClusterSecret().substr(0, 8));
+  exec_options.keep_loading = [] { return StopSignalPending("the ranks to load"); };
   const absl::Time load_start = absl::Now();
   return RemoteExecutor::Connect(
       addresses, load, exec_options, [&](const tpserve::worker::v1::LoadProgress& p) {

@@ -5,6 +5,7 @@ rank that did join exits once that coordinator is gone."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -105,6 +106,32 @@ def test_the_coordinator_names_ranks_that_never_join_and_refuses_another_cluster
         log_text = (tmp_path / "launch.log").read_text()
         assert "rank 1 joined from 127.0.0.1:" in log_text, log_text
         assert "ranks 0, 2 of 3 never joined (waited 4s)" in log_text, log_text
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+            launch.wait()
+
+
+def test_sigterm_while_the_ranks_are_joining_stops_the_coordinator_at_once(tmp_path):
+    """A coordinator told to stop before its ranks came (a pod deleted while the stage pods are
+    pending): it exits naming why within seconds, not when --join_timeout_s (300) runs out."""
+    assert MODEL.exists(), f"{MODEL} is missing: run scripts/setup.sh"
+    with open(tmp_path / "launch.log", "w") as log:
+        launch = subprocess.Popen(
+            [str(LAUNCH), "--ranks=3", "--spawn_ranks=false", "--worker_listen=127.0.0.1:0",
+             f"--cluster_secret_file={_secret_file(tmp_path)}", f"--model={MODEL}", "--port=0",
+             "--http_port=0", "--context=512"],
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            if "waiting up to 300 s for 3 rank(s)" in (tmp_path / "launch.log").read_text():
+                break
+            assert launch.poll() is None, (tmp_path / "launch.log").read_text()
+            time.sleep(0.05)
+        launch.send_signal(signal.SIGTERM)
+        assert launch.wait(timeout=10) == 1
+        log_text = (tmp_path / "launch.log").read_text()
+        assert "terminated while waiting for the ranks to join" in log_text, log_text
     finally:
         if launch.poll() is None:
             launch.kill()
