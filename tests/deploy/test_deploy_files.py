@@ -5,11 +5,14 @@ first), ports and probes agree with the flag values, and the cluster secret is m
 --cluster_secret_file points. Run: python3 -m pytest -q tests/deploy"""
 
 import json
+import os
 import pathlib
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -72,19 +75,73 @@ def lws_of(path):
 
 
 def container_program(container):
-    """(program, {flag: value}) that a container runs: launch/worker directly or via sh -c."""
+    """(program, {flag: value}) that a container runs: launch/worker directly, via sh -c, or
+    (a GPU stage pod) as several workers started by a bash script: its `worker` line."""
     command = container.get("command", []) + container.get("args", [])
     if command[:2] == ["/bin/sh", "-c"]:
         script = command[2]
         words = shlex.split(script)
         assert words[0] == "exec", f"sh -c should exec the program: {script}"
         return words[1], parse_flags(script)
+    if command[:2] == ["/bin/bash", "-c"]:
+        (line,) = [l for l in command[2].splitlines() if l.strip().startswith("worker ")]
+        return "worker", parse_flags(line)
     return pathlib.PurePath(command[0]).name, parse_flags(" ".join(command[1:]))
+
+
+LEADER_ADDRESS = "leader.tpserve.test"
+POD_IP = "10.1.2.3"
+
+
+# A `worker` that records its arguments (NUL-separated, one file a process, renamed into place
+# whole), waits until $EXPECTED processes have (at most 20 s) and exits 0.
+FAKE_WORKER = """#!/bin/sh
+part="$(mktemp "$WORKER_RUNS/.part.XXXXXX")"
+printf '%s\\0' "$@" > "$part"
+mv "$part" "$WORKER_RUNS/run.${part##*.}"
+for _ in $(seq 2000); do
+  [ "$(ls "$WORKER_RUNS" | grep -c '^run[.]')" -ge "$EXPECTED" ] && exit 0
+  sleep 0.01
+done
+"""
+
+
+def worker_processes(container, worker_index, expected, tmp_path):
+    """[{flag: value}] of each worker a rank container starts in pod `worker_index` (LWS's
+    LWS_WORKER_INDEX), found by running its command with a `worker` on PATH that records its
+    arguments and exits once `expected` workers have started (so a script that stops its
+    other ranks when one exits stops none before it has started)."""
+    runs = tmp_path / f"runs-{worker_index}-{container['name']}"
+    runs.mkdir()
+    fake = tmp_path / "bin" / "worker"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(FAKE_WORKER)
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "WORKER_RUNS": str(runs),
+           "EXPECTED": str(expected), "LWS_WORKER_INDEX": str(worker_index),
+           "LWS_LEADER_ADDRESS": LEADER_ADDRESS, "POD_IP": POD_IP}
+    command = container.get("command", []) + container.get("args", [])
+    subprocess.run(command, env=env, timeout=60, capture_output=True)
+    processes = []
+    for run in sorted(runs.glob("run.*")):
+        argv = run.read_bytes().split(b"\0")[:-1]
+        processes.append(parse_flags(" ".join(shlex.quote(a.decode()) for a in argv)))
+    return processes
 
 
 def pods(lws):
     template = lws["spec"]["leaderWorkerTemplate"]
     return template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]
+
+
+def ranks_per_container(lws):
+    """How many ranks each rank container runs: the cluster's ranks over its containers."""
+    leader, worker = pods(lws)
+    _, flags = container_program(leader["containers"][0])
+    ranks = int(flags.get("ranks") or flags.get("gpus")) * int(flags.get("pp") or 1)
+    containers = (lws["spec"]["leaderWorkerTemplate"]["size"] - 1) * len(worker["containers"])
+    assert ranks % containers == 0, f"{ranks} ranks do not split over {containers} containers"
+    return ranks // containers
 
 
 @pytest.mark.parametrize("path", K8S, ids=lambda p: p.name)
@@ -96,7 +153,7 @@ def test_every_yaml_document_parses(path):
 
 
 @pytest.mark.parametrize("path", LWS_FILES, ids=lambda p: p.name)
-def test_lws_leader_is_coordinator_and_workers_are_ranks(path):
+def test_lws_leader_is_coordinator_and_workers_are_ranks(path, tmp_path):
     lws = lws_of(path)
     assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
     template = lws["spec"]["leaderWorkerTemplate"]
@@ -105,29 +162,91 @@ def test_lws_leader_is_coordinator_and_workers_are_ranks(path):
     assert program == "launch"
     assert flags["spawn_ranks"] == "false"
     ranks = int(flags.get("ranks") or flags.get("gpus")) * int(flags.get("pp") or 1)
-    per_pod = len(worker["containers"])  # a stage pod runs its stage's ranks, one a container
-    assert template["size"] == ranks // per_pod + 1, "size = 1 coordinator + the rank pods"
-    assert ranks % per_pod == 0
+    plane_port = port_of(flags["worker_listen"])
+    if "gpus" in flags:  # the ranks' GPUs are not the coordinator's: the plan needs their kind
+        assert flags.get("gpu"), "a coordinator of GPU ranks elsewhere must name --gpu"
     assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
-    listen = set()
-    for i, container in enumerate(worker["containers"]):
-        program, flags = container_program(container)
-        assert program == "worker"
-        # LWS numbers the leader 0 and workers 1..size-1; pod p runs ranks (p - 1) * per_pod + i.
-        want = ("$((LWS_WORKER_INDEX - 1))" if per_pod == 1
-                else f"$(((LWS_WORKER_INDEX - 1) * {per_pod} + {i}))")
-        assert flags["rank"] == want
-        assert flags["advertise"] == "$POD_IP"
-        listen.add(flags["listen"])
+    # LWS numbers the leader 0 and the rank pods 1..size-1; pod p runs ranks (p - 1) * per_pod
+    # onwards, per_pod of them (a stage's, with pipeline stages).
+    started = []
+    for p in range(1, template["size"]):
+        per_container = [worker_processes(c, p, ranks_per_container(lws), tmp_path)
+                         for c in worker["containers"]]
+        here = [f for processes in per_container for f in processes]
+        per_pod = len(here)
+        assert sorted(int(f["rank"]) for f in here) == list(range((p - 1) * per_pod, p * per_pod))
+        started += [int(f["rank"]) for f in here]
+        for f in here:
+            assert f["advertise"] == POD_IP
+            assert f["coordinator"] == f"{LEADER_ADDRESS}:{plane_port}"
+        assert len({port_of(f["listen"]) for f in here}) == per_pod, "one port a rank"
+        if "gpus" in flags:  # a container holds the GPUs of every rank it runs (NCCL over NVLink)
+            for container, processes in zip(worker["containers"], per_container):
+                for limits in ("requests", "limits"):
+                    gpus = container["resources"][limits]["nvidia.com/gpu"]
+                    assert gpus == len(processes), (container["name"], limits)
+    assert sorted(started) == list(range(ranks)), "size = 1 coordinator + the rank pods"
+    for container in worker["containers"]:
         env = {e["name"]: e for e in container["env"]}
         assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-    assert len(listen) == per_pod, "the containers of a pod share its ports: one each"
-    if per_pod > 1:  # the stage's ranks reduce over /dev/shm, one memory volume for all
+    if len(worker["containers"]) > 1:  # the stage's ranks reduce over one /dev/shm volume
         shm = [m["name"] for c in worker["containers"] for m in c["volumeMounts"]
                if m["mountPath"] == "/dev/shm"]
-        assert len(shm) == per_pod and len(set(shm)) == 1
+        assert len(shm) == len(worker["containers"]) and len(set(shm)) == 1
         (volume,) = [v for v in worker["volumes"] if v["name"] == shm[0]]
         assert volume["emptyDir"]["medium"] == "Memory"
+
+
+# A `worker` that records its pid and rank, then runs until killed, except rank $FAIL_RANK, which
+# exits 3 once every rank of the container has started.
+LIVE_WORKER = """#!/bin/sh
+rank=""
+for a in "$@"; do case "$a" in --rank=*) rank="${a#--rank=}";; esac; done
+echo $$ > "$WORKER_RUNS/pid.$rank"
+if [ "$rank" = "$FAIL_RANK" ]; then
+  for _ in $(seq 2000); do
+    [ "$(ls "$WORKER_RUNS" | grep -c '^pid[.]')" -ge "$EXPECTED" ] && exit 3
+    sleep 0.01
+  done
+fi
+exec sleep 600
+"""
+MULTI_RANK_LWS = [p for p in LWS_FILES if '"/bin/bash", "-c"' in p.read_text()]
+
+
+@pytest.mark.parametrize("how", ["a rank exits 3", "SIGTERM"])
+@pytest.mark.parametrize("path", MULTI_RANK_LWS, ids=lambda p: p.name)
+def test_a_stage_container_ends_with_its_first_rank_and_stops_the_others(path, how, tmp_path):
+    """A container running several ranks: the first one to exit ends it with that rank's status
+    and the others stopped; SIGTERM (a pod's deletion) stops every rank and ends it 143."""
+    lws = lws_of(path)
+    (container,) = pods(lws)[1]["containers"]
+    expected = ranks_per_container(lws)
+    fake = tmp_path / "bin" / "worker"
+    fake.parent.mkdir()
+    fake.write_text(LIVE_WORKER)
+    fake.chmod(0o755)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "WORKER_RUNS": str(runs),
+           "EXPECTED": str(expected), "LWS_WORKER_INDEX": "2",
+           "LWS_LEADER_ADDRESS": LEADER_ADDRESS, "POD_IP": POD_IP,
+           "FAIL_RANK": str(expected + 1) if how == "a rank exits 3" else "none"}
+    script = subprocess.Popen(container["command"] + container["args"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(runs.glob("pid.*"))) < expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pids = [int(p.read_text()) for p in runs.glob("pid.*")]
+        assert len(pids) == expected
+        if how == "SIGTERM":
+            script.send_signal(signal.SIGTERM)
+        assert script.wait(timeout=30) == (3 if how == "a rank exits 3" else 143)
+    finally:
+        script.kill()
+    for pid in pids:  # every rank process gone (reaped by the script)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 @pytest.mark.parametrize("path", LWS_FILES, ids=lambda p: p.name)
@@ -142,8 +261,9 @@ def test_lws_flags_exist_in_the_programs(path, program_flags):
 
 
 @pytest.mark.parametrize("path", LWS_FILES, ids=lambda p: p.name)
-def test_lws_ports_and_probes_match_the_flags(path):
-    leader, worker = pods(lws_of(path))
+def test_lws_ports_and_probes_match_the_flags(path, tmp_path):
+    lws = lws_of(path)
+    leader, worker = pods(lws)
     coordinator = leader["containers"][0]
     _, lflags = container_program(coordinator)
     ports = {p["name"]: p["containerPort"] for p in coordinator["ports"]}
@@ -156,11 +276,16 @@ def test_lws_ports_and_probes_match_the_flags(path):
         assert coordinator[probe]["grpc"]["port"] == int(lflags["port"]), probe
 
     for rank in worker["containers"]:
-        _, wflags = container_program(rank)
-        assert wflags["coordinator"] == f"$LWS_LEADER_ADDRESS:{port_of(lflags['worker_listen'])}"
-        assert rank["ports"][0]["containerPort"] == port_of(wflags["listen"])
+        processes = worker_processes(rank, 1, ranks_per_container(lws), tmp_path)
+        listen = {port_of(f["listen"]) for f in processes}
+        assert len(listen) == ranks_per_container(lws)
+        assert {p["containerPort"] for p in rank["ports"]} == listen
         for probe in ("readinessProbe", "livenessProbe"):
-            assert rank[probe]["tcpSocket"]["port"] == port_of(wflags["listen"]), probe
+            if "tcpSocket" in rank[probe]:  # one rank: its port
+                assert {rank[probe]["tcpSocket"]["port"]} == listen, probe
+            else:  # several: a command that connects to each of their ports
+                command = " ".join(rank[probe]["exec"]["command"])
+                assert set(map(int, re.findall(r"\b5\d{4}\b", command))) == listen, probe
 
     (service,) = [d for d in load_docs(ROOT / "deploy/k8s/service.yaml") if d["kind"] == "Service"]
     by_target = {p["targetPort"]: p["port"] for p in service["spec"]["ports"]}
