@@ -53,7 +53,7 @@ struct alignas(kLine) StepChannel::RankSlot {
   double compute_s;
   double allreduce_s;
   uint64_t logits_bytes;
-  uint32_t num_experts;  // rank 0: counts in the expert area
+  uint32_t num_experts;  // counts in this rank's expert area (0: it reports none)
   int64_t expert_layers;
   double expert_imbalance_sum;
   int64_t decoded_weight_bytes;
@@ -87,15 +87,16 @@ float* StepChannel::logits_area() const {
 int StepChannel::world_size() const { return static_cast<int>(header()->world_size); }
 size_t StepChannel::logits_capacity() const { return header()->logits_capacity; }
 
-int64_t* StepChannel::expert_area() const {
+int64_t* StepChannel::expert_area(int rank) const {
   return reinterpret_cast<int64_t*>(reinterpret_cast<uint8_t*>(logits_area()) +
-                                    RoundUp(header()->logits_capacity));
+                                    RoundUp(header()->logits_capacity)) +
+         static_cast<size_t>(rank) * header()->expert_capacity;
 }
 
 size_t StepChannel::SegmentBytes(size_t world_size, size_t request_capacity,
                                  size_t logits_capacity, size_t expert_capacity) {
   return RoundUp(sizeof(Header)) + world_size * sizeof(RankSlot) + RoundUp(request_capacity) +
-         RoundUp(logits_capacity) + expert_capacity * sizeof(int64_t);
+         RoundUp(logits_capacity) + world_size * expert_capacity * sizeof(int64_t);
 }
 
 absl::StatusOr<StepChannel> StepChannel::Create(int world_size, size_t request_capacity,
@@ -215,12 +216,16 @@ absl::Span<const float> StepChannel::logits(int rank) const {
 int64_t StepChannel::decoded_weight_bytes() const { return slot(0)->decoded_weight_bytes; }
 
 ExpertLoad StepChannel::expert_load() const {
-  const RankSlot* s = slot(0);
   ExpertLoad load;
-  const int64_t* counts = expert_area();
-  load.tokens.assign(counts, counts + s->num_experts);
-  load.layers = s->expert_layers;
-  load.imbalance_sum = s->expert_imbalance_sum;
+  for (int r = 0; r < world_size(); ++r) {
+    const RankSlot* s = slot(r);
+    ExpertLoad rank_load;
+    const int64_t* counts = expert_area(r);
+    rank_load.tokens.assign(counts, counts + s->num_experts);
+    rank_load.layers = s->expert_layers;
+    rank_load.imbalance_sum = s->expert_imbalance_sum;
+    load.Add(rank_load);
+  }
   return load;
 }
 
@@ -261,7 +266,9 @@ void StepChannel::Finish(uint32_t seq, const absl::Status& status, double comput
   s->logits_bytes = logits_bytes;
   const size_t experts = std::min(expert_load.tokens.size(), expert_capacity());
   s->num_experts = static_cast<uint32_t>(experts);
-  if (experts > 0) std::memcpy(expert_area(), expert_load.tokens.data(), experts * sizeof(int64_t));
+  if (experts > 0) {
+    std::memcpy(expert_area(rank_), expert_load.tokens.data(), experts * sizeof(int64_t));
+  }
   s->expert_layers = expert_load.layers;
   s->expert_imbalance_sum = expert_load.imbalance_sum;
   s->decoded_weight_bytes = decoded_weight_bytes;

@@ -4,9 +4,10 @@
 // gRPC stays for Load, Heartbeat and Shutdown, for ranks on other hosts, and for a request too
 // large for the channel.
 //
-// Rank 0 also reports how the step routed its tokens over a mixture of experts' experts
-// (ExpertLoad), in an area of `expert_capacity` counts; a rank whose model has more experts
-// does not serve the channel (its steps stay on gRPC).
+// A rank may also report how the step routed its tokens over a mixture of experts' experts
+// (ExpertLoad: TP rank 0 of each pipeline stage, for its stage's layers), in an area of its
+// own of `expert_capacity` counts; a rank whose model has more experts does not serve the
+// channel (its steps stay on gRPC).
 //
 //   coordinator:  TP_ASSIGN_OR_RETURN(StepChannel ch, StepChannel::Create(3, 1 << 20, logits));
 //                 (send ch.name() in every LoadRequest; once all ranks opened it: ch.Unlink())
@@ -81,7 +82,7 @@ class StepChannel {
   absl::Span<const float> logits(int rank = 0) const;
   // The same area as bytes: what rank 0 wrote there (a sample request's serialized answer).
   std::string_view result_bytes(int rank = 0) const;
-  ExpertLoad expert_load() const;  // rank 0's
+  ExpertLoad expert_load() const;  // the sum of every rank's report
   // Rank `rank` is known to be gone (its process exited): its heartbeat reads as stale from now
   // on, so the AwaitAll in progress names it within one sleep (50 ms) rather than after the
   // heartbeat timeout. Any thread.
@@ -110,7 +111,7 @@ class StepChannel {
   Header* header() const;
   RankSlot* slot(int rank) const;
   uint8_t* request_area() const;
-  int64_t* expert_area() const;
+  int64_t* expert_area(int rank) const;
   // Bytes of a channel with this header.
   static size_t SegmentBytes(size_t world_size, size_t request_capacity, size_t logits_capacity,
                              size_t expert_capacity);

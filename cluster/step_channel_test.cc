@@ -27,13 +27,19 @@ TEST(StepChannelTest, RequestsReachEveryRankAndResultsComeBack) {
       std::string request;
       while (ch->WaitRequest(&seq, &request, stop)) {
         size_t logits_bytes = 0;
-        ExpertLoad load;  // rank 0: one count per byte of the request, over 2 layers
+        // Ranks 0 and 2 report expert loads (TP rank 0 of two pipeline stages): rank 0 one
+        // count per byte of the request over 2 layers, rank 2 ten per byte over 1 layer.
+        ExpertLoad load;
         if (r == 0) {
           for (size_t i = 0; i < request.size(); ++i) ch->logits_area()[i] = request[i];
           logits_bytes = request.size() * sizeof(float);
           for (char c : request) load.tokens.push_back(c);
           load.layers = 2;
           load.imbalance_sum = 3.5;
+        } else if (r == 2) {
+          for (char c : request) load.tokens.push_back(10 * c);
+          load.layers = 1;
+          load.imbalance_sum = 1.25;
         }
         const absl::Status status = r == 1 && request == "bad"
                                         ? absl::InvalidArgumentError("rank 1: bad request")
@@ -53,9 +59,11 @@ TEST(StepChannelTest, RequestsReachEveryRankAndResultsComeBack) {
     EXPECT_EQ(coordinator->compute_s(2), 1.0);
     EXPECT_EQ(coordinator->allreduce_s(1), 0.25);
     const ExpertLoad load = coordinator->expert_load();
-    EXPECT_EQ(load.tokens, std::vector<int64_t>(text.begin(), text.end()));
-    EXPECT_EQ(load.layers, 2);
-    EXPECT_EQ(load.imbalance_sum, 3.5);
+    std::vector<int64_t> want;
+    for (char c : text) want.push_back(11 * c);
+    EXPECT_EQ(load.tokens, want) << "the sum of ranks 0 and 2's reports";
+    EXPECT_EQ(load.layers, 3);
+    EXPECT_EQ(load.imbalance_sum, 4.75);
     EXPECT_EQ(coordinator->decoded_weight_bytes(), 1000 * static_cast<int64_t>(text.size()));
   }
   EXPECT_EQ(coordinator->expert_capacity(), 8u);

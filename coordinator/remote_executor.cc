@@ -296,10 +296,13 @@ absl::StatusOr<StepResult> RemoteExecutor::ExecuteModel(const StepBatch& batch, 
   result.compute_s = responses[0].compute_s();
   result.allreduce_s = responses[0].allreduce_s();
   for (const wpb::StepResponse& r : responses) result.rank_compute_s.push_back(r.compute_s());
-  result.expert_load.tokens.assign(responses[0].expert_tokens().begin(),
-                                   responses[0].expert_tokens().end());
-  result.expert_load.layers = responses[0].expert_layers();
-  result.expert_load.imbalance_sum = responses[0].expert_imbalance_sum();
+  for (const wpb::StepResponse& r : responses) {  // each stage's TP rank 0 reports its layers
+    ExpertLoad load;
+    load.tokens.assign(r.expert_tokens().begin(), r.expert_tokens().end());
+    load.layers = r.expert_layers();
+    load.imbalance_sum = r.expert_imbalance_sum();
+    result.expert_load.Add(load);
+  }
   result.decoded_weight_bytes = responses[0].decoded_weight_bytes();
   return held(std::move(result));
 }

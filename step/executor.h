@@ -48,7 +48,7 @@ struct StepResult {
   double compute_s = 0.0;      // model time on rank 0
   double allreduce_s = 0.0;    // of which in collectives
   std::vector<double> rank_compute_s;  // each rank's model time, where the executor knows it
-  ExpertLoad expert_load;              // rank 0's (all ranks route alike)
+  ExpertLoad expert_load;  // every MoE layer's: TP rank 0's of each stage (TP peers route alike)
   // Rank 0's weight bytes decoded whole to multiply them this step (Backend::
   // TakeDecodedWeightBytes: a GEMM library's refusal taken as a fallback); 0 normally.
   int64_t decoded_weight_bytes = 0;

@@ -102,12 +102,15 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {
   result.compute_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.allreduce_s = ranks_[0]->comm().TakeSeconds();
-  result.expert_load = ranks_[0]->TakeExpertLoad();
   result.decoded_weight_bytes = ranks_[0]->TakeDecodedWeightBytes();
   for (size_t r = 1; r < ranks_.size(); ++r) {
     ranks_[r]->comm().TakeSeconds();
-    ranks_[r]->TakeExpertLoad();
     ranks_[r]->TakeDecodedWeightBytes();
+  }
+  // TP rank 0 of each stage speaks for its stage's MoE layers (its TP peers route alike).
+  for (const std::unique_ptr<RankRuntime>& rank : ranks_) {
+    ExpertLoad load = rank->TakeExpertLoad();
+    if (rank->rank() == 0) result.expert_load.Add(load);
   }
   return result;
 }

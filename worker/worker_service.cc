@@ -210,7 +210,9 @@ absl::Status WorkerService::RunStepLocked(
   }
   absl::Status s = runtime->Step(batch, logits);
   outcome->allreduce_s = runtime->comm().TakeSeconds();
-  outcome->load = runtime->TakeExpertLoad();
+  // TP rank 0 of each stage speaks for its stage's MoE layers (its TP peers route alike).
+  ExpertLoad load = runtime->TakeExpertLoad();
+  if (runtime->rank() == 0) outcome->load = std::move(load);
   outcome->decoded_weight_bytes = runtime->TakeDecodedWeightBytes();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   if (holds) {
@@ -263,7 +265,7 @@ grpc::Status WorkerService::Step(grpc::ServerContext* context, const wpb::StepRe
   response->set_allreduce_s(outcome.allreduce_s);
   response->set_decoded_weight_bytes(outcome.decoded_weight_bytes);
   const ExpertLoad& load = outcome.load;
-  if (rank_ == 0 && !load.empty()) {  // every rank routes alike: rank 0 speaks for all
+  if (!load.empty()) {
     response->mutable_expert_tokens()->Add(load.tokens.begin(), load.tokens.end());
     response->set_expert_layers(load.layers);
     response->set_expert_imbalance_sum(load.imbalance_sum);

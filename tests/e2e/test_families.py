@@ -90,7 +90,7 @@ def test_greedy_tokens_match_llama_cpp_over_grpc_and_http(family):
     assert r.choices[0].text == "".join(m.text for m in msgs), name
     if "n_experts" not in case["shapes"]:
         return
-    # The routing reaches /metrics and the request log from rank 0, over the step channel.
+    # The routing reaches /metrics and the request log from TP rank 0, over the step channel.
     metrics = urllib.request.urlopen(cluster.http_url + "/metrics", timeout=10).read().decode()
     routed = [float(line.split()[-1]) for line in metrics.splitlines()
               if line.startswith("tpserve_expert_routed_tokens_total{")]
@@ -215,3 +215,29 @@ def test_a_deterministic_chunk_count_the_ranks_do_not_divide_is_refused():
     assert out.returncode == 2, out.stderr
     assert "deterministic_tp_chunks = 2 must be a positive multiple of the 4 tensor-parallel " \
         "ranks" in out.stderr, out.stderr
+
+
+def test_expert_routing_metrics_cover_every_pipeline_stage(tmp_path):
+    """Qwen3-MoE's two layers in two stages of two ranks (--ranks=2 --pp=2): /metrics counts
+    the routing of both layers once, as one rank does (it used to count stage 0's layer only:
+    half the slots). --deterministic_tp: the same routing at both degrees."""
+    case = GOLDENS["cases"]["qwen3moe"]
+    prompt = case["gguf_prompts"]["short"] if "gguf_prompts" in case else case["prompts"]["short"]
+    routed = {}
+    for pp in (1, 2):
+        (tmp_path / f"pp{pp}").mkdir()
+        c = Cluster(ranks=pp, tmp=tmp_path / f"pp{pp}", model=DIR / case["gguf"],
+                    extra_args=["--context=128", f"--pp={pp}", "--deterministic_tp"])
+        try:
+            req = pb.GenerateRequest(max_new_tokens=4, ignore_eos=True)
+            req.token_ids.ids.extend(prompt["ids"])
+            req.sampling.temperature = 0.0
+            assert sum(len(m.token_ids) for m in c.stub.Generate(req, timeout=120)) == 4
+            metrics = urllib.request.urlopen(c.http_url + "/metrics", timeout=10).read().decode()
+            routed[pp] = [float(line.split()[-1]) for line in metrics.splitlines()
+                          if line.startswith("tpserve_expert_routed_tokens_total{")]
+        finally:
+            c.stop()
+    # Every computed token (the prompt, then 3 generated ones fed back) x 2 layers x top 2.
+    assert sum(routed[1]) == (len(prompt["ids"]) + 3) * 2 * 2
+    assert routed[2] == routed[1]
