@@ -87,12 +87,13 @@ ABSL_FLAG(std::string, cluster_secret_file, "",
           "file holding the cluster secret every worker-plane call carries (at least 32 "
           "characters); required with --spawn_ranks=false; default: a fresh one per launch");
 ABSL_FLAG(int, join_timeout_s, 300, "how long to wait for every rank to join");
-ABSL_FLAG(int, rank_replace_timeout_s, 60,
-          "CPU ranks: a rank that dies is replaced in place within this many seconds (the "
-          "launcher starts a successor, or with --spawn_ranks=false waits for one to join with "
-          "that --rank), the other ranks keep their weights and regroup, and every request is "
-          "recomputed from its tokens; past it, or 0, a lost rank ends the cluster (exit 1). "
-          "GPU ranks are not replaced yet");
+ABSL_FLAG(int, rank_replace_timeout_s, -1,
+          "a rank that dies is replaced in place within this many seconds (default: 60 on CPU "
+          "ranks; the launcher starts a successor, or with --spawn_ranks=false waits for one to "
+          "join with that --rank), the other ranks keep their weights and regroup, and every "
+          "request is recomputed from its tokens; past it, or 0, a lost rank ends the cluster "
+          "(exit 1). GPU ranks only when this flag is given (a GPU shard loads for longer than "
+          "the default allows; NCCL is aborted and re-formed: not yet run on a GPU)");
 ABSL_FLAG(std::string, ready_file, "",
           "once serving, write the gRPC address here (line 1) and the HTTP base URL (line 2, "
           "when --http_port is not 0), for scripts");
@@ -189,7 +190,10 @@ LaunchFlags ReadLaunchFlags() {
   f.worker_listen = absl::GetFlag(FLAGS_worker_listen);
   f.cluster_secret_file = absl::GetFlag(FLAGS_cluster_secret_file);
   f.join_timeout_s = absl::GetFlag(FLAGS_join_timeout_s);
-  f.rank_replace_timeout_s = absl::GetFlag(FLAGS_rank_replace_timeout_s);
+  // -1 (the default): not given, 60 s for CPU ranks and no replacement of GPU ranks.
+  f.rank_replace_timeout_given = absl::GetFlag(FLAGS_rank_replace_timeout_s) != -1;
+  f.rank_replace_timeout_s =
+      f.rank_replace_timeout_given ? absl::GetFlag(FLAGS_rank_replace_timeout_s) : 60;
   f.ready_file = absl::GetFlag(FLAGS_ready_file);
   f.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   f.max_queued_requests = absl::GetFlag(FLAGS_max_queued_requests);

@@ -44,6 +44,7 @@ struct LaunchFlags {
   std::string cluster_secret_file;
   int join_timeout_s;
   int rank_replace_timeout_s;
+  bool rank_replace_timeout_given;  // on the command line (GPU ranks are replaced only then)
   std::string ready_file;
   bool prefix_caching;
   int max_queued_requests;

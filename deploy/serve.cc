@@ -123,6 +123,11 @@ absl::StatusOr<GatewayOptions> PublicApiOptions(const LaunchFlags& flags) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--drain_timeout_s = ", flags.drain_timeout_s, " must be at least 0"));
   }
+  if (flags.rank_replace_timeout_s < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--rank_replace_timeout_s = ",
+                                                   flags.rank_replace_timeout_s,
+                                                   " must be at least 0 (0: no replacement)"));
+  }
   options.frontend.max_queued_requests = queued;
   if (const std::string name = flags.tool_call_parser; !name.empty()) {
     absl::StatusOr<ToolCallFormat> format = ParseToolCallFormatName(name);
@@ -205,9 +210,11 @@ struct RankProcesses {
   std::vector<pid_t> pids;  // the spawned ranks still running (g_procs_mu once serving)
 };
 
-// Whether a lost rank is replaced in place (--rank_replace_timeout_s; CPU ranks).
+// Whether a lost rank is replaced in place (--rank_replace_timeout_s; GPU ranks only when it
+// is given: the default suits a CPU shard's load, not a GPU's).
 bool ReplacesRanks(const LaunchSetup& setup) {
-  return setup.flags.rank_replace_timeout_s > 0 && setup.backend == "cpu";
+  return setup.flags.rank_replace_timeout_s > 0 &&
+         (setup.backend == "cpu" || setup.flags.rank_replace_timeout_given);
 }
 
 // RemoteExecutorOptions::replace_rank: a successor for rank `rank` (spawned here, after any

@@ -477,6 +477,14 @@ class Backend {
   // waits on anything, so its RequestAbort does nothing.
   virtual void RequestAbort() {}
 
+  // After RequestAbort, once what blocked the device is gone (the aborted communicators'
+  // kernels, ended by destroying them): waits for the queued work to drain (the usual
+  // deadline), drops every step recording (they may hold the old communicators) and makes the
+  // backend usable again, for a rank whose group is re-formed around a replaced peer. The
+  // device's error when it reports one (a fault: the rank cannot go on). The CPU backend,
+  // which never waits: OK.
+  virtual absl::Status RecoverFromAbort() { return absl::OkStatus(); }
+
   // Bytes of weights decoded whole to multiply them since the last call: the fallback a
   // backend takes where its GEMM library refuses a weight's format (the CUDA backend's
   // decode-to-bf16 path, said once per role at load). 0 for a backend that never does.

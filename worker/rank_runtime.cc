@@ -101,16 +101,30 @@ absl::StatusOr<PipelineLinks> RankRuntime::MakeLinks(const RankRuntimeOptions& o
 }
 
 absl::Status RankRuntime::Regroup(const RankRuntimeOptions& options) {
-  if (backend_->kind() != BackendKind::kCpu) {
-    return WithRank(rank_, absl::UnimplementedError(
-                               "replacing a rank in place on GPU ranks: the survivors' aborted "
-                               "streams and NCCL's re-init are not built; restart the cluster"));
-  }
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeOnStream(options.comm);
-  if (!comm.ok()) return WithRank(rank_, comm.status());
-  comm_->Replace(*std::move(comm));
-  TP_ASSIGN_OR_RETURN(const PipelineLinks links, MakeLinks(options));
-  return model_->SetPipelineLinks(links);
+  absl::Status s = [&]() -> absl::Status {
+    if (!backend_->host_memory()) {
+      // NCCL: the failed step's collectives may still wait on the lost peer on the backend's
+      // stream, the rest of the step queued behind them. Destroying the aborted communicators
+      // (ncclCommAbort) ends those kernels; then the stream drains and the backend drops its
+      // recorded steps, which hold the old communicators. Only then are the new ones made.
+      RequestAbort();
+      comm_->Replace(nullptr);
+      from_prev_.reset();
+      to_next_.reset();
+      if (absl::Status r = backend_->RecoverFromAbort(); !r.ok()) return WithRank(rank_, r);
+    }
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeOnStream(options.comm);
+    if (!comm.ok()) return WithRank(rank_, comm.status());
+    comm_->Replace(*std::move(comm));
+    TP_ASSIGN_OR_RETURN(const PipelineLinks links, MakeLinks(options));
+    return model_->SetPipelineLinks(links);
+  }();
+  // Half re-formed (or, on a GPU, without its old communicators), the rank must not step.
+  unusable_ = s.ok() ? absl::OkStatus()
+                     : absl::FailedPreconditionError(StrCat(
+                           "rank ", rank_, " cannot step: its group was not re-formed (",
+                           s.message(), ")"));
+  return s;
 }
 
 absl::Status RankRuntime::AttachMtpDraft(RankRuntime& draft) {
@@ -131,12 +145,14 @@ absl::Status RankRuntime::AttachMtpDraft(RankRuntime& draft) {
 }
 
 absl::Status RankRuntime::Step(const StepBatch& batch, float* logits) {
+  TP_RETURN_IF_ERROR(unusable_);
   absl::Status s = model_->Forward(batch, cache_.get(), logits);
   if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) RequestAbort();
   return s;
 }
 
 absl::Status RankRuntime::SampleHeld(const SamplingRows& rows, absl::Span<RowSample> out) {
+  TP_RETURN_IF_ERROR(unusable_);
   absl::Status s = model_->SampleHeld(rows, out);
   if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) RequestAbort();
   return s;

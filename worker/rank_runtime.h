@@ -80,8 +80,9 @@ class RankRuntime {
   // Re-forms this rank's communicators as `options` place them (a fresh rendezvous: the group
   // lost a rank and its successor joins), keeping the backend, the weights and the KV cache's
   // memory; blocks until every peer has joined. After a failed step, when a rank was replaced.
-  // UNIMPLEMENTED on a GPU backend (its aborted stream and NCCL's re-init are not built); the
-  // communicators' errors.
+  // On a GPU the old NCCL communicators are aborted first and the backend recovers from the
+  // abort (Backend::RecoverFromAbort): not yet run on a GPU. The communicators' and the
+  // backend's errors; after one, Step and SampleHeld fail FAILED_PRECONDITION naming it.
   absl::Status Regroup(const RankRuntimeOptions& options);
 
   // Ends the host waits in progress on the device and the communicator, and makes every later
@@ -124,6 +125,7 @@ class RankRuntime {
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<KvCache> hidden_store_;  // AttachMtpDraft's
+  absl::Status unusable_;  // a failed Regroup's: no step runs on a half-formed group
 };
 
 }  // namespace tpserve

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/time/time.h"
 #include "checkpoint/testing/tiny_llama.h"
 #include "gtest/gtest.h"
 
@@ -72,6 +74,40 @@ TEST(RankRuntime, RefusesNcclOnAHostMemoryBackend) {
   EXPECT_NE(rt.status().message().find("rank 1: communicator nccl cannot serve the cpu"),
             std::string::npos)
       << rt.status();
+}
+
+// A Regroup that fails leaves a rank that refuses to step (its group half formed) rather than
+// one that steps on stale communicators; one that succeeds makes it step again, with the KV
+// cache it kept.
+TEST(RankRuntime, AFailedRegroupRefusesStepsUntilARegroupSucceeds) {
+  const ModelSpec config = TinyLlamaSpec();
+  std::shared_ptr<const WeightSource> weights = MakeTinyLlama(config, {});
+  const RankRuntimeOptions single = TinyOptions(CommunicatorKind::kSingleRank);
+  auto rt = RankRuntime::Create(config, weights, single);
+  ASSERT_TRUE(rt.ok()) << rt.status();
+  std::vector<float> before(config.vocab_size), after(config.vocab_size);
+  StepBatch prompt;
+  prompt.Add(/*seq_id=*/0, 0, std::vector<int32_t>{1, 2, 3, 4, 5}, {0, 1});
+  ASSERT_TRUE((*rt)->Step(prompt, before.data()).ok());
+
+  RankRuntimeOptions bad = single;
+  bad.comm.kind = CommunicatorKind::kGloo;  // two ranks, no store to meet through
+  bad.comm.world_size = 2;
+  bad.comm.timeout = absl::Milliseconds(200);
+  const absl::Status regrouped = (*rt)->Regroup(bad);
+  ASSERT_FALSE(regrouped.ok());
+  EXPECT_TRUE(absl::StartsWith(regrouped.message(), "rank 0: ")) << regrouped;
+  StepBatch decode;
+  decode.Add(/*seq_id=*/0, 5, std::vector<int32_t>{6}, {0, 1});
+  const absl::Status refused = (*rt)->Step(decode, after.data());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_TRUE(absl::StartsWith(refused.message(),
+                               "rank 0 cannot step: its group was not re-formed (rank 0: "))
+      << refused;
+
+  ASSERT_TRUE((*rt)->Regroup(single).ok());
+  ASSERT_TRUE((*rt)->Step(prompt, after.data()).ok());
+  EXPECT_EQ(after, before) << "the same prompt after the regroup";
 }
 
 }  // namespace

@@ -60,10 +60,11 @@ class TimedCommunicator final : public Communicator {
   }
   void RequestAbort() override {
     absl::MutexLock lock(&abort_mu_);
-    inner_->RequestAbort();
+    if (inner_ != nullptr) inner_->RequestAbort();
   }
   // The group re-formed (a rank replaced): `inner` from now on. Called between steps, from the
-  // thread that runs them.
+  // thread that runs them. Null destroys the old one first (NCCL: its kernels waiting on a
+  // dead peer end), until the next Replace; no collective may be called meanwhile.
   void Replace(std::unique_ptr<Communicator> inner) {
     absl::MutexLock lock(&abort_mu_);
     inner_ = std::move(inner);

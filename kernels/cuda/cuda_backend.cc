@@ -210,6 +210,7 @@ class CudaBackend final : public Backend {
                         int64_t key_dim, int64_t value_dim, float scale, void* out) override;
   absl::Status Synchronize() override;
   void RequestAbort() override { abort_requested_.store(true); }
+  absl::Status RecoverFromAbort() override;
   int64_t TakeDecodedWeightBytes() override {
     const int64_t total = matmul_->decoded_weight_bytes();
     const int64_t since = total - decoded_reported_;
@@ -1008,6 +1009,27 @@ void CudaBackend::DisableGraphs(const absl::Status& why) {
                name_.c_str(), why.ToString().c_str());
   graphs_enabled_ = false;
   cudaGetLastError();  // a refused capture call must not surface at the next launch check
+}
+
+absl::Status CudaBackend::RecoverFromAbort() {
+  Enter();
+  // The latch still set, so no other wait starts meanwhile; this one ignores it.
+  const std::atomic<bool> keep_waiting{false};
+  TP_RETURN_IF_ERROR(cuda::WaitForStream(stream_, StrCat(name_, " RecoverFromAbort: the aborted "
+                                                                "step's queued work"),
+                                         &keep_waiting));
+  // A fault is sticky (the context is lost); a refused call of the aborted step is not.
+  if (const cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) {
+    return absl::InternalError(StrCat(name_, " RecoverFromAbort: ", cudaGetErrorString(err)));
+  }
+  cudaGetLastError();
+  for (auto& [key, graph] : graphs_) {
+    if (graph.exec != nullptr) cudaGraphExecDestroy(graph.exec);
+  }
+  graphs_.clear();
+  first_error_ = absl::OkStatus();
+  abort_requested_.store(false);
+  return absl::OkStatus();
 }
 
 void CudaBackend::ForgetCaptured(const void* owner) {

@@ -219,5 +219,33 @@ TEST(CudaBackendWait, CudaBackendChoosesBlockingSync) {
       << "TPSERVE_CUDA_HOST_SYNC set in the environment overrides the default";
 }
 
+// A rank whose group is re-formed around a replaced peer (RankRuntime::Regroup): after
+// RequestAbort, RecoverFromAbort waits for the stuck work (here a gate, opened as destroying
+// an aborted NCCL communicator ends its kernels), then the backend serves again: a copy there
+// and back gives the bytes it was given.
+TEST(CudaBackendWait, RecoverFromAbortMakesTheBackendServeAgain) {
+  SKIP_WITHOUT_DEVICE();
+  absl::StatusOr<std::unique_ptr<Backend>> be = CreateBackend({.kind = BackendKind::kCuda});
+  ASSERT_TRUE(be.ok()) << be.status();
+  absl::StatusOr<DeviceBuffer> buf = (*be)->Allocate(4096, "buffer");
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto gate = std::make_unique<StreamGate>(static_cast<cudaStream_t>((*be)->stream()));
+  (*be)->RequestAbort();
+  EXPECT_EQ((*be)->Synchronize().code(), absl::StatusCode::kUnavailable);
+  std::thread communicator_destroyed([&gate] {
+    absl::SleepFor(absl::Milliseconds(200));
+    gate->Open();
+  });
+  const absl::Status recovered = (*be)->RecoverFromAbort();
+  communicator_destroyed.join();
+  ASSERT_TRUE(recovered.ok()) << recovered;
+  EXPECT_TRUE((*be)->Synchronize().ok());
+  std::vector<char> in(4096), out(4096, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>(i * 7);
+  (*be)->CopyToDevice(buf->data(), in.data(), in.size());
+  ASSERT_TRUE((*be)->CopyToHost(out.data(), buf->data(), out.size()).ok());
+  EXPECT_EQ(out, in);
+}
+
 }  // namespace
 }  // namespace tpserve::cuda
