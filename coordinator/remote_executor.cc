@@ -49,9 +49,8 @@ absl::Status RankError(int rank, const std::string& address, const grpc::Status&
 
 // Runs fn(rank, context) for every rank on its own thread. When one fails, the others'
 // calls are cancelled so that nobody waits on a dead peer; returns the first failure.
-// fn(r, its context) for every rank at once; the first error cancels the others' calls and is
-// returned. `keep_going`, when set, is asked every 100 ms until all are done: its first error
-// does the same.
+// `keep_going`, when set, is asked every 100 ms until all are done: an error from it cancels
+// every call the same way and is returned.
 absl::Status ForAllRanks(int world, absl::Duration timeout, const std::string& secret,
                          const std::function<absl::Status(int, grpc::ClientContext*)>& fn,
                          const std::function<absl::Status()>& keep_going = nullptr) {

@@ -107,10 +107,8 @@ absl::StatusOr<StepResult> LocalExecutor::Execute(const StepBatch& batch) {
     ranks_[r]->comm().TakeSeconds();
     ranks_[r]->TakeDecodedWeightBytes();
   }
-  // TP rank 0 of each stage speaks for its stage's MoE layers (its TP peers route alike).
   for (const std::unique_ptr<RankRuntime>& rank : ranks_) {
-    ExpertLoad load = rank->TakeExpertLoad();
-    if (rank->rank() == 0) result.expert_load.Add(load);
+    result.expert_load.Add(rank->TakeExpertLoad());  // each stage's layers, once
   }
   return result;
 }

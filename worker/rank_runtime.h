@@ -94,8 +94,13 @@ class RankRuntime {
   int rank() const { return rank_; }
   Backend& backend() { return *backend_; }
   TimedCommunicator& comm() { return *comm_; }
-  // How the steps since the last call routed their tokens (LlamaModel::TakeExpertLoad).
-  ExpertLoad TakeExpertLoad() { return model_->TakeExpertLoad(); }
+  // How the steps since the last call routed their tokens through this stage's MoE layers
+  // (LlamaModel::TakeExpertLoad), reported by TP rank 0 of the stage: its TP peers route alike,
+  // so theirs is taken and dropped (empty), and the stages' reports add up to every layer's.
+  ExpertLoad TakeExpertLoad() {
+    ExpertLoad load = model_->TakeExpertLoad();
+    return rank_ == 0 ? load : ExpertLoad{};
+  }
   // Weight bytes the backend decoded whole since the last call (Backend::TakeDecodedWeightBytes).
   int64_t TakeDecodedWeightBytes() { return backend_->TakeDecodedWeightBytes(); }
   LlamaModel& model() { return *model_; }

@@ -210,9 +210,7 @@ absl::Status WorkerService::RunStepLocked(
   }
   absl::Status s = runtime->Step(batch, logits);
   outcome->allreduce_s = runtime->comm().TakeSeconds();
-  // TP rank 0 of each stage speaks for its stage's MoE layers (its TP peers route alike).
-  ExpertLoad load = runtime->TakeExpertLoad();
-  if (runtime->rank() == 0) outcome->load = std::move(load);
+  outcome->load = runtime->TakeExpertLoad();
   outcome->decoded_weight_bytes = runtime->TakeDecodedWeightBytes();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("rank ", rank_, ": ", s.message()));
   if (holds) {
